@@ -1,0 +1,4 @@
+//! The grader's one integration-test binary.
+
+mod ingest;
+mod sandbox;
