@@ -1,0 +1,185 @@
+//! Entry-name decoding, validation and the keys used to detect colliding
+//! names.
+
+use std::borrow::Cow;
+
+use super::IngestError;
+use super::unicode_tables::{COMBINING_CLASSES, DECOMPOSITIONS};
+
+/// The upper half of IBM code page 437, which zip readers use for names whose
+/// UTF-8 flag is not set.
+const CP437_HIGH: &str = "ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜ¢£¥₧ƒáíóúñÑªº¿⌐¬½¼¡«»░▒▓│┤╡╢╖╕╣║╗╝╜╛┐└┴┬├─┼╞╟╚╔╩╦╠═╬╧╨╤╥╙╘╒╓╫╪┘┌█▄▌▐▀αßΓπΣσµτΦΘΩδ∞φε∩≡±≥≤⌠⌡÷≈°∙·√ⁿ²■\u{a0}";
+
+/// Renders raw name bytes for an error message, escaping anything unusual so
+/// that control characters and invalid bytes are visible.
+pub(super) fn display_raw(raw: &[u8]) -> String {
+    let lossy = String::from_utf8_lossy(raw);
+    let debug = format!("{lossy:?}");
+    debug
+}
+
+/// Decodes an entry name: names flagged UTF-8 must be valid UTF-8, others are
+/// read as CP437 (which maps every byte, so they always decode).
+pub(super) fn decode_name(raw: &[u8], utf8_flag: bool) -> Result<String, IngestError> {
+    if utf8_flag || raw.is_ascii() {
+        return match std::str::from_utf8(raw) {
+            Ok(name) => Ok(name.to_owned()),
+            Err(err) => Err(IngestError::InvalidUtf8Name {
+                entry: display_raw(raw),
+                detail: err.to_string(),
+            }),
+        };
+    }
+    let high: Vec<char> = CP437_HIGH.chars().collect();
+    Ok(raw
+        .iter()
+        .map(|&b| if b < 0x80 { char::from(b) } else { high[usize::from(b - 0x80)] })
+        .collect())
+}
+
+/// The validated shape of an entry name.
+#[derive(Debug, Clone)]
+pub(super) struct CheckedName {
+    /// The path without a trailing slash, components joined by `/`.
+    pub path: String,
+    /// Whether the name ended with `/`, which marks a directory.
+    pub trailing_slash: bool,
+}
+
+/// Applies every path rule to a decoded name, in an order that reports the
+/// most specific rule first.
+pub(super) fn check_name(
+    name: &str,
+    max_path_bytes: usize,
+    max_path_depth: usize,
+) -> Result<CheckedName, IngestError> {
+    let entry = || format!("{name:?}");
+    if name.len() > max_path_bytes {
+        return Err(IngestError::PathTooLong { entry: entry(), bytes: name.len(), limit: max_path_bytes });
+    }
+    if name.chars().any(char::is_control) {
+        return Err(IngestError::ControlCharacter { entry: entry() });
+    }
+    if name.starts_with('/') || name.starts_with('\\') {
+        return Err(IngestError::AbsolutePath { entry: entry() });
+    }
+    let bytes = name.as_bytes();
+    if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+        return Err(IngestError::DriveLetter { entry: entry() });
+    }
+    if name.contains('\\') {
+        return Err(IngestError::Backslash { entry: entry() });
+    }
+    let trailing_slash = name.ends_with('/');
+    let body = name.strip_suffix('/').unwrap_or(name);
+    let mut depth = 0usize;
+    for component in body.split('/') {
+        match component {
+            ".." => return Err(IngestError::PathTraversal { entry: entry() }),
+            "" | "." => return Err(IngestError::EmptyComponent { entry: entry() }),
+            _ => depth += 1,
+        }
+    }
+    if depth > max_path_depth {
+        return Err(IngestError::PathTooDeep { entry: entry(), depth, limit: max_path_depth });
+    }
+    Ok(CheckedName { path: body.to_owned(), trailing_slash })
+}
+
+/// The key under which two names count as the same file: Unicode lowercase,
+/// then canonical decomposition (NFD), so `A.txt`/`a.txt` and a composed `é`
+/// and `e` + combining acute collide.
+pub(super) fn collision_key(path: &str) -> String {
+    let lower: Cow<'_, str> = if path.chars().any(|c| !c.is_ascii() || c.is_ascii_uppercase()) {
+        Cow::Owned(path.to_lowercase())
+    } else {
+        Cow::Borrowed(path)
+    };
+    if lower.is_ascii() {
+        return lower.into_owned();
+    }
+    nfd(&lower)
+}
+
+/// Canonical decomposition with canonical ordering of combining marks.
+fn nfd(text: &str) -> String {
+    let mut out: Vec<char> = Vec::with_capacity(text.len());
+    for c in text.chars() {
+        decompose_into(c, &mut out);
+    }
+    // Canonical ordering: stable-sort each run of non-starters by class.
+    let mut i = 0;
+    while i < out.len() {
+        if combining_class(out[i]) == 0 {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < out.len() && combining_class(out[i]) != 0 {
+            i += 1;
+        }
+        out[start..i].sort_by_key(|&c| combining_class(c));
+    }
+    out.into_iter().collect()
+}
+
+fn decompose_into(c: char, out: &mut Vec<char>) {
+    const S_BASE: u32 = 0xAC00;
+    const L_BASE: u32 = 0x1100;
+    const V_BASE: u32 = 0x1161;
+    const T_BASE: u32 = 0x11A7;
+    const T_COUNT: u32 = 28;
+    const N_COUNT: u32 = 21 * 28;
+    let code = u32::from(c);
+    if (S_BASE..S_BASE + 11172).contains(&code) {
+        // Hangul syllables decompose algorithmically.
+        let index = code - S_BASE;
+        let jamo = [
+            Some(L_BASE + index / N_COUNT),
+            Some(V_BASE + (index % N_COUNT) / T_COUNT),
+            Some(T_BASE + index % T_COUNT).filter(|&t| t != T_BASE),
+        ];
+        out.extend(jamo.into_iter().flatten().filter_map(char::from_u32));
+        return;
+    }
+    match DECOMPOSITIONS.binary_search_by_key(&c, |&(k, _)| k) {
+        Ok(found) => out.extend(DECOMPOSITIONS[found].1.chars()),
+        Err(_) => out.push(c),
+    }
+}
+
+fn combining_class(c: char) -> u8 {
+    if c.is_ascii() {
+        return 0;
+    }
+    match COMBINING_CLASSES.binary_search_by(|&(lo, hi, _)| {
+        if hi < c {
+            std::cmp::Ordering::Less
+        } else if lo > c {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    }) {
+        Ok(found) => COMBINING_CLASSES[found].2,
+        Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nfd_and_case_fold_together() {
+        assert_eq!(collision_key("Caf\u{e9}"), collision_key("cafe\u{301}"));
+        assert_eq!(collision_key("\u{ac00}"), "\u{1100}\u{1161}");
+        assert_ne!(collision_key("a"), collision_key("b"));
+    }
+
+    #[test]
+    fn cp437_maps_high_bytes() {
+        assert_eq!(decode_name(b"caf\x82", false).unwrap(), "caf\u{e9}");
+        assert_eq!(CP437_HIGH.chars().count(), 128);
+    }
+}
