@@ -175,7 +175,11 @@ pub(super) fn read_central_directory(
         reader.read_exact(&mut name).map_err(short)?;
         if name_len > max_name {
             return Err(IngestError::PathTooLong {
-                entry: format!("{}...", super::names::display_raw(&name)),
+                entry: if name.len() < name_len {
+                    format!("{} (truncated)", super::names::display_raw(&name))
+                } else {
+                    super::names::display_raw(&name)
+                },
                 bytes: name_len,
                 limit: max_name,
             });

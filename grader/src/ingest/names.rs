@@ -13,9 +13,15 @@ const CP437_HIGH: &str = "ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜ
 /// Renders raw name bytes for an error message, escaping anything unusual so
 /// that control characters and invalid bytes are visible.
 pub(super) fn display_raw(raw: &[u8]) -> String {
-    let lossy = String::from_utf8_lossy(raw);
-    let debug = format!("{lossy:?}");
-    debug
+    let mut out = String::from("\"");
+    for chunk in raw.utf8_chunks() {
+        out.extend(chunk.valid().chars().flat_map(char::escape_debug));
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Decodes an entry name: names flagged UTF-8 must be valid UTF-8, others are
