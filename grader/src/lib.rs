@@ -2,5 +2,13 @@
 //! scoring and receipts. This crate knows nothing of the web, the database or
 //! the UI.
 
+pub mod check;
+pub mod detect;
+pub mod grade;
 pub mod ingest;
+pub mod manifest;
+pub mod packet;
+pub mod run;
 pub mod sandbox;
+pub mod score;
+pub mod starter;

@@ -1,0 +1,180 @@
+//! `packet check`: the self-test a packet must pass before it is published.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::grade::{GradeOptions, Grader, default_limits};
+use crate::packet::{Packet, copy_path, remove_paths};
+use crate::run::run_on_copy;
+
+/// One proposition of the self-test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckItem {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub packet: String,
+    pub items: Vec<CheckItem>,
+}
+
+impl CheckReport {
+    pub fn ok(&self) -> bool {
+        !self.items.is_empty() && self.items.iter().all(|i| i.ok)
+    }
+
+    fn push(&mut self, name: impl Into<String>, ok: bool, detail: impl Into<String>) {
+        self.items.push(CheckItem { name: name.into(), ok, detail: detail.into() });
+    }
+
+    pub fn failures(&self) -> impl Iterator<Item = &CheckItem> {
+        self.items.iter().filter(|i| !i.ok)
+    }
+}
+
+/// Runs every proposition of the self-test on the packet at `dir`.
+pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
+    let mut report = CheckReport { packet: dir.display().to_string(), items: Vec::new() };
+    let packet = match Packet::load(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            report.push("manifest is valid", false, e.to_string());
+            return report;
+        }
+    };
+    report.packet = packet.manifest.packet.slug.clone();
+    report.push("manifest is valid", true, format!("version {}, digest {}", packet.manifest.packet.version, &packet.digest[..12]));
+    if let Err(e) = check_all(grader, &packet, &mut report) {
+        report.push("self-test ran to the end", false, e);
+    }
+    report
+}
+
+fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Result<(), String> {
+    let m = &packet.manifest;
+    let work = tempfile::Builder::new().prefix("gatehouse-check-").tempdir().map_err(|e| format!("creating a work folder: {e}"))?;
+    let limits = m.limits.apply(&default_limits());
+
+    // Every failure id has a variant that triggers it.
+    let exercised: BTreeSet<&str> = m.variants.iter().flat_map(|v| v.expect.iter().map(String::as_str)).collect();
+    let unexercised: Vec<&str> = m.failures.iter().map(|f| f.id.as_str()).filter(|id| !exercised.contains(id)).collect();
+    report.push(
+        "every failure id has a known-bad variant",
+        unexercised.is_empty(),
+        if unexercised.is_empty() { format!("{} ids", m.failures.len()) } else { format!("no variant expects {}", unexercised.join(", ")) },
+    );
+
+    // The starter is red, the sample green, under the packet's test command.
+    let starter = work.path().join("starter");
+    copy_path(&packet.starter_dir(), &starter).map_err(|e| format!("copying the starter: {e}"))?;
+    let red = run_on_copy(grader.sandbox(), &starter, &work.path().join("red"), |_| Ok(()), &m.commands.test, &limits, Vec::new())
+        .map_err(|e| e.to_string())?;
+    let red_ok = !red.success() && !red.timed_out && red.limit_hit.is_none();
+    report.push("the starter is red", red_ok, format!("`{}`: {:?}{}", m.commands.test, red.exit, if red.timed_out { ", timed out" } else { "" }));
+
+    let sample = work.path().join("sample-tree");
+    copy_path(&starter, &sample).map_err(|e| format!("copying the starter: {e}"))?;
+    if packet.sample_dir().is_dir() {
+        copy_path(&packet.sample_dir(), &sample).map_err(|e| format!("laying the sample: {e}"))?;
+    }
+    let green = run_on_copy(grader.sandbox(), &sample, &work.path().join("green"), |_| Ok(()), &m.commands.test, &limits, Vec::new())
+        .map_err(|e| e.to_string())?;
+    report.push(
+        "the sample passes the test command",
+        green.success(),
+        format!("`{}`: {:?}{}", m.commands.test, green.exit, tail(&green.stdout_tail)),
+    );
+
+    // The sample grades with no finding.
+    let opts = GradeOptions::default();
+    let sample_overlay = if packet.sample_dir().is_dir() { packet.sample_dir() } else { work.path().join("empty") };
+    fs::create_dir_all(&sample_overlay).map_err(|e| e.to_string())?;
+    match grader.grade_overlay(packet, &sample_overlay, &m.sample.times, &opts) {
+        Ok(card) => {
+            let ids: Vec<String> = card.findings.iter().map(|f| format!("{} ({})", f.id, f.evidence.join("; "))).collect();
+            report.push(
+                "the sample grades clean",
+                ids.is_empty(),
+                if ids.is_empty() {
+                    format!("decision {}, score {}", card.decision, card.score.map_or("-".into(), |s| format!("{s}/{}", card.max_score)))
+                } else {
+                    format!("findings: {}", ids.join(", "))
+                },
+            );
+        }
+        Err(e) => report.push("the sample grades clean", false, e.to_string()),
+    }
+
+    // Each known-bad variant triggers exactly what it declares.
+    for v in &m.variants {
+        let dir = work.path().join("variants").join(&v.name);
+        if packet.sample_dir().is_dir() {
+            copy_path(&packet.sample_dir(), &dir).map_err(|e| format!("copying the sample: {e}"))?;
+        }
+        fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        remove_paths(&dir, &v.remove).map_err(|e| format!("variant {}: {e}", v.name))?;
+        let vdir = packet.variant_dir(&v.name);
+        if vdir.is_dir() {
+            copy_path(&vdir, &dir).map_err(|e| format!("variant {}: {e}", v.name))?;
+        }
+        let mut times = m.sample.times.clone();
+        times.extend(v.times.clone());
+        let name = format!("variant {} triggers exactly {}", v.name, v.expect.join(", "));
+        match grader.grade_overlay(packet, &dir, &times, &opts) {
+            Ok(card) => {
+                let got: BTreeSet<&str> = card.findings.iter().map(|f| f.id.as_str()).collect();
+                let want: BTreeSet<&str> = v.expect.iter().map(String::as_str).collect();
+                let detail = if got == want {
+                    format!("decision {}", card.decision)
+                } else {
+                    let missing: Vec<&str> = want.difference(&got).copied().collect();
+                    let extra: Vec<String> = card
+                        .findings
+                        .iter()
+                        .filter(|f| !want.contains(f.id.as_str()))
+                        .map(|f| format!("{} ({})", f.id, f.evidence.join("; ")))
+                        .collect();
+                    format!("missing [{}], unexpected [{}]", missing.join(", "), extra.join(", "))
+                };
+                report.push(name, got == want, detail);
+            }
+            Err(e) => report.push(name, false, e.to_string()),
+        }
+    }
+
+    // Every mutant is killed by the hidden tests.
+    if let Some(mu) = &m.mutation {
+        let step = m.step(&mu.hidden_step).ok_or("mutation.hidden_step is not a step")?;
+        let step_limits = step.limits.apply(&limits);
+        for (id, path) in packet.mutants().map_err(|e| e.to_string())? {
+            let dir = work.path().join("mutants").join(&id);
+            let r = run_on_copy(
+                grader.sandbox(),
+                &sample,
+                &dir,
+                |w| {
+                    packet.lay_into(&step.lay, w)?;
+                    copy_path(&path, &w.join(&mu.target))
+                },
+                &step.run,
+                &step_limits,
+                crate::run::step_env(&step.env),
+            )
+            .map_err(|e| e.to_string())?;
+            let _ = fs::remove_dir_all(&dir);
+            report.push(format!("mutant {id} is killed by step {}", step.id), !r.success(), format!("{:?}", r.exit));
+        }
+    }
+    Ok(())
+}
+
+fn tail(s: &str) -> String {
+    let last: Vec<&str> = s.lines().rev().filter(|l| !l.trim().is_empty()).take(1).collect();
+    last.first().map(|l| format!(" — {}", l.trim())).unwrap_or_default()
+}

@@ -1,0 +1,796 @@
+//! Failure detectors: each manifest `detect` table is evaluated against the
+//! evidence the pipeline gathered (the assembled workspace, the submission's
+//! file list, step runs, script outputs, mutation results).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::{Detector, Limit, LogExpect, Manifest, OrderBy, Scope, Stream};
+use crate::packet::Tree;
+use crate::run::{MutationOutcome, ScriptFinding, StepOutcome, TestOutcome};
+
+/// Where a fact on a scorecard came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provenance {
+    /// Only the candidate's files say it.
+    Claimed,
+    /// The grader recomputed it from the submission.
+    Replayed,
+    /// The platform produced it.
+    Witnessed,
+}
+
+/// A detector that fired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub provenance: Provenance,
+    pub evidence: Vec<String>,
+}
+
+impl Hit {
+    fn new(provenance: Provenance, evidence: Vec<String>) -> Option<Hit> {
+        Some(Hit { provenance, evidence })
+    }
+}
+
+/// Everything detectors may look at.
+pub struct Evidence<'a> {
+    pub manifest: &'a Manifest,
+    /// The assembled workspace (starter overlaid by the submission), before
+    /// any step ran.
+    pub workspace: &'a Path,
+    /// Paths the submission itself contained, with the times it claims.
+    pub submission: &'a BTreeMap<String, Option<i64>>,
+    pub starter: &'a Tree,
+    pub starter_dir: &'a Path,
+    pub steps: &'a BTreeMap<String, StepOutcome>,
+    /// Script findings keyed by the script's `run` text plus its lays.
+    pub scripts: &'a BTreeMap<String, Vec<ScriptFinding>>,
+    pub mutation: Option<&'a MutationOutcome>,
+    /// Module names of the interpreter's standard library.
+    pub stdlib: &'a BTreeSet<String>,
+}
+
+/// A detector could not be evaluated (the packet is wrong, not the
+/// submission).
+#[derive(Debug, thiserror::Error)]
+#[error("detector for {failure:?}: {message}")]
+pub struct DetectError {
+    pub failure: String,
+    pub message: String,
+}
+
+/// The key under which a script detector's output is stored.
+pub fn script_key(run: &str, lay: &[crate::manifest::Lay]) -> String {
+    format!("{run}\u{0}{lay:?}")
+}
+
+/// Largest file a detector reads, so a huge submitted file cannot stall it.
+const READ_CAP: u64 = 4 << 20;
+
+impl Evidence<'_> {
+    /// Evaluates `d` for failure `id`.
+    pub fn eval(&self, id: &str, d: &Detector) -> Result<Option<Hit>, DetectError> {
+        let fail = |message: String| DetectError { failure: id.to_string(), message };
+        Ok(match d {
+            Detector::Missing { paths } => {
+                let files = self.workspace_files();
+                let missing: Vec<String> = paths
+                    .iter()
+                    .filter(|p| {
+                        let set = globs(std::slice::from_ref(p));
+                        !files.iter().any(|f| set.is_match(f))
+                    })
+                    .map(|p| format!("{p}: no such file in the submission"))
+                    .collect();
+                if missing.is_empty() { None } else { Hit::new(Provenance::Claimed, missing) }
+            }
+            Detector::Present { paths, scope } => {
+                let set = globs(paths);
+                let hits: Vec<String> =
+                    self.scoped_files(*scope).into_iter().filter(|f| set.is_match(f)).map(|f| format!("{f}: present")).collect();
+                if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
+            }
+            Detector::OutsideAllowlist { allow } => {
+                let set = globs(allow);
+                let hits: Vec<String> = self
+                    .submission
+                    .keys()
+                    .filter(|f| !set.is_match(f.as_str()))
+                    .map(|f| format!("{f}: not on the allowlist"))
+                    .collect();
+                if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
+            }
+            Detector::Pattern { files, regex, absent, scope } => {
+                let re = Regex::new(regex).map_err(|e| fail(e.to_string()))?;
+                let set = globs(files);
+                let mut hits = Vec::new();
+                for f in self.scoped_files(*scope).into_iter().filter(|f| set.is_match(f)) {
+                    let text = self.read(&f).unwrap_or_default();
+                    for (n, line) in text.lines().enumerate() {
+                        if re.is_match(line) {
+                            hits.push(format!("{f}:{}: {}", n + 1, excerpt(line)));
+                        }
+                    }
+                }
+                match (absent, hits.is_empty()) {
+                    (false, false) => Hit::new(Provenance::Claimed, hits),
+                    (true, true) => Hit::new(Provenance::Claimed, vec![format!("no line of {} matches /{regex}/", files.join(", "))]),
+                    _ => None,
+                }
+            }
+            Detector::Frozen { paths } => {
+                let paths = paths.as_ref().unwrap_or(&self.manifest.policy.frozen);
+                let mut hits = Vec::new();
+                for p in paths {
+                    let starter = self.starter.get(p).map(|(_, sha)| sha.as_str());
+                    let now = self.read_bytes(p).map(|b| crate::packet::sha256_hex(&b));
+                    match (starter, now) {
+                        (Some(a), Some(b)) if a == b => {}
+                        (Some(a), Some(b)) => hits.push(format!("{p}: sha256 {} differs from the starter's {}", short(&b), short(a))),
+                        (Some(_), None) => hits.push(format!("{p}: deleted")),
+                        (None, _) => return Err(fail(format!("frozen path {p:?} is not in the starter"))),
+                    }
+                }
+                if hits.is_empty() { None } else { Hit::new(Provenance::Replayed, hits) }
+            }
+            Detector::TestFailing { step, tests } => {
+                let outcome = self.step(id, step)?;
+                let hits = failing_tests(outcome, tests);
+                if hits.is_empty() { None } else { Hit::new(Provenance::Replayed, hits) }
+            }
+            Detector::Exit { step, equals, not_equals, timed_out } => {
+                let outcome = self.step(id, step)?;
+                let report = &outcome.report;
+                let code = match report.exit {
+                    crate::sandbox::Exit::Code(c) => Some(c),
+                    crate::sandbox::Exit::Signal(_) => None,
+                };
+                let fired = equals.is_some_and(|e| code == Some(e))
+                    || not_equals.is_some_and(|e| code != Some(e))
+                    || timed_out.is_some_and(|t| report.timed_out == t);
+                fired.then(|| Hit { provenance: Provenance::Replayed, evidence: vec![format!("step {step}: {}", describe_exit(outcome))] })
+            }
+            Detector::Output { step, stream, contains, absent } => {
+                let outcome = self.step(id, step)?;
+                let text = match stream {
+                    Stream::Stdout => outcome.report.stdout_tail.clone(),
+                    Stream::Stderr => outcome.report.stderr_tail.clone(),
+                    Stream::Both => format!("{}\n{}", outcome.report.stdout_tail, outcome.report.stderr_tail),
+                };
+                if let Some(r) = contains {
+                    let re = Regex::new(r).map_err(|e| fail(e.to_string()))?;
+                    let lines: Vec<String> =
+                        text.lines().filter(|l| re.is_match(l)).take(5).map(|l| format!("step {step}: {}", excerpt(l))).collect();
+                    if lines.is_empty() { None } else { Hit::new(Provenance::Replayed, lines) }
+                } else if let Some(r) = absent {
+                    let re = Regex::new(r).map_err(|e| fail(e.to_string()))?;
+                    if re.is_match(&text) {
+                        None
+                    } else {
+                        Hit::new(Provenance::Replayed, vec![format!("step {step}: output never matches /{r}/")])
+                    }
+                } else {
+                    None
+                }
+            }
+            Detector::PytestLog { file, expect, nodes_from } => {
+                let problems = match self.read(file) {
+                    None => vec![format!("{file}: missing")],
+                    Some(text) => {
+                        let mut p = pytest_log_problems(&text, *expect);
+                        if nodes_from.as_deref() == Some("starter") {
+                            p.extend(unknown_nodes(&text, self.starter_dir));
+                        }
+                        p.into_iter().map(|m| format!("{file}: {m}")).collect()
+                    }
+                };
+                if problems.is_empty() { None } else { Hit::new(Provenance::Claimed, problems) }
+            }
+            Detector::Order { before, after, by, stamp } => {
+                let time_of = |p: &str| -> Result<Option<i64>, DetectError> {
+                    match by {
+                        OrderBy::ZipTime => Ok(self.submission.get(p).copied().flatten()),
+                        OrderBy::Stamp => {
+                            let re = Regex::new(stamp.as_deref().unwrap_or_default()).map_err(|e| fail(e.to_string()))?;
+                            Ok(self.read(p).and_then(|t| re.captures(&t).and_then(|c| c.get(1)).and_then(|m| parse_time(m.as_str()))))
+                        }
+                    }
+                };
+                match (time_of(before)?, time_of(after)?) {
+                    (Some(b), Some(a)) if a < b => Hit::new(
+                        Provenance::Claimed,
+                        vec![format!(
+                            "{after} ({}) is {} s earlier than {before} ({})",
+                            format_time(a),
+                            b - a,
+                            format_time(b)
+                        )],
+                    ),
+                    _ => None,
+                }
+            }
+            Detector::DiffInvalid { diff } => match self.read(diff) {
+                None => Hit::new(Provenance::Claimed, vec![format!("{diff}: missing")]),
+                Some(text) => match parse_unified_diff(&text) {
+                    Ok(_) => None,
+                    Err(e) => Hit::new(Provenance::Claimed, vec![format!("{diff}: {e}")]),
+                },
+            },
+            Detector::DiffAllowlist { diff, allow, allow_file } => {
+                let Some(text) = self.read(diff) else { return Ok(None) };
+                let Ok(paths) = parse_unified_diff(&text) else { return Ok(None) };
+                let mut allowed = allow.clone();
+                if let Some(f) = allow_file {
+                    let list = self.read(f).unwrap_or_default();
+                    allowed.extend(list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from));
+                }
+                let set = globs(&allowed);
+                let hits: Vec<String> = paths
+                    .iter()
+                    .filter(|p| !set.is_match(p.as_str()))
+                    .map(|p| format!("{diff} touches {p}, which is not on the allowlist"))
+                    .collect();
+                if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
+            }
+            Detector::StdlibOnly { files } => {
+                let set = globs(files);
+                let local = local_modules(&self.workspace_files());
+                let mut hits = Vec::new();
+                for f in self.workspace_files().into_iter().filter(|f| set.is_match(f) && f.ends_with(".py")) {
+                    let text = self.read(&f).unwrap_or_default();
+                    for (n, module) in imports(&text) {
+                        if !self.stdlib.contains(&module) && !local.contains(&module) {
+                            hits.push(format!("{f}:{n}: imports {module}, which is not in the standard library"));
+                        }
+                    }
+                }
+                if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
+            }
+            Detector::Ledger { file, required, rows_over, sum, duplicates, consecutive, invalid } => {
+                let Some(text) = self.read(file) else { return Ok(None) };
+                let limit = |l: &Limit| -> Result<f64, DetectError> {
+                    match l {
+                        Limit::Number(n) => Ok(*n),
+                        Limit::Budget(name) => name
+                            .strip_prefix("budget.")
+                            .and_then(|b| self.manifest.budgets.get(b))
+                            .map(|v| v as f64)
+                            .ok_or_else(|| fail(format!("{name:?} names no budget"))),
+                    }
+                };
+                let (rows, bad) = parse_ledger(&text, required);
+                let mut hits = Vec::new();
+                if *invalid {
+                    hits = bad.iter().map(|m| format!("{file}: {m}")).collect();
+                } else if let Some(l) = rows_over {
+                    let l = limit(l)?;
+                    if rows.len() as f64 > l {
+                        hits.push(format!("{file}: {} rows, over the limit of {l}", rows.len()));
+                    }
+                } else if let Some(s) = sum {
+                    let l = limit(&s.over)?;
+                    let total: f64 = rows.iter().filter_map(|r| r.get(&s.field).and_then(|v| v.as_f64())).sum();
+                    if total > l {
+                        hits.push(format!("{file}: sum of {} is {total}, over the limit of {l}", s.field));
+                    }
+                } else if let Some(key) = duplicates {
+                    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+                    for (i, r) in rows.iter().enumerate() {
+                        let k = ledger_key(r, key);
+                        if let Some(first) = seen.get(&k) {
+                            hits.push(format!("{file}: row {} repeats row {} ({k})", i + 1, first + 1));
+                        } else {
+                            seen.insert(k, i);
+                        }
+                    }
+                } else if let Some(c) = consecutive {
+                    let l = limit(&c.over)?;
+                    let (mut run, mut best, mut prev) = (0usize, (0usize, 0usize), None::<String>);
+                    for (i, r) in rows.iter().enumerate() {
+                        let k = ledger_key(r, &c.key);
+                        run = if prev.as_deref() == Some(k.as_str()) { run + 1 } else { 1 };
+                        if run > best.0 {
+                            best = (run, i + 1);
+                        }
+                        prev = Some(k);
+                    }
+                    if best.0 as f64 > l {
+                        hits.push(format!("{file}: {} identical rows in a row ending at row {}, over the limit of {l}", best.0, best.1));
+                    }
+                }
+                if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
+            }
+            Detector::MutantsSurvive { at_least } => {
+                let m = self.mutation.ok_or_else(|| fail("no mutation run".into()))?;
+                let survivors: Vec<String> =
+                    m.mutants.iter().filter(|r| !r.killed).map(|r| format!("mutant {} survived the candidate's tests", r.id)).collect();
+                if survivors.len() >= *at_least as usize { Hit::new(Provenance::Replayed, survivors) } else { None }
+            }
+            Detector::Script { run, lay, .. } => {
+                let key = script_key(run, lay);
+                let found = self.scripts.get(&key).ok_or_else(|| fail(format!("script {run:?} did not run")))?;
+                let hits: Vec<String> = found.iter().filter(|f| f.id == id).map(|f| f.evidence.clone()).collect();
+                if hits.is_empty() { None } else { Hit::new(Provenance::Replayed, hits) }
+            }
+            Detector::All { of } => {
+                let mut all = Vec::new();
+                for d in of {
+                    match self.eval(id, d)? {
+                        Some(h) => all.push(h),
+                        None => return Ok(None),
+                    }
+                }
+                merge(all)
+            }
+            Detector::Any { of } => {
+                let mut any = Vec::new();
+                for d in of {
+                    any.extend(self.eval(id, d)?);
+                }
+                merge(any)
+            }
+            Detector::Not { of } => match self.eval(id, of)? {
+                Some(_) => None,
+                None => Hit::new(Provenance::Replayed, vec![format!("expected evidence absent: {}", describe(of))]),
+            },
+        })
+    }
+
+    fn step(&self, id: &str, step: &str) -> Result<&StepOutcome, DetectError> {
+        self.steps.get(step).ok_or_else(|| DetectError { failure: id.into(), message: format!("step {step:?} did not run") })
+    }
+
+    fn workspace_files(&self) -> Vec<String> {
+        crate::packet::list_paths(self.workspace)
+    }
+
+    fn scoped_files(&self, scope: Scope) -> Vec<String> {
+        match scope {
+            Scope::Submission => self.submission.keys().cloned().collect(),
+            Scope::Workspace => self.workspace_files(),
+        }
+    }
+
+    fn read_bytes(&self, rel: &str) -> Option<Vec<u8>> {
+        if !crate::manifest::is_safe_relative(rel) {
+            return None;
+        }
+        let path = self.workspace.join(rel);
+        let meta = fs::symlink_metadata(&path).ok()?;
+        if !meta.is_file() || meta.len() > READ_CAP {
+            return None;
+        }
+        fs::read(path).ok()
+    }
+
+    fn read(&self, rel: &str) -> Option<String> {
+        self.read_bytes(rel).map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+}
+
+fn merge(hits: Vec<Hit>) -> Option<Hit> {
+    let provenance = hits.iter().map(|h| h.provenance).min()?;
+    Some(Hit { provenance, evidence: hits.into_iter().flat_map(|h| h.evidence).collect() })
+}
+
+/// A short human description of a detector, for `not` evidence.
+pub fn describe(d: &Detector) -> String {
+    match d {
+        Detector::PytestLog { file, expect, .. } => format!("{file} is a real pytest log of a {expect:?} run").to_lowercase(),
+        Detector::Missing { paths } => format!("missing {}", paths.join(", ")),
+        Detector::Present { paths, .. } => format!("present {}", paths.join(", ")),
+        Detector::Pattern { files, regex, .. } => format!("/{regex}/ in {}", files.join(", ")),
+        Detector::TestFailing { step, tests } => format!("failing tests {} in step {step}", tests.join(", ")),
+        Detector::Order { before, after, .. } => format!("{after} earlier than {before}"),
+        other => format!("{other:?}").split_whitespace().next().unwrap_or_default().to_string(),
+    }
+}
+
+fn globs(patterns: &[String]) -> GlobSet {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        // Patterns were validated when the manifest was parsed.
+        if let Ok(g) = globset::GlobBuilder::new(p).literal_separator(true).build() {
+            b.add(g);
+        } else if let Ok(g) = Glob::new(p) {
+            b.add(g);
+        }
+    }
+    b.build().unwrap_or_else(|_| GlobSet::empty())
+}
+
+fn excerpt(line: &str) -> String {
+    let t = line.trim();
+    if t.chars().count() > 160 { format!("{}…", t.chars().take(160).collect::<String>()) } else { t.to_string() }
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+fn describe_exit(o: &StepOutcome) -> String {
+    let r = &o.report;
+    let mut s = match r.exit {
+        crate::sandbox::Exit::Code(c) => format!("exit code {c}"),
+        crate::sandbox::Exit::Signal(n) => format!("killed by signal {n}"),
+    };
+    if r.timed_out {
+        s.push_str(", timed out");
+    }
+    if let Some(l) = r.limit_hit {
+        s.push_str(&format!(", hit the {l:?} limit").to_lowercase());
+    }
+    s
+}
+
+/// The names a test pattern is matched against.
+fn test_names(t: &TestOutcome) -> Vec<String> {
+    let mut names = vec![t.name.clone(), format!("{}::{}", t.classname, t.name)];
+    // pytest reports `tests.test_compute` for tests/test_compute.py, and
+    // `test_x.TestCase` for a method of a class.
+    let as_path = t.classname.replace('.', "/");
+    names.push(format!("{as_path}.py::{}", t.name));
+    if let Some((module, class)) = t.classname.rsplit_once('.') {
+        names.push(format!("{}.py::{class}::{}", module.replace('.', "/"), t.name));
+    }
+    names
+}
+
+fn failing_tests(outcome: &StepOutcome, patterns: &[String]) -> Vec<String> {
+    let Some(tests) = &outcome.tests else {
+        let why = outcome.junit_error.as_deref().unwrap_or("no JUnit report");
+        return vec![format!("no test results: {why} ({})", describe_exit(outcome))];
+    };
+    let failed = |t: &&TestOutcome| t.status == crate::run::TestStatus::Failed || t.status == crate::run::TestStatus::Error;
+    let line = |t: &TestOutcome| format!("{}::{} {}{}", t.classname, t.name, t.status.word(), t.message.as_deref().map(|m| format!(": {}", excerpt(m))).unwrap_or_default());
+    if patterns.is_empty() {
+        if tests.is_empty() {
+            return vec!["no tests ran".into()];
+        }
+        return tests.iter().filter(failed).map(line).collect();
+    }
+    let mut hits = Vec::new();
+    for p in patterns {
+        let g = globs(std::slice::from_ref(p));
+        let matching: Vec<&TestOutcome> = tests.iter().filter(|t| test_names(t).iter().any(|n| n == p || g.is_match(n))).collect();
+        if matching.is_empty() {
+            hits.push(format!("{p}: not run"));
+        }
+        hits.extend(matching.into_iter().filter(|t| failed(t)).map(line));
+    }
+    hits
+}
+
+/// What is wrong with a claimed pytest log; empty when it has the shape of a
+/// real run with the expected result.
+pub fn pytest_log_problems(text: &str, expect: LogExpect) -> Vec<String> {
+    let mut p = Vec::new();
+    let header = Regex::new(r"(?m)^=+ test session starts =+\s*$").expect("static regex");
+    if !header.is_match(text) {
+        p.push("no `test session starts` header".to_string());
+    }
+    let summary = Regex::new(r"(?m)^=+ (.*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.*) in [0-9.]+s(?: \([0-9:]+\))? =+\s*$")
+        .expect("static regex");
+    let Some(line) = summary.captures_iter(text).last().map(|c| c[1].to_string()) else {
+        p.push("no closing summary line (`=== N failed in Xs ===`)".to_string());
+        return p;
+    };
+    let count = |word: &str| -> u64 {
+        Regex::new(&format!(r"(\d+) {word}\b")).expect("static regex").captures(&line).map(|c| c[1].parse().unwrap_or(0)).unwrap_or(0)
+    };
+    match expect {
+        LogExpect::Failed => {
+            if count("failed") == 0 {
+                p.push(format!("the summary `{line}` reports no failure"));
+            }
+            if !Regex::new(r"(?m)^FAILED \S+::\S+").expect("static regex").is_match(text) {
+                p.push("no `FAILED path::test` line".to_string());
+            }
+        }
+        LogExpect::Passed => {
+            if count("passed") == 0 || count("failed") > 0 || count("error") > 0 || count("errors") > 0 {
+                p.push(format!("the summary `{line}` is not a clean pass"));
+            }
+        }
+    }
+    p
+}
+
+/// Test nodes named in a log that the starter does not define.
+fn unknown_nodes(text: &str, starter: &Path) -> Vec<String> {
+    let node = Regex::new(r"([\w/.-]+\.py)::(\w+)").expect("static regex");
+    let mut seen = BTreeSet::new();
+    let mut problems = Vec::new();
+    for c in node.captures_iter(text) {
+        let (file, name) = (c[1].to_string(), c[2].to_string());
+        if !seen.insert((file.clone(), name.clone())) {
+            continue;
+        }
+        let defined = crate::manifest::is_safe_relative(&file)
+            && fs::read_to_string(starter.join(&file))
+                .map(|src| Regex::new(&format!(r"(?m)^\s*(?:async\s+)?def {}\s*\(", regex::escape(&name))).expect("escaped").is_match(&src))
+                .unwrap_or(false);
+        if !defined {
+            problems.push(format!("names {file}::{name}, which the starter does not define"));
+        }
+    }
+    problems
+}
+
+/// Parses Unix seconds or an RFC 3339 time (`2026-01-05T09:00:00Z`,
+/// fractional seconds and offsets allowed).
+pub fn parse_time(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<f64>() {
+        return Some(n.floor() as i64);
+    }
+    let re = Regex::new(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(Z|[+-]\d{2}:?\d{2})?$").expect("static regex");
+    let c = re.captures(s)?;
+    let n = |i: usize| c[i].parse::<i64>().ok();
+    let days = days_from_civil(n(1)?, n(2)?, n(3)?);
+    let mut t = days * 86_400 + n(4)? * 3600 + n(5)? * 60 + n(6)?;
+    if let Some(off) = c.get(7).map(|m| m.as_str()).filter(|o| *o != "Z") {
+        let sign = if off.starts_with('-') { -1 } else { 1 };
+        let digits: String = off[1..].chars().filter(|c| c.is_ascii_digit()).collect();
+        let (h, m) = (digits[..2].parse::<i64>().ok()?, digits[2..].parse::<i64>().ok()?);
+        t -= sign * (h * 3600 + m * 60);
+    }
+    Some(t)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Formats Unix seconds as RFC 3339 UTC.
+pub fn format_time(t: i64) -> String {
+    let days = t.div_euclid(86_400);
+    let secs = t.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+/// Parses a unified diff strictly and returns the paths it touches (old and
+/// new sides, without `a/` `b/` prefixes, `/dev/null` left out).
+pub fn parse_unified_diff(text: &str) -> Result<Vec<String>, String> {
+    let hunk = Regex::new(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@").expect("static regex");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut paths = BTreeSet::new();
+    let mut files = 0;
+    let mut i = 0;
+    let strip = |p: &str| -> Option<String> {
+        let p = p.split('\t').next().unwrap_or(p).trim();
+        if p == "/dev/null" {
+            return None;
+        }
+        let p = p.strip_prefix("a/").or_else(|| p.strip_prefix("b/")).unwrap_or(p);
+        Some(p.to_string())
+    };
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some(old) = line.strip_prefix("--- ") {
+            let new = lines
+                .get(i + 1)
+                .and_then(|l| l.strip_prefix("+++ "))
+                .ok_or_else(|| format!("line {}: `---` header without a `+++` line after it", i + 1))?;
+            paths.extend(strip(old));
+            paths.extend(strip(new));
+            files += 1;
+            i += 2;
+            let mut hunks = 0;
+            while let Some(c) = lines.get(i).and_then(|l| hunk.captures(l)) {
+                let count = |g: usize| c.get(g).map_or(Ok(1), |m| m.as_str().parse::<usize>()).unwrap_or(0);
+                let (mut old_left, mut new_left) = (count(2), count(4));
+                i += 1;
+                while old_left > 0 || new_left > 0 {
+                    let body = lines.get(i).ok_or_else(|| format!("line {}: the hunk ends early", i + 1))?;
+                    match body.chars().next() {
+                        Some(' ') | None => {
+                            old_left = old_left.checked_sub(1).ok_or_else(|| format!("line {}: hunk longer than its header says", i + 1))?;
+                            new_left = new_left.checked_sub(1).ok_or_else(|| format!("line {}: hunk longer than its header says", i + 1))?;
+                        }
+                        Some('-') => old_left = old_left.checked_sub(1).ok_or_else(|| format!("line {}: too many removed lines", i + 1))?,
+                        Some('+') => new_left = new_left.checked_sub(1).ok_or_else(|| format!("line {}: too many added lines", i + 1))?,
+                        Some('\\') => {}
+                        Some(_) => return Err(format!("line {}: `{}` is not a hunk line", i + 1, excerpt(body))),
+                    }
+                    i += 1;
+                }
+                while lines.get(i).is_some_and(|l| l.starts_with('\\')) {
+                    i += 1;
+                }
+                hunks += 1;
+            }
+            if hunks == 0 {
+                return Err(format!("line {}: a file header with no `@@` hunk", i));
+            }
+            continue;
+        }
+        let header_like = line.starts_with("diff ")
+            || line.starts_with("index ")
+            || line.starts_with("new file mode")
+            || line.starts_with("deleted file mode")
+            || line.starts_with("old mode")
+            || line.starts_with("new mode")
+            || line.starts_with("similarity index")
+            || line.starts_with("rename from")
+            || line.starts_with("rename to")
+            || line.trim().is_empty();
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            for part in rest.split_whitespace() {
+                paths.extend(strip(part));
+            }
+        } else if !header_like {
+            if files == 0 {
+                return Err(format!("line {}: `{}` is not part of a unified diff", i + 1, excerpt(line)));
+            }
+            return Err(format!("line {}: unexpected `{}` between files", i + 1, excerpt(line)));
+        }
+        i += 1;
+    }
+    if files == 0 {
+        return Err("no `---`/`+++` file header".to_string());
+    }
+    Ok(paths.into_iter().collect())
+}
+
+/// Top-level modules imported by a Python source, with line numbers.
+/// Relative imports are left out.
+fn imports(src: &str) -> Vec<(usize, String)> {
+    let import = Regex::new(r"^\s*import\s+(.+)$").expect("static regex");
+    let from = Regex::new(r"^\s*from\s+([A-Za-z_][\w.]*)\s+import\b").expect("static regex");
+    let mut out = Vec::new();
+    for (n, line) in src.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default();
+        if let Some(c) = from.captures(line) {
+            out.push((n + 1, c[1].split('.').next().unwrap_or_default().to_string()));
+        } else if let Some(c) = import.captures(line) {
+            for part in c[1].split(',') {
+                let name = part.split_whitespace().next().unwrap_or_default();
+                let top = name.split('.').next().unwrap_or_default();
+                if !top.is_empty() && top.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                    out.push((n + 1, top.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Module names a workspace provides itself: top-level `.py` files and
+/// folders (packages) at any depth's first component.
+fn local_modules(files: &[String]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for f in files {
+        for (i, part) in f.split('/').enumerate() {
+            let is_last = i == f.split('/').count() - 1;
+            if is_last {
+                if let Some(stem) = part.strip_suffix(".py") {
+                    out.insert(stem.to_string());
+                }
+            } else {
+                out.insert(part.to_string());
+            }
+        }
+    }
+    out
+}
+
+type Row = serde_json::Map<String, serde_json::Value>;
+
+/// Parses a JSONL ledger; returns the rows that are objects and a message
+/// for every line that is not a valid row.
+fn parse_ledger(text: &str, required: &[String]) -> (Vec<Row>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut bad = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<serde_json::Value>(line) {
+            Ok(serde_json::Value::Object(map)) => {
+                let missing: Vec<&str> = required.iter().filter(|f| !map.contains_key(*f)).map(String::as_str).collect();
+                if !missing.is_empty() {
+                    bad.push(format!("line {}: missing {}", n + 1, missing.join(", ")));
+                }
+                rows.push(map);
+            }
+            Ok(_) => bad.push(format!("line {}: not a JSON object", n + 1)),
+            Err(e) => bad.push(format!("line {}: not JSON ({e})", n + 1)),
+        }
+    }
+    (rows, bad)
+}
+
+fn ledger_key(row: &Row, fields: &[String]) -> String {
+    fields.iter().map(|f| format!("{f}={}", row.get(f).map(|v| v.to_string()).unwrap_or_default())).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_diff(text: &str, expect: Result<&[&str], &str>) {
+        match (parse_unified_diff(text), expect) {
+            (Ok(paths), Ok(want)) => assert_eq!(paths, want),
+            (Err(e), Err(want)) => assert!(e.contains(want), "{e:?} lacks {want:?}"),
+            (got, want) => panic!("got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn diffs() {
+        let ok = "--- a/taxlib/compute.py\n+++ b/taxlib/compute.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2\n";
+        check_diff(ok, Ok(&["taxlib/compute.py"]));
+        let git = format!("diff --git a/x.py b/x.py\nindex 1..2 100644\n{}", ok.replace("taxlib/compute.py", "x.py"));
+        check_diff(&git, Ok(&["x.py"]));
+        check_diff("I changed the rounding to half up.\n", Err("not part of a unified diff"));
+        check_diff("```diff\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n```\n", Err("not part of a unified diff"));
+        check_diff("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\n", Err("hunk ends early"));
+        check_diff("--- a/x\n+++ b/x\n", Err("no `@@` hunk"));
+        check_diff("", Err("no `---`/`+++` file header"));
+        check_diff("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x = 1\n", Ok(&["new.py"]));
+        check_diff("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n\\ No newline at end of file\n", Ok(&["x"]));
+    }
+
+    fn check_log(text: &str, expect: LogExpect, want: &[&str]) {
+        let got = pytest_log_problems(text, expect);
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!(g.contains(w), "{g:?} lacks {w:?}");
+        }
+    }
+
+    const RED: &str = "============================= test session starts ==============================\nplatform linux -- Python 3.11.7, pytest-9.2.0\ncollected 1 item\n\ntest_invoices.py F\n\n=========================== short test summary info ============================\nFAILED test_invoices.py::test_total - assert 1700 == 1500\n============================== 1 failed in 0.03s ===============================\n";
+
+    #[test]
+    fn pytest_logs() {
+        check_log(RED, LogExpect::Failed, &[]);
+        check_log("1 failed\n", LogExpect::Failed, &["header", "summary"]);
+        check_log(&RED.replace("FAILED test", "PASSED test"), LogExpect::Failed, &["FAILED"]);
+        check_log(&RED.replace("1 failed", "1 passed"), LogExpect::Failed, &["reports no failure"]);
+        check_log(&RED.replace("1 failed", "1 passed"), LogExpect::Passed, &[]);
+        check_log(RED, LogExpect::Passed, &["not a clean pass"]);
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_time("1767603600"), Some(1_767_603_600));
+        assert_eq!(parse_time("2026-01-05T09:00:00Z"), Some(1_767_603_600));
+        assert_eq!(parse_time("2026-01-05T10:00:00+01:00"), Some(1_767_603_600));
+        assert_eq!(parse_time("2026-01-05 09:00:00.123"), Some(1_767_603_600));
+        assert_eq!(parse_time("yesterday"), None);
+        assert_eq!(format_time(1_767_603_600), "2026-01-05T09:00:00Z");
+        assert_eq!(format_time(0), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn python_imports() {
+        let src = "import os, sys\nimport json as j\nfrom urllib.request import urlopen\nfrom . import x\n# import requests\nimport requests  # third party\n";
+        let got: Vec<String> = imports(src).into_iter().map(|(n, m)| format!("{n}:{m}")).collect();
+        assert_eq!(got, ["1:os", "1:sys", "2:json", "3:urllib", "6:requests"]);
+    }
+}

@@ -1,0 +1,541 @@
+//! The grading pipeline: ingest, assemble, replay steps and scripts, run
+//! mutants, detect, score, and write the scorecard and its receipt.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::detect::{Evidence, script_key};
+use crate::ingest::{IngestError, IngestLimits, Ingested, IngestedFile, ingest};
+use crate::manifest::{Detector, Lay, Mode, TIME_BASE};
+use crate::packet::{Packet, copy_path, list_files, tree_digest};
+use crate::run::{MutantResult, MutationOutcome, RunError, RunRecord, StepOutcome, TestOutcome, parse_script_output, read_junit, run_on_copy, step_env};
+use crate::sandbox::{Features, LimitHit, Limits, Sandbox, SandboxError};
+use crate::score::{CriterionScore, Finding, GateResult, HumanScore, Measures, score};
+
+/// Why grading did not produce a scorecard.
+#[derive(Debug, thiserror::Error)]
+pub enum GradeError {
+    /// The submission was refused at ingestion; the message says why.
+    #[error("submission refused: {0}")]
+    Refused(#[from] IngestError),
+    /// The sandbox machinery failed (not the submission).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The packet is broken (a detector script crashed, a lay is missing).
+    #[error("packet error: {0}")]
+    Packet(String),
+    #[error("grader I/O error: {0}")]
+    Io(String),
+}
+
+impl From<RunError> for GradeError {
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Sandbox(s) => GradeError::Sandbox(s),
+            RunError::Io(m) => GradeError::Io(m),
+        }
+    }
+}
+
+fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> GradeError {
+    move |e| GradeError::Io(format!("{context}: {e}"))
+}
+
+/// What the grader found in the sandbox's environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvProbe {
+    pub python: Option<String>,
+    pub tools: BTreeMap<String, Option<String>>,
+    #[serde(skip)]
+    pub stdlib: BTreeSet<String>,
+}
+
+/// Options for one grading.
+#[derive(Debug, Clone, Default)]
+pub struct GradeOptions {
+    /// Reviewer levels for human and auto-override criteria.
+    pub human: BTreeMap<String, HumanScore>,
+}
+
+pub struct Grader {
+    sandbox: Sandbox,
+    pub ingest_limits: IngestLimits,
+    /// The interpreter and standard library, probed once.
+    python: OnceLock<(Option<String>, BTreeSet<String>)>,
+    /// Tool versions, probed once each.
+    tools: Mutex<BTreeMap<String, Option<String>>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacketRef {
+    pub slug: String,
+    pub version: String,
+    pub digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmissionRef {
+    pub archive_sha256: String,
+    /// Digest of the assembled workspace (starter overlaid by the submission).
+    pub workspace_digest: String,
+    pub files: Vec<IngestedFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolPin {
+    pub name: String,
+    pub pin: Option<String>,
+    pub probed: Option<String>,
+    pub matches: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvReport {
+    pub tools: Vec<ToolPin>,
+    /// One sentence for each pin the probe does not satisfy.
+    pub mismatches: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitsView {
+    pub wall_secs: f64,
+    pub cpu_secs: u64,
+    pub memory_mb: u64,
+    pub processes: u64,
+    pub file_size_mb: u64,
+    pub open_files: u64,
+    pub disk_mb: u64,
+    pub output_kb: u64,
+}
+
+impl From<&Limits> for LimitsView {
+    fn from(l: &Limits) -> Self {
+        LimitsView {
+            wall_secs: l.wall.as_secs_f64(),
+            cpu_secs: l.cpu_secs,
+            memory_mb: l.memory_bytes >> 20,
+            processes: l.processes,
+            file_size_mb: l.file_size_bytes >> 20,
+            open_files: l.open_files,
+            disk_mb: l.disk_bytes >> 20,
+            output_kb: (l.output_tail_bytes >> 10) as u64,
+        }
+    }
+}
+
+/// One command in the receipt: what ran, under which caps, and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEntry {
+    pub id: String,
+    pub command: String,
+    pub limits: LimitsView,
+    pub exit: crate::sandbox::Exit,
+    pub timed_out: bool,
+    pub limit_hit: Option<LimitHit>,
+    /// Command lines of processes still alive after the command; killed.
+    pub leftovers: Vec<String>,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests: Option<Vec<TestOutcome>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrozenEntry {
+    pub path: String,
+    pub starter_sha256: String,
+    /// None when the submission left the file out (the starter's copy was
+    /// used, and this says so).
+    pub submitted_sha256: Option<String>,
+    pub changed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunTiming {
+    pub id: String,
+    pub wall_ms: f64,
+    pub cpu_ms: f64,
+    pub peak_memory_bytes: u64,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+}
+
+/// What changes from one grading of the same inputs to the next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    pub total_ms: f64,
+    pub runs: Vec<RunTiming>,
+}
+
+/// The deterministic record of a grading: a second run on the same inputs
+/// gives the same receipt, `timings` apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    pub receipt_version: u32,
+    pub packet: PacketRef,
+    pub submission: SubmissionRef,
+    pub environment: EnvReport,
+    pub sandbox: Features,
+    pub runs: Vec<RunEntry>,
+    pub frozen: Vec<FrozenEntry>,
+    pub mutation: Option<MutationOutcome>,
+    pub findings: Vec<Finding>,
+    pub criteria: Vec<CriterionScore>,
+    pub score: Option<u32>,
+    pub max_score: u32,
+    pub decision: String,
+    pub gates: Vec<GateResult>,
+    pub caps: Vec<String>,
+    pub pending: Vec<String>,
+    /// SHA-256 of this receipt's JSON with `digest` empty and `timings`
+    /// left out.
+    pub digest: String,
+    pub timings: Timings,
+}
+
+/// The result of grading one submission.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scorecard {
+    pub packet: PacketRef,
+    pub findings: Vec<Finding>,
+    pub criteria: Vec<CriterionScore>,
+    pub score: Option<u32>,
+    pub max_score: u32,
+    pub decision: String,
+    pub gates: Vec<GateResult>,
+    pub caps: Vec<String>,
+    pub pending: Vec<String>,
+    pub environment: EnvReport,
+    pub receipt: Receipt,
+}
+
+/// Default caps for every command, before the packet's `[limits]`.
+pub fn default_limits() -> Limits {
+    Limits::default()
+}
+
+impl Grader {
+    pub fn new(sandbox: Sandbox) -> Grader {
+        Grader { sandbox, ingest_limits: IngestLimits::default(), python: OnceLock::new(), tools: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// A grader with the host's default sandbox.
+    pub fn for_host() -> Result<Grader, SandboxError> {
+        Ok(Grader::new(Sandbox::new(Sandbox::host_default_config())?))
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// Probes the interpreter, its standard library and `tools` in the
+    /// sandbox; each is probed once per grader.
+    pub fn probe(&self, tools: &[String]) -> Result<EnvProbe, GradeError> {
+        let (python, stdlib) = match self.python.get() {
+            Some(p) => p.clone(),
+            None => {
+                let script = "python3 -c 'import sys; print(sys.version.split()[0]); print(\" \".join(sorted(sys.stdlib_module_names)))'";
+                let report = self.probe_run(script)?;
+                let mut lines = report.lines();
+                let version = lines.next().map(str::trim).filter(|v| !v.is_empty()).map(String::from);
+                let stdlib: BTreeSet<String> = lines.next().unwrap_or_default().split_whitespace().map(String::from).collect();
+                let _ = self.python.set((version, stdlib));
+                self.python.get().cloned().unwrap_or_default()
+            }
+        };
+        let mut cache = self.tools.lock().map_err(|_| GradeError::Io("tool cache poisoned".into()))?;
+        for tool in tools {
+            if cache.contains_key(tool) {
+                continue;
+            }
+            let command = match tool.as_str() {
+                "pytest" => "python3 -m pytest --version 2>&1".to_string(),
+                t if t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') => format!("{t} --version 2>&1"),
+                t => return Err(GradeError::Packet(format!("tool name {t:?} is not a plain command name"))),
+            };
+            let out = self.probe_run(&command)?;
+            let version = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex").find(&out).map(|m| m.as_str().to_string());
+            cache.insert(tool.clone(), version);
+        }
+        let tools = tools.iter().map(|t| (t.clone(), cache.get(t).cloned().flatten())).collect();
+        Ok(EnvProbe { python, tools, stdlib })
+    }
+
+    fn probe_run(&self, script: &str) -> Result<String, GradeError> {
+        let dir = tempfile::tempdir().map_err(io("creating a probe folder"))?;
+        let limits = Limits { wall: Duration::from_secs(30), ..Limits::default() };
+        let report = run_on_copy(&self.sandbox, dir.path(), &dir.path().join("w"), |_| Ok(()), script, &limits, Vec::new())?;
+        Ok(report.stdout_tail)
+    }
+
+    /// Grades the submission archive `zip` against `packet`.
+    pub fn grade_zip(&self, packet: &Packet, zip: &Path, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
+        let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
+        let ingested = ingest(zip, &work.path().join("submission"), &self.ingest_limits)?;
+        self.grade_ingested(packet, &ingested, work.path(), opts)
+    }
+
+    /// Grades the folder `overlay` (laid over the starter) as if it were a
+    /// submission: it is zipped with `times` and goes through ingestion.
+    pub fn grade_overlay(&self, packet: &Packet, overlay: &Path, times: &BTreeMap<String, i64>, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
+        let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
+        let zip = work.path().join("submission.zip");
+        let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
+        crate::ingest::write_zip_from_dir(overlay, &zip, &absolute, TIME_BASE).map_err(io(format!("zipping {}", overlay.display())))?;
+        let ingested = ingest(&zip, &work.path().join("submission"), &self.ingest_limits)?;
+        self.grade_ingested(packet, &ingested, work.path(), opts)
+    }
+
+    fn grade_ingested(&self, packet: &Packet, ingested: &Ingested, work: &Path, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
+        let started = Instant::now();
+        let m = &packet.manifest;
+        let base_limits = m.limits.apply(&default_limits());
+
+        // Assemble: the starter, overlaid by the submission. The grader's
+        // own folder is never taken from a submission.
+        let workspace = work.join("workspace");
+        copy_path(&packet.starter_dir(), &workspace).map_err(io("copying the starter"))?;
+        let submitted_dir = &ingested.dir;
+        let _ = fs::remove_dir_all(submitted_dir.join(".gatehouse"));
+        copy_path(submitted_dir, &workspace).map_err(io("laying the submission over the starter"))?;
+        let submission: BTreeMap<String, Option<i64>> =
+            ingested.files.iter().filter(|f| !f.path.starts_with(".gatehouse/")).map(|f| (f.path.clone(), f.mtime)).collect();
+        let workspace_tree = list_files(&workspace).map_err(io("listing the workspace"))?;
+        let starter_tree = list_files(&packet.starter_dir()).map_err(io("listing the starter"))?;
+
+        let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
+        let probe = self.probe(&tools)?;
+        let environment = env_report(m, &probe);
+
+        let mut records: Vec<(RunRecord, Option<Vec<TestOutcome>>)> = Vec::new();
+        let runs_dir = work.join("runs");
+        fs::create_dir_all(&runs_dir).map_err(io("creating the runs folder"))?;
+        let mut next = 0usize;
+        let mut scratch = || {
+            next += 1;
+            runs_dir.join(next.to_string())
+        };
+
+        // Replay every step.
+        let mut steps = BTreeMap::new();
+        for step in &m.steps {
+            let limits = step.limits.apply(&base_limits);
+            let dir = scratch();
+            let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| packet.lay_into(&step.lay, w), &step.run, &limits, step_env(&step.env))?;
+            let (tests, junit_error) = match &step.junit {
+                Some(j) => match read_junit(&dir.join(j)) {
+                    Ok(t) => (Some(t), None),
+                    Err(e) => (None, Some(e.replace(&dir.display().to_string(), "/workspace"))),
+                },
+                None => (None, None),
+            };
+            let _ = fs::remove_dir_all(&dir);
+            records.push((RunRecord { id: format!("step:{}", step.id), command: step.run.clone(), limits, report: report.clone() }, tests.clone()));
+            steps.insert(step.id.clone(), StepOutcome { report, tests, junit_error });
+        }
+
+        // Run each distinct detector script once.
+        let mut scripts = BTreeMap::new();
+        let mut script_specs: Vec<(String, Vec<Lay>, crate::manifest::LimitSpec)> = Vec::new();
+        for f in &m.failures {
+            f.detect.walk(&mut |d| {
+                if let Detector::Script { run, lay, limits } = d {
+                    if !script_specs.iter().any(|(r, l, _)| r == run && l == lay) {
+                        script_specs.push((run.clone(), lay.clone(), limits.clone()));
+                    }
+                }
+            });
+        }
+        for (i, (run, lay, limit_spec)) in script_specs.iter().enumerate() {
+            let limits = limit_spec.apply(&base_limits);
+            let dir = scratch();
+            let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| packet.lay_into(lay, w), run, &limits, Vec::new())?;
+            let _ = fs::remove_dir_all(&dir);
+            if !report.success() {
+                return Err(GradeError::Packet(format!(
+                    "detector script `{run}` failed ({:?}, timed out: {}): {}",
+                    report.exit,
+                    report.timed_out,
+                    report.stderr_tail.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
+                )));
+            }
+            let found = parse_script_output(&report.stdout_tail).map_err(|e| GradeError::Packet(format!("detector script `{run}`: {e}")))?;
+            records.push((RunRecord { id: format!("script:{}", i + 1), command: run.clone(), limits, report }, None));
+            scripts.insert(script_key(run, lay), found);
+        }
+
+        // Run the candidate's tests against each mutant of the sample.
+        let mutation = match &m.mutation {
+            None => None,
+            Some(mu) => {
+                let limits = mu.limits.apply(&base_limits);
+                let mut mutants = Vec::new();
+                for (id, path) in packet.mutants().map_err(io("listing mutants"))? {
+                    let dir = scratch();
+                    let target = mu.target.clone();
+                    let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| copy_path(&path, &w.join(&target)), &mu.run, &limits, Vec::new())?;
+                    let _ = fs::remove_dir_all(&dir);
+                    mutants.push(MutantResult { id: id.clone(), killed: !report.success() });
+                    records.push((RunRecord { id: format!("mutant:{id}"), command: mu.run.clone(), limits: limits.clone(), report }, None));
+                }
+                Some(MutationOutcome { mutants })
+            }
+        };
+
+        // Detect.
+        let evidence = Evidence {
+            manifest: m,
+            workspace: &workspace,
+            submission: &submission,
+            starter: &starter_tree,
+            starter_dir: &packet.starter_dir(),
+            steps: &steps,
+            scripts: &scripts,
+            mutation: mutation.as_ref(),
+            stdlib: &probe.stdlib,
+        };
+        let mut findings = Vec::new();
+        for f in &m.failures {
+            let hit = evidence.eval(&f.id, &f.detect).map_err(|e| GradeError::Packet(e.to_string()))?;
+            if let Some(hit) = hit {
+                findings.push(Finding { id: f.id.clone(), title: f.title.clone(), provenance: hit.provenance, evidence: hit.evidence });
+            }
+        }
+
+        // Score.
+        let tests_of = |step: &str| {
+            steps.get(step).and_then(|s| s.tests.as_ref()).map(|t| {
+                let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::run::TestStatus::Skipped).collect();
+                (counted.iter().filter(|t| t.status == crate::run::TestStatus::Passed).count(), counted.len())
+            })
+        };
+        let measures = Measures { tests: &tests_of, mutation: mutation.as_ref().map(|mo| (mo.killed(), mo.mutants.len())) };
+        let human: BTreeMap<String, HumanScore> = opts
+            .human
+            .iter()
+            .filter(|(id, _)| m.criterion(id).is_some_and(|c| c.mode != Mode::Auto))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let scored = score(m, &findings, &measures, &human);
+
+        let frozen = m
+            .policy
+            .frozen
+            .iter()
+            .filter_map(|p| {
+                let (_, starter_sha) = starter_tree.get(p)?;
+                let submitted = ingested.files.iter().find(|f| &f.path == p).map(|f| f.sha256.clone());
+                let changed = submitted.as_ref().is_some_and(|s| s != starter_sha);
+                Some(FrozenEntry { path: p.clone(), starter_sha256: starter_sha.clone(), submitted_sha256: submitted, changed })
+            })
+            .collect();
+
+        let packet_ref = PacketRef { slug: m.packet.slug.clone(), version: m.packet.version.clone(), digest: packet.digest.clone() };
+        let timings = Timings {
+            total_ms: ms(started.elapsed()),
+            runs: records
+                .iter()
+                .map(|(r, _)| RunTiming {
+                    id: r.id.clone(),
+                    wall_ms: ms(r.report.wall),
+                    cpu_ms: ms(r.report.cpu),
+                    peak_memory_bytes: r.report.peak_memory_bytes,
+                    stdout_bytes: r.report.stdout_bytes,
+                    stderr_bytes: r.report.stderr_bytes,
+                })
+                .collect(),
+        };
+        let mut receipt = Receipt {
+            receipt_version: 1,
+            packet: packet_ref.clone(),
+            submission: SubmissionRef {
+                archive_sha256: ingested.archive_sha256.clone(),
+                workspace_digest: tree_digest(&workspace_tree),
+                files: ingested.files.clone(),
+            },
+            environment: environment.clone(),
+            sandbox: self.sandbox.features().clone(),
+            runs: records
+                .into_iter()
+                .map(|(r, tests)| RunEntry {
+                    id: r.id,
+                    command: r.command,
+                    limits: LimitsView::from(&r.limits),
+                    exit: r.report.exit,
+                    timed_out: r.report.timed_out,
+                    limit_hit: r.report.limit_hit,
+                    leftovers: r.report.leftovers.iter().map(|l| l.cmdline.clone()).collect(),
+                    stdout_tail: r.report.stdout_tail,
+                    stderr_tail: r.report.stderr_tail,
+                    tests,
+                })
+                .collect(),
+            frozen,
+            mutation,
+            findings: findings.clone(),
+            criteria: scored.criteria.clone(),
+            score: scored.score,
+            max_score: scored.max_score,
+            decision: scored.decision.clone(),
+            gates: scored.gates.clone(),
+            caps: scored.caps.clone(),
+            pending: scored.pending.clone(),
+            digest: String::new(),
+            timings,
+        };
+        receipt.digest = receipt_digest(&receipt);
+        Ok(Scorecard {
+            packet: packet_ref,
+            findings,
+            criteria: scored.criteria,
+            score: scored.score,
+            max_score: scored.max_score,
+            decision: scored.decision,
+            gates: scored.gates,
+            caps: scored.caps,
+            pending: scored.pending,
+            environment,
+            receipt,
+        })
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// The digest of a receipt's deterministic part.
+pub fn receipt_digest(r: &Receipt) -> String {
+    let mut value = serde_json::to_value(r).unwrap_or_default();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("timings");
+        obj.insert("digest".into(), serde_json::Value::String(String::new()));
+    }
+    crate::packet::sha256_hex(value.to_string().as_bytes())
+}
+
+fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport {
+    let mut tools = Vec::new();
+    let matches = |pin: &Option<String>, got: &Option<String>| match (pin, got) {
+        (None, _) => true,
+        (Some(p), Some(g)) => g == p || g.starts_with(&format!("{p}.")),
+        (Some(_), None) => false,
+    };
+    tools.push(ToolPin { name: "python".into(), pin: m.environment.python.clone(), probed: probe.python.clone(), matches: matches(&m.environment.python, &probe.python) });
+    for (name, pin) in &m.environment.tools {
+        let probed = probe.tools.get(name).cloned().flatten();
+        let pin = Some(pin.clone());
+        tools.push(ToolPin { name: name.clone(), matches: matches(&pin, &probed), pin, probed });
+    }
+    let mismatches = tools
+        .iter()
+        .filter(|t| !t.matches)
+        .map(|t| format!("{} is pinned to {} but the sandbox has {}", t.name, t.pin.as_deref().unwrap_or("-"), t.probed.as_deref().unwrap_or("none")))
+        .collect();
+    EnvReport { tools, mismatches }
+}

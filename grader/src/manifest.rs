@@ -1,0 +1,959 @@
+//! The packet manifest (`packet.toml`): its data model, parsing and
+//! validation. `packets/FORMAT.md` is the user-facing description of every
+//! key; keep the two in step.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox::Limits;
+
+/// A manifest problem, located in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestError {
+    pub file: String,
+    /// 1-based line, when the problem has one.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{}: {}", self.file, line, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub packet: PacketMeta,
+    #[serde(default)]
+    pub environment: Environment,
+    #[serde(default)]
+    pub budgets: Budgets,
+    #[serde(default)]
+    pub limits: LimitSpec,
+    pub commands: Commands,
+    #[serde(default)]
+    pub policy: Policy,
+    #[serde(default, rename = "step")]
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub mutation: Option<Mutation>,
+    #[serde(default)]
+    pub rubric: RubricMeta,
+    #[serde(default, rename = "criterion")]
+    pub criteria: Vec<Criterion>,
+    #[serde(default, rename = "gate")]
+    pub gates: Vec<Gate>,
+    #[serde(default, rename = "cap")]
+    pub caps: Vec<Cap>,
+    #[serde(default, rename = "band")]
+    pub bands: Vec<Band>,
+    #[serde(default, rename = "failure")]
+    pub failures: Vec<Failure>,
+    #[serde(default)]
+    pub sample: SampleMeta,
+    #[serde(default, rename = "variant")]
+    pub variants: Vec<Variant>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PacketMeta {
+    pub slug: String,
+    pub version: String,
+    pub title: String,
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default)]
+    pub seed_files: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    pub python: Option<String>,
+    #[serde(default)]
+    pub tools: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budgets {
+    pub model_calls: Option<u64>,
+    pub tokens: Option<u64>,
+    pub tool_calls: Option<u64>,
+    pub wall_clock_secs: Option<u64>,
+    pub time_box_minutes: Option<u64>,
+    pub request_bytes: Option<u64>,
+}
+
+impl Budgets {
+    /// Looks a budget up by its manifest name (`"tokens"`, ...).
+    pub fn get(&self, name: &str) -> Option<u64> {
+        match name {
+            "model_calls" => self.model_calls,
+            "tokens" => self.tokens,
+            "tool_calls" => self.tool_calls,
+            "wall_clock_secs" => self.wall_clock_secs,
+            "time_box_minutes" => self.time_box_minutes,
+            "request_bytes" => self.request_bytes,
+            _ => None,
+        }
+    }
+}
+
+/// Sandbox caps as written in a manifest; unset keys inherit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSpec {
+    pub wall_secs: Option<u64>,
+    pub cpu_secs: Option<u64>,
+    pub memory_mb: Option<u64>,
+    pub processes: Option<u64>,
+    pub file_size_mb: Option<u64>,
+    pub open_files: Option<u64>,
+    pub disk_mb: Option<u64>,
+    pub output_kb: Option<u64>,
+}
+
+impl LimitSpec {
+    /// Applies these keys over `base`.
+    pub fn apply(&self, base: &Limits) -> Limits {
+        let mut l = base.clone();
+        if let Some(v) = self.wall_secs {
+            l.wall = Duration::from_secs(v);
+        }
+        if let Some(v) = self.cpu_secs {
+            l.cpu_secs = v;
+        }
+        if let Some(v) = self.memory_mb {
+            l.memory_bytes = v << 20;
+        }
+        if let Some(v) = self.processes {
+            l.processes = v;
+        }
+        if let Some(v) = self.file_size_mb {
+            l.file_size_bytes = v << 20;
+        }
+        if let Some(v) = self.open_files {
+            l.open_files = v;
+        }
+        if let Some(v) = self.disk_mb {
+            l.disk_bytes = v << 20;
+        }
+        if let Some(v) = self.output_kb {
+            l.output_tail_bytes = (v as usize) << 10;
+        }
+        l
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Commands {
+    pub test: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    #[serde(default)]
+    pub frozen: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub id: String,
+    #[serde(default)]
+    pub title: String,
+    pub run: String,
+    #[serde(default)]
+    pub lay: Vec<Lay>,
+    pub junit: Option<String>,
+    #[serde(default)]
+    pub limits: LimitSpec,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// A packet file laid into a step's workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Lay {
+    /// `hidden/P` to `P`.
+    Hidden(String),
+    /// Any packet path to any workspace path.
+    Map { from: String, to: String },
+}
+
+impl Lay {
+    /// (packet-relative source, workspace-relative destination).
+    pub fn paths(&self) -> (String, String) {
+        match self {
+            Lay::Hidden(p) => (format!("hidden/{p}"), p.clone()),
+            Lay::Map { from, to } => (from.clone(), to.clone()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mutation {
+    pub target: String,
+    pub run: String,
+    pub hidden_step: String,
+    #[serde(default)]
+    pub limits: LimitSpec,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Aggregate {
+    #[default]
+    Sum,
+    Separate,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricMeta {
+    #[serde(default)]
+    pub aggregate: Aggregate,
+    #[serde(default = "default_pass")]
+    pub pass_decision: String,
+    #[serde(default = "default_fail")]
+    pub fail_decision: String,
+}
+
+fn default_pass() -> String {
+    "pass".into()
+}
+fn default_fail() -> String {
+    "hold".into()
+}
+
+impl Default for RubricMeta {
+    fn default() -> Self {
+        RubricMeta { aggregate: Aggregate::Sum, pass_decision: default_pass(), fail_decision: default_fail() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Auto,
+    Human,
+    AutoOverride,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Criterion {
+    pub id: String,
+    pub title: String,
+    pub max: u32,
+    pub levels: Vec<String>,
+    pub mode: Mode,
+    #[serde(default)]
+    pub from: Source,
+    #[serde(default = "one")]
+    pub weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn workspace_scope() -> Scope {
+    Scope::Workspace
+}
+
+/// Where an auto criterion's level comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Source {
+    #[default]
+    #[serde(skip)]
+    Failures,
+    Named(NamedSource),
+    Tests {
+        tests: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NamedSource {
+    Failures,
+    Mutation,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    pub criterion: Option<String>,
+    pub min: Option<u32>,
+    pub failure: Option<String>,
+    pub decision: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cap {
+    #[serde(default)]
+    pub when: Vec<Condition>,
+    pub failure: Option<String>,
+    pub decision: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    pub criterion: String,
+    pub at_most: Option<u32>,
+    pub at_least: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Band {
+    pub min: u32,
+    pub decision: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failure {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    #[serde(default)]
+    pub effect: Effects,
+    pub detect: Detector,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Effects {
+    #[default]
+    #[serde(skip)]
+    None,
+    One(Effect),
+    Many(Vec<Effect>),
+}
+
+impl Effects {
+    pub fn list(&self) -> &[Effect] {
+        match self {
+            Effects::None => &[],
+            Effects::One(e) => std::slice::from_ref(e),
+            Effects::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Effect {
+    pub criterion: String,
+    pub set: Option<u32>,
+    pub minus: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    #[default]
+    Submission,
+    Workspace,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+    #[default]
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogExpect {
+    Failed,
+    Passed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OrderBy {
+    ZipTime,
+    Stamp,
+}
+
+/// A number, or the name of a budget (`"budget.tokens"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Limit {
+    Number(f64),
+    Budget(String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SumCondition {
+    pub field: String,
+    pub over: Limit,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsecutiveCondition {
+    pub key: Vec<String>,
+    pub over: Limit,
+}
+
+/// A failure detector. See `packets/FORMAT.md` for each kind.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Detector {
+    Missing {
+        paths: Vec<String>,
+    },
+    Present {
+        paths: Vec<String>,
+        #[serde(default, rename = "in")]
+        scope: Scope,
+    },
+    OutsideAllowlist {
+        allow: Vec<String>,
+    },
+    Pattern {
+        files: Vec<String>,
+        regex: String,
+        #[serde(default)]
+        absent: bool,
+        #[serde(default = "workspace_scope", rename = "in")]
+        scope: Scope,
+    },
+    Frozen {
+        #[serde(default)]
+        paths: Option<Vec<String>>,
+    },
+    TestFailing {
+        step: String,
+        #[serde(default)]
+        tests: Vec<String>,
+    },
+    Exit {
+        step: String,
+        equals: Option<i32>,
+        not_equals: Option<i32>,
+        timed_out: Option<bool>,
+    },
+    Output {
+        step: String,
+        #[serde(default)]
+        stream: Stream,
+        contains: Option<String>,
+        absent: Option<String>,
+    },
+    PytestLog {
+        file: String,
+        expect: LogExpect,
+        nodes_from: Option<String>,
+    },
+    Order {
+        before: String,
+        after: String,
+        by: OrderBy,
+        stamp: Option<String>,
+    },
+    DiffAllowlist {
+        diff: String,
+        #[serde(default)]
+        allow: Vec<String>,
+        allow_file: Option<String>,
+    },
+    DiffInvalid {
+        diff: String,
+    },
+    StdlibOnly {
+        files: Vec<String>,
+    },
+    Ledger {
+        file: String,
+        #[serde(default)]
+        required: Vec<String>,
+        rows_over: Option<Limit>,
+        sum: Option<SumCondition>,
+        duplicates: Option<Vec<String>>,
+        consecutive: Option<ConsecutiveCondition>,
+        #[serde(default)]
+        invalid: bool,
+    },
+    MutantsSurvive {
+        #[serde(default = "one")]
+        at_least: u32,
+    },
+    Script {
+        run: String,
+        #[serde(default)]
+        lay: Vec<Lay>,
+        #[serde(default)]
+        limits: LimitSpec,
+    },
+    All {
+        of: Vec<Detector>,
+    },
+    Any {
+        of: Vec<Detector>,
+    },
+    Not {
+        of: Box<Detector>,
+    },
+}
+
+impl Detector {
+    /// Calls `f` on this detector and every sub-detector.
+    pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Detector)) {
+        f(self);
+        match self {
+            Detector::All { of } | Detector::Any { of } => of.iter().for_each(|d| d.walk(f)),
+            Detector::Not { of } => of.walk(f),
+            _ => {}
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SampleMeta {
+    #[serde(default)]
+    pub times: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub name: String,
+    pub expect: Vec<String>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+    #[serde(default)]
+    pub times: BTreeMap<String, i64>,
+}
+
+/// The fixed base time (2026-01-05T09:00:00Z) to which `times` offsets are
+/// added when the grader zips a sample or a variant.
+pub const TIME_BASE: i64 = 1_767_603_600;
+
+impl Manifest {
+    /// Parses and validates `src`, the text of the file called `file`.
+    pub fn parse(file: &str, src: &str) -> Result<Manifest, ManifestError> {
+        let manifest: Manifest = toml::from_str(src).map_err(|e| ManifestError {
+            file: file.to_string(),
+            line: e.span().map(|s| line_of(src, s.start)),
+            message: e.message().trim().to_string(),
+        })?;
+        manifest.validate(file, src)?;
+        Ok(manifest)
+    }
+
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    pub fn criterion(&self, id: &str) -> Option<&Criterion> {
+        self.criteria.iter().find(|c| c.id == id)
+    }
+
+    pub fn failure(&self, id: &str) -> Option<&Failure> {
+        self.failures.iter().find(|f| f.id == id)
+    }
+
+    /// Decisions ranked best first: the bands', then the `separate` pair.
+    pub fn decision_rank(&self, decision: &str) -> Option<usize> {
+        match self.rubric.aggregate {
+            Aggregate::Sum => self.bands.iter().position(|b| b.decision == decision),
+            Aggregate::Separate => [&self.rubric.pass_decision, &self.rubric.fail_decision]
+                .iter()
+                .position(|d| *d == decision),
+        }
+    }
+
+    fn validate(&self, file: &str, src: &str) -> Result<(), ManifestError> {
+        let err = |needle: &str, message: String| ManifestError {
+            file: file.to_string(),
+            line: locate(src, needle),
+            message,
+        };
+        let slug_ok = !self.packet.slug.is_empty()
+            && self.packet.slug.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !slug_ok {
+            return Err(err("slug", format!("slug {:?} must be lowercase letters, digits and '-'", self.packet.slug)));
+        }
+
+        let mut seen = BTreeSet::new();
+        for step in &self.steps {
+            if !seen.insert(step.id.as_str()) {
+                return Err(err(&quoted(&step.id), format!("step id {:?} is used twice", step.id)));
+            }
+            for lay in &step.lay {
+                check_lay(lay).map_err(|m| err(&lay.paths().0, m))?;
+            }
+        }
+
+        let mut seen = BTreeSet::new();
+        for c in &self.criteria {
+            if !seen.insert(c.id.as_str()) {
+                return Err(err(&quoted(&c.id), format!("criterion id {:?} is used twice", c.id)));
+            }
+            if c.levels.len() != c.max as usize + 1 {
+                return Err(err(
+                    &quoted(&c.id),
+                    format!(
+                        "criterion {:?} has max {} so it needs {} level descriptions, found {}",
+                        c.id,
+                        c.max,
+                        c.max + 1,
+                        c.levels.len()
+                    ),
+                ));
+            }
+            match &c.from {
+                Source::Tests { tests } if self.step(tests).is_none() => {
+                    return Err(err(&quoted(tests), format!("criterion {:?} reads tests of step {:?}, which is not defined", c.id, tests)));
+                }
+                Source::Tests { tests } if self.step(tests).and_then(|s| s.junit.as_ref()).is_none() => {
+                    return Err(err(&quoted(tests), format!("criterion {:?} reads tests of step {:?}, which has no `junit` path", c.id, tests)));
+                }
+                Source::Named(NamedSource::Mutation) if self.mutation.is_none() => {
+                    return Err(err(&quoted(&c.id), format!("criterion {:?} is scored from mutation but there is no [mutation] table", c.id)));
+                }
+                _ => {}
+            }
+        }
+
+        let mut seen = BTreeSet::new();
+        for f in &self.failures {
+            if !seen.insert(f.id.as_str()) {
+                return Err(err(&quoted(&f.id), format!("failure id {:?} is used twice", f.id)));
+            }
+            for e in f.effect.list() {
+                if self.criterion(&e.criterion).is_none() {
+                    return Err(err(&quoted(&e.criterion), format!("failure {:?} affects criterion {:?}, which is not defined", f.id, e.criterion)));
+                }
+                if e.set.is_none() == e.minus.is_none() {
+                    return Err(err(&quoted(&f.id), format!("an effect of failure {:?} needs exactly one of `set` or `minus`", f.id)));
+                }
+            }
+            let mut problem = None;
+            f.detect.walk(&mut |d| {
+                if problem.is_none() {
+                    problem = self.check_detector(d);
+                }
+            });
+            if let Some((needle, m)) = problem {
+                return Err(err(&needle, format!("failure {:?}: {m}", f.id)));
+            }
+        }
+
+        let known_decision = |d: &str| self.decision_rank(d).is_some();
+        for g in &self.gates {
+            match (&g.criterion, &g.failure) {
+                (Some(c), None) => {
+                    if self.criterion(c).is_none() {
+                        return Err(err(&quoted(c), format!("gate names criterion {c:?}, which is not defined")));
+                    }
+                    if g.min.is_none() {
+                        return Err(err(&quoted(c), format!("gate on criterion {c:?} needs `min`")));
+                    }
+                }
+                (None, Some(f)) => {
+                    if self.failure(f).is_none() {
+                        return Err(err(&quoted(f), format!("gate names failure {f:?}, which is not in the catalog")));
+                    }
+                }
+                _ => return Err(err(&quoted(&g.decision), "a gate names exactly one of `criterion` or `failure`".into())),
+            }
+            if !known_decision(&g.decision) {
+                return Err(err(&quoted(&g.decision), format!("gate decision {:?} is not one of the rubric's decisions", g.decision)));
+            }
+        }
+        for cap in &self.caps {
+            if cap.when.is_empty() == cap.failure.is_none() {
+                return Err(err(&quoted(&cap.decision), "a cap needs exactly one of `when` or `failure`".into()));
+            }
+            for cond in &cap.when {
+                if self.criterion(&cond.criterion).is_none() {
+                    return Err(err(&quoted(&cond.criterion), format!("cap names criterion {:?}, which is not defined", cond.criterion)));
+                }
+                if cond.at_most.is_none() && cond.at_least.is_none() {
+                    return Err(err(&quoted(&cond.criterion), "a cap condition needs `at_most` or `at_least`".into()));
+                }
+            }
+            if let Some(f) = &cap.failure {
+                if self.failure(f).is_none() {
+                    return Err(err(&quoted(f), format!("cap names failure {f:?}, which is not in the catalog")));
+                }
+            }
+            if !known_decision(&cap.decision) {
+                return Err(err(&quoted(&cap.decision), format!("cap decision {:?} is not one of the rubric's decisions", cap.decision)));
+            }
+        }
+        if self.rubric.aggregate == Aggregate::Sum {
+            if self.bands.is_empty() {
+                return Err(err("[rubric]", "a summed rubric needs at least one [[band]]".into()));
+            }
+            if self.bands.windows(2).any(|w| w[0].min <= w[1].min) {
+                return Err(err("[[band]]", "bands must be listed best first with strictly falling `min`".into()));
+            }
+            if self.bands.last().map(|b| b.min) != Some(0) {
+                return Err(err("[[band]]", "the last band must have `min = 0`".into()));
+            }
+        }
+
+        if let Some(m) = &self.mutation {
+            if self.step(&m.hidden_step).is_none() {
+                return Err(err(&quoted(&m.hidden_step), format!("mutation.hidden_step {:?} is not a step", m.hidden_step)));
+            }
+        }
+
+        let mut seen = BTreeSet::new();
+        for v in &self.variants {
+            if !seen.insert(v.name.as_str()) {
+                return Err(err(&quoted(&v.name), format!("variant {:?} is listed twice", v.name)));
+            }
+            for id in &v.expect {
+                if self.failure(id).is_none() {
+                    return Err(err(&quoted(id), format!("variant {:?} expects failure {id:?}, which is not in the catalog", v.name)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one detector's references; returns (text to locate, message).
+    fn check_detector(&self, d: &Detector) -> Option<(String, String)> {
+        let step_ref = |step: &String| {
+            if self.step(step).is_none() {
+                Some((quoted(step), format!("detector names step {step:?}, which is not defined")))
+            } else {
+                None
+            }
+        };
+        let regex_ok = |r: &String| regex::Regex::new(r).err().map(|e| (r.clone(), format!("bad regex {r:?}: {e}")));
+        let globs_ok = |globs: &[String]| {
+            globs.iter().find_map(|g| globset::Glob::new(g).err().map(|e| (quoted(g), format!("bad glob {g:?}: {e}"))))
+        };
+        match d {
+            Detector::TestFailing { step, .. } => step_ref(step).or_else(|| {
+                self.step(step)
+                    .filter(|s| s.junit.is_none())
+                    .map(|_| (quoted(step), format!("step {step:?} has no `junit` path, so its tests cannot be read")))
+            }),
+            Detector::Exit { step, equals, not_equals, timed_out } => step_ref(step).or_else(|| {
+                if equals.is_none() && not_equals.is_none() && timed_out.is_none() {
+                    Some((quoted(step), "an exit detector needs `equals`, `not_equals` or `timed_out`".into()))
+                } else {
+                    None
+                }
+            }),
+            Detector::Output { step, contains, absent, .. } => step_ref(step).or_else(|| match (contains, absent) {
+                (Some(r), None) | (None, Some(r)) => regex_ok(r),
+                _ => Some((quoted(step), "an output detector needs exactly one of `contains` or `absent`".into())),
+            }),
+            Detector::Pattern { regex, files, .. } => regex_ok(regex).or_else(|| globs_ok(files)),
+            Detector::Missing { paths } | Detector::Present { paths, .. } => globs_ok(paths),
+            Detector::OutsideAllowlist { allow } => globs_ok(allow),
+            Detector::StdlibOnly { files } => globs_ok(files),
+            Detector::DiffAllowlist { allow, allow_file, diff } => {
+                if allow.is_empty() && allow_file.is_none() {
+                    Some((quoted(diff), "a diff-allowlist detector needs `allow` or `allow_file`".into()))
+                } else {
+                    globs_ok(allow)
+                }
+            }
+            Detector::Order { by: OrderBy::Stamp, stamp: None, before, .. } => {
+                Some((quoted(before), "an order detector by stamp needs a `stamp` regex".into()))
+            }
+            Detector::Order { stamp: Some(r), .. } => regex_ok(r),
+            Detector::Frozen { paths: None } if self.policy.frozen.is_empty() => {
+                Some(("frozen".into(), "a frozen detector with no `paths` needs `policy.frozen`".into()))
+            }
+            Detector::MutantsSurvive { .. } if self.mutation.is_none() => {
+                Some(("mutants-survive".into(), "a mutants-survive detector needs a [mutation] table".into()))
+            }
+            Detector::Ledger { file, rows_over, sum, duplicates, consecutive, invalid, .. } => {
+                let conditions = [rows_over.is_some(), sum.is_some(), duplicates.is_some(), consecutive.is_some(), *invalid];
+                if conditions.iter().filter(|c| **c).count() != 1 {
+                    return Some((quoted(file), "a ledger detector needs exactly one condition".into()));
+                }
+                let limits = [rows_over.as_ref(), sum.as_ref().map(|s| &s.over), consecutive.as_ref().map(|c| &c.over)];
+                limits.into_iter().flatten().find_map(|l| match l {
+                    Limit::Budget(name) => match name.strip_prefix("budget.") {
+                        Some(b) if self.budgets.get(b).is_some() => None,
+                        _ => Some((quoted(name), format!("limit {name:?} names no budget set in [budgets]"))),
+                    },
+                    Limit::Number(_) => None,
+                })
+            }
+            Detector::Script { lay, run, .. } => lay.iter().find_map(|l| check_lay(l).err().map(|m| (quoted(run), m))),
+            _ => None,
+        }
+    }
+}
+
+fn check_lay(lay: &Lay) -> Result<(), String> {
+    let (from, to) = lay.paths();
+    for p in [&from, &to] {
+        if !is_safe_relative(p) {
+            return Err(format!("lay path {p:?} must be relative, with no `..`"));
+        }
+    }
+    Ok(())
+}
+
+/// A relative path with `/` separators, no `..`, `.` or empty components.
+pub fn is_safe_relative(p: &str) -> bool {
+    !p.is_empty() && !p.starts_with('/') && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+fn quoted(s: &str) -> String {
+    format!("{s:?}")
+}
+
+fn line_of(src: &str, offset: usize) -> usize {
+    src[..offset.min(src.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+/// The line of the first occurrence of `needle` in `src`.
+fn locate(src: &str, needle: &str) -> Option<usize> {
+    src.find(needle).map(|o| line_of(src, o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[packet]
+slug = "demo"
+version = "1"
+title = "Demo"
+
+[commands]
+test = "python3 -m pytest -q"
+
+[[step]]
+id = "hidden"
+run = "python3 -m pytest -q --junitxml=.gatehouse/hidden.xml"
+junit = ".gatehouse/hidden.xml"
+
+[[criterion]]
+id = "correct"
+title = "Correct"
+max = 2
+levels = ["no", "partly", "yes"]
+mode = "auto"
+from = { tests = "hidden" }
+
+[[band]]
+min = 2
+decision = "advance"
+
+[[band]]
+min = 0
+decision = "close"
+
+[[failure]]
+id = "broken"
+title = "Broken"
+description = "A hidden test fails."
+effect = { criterion = "correct", set = 0 }
+detect = { kind = "test-failing", step = "hidden" }
+"#;
+
+    /// Parses MINIMAL with `edit` applied and returns the error text, or "ok".
+    fn check(edit: impl FnOnce(String) -> String, expect: &str) {
+        let src = edit(MINIMAL.to_string());
+        let got = match Manifest::parse("packet.toml", &src) {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(got.contains(expect), "expected {expect:?} in {got:?}");
+    }
+
+    #[test]
+    fn minimal_manifest_parses() {
+        check(|s| s, "ok");
+    }
+
+    #[test]
+    fn unknown_key_names_line() {
+        check(|s| s.replace("title = \"Demo\"", "title = \"Demo\"\ncolour = 1"), "packet.toml:6: unknown field `colour`");
+    }
+
+    #[test]
+    fn level_count_must_match_max() {
+        check(|s| s.replace("[\"no\", \"partly\", \"yes\"]", "[\"no\", \"yes\"]"), "needs 3 level descriptions, found 2");
+    }
+
+    #[test]
+    fn effect_must_name_a_criterion() {
+        check(|s| s.replace("criterion = \"correct\", set", "criterion = \"nope\", set"), "affects criterion \"nope\"");
+    }
+
+    #[test]
+    fn detector_must_name_a_step() {
+        check(|s| s.replace("kind = \"test-failing\", step = \"hidden\"", "kind = \"test-failing\", step = \"other\""), "step \"other\", which is not defined");
+    }
+
+    #[test]
+    fn unknown_detector_kind() {
+        check(|s| s.replace("\"test-failing\"", "\"telepathy\""), "unknown variant `telepathy`");
+    }
+
+    #[test]
+    fn bands_must_end_at_zero() {
+        check(|s| s.replace("min = 0", "min = 1"), "the last band must have `min = 0`");
+    }
+
+    #[test]
+    fn bad_regex_is_named() {
+        check(
+            |s| s.replace("detect = { kind = \"test-failing\", step = \"hidden\" }", "detect = { kind = \"pattern\", files = [\"*.py\"], regex = \"(\" }"),
+            "bad regex",
+        );
+    }
+
+    #[test]
+    fn variant_must_expect_known_ids() {
+        check(|s| s + "\n[[variant]]\nname = \"v\"\nexpect = [\"ghost\"]\n", "expects failure \"ghost\"");
+    }
+
+    #[test]
+    fn gate_decision_must_be_a_band() {
+        check(|s| s + "\n[[gate]]\nfailure = \"broken\"\ndecision = \"maybe\"\n", "gate decision \"maybe\"");
+    }
+
+    #[test]
+    fn lay_paths_must_stay_inside() {
+        check(|s| s.replace("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nlay = [\"../etc/passwd\"]"), "must be relative");
+    }
+}

@@ -1,0 +1,253 @@
+//! A packet on disk: its manifest, its files and its digest, plus the file
+//! tree operations the pipeline uses to assemble workspaces.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::manifest::{Lay, Manifest, ManifestError};
+
+/// A loaded packet folder.
+#[derive(Debug, Clone)]
+pub struct Packet {
+    pub root: PathBuf,
+    pub manifest: Manifest,
+    /// Hex SHA-256 over every file of the packet (paths and contents).
+    pub digest: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PacketError {
+    #[error("{0}")]
+    Manifest(#[from] ManifestError),
+    #[error("{path}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error("{0}")]
+    Layout(String),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> PacketError + '_ {
+    move |source| PacketError::Io { path: path.display().to_string(), source }
+}
+
+impl Packet {
+    /// Reads and validates the packet folder `root`.
+    pub fn load(root: &Path) -> Result<Packet, PacketError> {
+        let manifest_path = root.join("packet.toml");
+        let src = fs::read_to_string(&manifest_path).map_err(io_err(&manifest_path))?;
+        let manifest = Manifest::parse(&manifest_path.display().to_string(), &src)?;
+        let folder = root.canonicalize().map_err(io_err(root))?;
+        let name = folder.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name != manifest.packet.slug {
+            return Err(PacketError::Layout(format!(
+                "{}: slug {:?} does not match the folder name {name:?}",
+                manifest_path.display(),
+                manifest.packet.slug
+            )));
+        }
+        for dir in ["starter"] {
+            if !root.join(dir).is_dir() {
+                return Err(PacketError::Layout(format!("{}: the packet has no {dir}/ folder", root.display())));
+            }
+        }
+        if !root.join("prompt.md").is_file() {
+            return Err(PacketError::Layout(format!("{}: the packet has no prompt.md", root.display())));
+        }
+        let packet = Packet { root: root.to_path_buf(), manifest, digest: String::new() };
+        packet.check_files()?;
+        let digest = tree_digest(&list_files(root).map_err(io_err(root))?);
+        Ok(Packet { digest, ..packet })
+    }
+
+    /// Checks that every file the manifest names exists.
+    fn check_files(&self) -> Result<(), PacketError> {
+        let m = &self.manifest;
+        let missing = |what: String, p: &Path| {
+            PacketError::Layout(format!("{}: {what} {} does not exist", self.root.join("packet.toml").display(), p.display()))
+        };
+        let mut lays: Vec<&Lay> = m.steps.iter().flat_map(|s| &s.lay).collect();
+        for f in &m.failures {
+            f.detect.walk(&mut |d| {
+                if let crate::manifest::Detector::Script { lay, .. } = d {
+                    lays.extend(lay);
+                }
+            });
+        }
+        for lay in lays {
+            let from = self.root.join(lay.paths().0);
+            if !from.exists() {
+                return Err(missing("laid file".into(), &from));
+            }
+        }
+        for v in &m.variants {
+            let dir = self.root.join("variants").join(&v.name);
+            if !dir.is_dir() && v.remove.is_empty() {
+                return Err(missing(format!("folder of variant {:?}", v.name), &dir));
+            }
+        }
+        if m.mutation.is_some() && self.mutants().map_err(io_err(&self.root))?.is_empty() {
+            return Err(PacketError::Layout(format!("{}: [mutation] is set but mutants/ holds no mutant", self.root.display())));
+        }
+        for f in &m.packet.seed_files {
+            if !self.root.join("starter").join(f).is_file() {
+                return Err(missing("seed file".into(), &self.root.join("starter").join(f)));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn starter_dir(&self) -> PathBuf {
+        self.root.join("starter")
+    }
+
+    pub fn sample_dir(&self) -> PathBuf {
+        self.root.join("sample")
+    }
+
+    pub fn variant_dir(&self, name: &str) -> PathBuf {
+        self.root.join("variants").join(name)
+    }
+
+    pub fn prompt(&self) -> io::Result<String> {
+        fs::read_to_string(self.root.join("prompt.md"))
+    }
+
+    /// Mutants as (id, path), sorted by id.
+    pub fn mutants(&self) -> io::Result<Vec<(String, PathBuf)>> {
+        let dir = self.root.join("mutants");
+        if !dir.is_dir() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_file() {
+                let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+                out.push((id, path));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Lays `lays` from the packet into `workspace`.
+    pub fn lay_into(&self, lays: &[Lay], workspace: &Path) -> io::Result<()> {
+        for lay in lays {
+            let (from, to) = lay.paths();
+            copy_path(&self.root.join(from), &workspace.join(to))?;
+        }
+        Ok(())
+    }
+}
+
+/// A file of a tree: relative path to (size, hex SHA-256).
+pub type Tree = BTreeMap<String, (u64, String)>;
+
+/// Lists the regular files under `root` with their digests. Symbolic links
+/// are not followed and not listed.
+pub fn list_files(root: &Path) -> io::Result<Tree> {
+    let mut tree = Tree::new();
+    for entry in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
+        let entry = entry.map_err(io::Error::other)?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let rel = relative(root, entry.path());
+        let bytes = fs::read(entry.path())?;
+        tree.insert(rel, (bytes.len() as u64, sha256_hex(&bytes)));
+    }
+    Ok(tree)
+}
+
+/// Relative paths of the regular files under `root`, sorted.
+pub fn list_paths(root: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| relative(root, e.path()))
+        .collect()
+}
+
+/// The digest of a tree: SHA-256 over `path\0sha\n` lines in path order.
+pub fn tree_digest(tree: &Tree) -> String {
+    let mut h = Sha256::new();
+    for (path, (_, sha)) in tree {
+        h.update(path.as_bytes());
+        h.update([0]);
+        h.update(sha.as_bytes());
+        h.update([b'\n']);
+    }
+    hex::encode(h.finalize())
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// `path` relative to `root`, with `/` separators.
+pub fn relative(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+/// Copies a file or a folder (recursively, regular files only) to `to`,
+/// creating parents and overwriting files.
+pub fn copy_path(from: &Path, to: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(from)?;
+    if meta.is_dir() {
+        for entry in walkdir::WalkDir::new(from).follow_links(false) {
+            let entry = entry.map_err(io::Error::other)?;
+            let dest = to.join(entry.path().strip_prefix(from).unwrap_or(entry.path()));
+            if entry.file_type().is_dir() {
+                fs::create_dir_all(&dest)?;
+            } else if entry.file_type().is_file() {
+                copy_file(entry.path(), &dest)?;
+            }
+        }
+        Ok(())
+    } else if meta.is_file() {
+        copy_file(from, to)
+    } else {
+        Err(io::Error::other(format!("{} is neither a file nor a folder", from.display())))
+    }
+}
+
+fn copy_file(from: &Path, to: &Path) -> io::Result<()> {
+    if let Some(parent) = to.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    // A file in the way may be a symbolic link planted by a submission; it
+    // is replaced, never written through.
+    if fs::symlink_metadata(to).is_ok() {
+        if fs::symlink_metadata(to)?.is_dir() {
+            fs::remove_dir_all(to)?;
+        } else {
+            fs::remove_file(to)?;
+        }
+    }
+    fs::copy(from, to).map(drop)
+}
+
+/// Removes `paths` (relative) from `root` where they exist.
+pub fn remove_paths(root: &Path, paths: &[String]) -> io::Result<()> {
+    for p in paths {
+        let path = root.join(p);
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => fs::remove_dir_all(&path)?,
+            Ok(_) => fs::remove_file(&path)?,
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Fills `template` by replacing `{{seed}}` with `seed`.
+pub fn apply_seed(text: &str, seed: &str) -> String {
+    text.replace("{{seed}}", seed)
+}

@@ -1,0 +1,276 @@
+//! Rubric scoring: criterion levels from checks and findings, ordered gates,
+//! caps and vetoes, decision bands, and human criteria left pending.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::detect::Provenance;
+use crate::manifest::{Aggregate, Manifest, Mode, NamedSource, Source};
+
+/// A detected failure-catalog entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub id: String,
+    pub title: String,
+    pub provenance: Provenance,
+    pub evidence: Vec<String>,
+}
+
+/// A reviewer's level for a human or auto-override criterion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HumanScore {
+    pub level: u32,
+    pub reason: String,
+    pub by: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// The level is final (derived, or set by a reviewer).
+    Scored,
+    /// A human criterion no reviewer has scored yet.
+    Pending,
+    /// Scoring stopped at a failed gate before this criterion.
+    AfterGate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriterionScore {
+    pub id: String,
+    pub title: String,
+    pub mode: Mode,
+    pub max: u32,
+    pub weight: u32,
+    pub level: Option<u32>,
+    pub status: Status,
+    /// How the level was reached, one sentence a step.
+    pub basis: Vec<String>,
+    /// The description of the level reached.
+    pub level_text: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateResult {
+    pub gate: String,
+    /// `passed`, `failed` or `pending`.
+    pub result: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scored {
+    pub criteria: Vec<CriterionScore>,
+    /// The weighted sum of scored levels (None for a `separate` rubric).
+    pub score: Option<u32>,
+    pub max_score: u32,
+    pub decision: String,
+    pub gates: Vec<GateResult>,
+    /// Caps and vetoes that held, with their reasons.
+    pub caps: Vec<String>,
+    /// Human criteria still waiting for a reviewer.
+    pub pending: Vec<String>,
+}
+
+/// Inputs besides findings that auto criteria read.
+pub struct Measures<'a> {
+    /// (passed, total) tests of a step's JUnit report.
+    pub tests: &'a dyn Fn(&str) -> Option<(usize, usize)>,
+    /// (killed, total) mutants.
+    pub mutation: Option<(usize, usize)>,
+}
+
+pub const PENDING: &str = "pending";
+
+pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human: &BTreeMap<String, HumanScore>) -> Scored {
+    let mut criteria: Vec<CriterionScore> = m.criteria.iter().map(|c| level_of(m, c, findings, measures, human)).collect();
+
+    // Gates, in order; the first that fails stops scoring.
+    let mut gates = Vec::new();
+    let mut gate_decision = None;
+    let mut gate_pending = false;
+    let mut named_by_gates = Vec::new();
+    for (i, g) in m.gates.iter().enumerate() {
+        let name = g.criterion.clone().or_else(|| g.failure.clone()).unwrap_or_default();
+        let label = format!("gate {} ({name})", i + 1);
+        let result = if let Some(c) = &g.criterion {
+            named_by_gates.push(c.clone());
+            match criteria.iter().find(|s| &s.id == c).and_then(|s| s.level) {
+                None => "pending",
+                Some(l) if l < g.min.unwrap_or(0) => "failed",
+                Some(_) => "passed",
+            }
+        } else if findings.iter().any(|f| Some(&f.id) == g.failure.as_ref()) {
+            "failed"
+        } else {
+            "passed"
+        };
+        let message = if result == "failed" && !g.message.is_empty() { g.message.clone() } else { String::new() };
+        gates.push(GateResult { gate: label, result: result.into(), message });
+        if result == "pending" {
+            gate_pending = true;
+            break;
+        }
+        if result == "failed" {
+            gate_decision = Some(g.decision.clone());
+            break;
+        }
+    }
+    if gate_decision.is_some() {
+        for c in criteria.iter_mut().filter(|c| !named_by_gates.contains(&c.id)) {
+            c.status = Status::AfterGate;
+            c.basis.push("not counted: scoring stopped at a failed gate".into());
+        }
+    }
+
+    let counted = |c: &&CriterionScore| c.status != Status::AfterGate;
+    let pending: Vec<String> = criteria.iter().filter(|c| c.status == Status::Pending).map(|c| c.id.clone()).collect();
+    let low: u32 = criteria.iter().filter(counted).map(|c| c.level.unwrap_or(0) * c.weight).sum();
+    let high: u32 = criteria.iter().filter(counted).map(|c| c.level.unwrap_or(c.max) * c.weight).sum();
+    let max_score: u32 = m.criteria.iter().map(|c| c.max * c.weight).sum();
+
+    // The decision before caps, for the lowest and highest totals the
+    // pending human criteria allow.
+    let decide = |total: u32, humans_at_max: bool| -> String {
+        if let Some(d) = &gate_decision {
+            return d.clone();
+        }
+        match m.rubric.aggregate {
+            Aggregate::Sum => m.bands.iter().find(|b| total >= b.min).map(|b| b.decision.clone()).unwrap_or_default(),
+            Aggregate::Separate => {
+                let all_max = criteria.iter().filter(counted).all(|c| c.level.map_or(humans_at_max, |l| l == c.max));
+                if all_max { m.rubric.pass_decision.clone() } else { m.rubric.fail_decision.clone() }
+            }
+        }
+    };
+    let (mut worst, mut best) = (decide(low, false), decide(high, true));
+
+    // Caps and vetoes: the result may be no better than the cap's decision.
+    let mut caps = Vec::new();
+    for cap in &m.caps {
+        let holds = |at_max: bool| -> bool {
+            if let Some(f) = &cap.failure {
+                return findings.iter().any(|x| &x.id == f);
+            }
+            cap.when.iter().all(|cond| {
+                let c = criteria.iter().find(|c| c.id == cond.criterion);
+                let level = c.and_then(|c| c.level).unwrap_or(if at_max { c.map_or(0, |c| c.max) } else { 0 });
+                cond.at_most.is_none_or(|v| level <= v) && cond.at_least.is_none_or(|v| level >= v)
+            })
+        };
+        // A cap on a pending criterion may or may not hold: apply it to the
+        // pessimistic end only when it can hold there.
+        let (holds_low, holds_high) = (holds(false) || holds(true), holds(false) && holds(true));
+        let apply = |d: &mut String| {
+            if m.decision_rank(d) < m.decision_rank(&cap.decision) {
+                *d = cap.decision.clone();
+            }
+        };
+        if holds_low {
+            apply(&mut worst);
+        }
+        if holds_high {
+            apply(&mut best);
+            caps.push(if cap.reason.is_empty() { format!("capped at {}", cap.decision) } else { cap.reason.clone() });
+        }
+    }
+
+    let decision = if worst == best && !gate_pending { worst } else { PENDING.to_string() };
+    let score = match m.rubric.aggregate {
+        Aggregate::Sum => Some(low),
+        Aggregate::Separate => None,
+    };
+    Scored { criteria, score, max_score, decision, gates, caps, pending }
+}
+
+fn level_of(
+    m: &Manifest,
+    c: &crate::manifest::Criterion,
+    findings: &[Finding],
+    measures: &Measures<'_>,
+    human: &BTreeMap<String, HumanScore>,
+) -> CriterionScore {
+    let mut basis = Vec::new();
+    let mut out = CriterionScore {
+        id: c.id.clone(),
+        title: c.title.clone(),
+        mode: c.mode,
+        max: c.max,
+        weight: c.weight,
+        level: None,
+        status: Status::Scored,
+        basis: Vec::new(),
+        level_text: None,
+    };
+    let derived = match c.mode {
+        Mode::Human => None,
+        Mode::Auto | Mode::AutoOverride => {
+            let mut level = match &c.from {
+                Source::Failures | Source::Named(NamedSource::Failures) => {
+                    basis.push(format!("starts at {} and is lowered by detected failures", c.max));
+                    c.max
+                }
+                Source::Tests { tests } => match (measures.tests)(tests) {
+                    Some((passed, total)) if total > 0 => {
+                        let l = (c.max as usize * passed / total) as u32;
+                        basis.push(format!("{passed} of {total} tests of step {tests} passed: level {l}"));
+                        l
+                    }
+                    _ => {
+                        basis.push(format!("step {tests} reported no tests: level 0"));
+                        0
+                    }
+                },
+                Source::Named(NamedSource::Mutation) => match measures.mutation {
+                    Some((killed, total)) if total > 0 => {
+                        let l = (c.max as usize * killed / total) as u32;
+                        basis.push(format!("the candidate's tests killed {killed} of {total} mutants: level {l}"));
+                        l
+                    }
+                    _ => {
+                        basis.push("no mutation results: level 0".into());
+                        0
+                    }
+                },
+            };
+            for f in findings {
+                let Some(entry) = m.failure(&f.id) else { continue };
+                for e in entry.effect.list().iter().filter(|e| e.criterion == c.id) {
+                    let before = level;
+                    if let Some(s) = e.set {
+                        level = level.min(s);
+                    }
+                    if let Some(n) = e.minus {
+                        level = level.saturating_sub(n);
+                    }
+                    if level != before {
+                        basis.push(format!("{}: {before} → {level}", f.id));
+                    } else {
+                        basis.push(format!("{}: already at {level}", f.id));
+                    }
+                }
+            }
+            Some(level)
+        }
+    };
+    match (c.mode, human.get(&c.id)) {
+        (Mode::Human | Mode::AutoOverride, Some(h)) => {
+            let level = h.level.min(c.max);
+            if c.mode == Mode::AutoOverride {
+                basis.push(format!("derived level {} overridden by {}: {}", derived.unwrap_or(0), h.by, h.reason));
+            } else {
+                basis.push(format!("scored by {}: {}", h.by, h.reason));
+            }
+            out.level = Some(level);
+        }
+        (Mode::Human, None) => {
+            basis.push("waiting for a reviewer".into());
+            out.status = Status::Pending;
+        }
+        _ => out.level = derived,
+    }
+    out.level_text = out.level.and_then(|l| c.levels.get(l as usize).cloned());
+    out.basis = basis;
+    out
+}
