@@ -17,7 +17,12 @@
 //!   the command does, including crashing, timing out or hitting a limit, is
 //!   an `Ok(RunReport)`.
 
-use std::path::PathBuf;
+mod cgroup;
+mod child;
+mod copy;
+mod run;
+
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -125,6 +130,14 @@ pub struct RunReport {
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub leftovers: Vec<Leftover>,
+    /// How many leftover processes were found; `leftovers` lists at most
+    /// the first 24 of them.
+    #[serde(default)]
+    pub leftovers_total: u64,
+    /// Symlinks and special files the command left in the workspace; they
+    /// were not copied back to the host folder.
+    #[serde(default)]
+    pub skipped_special_files: u64,
 }
 
 impl RunReport {
@@ -159,18 +172,144 @@ pub struct SandboxError {
 pub struct Sandbox {
     config: SandboxConfig,
     features: Features,
+    cgroups: cgroup::CgroupRoots,
+    /// The namespaces `clone` creates for init.
+    clone_flags: libc::c_int,
+    clone_flag_names: String,
+    uts_namespace: bool,
 }
 
 impl Sandbox {
+    /// Probes the host and returns a sandbox, or an error when the
+    /// mandatory isolation (root, PID and mount namespaces) is unavailable
+    /// or a trivial probe command cannot run.
     pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
-        let _ = &config;
-        todo!("sandbox helper implements")
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(SandboxError {
+                call: "geteuid()".into(),
+                detail: "the sandbox must run as root (mounts, namespaces, cgroups, uid drop)".into(),
+            });
+        }
+        let mut fallbacks = Vec::new();
+        let mandatory = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+        if let Err(e) = probe_clone(mandatory) {
+            return Err(SandboxError {
+                call: "clone(CLONE_NEWPID|CLONE_NEWNS|SIGCHLD)".into(),
+                detail: format!("{e}; the sandbox cannot isolate processes or files"),
+            });
+        }
+        let mut flags = mandatory;
+        let mut names = String::from("CLONE_NEWPID|CLONE_NEWNS");
+        let mut optional = |flag: libc::c_int, name: &str, fallback: &str| -> bool {
+            match probe_clone(flag) {
+                Ok(()) => {
+                    flags |= flag;
+                    names.push('|');
+                    names.push_str(name);
+                    true
+                }
+                Err(e) => {
+                    fallbacks.push(format!("clone({name}) failed ({e}): {fallback}"));
+                    false
+                }
+            }
+        };
+        let net = optional(libc::CLONE_NEWNET, "CLONE_NEWNET", "the command shares the host network");
+        let ipc = optional(libc::CLONE_NEWIPC, "CLONE_NEWIPC", "the command shares the host System V IPC");
+        let uts = optional(libc::CLONE_NEWUTS, "CLONE_NEWUTS", "the command sees the host name");
+        let _ = ipc;
+        names.push_str("|SIGCHLD");
+
+        let (cgroups, missing) = cgroup::CgroupRoots::probe();
+        for (ctrl, why) in missing {
+            let instead = match ctrl {
+                "memory" => "memory cgroup unavailable: RLIMIT_AS used instead (per process, virtual memory; LimitHit::Memory is not detected)",
+                "pids" => "pids cgroup unavailable: RLIMIT_NPROC on the run's own uid used instead (LimitHit::Processes is not detected)",
+                _ => "cpuacct cgroup unavailable: RLIMIT_CPU per process and the rusage of reaped processes used instead",
+            };
+            fallbacks.push(format!("{instead} ({why})"));
+        }
+        let features = Features {
+            pid_namespace: true,
+            net_namespace: net,
+            mount_namespace: true,
+            uid_drop: true,
+            cgroup_memory: cgroups.memory.is_some(),
+            cgroup_pids: cgroups.pids.is_some(),
+            cgroup_cpu: cgroups.cpuacct.is_some(),
+            rlimits: true,
+            fallbacks,
+        };
+        let sandbox = Sandbox {
+            config,
+            features,
+            cgroups,
+            clone_flags: flags,
+            clone_flag_names: names,
+            uts_namespace: uts,
+        };
+        sandbox.probe_run()?;
+        Ok(sandbox)
+    }
+
+    /// Runs a trivial command end to end; any failure is reported as is.
+    fn probe_run(&self) -> Result<(), SandboxError> {
+        let dir = tempfile::tempdir().map_err(|e| SandboxError { call: "mkdtemp()".into(), detail: e.to_string() })?;
+        let spec = RunSpec {
+            script: "test \"$(id -u)\" != 0".into(),
+            workspace: dir.path().to_path_buf(),
+            env: Vec::new(),
+            limits: Limits { wall: Duration::from_secs(10), ..Limits::default() },
+        };
+        let report = self.run(&spec)?;
+        if report.exit != Exit::Code(0) {
+            return Err(SandboxError {
+                call: "probe run of `test \"$(id -u)\" != 0`".into(),
+                detail: format!("ended with {:?}; stderr: {}", report.exit, report.stderr_tail),
+            });
+        }
+        Ok(())
     }
 
     /// A configuration for this host: system directories plus the prefix of
     /// the `python3` on PATH, run as an unprivileged uid.
     pub fn host_default_config() -> SandboxConfig {
-        todo!("sandbox helper implements")
+        let mut binds: Vec<PathBuf> = Vec::new();
+        let candidates = [
+            "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+            "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+            "/etc/timezone", "/etc/alternatives", "/etc/ssl/certs", "/etc/ssl/openssl.cnf",
+            "/etc/ca-certificates", "/etc/nsswitch.conf", "/etc/protocols", "/etc/services",
+            "/etc/mime.types", "/etc/os-release", "/etc/debian_version",
+        ];
+        for c in candidates {
+            let p = Path::new(c);
+            if p.symlink_metadata().is_ok() {
+                binds.push(p.to_path_buf());
+            }
+        }
+        let mut path_dirs = Vec::new();
+        let out = std::process::Command::new("python3")
+            .args(["-c", "import sys, os; print(sys.base_prefix); print(sys.prefix); print(os.path.realpath(sys.executable))"])
+            .output();
+        if let Some(out) = out.ok().filter(|o| o.status.success()) {
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let lines: Vec<&str> = text.lines().collect();
+            for prefix in lines.iter().take(2) {
+                let p = PathBuf::from(prefix);
+                let covered = binds.iter().any(|b| p.starts_with(b));
+                if p.is_absolute() && p.is_dir() && !covered && !binds.contains(&p) {
+                    binds.push(p.clone());
+                }
+            }
+            if let Some(exe) = lines.get(2).map(Path::new) {
+                if let Some(bin) = exe.parent() {
+                    path_dirs.push(bin.to_path_buf());
+                }
+            }
+        }
+        SandboxConfig { read_only_binds: binds, path_dirs, uid: 61000, gid: 61000 }
     }
 
     pub fn features(&self) -> &Features {
@@ -182,7 +321,22 @@ impl Sandbox {
     }
 
     pub fn run(&self, spec: &RunSpec) -> Result<RunReport, SandboxError> {
-        let _ = spec;
-        todo!("sandbox helper implements")
+        self.run_inner(spec)
     }
+}
+
+/// Clones a child in the given namespaces that exits at once.
+fn probe_clone(flags: libc::c_int) -> Result<(), std::io::Error> {
+    let pid = child::raw_fork(flags);
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: the probe child exits without touching anything.
+        unsafe { libc::_exit(0) }
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    Ok(())
 }

@@ -1,0 +1,517 @@
+//! The code that runs after `clone`: the namespace init and the command
+//! process it forks.
+//!
+//! Everything here runs in a copy of a possibly multi-threaded parent, so it
+//! must not allocate, lock or call anything that may take a lock held by a
+//! thread that does not exist in the copy. Every string, path, argv and envp
+//! is prepared by the parent in a `ChildCtx` before the clone; this module
+//! only issues raw system calls and reports failures through a pipe as
+//! fixed-size `Record`s.
+
+use std::ffi::{CString, c_char, c_int, c_ulong};
+use std::os::fd::RawFd;
+use std::ptr;
+
+/// Record kind: a step of the sandbox machinery failed.
+pub const KIND_FAILURE: u32 = 1;
+/// Record kind: the command finished and init reports the result.
+pub const KIND_RESULT: u32 = 2;
+
+/// How many leftover processes one result record can describe.
+pub const MAX_LEFTOVERS: usize = 24;
+/// How many bytes of a leftover's command line are kept.
+pub const LEFTOVER_CMD_BYTES: usize = 112;
+
+/// Steps outside the filesystem plan; plan steps are their index in `ops`.
+pub const STEP_CLOSE_FDS: u32 = 10_000;
+pub const STEP_LOOPBACK_SOCKET: u32 = 10_001;
+pub const STEP_LOOPBACK_IOCTL: u32 = 10_002;
+pub const STEP_SETHOSTNAME: u32 = 10_003;
+pub const STEP_FORK: u32 = 10_004;
+pub const STEP_CMD_DUP2: u32 = 10_100;
+pub const STEP_CMD_DEVNULL: u32 = 10_101;
+pub const STEP_CMD_CLOEXEC: u32 = 10_102;
+pub const STEP_CMD_CHDIR: u32 = 10_103;
+pub const STEP_CMD_NO_NEW_PRIVS: u32 = 10_104;
+pub const STEP_CMD_SETGROUPS: u32 = 10_105;
+pub const STEP_CMD_SETGID: u32 = 10_106;
+pub const STEP_CMD_SETUID: u32 = 10_107;
+pub const STEP_CMD_EXECVE: u32 = 10_108;
+/// `STEP_CMD_SETRLIMIT + i` is the i-th entry of `ChildCtx::rlimits`.
+pub const STEP_CMD_SETRLIMIT: u32 = 10_200;
+
+/// One leftover process as reported by init.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LeftoverRecord {
+    pub pid: i32,
+    pub len: u32,
+    pub cmd: [u8; LEFTOVER_CMD_BYTES],
+}
+
+/// The fixed-size message init and the command process send to the parent.
+/// It is smaller than `PIPE_BUF`, so each write is atomic.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Record {
+    pub kind: u32,
+    pub step: u32,
+    pub errno: i32,
+    /// The wait status of the command's main process.
+    pub status: i32,
+    pub utime_us: i64,
+    pub stime_us: i64,
+    pub maxrss_kb: i64,
+    /// Non-zero when /tmp or /workspace had no free blocks or inodes left.
+    pub disk_full: u32,
+    /// How many leftovers are described in `left`.
+    pub nleft: u32,
+    /// How many leftovers were found in total.
+    pub total_left: u32,
+    pub left: [LeftoverRecord; MAX_LEFTOVERS],
+}
+
+const _: () = assert!(std::mem::size_of::<Record>() < 4096);
+
+impl Record {
+    pub const SIZE: usize = std::mem::size_of::<Record>();
+
+    fn zeroed() -> Record {
+        // SAFETY: the record is plain old data; all-zero bytes are valid.
+        unsafe { std::mem::zeroed() }
+    }
+
+    /// Decodes a record from exactly `Record::SIZE` bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Record> {
+        if bytes.len() != Record::SIZE {
+            return None;
+        }
+        // SAFETY: the length is checked and every bit pattern is valid.
+        Some(unsafe { ptr::read_unaligned(bytes.as_ptr().cast::<Record>()) })
+    }
+}
+
+/// One step of building the new root, prepared by the parent.
+pub enum Op {
+    Mount {
+        src: Option<CString>,
+        target: CString,
+        fstype: Option<CString>,
+        flags: c_ulong,
+        data: Option<CString>,
+    },
+    /// `mkdir`; an existing directory is not an error.
+    Mkdir { path: CString, mode: libc::mode_t },
+    Symlink { target: CString, link: CString },
+    /// Creates (or truncates) a file and writes `data` into it.
+    WriteFile { path: CString, data: Vec<u8>, mode: libc::mode_t },
+    Chdir { path: CString },
+    PivotRoot { new_root: CString, put_old: CString },
+    Umount { target: CString, flags: c_int },
+}
+
+/// Everything the child needs, prepared before `clone`.
+pub struct ChildCtx {
+    pub ops: Vec<Op>,
+    /// Init reads one byte from it before forking the command.
+    pub go_r: RawFd,
+    pub report_w: RawFd,
+    pub out_w: RawFd,
+    pub err_w: RawFd,
+    pub loopback: Option<libc::ifreq>,
+    pub hostname: Option<CString>,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub drop_uid: bool,
+    pub sh: CString,
+    pub argv: Vec<*const c_char>,
+    pub envp: Vec<*const c_char>,
+    pub workspace: CString,
+    pub tmp: CString,
+    pub dev_null: CString,
+    pub proc_dir: CString,
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Writes a failure record and exits; never returns.
+fn fail(fd: RawFd, step: u32, err: i32) -> ! {
+    let mut rec = Record::zeroed();
+    rec.kind = KIND_FAILURE;
+    rec.step = step;
+    rec.errno = err;
+    write_record(fd, &rec);
+    // SAFETY: `_exit` is async-signal-safe and does not return.
+    unsafe { libc::_exit(126) }
+}
+
+fn write_record(fd: RawFd, rec: &Record) {
+    // SAFETY: the record is plain data of `Record::SIZE` bytes.
+    unsafe {
+        libc::write(fd, (rec as *const Record).cast(), Record::SIZE);
+    }
+}
+
+fn opt_ptr(s: &Option<CString>) -> *const c_char {
+    s.as_ref().map_or(ptr::null(), |s| s.as_ptr())
+}
+
+/// Runs one plan step with raw system calls; returns the errno on failure.
+fn run_op(op: &Op) -> Result<(), i32> {
+    // SAFETY: every pointer comes from a live CString or Vec owned by `op`.
+    let rc = unsafe {
+        match op {
+            Op::Mount { src, target, fstype, flags, data } => libc::mount(
+                opt_ptr(src),
+                target.as_ptr(),
+                opt_ptr(fstype),
+                *flags,
+                opt_ptr(data).cast(),
+            ),
+            Op::Mkdir { path, mode } => {
+                let rc = libc::mkdir(path.as_ptr(), *mode);
+                if rc != 0 && errno() == libc::EEXIST { 0 } else { rc }
+            }
+            Op::Symlink { target, link } => libc::symlink(target.as_ptr(), link.as_ptr()),
+            Op::WriteFile { path, data, mode } => {
+                let fd = libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                    *mode as libc::c_uint,
+                );
+                if fd < 0 {
+                    -1
+                } else {
+                    let mut off = 0;
+                    let mut rc = 0;
+                    while off < data.len() {
+                        let n = libc::write(fd, data[off..].as_ptr().cast(), data.len() - off);
+                        if n <= 0 {
+                            rc = -1;
+                            break;
+                        }
+                        off += n as usize;
+                    }
+                    let e = errno();
+                    libc::close(fd);
+                    if rc != 0 {
+                        return Err(e);
+                    }
+                    0
+                }
+            }
+            Op::Chdir { path } => libc::chdir(path.as_ptr()),
+            Op::PivotRoot { new_root, put_old } => {
+                libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) as c_int
+            }
+            Op::Umount { target, flags } => libc::umount2(target.as_ptr(), *flags),
+        }
+    };
+    if rc == 0 { Ok(()) } else { Err(errno()) }
+}
+
+/// Closes every descriptor except stdio and the sorted `keep` list.
+fn close_other_fds(keep: &mut [RawFd; 4]) -> Result<(), i32> {
+    keep.sort_unstable();
+    let mut next: u32 = 3;
+    for &fd in keep.iter() {
+        let fd = fd as u32;
+        if fd > next {
+            // SAFETY: plain system call on descriptor numbers.
+            if unsafe { libc::close_range(next, fd - 1, 0) } != 0 {
+                return Err(errno());
+            }
+        }
+        next = next.max(fd + 1);
+    }
+    // SAFETY: plain system call on descriptor numbers.
+    if unsafe { libc::close_range(next, u32::MAX, 0) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// A `fork` that skips glibc's atfork handlers (which take malloc locks that
+/// a vanished parent thread might hold).
+pub fn raw_fork(extra_flags: c_int) -> libc::pid_t {
+    // SAFETY: clone without CLONE_VM and without a new stack behaves like
+    // fork; the child continues on a copy of this stack.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (extra_flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        ) as libc::pid_t
+    }
+}
+
+/// The namespace init: builds the root, waits for the parent, forks the
+/// command, reaps, reports and exits. Never returns.
+pub fn init_main(ctx: &ChildCtx) -> ! {
+    let rep = ctx.report_w;
+    // SAFETY: the calls below are raw system calls on prepared data.
+    unsafe {
+        libc::umask(0o022);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
+    let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w];
+    if let Err(e) = close_other_fds(&mut keep) {
+        fail(rep, STEP_CLOSE_FDS, e);
+    }
+    for (i, op) in ctx.ops.iter().enumerate() {
+        if let Err(e) = run_op(op) {
+            fail(rep, i as u32, e);
+        }
+    }
+    if let Some(ifr) = &ctx.loopback {
+        // SAFETY: a datagram socket is only used for the ioctl.
+        unsafe {
+            let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if s < 0 {
+                fail(rep, STEP_LOOPBACK_SOCKET, errno());
+            }
+            if libc::ioctl(s, libc::SIOCSIFFLAGS, ifr as *const libc::ifreq) != 0 {
+                fail(rep, STEP_LOOPBACK_IOCTL, errno());
+            }
+            libc::close(s);
+        }
+    }
+    if let Some(name) = &ctx.hostname {
+        // SAFETY: the name is a live CString.
+        if unsafe { libc::sethostname(name.as_ptr(), name.as_bytes().len()) } != 0 {
+            fail(rep, STEP_SETHOSTNAME, errno());
+        }
+    }
+    // Wait until the parent has put this process into the cgroups.
+    let mut byte = 0u8;
+    // SAFETY: reads one byte into a stack variable.
+    let n = unsafe { libc::read(ctx.go_r, (&mut byte as *mut u8).cast(), 1) };
+    if n != 1 {
+        // SAFETY: the parent went away; exit quietly.
+        unsafe { libc::_exit(1) }
+    }
+    let main = raw_fork(0);
+    if main < 0 {
+        fail(rep, STEP_FORK, errno());
+    }
+    if main == 0 {
+        command_main(ctx);
+    }
+    // SAFETY: closing this process's copies of descriptors it does not use.
+    unsafe {
+        libc::close(ctx.out_w);
+        libc::close(ctx.err_w);
+        libc::close(ctx.go_r);
+    }
+    let mut rec = Record::zeroed();
+    rec.kind = KIND_RESULT;
+    // Reap everything until the main process ends.
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for any child.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == main {
+            rec.status = status;
+            break;
+        }
+        if pid < 0 && errno() != libc::EINTR {
+            break;
+        }
+    }
+    // Reap zombies so that only live processes are listed.
+    // SAFETY: non-blocking waits.
+    while unsafe { libc::waitpid(-1, ptr::null_mut(), libc::WNOHANG) } > 0 {}
+    scan_leftovers(ctx, &mut rec);
+    rec.disk_full = (fs_full(&ctx.tmp) || fs_full(&ctx.workspace)) as u32;
+    // SAFETY: from PID 1, kill(-1) reaches every other process in the
+    // namespace and nothing outside it.
+    unsafe {
+        libc::kill(-1, libc::SIGKILL);
+    }
+    loop {
+        // SAFETY: blocking wait for any child.
+        let pid = unsafe { libc::waitpid(-1, ptr::null_mut(), 0) };
+        if pid < 0 && errno() != libc::EINTR {
+            break;
+        }
+    }
+    // SAFETY: getrusage fills a stack struct.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        rec.utime_us = ru.ru_utime.tv_sec * 1_000_000 + ru.ru_utime.tv_usec;
+        rec.stime_us = ru.ru_stime.tv_sec * 1_000_000 + ru.ru_stime.tv_usec;
+        rec.maxrss_kb = ru.ru_maxrss;
+    }
+    write_record(rep, &rec);
+    // SAFETY: init is done.
+    unsafe { libc::_exit(0) }
+}
+
+/// Whether the filesystem at `path` has no free blocks or inodes left.
+fn fs_full(path: &CString) -> bool {
+    // SAFETY: statvfs fills a stack struct.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+            return false;
+        }
+        st.f_bavail == 0 || st.f_favail == 0
+    }
+}
+
+/// Lists the processes alive in the namespace (other than init) into `rec`.
+fn scan_leftovers(ctx: &ChildCtx, rec: &mut Record) {
+    // SAFETY: raw directory reading into stack buffers.
+    unsafe {
+        let dir = libc::open(ctx.proc_dir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+        if dir < 0 {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len()) as isize;
+            if n <= 0 {
+                break;
+            }
+            let mut off = 0usize;
+            while off < n as usize {
+                // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
+                let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+                let name = &buf[off + 19..off + reclen];
+                off += reclen;
+                let mut pid: i32 = 0;
+                let mut digits = 0;
+                for &b in name {
+                    if b == 0 {
+                        break;
+                    }
+                    if !b.is_ascii_digit() {
+                        digits = 0;
+                        break;
+                    }
+                    pid = pid.saturating_mul(10).saturating_add((b - b'0') as i32);
+                    digits += 1;
+                }
+                if digits == 0 || pid == 1 {
+                    continue;
+                }
+                rec.total_left += 1;
+                let idx = rec.nleft as usize;
+                if idx >= MAX_LEFTOVERS {
+                    continue;
+                }
+                let entry = &mut rec.left[idx];
+                entry.pid = pid;
+                entry.len = read_cmdline(pid, &mut entry.cmd) as u32;
+                rec.nleft += 1;
+            }
+        }
+        libc::close(dir);
+    }
+}
+
+/// Reads `/proc/<pid>/cmdline` into `out` with NULs turned into spaces.
+fn read_cmdline(pid: i32, out: &mut [u8; LEFTOVER_CMD_BYTES]) -> usize {
+    let mut path = [0u8; 48];
+    let prefix = b"/proc/";
+    path[..prefix.len()].copy_from_slice(prefix);
+    let mut pos = prefix.len();
+    let mut digits = [0u8; 12];
+    let mut nd = 0;
+    let mut p = pid;
+    while p > 0 {
+        digits[nd] = b'0' + (p % 10) as u8;
+        p /= 10;
+        nd += 1;
+    }
+    for i in (0..nd).rev() {
+        path[pos] = digits[i];
+        pos += 1;
+    }
+    let suffix = b"/cmdline";
+    path[pos..pos + suffix.len()].copy_from_slice(suffix);
+    // SAFETY: the path is NUL-terminated (the buffer was zeroed).
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return 0;
+        }
+        let n = libc::read(fd, out.as_mut_ptr().cast(), out.len());
+        libc::close(fd);
+        if n <= 0 {
+            return 0;
+        }
+        let n = n as usize;
+        let mut end = n;
+        while end > 0 && out[end - 1] == 0 {
+            end -= 1;
+        }
+        for b in &mut out[..end] {
+            if *b == 0 {
+                *b = b' ';
+            }
+        }
+        end
+    }
+}
+
+/// The command process: stdio, rlimits, privileges, exec. Never returns.
+fn command_main(ctx: &ChildCtx) -> ! {
+    let rep = ctx.report_w;
+    // SAFETY: raw system calls on prepared data in a single-threaded child.
+    unsafe {
+        // Restore default signal handling (Rust ignores SIGPIPE, a server
+        // may block signals) before exec.
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, ptr::null_mut());
+
+        if libc::dup2(ctx.out_w, 1) < 0 || libc::dup2(ctx.err_w, 2) < 0 {
+            fail(rep, STEP_CMD_DUP2, errno());
+        }
+        let null = libc::open(ctx.dev_null.as_ptr(), libc::O_RDONLY);
+        if null < 0 || libc::dup2(null, 0) < 0 {
+            fail(rep, STEP_CMD_DEVNULL, errno());
+        }
+        if libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as c_int) != 0 {
+            fail(rep, STEP_CMD_CLOEXEC, errno());
+        }
+        for (i, (res, lim)) in ctx.rlimits.iter().enumerate() {
+            if libc::setrlimit(*res, lim) != 0 {
+                fail(rep, STEP_CMD_SETRLIMIT + i as u32, errno());
+            }
+        }
+        if libc::chdir(ctx.workspace.as_ptr()) != 0 {
+            fail(rep, STEP_CMD_CHDIR, errno());
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            fail(rep, STEP_CMD_NO_NEW_PRIVS, errno());
+        }
+        if ctx.drop_uid {
+            if libc::setgroups(0, ptr::null()) != 0 {
+                fail(rep, STEP_CMD_SETGROUPS, errno());
+            }
+            if libc::setresgid(ctx.gid, ctx.gid, ctx.gid) != 0 {
+                fail(rep, STEP_CMD_SETGID, errno());
+            }
+            if libc::setresuid(ctx.uid, ctx.uid, ctx.uid) != 0 {
+                fail(rep, STEP_CMD_SETUID, errno());
+            }
+        }
+        libc::execve(ctx.sh.as_ptr(), ctx.argv.as_ptr(), ctx.envp.as_ptr());
+        fail(rep, STEP_CMD_EXECVE, errno());
+    }
+}

@@ -1,0 +1,759 @@
+//! One run: staging, cgroups, the clone, the parent's event loop and the
+//! report.
+
+use std::collections::BTreeSet;
+use std::ffi::{CString, c_int};
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::cgroup::RunCgroups;
+use super::child::{self, ChildCtx, Op, Record};
+use super::{Exit, Leftover, LimitHit, RunReport, RunSpec, Sandbox, SandboxError};
+
+/// Distinct uids handed out to concurrent runs: `config.uid + n % UID_RANGE`.
+pub const UID_RANGE: u64 = 1000;
+
+static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Where the per-run staging directories live on the host (mode 0700).
+const STAGING_BASE: &str = "/tmp/gatehouse-sandbox";
+
+fn os_err(call: impl Into<String>) -> SandboxError {
+    SandboxError { call: call.into(), detail: std::io::Error::last_os_error().to_string() }
+}
+
+fn io_err(call: impl Into<String>, e: std::io::Error) -> SandboxError {
+    SandboxError { call: call.into(), detail: e.to_string() }
+}
+
+fn cstr(p: impl AsRef<[u8]>) -> Result<CString, SandboxError> {
+    CString::new(p.as_ref().to_vec()).map_err(|e| SandboxError {
+        call: format!("CString::new({:?})", String::from_utf8_lossy(p.as_ref())),
+        detail: e.to_string(),
+    })
+}
+
+fn cpath(p: &Path) -> Result<CString, SandboxError> {
+    cstr(p.as_os_str().as_bytes())
+}
+
+/// The per-run staging area on the host; unmounted and removed on drop.
+struct Staging {
+    dir: PathBuf,
+    root: PathBuf,
+    ws: PathBuf,
+    ws_mounted: bool,
+}
+
+impl Staging {
+    fn create(id: &str, disk_bytes: u64, uid: u32, gid: u32) -> Result<Staging, SandboxError> {
+        let base = Path::new(STAGING_BASE);
+        if !base.exists() {
+            fs::create_dir_all(base).map_err(|e| io_err(format!("mkdir({STAGING_BASE:?})"), e))?;
+        }
+        fs::set_permissions(base, fs::Permissions::from_mode(0o700))
+            .map_err(|e| io_err(format!("chmod({STAGING_BASE:?}, 0700)"), e))?;
+        let dir = base.join(id);
+        let root = dir.join("root");
+        let ws = dir.join("ws");
+        for d in [&dir, &root, &ws] {
+            fs::create_dir(d).map_err(|e| io_err(format!("mkdir({:?})", d.display()), e))?;
+        }
+        let mut st = Staging { dir, root, ws, ws_mounted: false };
+        let data = format!("size={disk_bytes},mode=0755,uid={uid},gid={gid}");
+        let target = cpath(&st.ws)?;
+        let (src, fstype, cdata) = (cstr("tmpfs")?, cstr("tmpfs")?, cstr(&data)?);
+        // SAFETY: all pointers are live CStrings.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                cdata.as_ptr().cast(),
+            )
+        };
+        if rc != 0 {
+            return Err(os_err(format!(
+                "mount(\"tmpfs\", {:?}, \"tmpfs\", MS_NOSUID|MS_NODEV, {data:?})",
+                st.ws.display()
+            )));
+        }
+        st.ws_mounted = true;
+        Ok(st)
+    }
+
+    fn cleanup(&mut self) -> Result<(), SandboxError> {
+        if self.ws_mounted {
+            self.ws_mounted = false;
+            let target = cpath(&self.ws)?;
+            // SAFETY: the target is a live CString.
+            if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
+                return Err(os_err(format!("umount2({:?}, MNT_DETACH)", self.ws.display())));
+            }
+        }
+        if self.dir.exists() {
+            fs::remove_dir_all(&self.dir).map_err(|e| io_err(format!("rmdir({:?})", self.dir.display()), e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = self.cleanup();
+    }
+}
+
+/// Builds the filesystem plan and a description of each step.
+struct Plan {
+    ops: Vec<Op>,
+    desc: Vec<String>,
+    made: BTreeSet<PathBuf>,
+    root: PathBuf,
+}
+
+const RO_BIND_REMOUNT: libc::c_ulong =
+    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+
+impl Plan {
+    fn inner(&self, p: &Path) -> PathBuf {
+        let rel = p.strip_prefix("/").unwrap_or(p);
+        self.root.join(rel)
+    }
+
+    fn push(&mut self, op: Op, desc: String) {
+        self.ops.push(op);
+        self.desc.push(desc);
+    }
+
+    fn mount(
+        &mut self,
+        src: Option<&str>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: libc::c_ulong,
+        flag_names: &str,
+        data: Option<&str>,
+    ) -> Result<(), SandboxError> {
+        let desc = format!(
+            "mount({}, {:?}, {}, {flag_names}, {})",
+            src.map_or("NULL".to_string(), |s| format!("{s:?}")),
+            target.display(),
+            fstype.map_or("NULL".to_string(), |s| format!("{s:?}")),
+            data.map_or("NULL".to_string(), |s| format!("{s:?}")),
+        );
+        let op = Op::Mount {
+            src: src.map(cstr).transpose()?,
+            target: cpath(target)?,
+            fstype: fstype.map(cstr).transpose()?,
+            flags,
+            data: data.map(cstr).transpose()?,
+        };
+        self.push(op, desc);
+        Ok(())
+    }
+
+    /// Creates `p` (a path inside the sandbox) and its missing parents.
+    fn mkdirs(&mut self, p: &Path) -> Result<(), SandboxError> {
+        let mut cur = PathBuf::from("/");
+        for c in p.components() {
+            if let Component::Normal(name) = c {
+                cur.push(name);
+                if self.made.insert(cur.clone()) {
+                    let path = self.inner(&cur);
+                    let desc = format!("mkdir({:?}, 0755)", path.display());
+                    self.push(Op::Mkdir { path: cpath(&path)?, mode: 0o755 }, desc);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn touch(&mut self, p: &Path, data: &[u8], mode: libc::mode_t) -> Result<(), SandboxError> {
+        if let Some(parent) = p.parent() {
+            self.mkdirs(parent)?;
+        }
+        let path = self.inner(p);
+        let desc = format!("open({:?}, O_WRONLY|O_CREAT|O_TRUNC, {mode:o}) + write", path.display());
+        self.push(Op::WriteFile { path: cpath(&path)?, data: data.to_vec(), mode }, desc);
+        Ok(())
+    }
+
+    fn symlink(&mut self, target: &Path, link: &Path) -> Result<(), SandboxError> {
+        if let Some(parent) = link.parent() {
+            self.mkdirs(parent)?;
+        }
+        let inner = self.inner(link);
+        let desc = format!("symlink({:?}, {:?})", target.display(), inner.display());
+        self.push(Op::Symlink { target: cpath(target)?, link: cpath(&inner)? }, desc);
+        Ok(())
+    }
+
+    /// Shows the host path `p` at the same place, read-only (symlinks are
+    /// recreated, not bound).
+    fn ro_bind(&mut self, p: &Path) -> Result<(), SandboxError> {
+        let meta = fs::symlink_metadata(p).map_err(|e| io_err(format!("lstat({:?})", p.display()), e))?;
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(p).map_err(|e| io_err(format!("readlink({:?})", p.display()), e))?;
+            return self.symlink(&target, p);
+        }
+        if meta.is_dir() {
+            self.mkdirs(p)?;
+        } else {
+            self.touch(p, b"", 0o644)?;
+        }
+        let target = self.inner(p);
+        let src = p.to_string_lossy().into_owned();
+        self.mount(Some(&src), &target, None, libc::MS_BIND | libc::MS_REC, "MS_BIND|MS_REC", None)?;
+        self.mount(
+            None,
+            &target,
+            None,
+            RO_BIND_REMOUNT,
+            "MS_BIND|MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV",
+            None,
+        )
+    }
+}
+
+/// What the parent keeps of the child's descriptions.
+struct Prepared {
+    ctx: ChildCtx,
+    desc: Vec<String>,
+    _argv: Vec<CString>,
+    _envp: Vec<CString>,
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: pipe2 fills the two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(os_err("pipe2(O_CLOEXEC)"));
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A tail buffer that keeps the last `cap` bytes and counts all of them.
+struct Tail {
+    buf: Vec<u8>,
+    cap: usize,
+    total: u64,
+}
+
+impl Tail {
+    fn push(&mut self, data: &[u8]) {
+        self.total += data.len() as u64;
+        if data.len() >= self.cap {
+            self.buf.clear();
+            self.buf.extend_from_slice(&data[data.len() - self.cap..]);
+        } else {
+            self.buf.extend_from_slice(data);
+            if self.buf.len() > self.cap {
+                let excess = self.buf.len() - self.cap;
+                self.buf.drain(..excess);
+            }
+        }
+    }
+}
+
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor owned by the caller.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+}
+
+/// Reads what is available; returns false at end of file.
+fn drain(fd: RawFd, mut sink: impl FnMut(&[u8])) -> bool {
+    let mut buf = [0u8; 65536];
+    loop {
+        // SAFETY: reads into a stack buffer.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            sink(&buf[..n as usize]);
+            continue;
+        }
+        if n == 0 {
+            return false;
+        }
+        let e = std::io::Error::last_os_error().raw_os_error();
+        if e == Some(libc::EINTR) {
+            continue;
+        }
+        // EAGAIN: nothing more for now; any other error ends the stream.
+        return e == Some(libc::EAGAIN);
+    }
+}
+
+/// Maps a child step number to the call it made.
+fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, rlimit_names: &[String]) -> String {
+    if let Some(d) = desc.get(step as usize) {
+        return d.clone();
+    }
+    match step {
+        child::STEP_CLOSE_FDS => "close_range(3.., 0) in init".into(),
+        child::STEP_LOOPBACK_SOCKET => "socket(AF_INET, SOCK_DGRAM, 0)".into(),
+        child::STEP_LOOPBACK_IOCTL => "ioctl(sock, SIOCSIFFLAGS, {\"lo\", IFF_UP|IFF_LOOPBACK|IFF_RUNNING})".into(),
+        child::STEP_SETHOSTNAME => "sethostname(\"gatehouse\")".into(),
+        child::STEP_FORK => "clone(SIGCHLD) of the command process".into(),
+        child::STEP_CMD_DUP2 => "dup2(pipe, 1) / dup2(pipe, 2)".into(),
+        child::STEP_CMD_DEVNULL => "open(\"/dev/null\", O_RDONLY) + dup2(fd, 0)".into(),
+        child::STEP_CMD_CLOEXEC => "close_range(3, ~0, CLOSE_RANGE_CLOEXEC)".into(),
+        child::STEP_CMD_CHDIR => "chdir(\"/workspace\")".into(),
+        child::STEP_CMD_NO_NEW_PRIVS => "prctl(PR_SET_NO_NEW_PRIVS, 1)".into(),
+        child::STEP_CMD_SETGROUPS => "setgroups(0, [])".into(),
+        child::STEP_CMD_SETGID => format!("setresgid({0}, {0}, {0})", ctx.gid),
+        child::STEP_CMD_SETUID => format!("setresuid({0}, {0}, {0})", ctx.uid),
+        child::STEP_CMD_EXECVE => "execve(\"/bin/sh\", [\"/bin/sh\", \"-c\", script], env)".into(),
+        s if s >= child::STEP_CMD_SETRLIMIT => rlimit_names
+            .get((s - child::STEP_CMD_SETRLIMIT) as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("setrlimit #{}", s - child::STEP_CMD_SETRLIMIT)),
+        s => format!("unknown step {s}"),
+    }
+}
+
+fn errno_name(e: i32) -> String {
+    let name = nix::errno::Errno::from_raw(e);
+    format!("{name:?}: {}", std::io::Error::from_raw_os_error(e))
+}
+
+impl Sandbox {
+    /// Builds the child's context: filesystem plan, argv, envp, rlimits.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        spec: &RunSpec,
+        staging: &Staging,
+        uid: u32,
+        gid: u32,
+        fds: [RawFd; 4],
+        rlimit_names: &mut Vec<String>,
+    ) -> Result<Prepared, SandboxError> {
+        let lim = &spec.limits;
+        let mut plan = Plan { ops: Vec::new(), desc: Vec::new(), made: BTreeSet::new(), root: staging.root.clone() };
+        let root = staging.root.clone();
+        plan.mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, "MS_REC|MS_PRIVATE", None)?;
+        plan.mount(
+            Some("tmpfs"),
+            &root,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            "MS_NOSUID|MS_NODEV",
+            Some("size=1m,mode=0755"),
+        )?;
+        let mut binds = self.config.read_only_binds.clone();
+        binds.sort();
+        for b in &binds {
+            plan.ro_bind(b)?;
+        }
+        // A minimal /etc: identity files written for this run.
+        let passwd = format!(
+            "root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        );
+        let group = format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n");
+        plan.touch(Path::new("/etc/passwd"), passwd.as_bytes(), 0o644)?;
+        plan.touch(Path::new("/etc/group"), group.as_bytes(), 0o644)?;
+        plan.touch(Path::new("/etc/hosts"), b"127.0.0.1 localhost gatehouse\n::1 localhost\n", 0o644)?;
+        plan.touch(Path::new("/etc/hostname"), b"gatehouse\n", 0o644)?;
+        // A minimal /dev.
+        plan.mkdirs(Path::new("/dev"))?;
+        for dev in ["null", "zero", "full", "random", "urandom"] {
+            let host = PathBuf::from(format!("/dev/{dev}"));
+            plan.touch(&host, b"", 0o644)?;
+            let inner = plan.inner(&host);
+            plan.mount(Some(&format!("/dev/{dev}")), &inner, None, libc::MS_BIND, "MS_BIND", None)?;
+        }
+        for (link, target) in [
+            ("/dev/fd", "/proc/self/fd"),
+            ("/dev/stdin", "/proc/self/fd/0"),
+            ("/dev/stdout", "/proc/self/fd/1"),
+            ("/dev/stderr", "/proc/self/fd/2"),
+        ] {
+            plan.symlink(Path::new(target), Path::new(link))?;
+        }
+        // A fresh /proc for the new PID namespace.
+        plan.mkdirs(Path::new("/proc"))?;
+        let proc_dir = plan.inner(Path::new("/proc"));
+        plan.mount(
+            Some("proc"),
+            &proc_dir,
+            Some("proc"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            "MS_NOSUID|MS_NODEV|MS_NOEXEC",
+            None,
+        )?;
+        // A private, size-limited /tmp.
+        plan.mkdirs(Path::new("/tmp"))?;
+        let tmp = plan.inner(Path::new("/tmp"));
+        let tmp_data = format!("size={},mode=1777", lim.disk_bytes);
+        plan.mount(
+            Some("tmpfs"),
+            &tmp,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            "MS_NOSUID|MS_NODEV",
+            Some(&tmp_data),
+        )?;
+        // The workspace: the run's staging tmpfs, bound in.
+        plan.mkdirs(Path::new("/workspace"))?;
+        let ws = plan.inner(Path::new("/workspace"));
+        let ws_src = staging.ws.to_string_lossy().into_owned();
+        plan.mount(Some(&ws_src), &ws, None, libc::MS_BIND, "MS_BIND", None)?;
+        plan.mount(
+            None,
+            &ws,
+            None,
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV,
+            "MS_BIND|MS_REMOUNT|MS_NOSUID|MS_NODEV",
+            None,
+        )?;
+        // Switch to the new root and drop the old one.
+        let rootc = cpath(&root)?;
+        plan.push(Op::Chdir { path: rootc }, format!("chdir({:?})", root.display()));
+        plan.push(Op::PivotRoot { new_root: cstr(".")?, put_old: cstr(".")? }, "pivot_root(\".\", \".\")".into());
+        plan.push(
+            Op::Umount { target: cstr(".")?, flags: libc::MNT_DETACH },
+            "umount2(\".\", MNT_DETACH) of the old root".into(),
+        );
+        plan.push(Op::Chdir { path: cstr("/")? }, "chdir(\"/\")".into());
+        plan.mount(None, Path::new("/"), None, RO_BIND_REMOUNT, "MS_BIND|MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV", None)?;
+
+        // The command line and environment.
+        let argv = vec![cstr("/bin/sh")?, cstr("-c")?, cstr(&spec.script)?];
+        let mut path = String::new();
+        for d in &self.config.path_dirs {
+            path.push_str(&d.to_string_lossy());
+            path.push(':');
+        }
+        path.push_str("/usr/local/bin:/usr/bin:/bin");
+        let mut env: Vec<(String, String)> = vec![
+            ("PATH".into(), path),
+            ("HOME".into(), "/tmp".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+            ("PYTHONHASHSEED".into(), "0".into()),
+            ("TMPDIR".into(), "/tmp".into()),
+        ];
+        for (k, v) in &spec.env {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.clone(), v.clone()));
+        }
+        let envp: Vec<CString> = env.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect::<Result<_, _>>()?;
+        let mut argv_ptrs: Vec<_> = argv.iter().map(|s| s.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut envp_ptrs: Vec<_> = envp.iter().map(|s| s.as_ptr()).collect();
+        envp_ptrs.push(std::ptr::null());
+
+        // Resource limits of the command process.
+        let mut rlimits = Vec::new();
+        let mut add = |res: libc::__rlimit_resource_t, name: &str, soft: u64, hard: u64| {
+            rlimits.push((res, libc::rlimit { rlim_cur: soft, rlim_max: hard }));
+            rlimit_names.push(format!("setrlimit({name}, {{{soft}, {hard}}})"));
+        };
+        add(libc::RLIMIT_CPU, "RLIMIT_CPU", lim.cpu_secs, lim.cpu_secs + 1);
+        add(libc::RLIMIT_FSIZE, "RLIMIT_FSIZE", lim.file_size_bytes, lim.file_size_bytes);
+        add(libc::RLIMIT_NOFILE, "RLIMIT_NOFILE", lim.open_files, lim.open_files);
+        add(libc::RLIMIT_CORE, "RLIMIT_CORE", 0, 0);
+        // With a pids cgroup it is the one that stops (and reports) a fork
+        // bomb; RLIMIT_NPROC is a looser backstop per run uid.
+        let nproc = if self.cgroups.pids.is_some() { lim.processes + 8 } else { lim.processes };
+        add(libc::RLIMIT_NPROC, "RLIMIT_NPROC", nproc, nproc);
+        if self.cgroups.memory.is_none() {
+            add(libc::RLIMIT_AS, "RLIMIT_AS", lim.memory_bytes, lim.memory_bytes);
+        }
+
+        let loopback = if self.features.net_namespace {
+            // SAFETY: ifreq is plain data; all-zero is valid.
+            let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+            for (i, b) in b"lo".iter().enumerate() {
+                ifr.ifr_name[i] = *b as libc::c_char;
+            }
+            ifr.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
+            Some(ifr)
+        } else {
+            None
+        };
+        let ctx = ChildCtx {
+            ops: plan.ops,
+            go_r: fds[0],
+            report_w: fds[1],
+            out_w: fds[2],
+            err_w: fds[3],
+            loopback,
+            hostname: if self.uts_namespace { Some(cstr("gatehouse")?) } else { None },
+            rlimits,
+            uid,
+            gid,
+            drop_uid: self.features.uid_drop,
+            sh: cstr("/bin/sh")?,
+            argv: argv_ptrs,
+            envp: envp_ptrs,
+            workspace: cstr("/workspace")?,
+            tmp: cstr("/tmp")?,
+            dev_null: cstr("/dev/null")?,
+            proc_dir: cstr("/proc")?,
+        };
+        Ok(Prepared { ctx, desc: plan.desc, _argv: argv, _envp: envp })
+    }
+
+    pub(super) fn run_inner(&self, spec: &RunSpec) -> Result<RunReport, SandboxError> {
+        let lim = &spec.limits;
+        let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let offset = (n % UID_RANGE) as u32;
+        let (uid, gid) = if self.features.uid_drop {
+            (self.config.uid + offset, self.config.gid + offset)
+        } else {
+            (0, 0)
+        };
+        let id = format!("run-{}-{n}", std::process::id());
+
+        let mut staging = Staging::create(&id, lim.disk_bytes, uid, gid)?;
+        super::copy::copy_in(&spec.workspace, &staging.ws, uid, gid)?;
+        let mut cgroups = RunCgroups::create(&self.cgroups, &format!("gatehouse-{id}"), lim.memory_bytes, lim.processes)?;
+
+        let (go_r, go_w) = pipe()?;
+        let (rep_r, rep_w) = pipe()?;
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let mut rlimit_names = Vec::new();
+        let prepared = self.prepare(
+            spec,
+            &staging,
+            uid,
+            gid,
+            [go_r.as_raw_fd(), rep_w.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
+            &mut rlimit_names,
+        )?;
+
+        let start = Instant::now();
+        let pid = child::raw_fork(self.clone_flags);
+        if pid < 0 {
+            return Err(os_err(format!("clone({})", self.clone_flag_names)));
+        }
+        if pid == 0 {
+            child::init_main(&prepared.ctx);
+        }
+        drop((go_r, rep_w, out_w, err_w));
+        // From here on the child must be killed and reaped on every path.
+        let mut guard = ChildGuard { pid, reaped: false };
+
+        cgroups.add(pid)?;
+        // SAFETY: writes one byte from a stack variable.
+        if unsafe { libc::write(go_w.as_raw_fd(), b"g".as_ptr().cast(), 1) } != 1 {
+            return Err(os_err("write(go pipe, \"g\", 1)"));
+        }
+        drop(go_w);
+
+        for fd in [&rep_r, &out_r, &err_r] {
+            set_nonblocking(fd.as_raw_fd());
+        }
+        let mut out = Tail { buf: Vec::new(), cap: lim.output_tail_bytes, total: 0 };
+        let mut err = Tail { buf: Vec::new(), cap: lim.output_tail_bytes, total: 0 };
+        let mut rep_bytes = Vec::new();
+        let mut open = [true; 3];
+        let deadline = start + lim.wall;
+        let cpu_limit = Duration::from_secs(lim.cpu_secs);
+        let mut timed_out = false;
+        let mut cpu_killed = false;
+        let mut killed_at: Option<Instant> = None;
+        while open.iter().any(|o| *o) {
+            let now = Instant::now();
+            if killed_at.is_none() {
+                if now >= deadline {
+                    timed_out = true;
+                    guard.kill();
+                    killed_at = Some(now);
+                } else if cgroups.cpu_usage().is_some_and(|c| c > cpu_limit + Duration::from_millis(200)) {
+                    cpu_killed = true;
+                    guard.kill();
+                    killed_at = Some(now);
+                }
+            } else if killed_at.is_some_and(|t| now.duration_since(t) > Duration::from_secs(5)) {
+                // Everything in the namespace is dead by now; stop waiting
+                // for descriptors that some bug kept open.
+                break;
+            }
+            let mut pfds = Vec::with_capacity(3);
+            let fds = [&rep_r, &out_r, &err_r];
+            for (i, fd) in fds.iter().enumerate() {
+                if open[i] {
+                    pfds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                }
+            }
+            let mut timeout = if killed_at.is_some() { 100 } else { deadline.saturating_duration_since(now).as_millis() as i64 + 1 };
+            if cgroups.cpuacct.is_some() {
+                timeout = timeout.min(100);
+            }
+            // SAFETY: polls a live array of pollfds.
+            let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout.clamp(0, 1000) as c_int) };
+            if rc < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return Err(os_err("poll(sandbox pipes)"));
+            }
+            for (i, fd) in fds.iter().enumerate() {
+                if !open[i] {
+                    continue;
+                }
+                let still = match i {
+                    0 => drain(fd.as_raw_fd(), |d| rep_bytes.extend_from_slice(d)),
+                    1 => drain(fd.as_raw_fd(), |d| out.push(d)),
+                    _ => drain(fd.as_raw_fd(), |d| err.push(d)),
+                };
+                open[i] = still;
+            }
+        }
+        let (init_status, ru) = guard.reap()?;
+        let wall = start.elapsed();
+
+        let stats = cgroups.stats();
+        cgroups.remove()?;
+
+        // Decode init's records; a failure record is a sandbox error.
+        let mut result: Option<Record> = None;
+        for chunk in rep_bytes.chunks(Record::SIZE) {
+            let Some(rec) = Record::from_bytes(chunk) else { continue };
+            if rec.kind == child::KIND_FAILURE {
+                return Err(SandboxError {
+                    call: describe_step(rec.step, &prepared.desc, &prepared.ctx, &rlimit_names),
+                    detail: errno_name(rec.errno),
+                });
+            }
+            if rec.kind == child::KIND_RESULT {
+                result = Some(rec);
+            }
+        }
+        if result.is_none() && !timed_out && !cpu_killed {
+            return Err(SandboxError {
+                call: format!("wait4({pid}) of the sandbox init"),
+                detail: format!("init ended with status {init_status:#x} without a report"),
+            });
+        }
+
+        let skipped = super::copy::copy_out(&staging.ws, &spec.workspace)?;
+        staging.cleanup()?;
+
+        let exit = match &result {
+            Some(rec) => decode_status(rec.status),
+            None => Exit::Signal(libc::SIGKILL),
+        };
+        let tv = |t: libc::timeval| Duration::from_micros((t.tv_sec * 1_000_000 + t.tv_usec) as u64);
+        let cpu = stats.cpu.unwrap_or_else(|| match &result {
+            Some(rec) => Duration::from_micros((rec.utime_us + rec.stime_us).max(0) as u64),
+            None => tv(ru.ru_utime) + tv(ru.ru_stime),
+        });
+        let peak = stats.peak_memory.unwrap_or_else(|| match &result {
+            Some(rec) => rec.maxrss_kb.max(0) as u64 * 1024,
+            None => ru.ru_maxrss.max(0) as u64 * 1024,
+        });
+        let leftovers = result
+            .as_ref()
+            .map(|rec| {
+                rec.left[..rec.nleft as usize]
+                    .iter()
+                    .map(|l| Leftover {
+                        pid: l.pid,
+                        cmdline: String::from_utf8_lossy(&l.cmd[..l.len as usize]).into_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let disk_full = result.as_ref().is_some_and(|r| r.disk_full != 0);
+        let sig_or_code = |sig: i32| exit == Exit::Signal(sig) || exit == Exit::Code(128 + sig);
+        let limit_hit = if timed_out {
+            Some(LimitHit::Wall)
+        } else if stats.oom {
+            Some(LimitHit::Memory)
+        } else if cpu_killed
+            || sig_or_code(libc::SIGXCPU)
+            || (sig_or_code(libc::SIGKILL) && cpu + Duration::from_millis(50) >= cpu_limit)
+        {
+            Some(LimitHit::Cpu)
+        } else if sig_or_code(libc::SIGXFSZ) {
+            Some(LimitHit::FileSize)
+        } else if stats.pids_hit {
+            Some(LimitHit::Processes)
+        } else if disk_full {
+            Some(LimitHit::Disk)
+        } else {
+            None
+        };
+        Ok(RunReport {
+            exit,
+            timed_out,
+            limit_hit,
+            wall,
+            cpu,
+            peak_memory_bytes: peak,
+            stdout_tail: String::from_utf8_lossy(&out.buf).into_owned(),
+            stderr_tail: String::from_utf8_lossy(&err.buf).into_owned(),
+            stdout_bytes: out.total,
+            stderr_bytes: err.total,
+            leftovers,
+            leftovers_total: result.as_ref().map_or(0, |r| r.total_left as u64),
+            skipped_special_files: skipped,
+        })
+    }
+}
+
+fn decode_status(status: i32) -> Exit {
+    if libc::WIFSIGNALED(status) {
+        Exit::Signal(libc::WTERMSIG(status))
+    } else {
+        Exit::Code(libc::WEXITSTATUS(status))
+    }
+}
+
+/// Kills and reaps the init process if a run ends early.
+struct ChildGuard {
+    pid: libc::pid_t,
+    reaped: bool,
+}
+
+impl ChildGuard {
+    fn kill(&self) {
+        if !self.reaped {
+            // SAFETY: the pid is our unreaped child, so it cannot be reused.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+            }
+        }
+    }
+
+    fn reap(&mut self) -> Result<(i32, libc::rusage), SandboxError> {
+        let mut status = 0;
+        // SAFETY: rusage is plain data filled by wait4.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: waits for our own child.
+            let rc = unsafe { libc::wait4(self.pid, &mut status, 0, &mut ru) };
+            if rc == self.pid {
+                self.reaped = true;
+                return Ok((status, ru));
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                self.reaped = true;
+                return Err(os_err(format!("wait4({}, ..., 0)", self.pid)));
+            }
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.kill();
+            let _ = self.reap();
+        }
+    }
+}
