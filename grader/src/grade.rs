@@ -269,7 +269,9 @@ impl Grader {
     fn probe_run(&self, script: &str) -> Result<String, GradeError> {
         let dir = tempfile::tempdir().map_err(io("creating a probe folder"))?;
         let limits = Limits { wall: Duration::from_secs(30), ..Limits::default() };
-        let report = run_on_copy(&self.sandbox, dir.path(), &dir.path().join("w"), |_| Ok(()), script, &limits, Vec::new())?;
+        let empty = dir.path().join("empty");
+        fs::create_dir(&empty).map_err(io("creating a probe workspace"))?;
+        let report = run_on_copy(&self.sandbox, &empty, &dir.path().join("w"), |_| Ok(()), script, &limits, Vec::new())?;
         Ok(report.stdout_tail)
     }
 

@@ -1,1 +1,127 @@
-fn main() {}
+//! The `gatehouse` binary. Today it is the command line over the grader; the
+//! web platform and its workers join it as further subcommands.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use grader::check::check_packet;
+use grader::grade::{GradeError, GradeOptions, Grader, Scorecard};
+use grader::packet::Packet;
+
+mod text;
+
+#[derive(Parser)]
+#[command(name = "gatehouse", version, about = "Take-home interview grading with receipts reviewers can trust")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Grade a submission zip against a packet. Exit 0 when graded (whatever
+    /// the verdict), 2 when the submission was refused, 1 when the grader or
+    /// its sandbox failed.
+    Grade {
+        packet: PathBuf,
+        submission: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Packet authoring tools.
+    Packet {
+        #[command(subcommand)]
+        command: PacketCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PacketCommand {
+    /// Write the starter workspace a candidate receives.
+    Starter {
+        packet: PathBuf,
+        /// The assignment's seed, filled into the packet's seed files.
+        #[arg(long, default_value = "0")]
+        seed: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Self-test packets: the starter is red, the sample is green and clean,
+    /// every known-bad variant triggers exactly its failure ids, every mutant
+    /// is killed. Exit 0 only when every packet passes.
+    Check {
+        #[arg(required = true)]
+        packets: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gatehouse: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Grade { packet, submission, format } => grade(&packet, &submission, format),
+        Command::Packet { command: PacketCommand::Starter { packet, seed, out } } => {
+            let packet = Packet::load(&packet)?;
+            grader::starter::write_starter(&packet, &seed, &out)
+                .map_err(|e| anyhow::anyhow!("writing the starter to {}: {e}", out.display()))?;
+            println!("wrote {} ({} starter for seed {seed})", out.display(), packet.manifest.packet.slug);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Packet { command: PacketCommand::Check { packets, format } } => {
+            let grader = Grader::for_host()?;
+            let mut all_ok = true;
+            let mut reports = Vec::new();
+            for dir in &packets {
+                let report = check_packet(&grader, dir);
+                all_ok &= report.ok();
+                if format == Format::Text {
+                    print!("{}", text::check_report(&report));
+                    std::io::stdout().flush()?;
+                }
+                reports.push(report);
+            }
+            if format == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+            }
+            Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+    }
+}
+
+fn grade(packet: &std::path::Path, submission: &std::path::Path, format: Format) -> anyhow::Result<ExitCode> {
+    let packet = Packet::load(packet)?;
+    let grader = Grader::for_host()?;
+    let card: Scorecard = match grader.grade_zip(&packet, submission, &GradeOptions::default()) {
+        Ok(card) => card,
+        Err(GradeError::Refused(why)) => {
+            eprintln!("gatehouse: submission refused: {why}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&card)?),
+        Format::Text => print!("{}", text::scorecard(&card)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
