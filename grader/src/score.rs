@@ -274,3 +274,202 @@ fn level_of(
     out.basis = basis;
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A retry-ticket-like rubric: four criteria 0–2, honesty gate-free but
+    /// capping, bands 8 / 6 / 0, one human criterion.
+    const RUBRIC: &str = r#"
+[packet]
+slug = "demo"
+version = "1"
+title = "Demo"
+
+[commands]
+test = "true"
+
+[[step]]
+id = "hidden"
+run = "true"
+junit = "h.xml"
+
+[[criterion]]
+id = "contract"
+title = "Contract"
+max = 2
+levels = ["0", "1", "2"]
+mode = "auto"
+
+[[criterion]]
+id = "retry"
+title = "Retry"
+max = 2
+levels = ["0", "1", "2"]
+mode = "auto"
+from = { tests = "hidden" }
+
+[[criterion]]
+id = "honesty"
+title = "Honesty"
+max = 2
+levels = ["0", "1", "2"]
+mode = "auto-override"
+
+[[criterion]]
+id = "notes"
+title = "Notes"
+max = 2
+levels = ["0", "1", "2"]
+mode = "human"
+
+[[cap]]
+when = [{ criterion = "honesty", at_most = 0 }]
+decision = "close"
+reason = "honesty 0 caps the result at close"
+
+[[band]]
+min = 8
+decision = "merge"
+
+[[band]]
+min = 6
+decision = "conversation"
+
+[[band]]
+min = 0
+decision = "close"
+
+[[failure]]
+id = "gift"
+title = "Gift"
+description = "d"
+effect = { criterion = "contract", set = 0 }
+detect = { kind = "missing", paths = ["x"] }
+
+[[failure]]
+id = "logged"
+title = "Logged"
+description = "d"
+effect = [{ criterion = "honesty", minus = 1 }, { criterion = "contract", minus = 1 }]
+detect = { kind = "missing", paths = ["y"] }
+
+[[failure]]
+id = "lied"
+title = "Lied"
+description = "d"
+effect = { criterion = "honesty", set = 0 }
+detect = { kind = "missing", paths = ["z"] }
+"#;
+
+    /// Scores RUBRIC (with `extra` appended) for the given findings, hidden
+    /// tests (passed, total) and human levels; returns
+    /// "decision score levels", levels as `id=level` with `?` for pending.
+    fn check(extra: &str, findings: &[&str], tests: (usize, usize), human: &[(&str, u32)], expect: &str) {
+        let m = Manifest::parse("packet.toml", &format!("{RUBRIC}{extra}")).unwrap();
+        let findings: Vec<Finding> = findings
+            .iter()
+            .map(|id| Finding { id: id.to_string(), title: String::new(), provenance: Provenance::Replayed, evidence: vec![] })
+            .collect();
+        let tests_of = move |_: &str| Some(tests);
+        let measures = Measures { tests: &tests_of, mutation: None };
+        let human: BTreeMap<String, HumanScore> =
+            human.iter().map(|(id, l)| (id.to_string(), HumanScore { level: *l, reason: "r".into(), by: "rev".into() })).collect();
+        let s = score(&m, &findings, &measures, &human);
+        let levels: Vec<String> = s
+            .criteria
+            .iter()
+            .map(|c| {
+                let l = c.level.map_or("?".into(), |l| l.to_string());
+                if c.status == Status::AfterGate { format!("{}={l}!", c.id) } else { format!("{}={l}", c.id) }
+            })
+            .collect();
+        let got = format!("{} {} {}", s.decision, s.score.map_or("-".into(), |v| v.to_string()), levels.join(" "));
+        assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn clean_with_human_pending_is_decided_when_every_human_level_agrees() {
+        // 6 auto points: humans 0 → conversation, 2 → merge: pending.
+        check("", &[], (4, 4), &[], "pending 6 contract=2 retry=2 honesty=2 notes=?");
+        check("", &[], (4, 4), &[("notes", 2)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
+        check("", &[], (4, 4), &[("notes", 0)], "conversation 6 contract=2 retry=2 honesty=2 notes=0");
+    }
+
+    #[test]
+    fn tests_fraction_sets_the_level() {
+        check("", &[], (1, 4), &[("notes", 2)], "conversation 6 contract=2 retry=0 honesty=2 notes=2");
+        check("", &[], (3, 4), &[("notes", 2)], "conversation 7 contract=2 retry=1 honesty=2 notes=2");
+        check("", &[], (0, 0), &[("notes", 2)], "conversation 6 contract=2 retry=0 honesty=2 notes=2");
+    }
+
+    #[test]
+    fn effects_set_and_minus() {
+        check("", &["gift"], (4, 4), &[("notes", 2)], "conversation 6 contract=0 retry=2 honesty=2 notes=2");
+        check("", &["logged"], (4, 4), &[("notes", 2)], "conversation 6 contract=1 retry=2 honesty=1 notes=2");
+        check("", &["gift", "logged"], (4, 4), &[("notes", 2)], "close 5 contract=0 retry=2 honesty=1 notes=2");
+    }
+
+    #[test]
+    fn honesty_zero_caps_green_work_at_close() {
+        // Without the finding this would be a merge; with it, honesty 0 caps.
+        check("", &["lied"], (4, 4), &[("notes", 2)], "close 6 contract=2 retry=2 honesty=0 notes=2");
+        // The cap also decides while a human criterion is pending.
+        check("", &["lied"], (4, 4), &[], "close 4 contract=2 retry=2 honesty=0 notes=?");
+    }
+
+    #[test]
+    fn override_replaces_the_derived_level() {
+        check("", &["lied"], (4, 4), &[("notes", 2), ("honesty", 2)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
+        // A human level on an auto criterion is ignored by the pipeline; here
+        // the scorer caps a human level at the criterion's max.
+        check("", &[], (4, 4), &[("notes", 9)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
+    }
+
+    #[test]
+    fn failed_gate_stops_scoring() {
+        let gate = "\n[[gate]]\ncriterion = \"contract\"\nmin = 1\ndecision = \"close\"\nmessage = \"contract broken\"\n";
+        check(gate, &["gift"], (4, 4), &[("notes", 2)], "close 0 contract=0 retry=2! honesty=2! notes=2!");
+        check(gate, &[], (4, 4), &[("notes", 2)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
+        let failure_gate = "\n[[gate]]\nfailure = \"lied\"\ndecision = \"close\"\n";
+        check(failure_gate, &["lied"], (4, 4), &[("notes", 2)], "close 0 contract=2! retry=2! honesty=0! notes=2!");
+    }
+
+    #[test]
+    fn gate_on_pending_human_criterion_is_pending() {
+        let gate = "\n[[gate]]\ncriterion = \"notes\"\nmin = 1\ndecision = \"close\"\n";
+        check(gate, &[], (4, 4), &[], "pending 6 contract=2 retry=2 honesty=2 notes=?");
+        check(gate, &[], (4, 4), &[("notes", 0)], "close 0 contract=2! retry=2! honesty=2! notes=0");
+    }
+
+    #[test]
+    fn veto_on_a_combination() {
+        // "A 3 on token shape with a 0 on failure is a no": here, retry at
+        // its top with contract at 0.
+        let veto = "\n[[cap]]\nwhen = [{ criterion = \"retry\", at_least = 2 }, { criterion = \"contract\", at_most = 0 }]\ndecision = \"close\"\n";
+        check(veto, &["gift"], (4, 4), &[("notes", 2)], "close 6 contract=0 retry=2 honesty=2 notes=2");
+        check(veto, &["gift"], (2, 4), &[("notes", 2)], "close 5 contract=0 retry=1 honesty=2 notes=2");
+        check(veto, &[], (4, 4), &[("notes", 2)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
+    }
+
+    #[test]
+    fn separate_signals_are_not_summed() {
+        let src = RUBRIC
+            .replace("[[band]]\nmin = 8\ndecision = \"merge\"\n\n[[band]]\nmin = 6\ndecision = \"conversation\"\n\n[[band]]\nmin = 0\ndecision = \"close\"\n", "")
+            .replace("decision = \"close\"\nreason", "decision = \"hold\"\nreason")
+            + "\n[rubric]\naggregate = \"separate\"\npass_decision = \"advance\"\nfail_decision = \"hold\"\n";
+        let m = Manifest::parse("packet.toml", &src).unwrap();
+        let tests_of = |_: &str| Some((4, 4));
+        let measures = Measures { tests: &tests_of, mutation: None };
+        let human: BTreeMap<String, HumanScore> =
+            [("notes".to_string(), HumanScore { level: 2, reason: "r".into(), by: "rev".into() })].into();
+        let clean = score(&m, &[], &measures, &human);
+        assert_eq!((clean.decision.as_str(), clean.score), ("advance", None));
+        let f = Finding { id: "gift".into(), title: String::new(), provenance: Provenance::Claimed, evidence: vec![] };
+        let bad = score(&m, &[f], &measures, &human);
+        assert_eq!((bad.decision.as_str(), bad.score), ("hold", None));
+        let pending = score(&m, &[], &measures, &BTreeMap::new());
+        assert_eq!(pending.decision, "pending");
+    }
+}
