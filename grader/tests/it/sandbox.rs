@@ -272,11 +272,11 @@ fn sandbox_chatty_output_is_capped() {
 
 #[test]
 fn sandbox_concurrent_runs_use_distinct_uids() {
-    let handles: Vec<_> = (0..4).map(|_| std::thread::spawn(|| run("id -u; sleep 0.2", small_limits()))).collect();
+    let handles: Vec<_> = (0..12).map(|_| std::thread::spawn(|| run("id -u; sleep 0.2", small_limits()))).collect();
     let reports: Vec<RunReport> = handles.into_iter().map(|h| h.join().expect("join")).collect();
     let mut uids: Vec<String> = reports.iter().map(|r| r.stdout_tail.clone()).collect();
     assert!(uids.iter().all(|u| !u.is_empty()), "{reports:?}");
     uids.sort();
     uids.dedup();
-    assert_eq!(uids.len(), 4, "{uids:?}");
+    assert_eq!(uids.len(), 12, "{uids:?}");
 }
