@@ -16,6 +16,28 @@
 //!   a cgroup write): the message names the call and its arguments. Anything
 //!   the command does, including crashing, timing out or hitting a limit, is
 //!   an `Ok(RunReport)`.
+//!
+//! DESIGN. `run` clones an init process (raw `clone`, so no glibc atfork
+//! handlers run in a copy of a multi-threaded parent) into new PID, mount,
+//! net, IPC and UTS namespaces. Everything the child needs is prepared
+//! before the clone (`child::ChildCtx`); the child only issues raw system
+//! calls and reports failures as fixed-size records (step + errno) that the
+//! parent maps back to the call and its arguments. Init makes `/` rprivate,
+//! builds a root on a tmpfs (read-only binds, recreated top-level symlinks,
+//! a written /etc/passwd, group and hosts, a /dev of bound null, zero, full,
+//! random and urandom, a fresh /proc, a size-capped /tmp), pivots into it,
+//! brings loopback up, waits until the parent has put it into the run's
+//! cgroups, then forks the command (rlimits, no_new_privs, per-run uid).
+//!
+//! The workspace differs from a `/proc/<pid>/root` copy handshake: the
+//! parent mounts a size-capped tmpfs (`Limits::disk_bytes`) on a 0700
+//! staging directory under `/tmp/gatehouse-sandbox/`, copies the host folder
+//! into it (owned by the run's uid) BEFORE the clone, and init binds it at
+//! `/workspace`. After init is reaped (so every sandboxed process is dead and
+//! nothing can race the copy) the parent copies regular files and
+//! directories back into the host folder, skipping and counting symlinks and
+//! special files, then unmounts the staging tmpfs. The disk cap holds, no
+//! host data is visible inside, and results land on the host.
 
 mod cgroup;
 mod child;
@@ -303,10 +325,8 @@ impl Sandbox {
                     binds.push(p.clone());
                 }
             }
-            if let Some(exe) = lines.get(2).map(Path::new) {
-                if let Some(bin) = exe.parent() {
-                    path_dirs.push(bin.to_path_buf());
-                }
+            if let Some(bin) = lines.get(2).map(Path::new).and_then(Path::parent) {
+                path_dirs.push(bin.to_path_buf());
             }
         }
         SandboxConfig { read_only_binds: binds, path_dirs, uid: 61000, gid: 61000 }

@@ -172,7 +172,7 @@ fn sandbox_cpu_limit_is_enforced() {
     let limits = Limits { cpu_secs: 1, wall: Duration::from_secs(8), ..small_limits() };
     let r = run("python3 -c 'while True: pass'", limits.clone());
     assert_eq!(r.limit_hit, Some(LimitHit::Cpu), "{r:?}");
-    assert!(!r.timed_out && r.cpu >= Duration::from_millis(900), "{r:?}");
+    assert!(!r.timed_out && r.cpu >= Duration::from_millis(700), "{r:?}");
     // Several processes share the budget through the cgroup.
     let r = run("for i in 1 2 3; do (while :; do :; done) & done; wait", limits);
     assert_eq!(r.limit_hit, Some(LimitHit::Cpu), "{r:?}");
@@ -197,8 +197,8 @@ fn sandbox_many_small_files_hit_disk_limit() {
     let r = run_in(dir.path(), script, limits.clone());
     assert!(r.stdout_tail.starts_with("stopped at"), "{r:?}");
     assert_eq!(r.limit_hit, Some(LimitHit::Disk), "{r:?}");
-    let copied: u64 = fs::read_dir(dir.path()).expect("read").flatten().map(|_| 4096).sum();
-    assert!(copied <= 2 << 20, "at most the cap came back");
+    let copied: u64 = fs::read_dir(dir.path()).expect("read").flatten().map(|e| e.metadata().expect("meta").len()).sum();
+    assert!(copied > 0 && copied <= 2 << 20, "at most the cap came back: {copied}");
     // /tmp is capped too.
     let r = run("head -c 3000000 /dev/zero > /tmp/x; echo rc=$?", limits);
     assert!(r.stdout_tail.contains("rc=1"), "{r:?}");
@@ -224,17 +224,17 @@ fn sandbox_network_is_loopback_only() {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let script = format!(
-        "python3 - <<'EOF'\n\
-import socket\n\
-try:\n\
-    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n\
-    print('host reachable')\n\
-except OSError as e:\n\
-    print('host blocked')\n\
-srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n\
-c = socket.create_connection(srv.getsockname(), timeout=2)\n\
-s, _ = srv.accept(); c.sendall(b'ping'); print(s.recv(4).decode())\n\
-EOF"
+        r#"python3 - <<'EOF'
+import socket
+try:
+    socket.create_connection(('127.0.0.1', {port}), timeout=2)
+    print('host reachable')
+except OSError as e:
+    print('host blocked')
+srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)
+c = socket.create_connection(srv.getsockname(), timeout=2)
+s, _ = srv.accept(); c.sendall(b'ping'); print(s.recv(4).decode())
+EOF"#
     );
     let r = run(&script, small_limits());
     assert_eq!(r.stdout_tail, "host blocked\nping\n", "{r:?}");
@@ -272,9 +272,11 @@ fn sandbox_chatty_output_is_capped() {
 
 #[test]
 fn sandbox_concurrent_runs_use_distinct_uids() {
-    let handles: Vec<_> = (0..4).map(|_| std::thread::spawn(|| run("id -u; sleep 0.2", small_limits()))).collect();
-    let mut uids: Vec<String> = handles.into_iter().map(|h| h.join().expect("join").stdout_tail).collect();
+    let handles: Vec<_> = (0..12).map(|_| std::thread::spawn(|| run("id -u; sleep 0.2", small_limits()))).collect();
+    let reports: Vec<RunReport> = handles.into_iter().map(|h| h.join().expect("join")).collect();
+    let mut uids: Vec<String> = reports.iter().map(|r| r.stdout_tail.clone()).collect();
+    assert!(uids.iter().all(|u| !u.is_empty()), "{reports:?}");
     uids.sort();
     uids.dedup();
-    assert_eq!(uids.len(), 4, "{uids:?}");
+    assert_eq!(uids.len(), 12, "{uids:?}");
 }
