@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use grader::check::check_packet;
 use grader::grade::{GradeError, GradeOptions, Grader, Scorecard};
+use grader::ingest::IngestLimits;
 use grader::packet::Packet;
 
 mod text;
@@ -30,6 +31,8 @@ enum Command {
         submission: PathBuf,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        #[command(flatten)]
+        limits: IngestArgs,
     },
     /// Packet authoring tools.
     Packet {
@@ -60,6 +63,39 @@ enum PacketCommand {
     },
 }
 
+/// Ingestion limits; the defaults are safe for take-home submissions.
+#[derive(clap::Args)]
+struct IngestArgs {
+    /// Most entries a submission zip may have.
+    #[arg(long, default_value_t = IngestLimits::default().max_entries)]
+    max_entries: usize,
+    /// Largest expanded size of one entry, in MiB.
+    #[arg(long, default_value_t = IngestLimits::default().max_entry_bytes >> 20)]
+    max_entry_mb: u64,
+    /// Largest expanded size of the whole submission, in MiB.
+    #[arg(long, default_value_t = IngestLimits::default().max_total_bytes >> 20)]
+    max_total_mb: u64,
+    /// Largest compression ratio, per entry and overall.
+    #[arg(long, default_value_t = IngestLimits::default().max_ratio)]
+    max_ratio: u64,
+    /// How deep archives may nest inside the submission.
+    #[arg(long, default_value_t = IngestLimits::default().max_nesting)]
+    max_nesting: usize,
+}
+
+impl IngestArgs {
+    fn limits(&self) -> IngestLimits {
+        IngestLimits {
+            max_entries: self.max_entries,
+            max_entry_bytes: self.max_entry_mb << 20,
+            max_total_bytes: self.max_total_mb << 20,
+            max_ratio: self.max_ratio,
+            max_nesting: self.max_nesting,
+            ..IngestLimits::default()
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
     Text,
@@ -79,7 +115,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Grade { packet, submission, format } => grade(&packet, &submission, format),
+        Command::Grade { packet, submission, format, limits } => grade(&packet, &submission, format, limits.limits()),
         Command::Packet { command: PacketCommand::Starter { packet, seed, out } } => {
             let packet = Packet::load(&packet)?;
             grader::starter::write_starter(&packet, &seed, &out)
@@ -108,9 +144,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn grade(packet: &std::path::Path, submission: &std::path::Path, format: Format) -> anyhow::Result<ExitCode> {
+fn grade(packet: &std::path::Path, submission: &std::path::Path, format: Format, limits: IngestLimits) -> anyhow::Result<ExitCode> {
     let packet = Packet::load(packet)?;
-    let grader = Grader::for_host()?;
+    let mut grader = Grader::for_host()?;
+    grader.ingest_limits = limits;
     let card: Scorecard = match grader.grade_zip(&packet, submission, &GradeOptions::default()) {
         Ok(card) => card,
         Err(GradeError::Refused(why)) => {

@@ -80,6 +80,14 @@ fn refused_submission_exits_2_with_reason() {
     assert!(err.contains("refused") && err.contains("escape.py"), "{err}");
     assert!(!dir.path().join("escape.py").exists() && !dir.path().parent().unwrap().join("escape.py").exists());
 
+    // Limits are configurable: a good submission over a lowered entry cap
+    // is refused with the rule named.
+    let good = dir.path().join("good.zip");
+    submission("refund-invoices", "sample", |_| {}, &good);
+    let out = gatehouse(&["grade", packet("refund-invoices").to_str().unwrap(), good.to_str().unwrap(), "--max-entries", "3"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("entries"), "{}", text(&out.stderr));
+
     let not_zip = dir.path().join("notes.zip");
     std::fs::write(&not_zip, "not a zip").unwrap();
     let out = gatehouse(&["grade", packet("refund-invoices").to_str().unwrap(), not_zip.to_str().unwrap()]);
