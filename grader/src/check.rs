@@ -111,42 +111,28 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         Err(e) => report.push("the sample grades clean", false, e.to_string()),
     }
 
-    // Each known-bad variant triggers exactly what it declares.
-    for v in &m.variants {
-        let dir = work.path().join("variants").join(&v.name);
-        if packet.sample_dir().is_dir() {
-            copy_path(&packet.sample_dir(), &dir).map_err(|e| format!("copying the sample: {e}"))?;
-        }
-        fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        remove_paths(&dir, &v.remove).map_err(|e| format!("variant {}: {e}", v.name))?;
-        let vdir = packet.variant_dir(&v.name);
-        if vdir.is_dir() {
-            copy_path(&vdir, &dir).map_err(|e| format!("variant {}: {e}", v.name))?;
-        }
-        let mut times = m.sample.times.clone();
-        times.extend(v.times.clone());
-        let name = format!("variant {} triggers exactly {}", v.name, v.expect.join(", "));
-        match grader.grade_overlay(packet, &dir, &times, &opts) {
-            Ok(card) => {
-                let got: BTreeSet<&str> = card.findings.iter().map(|f| f.id.as_str()).collect();
-                let want: BTreeSet<&str> = v.expect.iter().map(String::as_str).collect();
-                let detail = if got == want {
-                    format!("decision {}", card.decision)
-                } else {
-                    let missing: Vec<&str> = want.difference(&got).copied().collect();
-                    let extra: Vec<String> = card
-                        .findings
-                        .iter()
-                        .filter(|f| !want.contains(f.id.as_str()))
-                        .map(|f| format!("{} ({})", f.id, f.evidence.join("; ")))
-                        .collect();
-                    format!("missing [{}], unexpected [{}]", missing.join(", "), extra.join(", "))
-                };
-                report.push(name, got == want, detail);
-            }
-            Err(e) => report.push(name, false, e.to_string()),
-        }
-    }
+    // Each known-bad variant triggers exactly what it declares. Variants are
+    // independent, so they are graded side by side, one per core.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(m.variants.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut items: Vec<(usize, CheckItem)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(v) = m.variants.get(i) else { break };
+                        done.push((i, check_variant(grader, packet, v, work.path())));
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    items.sort_by_key(|(i, _)| *i);
+    report.items.extend(items.into_iter().map(|(_, item)| item));
 
     // Every mutant is killed by the hidden tests.
     if let Some(mu) = &m.mutation {
@@ -172,6 +158,48 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         }
     }
     Ok(())
+}
+
+fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant, work: &Path) -> CheckItem {
+    let name = format!("variant {} triggers exactly {}", v.name, v.expect.join(", "));
+    let item = |ok: bool, detail: String| CheckItem { name: name.clone(), ok, detail };
+    let m = &packet.manifest;
+    let dir = work.join("variants").join(&v.name);
+    let built = (|| -> std::io::Result<()> {
+        if packet.sample_dir().is_dir() {
+            copy_path(&packet.sample_dir(), &dir)?;
+        }
+        fs::create_dir_all(&dir)?;
+        remove_paths(&dir, &v.remove)?;
+        let vdir = packet.variant_dir(&v.name);
+        if vdir.is_dir() {
+            copy_path(&vdir, &dir)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = built {
+        return item(false, format!("building the variant: {e}"));
+    }
+    let mut times = m.sample.times.clone();
+    times.extend(v.times.clone());
+    match grader.grade_overlay(packet, &dir, &times, &GradeOptions::default()) {
+        Ok(card) => {
+            let got: BTreeSet<&str> = card.findings.iter().map(|f| f.id.as_str()).collect();
+            let want: BTreeSet<&str> = v.expect.iter().map(String::as_str).collect();
+            if got == want {
+                return item(true, format!("decision {}", card.decision));
+            }
+            let missing: Vec<&str> = want.difference(&got).copied().collect();
+            let extra: Vec<String> = card
+                .findings
+                .iter()
+                .filter(|f| !want.contains(f.id.as_str()))
+                .map(|f| format!("{} ({})", f.id, f.evidence.join("; ")))
+                .collect();
+            item(false, format!("missing [{}], unexpected [{}]", missing.join(", "), extra.join(", ")))
+        }
+        Err(e) => item(false, e.to_string()),
+    }
 }
 
 fn tail(s: &str) -> String {
