@@ -1,4 +1,6 @@
 //! The grader's one integration-test binary.
 
+mod detectors;
 mod ingest;
+mod pipeline;
 mod sandbox;

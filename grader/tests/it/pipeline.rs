@@ -1,0 +1,313 @@
+//! The grading pipeline end to end, on the `detect-demo` fixture packet:
+//! deterministic receipts, refusals that leave nothing behind, what a receipt
+//! records, frozen files, pending human criteria, and `packet check` on the
+//! `check-demo` fixture and a broken copy of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use grader::check::check_packet;
+use grader::grade::{FrozenEntry, GradeError, GradeOptions, Grader, Scorecard, receipt_digest};
+use grader::manifest::TIME_BASE;
+use grader::packet::{Packet, copy_path, sha256_hex};
+use grader::sandbox::Exit;
+use grader::score::{HumanScore, Status};
+
+use crate::detectors::{demo, fixture, grade_with, grader, zip_submission};
+
+/// The sample, graded once and shared.
+fn sample_card() -> &'static Scorecard {
+    static CARD: OnceLock<Scorecard> = OnceLock::new();
+    CARD.get_or_init(|| grade_with(demo(), &[], &[], &GradeOptions::default()).unwrap_or_else(|e| panic!("grading the sample: {e}")))
+}
+
+const EDITED_FROZEN: &str = "Edited anyway.\n";
+
+/// The starter's wrong `add` and an edited frozen file, graded once and
+/// shared: every auto criterion is at 0.
+fn bad_card() -> &'static Scorecard {
+    static CARD: OnceLock<Scorecard> = OnceLock::new();
+    CARD.get_or_init(|| {
+        let files = [("calc.py", "def add(a, b):\n    return a - b\n"), ("frozen.txt", EDITED_FROZEN)];
+        grade_with(demo(), &files, &[], &GradeOptions::default()).unwrap_or_else(|e| panic!("grading: {e}"))
+    })
+}
+
+fn without_timings(card: &Scorecard) -> serde_json::Value {
+    let mut v = serde_json::to_value(&card.receipt).expect("receipt to JSON");
+    v.as_object_mut().expect("an object").remove("timings");
+    v
+}
+
+fn ids(card: &Scorecard) -> BTreeSet<&str> {
+    card.findings.iter().map(|f| f.id.as_str()).collect()
+}
+
+// --- (1) determinism -----------------------------------------------------------
+
+#[test]
+fn same_zip_same_receipt() {
+    let first = sample_card();
+    let (_tmp, zip) = zip_submission(demo(), &[], &[]);
+    let second = grader().grade_zip(demo(), &zip, &GradeOptions::default()).expect("grading again");
+    assert_eq!(without_timings(first), without_timings(&second));
+    assert_eq!(first.receipt.digest, second.receipt.digest);
+    assert_eq!(first.receipt.digest, receipt_digest(&first.receipt));
+    assert_eq!(first.receipt.digest.len(), 64);
+    // The timings are there, outside the digest.
+    assert_eq!(second.receipt.timings.runs.len(), second.receipt.runs.len());
+}
+
+// --- (2) refusals ------------------------------------------------------------------
+
+const REFUSED_ZIP: &str = "GATEHOUSE_TEST_REFUSED_ZIP";
+
+/// Grades a zip with a `../evil` entry in a child process whose TMPDIR is a
+/// fresh folder, so no other test's work folder can be mistaken for a
+/// leftover; the folder must be empty afterwards.
+#[test]
+fn refused_archive_leaves_no_work_folder() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let zip = tmp.path().join("evil.zip");
+    let mut w = zip::ZipWriter::new(fs::File::create(&zip).expect("creating the zip"));
+    let opts = zip::write::SimpleFileOptions::default();
+    w.start_file("calc.py", opts).expect("entry");
+    w.write_all(b"def add(a, b):\n    return a + b\n").expect("write");
+    w.start_file("../evil", opts).expect("entry");
+    w.write_all(b"escaped\n").expect("write");
+    w.finish().expect("finishing the zip");
+
+    let fresh = tmp.path().join("tmpdir");
+    fs::create_dir(&fresh).expect("creating TMPDIR");
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["pipeline::refused_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("TMPDIR", &fresh)
+        .env(REFUSED_ZIP, &zip)
+        .output()
+        .expect("running the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stdout.contains("1 passed"), "child failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("refused:"), "the child did not grade:\n{stdout}");
+    let left: Vec<String> = fs::read_dir(&fresh).expect("reading TMPDIR").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    assert!(left.is_empty(), "left behind in TMPDIR: {left:?}");
+    assert!(!tmp.path().join("evil").exists() && !fresh.join("evil").exists());
+}
+
+#[test]
+#[ignore = "run by refused_archive_leaves_no_work_folder, in a child process with its own TMPDIR"]
+fn refused_child() {
+    let Some(zip) = std::env::var_os(REFUSED_ZIP) else { return };
+    let grader = Grader::for_host().expect("Grader::for_host");
+    match grader.grade_zip(demo(), Path::new(&zip), &GradeOptions::default()) {
+        Err(GradeError::Refused(e)) => {
+            let message = e.to_string();
+            assert!(message.contains("../evil") && message.contains("`..`"), "{message}");
+            println!("refused: {message}");
+        }
+        other => panic!("expected GradeError::Refused, got {:?}", other.map(|c| c.findings)),
+    }
+}
+
+// --- (3) what a receipt records ------------------------------------------------------
+
+#[test]
+fn receipt_records_runs_digests_files_environment_and_sandbox() {
+    // A copy of the packet pinned to a python the host does not have.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("detect-demo");
+    copy_path(&fixture("detect-demo"), &root).expect("copying the packet");
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
+    assert!(toml.contains("python = \"3\"\n"));
+    fs::write(root.join("packet.toml"), toml.replace("python = \"3\"\n", "python = \"2.7\"\n")).expect("writing packet.toml");
+    let packet = Packet::load(&root).expect("loading the copy");
+
+    let (_zip_tmp, zip) = zip_submission(&packet, &[], &[]);
+    let card = grader().grade_zip(&packet, &zip, &GradeOptions::default()).expect("grading");
+    let r = &card.receipt;
+    assert!(card.findings.is_empty(), "{:?}", card.findings);
+
+    // The packet and the submission.
+    assert_eq!((r.packet.slug.as_str(), r.packet.version.as_str()), ("detect-demo", "0.1.0"));
+    assert_eq!(r.packet.digest, packet.digest);
+    assert_ne!(r.packet.digest, demo().digest, "the pin is part of the packet digest");
+    assert_eq!(r.submission.archive_sha256, sha256_hex(&fs::read(&zip).expect("zip bytes")));
+    let paths: Vec<&str> = r.submission.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "NOTES.md",
+            "artifacts/green.log",
+            "artifacts/green.stamp",
+            "artifacts/red.log",
+            "artifacts/red.stamp",
+            "calc.py",
+            "change.diff",
+            "helpers/__init__.py",
+            "helpers/util.py",
+            "ledger.jsonl",
+            "test_calc.py",
+        ]
+    );
+    let calc = r.submission.files.iter().find(|f| f.path == "calc.py").expect("calc.py");
+    assert_eq!(calc.sha256, sha256_hex(&fs::read(packet.sample_dir().join("calc.py")).expect("calc.py")));
+    assert_eq!(calc.mtime, Some(TIME_BASE));
+    let green = r.submission.files.iter().find(|f| f.path == "artifacts/green.log").expect("green.log");
+    assert_eq!(green.mtime, Some(TIME_BASE + 60));
+    assert_eq!(r.submission.workspace_digest.len(), 64);
+
+    // Every run, with its limits and how it ended.
+    let runs: Vec<&str> = r.runs.iter().map(|run| run.id.as_str()).collect();
+    assert_eq!(runs, ["step:hidden", "step:shell", "script:1", "mutant:abs_add"]);
+    for run in &r.runs {
+        let wall = if run.id == "step:shell" { 2.0 } else { 30.0 };
+        assert_eq!((run.limits.wall_secs, run.limits.cpu_secs, run.limits.memory_mb), (wall, 20, 256), "{}", run.id);
+        assert!(!run.timed_out && run.limit_hit.is_none() && run.leftovers.is_empty(), "{}: {run:?}", run.id);
+        let expect = if run.id == "mutant:abs_add" { Exit::Code(1) } else { Exit::Code(0) };
+        assert_eq!(run.exit, expect, "{}: {}", run.id, run.stderr_tail);
+    }
+    assert!(r.runs[0].command.contains("--junitxml=.gatehouse/hidden.xml"));
+    let tests = r.runs[0].tests.as_ref().expect("the hidden step's tests");
+    let names: Vec<(&str, &str)> = tests.iter().map(|t| (t.name.as_str(), t.status.word())).collect();
+    assert_eq!(names, [("test_add_small", "passed"), ("test_add_negative", "passed")]);
+    assert!(r.runs[1].tests.is_none());
+    assert_eq!(r.runs[1].stdout_tail, "sum 5\n");
+    assert_eq!(r.runs[2].command, "python3 .gatehouse/scan.py");
+    assert_eq!(r.runs[3].command, "python3 -m pytest -q -p no:cacheprovider test_calc.py");
+    let mutation = r.mutation.as_ref().expect("mutation");
+    assert_eq!((mutation.killed(), mutation.mutants.len()), (1, 1));
+    assert_eq!(r.timings.runs.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), runs);
+
+    // The environment: pins against the probe, the mismatch said.
+    let python = r.environment.tools.iter().find(|t| t.name == "python").expect("python");
+    assert_eq!(python.pin.as_deref(), Some("2.7"));
+    let probed = python.probed.clone().expect("a probed python");
+    assert!(probed.starts_with("3."), "{probed}");
+    assert!(!python.matches);
+    let pytest = r.environment.tools.iter().find(|t| t.name == "pytest").expect("pytest");
+    assert_eq!(pytest.pin.as_deref(), Some("9"));
+    assert!(pytest.probed.as_deref().is_some_and(|v| v.starts_with("9.")) && pytest.matches, "{pytest:?}");
+    assert_eq!(r.environment.mismatches, [format!("python is pinned to 2.7 but the sandbox has {probed}")]);
+    assert_eq!(card.environment, r.environment);
+
+    // The sandbox's features, as probed.
+    assert_eq!(&r.sandbox, grader().sandbox().features());
+    assert!(r.sandbox.pid_namespace && r.sandbox.mount_namespace && r.sandbox.uid_drop);
+
+    assert_eq!(r.digest, receipt_digest(r));
+}
+
+// --- (4) frozen files -------------------------------------------------------------------
+
+#[test]
+fn frozen_file_left_out_is_not_changed_and_edited_is() {
+    let starter_sha = sha256_hex(&fs::read(demo().starter_dir().join("frozen.txt")).expect("frozen.txt"));
+    let left_out = sample_card();
+    assert_eq!(
+        left_out.receipt.frozen,
+        [FrozenEntry { path: "frozen.txt".into(), starter_sha256: starter_sha.clone(), submitted_sha256: None, changed: false }]
+    );
+    assert!(!ids(left_out).contains("frozen-edited"));
+
+    let edited = bad_card();
+    assert_eq!(
+        edited.receipt.frozen,
+        [FrozenEntry {
+            path: "frozen.txt".into(),
+            starter_sha256: starter_sha,
+            submitted_sha256: Some(sha256_hex(EDITED_FROZEN.as_bytes())),
+            changed: true,
+        }]
+    );
+    assert!(ids(edited).contains("frozen-edited"), "{:?}", ids(edited));
+}
+
+// --- (5) human criteria -----------------------------------------------------------------
+
+fn review(level: u32) -> GradeOptions {
+    let score = HumanScore { level, reason: "read the diff".into(), by: "reviewer@example.com".into() };
+    GradeOptions { human: BTreeMap::from([("review".to_string(), score)]) }
+}
+
+#[test]
+fn pending_human_criterion_decides_only_when_the_band_depends_on_it() {
+    // The sample: correct 2 + hygiene 1 + review 0..=2 spans revise..merge.
+    let card = sample_card();
+    assert_eq!(card.decision, "pending");
+    assert_eq!(card.pending, ["review"]);
+    let r = card.criteria.iter().find(|c| c.id == "review").expect("review");
+    assert_eq!((r.status, r.level), (Status::Pending, None));
+    assert_eq!((card.score, card.max_score), (Some(3), 5));
+    assert_eq!(card.receipt.decision, "pending");
+
+    // correct 0 + hygiene 0 + review 0..=2 is `close` whatever the reviewer says.
+    let bad = bad_card();
+    assert_eq!(bad.pending, ["review"]);
+    assert_eq!(bad.decision, "close");
+    assert_eq!(bad.score, Some(0));
+}
+
+#[test]
+fn human_levels_resolve_the_decision() {
+    let top = grade_with(demo(), &[], &[], &review(2)).expect("grading");
+    assert_eq!((top.decision.as_str(), top.score), ("merge", Some(5)));
+    assert!(top.pending.is_empty());
+    let r = top.criteria.iter().find(|c| c.id == "review").expect("review");
+    assert_eq!((r.status, r.level, r.level_text.as_deref()), (Status::Scored, Some(2), Some("good")));
+    assert!(r.basis.iter().any(|b| b.contains("reviewer@example.com")), "{:?}", r.basis);
+
+    let low = grade_with(demo(), &[], &[], &review(0)).expect("grading");
+    assert_eq!((low.decision.as_str(), low.score), ("revise", Some(3)));
+    // The reviewer's level is part of the receipt.
+    assert_ne!(top.receipt.digest, low.receipt.digest);
+}
+
+// --- (6) packet check ---------------------------------------------------------------------
+
+#[test]
+fn check_packet_passes_the_good_fixture() {
+    let report = check_packet(grader(), &fixture("check-demo"));
+    let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    assert!(report.ok(), "failed items: {failed:#?}");
+    let names: Vec<&str> = report.items.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "manifest is valid",
+            "every failure id has a known-bad variant",
+            "the starter is red",
+            "the sample passes the test command",
+            "the sample grades clean",
+            "variant buggy triggers exactly hidden-fails",
+            "variant no-notes triggers exactly notes-missing",
+            "mutant minus is killed by step hidden",
+        ]
+    );
+}
+
+#[test]
+fn check_packet_fails_a_broken_copy() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("check-demo");
+    copy_path(&fixture("check-demo"), &root).expect("copying the packet");
+    // A variant that expects an id it does not trigger.
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
+    assert!(toml.contains("expect = [\"notes-missing\"]"));
+    fs::write(root.join("packet.toml"), toml.replace("expect = [\"notes-missing\"]", "expect = [\"notes-missing\", \"hidden-fails\"]"))
+        .expect("writing packet.toml");
+    // A starter that is already green.
+    fs::copy(root.join("sample/calc.py"), root.join("starter/calc.py")).expect("greening the starter");
+
+    let report = check_packet(grader(), &root);
+    assert!(!report.ok());
+    let failed: BTreeMap<&str, &str> = report.failures().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
+    assert_eq!(
+        failed.keys().copied().collect::<Vec<_>>(),
+        ["the starter is red", "variant no-notes triggers exactly notes-missing, hidden-fails"],
+        "{failed:#?}"
+    );
+    assert_eq!(failed["variant no-notes triggers exactly notes-missing, hidden-fails"], "missing [hidden-fails], unexpected []");
+}
