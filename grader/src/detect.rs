@@ -170,7 +170,9 @@ impl Evidence<'_> {
                         text.lines().filter(|l| re.is_match(l)).take(5).map(|l| format!("step {step}: {}", excerpt(l))).collect();
                     if lines.is_empty() { None } else { Hit::new(Provenance::Replayed, lines) }
                 } else if let Some(r) = absent {
-                    let re = Regex::new(r).map_err(|e| fail(e.to_string()))?;
+                    // Multi-line mode: `^` and `$` are line boundaries, as they
+                    // are for `contains`, which matches line by line.
+                    let re = Regex::new(&format!("(?m){r}")).map_err(|e| fail(e.to_string()))?;
                     if re.is_match(&text) {
                         None
                     } else {
