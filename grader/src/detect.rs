@@ -507,20 +507,26 @@ pub fn pytest_log_problems(text: &str, expect: LogExpect) -> Vec<String> {
 
 /// Test nodes named in a log that the starter does not define.
 fn unknown_nodes(text: &str, starter: &Path) -> Vec<String> {
-    let node = Regex::new(r"([\w/.-]+\.py)::(\w+)").expect("static regex");
+    // `path::name`, or `path::Class::name` for a test method.
+    let node = Regex::new(r"([\w/.-]+\.py)((?:::\w+)+)").expect("static regex");
     let mut seen = BTreeSet::new();
     let mut problems = Vec::new();
     for c in node.captures_iter(text) {
-        let (file, name) = (c[1].to_string(), c[2].to_string());
-        if !seen.insert((file.clone(), name.clone())) {
+        let (file, rest) = (c[1].to_string(), c[2].to_string());
+        if !seen.insert((file.clone(), rest.clone())) {
             continue;
         }
+        let parts: Vec<&str> = rest.split("::").filter(|p| !p.is_empty()).collect();
+        let Some((name, classes)) = parts.split_last() else { continue };
+        let defines = |src: &str, keyword: &str, name: &str| {
+            Regex::new(&format!(r"(?m)^\s*{keyword}\s+{}\s*[(:]", regex::escape(name))).expect("escaped").is_match(src)
+        };
         let defined = crate::manifest::is_safe_relative(&file)
             && fs::read_to_string(starter.join(&file))
-                .map(|src| Regex::new(&format!(r"(?m)^\s*(?:async\s+)?def {}\s*\(", regex::escape(&name))).expect("escaped").is_match(&src))
+                .map(|src| defines(&src, "(?:async\\s+)?def", name) && classes.iter().all(|k| defines(&src, "class", k)))
                 .unwrap_or(false);
         if !defined {
-            problems.push(format!("names {file}::{name}, which the starter does not define"));
+            problems.push(format!("names {file}{rest}, which the starter does not define"));
         }
     }
     problems
