@@ -21,8 +21,7 @@ use grader::packet::{Packet, copy_path};
 /// One grader per test binary: probing the host and the interpreter happens
 /// once, and the grader is shared by every test thread.
 pub fn grader() -> &'static Grader {
-    static GRADER: OnceLock<Grader> = OnceLock::new();
-    GRADER.get_or_init(|| Grader::for_host().unwrap_or_else(|e| panic!("Grader::for_host failed: {e}")))
+    crate::grader()
 }
 
 pub fn fixture(name: &str) -> PathBuf {

@@ -2,5 +2,16 @@
 
 mod detectors;
 mod ingest;
+mod packets;
 mod pipeline;
 mod sandbox;
+
+use std::sync::OnceLock;
+
+use grader::grade::Grader;
+
+/// One grader (and one host probe) for the whole test binary.
+pub fn grader() -> &'static Grader {
+    static GRADER: OnceLock<Grader> = OnceLock::new();
+    GRADER.get_or_init(|| Grader::for_host().expect("the host sandbox works"))
+}

@@ -1,0 +1,49 @@
+//! The built-in packet library passes `packet check`: one test per packet so
+//! they run side by side and a failure names its packet.
+
+use std::path::Path;
+
+use grader::check::check_packet;
+
+fn check(slug: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets").join(slug);
+    let report = check_packet(crate::grader(), &dir);
+    let failed: Vec<String> = report.failures().map(|i| format!("{} — {}", i.name, i.detail)).collect();
+    assert!(report.ok(), "{slug} fails packet check:\n  {}", failed.join("\n  "));
+    // A self-test that checked nothing would pass vacuously.
+    assert!(report.items.iter().any(|i| i.name.starts_with("variant ")), "{slug} has no variants");
+}
+
+#[test]
+fn refund_invoices() {
+    check("refund-invoices");
+}
+
+#[test]
+fn retry_ticket() {
+    check("retry-ticket");
+}
+
+#[test]
+fn token_bucket() {
+    check("token-bucket");
+}
+
+#[test]
+fn tax_rounding() {
+    check("tax-rounding");
+}
+
+/// Every packet folder in the library has a test above.
+#[test]
+fn every_packet_is_checked() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
+    let this = include_str!("packets.rs");
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        if path.join("packet.toml").is_file() {
+            let slug = path.file_name().unwrap().to_str().unwrap().to_string();
+            assert!(this.contains(&format!("check(\"{slug}\")")), "packet {slug} has no test in packets.rs");
+        }
+    }
+}
