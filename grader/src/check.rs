@@ -97,7 +97,8 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     fs::create_dir_all(&sample_overlay).map_err(|e| e.to_string())?;
     match grader.grade_overlay(packet, &sample_overlay, &m.sample.times, &opts) {
         Ok(card) => {
-            let ids: Vec<String> = card.findings.iter().map(|f| format!("{} ({})", f.id, f.evidence.join("; "))).collect();
+            let mut ids: Vec<String> = card.findings.iter().map(|f| format!("{} ({})", f.id, f.evidence.join("; "))).collect();
+            ids.extend(card.unevaluated.iter().map(|u| format!("{} unevaluated ({})", u.id, u.reason)));
             report.push(
                 "the sample grades clean",
                 ids.is_empty(),
@@ -186,6 +187,10 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
         Ok(card) => {
             let got: BTreeSet<&str> = card.findings.iter().map(|f| f.id.as_str()).collect();
             let want: BTreeSet<&str> = v.expect.iter().map(String::as_str).collect();
+            if !card.unevaluated.is_empty() {
+                let why: Vec<String> = card.unevaluated.iter().map(|u| format!("{}: {}", u.id, u.reason)).collect();
+                return item(false, format!("unevaluated: {}", why.join("; ")));
+            }
             if got == want {
                 return item(true, format!("decision {}", card.decision));
             }

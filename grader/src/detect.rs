@@ -50,8 +50,9 @@ pub struct Evidence<'a> {
     pub starter: &'a Tree,
     pub starter_dir: &'a Path,
     pub steps: &'a BTreeMap<String, StepOutcome>,
-    /// Script findings keyed by the script's `run` text plus its lays.
-    pub scripts: &'a BTreeMap<String, Vec<ScriptFinding>>,
+    /// Script findings keyed by the script's `run` text plus its lays, or
+    /// why the script gave none (it crashed, or printed something else).
+    pub scripts: &'a BTreeMap<String, Result<Vec<ScriptFinding>, String>>,
     pub mutation: Option<&'a MutationOutcome>,
     /// Module names of the interpreter's standard library.
     pub stdlib: &'a BTreeSet<String>,
@@ -317,7 +318,11 @@ impl Evidence<'_> {
             }
             Detector::Script { run, lay, .. } => {
                 let key = script_key(run, lay);
-                let found = self.scripts.get(&key).ok_or_else(|| fail(format!("script {run:?} did not run")))?;
+                let found = match self.scripts.get(&key) {
+                    None => return Err(fail(format!("script `{run}` did not run"))),
+                    Some(Err(why)) => return Err(fail(why.clone())),
+                    Some(Ok(found)) => found,
+                };
                 let hits: Vec<String> = found.iter().filter(|f| f.id == id).map(|f| f.evidence.clone()).collect();
                 if hits.is_empty() { None } else { Hit::new(Provenance::Replayed, hits) }
             }

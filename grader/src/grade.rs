@@ -55,6 +55,13 @@ pub struct EnvProbe {
     pub stdlib: BTreeSet<String>,
 }
 
+/// A failure whose detector could not be evaluated, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unevaluated {
+    pub id: String,
+    pub reason: String,
+}
+
 /// Options for one grading.
 #[derive(Debug, Clone, Default)]
 pub struct GradeOptions {
@@ -185,6 +192,7 @@ pub struct Receipt {
     pub frozen: Vec<FrozenEntry>,
     pub mutation: Option<MutationOutcome>,
     pub findings: Vec<Finding>,
+    pub unevaluated: Vec<Unevaluated>,
     pub criteria: Vec<CriterionScore>,
     pub score: Option<u32>,
     pub max_score: u32,
@@ -203,6 +211,9 @@ pub struct Receipt {
 pub struct Scorecard {
     pub packet: PacketRef,
     pub findings: Vec<Finding>,
+    /// Failures whose detector could not run on this submission (for
+    /// instance a detector script that crashed); the decision is `pending`.
+    pub unevaluated: Vec<Unevaluated>,
     pub criteria: Vec<CriterionScore>,
     pub score: Option<u32>,
     pub max_score: u32,
@@ -358,15 +369,18 @@ impl Grader {
             let dir = scratch();
             let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| packet.lay_into(lay, w), run, &limits, Vec::new())?;
             let _ = fs::remove_dir_all(&dir);
-            if !report.success() {
-                return Err(GradeError::Packet(format!(
-                    "detector script `{run}` failed ({:?}, timed out: {}): {}",
-                    report.exit,
-                    report.timed_out,
-                    report.stderr_tail.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
-                )));
-            }
-            let found = parse_script_output(&report.stdout_tail).map_err(|e| GradeError::Packet(format!("detector script `{run}`: {e}")))?;
+            // A script that crashes (a submission can provoke that) leaves
+            // its failures unevaluated; grading goes on and says so.
+            let found = if report.success() {
+                parse_script_output(&report.stdout_tail).map_err(|e| format!("detector script `{run}` printed something other than findings: {e}"))
+            } else {
+                let stderr: Vec<&str> = report.stderr_tail.lines().rev().take(3).collect();
+                Err(format!(
+                    "detector script `{run}` failed ({}): {}",
+                    describe_exit(&report),
+                    stderr.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                ))
+            };
             records.push((RunRecord { id: format!("script:{}", i + 1), command: run.clone(), limits, report }, None));
             scripts.insert(script_key(run, lay), found);
         }
@@ -402,10 +416,14 @@ impl Grader {
             stdlib: &probe.stdlib,
         };
         let mut findings = Vec::new();
+        let mut unevaluated = Vec::new();
         for f in &m.failures {
-            let hit = evidence.eval(&f.id, &f.detect).map_err(|e| GradeError::Packet(e.to_string()))?;
-            if let Some(hit) = hit {
-                findings.push(Finding { id: f.id.clone(), title: f.title.clone(), provenance: hit.provenance, evidence: hit.evidence });
+            match evidence.eval(&f.id, &f.detect) {
+                Ok(Some(hit)) => {
+                    findings.push(Finding { id: f.id.clone(), title: f.title.clone(), provenance: hit.provenance, evidence: hit.evidence })
+                }
+                Ok(None) => {}
+                Err(e) => unevaluated.push(Unevaluated { id: f.id.clone(), reason: e.message }),
             }
         }
 
@@ -423,7 +441,12 @@ impl Grader {
             .filter(|(id, _)| m.criterion(id).is_some_and(|c| c.mode != Mode::Auto))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let scored = score(m, &findings, &measures, &human);
+        let mut scored = score(m, &findings, &measures, &human);
+        // A failure that could not be evaluated may have happened: no
+        // decision is final until a reviewer has looked.
+        if !unevaluated.is_empty() {
+            scored.decision = crate::score::PENDING.to_string();
+        }
 
         let frozen = m
             .policy
@@ -480,6 +503,7 @@ impl Grader {
             frozen,
             mutation,
             findings: findings.clone(),
+            unevaluated: unevaluated.clone(),
             criteria: scored.criteria.clone(),
             score: scored.score,
             max_score: scored.max_score,
@@ -494,6 +518,7 @@ impl Grader {
         Ok(Scorecard {
             packet: packet_ref,
             findings,
+            unevaluated,
             criteria: scored.criteria,
             score: scored.score,
             max_score: scored.max_score,
@@ -505,6 +530,20 @@ impl Grader {
             receipt,
         })
     }
+}
+
+fn describe_exit(r: &crate::sandbox::RunReport) -> String {
+    let mut s = match r.exit {
+        crate::sandbox::Exit::Code(c) => format!("exit code {c}"),
+        crate::sandbox::Exit::Signal(n) => format!("signal {n}"),
+    };
+    if r.timed_out {
+        s.push_str(", timed out");
+    }
+    if let Some(l) = r.limit_hit {
+        s.push_str(&format!(", {l:?} limit"));
+    }
+    s
 }
 
 fn ms(d: Duration) -> f64 {

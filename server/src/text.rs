@@ -30,6 +30,9 @@ pub fn scorecard(card: &Scorecard) -> String {
             }
         }
     }
+    for u in &card.unevaluated {
+        let _ = writeln!(s, "  {} could not be evaluated: {}", u.id, u.reason);
+    }
     let _ = writeln!(s, "criteria:");
     let width = card.criteria.iter().map(|c| c.id.len()).max().unwrap_or(0);
     for c in &card.criteria {

@@ -413,14 +413,17 @@ fn script_fires_by_id() {
 }
 
 #[test]
-fn a_crashing_script_is_a_packet_error() {
-    match grade_with(demo(), &[("flags/crash", "")], &[], &GradeOptions::default()) {
-        Err(GradeError::Packet(message)) => {
-            assert_has(&message, "python3 .gatehouse/scan.py");
-            assert_has(&message, "refusing to scan");
-        }
-        other => panic!("expected GradeError::Packet, got {:?}", other.map(|c| c.findings)),
+fn a_crashing_script_leaves_its_failures_unevaluated() {
+    // A submission can make a packet's script crash; grading goes on, the
+    // script's failures are listed as unevaluated and no decision is final.
+    let card = grade_with(demo(), &[("flags/crash", "")], &[], &GradeOptions::default()).expect("grading goes on");
+    assert!(!card.unevaluated.is_empty());
+    for u in &card.unevaluated {
+        assert_has(&u.reason, "python3 .gatehouse/scan.py");
+        assert_has(&u.reason, "refusing to scan");
     }
+    assert_eq!(card.decision, "pending");
+    assert_eq!(card.receipt.unevaluated, card.unevaluated);
 }
 
 // --- all, any, not ------------------------------------------------------------------
