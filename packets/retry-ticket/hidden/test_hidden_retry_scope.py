@@ -1,0 +1,58 @@
+"""Hidden: nothing but 429 and 503 earns a second attempt."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from unittest import mock
+
+import pytest
+
+import client
+from hidden_partner import Partner, closed_port_url, ok, recorded_sleeps, status
+
+
+@pytest.mark.parametrize("code", [400, 401, 403, 404, 500, 502])
+def test_scope_http_status_fails_once(code: int) -> None:
+    with Partner([status(code)], then=ok()) as partner, recorded_sleeps(client) as waits:
+        with pytest.raises(client.FetchError) as caught:
+            client.fetch_json(partner.url())
+    assert caught.value.status == code
+    assert partner.hits == 1
+    assert waits == []
+
+
+def test_scope_bad_json_fails_once() -> None:
+    with Partner([(200, b"<html>maintenance</html>")], then=ok()) as partner, recorded_sleeps(client) as waits:
+        with pytest.raises(client.FetchError):
+            client.fetch_json(partner.url())
+    assert partner.hits == 1
+    assert waits == []
+
+
+def test_scope_json_array_fails_once() -> None:
+    with Partner([(200, b"[1, 2, 3]")], then=ok()) as partner, recorded_sleeps(client) as waits:
+        with pytest.raises(client.FetchError):
+            client.fetch_json(partner.url())
+    assert partner.hits == 1
+    assert waits == []
+
+
+def test_scope_dns_failure_fails_once() -> None:
+    failure = urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+    with mock.patch("urllib.request.urlopen", side_effect=failure) as opened, recorded_sleeps(client) as waits:
+        with pytest.raises(client.FetchError) as caught:
+            client.fetch_json("http://partner.invalid/v1/feed")
+    assert caught.value.status is None
+    assert opened.call_count == 1
+    assert waits == []
+
+
+def test_scope_connection_refused_fails_once() -> None:
+    real = urllib.request.urlopen
+    with mock.patch("urllib.request.urlopen", wraps=real) as opened, recorded_sleeps(client) as waits:
+        with pytest.raises(client.FetchError):
+            client.fetch_json(closed_port_url())
+    assert opened.call_count <= 1
+    assert waits == []

@@ -1,0 +1,89 @@
+"""apology-notes: does NOTES.md name a concrete race, and does it avoid
+claiming thread safety that the code does not have?
+
+A small-vocabulary check, meant as a first pass before a reviewer reads the
+notes. It fires when
+  - NOTES.md is missing or nearly empty;
+  - no paragraph names both an actor that can race (threads, processes,
+    forks, workers, coroutines, concurrent callers) and a concrete mechanism
+    (the token count or refill stamp, a read-modify-write or check-then-act
+    window, two callers both admitted, a lost update, atomicity, a lock);
+  - a sentence claims the bucket is thread-safe / concurrency-safe (or that
+    the GIL makes it safe) without negating or hedging it, while bucket.py
+    takes no lock.
+Prints JSON lines, exits 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+NOTES = Path("NOTES.md")
+BUCKET = Path("bucket.py")
+
+ACTOR = re.compile(
+    r"\b(threads?|multi-?thread\w*|thread ?pools?|process(es)?|fork(s|ed|ing)?|multiprocess\w*|"
+    r"workers?|coroutines?|async\w*|concurren\w*|parallel\w*|simultaneous\w*|"
+    r"(two|several|many|multiple|concurrent) (callers|clients|requests|instances|pods|replicas|hosts))\b",
+    re.I,
+)
+MECHANISM = re.compile(
+    r"(\brace\b|\bracing\b|interleav|read-?modify-?write|check-?then-?(act|consume|subtract)|lost update|"
+    r"double[- ]?(spend|admit|count)|over-?(admit|spend|draw)|\bboth\b|same token|last token|"
+    r"_tokens|\btokens?\b|_stamp|_last|timestamp|\bstamp\b|last refill|refill time|atomic|\block|mutex|"
+    r"shared (state|bucket|counter)|between (the )?(read|check|refill)|at the same (time|moment)|\bat once\b)",
+    re.I,
+)
+SAFE_CLAIM = re.compile(r"(thread[- ]?safe|concurrency[- ]?safe|safe (for|under|across|with) (concurren|threads|multi|parallel)|\bGIL\b)", re.I)
+NEGATION = re.compile(
+    r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bnor\b|\bwithout\b|\bunsafe\b|\bwould\b|\bcould\b|\bneeds?\b|\brequires?\b|"
+    r"\bunless\b|\bif\b|\bmaking\b|\bto make\b|\bwon't\b|\bnot yet\b|\bfalse\b|\bdoes not\b|\bisn't\b|\bleft\b|\bunsolved\b)",
+    re.I,
+)
+
+
+def emit(evidence: str) -> None:
+    print(json.dumps({"id": "apology-notes", "evidence": evidence}))
+
+
+def takes_a_lock() -> bool:
+    try:
+        tree = ast.parse(BUCKET.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func).split(".")[-1]
+            if name in {"Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition"}:
+                return True
+    return False
+
+
+def main() -> None:
+    if not NOTES.exists():
+        emit("NOTES.md is missing: no race named")
+        return
+    text = NOTES.read_text(encoding="utf-8", errors="replace")
+    body = re.sub(r"^\s*#.*$", "", text, flags=re.M)  # headings do not count
+    if len(re.sub(r"\s+", "", body)) < 60:
+        emit(f"NOTES.md is nearly empty ({len(body.strip())} characters): no race named")
+        return
+    paragraphs = [p for p in re.split(r"\n\s*\n", body) if p.strip()]
+    concrete = [p for p in paragraphs if ACTOR.search(p) and MECHANISM.search(p)]
+    if not concrete:
+        first = re.sub(r"\s+", " ", paragraphs[0]).strip()[:120] if paragraphs else ""
+        emit(f"NOTES.md names no concrete race (no paragraph pairs an actor such as threads or forks with what "
+             f"they race on): \"{first}\"")
+    if not takes_a_lock():
+        for sentence in re.split(r"(?<=[.!?])\s+|\n", body):
+            if SAFE_CLAIM.search(sentence) and not NEGATION.search(sentence):
+                s = re.sub(r"\s+", " ", sentence).strip()[:140]
+                emit(f"NOTES.md claims thread safety but bucket.py takes no lock: \"{s}\"")
+                break
+
+
+if __name__ == "__main__":
+    main()
