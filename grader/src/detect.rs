@@ -323,8 +323,9 @@ impl Evidence<'_> {
                     Some(Err(why)) => return Err(fail(why.clone())),
                     Some(Ok(found)) => found,
                 };
-                let hits: Vec<String> = found.iter().filter(|f| f.id == id).map(|f| f.evidence.clone()).collect();
-                if hits.is_empty() { None } else { Hit::new(Provenance::Replayed, hits) }
+                let mine: Vec<&ScriptFinding> = found.iter().filter(|f| f.id == id).collect();
+                let provenance = mine.iter().map(|f| f.provenance.unwrap_or(Provenance::Replayed)).min();
+                provenance.map(|p| Hit { provenance: p, evidence: mine.iter().map(|f| f.evidence.clone()).collect() })
             }
             Detector::All { of } => {
                 let mut all = Vec::new();

@@ -57,6 +57,10 @@ pub struct ScriptFinding {
     pub id: String,
     #[serde(default)]
     pub evidence: String,
+    /// What the finding rests on; a script that only read the candidate's
+    /// own files says `claimed`. Defaults to `replayed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::detect::Provenance>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +157,10 @@ pub fn parse_script_output(stdout: &str) -> Result<Vec<ScriptFinding>, String> {
         }
         let f: ScriptFinding =
             serde_json::from_str(line).map_err(|e| format!("line {}: `{}` is not a finding object: {e}", n + 1, line.chars().take(120).collect::<String>()))?;
+        // Only the platform witnesses; a script can at most replay.
+        if f.provenance == Some(crate::detect::Provenance::Witnessed) {
+            return Err(format!("line {}: a detector script cannot claim `witnessed` provenance", n + 1));
+        }
         out.push(f);
     }
     Ok(out)
@@ -193,7 +201,10 @@ mod tests {
 
     #[test]
     fn script_output_must_be_objects() {
-        assert_eq!(parse_script_output("{\"id\": \"a\", \"evidence\": \"x\"}\n\n").unwrap(), vec![ScriptFinding { id: "a".into(), evidence: "x".into() }]);
+        assert_eq!(parse_script_output("{\"id\": \"a\", \"evidence\": \"x\"}\n\n").unwrap(), vec![ScriptFinding { id: "a".into(), evidence: "x".into(), provenance: None }]);
         assert!(parse_script_output("found a problem\n").unwrap_err().contains("line 1"));
+        let claimed = parse_script_output("{\"id\": \"a\", \"provenance\": \"claimed\"}").unwrap();
+        assert_eq!(claimed[0].provenance, Some(crate::detect::Provenance::Claimed));
+        assert!(parse_script_output("{\"id\": \"a\", \"provenance\": \"witnessed\"}").is_err());
     }
 }
