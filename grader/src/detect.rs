@@ -50,6 +50,8 @@ pub struct Evidence<'a> {
     pub starter: &'a Tree,
     pub starter_dir: &'a Path,
     pub steps: &'a BTreeMap<String, StepOutcome>,
+    /// For each step with `keep`, the folder holding the files it kept.
+    pub kept: &'a BTreeMap<String, std::path::PathBuf>,
     /// Script findings keyed by the script's `run` text plus its lays, or
     /// why the script gave none (it crashed, or printed something else).
     pub scripts: &'a BTreeMap<String, Result<Vec<ScriptFinding>, String>>,
@@ -80,23 +82,30 @@ impl Evidence<'_> {
     pub fn eval(&self, id: &str, d: &Detector) -> Result<Option<Hit>, DetectError> {
         let fail = |message: String| DetectError { failure: id.to_string(), message };
         Ok(match d {
-            Detector::Missing { paths } => {
-                let files = self.workspace_files();
+            Detector::Missing { paths, step } => {
+                let root = self.root(id, step)?;
+                let files = crate::packet::list_paths(root);
                 let missing: Vec<String> = paths
                     .iter()
                     .filter(|p| {
                         let set = globs(std::slice::from_ref(p));
                         !files.iter().any(|f| set.is_match(f))
                     })
-                    .map(|p| format!("{p}: no such file in the submission"))
+                    .map(|p| match step {
+                        Some(s) => format!("{p}: step {s} left no such file"),
+                        None => format!("{p}: no such file in the submission"),
+                    })
                     .collect();
-                if missing.is_empty() { None } else { Hit::new(Provenance::Claimed, missing) }
+                if missing.is_empty() { None } else { Hit::new(provenance_of(step), missing) }
             }
-            Detector::Present { paths, scope } => {
+            Detector::Present { paths, scope, step } => {
                 let set = globs(paths);
-                let hits: Vec<String> =
-                    self.scoped_files(*scope).into_iter().filter(|f| set.is_match(f)).map(|f| format!("{f}: present")).collect();
-                if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
+                let files = match step {
+                    Some(_) => crate::packet::list_paths(self.root(id, step)?),
+                    None => self.scoped_files(*scope),
+                };
+                let hits: Vec<String> = files.into_iter().filter(|f| set.is_match(f)).map(|f| format!("{f}: present")).collect();
+                if hits.is_empty() { None } else { Hit::new(provenance_of(step), hits) }
             }
             Detector::OutsideAllowlist { allow } => {
                 let set = globs(allow);
@@ -108,12 +117,17 @@ impl Evidence<'_> {
                     .collect();
                 if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
             }
-            Detector::Pattern { files, regex, absent, scope } => {
+            Detector::Pattern { files, regex, absent, scope, step } => {
                 let re = Regex::new(regex).map_err(|e| fail(e.to_string()))?;
                 let set = globs(files);
+                let root = self.root(id, step)?;
+                let candidates = match step {
+                    Some(_) => crate::packet::list_paths(root),
+                    None => self.scoped_files(*scope),
+                };
                 let mut hits = Vec::new();
-                for f in self.scoped_files(*scope).into_iter().filter(|f| set.is_match(f)) {
-                    let text = self.read(&f).unwrap_or_default();
+                for f in candidates.into_iter().filter(|f| set.is_match(f)) {
+                    let text = read_text(root, &f).unwrap_or_default();
                     for (n, line) in text.lines().enumerate() {
                         if re.is_match(line) {
                             hits.push(format!("{f}:{}: {}", n + 1, excerpt(line)));
@@ -121,8 +135,8 @@ impl Evidence<'_> {
                     }
                 }
                 match (absent, hits.is_empty()) {
-                    (false, false) => Hit::new(Provenance::Claimed, hits),
-                    (true, true) => Hit::new(Provenance::Claimed, vec![format!("no line of {} matches /{regex}/", files.join(", "))]),
+                    (false, false) => Hit::new(provenance_of(step), hits),
+                    (true, true) => Hit::new(provenance_of(step), vec![format!("no line of {} matches /{regex}/", files.join(", "))]),
                     _ => None,
                 }
             }
@@ -256,8 +270,9 @@ impl Evidence<'_> {
                 }
                 if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
             }
-            Detector::Ledger { file, required, rows_over, sum, duplicates, consecutive, invalid } => {
-                let Some(text) = self.read(file) else { return Ok(None) };
+            Detector::Ledger { file, step, required, schema, rows_over, rows_under, sum, duplicates, consecutive, invalid, compare } => {
+                let root = self.root(id, step)?;
+                let Some(text) = read_text(root, file) else { return Ok(None) };
                 let limit = |l: &Limit| -> Result<f64, DetectError> {
                     match l {
                         Limit::Number(n) => Ok(*n),
@@ -268,7 +283,7 @@ impl Evidence<'_> {
                             .ok_or_else(|| fail(format!("{name:?} names no budget"))),
                     }
                 };
-                let (rows, bad) = parse_ledger(&text, required);
+                let (rows, bad) = parse_ledger(&text, required, schema);
                 let mut hits = Vec::new();
                 if *invalid {
                     hits = bad.iter().map(|m| format!("{file}: {m}")).collect();
@@ -277,9 +292,14 @@ impl Evidence<'_> {
                     if rows.len() as f64 > l {
                         hits.push(format!("{file}: {} rows, over the limit of {l}", rows.len()));
                     }
+                } else if let Some(l) = rows_under {
+                    let l = limit(l)?;
+                    if (rows.len() as f64) < l {
+                        hits.push(format!("{file}: {} rows, under the minimum of {l}", rows.len()));
+                    }
                 } else if let Some(s) = sum {
                     let l = limit(&s.over)?;
-                    let total: f64 = rows.iter().filter_map(|r| r.get(&s.field).and_then(|v| v.as_f64())).sum();
+                    let total = field_sum(&rows, &s.field);
                     if total > l {
                         hits.push(format!("{file}: sum of {} is {total}, over the limit of {l}", s.field));
                     }
@@ -307,8 +327,55 @@ impl Evidence<'_> {
                     if best.0 as f64 > l {
                         hits.push(format!("{file}: {} identical rows in a row ending at row {}, over the limit of {l}", best.0, best.1));
                     }
+                } else if let Some(c) = compare {
+                    let other_root = self.root(id, &Some(c.with_step.clone()))?;
+                    let other = read_text(other_root, &c.with_file).unwrap_or_default();
+                    let (other_rows, _) = parse_ledger(&other, &[], &BTreeMap::new());
+                    let claimed = if c.field == "rows" { rows.len() as f64 } else { field_sum(&rows, &c.field) };
+                    let recomputed = if c.with_field == "rows" { other_rows.len() as f64 } else { field_sum(&other_rows, &c.with_field) };
+                    let allowed = recomputed.abs() * c.tolerance_pct / 100.0;
+                    if (claimed - recomputed).abs() > allowed {
+                        let pct = if recomputed != 0.0 { format!("{:+.1}%", (claimed - recomputed) / recomputed * 100.0) } else { "∞".into() };
+                        hits.push(format!(
+                            "{file}: {} claims {claimed}, step {} recomputed {recomputed} ({pct}, tolerance {}%)",
+                            c.field, c.with_step, c.tolerance_pct
+                        ));
+                    }
                 }
-                if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
+                if hits.is_empty() { None } else { Hit::new(provenance_of(step).max(if compare.is_some() { Provenance::Replayed } else { Provenance::Claimed }), hits) }
+            }
+            Detector::Leftovers { step } => {
+                let outcome = self.step(id, step)?;
+                let left = &outcome.report.leftovers;
+                if left.is_empty() {
+                    None
+                } else {
+                    let mut ev: Vec<String> = left.iter().map(|l| format!("step {step} left `{}` running (killed)", excerpt(&l.cmdline))).collect();
+                    ev.truncate(10);
+                    Hit::new(Provenance::Replayed, ev)
+                }
+            }
+            Detector::Digest { files, claimed_in, regex, step } => {
+                let re = Regex::new(regex).map_err(|e| fail(e.to_string()))?;
+                let Some(text) = read_text(self.root(id, step)?, claimed_in) else { return Ok(None) };
+                let mut tree = crate::packet::Tree::new();
+                for f in files {
+                    match self.read_bytes(f) {
+                        Some(b) => {
+                            tree.insert(f.clone(), (b.len() as u64, crate::packet::sha256_hex(&b)));
+                        }
+                        None => return Ok(Hit::new(Provenance::Replayed, vec![format!("{f}: missing, so its digest cannot match")])),
+                    }
+                }
+                let actual = if tree.len() == 1 { tree.values().next().map(|(_, sha)| sha.clone()).unwrap_or_default() } else { crate::packet::tree_digest(&tree) };
+                match re.captures(&text).and_then(|c| c.get(1)).map(|m| m.as_str().to_ascii_lowercase()) {
+                    None => Hit::new(Provenance::Claimed, vec![format!("{claimed_in} carries no digest matching /{regex}/")]),
+                    Some(claimed) if claimed == actual => None,
+                    Some(claimed) => Hit::new(
+                        Provenance::Replayed,
+                        vec![format!("{claimed_in} claims {} for {}, the submitted code has {}", short(&claimed), files.join(", "), short(&actual))],
+                    ),
+                }
             }
             Detector::MutantsSurvive { at_least } => {
                 let m = self.mutation.ok_or_else(|| fail("no mutation run".into()))?;
@@ -355,6 +422,19 @@ impl Evidence<'_> {
         self.steps.get(step).ok_or_else(|| DetectError { failure: id.into(), message: format!("step {step:?} did not run") })
     }
 
+    /// The folder a file-reading detector reads: the assembled workspace,
+    /// or what `step` kept.
+    fn root(&self, id: &str, step: &Option<String>) -> Result<&Path, DetectError> {
+        match step {
+            None => Ok(self.workspace),
+            Some(s) => self
+                .kept
+                .get(s)
+                .map(|p| p.as_path())
+                .ok_or_else(|| DetectError { failure: id.into(), message: format!("step {s:?} kept no files") }),
+        }
+    }
+
     fn workspace_files(&self) -> Vec<String> {
         crate::packet::list_paths(self.workspace)
     }
@@ -379,8 +459,30 @@ impl Evidence<'_> {
     }
 
     fn read(&self, rel: &str) -> Option<String> {
-        self.read_bytes(rel).map(|b| String::from_utf8_lossy(&b).into_owned())
+        read_text(self.workspace, rel)
     }
+}
+
+fn provenance_of(step: &Option<String>) -> Provenance {
+    if step.is_some() { Provenance::Replayed } else { Provenance::Claimed }
+}
+
+/// Reads `rel` under `root` as text: regular files only, never through a
+/// symbolic link, at most READ_CAP bytes.
+fn read_text(root: &Path, rel: &str) -> Option<String> {
+    if !crate::manifest::is_safe_relative(rel) {
+        return None;
+    }
+    let path = root.join(rel);
+    let meta = fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > READ_CAP {
+        return None;
+    }
+    fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+fn field_sum(rows: &[Row], field: &str) -> f64 {
+    rows.iter().filter_map(|r| r.get(field).and_then(|v| v.as_f64())).sum()
 }
 
 fn merge(hits: Vec<Hit>) -> Option<Hit> {
@@ -392,7 +494,7 @@ fn merge(hits: Vec<Hit>) -> Option<Hit> {
 pub fn describe(d: &Detector) -> String {
     match d {
         Detector::PytestLog { file, expect, .. } => format!("{file} is a real pytest log of a {expect:?} run").to_lowercase(),
-        Detector::Missing { paths } => format!("missing {}", paths.join(", ")),
+        Detector::Missing { paths, .. } => format!("missing {}", paths.join(", ")),
         Detector::Present { paths, .. } => format!("present {}", paths.join(", ")),
         Detector::Pattern { files, regex, .. } => format!("/{regex}/ in {}", files.join(", ")),
         Detector::TestFailing { step, tests } => format!("failing tests {} in step {step}", tests.join(", ")),
@@ -717,7 +819,7 @@ type Row = serde_json::Map<String, serde_json::Value>;
 
 /// Parses a JSONL ledger; returns the rows that are objects and a message
 /// for every line that is not a valid row.
-fn parse_ledger(text: &str, required: &[String]) -> (Vec<Row>, Vec<String>) {
+fn parse_ledger(text: &str, required: &[String], schema: &BTreeMap<String, crate::manifest::FieldType>) -> (Vec<Row>, Vec<String>) {
     let mut rows = Vec::new();
     let mut bad = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -729,6 +831,13 @@ fn parse_ledger(text: &str, required: &[String]) -> (Vec<Row>, Vec<String>) {
                 let missing: Vec<&str> = required.iter().filter(|f| !map.contains_key(*f)).map(String::as_str).collect();
                 if !missing.is_empty() {
                     bad.push(format!("line {}: missing {}", n + 1, missing.join(", ")));
+                }
+                for (field, ty) in schema {
+                    if let Some(v) = map.get(field) {
+                        if !ty.accepts(v) {
+                            bad.push(format!("line {}: {field} is {v}, not {}", n + 1, format!("{ty:?}").to_lowercase()));
+                        }
+                    }
                 }
                 rows.push(map);
             }

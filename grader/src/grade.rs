@@ -336,6 +336,7 @@ impl Grader {
 
         // Replay every step.
         let mut steps = BTreeMap::new();
+        let mut kept = BTreeMap::new();
         for step in &m.steps {
             let limits = step.limits.apply(&base_limits);
             let dir = scratch();
@@ -347,6 +348,11 @@ impl Grader {
                 },
                 None => (None, None),
             };
+            if !step.keep.is_empty() {
+                let to = work.join("kept").join(&step.id);
+                keep_files(&dir, &to, &step.keep).map_err(io(format!("keeping the files of step {}", step.id)))?;
+                kept.insert(step.id.clone(), to);
+            }
             let _ = fs::remove_dir_all(&dir);
             records.push((RunRecord { id: format!("step:{}", step.id), command: step.run.clone(), limits, report: report.clone() }, tests.clone()));
             steps.insert(step.id.clone(), StepOutcome { report, tests, junit_error });
@@ -411,6 +417,7 @@ impl Grader {
             starter: &starter_tree,
             starter_dir: &packet.starter_dir(),
             steps: &steps,
+            kept: &kept,
             scripts: &scripts,
             mutation: mutation.as_ref(),
             stdlib: &probe.stdlib,
@@ -530,6 +537,23 @@ impl Grader {
             receipt,
         })
     }
+}
+
+/// Copies the regular files under `from` matching `globs` to `to`, keeping
+/// their relative paths. `to` always exists afterwards.
+fn keep_files(from: &Path, to: &Path, globs: &[String]) -> std::io::Result<()> {
+    let mut b = globset::GlobSetBuilder::new();
+    for g in globs {
+        b.add(globset::GlobBuilder::new(g).literal_separator(true).build().map_err(std::io::Error::other)?);
+    }
+    let set = b.build().map_err(std::io::Error::other)?;
+    fs::create_dir_all(to)?;
+    for rel in crate::packet::list_paths(from) {
+        if set.is_match(&rel) {
+            copy_path(&from.join(&rel), &to.join(&rel))?;
+        }
+    }
+    Ok(())
 }
 
 fn describe_exit(r: &crate::sandbox::RunReport) -> String {

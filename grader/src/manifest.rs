@@ -184,6 +184,9 @@ pub struct Step {
     pub limits: LimitSpec,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Globs of files the step leaves behind for detectors (`step = ...`).
+    #[serde(default)]
+    pub keep: Vec<String>,
 }
 
 /// A packet file laid into a step's workspace.
@@ -427,17 +430,56 @@ pub struct ConsecutiveCondition {
     pub over: Limit,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareCondition {
+    /// A numeric field of the candidate's ledger, or `"rows"`.
+    pub field: String,
+    pub with_step: String,
+    pub with_file: String,
+    pub with_field: String,
+    pub tolerance_pct: f64,
+}
+
+/// The type a ledger field must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FieldType {
+    Int,
+    Number,
+    String,
+    Bool,
+    NullOrString,
+    NullOrInt,
+}
+
+impl FieldType {
+    pub fn accepts(self, v: &serde_json::Value) -> bool {
+        use serde_json::Value;
+        match self {
+            FieldType::Int => v.as_i64().is_some() || v.as_u64().is_some(),
+            FieldType::Number => v.is_number(),
+            FieldType::String => v.is_string(),
+            FieldType::Bool => v.is_boolean(),
+            FieldType::NullOrString => v.is_null() || v.is_string(),
+            FieldType::NullOrInt => matches!(v, Value::Null) || v.as_i64().is_some(),
+        }
+    }
+}
+
 /// A failure detector. See `packets/FORMAT.md` for each kind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Detector {
     Missing {
         paths: Vec<String>,
+        step: Option<String>,
     },
     Present {
         paths: Vec<String>,
         #[serde(default, rename = "in")]
         scope: Scope,
+        step: Option<String>,
     },
     OutsideAllowlist {
         allow: Vec<String>,
@@ -449,6 +491,7 @@ pub enum Detector {
         absent: bool,
         #[serde(default = "workspace_scope", rename = "in")]
         scope: Scope,
+        step: Option<String>,
     },
     Frozen {
         #[serde(default)]
@@ -497,14 +540,28 @@ pub enum Detector {
     },
     Ledger {
         file: String,
+        step: Option<String>,
         #[serde(default)]
         required: Vec<String>,
+        #[serde(default)]
+        schema: BTreeMap<String, FieldType>,
         rows_over: Option<Limit>,
+        rows_under: Option<Limit>,
         sum: Option<SumCondition>,
         duplicates: Option<Vec<String>>,
         consecutive: Option<ConsecutiveCondition>,
         #[serde(default)]
         invalid: bool,
+        compare: Option<CompareCondition>,
+    },
+    Leftovers {
+        step: String,
+    },
+    Digest {
+        files: Vec<String>,
+        claimed_in: String,
+        regex: String,
+        step: Option<String>,
     },
     MutantsSurvive {
         #[serde(default = "one")]
@@ -761,7 +818,36 @@ impl Manifest {
         let globs_ok = |globs: &[String]| {
             globs.iter().find_map(|g| globset::Glob::new(g).err().map(|e| (quoted(g), format!("bad glob {g:?}: {e}"))))
         };
+        let kept_ref = |step: &Option<String>| -> Option<(String, String)> {
+            let step = step.as_ref()?;
+            step_ref(step).or_else(|| {
+                self.step(step)
+                    .filter(|s| s.keep.is_empty())
+                    .map(|_| (quoted(step), format!("detector reads files of step {step:?}, which keeps none (`keep`)")))
+            })
+        };
+        let file_step = match d {
+            Detector::Missing { step, .. }
+            | Detector::Present { step, .. }
+            | Detector::Pattern { step, .. }
+            | Detector::Ledger { step, .. }
+            | Detector::Digest { step, .. } => kept_ref(step),
+            _ => None,
+        };
+        if file_step.is_some() {
+            return file_step;
+        }
         match d {
+            Detector::Leftovers { step } => step_ref(step),
+            Detector::Digest { regex, files, .. } => regex_ok(regex).or_else(|| {
+                if files.is_empty() {
+                    Some((quoted(regex), "a digest detector needs `files`".into()))
+                } else if regex::Regex::new(regex).is_ok_and(|r| r.captures_len() != 2) {
+                    Some((quoted(regex), "a digest regex needs exactly one capture group".into()))
+                } else {
+                    None
+                }
+            }),
             Detector::TestFailing { step, .. } => step_ref(step).or_else(|| {
                 self.step(step)
                     .filter(|s| s.junit.is_none())
@@ -779,7 +865,7 @@ impl Manifest {
                 _ => Some((quoted(step), "an output detector needs exactly one of `contains` or `absent`".into())),
             }),
             Detector::Pattern { regex, files, .. } => regex_ok(regex).or_else(|| globs_ok(files)),
-            Detector::Missing { paths } | Detector::Present { paths, .. } => globs_ok(paths),
+            Detector::Missing { paths, .. } | Detector::Present { paths, .. } => globs_ok(paths),
             Detector::OutsideAllowlist { allow } => globs_ok(allow),
             Detector::StdlibOnly { files } => globs_ok(files),
             Detector::DiffAllowlist { allow, allow_file, diff } => {
@@ -799,12 +885,31 @@ impl Manifest {
             Detector::MutantsSurvive { .. } if self.mutation.is_none() => {
                 Some(("mutants-survive".into(), "a mutants-survive detector needs a [mutation] table".into()))
             }
-            Detector::Ledger { file, rows_over, sum, duplicates, consecutive, invalid, .. } => {
-                let conditions = [rows_over.is_some(), sum.is_some(), duplicates.is_some(), consecutive.is_some(), *invalid];
+            Detector::Ledger { file, rows_over, rows_under, sum, duplicates, consecutive, invalid, compare, .. } => {
+                let conditions = [
+                    rows_over.is_some(),
+                    rows_under.is_some(),
+                    sum.is_some(),
+                    duplicates.is_some(),
+                    consecutive.is_some(),
+                    *invalid,
+                    compare.is_some(),
+                ];
                 if conditions.iter().filter(|c| **c).count() != 1 {
                     return Some((quoted(file), "a ledger detector needs exactly one condition".into()));
                 }
-                let limits = [rows_over.as_ref(), sum.as_ref().map(|s| &s.over), consecutive.as_ref().map(|c| &c.over)];
+                if let Some(c) = compare {
+                    if let Some(p) = step_ref(&c.with_step) {
+                        return Some(p);
+                    }
+                    if self.step(&c.with_step).is_some_and(|s| s.keep.is_empty()) {
+                        return Some((quoted(&c.with_step), format!("compare reads a file of step {:?}, which keeps none", c.with_step)));
+                    }
+                    if !(c.tolerance_pct >= 0.0) {
+                        return Some((quoted(file), "compare.tolerance_pct must be zero or more".into()));
+                    }
+                }
+                let limits = [rows_over.as_ref(), rows_under.as_ref(), sum.as_ref().map(|s| &s.over), consecutive.as_ref().map(|c| &c.over)];
                 limits.into_iter().flatten().find_map(|l| match l {
                     Limit::Budget(name) => match name.strip_prefix("budget.") {
                         Some(b) if self.budgets.get(b).is_some() => None,
@@ -950,6 +1055,23 @@ detect = { kind = "test-failing", step = "hidden" }
     #[test]
     fn gate_decision_must_be_a_band() {
         check(|s| s + "\n[[gate]]\nfailure = \"broken\"\ndecision = \"maybe\"\n", "gate decision \"maybe\"");
+    }
+
+    #[test]
+    fn file_detectors_on_a_step_need_kept_files() {
+        let d = "detect = { kind = \"test-failing\", step = \"hidden\" }";
+        check(|s| s.replace(d, "detect = { kind = \"missing\", step = \"hidden\", paths = [\"x\"] }"), "which keeps none");
+        check(
+            |s| s.replace(d, "detect = { kind = \"missing\", step = \"hidden\", paths = [\"x\"] }").replace("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nkeep = [\"x\"]"),
+            "ok",
+        );
+        check(|s| s.replace(d, "detect = { kind = \"leftovers\", step = \"nope\" }"), "step \"nope\", which is not defined");
+        check(|s| s.replace(d, "detect = { kind = \"digest\", files = [\"a.py\"], claimed_in = \"u.jsonl\", regex = \"[0-9a-f]{64}\" }"), "exactly one capture group");
+        check(
+            |s| s.replace(d, "detect = { kind = \"ledger\", file = \"u.jsonl\", compare = { field = \"rows\", with_step = \"hidden\", with_file = \"x\", with_field = \"rows\", tolerance_pct = 5 } }"),
+            "which keeps none",
+        );
+        check(|s| s.replace(d, "detect = { kind = \"ledger\", file = \"u.jsonl\", schema = { a = \"float\" }, invalid = true }"), "unknown variant `float`");
     }
 
     #[test]

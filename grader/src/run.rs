@@ -104,11 +104,30 @@ pub fn run_on_copy(
 ) -> Result<RunReport, RunError> {
     crate::packet::copy_path(workspace, scratch).map_err(|e| RunError::Io(format!("copying the workspace to {}: {e}", scratch.display())))?;
     prepare(scratch).map_err(|e| RunError::Io(format!("laying files into {}: {e}", scratch.display())))?;
+    lay_harness(scratch).map_err(|e| RunError::Io(format!("laying the harness into {}: {e}", scratch.display())))?;
     let spec = RunSpec { script: script.to_string(), workspace: scratch.to_path_buf(), env, limits: limits.clone() };
     let mut report = sandbox.run(&spec)?;
     report.stdout_tail = normalize_output(&report.stdout_tail);
     report.stderr_tail = normalize_output(&report.stderr_tail);
     Ok(report)
+}
+
+/// The harness packet driver scripts import (`packets/FORMAT.md`).
+pub const HARNESS: &str = include_str!("../harness/gatehouse_harness.py");
+
+/// Lays the harness at `.gatehouse/gatehouse_harness.py`, replacing anything
+/// a submission put there.
+fn lay_harness(dir: &Path) -> io::Result<()> {
+    let gatehouse = dir.join(".gatehouse");
+    if fs::symlink_metadata(&gatehouse).is_ok_and(|m| !m.is_dir()) {
+        fs::remove_file(&gatehouse)?;
+    }
+    fs::create_dir_all(&gatehouse)?;
+    let path = gatehouse.join("gatehouse_harness.py");
+    if fs::symlink_metadata(&path).is_ok() {
+        fs::remove_file(&path)?;
+    }
+    fs::write(path, HARNESS)
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -2,6 +2,7 @@
 
 mod detectors;
 mod ingest;
+mod mechanisms;
 mod packets;
 mod pipeline;
 mod sandbox;

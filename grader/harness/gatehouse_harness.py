@@ -1,0 +1,314 @@
+"""Gatehouse's harness for packet driver scripts.
+
+The grader lays this file into every step and detector-script run at
+``.gatehouse/gatehouse_harness.py``. It runs inside the sandbox, where the
+only network is 127.0.0.1, and uses the standard library only.
+
+- ``Service``: start a candidate's server, wait until it is ready, send it
+  HTTP requests, restart it, stop it and its whole process group.
+- ``FakeOpenAI``: an OpenAI-format ``/v1/chat/completions`` endpoint that
+  records every request and can be told to fail.
+- ``FakeHTTP``: a recording HTTP server with fixed routes.
+- ``emit``: print a finding line for a ``script`` detector.
+- ``measure``: append a measurement to ``.gatehouse/measures.jsonl``.
+"""
+
+import http.client
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+GATEHOUSE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+__all__ = ["Service", "ServiceError", "Response", "FakeOpenAI", "FakeHTTP", "emit", "measure", "free_port"]
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def emit(failure_id, evidence, provenance="replayed"):
+    """Prints one finding for a ``script`` detector."""
+    print(json.dumps({"id": failure_id, "evidence": str(evidence), "provenance": provenance}), flush=True)
+
+
+def measure(name, value, path=None):
+    """Appends ``{"name": name, "value": value}`` to the measures ledger."""
+    path = path or os.path.join(GATEHOUSE_DIR, "measures.jsonl")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"name": name, "value": value}) + "\n")
+
+
+class ServiceError(Exception):
+    """The service did not start, or did not answer."""
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body.decode("utf-8"))
+
+    def __repr__(self):
+        return "Response(%d, %r)" % (self.status, self.body[:80])
+
+
+def _request(port, method, path, body=None, json_body=None, headers=None, timeout=5.0):
+    headers = dict(headers or {})
+    if json_body is not None:
+        body = json.dumps(json_body).encode("utf-8")
+        headers.setdefault("Content-Type", "application/json")
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        r = conn.getresponse()
+        return Response(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    finally:
+        conn.close()
+
+
+class Service:
+    """A candidate's server, run as its own process group.
+
+    ``ready`` is an HTTP path polled until it answers (any status), or None
+    to wait for a TCP connection to ``port``.
+    """
+
+    def __init__(self, argv, port, ready=None, env=None, cwd="/workspace", log=None):
+        self.argv = list(argv)
+        self.port = port
+        self.ready = ready
+        self.env = dict(os.environ, **(env or {}))
+        self.cwd = cwd
+        self.log_path = log or os.path.join(GATEHOUSE_DIR, "service-%d.log" % port)
+        self.proc = None
+        self.starts = 0
+
+    def start(self, timeout=10.0):
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(("--- start %d: %s\n" % (self.starts, " ".join(self.argv))).encode())
+            self.proc = subprocess.Popen(
+                self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceError("exited with %s before it was ready:\n%s" % (self.proc.returncode, self.output()[-2000:]))
+            if self._is_ready():
+                return self
+            time.sleep(0.02)
+        raise ServiceError("not ready on port %d after %.1f s:\n%s" % (self.port, timeout, self.output()[-2000:]))
+
+    def _is_ready(self):
+        try:
+            if self.ready is None:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return True
+            _request(self.port, "GET", self.ready, timeout=0.5)
+            return True
+        except (OSError, http.client.HTTPException):
+            return False
+
+    def request(self, method, path, json=None, body=None, headers=None, timeout=5.0):
+        """Sends one request; raises ServiceError when there is no answer."""
+        try:
+            return _request(self.port, method, path, body=body, json_body=json, headers=headers, timeout=timeout)
+        except (OSError, http.client.HTTPException) as e:
+            raise ServiceError("%s %s: no answer (%s)" % (method, path, e))
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace=3.0):
+        """Stops the whole process group; returns the exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return self.proc.wait()
+
+    def restart(self, timeout=10.0):
+        self.stop()
+        return self.start(timeout)
+
+    def output(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class _Recorder(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _FakeBase:
+    """A threaded HTTP server on 127.0.0.1 that records every request."""
+
+    def __init__(self, port=0, log=None, name="fake"):
+        self.requests = []
+        self.mode = None
+        self.log_path = log or os.path.join(GATEHOUSE_DIR, "%s-requests.jsonl" % name)
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                fake._record(self.command, self.path, raw)
+                if fake.mode == "hang":
+                    time.sleep(3600)
+                if fake.mode in ("500", "429"):
+                    return self._send(int(fake.mode), {"error": {"message": "fake endpoint told to fail", "code": fake.mode}})
+                status, payload = fake.respond(self.command, self.path, raw)
+                self._send(status, payload)
+
+            def _send(self, status, payload):
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
+
+        self._handler = Handler
+        self.port = port or free_port()
+        self._server = None
+        self.up()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def _record(self, method, path, raw):
+        try:
+            parsed = json.loads(raw.decode("utf-8")) if raw else None
+        except ValueError:
+            parsed = None
+        entry = {"method": method, "path": path, "bytes": len(raw), "body": raw.decode("utf-8", "replace"), "json": parsed, "ts": time.time(), "mode": self.mode}
+        with self._lock:
+            self.requests.append(entry)
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    def up(self):
+        """Serves normally (starting the listener again after ``down("refuse")``)."""
+        self.mode = None
+        if self._server is None:
+            self._server = _Recorder(("127.0.0.1", self.port), self._handler)
+            threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def down(self, how="refuse"):
+        """Fails every request: ``refuse`` closes the listener; ``500``,
+        ``429`` answer with that status; ``hang`` never answers."""
+        if how == "refuse":
+            self.stop()
+        elif how in ("500", "429", "hang"):
+            self.mode = how
+        else:
+            raise ValueError("down() takes refuse, 500, 429 or hang")
+
+    def stop(self):
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def respond(self, method, path, raw):
+        raise NotImplementedError
+
+
+class FakeOpenAI(_FakeBase):
+    """``POST /v1/chat/completions`` and ``GET /v1/models`` in OpenAI's format.
+
+    ``reply`` maps the request's JSON body to the reply's content (default:
+    always ``"INFO"``). Usage counts are derived from bytes (4 per token) so
+    they are deterministic.
+    """
+
+    def __init__(self, port=0, log=None, reply=None, model="fake-model"):
+        self.reply = reply or (lambda body: "INFO")
+        self.model = model
+        super().__init__(port, log, name="openai")
+
+    @property
+    def calls(self):
+        return [r for r in self.requests if r["path"].rstrip("/").endswith("/chat/completions")]
+
+    def respond(self, method, path, raw):
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            return 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+        if not path.rstrip("/").endswith("/chat/completions"):
+            return 404, {"error": {"message": "no route %s" % path}}
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            return 400, {"error": {"message": "body is not JSON"}}
+        content = str(self.reply(body))
+        prompt_tokens = max(1, len(raw) // 4)
+        completion_tokens = max(1, len(content.encode("utf-8")) // 4)
+        return 200, {
+            "id": "chatcmpl-%d" % len(self.requests),
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", self.model),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+
+class FakeHTTP(_FakeBase):
+    """Fixed routes: ``{(method, path): (status, json_payload)}``; a payload
+    may also be a function of the request body."""
+
+    def __init__(self, routes, port=0, log=None, name="http"):
+        self.routes = dict(routes)
+        super().__init__(port, log, name=name)
+
+    def respond(self, method, path, raw):
+        route = self.routes.get((method, path.split("?")[0]))
+        if route is None:
+            return 404, {"error": "no route %s %s" % (method, path)}
+        status, payload = route
+        return status, payload(raw) if callable(payload) else payload
