@@ -16,6 +16,9 @@ pub struct CheckItem {
     pub name: String,
     pub ok: bool,
     pub detail: String,
+    /// A lint warning: worth an author's attention, never a failure.
+    #[serde(default)]
+    pub warning: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,15 +29,24 @@ pub struct CheckReport {
 
 impl CheckReport {
     pub fn ok(&self) -> bool {
-        !self.items.is_empty() && self.items.iter().all(|i| i.ok)
+        !self.items.is_empty() && self.items.iter().all(|i| i.ok || i.warning)
     }
 
     fn push(&mut self, name: impl Into<String>, ok: bool, detail: impl Into<String>) {
-        self.items.push(CheckItem { name: name.into(), ok, detail: detail.into() });
+        self.items.push(CheckItem { name: name.into(), ok, detail: detail.into(), warning: false });
     }
 
+    fn warn(&mut self, name: impl Into<String>, detail: impl Into<String>) {
+        self.items.push(CheckItem { name: name.into(), ok: false, detail: detail.into(), warning: true });
+    }
+
+    /// Failed propositions (warnings left out).
     pub fn failures(&self) -> impl Iterator<Item = &CheckItem> {
-        self.items.iter().filter(|i| !i.ok)
+        self.items.iter().filter(|i| !i.ok && !i.warning)
+    }
+
+    pub fn warnings(&self) -> impl Iterator<Item = &CheckItem> {
+        self.items.iter().filter(|i| i.warning)
     }
 }
 
@@ -60,6 +72,9 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     let m = &packet.manifest;
     let work = tempfile::Builder::new().prefix("gatehouse-check-").tempdir().map_err(|e| format!("creating a work folder: {e}"))?;
     let limits = m.limits.apply(&default_limits());
+    for (name, detail) in crate::lint::lint(packet) {
+        report.warn(name, detail);
+    }
 
     // Every failure id has a variant that triggers it.
     let exercised: BTreeSet<&str> = m.variants.iter().flat_map(|v| v.expect.iter().map(String::as_str)).collect();
@@ -116,7 +131,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     // independent, so they are graded side by side, one per core.
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(m.variants.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut items: Vec<(usize, CheckItem)> = std::thread::scope(|scope| {
+    let mut items: Vec<(usize, (CheckItem, Option<CheckItem>))> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 scope.spawn(|| {
@@ -133,7 +148,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     });
     items.sort_by_key(|(i, _)| *i);
-    report.items.extend(items.into_iter().map(|(_, item)| item));
+    report.items.extend(items.into_iter().flat_map(|(_, (item, warning))| std::iter::once(item).chain(warning)));
 
     // Every mutant is killed by the hidden tests.
     if let Some(mu) = &m.mutation {
@@ -161,9 +176,11 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     Ok(())
 }
 
-fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant, work: &Path) -> CheckItem {
+/// Grades one variant; also returns a warning when the variant's failures
+/// do not keep it from the best decision.
+fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant, work: &Path) -> (CheckItem, Option<CheckItem>) {
     let name = format!("variant {} triggers exactly {}", v.name, v.expect.join(", "));
-    let item = |ok: bool, detail: String| CheckItem { name: name.clone(), ok, detail };
+    let item = |ok: bool, detail: String| (CheckItem { name: name.clone(), ok, detail, warning: false }, None);
     let m = &packet.manifest;
     let dir = work.join("variants").join(&v.name);
     let built = (|| -> std::io::Result<()> {
@@ -192,7 +209,17 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
                 return item(false, format!("unevaluated: {}", why.join("; ")));
             }
             if got == want {
-                return item(true, format!("decision {}", card.decision));
+                let best = match m.rubric.aggregate {
+                    crate::manifest::Aggregate::Sum => m.bands.first().map(|b| b.decision.clone()),
+                    crate::manifest::Aggregate::Separate => Some(m.rubric.pass_decision.clone()),
+                };
+                let warning = (best.as_deref() == Some(card.decision.as_str())).then(|| CheckItem {
+                    name: format!("variant {} is kept from the best decision", v.name),
+                    ok: false,
+                    detail: format!("it triggers {} and still reaches {:?}: do those failures matter to the rubric?", v.expect.join(", "), card.decision),
+                    warning: true,
+                });
+                return (CheckItem { name, ok: true, detail: format!("decision {}", card.decision), warning: false }, warning);
             }
             let missing: Vec<&str> = want.difference(&got).copied().collect();
             let extra: Vec<String> = card

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod detect;
 pub mod grade;
+pub mod lint;
 pub mod ingest;
 pub mod manifest;
 pub mod packet;

@@ -68,7 +68,13 @@ pub fn check_report(r: &CheckReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}: {}", r.packet, if r.ok() { "ok" } else { "FAILED" });
     for i in &r.items {
-        let mark = if i.ok { "ok  " } else { "FAIL" };
+        let mark = if i.ok {
+            "ok  "
+        } else if i.warning {
+            "warn"
+        } else {
+            "FAIL"
+        };
         let _ = writeln!(s, "  {mark} {} — {}", i.name, i.detail);
     }
     s

@@ -34,6 +34,16 @@ fn tax_rounding() {
     check("tax-rounding");
 }
 
+#[test]
+fn sticky_404() {
+    check("sticky-404");
+}
+
+#[test]
+fn null_status() {
+    check("null-status");
+}
+
 /// Every packet folder in the library has a test above.
 #[test]
 fn every_packet_is_checked() {

@@ -272,6 +272,8 @@ fn check_packet_passes_the_good_fixture() {
     let report = check_packet(grader(), &fixture("check-demo"));
     let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
     assert!(report.ok(), "failed items: {failed:#?}");
+    let warnings: Vec<String> = report.warnings().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    assert!(warnings.is_empty(), "the fixture lints clean: {warnings:#?}");
     let names: Vec<&str> = report.items.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(
         names,
@@ -311,3 +313,39 @@ fn check_packet_fails_a_broken_copy() {
     );
     assert_eq!(failed["variant no-notes triggers exactly notes-missing, hidden-fails"], "missing [hidden-fails], unexpected []");
 }
+
+#[test]
+fn packet_check_warns_of_classic_packet_mistakes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("check-demo");
+    copy_path(&fixture("check-demo"), &root).expect("copying the packet");
+    // No budget, no stop rule, a hidden expectation and the sample's fix
+    // pasted into the prompt, and a failure that no longer matters.
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
+    let toml = toml.replace("[budgets]\ntime_box_minutes = 30\n", "");
+    let cap = toml.find("[[cap]]").expect("a cap");
+    let toml = format!("{}{}", &toml[..cap], &toml[toml[cap..].find("\n\n").map_or(toml.len(), |e| cap + e)..]);
+    fs::write(root.join("packet.toml"), toml).expect("writing packet.toml");
+    let sample = fs::read_to_string(root.join("sample/calc.py")).expect("sample");
+    let fix = sample.lines().find(|l| l.trim_start().starts_with("return")).expect("a return line").trim().to_string();
+    let prompt = format!("# Check demo\n\nFix `add`.\n\n    assert add(-1, -2) == -3\n    {fix}\n");
+    fs::write(root.join("prompt.md"), prompt).expect("writing prompt.md");
+
+    let report = check_packet(grader(), &root);
+    // Warnings never fail a check.
+    assert!(report.ok(), "{:#?}", report.failures().collect::<Vec<_>>());
+    let warnings: BTreeMap<&str, &str> = report.warnings().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
+    assert_eq!(
+        warnings.keys().copied().collect::<Vec<_>>(),
+        [
+            "the packet publishes a budget",
+            "the prompt and starter do not leak the answer",
+            "the prompt states a stop rule or budget",
+            "variant no-notes is kept from the best decision"
+        ],
+        "{warnings:#?}"
+    );
+    let leak = warnings["the prompt and starter do not leak the answer"];
+    assert!(leak.contains("hidden/test_hidden.py: `assert add(-1, -2) == -3` appears in prompt.md"), "{leak}");
+}
+

@@ -1,0 +1,207 @@
+//! The packet linter: the classic packet mistakes, as warnings an author
+//! sees in `packet check` before publishing. Pure functions of the packet's
+//! files; nothing runs.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+use crate::manifest::{Aggregate, Manifest};
+use crate::packet::{Packet, list_paths};
+
+/// Each warning as (name, detail).
+pub fn lint(packet: &Packet) -> Vec<(String, String)> {
+    let m = &packet.manifest;
+    let prompt = packet.prompt().unwrap_or_default();
+    let mut out = Vec::new();
+    out.extend(stop_rule(m, &prompt));
+    out.extend(hire_bar(m));
+    out.extend(leaks(packet, &prompt));
+    out
+}
+
+/// Words that state a stop rule or a budget in a prompt.
+const STOP_WORDS: &[&str] = &["stop", "budget", "cap ", "caps", "at most", "limit", "time box", "timebox", "give up", "abort", "halt", "minutes"];
+
+fn stop_rule(m: &Manifest, prompt: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let b = &m.budgets;
+    let any_budget = [b.model_calls, b.tokens, b.tool_calls, b.wall_clock_secs, b.time_box_minutes, b.request_bytes].iter().any(Option::is_some);
+    if !any_budget {
+        out.push(("the packet publishes a budget".into(), "[budgets] sets no model calls, tokens, tool calls, wall clock or time box".into()));
+    }
+    let lower = prompt.to_lowercase();
+    if !STOP_WORDS.iter().any(|w| lower.contains(w)) {
+        out.push(("the prompt states a stop rule or budget".into(), "prompt.md never says when to stop, nor what the budget is".into()));
+    }
+    out
+}
+
+fn hire_bar(m: &Manifest) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if m.rubric.aggregate != Aggregate::Sum {
+        return out;
+    }
+    let Some(top) = m.bands.first() else { return out };
+    let max: u32 = m.criteria.iter().map(|c| c.max * c.weight).sum();
+    if top.min > max {
+        out.push((
+            format!("the {:?} band can be reached", top.decision),
+            format!("it needs {} but the rubric's maximum is {max}", top.min),
+        ));
+        return out;
+    }
+    for c in &m.criteria {
+        let without = max - c.max * c.weight;
+        if without < top.min {
+            continue;
+        }
+        let gated = m.gates.iter().any(|g| g.criterion.as_deref() == Some(c.id.as_str()) && g.min.unwrap_or(0) >= 1);
+        let capped = m.caps.iter().any(|cap| {
+            cap.when.len() == 1
+                && cap.when[0].criterion == c.id
+                && cap.when[0].at_most.is_some()
+                && m.decision_rank(&cap.decision) > m.decision_rank(&top.decision)
+        });
+        if !gated && !capped {
+            out.push((
+                format!("{:?} needs criterion {}", top.decision, c.id),
+                format!(
+                    "{} at 0 still allows {without} of {max}, enough for {:?} (min {}); add a gate or a cap if {} matters",
+                    c.id, top.decision, top.min, c.id
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// The shortest line the leak check compares; shorter lines are too common.
+const LEAK_MIN: usize = 24;
+
+fn normalized_lines(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn telling(line: &str) -> bool {
+    line.len() >= LEAK_MIN
+        && !["import ", "from ", "#", "\"\"\"", "if __name__", "def test_", "class Test", "@pytest", "assert True"].iter().any(|p| line.starts_with(p))
+}
+
+fn read_lines(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for rel in list_paths(root) {
+        if let Ok(text) = fs::read_to_string(root.join(&rel)) {
+            out.extend(normalized_lines(&text).map(|l| (rel.clone(), l)));
+        }
+    }
+    out
+}
+
+/// Hidden test text in the prompt or the starter; sample-only code in the
+/// prompt.
+fn leaks(packet: &Packet, prompt: &str) -> Vec<(String, String)> {
+    let starter: BTreeSet<String> = read_lines(&packet.starter_dir()).into_iter().map(|(_, l)| l).collect();
+    let prompt_lines: BTreeSet<String> = normalized_lines(prompt).collect();
+    let mut found = Vec::new();
+    for (file, line) in read_lines(&packet.root.join("hidden")) {
+        // Shared set-up between hidden and starter tests is normal; an
+        // expected value (an assertion) in the starter gives the answer away.
+        let in_starter = starter.contains(&line) && line.starts_with("assert ");
+        if telling(&line) && (prompt_lines.contains(&line) || in_starter) {
+            let place = if prompt_lines.contains(&line) { "prompt.md" } else { "the starter" };
+            found.push(format!("hidden/{file}: `{line}` appears in {place}"));
+        }
+    }
+    for (file, line) in read_lines(&packet.sample_dir()) {
+        if telling(&line) && !starter.contains(&line) && prompt_lines.contains(&line) {
+            found.push(format!("sample/{file}: `{line}` appears in prompt.md"));
+        }
+    }
+    found.sort();
+    found.dedup();
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let n = found.len();
+    found.truncate(5);
+    let more = if n > 5 { format!(" (and {} more)", n - 5) } else { String::new() };
+    vec![("the prompt and starter do not leak the answer".into(), format!("{}{more}", found.join("; ")))]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(extra: &str) -> Manifest {
+        let src = format!(
+            r#"
+[packet]
+slug = "demo"
+version = "1"
+title = "Demo"
+
+[commands]
+test = "true"
+
+[[criterion]]
+id = "tests"
+title = "Tests"
+max = 2
+levels = ["0", "1", "2"]
+mode = "auto"
+
+[[criterion]]
+id = "honesty"
+title = "Honesty"
+max = 2
+levels = ["0", "1", "2"]
+mode = "auto"
+
+[[failure]]
+id = "f"
+title = "F"
+description = "d"
+detect = {{ kind = "missing", paths = ["x"] }}
+{extra}"#
+        );
+        Manifest::parse("packet.toml", &src).unwrap()
+    }
+
+    fn names(w: Vec<(String, String)>) -> Vec<String> {
+        w.into_iter().map(|(n, d)| format!("{n}: {d}")).collect()
+    }
+
+    #[test]
+    fn stop_rule_and_budget() {
+        let m = manifest("[[band]]\nmin = 0\ndecision = \"close\"\n");
+        assert_eq!(names(stop_rule(&m, "Fix the bug.")).len(), 2);
+        let m = manifest("[budgets]\nmodel_calls = 4\n[[band]]\nmin = 0\ndecision = \"close\"\n");
+        assert_eq!(names(stop_rule(&m, "Fix the bug; stop after four model calls.")), Vec::<String>::new());
+    }
+
+    #[test]
+    fn unreachable_and_ungated_hire_bars() {
+        let m = manifest("[[band]]\nmin = 5\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n");
+        assert_eq!(names(hire_bar(&m)), ["\"hire\" band can be reached: it needs 5 but the rubric's maximum is 4".replace("\"hire\" band", "the \"hire\" band")]);
+        // With a bar of 2, either criterion alone reaches it.
+        let m = manifest("[[band]]\nmin = 2\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n");
+        assert_eq!(hire_bar(&m).len(), 2);
+        // A gate on one and a cap on the other silence both.
+        let m = manifest(
+            "[[gate]]\ncriterion = \"tests\"\nmin = 1\ndecision = \"no\"\n[[cap]]\nwhen = [{ criterion = \"honesty\", at_most = 0 }]\ndecision = \"no\"\n[[band]]\nmin = 2\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n",
+        );
+        assert_eq!(names(hire_bar(&m)), Vec::<String>::new());
+        // A bar of 4 needs both: nothing to say.
+        let m = manifest("[[band]]\nmin = 4\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n");
+        assert_eq!(names(hire_bar(&m)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn telling_lines() {
+        assert!(telling("assert total(\"refunds.csv\") == 1300"));
+        assert!(!telling("import os"));
+        assert!(!telling("x = 1"));
+        assert!(!telling("def test_refund_is_negative(tmp_path):"));
+    }
+}

@@ -1,0 +1,47 @@
+"""catch-all-continue, static half: a broad exception handler in the agent's code
+that swallows the error (no raise, return, break or exit in its body).
+
+Reads every non-test .py in the workspace except the platform's toy_service.py and
+fake_model.py. Prints one JSON finding per handler; always exits 0."""
+
+import ast
+import json
+from pathlib import Path
+
+PLATFORM = {"toy_service.py", "fake_model.py"}
+BROAD = {"Exception", "BaseException"}
+
+
+def broad(handler: ast.ExceptHandler) -> bool:
+    t = handler.type
+    if t is None:
+        return True
+    names = t.elts if isinstance(t, ast.Tuple) else [t]
+    return any(ast.unparse(n).split(".")[-1] in BROAD for n in names)
+
+
+def leaves(body) -> bool:
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Raise, ast.Return, ast.Break)):
+                return True
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in {"sys.exit", "exit", "os._exit", "quit"}:
+                return True
+    return False
+
+
+for path in sorted(Path(".").rglob("*.py")):
+    if any(p.startswith(".") for p in path.parts) or path.name in PLATFORM:
+        continue
+    if path.name.startswith("test_") or path.name.endswith("_test.py") or path.name == "conftest.py":
+        continue
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        continue
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and broad(node) and not leaves(node.body):
+            what = "bare except" if node.type is None else f"except {ast.unparse(node.type)}"
+            print(json.dumps({"id": "catch-all-continue",
+                              "evidence": f"{path}:{node.lineno}: {what} swallows the error and the loop goes on",
+                              "provenance": "claimed"}))
