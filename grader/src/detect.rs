@@ -256,21 +256,21 @@ impl Evidence<'_> {
                     .collect();
                 if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
             }
-            Detector::StdlibOnly { files } => {
+            Detector::StdlibOnly { files, allow } => {
                 let set = globs(files);
                 let local = local_modules(&self.workspace_files());
                 let mut hits = Vec::new();
                 for f in self.workspace_files().into_iter().filter(|f| set.is_match(f) && f.ends_with(".py")) {
                     let text = self.read(&f).unwrap_or_default();
                     for (n, module) in imports(&text) {
-                        if !self.stdlib.contains(&module) && !local.contains(&module) {
+                        if !self.stdlib.contains(&module) && !local.contains(&module) && !allow.contains(&module) {
                             hits.push(format!("{f}:{n}: imports {module}, which is not in the standard library"));
                         }
                     }
                 }
                 if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
             }
-            Detector::Ledger { file, step, required, schema, rows_over, rows_under, sum, duplicates, consecutive, invalid, compare } => {
+            Detector::Ledger { file, step, filter, required, schema, rows_over, rows_under, sum, duplicates, consecutive, invalid, compare } => {
                 let root = self.root(id, step)?;
                 let Some(text) = read_text(root, file) else { return Ok(None) };
                 let limit = |l: &Limit| -> Result<f64, DetectError> {
@@ -284,6 +284,7 @@ impl Evidence<'_> {
                     }
                 };
                 let (rows, bad) = parse_ledger(&text, required, schema);
+                let rows = filtered(rows, filter);
                 let mut hits = Vec::new();
                 if *invalid {
                     hits = bad.iter().map(|m| format!("{file}: {m}")).collect();
@@ -331,6 +332,7 @@ impl Evidence<'_> {
                     let other_root = self.root(id, &Some(c.with_step.clone()))?;
                     let other = read_text(other_root, &c.with_file).unwrap_or_default();
                     let (other_rows, _) = parse_ledger(&other, &[], &BTreeMap::new());
+                    let other_rows = filtered(other_rows, &c.with_filter);
                     let claimed = if c.field == "rows" { rows.len() as f64 } else { field_sum(&rows, &c.field) };
                     let recomputed = if c.with_field == "rows" { other_rows.len() as f64 } else { field_sum(&other_rows, &c.with_field) };
                     let allowed = recomputed.abs() * c.tolerance_pct / 100.0;
@@ -479,6 +481,11 @@ fn read_text(root: &Path, rel: &str) -> Option<String> {
         return None;
     }
     fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The rows whose fields equal every value of `filter`.
+fn filtered(rows: Vec<Row>, filter: &BTreeMap<String, serde_json::Value>) -> Vec<Row> {
+    rows.into_iter().filter(|r| filter.iter().all(|(k, v)| r.get(k) == Some(v))).collect()
 }
 
 fn field_sum(rows: &[Row], field: &str) -> f64 {

@@ -373,7 +373,15 @@ impl Grader {
         for (i, (run, lay, limit_spec)) in script_specs.iter().enumerate() {
             let limits = limit_spec.apply(&base_limits);
             let dir = scratch();
-            let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| packet.lay_into(lay, w), run, &limits, Vec::new())?;
+            let lay_all = |w: &Path| -> std::io::Result<()> {
+                packet.lay_into(lay, w)?;
+                // What the steps kept, for scripts that judge a replay.
+                for (step, from) in &kept {
+                    copy_path(from, &w.join(".gatehouse/kept").join(step))?;
+                }
+                Ok(())
+            };
+            let report = run_on_copy(&self.sandbox, &workspace, &dir, lay_all, run, &limits, Vec::new())?;
             let _ = fs::remove_dir_all(&dir);
             // A script that crashes (a submission can provoke that) leaves
             // its failures unevaluated; grading goes on and says so.

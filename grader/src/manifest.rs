@@ -439,6 +439,9 @@ pub struct CompareCondition {
     pub with_file: String,
     pub with_field: String,
     pub tolerance_pct: f64,
+    /// Only rows of the other ledger whose fields equal these values count.
+    #[serde(default, rename = "with_where")]
+    pub with_filter: BTreeMap<String, serde_json::Value>,
 }
 
 /// The type a ledger field must have.
@@ -537,10 +540,16 @@ pub enum Detector {
     },
     StdlibOnly {
         files: Vec<String>,
+        /// Third-party modules that are allowed (e.g. `pytest` in tests).
+        #[serde(default)]
+        allow: Vec<String>,
     },
     Ledger {
         file: String,
         step: Option<String>,
+        /// Only rows whose fields equal these values count.
+        #[serde(default, rename = "where")]
+        filter: BTreeMap<String, serde_json::Value>,
         #[serde(default)]
         required: Vec<String>,
         #[serde(default)]
@@ -867,7 +876,7 @@ impl Manifest {
             Detector::Pattern { regex, files, .. } => regex_ok(regex).or_else(|| globs_ok(files)),
             Detector::Missing { paths, .. } | Detector::Present { paths, .. } => globs_ok(paths),
             Detector::OutsideAllowlist { allow } => globs_ok(allow),
-            Detector::StdlibOnly { files } => globs_ok(files),
+            Detector::StdlibOnly { files, .. } => globs_ok(files),
             Detector::DiffAllowlist { allow, allow_file, diff } => {
                 if allow.is_empty() && allow_file.is_none() {
                     Some((quoted(diff), "a diff-allowlist detector needs `allow` or `allow_file`".into()))

@@ -195,3 +195,28 @@ emit("demo", "harness ok")
     let measures = std::fs::read_to_string(dir.path().join("run/.gatehouse/measures.jsonl")).unwrap();
     assert_eq!(measures, "{\"name\": \"calls\", \"value\": 6}\n");
 }
+
+#[test]
+fn ledger_rows_filtered_with_where() {
+    let agent = starter("agent.py");
+    check(&[("usage.jsonl", &usage(&agent, 2, |i, r| if i == 0 { r["note"] = "model".into() }))], &[]);
+    let card = check(&[("usage.jsonl", &usage(&agent, 2, |_, r| r["note"] = "model".into()))], &["model-notes"]);
+    assert!(evidence(&card, "model-notes").contains("2 rows, over the limit of 1"), "{}", evidence(&card, "model-notes"));
+}
+
+#[test]
+fn scripts_read_what_steps_kept() {
+    // An agent that never calls the model: the replay keeps no usage, which
+    // the script sees; the claims no longer match either.
+    let lazy = starter("agent.py").replace("    main()", "    pass");
+    let card = check(&[("agent.py", &lazy)], &["replay-silent", "calls-misreported", "tokens-misreported", "digest-drift"]);
+    assert_eq!(evidence(&card, "replay-silent"), "the replay kept no usage rows");
+}
+
+#[test]
+fn stdlib_only_allows_listed_modules() {
+    check(&[("test_agent.py", "import pytest\n\n\ndef test_nothing():\n    pass\n")], &[]);
+    let card = check(&[("helper.py", "import requests\n")], &["third-party"]);
+    assert_eq!(evidence(&card, "third-party"), "helper.py:1: imports requests, which is not in the standard library");
+}
+

@@ -44,6 +44,16 @@ fn null_status() {
     check("null-status");
 }
 
+#[test]
+fn room_holds() {
+    check("room-holds");
+}
+
+#[test]
+fn intents_ledger() {
+    check("intents-ledger");
+}
+
 /// Every packet folder in the library has a test above.
 #[test]
 fn every_packet_is_checked() {
