@@ -251,6 +251,41 @@ pub fn raw_fork(extra_flags: c_int) -> libc::pid_t {
     }
 }
 
+/// The kernel's `struct sigaction` for `rt_sigaction` (x86-64 layout:
+/// handler, flags, restorer, 64-bit mask). Only an all-zero value (SIG_DFL,
+/// no flags, empty mask) is ever passed, which means the same thing in
+/// every architecture's layout of at most this size.
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// Sets every signal's disposition to SIG_DFL and unblocks all signals with
+/// raw system calls (glibc's wrappers refuse its internal signals and edit
+/// the mask). A copy of a multi-threaded parent inherits the cloning
+/// thread's mask and the process's dispositions (an ignored SIGCHLD would
+/// auto-reap children, and SIG_IGN survives exec).
+fn reset_signals() {
+    let dfl = KernelSigaction { handler: 0, flags: 0, restorer: 0, mask: 0 };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: installs SIG_DFL from a live stack struct.
+        unsafe {
+            libc::syscall(libc::SYS_rt_sigaction, sig, &dfl as *const KernelSigaction, ptr::null_mut::<u8>(), 8usize);
+        }
+    }
+    let empty: u64 = 0;
+    // SAFETY: sets an empty mask from a stack variable.
+    unsafe {
+        libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &empty as *const u64, ptr::null_mut::<u64>(), 8usize);
+    }
+}
+
 /// The namespace init: builds the root, waits for the parent, forks the
 /// command, reaps, reports and exits. Never returns.
 pub fn init_main(ctx: &ChildCtx) -> ! {
@@ -259,8 +294,11 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
     unsafe {
         libc::umask(0o022);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
+    // Init reaps with blocking waitpid: SIGCHLD must not be ignored (that
+    // would auto-reap the command) and nothing inherited from the calling
+    // thread may stay blocked.
+    reset_signals();
     let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w];
     if let Err(e) = close_other_fds(&mut keep) {
         fail(rep, STEP_CLOSE_FDS, e);
@@ -358,12 +396,14 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
 /// Whether the filesystem at `path` has no free blocks or inodes left.
 fn fs_full(path: &CString) -> bool {
     // SAFETY: statvfs fills a stack struct.
+    // (statfs, not glibc's statvfs, which may read /proc/mounts through
+    // malloc'ing stdio.)
     unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+        let mut st: libc::statfs = std::mem::zeroed();
+        if libc::syscall(libc::SYS_statfs, path.as_ptr(), &mut st as *mut libc::statfs) != 0 {
             return false;
         }
-        st.f_bavail == 0 || st.f_favail == 0
+        st.f_bavail == 0 || st.f_ffree == 0
     }
 }
 
@@ -470,14 +510,7 @@ fn command_main(ctx: &ChildCtx) -> ! {
     unsafe {
         // Restore default signal handling (Rust ignores SIGPIPE, a server
         // may block signals) before exec.
-        for sig in 1..libc::SIGRTMAX() {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-        }
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigprocmask(libc::SIG_SETMASK, &set, ptr::null_mut());
+        reset_signals();
 
         if libc::dup2(ctx.out_w, 1) < 0 || libc::dup2(ctx.err_w, 2) < 0 {
             fail(rep, STEP_CMD_DUP2, errno());
@@ -501,13 +534,22 @@ fn command_main(ctx: &ChildCtx) -> ! {
             fail(rep, STEP_CMD_NO_NEW_PRIVS, errno());
         }
         if ctx.drop_uid {
-            if libc::setgroups(0, ptr::null()) != 0 {
+            // Raw system calls, NOT the glibc wrappers: glibc's setgroups,
+            // setresgid and setresuid broadcast the change to every thread
+            // of the process (`__nptl_setxid`). This copy still carries the
+            // parent's glibc thread list, and a parent thread that was in
+            // the middle of `pthread_create` at clone time is marked
+            // "not started" (setxid_futex == -2) forever here, so the
+            // wrapper waits on a futex nobody will ever wake: the command
+            // hangs before exec until the wall limit. The kernel calls
+            // change this (really single-threaded) process only.
+            if libc::syscall(libc::SYS_setgroups, 0usize, ptr::null::<libc::gid_t>()) != 0 {
                 fail(rep, STEP_CMD_SETGROUPS, errno());
             }
-            if libc::setresgid(ctx.gid, ctx.gid, ctx.gid) != 0 {
+            if libc::syscall(libc::SYS_setresgid, ctx.gid, ctx.gid, ctx.gid) != 0 {
                 fail(rep, STEP_CMD_SETGID, errno());
             }
-            if libc::setresuid(ctx.uid, ctx.uid, ctx.uid) != 0 {
+            if libc::syscall(libc::SYS_setresuid, ctx.uid, ctx.uid, ctx.uid) != 0 {
                 fail(rep, STEP_CMD_SETUID, errno());
             }
         }
