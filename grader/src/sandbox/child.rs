@@ -39,6 +39,8 @@ pub const STEP_CMD_SETUID: u32 = 10_107;
 pub const STEP_CMD_EXECVE: u32 = 10_108;
 /// `STEP_CMD_SETRLIMIT + i` is the i-th entry of `ChildCtx::rlimits`.
 pub const STEP_CMD_SETRLIMIT: u32 = 10_200;
+/// `STEP_CGROUP_JOIN + i` is the i-th entry of `ChildCtx::cgroup_tasks`.
+pub const STEP_CGROUP_JOIN: u32 = 10_300;
 
 /// One leftover process as reported by init.
 #[repr(C)]
@@ -69,6 +71,9 @@ pub struct Record {
     /// How many leftovers were found in total.
     pub total_left: u32,
     pub left: [LeftoverRecord; MAX_LEFTOVERS],
+    /// CLOCK_MONOTONIC (ns) when init: finished the root, got the go byte,
+    /// reaped the main process, finished the teardown.
+    pub t_ns: [i64; 4],
 }
 
 const _: () = assert!(std::mem::size_of::<Record>() < 4096);
@@ -121,6 +126,8 @@ pub struct ChildCtx {
     pub loopback: Option<libc::ifreq>,
     pub hostname: Option<CString>,
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    /// The v1 `tasks` files of the run's cgroups; init writes "0" to each.
+    pub cgroup_tasks: Vec<CString>,
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
     pub drop_uid: bool,
@@ -286,6 +293,16 @@ fn reset_signals() {
     }
 }
 
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no locks).
+pub fn mono_ns() -> i64 {
+    // SAFETY: clock_gettime fills a stack struct.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    }
+}
+
 /// The namespace init: builds the root, waits for the parent, forks the
 /// command, reaps, reports and exits. Never returns.
 pub fn init_main(ctx: &ChildCtx) -> ! {
@@ -302,6 +319,22 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
     let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w];
     if let Err(e) = close_other_fds(&mut keep) {
         fail(rep, STEP_CLOSE_FDS, e);
+    }
+    // Join the run's cgroups before anything else; every process of the
+    // run descends from init and inherits them.
+    for (i, path) in ctx.cgroup_tasks.iter().enumerate() {
+        let step = STEP_CGROUP_JOIN + i as u32;
+        // SAFETY: raw open/write/close on a prepared path.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                fail(rep, step, errno());
+            }
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                fail(rep, step, errno());
+            }
+            libc::close(fd);
+        }
     }
     for (i, op) in ctx.ops.iter().enumerate() {
         if let Err(e) = run_op(op) {
@@ -327,7 +360,8 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
             fail(rep, STEP_SETHOSTNAME, errno());
         }
     }
-    // Wait until the parent has put this process into the cgroups.
+    let t_root = mono_ns();
+    // Wait until the parent is ready (it holds the other pipe ends).
     let mut byte = 0u8;
     // SAFETY: reads one byte into a stack variable.
     let n = unsafe { libc::read(ctx.go_r, (&mut byte as *mut u8).cast(), 1) };
@@ -335,6 +369,7 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
         // SAFETY: the parent went away; exit quietly.
         unsafe { libc::_exit(1) }
     }
+    let t_go = mono_ns();
     let main = raw_fork(0);
     if main < 0 {
         fail(rep, STEP_FORK, errno());
@@ -350,6 +385,8 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
     }
     let mut rec = Record::zeroed();
     rec.kind = KIND_RESULT;
+    rec.t_ns[0] = t_root;
+    rec.t_ns[1] = t_go;
     // Reap everything until the main process ends.
     loop {
         let mut status = 0;
@@ -363,6 +400,7 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
             break;
         }
     }
+    rec.t_ns[2] = mono_ns();
     // Reap zombies so that only live processes are listed.
     // SAFETY: non-blocking waits.
     while unsafe { libc::waitpid(-1, ptr::null_mut(), libc::WNOHANG) } > 0 {}
@@ -388,6 +426,7 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
         rec.stime_us = ru.ru_stime.tv_sec * 1_000_000 + ru.ru_stime.tv_usec;
         rec.maxrss_kb = ru.ru_maxrss;
     }
+    rec.t_ns[3] = mono_ns();
     write_record(rep, &rec);
     // SAFETY: init is done.
     unsafe { libc::_exit(0) }
