@@ -39,6 +39,8 @@ pub const STEP_CMD_SETUID: u32 = 10_107;
 pub const STEP_CMD_EXECVE: u32 = 10_108;
 /// `STEP_CMD_SETRLIMIT + i` is the i-th entry of `ChildCtx::rlimits`.
 pub const STEP_CMD_SETRLIMIT: u32 = 10_200;
+/// `STEP_CGROUP_JOIN + i` is the i-th entry of `ChildCtx::cgroup_tasks`.
+pub const STEP_CGROUP_JOIN: u32 = 10_300;
 
 /// One leftover process as reported by init.
 #[repr(C)]
@@ -69,6 +71,9 @@ pub struct Record {
     /// How many leftovers were found in total.
     pub total_left: u32,
     pub left: [LeftoverRecord; MAX_LEFTOVERS],
+    /// CLOCK_MONOTONIC (ns) when init: finished the root, got the go byte,
+    /// reaped the main process, finished the teardown.
+    pub t_ns: [i64; 4],
 }
 
 const _: () = assert!(std::mem::size_of::<Record>() < 4096);
@@ -121,6 +126,10 @@ pub struct ChildCtx {
     pub loopback: Option<libc::ifreq>,
     pub hostname: Option<CString>,
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    /// The v1 `tasks` files of the run's cgroups; init writes "0" to each.
+    pub cgroup_tasks: Vec<CString>,
+    /// The stack the command process runs on until it execs.
+    pub cmd_stack: Vec<u8>,
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
     pub drop_uid: bool,
@@ -251,6 +260,51 @@ pub fn raw_fork(extra_flags: c_int) -> libc::pid_t {
     }
 }
 
+/// The kernel's `struct sigaction` for `rt_sigaction` (x86-64 layout:
+/// handler, flags, restorer, 64-bit mask). Only an all-zero value (SIG_DFL,
+/// no flags, empty mask) is ever passed, which means the same thing in
+/// every architecture's layout of at most this size.
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// Sets every signal's disposition to SIG_DFL and unblocks all signals with
+/// raw system calls (glibc's wrappers refuse its internal signals and edit
+/// the mask). A copy of a multi-threaded parent inherits the cloning
+/// thread's mask and the process's dispositions (an ignored SIGCHLD would
+/// auto-reap children, and SIG_IGN survives exec).
+fn reset_signals() {
+    let dfl = KernelSigaction { handler: 0, flags: 0, restorer: 0, mask: 0 };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: installs SIG_DFL from a live stack struct.
+        unsafe {
+            libc::syscall(libc::SYS_rt_sigaction, sig, &dfl as *const KernelSigaction, ptr::null_mut::<u8>(), 8usize);
+        }
+    }
+    let empty: u64 = 0;
+    // SAFETY: sets an empty mask from a stack variable.
+    unsafe {
+        libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &empty as *const u64, ptr::null_mut::<u64>(), 8usize);
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no locks).
+pub fn mono_ns() -> i64 {
+    // SAFETY: clock_gettime fills a stack struct.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    }
+}
+
 /// The namespace init: builds the root, waits for the parent, forks the
 /// command, reaps, reports and exits. Never returns.
 pub fn init_main(ctx: &ChildCtx) -> ! {
@@ -259,11 +313,30 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
     unsafe {
         libc::umask(0o022);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
+    // Init reaps with blocking waitpid: SIGCHLD must not be ignored (that
+    // would auto-reap the command) and nothing inherited from the calling
+    // thread may stay blocked.
+    reset_signals();
     let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w];
     if let Err(e) = close_other_fds(&mut keep) {
         fail(rep, STEP_CLOSE_FDS, e);
+    }
+    // Join the run's cgroups before anything else; every process of the
+    // run descends from init and inherits them.
+    for (i, path) in ctx.cgroup_tasks.iter().enumerate() {
+        let step = STEP_CGROUP_JOIN + i as u32;
+        // SAFETY: raw open/write/close on a prepared path.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                fail(rep, step, errno());
+            }
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                fail(rep, step, errno());
+            }
+            libc::close(fd);
+        }
     }
     for (i, op) in ctx.ops.iter().enumerate() {
         if let Err(e) = run_op(op) {
@@ -289,7 +362,8 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
             fail(rep, STEP_SETHOSTNAME, errno());
         }
     }
-    // Wait until the parent has put this process into the cgroups.
+    let t_root = mono_ns();
+    // Wait until the parent is ready (it holds the other pipe ends).
     let mut byte = 0u8;
     // SAFETY: reads one byte into a stack variable.
     let n = unsafe { libc::read(ctx.go_r, (&mut byte as *mut u8).cast(), 1) };
@@ -297,12 +371,28 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
         // SAFETY: the parent went away; exit quietly.
         unsafe { libc::_exit(1) }
     }
-    let main = raw_fork(0);
+    let t_go = mono_ns();
+    // The command process shares init's memory until it execs (like
+    // vfork/posix_spawn, on its own stack; init sleeps meanwhile): copying
+    // init's page tables, a copy of the whole parent's, cost about a
+    // millisecond per run. It has its own descriptors, fs and signal
+    // handlers, and only writes its stack and errno before exec or _exit.
+    let stack_top = {
+        let base = ctx.cmd_stack.as_ptr() as usize;
+        (base + ctx.cmd_stack.len()) & !15usize
+    };
+    // SAFETY: the stack is owned by `ctx` and unused by init while the
+    // child runs (CLONE_VFORK); `ctx` outlives the child's use of it.
+    let main = unsafe {
+        libc::clone(
+            command_entry,
+            stack_top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (ctx as *const ChildCtx).cast_mut().cast(),
+        )
+    };
     if main < 0 {
         fail(rep, STEP_FORK, errno());
-    }
-    if main == 0 {
-        command_main(ctx);
     }
     // SAFETY: closing this process's copies of descriptors it does not use.
     unsafe {
@@ -312,6 +402,8 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
     }
     let mut rec = Record::zeroed();
     rec.kind = KIND_RESULT;
+    rec.t_ns[0] = t_root;
+    rec.t_ns[1] = t_go;
     // Reap everything until the main process ends.
     loop {
         let mut status = 0;
@@ -325,6 +417,7 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
             break;
         }
     }
+    rec.t_ns[2] = mono_ns();
     // Reap zombies so that only live processes are listed.
     // SAFETY: non-blocking waits.
     while unsafe { libc::waitpid(-1, ptr::null_mut(), libc::WNOHANG) } > 0 {}
@@ -350,6 +443,7 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
         rec.stime_us = ru.ru_stime.tv_sec * 1_000_000 + ru.ru_stime.tv_usec;
         rec.maxrss_kb = ru.ru_maxrss;
     }
+    rec.t_ns[3] = mono_ns();
     write_record(rep, &rec);
     // SAFETY: init is done.
     unsafe { libc::_exit(0) }
@@ -358,12 +452,14 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
 /// Whether the filesystem at `path` has no free blocks or inodes left.
 fn fs_full(path: &CString) -> bool {
     // SAFETY: statvfs fills a stack struct.
+    // (statfs, not glibc's statvfs, which may read /proc/mounts through
+    // malloc'ing stdio.)
     unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+        let mut st: libc::statfs = std::mem::zeroed();
+        if libc::syscall(libc::SYS_statfs, path.as_ptr(), &mut st as *mut libc::statfs) != 0 {
             return false;
         }
-        st.f_bavail == 0 || st.f_favail == 0
+        st.f_bavail == 0 || st.f_ffree == 0
     }
 }
 
@@ -463,6 +559,12 @@ fn read_cmdline(pid: i32, out: &mut [u8; LEFTOVER_CMD_BYTES]) -> usize {
     }
 }
 
+extern "C" fn command_entry(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the `ChildCtx` init passed to clone; it is alive.
+    let ctx = unsafe { &*(arg as *const ChildCtx) };
+    command_main(ctx)
+}
+
 /// The command process: stdio, rlimits, privileges, exec. Never returns.
 fn command_main(ctx: &ChildCtx) -> ! {
     let rep = ctx.report_w;
@@ -470,14 +572,7 @@ fn command_main(ctx: &ChildCtx) -> ! {
     unsafe {
         // Restore default signal handling (Rust ignores SIGPIPE, a server
         // may block signals) before exec.
-        for sig in 1..libc::SIGRTMAX() {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-        }
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigprocmask(libc::SIG_SETMASK, &set, ptr::null_mut());
+        reset_signals();
 
         if libc::dup2(ctx.out_w, 1) < 0 || libc::dup2(ctx.err_w, 2) < 0 {
             fail(rep, STEP_CMD_DUP2, errno());
@@ -501,13 +596,22 @@ fn command_main(ctx: &ChildCtx) -> ! {
             fail(rep, STEP_CMD_NO_NEW_PRIVS, errno());
         }
         if ctx.drop_uid {
-            if libc::setgroups(0, ptr::null()) != 0 {
+            // Raw system calls, NOT the glibc wrappers: glibc's setgroups,
+            // setresgid and setresuid broadcast the change to every thread
+            // of the process (`__nptl_setxid`). This copy still carries the
+            // parent's glibc thread list, and a parent thread that was in
+            // the middle of `pthread_create` at clone time is marked
+            // "not started" (setxid_futex == -2) forever here, so the
+            // wrapper waits on a futex nobody will ever wake: the command
+            // hangs before exec until the wall limit. The kernel calls
+            // change this (really single-threaded) process only.
+            if libc::syscall(libc::SYS_setgroups, 0usize, ptr::null::<libc::gid_t>()) != 0 {
                 fail(rep, STEP_CMD_SETGROUPS, errno());
             }
-            if libc::setresgid(ctx.gid, ctx.gid, ctx.gid) != 0 {
+            if libc::syscall(libc::SYS_setresgid, ctx.gid, ctx.gid, ctx.gid) != 0 {
                 fail(rep, STEP_CMD_SETGID, errno());
             }
-            if libc::setresuid(ctx.uid, ctx.uid, ctx.uid) != 0 {
+            if libc::syscall(libc::SYS_setresuid, ctx.uid, ctx.uid, ctx.uid) != 0 {
                 fail(rep, STEP_CMD_SETUID, errno());
             }
         }

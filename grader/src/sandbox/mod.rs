@@ -26,8 +26,24 @@
 //! builds a root on a tmpfs (read-only binds, recreated top-level symlinks,
 //! a written /etc/passwd, group and hosts, a /dev of bound null, zero, full,
 //! random and urandom, a fresh /proc, a size-capped /tmp), pivots into it,
-//! brings loopback up, waits until the parent has put it into the run's
-//! cgroups, then forks the command (rlimits, no_new_privs, per-run uid).
+//! brings loopback up, waits for the parent's go byte, then starts the
+//! command (rlimits, no_new_privs, per-run uid).
+//!
+//! Init moves ITSELF into the run's cgroups first thing, by writing "0" to
+//! each v1 `tasks` file: a migration by pid takes the global
+//! cgroup_threadgroup_rwsem for write and waits a whole RCU grace period
+//! (7-12 ms) whenever no other migration happened just before, a move of
+//! the calling thread does not. The command process is started with
+//! CLONE_VM|CLONE_VFORK on its own stack (no copy of init's page tables).
+//!
+//! Nothing after the clone may call a glibc function that assumes glibc's
+//! view of the process's threads: the copy still carries the parent's
+//! thread list. In particular setgroups/setresgid/setresuid must be raw
+//! system calls; glibc's wrappers broadcast to "all threads" and wait
+//! forever for a parent thread that was inside pthread_create at clone
+//! time (the `sandbox_stress_*` test hung on this about once a suite run).
+//! Signal dispositions and the mask are reset with raw rt_sigaction and
+//! rt_sigprocmask in init and again in the command before exec.
 //!
 //! The workspace differs from a `/proc/<pid>/root` copy handshake: the
 //! parent mounts a size-capped tmpfs (`Limits::disk_bytes`) on a 0700

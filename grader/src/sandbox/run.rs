@@ -20,6 +20,35 @@ pub const UID_RANGE: u64 = 1000;
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Phase timings of one run, printed to stderr when the environment
+/// variable `GATEHOUSE_SANDBOX_PHASES` is set (for overhead work).
+struct Phases {
+    last: Instant,
+    marks: Vec<(&'static str, Duration)>,
+}
+
+impl Phases {
+    fn new() -> Phases {
+        Phases { last: Instant::now(), marks: Vec::new() }
+    }
+
+    fn mark(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.marks.push((name, now - self.last));
+        self.last = now;
+    }
+
+    fn print(&self, extra: &str) {
+        if std::env::var_os("GATEHOUSE_SANDBOX_PHASES").is_some() {
+            let mut line = String::from("sandbox phases (us):");
+            for (name, d) in &self.marks {
+                line.push_str(&format!(" {name}={}", d.as_micros()));
+            }
+            eprintln!("{line}{extra}");
+        }
+    }
+}
+
 /// Where the per-run staging directories live on the host (mode 0700).
 const STAGING_BASE: &str = "/tmp/gatehouse-sandbox";
 
@@ -303,7 +332,7 @@ fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, rlimit_names: &[Str
         child::STEP_LOOPBACK_SOCKET => "socket(AF_INET, SOCK_DGRAM, 0)".into(),
         child::STEP_LOOPBACK_IOCTL => "ioctl(sock, SIOCSIFFLAGS, {\"lo\", IFF_UP|IFF_LOOPBACK|IFF_RUNNING})".into(),
         child::STEP_SETHOSTNAME => "sethostname(\"gatehouse\")".into(),
-        child::STEP_FORK => "clone(SIGCHLD) of the command process".into(),
+        child::STEP_FORK => "clone(CLONE_VM|CLONE_VFORK|SIGCHLD) of the command process".into(),
         child::STEP_CMD_DUP2 => "dup2(pipe, 1) / dup2(pipe, 2)".into(),
         child::STEP_CMD_DEVNULL => "open(\"/dev/null\", O_RDONLY) + dup2(fd, 0)".into(),
         child::STEP_CMD_CLOEXEC => "close_range(3, ~0, CLOSE_RANGE_CLOEXEC)".into(),
@@ -313,6 +342,11 @@ fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, rlimit_names: &[Str
         child::STEP_CMD_SETGID => format!("setresgid({0}, {0}, {0})", ctx.gid),
         child::STEP_CMD_SETUID => format!("setresuid({0}, {0}, {0})", ctx.uid),
         child::STEP_CMD_EXECVE => "execve(\"/bin/sh\", [\"/bin/sh\", \"-c\", script], env)".into(),
+        s if s >= child::STEP_CGROUP_JOIN => ctx
+            .cgroup_tasks
+            .get((s - child::STEP_CGROUP_JOIN) as usize)
+            .map(|p| format!("open({:?}, O_WRONLY) + write(\"0\") (init joining the run's cgroup)", p.to_string_lossy()))
+            .unwrap_or_else(|| format!("cgroup join #{}", s - child::STEP_CGROUP_JOIN)),
         s if s >= child::STEP_CMD_SETRLIMIT => rlimit_names
             .get((s - child::STEP_CMD_SETRLIMIT) as usize)
             .cloned()
@@ -336,6 +370,7 @@ impl Sandbox {
         uid: u32,
         gid: u32,
         fds: [RawFd; 4],
+        cgroup_tasks: &[PathBuf],
         rlimit_names: &mut Vec<String>,
     ) -> Result<Prepared, SandboxError> {
         let lim = &spec.limits;
@@ -491,6 +526,8 @@ impl Sandbox {
             loopback,
             hostname: if self.uts_namespace { Some(cstr("gatehouse")?) } else { None },
             rlimits,
+            cgroup_tasks: cgroup_tasks.iter().map(|p| cpath(p)).collect::<Result<_, _>>()?,
+            cmd_stack: vec![0u8; 256 << 10],
             uid,
             gid,
             drop_uid: self.features.uid_drop,
@@ -515,10 +552,14 @@ impl Sandbox {
             (0, 0)
         };
         let id = format!("run-{}-{n}", std::process::id());
+        let mut ph = Phases::new();
 
         let mut staging = Staging::create(&id, lim.disk_bytes, uid, gid)?;
+        ph.mark("staging");
         super::copy::copy_in(&spec.workspace, &staging.ws, uid, gid)?;
+        ph.mark("copy_in");
         let mut cgroups = RunCgroups::create(&self.cgroups, &format!("gatehouse-{id}"), lim.memory_bytes, lim.processes)?;
+        ph.mark("cg_create");
 
         let (go_r, go_w) = pipe()?;
         let (rep_r, rep_w) = pipe()?;
@@ -531,10 +572,13 @@ impl Sandbox {
             uid,
             gid,
             [go_r.as_raw_fd(), rep_w.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
+            &cgroups.tasks_files(),
             &mut rlimit_names,
         )?;
 
+        ph.mark("prepare");
         let start = Instant::now();
+        let clone_ns = child::mono_ns();
         let pid = child::raw_fork(self.clone_flags);
         if pid < 0 {
             return Err(os_err(format!("clone({})", self.clone_flag_names)));
@@ -546,7 +590,7 @@ impl Sandbox {
         // From here on the child must be killed and reaped on every path.
         let mut guard = ChildGuard { pid, reaped: false };
 
-        cgroups.add(pid)?;
+        ph.mark("clone");
         // SAFETY: writes one byte from a stack variable.
         if unsafe { libc::write(go_w.as_raw_fd(), b"g".as_ptr().cast(), 1) } != 1 {
             return Err(os_err("write(go pipe, \"g\", 1)"));
@@ -613,11 +657,15 @@ impl Sandbox {
                 open[i] = still;
             }
         }
+        ph.mark("loop");
         let (init_status, ru) = guard.reap()?;
         let wall = start.elapsed();
+        ph.mark("reap");
 
         let stats = cgroups.stats();
+        ph.mark("cg_stats");
         cgroups.remove()?;
+        ph.mark("cg_remove");
 
         // Decode init's records; a failure record is a sandbox error.
         let mut result: Option<Record> = None;
@@ -641,7 +689,21 @@ impl Sandbox {
         }
 
         let skipped = super::copy::copy_out(&staging.ws, &spec.workspace)?;
+        ph.mark("copy_out");
         staging.cleanup()?;
+        ph.mark("staging_cleanup");
+        if let Some(rec) = &result {
+            let us = |a: i64, b: i64| (b - a) / 1000;
+            let t = rec.t_ns;
+            ph.print(&format!(
+                " | init: root={} wait_go={} command={} teardown={} after_report={}",
+                us(clone_ns, t[0]),
+                us(t[0], t[1]),
+                us(t[1], t[2]),
+                us(t[2], t[3]),
+                us(t[3], child::mono_ns())
+            ));
+        }
 
         let exit = match &result {
             Some(rec) => decode_status(rec.status),

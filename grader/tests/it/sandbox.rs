@@ -280,3 +280,75 @@ fn sandbox_concurrent_runs_use_distinct_uids() {
     uids.dedup();
     assert_eq!(uids.len(), 12, "{uids:?}");
 }
+
+/// Regression test for a hang: the command process is a raw-clone copy of a
+/// multi-threaded parent, and glibc's setresuid/setgroups wrappers in it
+/// waited forever for a parent thread that was being created at clone time.
+/// Hostile runs (fork bomb, memory hog, CPU spinners, daemon, disk filler,
+/// chatty output) run beside trivial ones while another thread keeps
+/// creating threads; every trivial run must succeed promptly.
+#[test]
+fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let sb = sandbox();
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut spawned = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let hs: Vec<_> = (0..4).map(|_| std::thread::spawn(|| std::hint::black_box(1))).collect();
+                for h in hs {
+                    let _ = h.join();
+                }
+                spawned += 4;
+            }
+            spawned
+        })
+    };
+    let hostile = [
+        (": stress_forkbomb; b() { b | b & }; b; sleep 1", Limits { wall: Duration::from_secs(3), processes: 24, ..small_limits() }),
+        ("python3 -c 'x = []\nwhile True: x.append(bytearray(1 << 20))'", Limits { memory_bytes: 48 << 20, ..small_limits() }),
+        ("while :; do :; done", Limits { cpu_secs: 1, wall: Duration::from_secs(3), ..small_limits() }),
+        ("for i in 1 2; do (while :; do :; done) & done; wait", Limits { cpu_secs: 1, wall: Duration::from_secs(3), ..small_limits() }),
+        ("( setsid sh -c 'sleep 300' </dev/null >/dev/null 2>&1 & ); sleep 0.2", small_limits()),
+        ("i=0; while echo data > f$i 2>/dev/null; do i=$((i+1)); done", Limits { disk_bytes: 1 << 20, ..small_limits() }),
+        ("yes abcdefghi | head -c 3000000", small_limits()),
+        ("sleep 30", Limits { wall: Duration::from_millis(1500), ..small_limits() }),
+    ];
+    let trivial = ["id -u; echo ok", "/bin/true && echo ok", "echo ok", "sleep 0.1; echo ok"];
+    let mut handles = Vec::new();
+    for i in 0..24 {
+        let (script, limits, is_trivial) = if i % 3 == 0 {
+            let (s, l) = hostile[(i / 3) % hostile.len()].clone();
+            (s.to_string(), l, false)
+        } else {
+            (trivial[i % trivial.len()].to_string(), small_limits(), true)
+        };
+        handles.push(std::thread::spawn(move || {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let spec = RunSpec { script: script.clone(), workspace: dir.path().to_path_buf(), env: Vec::new(), limits };
+            let r = sb.run(&spec);
+            (script, is_trivial, r)
+        }));
+    }
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("join")).collect();
+    stop.store(true, Ordering::Relaxed);
+    let spawned = churn.join().expect("churn");
+    assert!(spawned > 0);
+    let mut bad = Vec::new();
+    for (script, is_trivial, r) in &results {
+        match r {
+            Err(e) => bad.push(format!("{script:?}: sandbox error {e}")),
+            Ok(r) if *is_trivial => {
+                if !r.success() || !r.stdout_tail.ends_with("ok\n") || r.wall > Duration::from_secs(5) {
+                    bad.push(format!("{script:?}: {r:?}"));
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+    assert!(bad.is_empty(), "{} of {} runs misbehaved:\n{}", bad.len(), results.len(), bad.join("\n"));
+}
