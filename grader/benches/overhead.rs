@@ -92,11 +92,26 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
         }
     }
 
+    // The raw commands get the sandbox's environment: the interpreter's own
+    // bin folder first (not a version manager's shim), HOME, locale.
+    let mut path: Vec<String> = grader::sandbox::Sandbox::host_default_config().path_dirs.iter().map(|d| d.display().to_string()).collect();
+    path.push("/usr/local/bin:/usr/bin:/bin".into());
+    let path = path.join(":");
     let raw_once = || -> f64 {
         let mut total = 0.0;
         for (cmd, dir) in &commands {
             let t = Instant::now();
-            let _ = Command::new("/bin/sh").arg("-c").arg(cmd).current_dir(dir).env("PYTHONDONTWRITEBYTECODE", "1").output().unwrap();
+            let _ = Command::new("/bin/sh")
+                .arg("-c")
+                .arg(cmd)
+                .current_dir(dir)
+                .env_clear()
+                .env("PATH", &path)
+                .env("HOME", "/tmp")
+                .env("LANG", "C.UTF-8")
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .output()
+                .unwrap();
             total += t.elapsed().as_secs_f64() * 1e3;
         }
         total

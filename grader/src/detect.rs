@@ -170,7 +170,7 @@ impl Evidence<'_> {
                 let fired = equals.is_some_and(|e| code == Some(e))
                     || not_equals.is_some_and(|e| code != Some(e))
                     || timed_out.is_some_and(|t| report.timed_out == t);
-                fired.then(|| Hit { provenance: Provenance::Replayed, evidence: vec![format!("step {step}: {}", describe_exit(outcome))] })
+                fired.then(|| Hit { provenance: Provenance::Replayed, evidence: vec![format!("step {step}: {}", outcome.report.describe())] })
             }
             Detector::Output { step, stream, contains, absent } => {
                 let outcome = self.step(id, step)?;
@@ -532,21 +532,6 @@ fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
-fn describe_exit(o: &StepOutcome) -> String {
-    let r = &o.report;
-    let mut s = match r.exit {
-        crate::sandbox::Exit::Code(c) => format!("exit code {c}"),
-        crate::sandbox::Exit::Signal(n) => format!("killed by signal {n}"),
-    };
-    if r.timed_out {
-        s.push_str(", timed out");
-    }
-    if let Some(l) = r.limit_hit {
-        s.push_str(&format!(", hit the {l:?} limit").to_lowercase());
-    }
-    s
-}
-
 /// The names a test pattern is matched against.
 fn test_names(t: &TestOutcome) -> Vec<String> {
     let mut names = vec![t.name.clone(), format!("{}::{}", t.classname, t.name)];
@@ -563,7 +548,7 @@ fn test_names(t: &TestOutcome) -> Vec<String> {
 fn failing_tests(outcome: &StepOutcome, patterns: &[String]) -> Vec<String> {
     let Some(tests) = &outcome.tests else {
         let why = outcome.junit_error.as_deref().unwrap_or("no JUnit report");
-        return vec![format!("no test results: {why} ({})", describe_exit(outcome))];
+        return vec![format!("no test results: {why} ({})", outcome.report.describe())];
     };
     let failed = |t: &&TestOutcome| t.status == crate::run::TestStatus::Failed || t.status == crate::run::TestStatus::Error;
     let line = |t: &TestOutcome| format!("{}::{} {}{}", t.classname, t.name, t.status.word(), t.message.as_deref().map(|m| format!(": {}", excerpt(m))).unwrap_or_default());

@@ -391,7 +391,7 @@ impl Grader {
                 let stderr: Vec<&str> = report.stderr_tail.lines().rev().take(3).collect();
                 Err(format!(
                     "detector script `{run}` failed ({}): {}",
-                    describe_exit(&report),
+                    report.describe(),
                     stderr.into_iter().rev().collect::<Vec<_>>().join(" | ")
                 ))
             };
@@ -562,20 +562,6 @@ fn keep_files(from: &Path, to: &Path, globs: &[String]) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-fn describe_exit(r: &crate::sandbox::RunReport) -> String {
-    let mut s = match r.exit {
-        crate::sandbox::Exit::Code(c) => format!("exit code {c}"),
-        crate::sandbox::Exit::Signal(n) => format!("signal {n}"),
-    };
-    if r.timed_out {
-        s.push_str(", timed out");
-    }
-    if let Some(l) = r.limit_hit {
-        s.push_str(&format!(", {l:?} limit"));
-    }
-    s
 }
 
 fn ms(d: Duration) -> f64 {

@@ -182,6 +182,22 @@ impl RunReport {
     pub fn success(&self) -> bool {
         self.exit == Exit::Code(0) && !self.timed_out && self.limit_hit.is_none()
     }
+
+    /// How the command ended, in a few words: "exit code 1", "killed by
+    /// signal 9, timed out, hit the wall limit".
+    pub fn describe(&self) -> String {
+        let mut s = match self.exit {
+            Exit::Code(c) => format!("exit code {c}"),
+            Exit::Signal(n) => format!("killed by signal {n}"),
+        };
+        if self.timed_out {
+            s.push_str(", timed out");
+        }
+        if let Some(l) = self.limit_hit {
+            s.push_str(&format!(", hit the {l:?} limit").to_lowercase());
+        }
+        s
+    }
 }
 
 /// Isolation features in effect on this host.
