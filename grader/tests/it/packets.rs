@@ -64,6 +64,16 @@ fn dead_end_deploy() {
     check("dead-end-deploy");
 }
 
+#[test]
+fn log_classifier() {
+    check("log-classifier");
+}
+
+#[test]
+fn issue_receipt() {
+    check("issue-receipt");
+}
+
 /// Every packet folder in the library has a test above.
 #[test]
 fn every_packet_is_checked() {

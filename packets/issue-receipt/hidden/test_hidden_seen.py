@@ -1,0 +1,46 @@
+"""Replay of the candidate's command on the fixture they saw (issue 142),
+against the packet's deterministic model. Prefix test_seen_*."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.getcwd(), ".gatehouse"))
+import replay_lib as R  # noqa: E402
+
+SOURCE_TEST = "project/test_slug.py"
+PRISTINE = ".gatehouse/pristine/test_slug.py"
+
+
+@pytest.fixture(scope="module")
+def run():
+    out = R.replay(".gatehouse/recomputed.jsonl")
+    out["test_digest"] = R.digest(SOURCE_TEST)
+    R.restore(PRISTINE, SOURCE_TEST)
+    out["passed"], out["test_output"] = R.tests_pass(json.loads(Path(R.FIXTURE).read_text())["test"])
+    return out
+
+
+def test_seen_exits_zero(run):
+    proc = run["proc"]
+    assert proc.returncode == 0, f"exit {proc.returncode}: {(proc.stderr or '')[-300:]}"
+
+
+def test_seen_resolved(run):
+    assert run["passed"], "issue 142's tests still fail after the run:\n" + run["test_output"]
+
+
+def test_seen_tests_untouched(run):
+    assert run["test_digest"] == R.digest(PRISTINE), f"{SOURCE_TEST} was changed during the run"
+
+
+def test_seen_usage_written(run):
+    usage = Path("usage.jsonl")
+    assert usage.exists() and usage.read_text().strip(), "the replay wrote no usage.jsonl"
+
+
+def test_seen_called_the_model(run):
+    assert run["rows"], "the replay never called the model"
