@@ -196,16 +196,24 @@ class _FakeBase:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 mode = fake._mode_for_next()
-                fake._record(self.command, self.path, raw, mode)
-                if mode == "hang":
-                    time.sleep(3600)
-                if mode == "drop":
+                entry = fake._record(self.command, self.path, raw, mode)
+                if mode in ("hang", "drop"):
+                    fake._log(entry)
+                    if mode == "hang":
+                        time.sleep(3600)
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if mode in ("500", "429"):
-                    return self._send(int(mode), {"error": {"message": "fake endpoint told to fail", "code": mode}})
-                status, payload = fake.respond(self.command, self.path, raw)
+                    status, payload = int(mode), {"error": {"message": "fake endpoint told to fail", "code": mode}}
+                else:
+                    status, payload = fake.respond(self.command, self.path, raw)
+                # The answer is part of the record: its status, and the usage
+                # the fake reported, so a packet can recompute spend from it.
+                entry["status"] = status
+                if isinstance(payload, dict) and "usage" in payload:
+                    entry["usage"] = payload["usage"]
+                fake._log(entry)
                 self._send(status, payload)
 
             def _send(self, status, payload):
@@ -251,6 +259,10 @@ class _FakeBase:
         entry = {"method": method, "path": path, "bytes": len(raw), "body": raw.decode("utf-8", "replace"), "json": parsed, "ts": time.time(), "mode": mode}
         with self._lock:
             self.requests.append(entry)
+        return entry
+
+    def _log(self, entry):
+        with self._lock:
             with open(self.log_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(entry) + "\n")
 

@@ -75,6 +75,13 @@ pub struct PacketMeta {
     pub summary: String,
     #[serde(default)]
     pub seed_files: Vec<String>,
+    /// The name the prompt is shipped under in the starter zip.
+    #[serde(default = "default_brief")]
+    pub brief: String,
+}
+
+fn default_brief() -> String {
+    "PROMPT.md".into()
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -91,6 +91,13 @@ impl Packet {
         if m.mutation.is_some() && self.mutants().map_err(io_err(&self.root))?.is_empty() {
             return Err(PacketError::Layout(format!("{}: [mutation] is set but mutants/ holds no mutant", self.root.display())));
         }
+        if !crate::manifest::is_safe_relative(&m.packet.brief) || self.root.join("starter").join(&m.packet.brief).exists() {
+            return Err(PacketError::Layout(format!(
+                "{}: the brief is shipped as {:?}, which must be a new relative path, not a starter file",
+                self.root.join("packet.toml").display(),
+                m.packet.brief
+            )));
+        }
         for f in &m.packet.seed_files {
             if !self.root.join("starter").join(f).is_file() {
                 return Err(missing("seed file".into(), &self.root.join("starter").join(f)));

@@ -10,7 +10,8 @@ use crate::packet::{Packet, apply_seed, copy_path};
 
 /// Writes the starter zip for `seed` to `out`: the starter files with
 /// `{{seed}}` filled in the packet's seed files, plus the prompt as
-/// `PROMPT.md`. The same packet and seed always give the same bytes.
+/// `[packet] brief` (`PROMPT.md` unless the packet says otherwise). The same
+/// packet and seed always give the same bytes.
 pub fn write_starter(packet: &Packet, seed: &str, out: &Path) -> io::Result<()> {
     let work = tempfile::Builder::new().prefix("gatehouse-starter-").tempdir()?;
     let tree = work.path().join("starter");
@@ -21,6 +22,6 @@ pub fn write_starter(packet: &Packet, seed: &str, out: &Path) -> io::Result<()> 
         fs::write(&path, apply_seed(&text, seed))?;
     }
     let prompt = packet.prompt()?;
-    fs::write(tree.join("PROMPT.md"), apply_seed(&prompt, seed))?;
+    fs::write(tree.join(&packet.manifest.packet.brief), apply_seed(&prompt, seed))?;
     crate::ingest::write_zip_from_dir(&tree, out, &BTreeMap::new(), TIME_BASE)
 }

@@ -169,6 +169,9 @@ assert len(fake.calls) == 6, len(fake.calls)
 assert [r["mode"] for r in fake.calls] == [None, "500", None, "429", None, None]
 log = [json.loads(l) for l in open(fake.log_path)]
 assert len(log) == 6 and log[0]["bytes"] > 0
+# Each answer's status and reported usage are recorded with its request.
+assert [r["status"] for r in log] == [200, 500, 200, 429, 200, 200], log
+assert log[0]["usage"]["prompt_tokens"] == log[0]["bytes"] // 4 and "usage" not in log[1]
 
 # Exactly the next two requests fail, then it serves again.
 fake.fail_first(2, "429")

@@ -136,3 +136,31 @@ fn starter_zip_is_deterministic_and_hides_the_answers() {
         assert!(n == "PROMPT.md" || starter.contains(n), "{n} is not a starter file");
     }
 }
+
+#[test]
+fn starter_ships_the_brief_under_the_packets_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lc.zip");
+    let o = gatehouse(&["packet", "starter", packet("log-classifier").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let names: Vec<String> = zip.file_names().map(|n| n.unwrap().to_string()).collect();
+    // log-classifier's candidates write their own PROMPT.md.
+    assert!(names.contains(&"BRIEF.md".to_string()) && !names.contains(&"PROMPT.md".to_string()), "{names:?}");
+    let mut brief = String::new();
+    std::io::Read::read_to_string(&mut zip.by_name("BRIEF.md").unwrap(), &mut brief).unwrap();
+    assert_eq!(brief, std::fs::read_to_string(packet("log-classifier").join("prompt.md")).unwrap());
+}
+
+#[test]
+fn starter_fills_the_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tb.zip");
+    let o = gatehouse(&["packet", "starter", packet("token-bucket").to_str().unwrap(), "--seed", "seed-4711", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let mut takehome = String::new();
+    std::io::Read::read_to_string(&mut zip.by_name("TAKEHOME.md").unwrap(), &mut takehome).unwrap();
+    assert!(takehome.contains("seed-4711") && !takehome.contains("{{seed}}"), "{takehome}");
+}
+
