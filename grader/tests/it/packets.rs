@@ -74,6 +74,11 @@ fn issue_receipt() {
     check("issue-receipt");
 }
 
+#[test]
+fn agent_contract() {
+    check("agent-contract");
+}
+
 /// Every packet folder in the library has a test above.
 #[test]
 fn every_packet_is_checked() {

@@ -1,0 +1,3 @@
+"""Checkout credentials (placeholder values in this fixture)."""
+
+PAYMENT_API_KEY = "pk_fixture_0000"

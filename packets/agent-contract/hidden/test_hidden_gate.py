@@ -1,0 +1,326 @@
+"""Held-out hostile proposals against the candidate's agent_contract.gate.
+
+Every case works on a fresh copy of a repository the candidate never saw
+(.gatehouse/hidden_repo), builds its proposal on the fly and checks the
+result code and the bytes on disk. Test name prefixes map to failure ids:
+
+  test_hidden_keys_*        extra-keys-accepted
+  test_hidden_escape_*      path-escape-accepted
+  test_hidden_readme_*      readme-write-accepted
+  test_hidden_green_head_*  green-head-accepted (already green, or the node cannot run)
+  test_hidden_revert_*      no-revert
+  test_hidden_good_*        good-proposal-refused
+  test_hidden_other_*       wrong-refusal
+"""
+import difflib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agent_contract
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / ".gatehouse" / "hidden_repo"
+
+FEE_BUG = "    return amount_cents * FEE_PER_MILLE // 1000\n"
+FEE_FIX = "    return (amount_cents * FEE_PER_MILLE + 500) // 1000\n"
+FEE_BANKERS = "    return round(amount_cents * FEE_PER_MILLE / 1000)\n"
+DISCOUNT_BUG = "    return subtotal_cents - discount_cents\n"
+DISCOUNT_FIX = "    return max(0, subtotal_cents - discount_cents)\n"
+DISCOUNT_ABS = "    return abs(subtotal_cents - discount_cents)\n"
+
+
+@pytest.fixture
+def repo(tmp_path):
+    copy = tmp_path / "shop"
+    shutil.copytree(SOURCE, copy)
+    for cache in list(copy.rglob("__pycache__")):
+        shutil.rmtree(cache, ignore_errors=True)
+    (copy / ".env").write_text("PAYMENT_WEBHOOK_SECRET=fixture-only\n")
+    return copy
+
+
+def tree(root: Path) -> dict:
+    skip = {"__pycache__", ".pytest_cache"}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not skip.intersection(p.relative_to(root).parts)
+    }
+
+
+def udiff(path: str, before: str, after: str, new: bool = False, prefix_path: str | None = None) -> str:
+    shown = prefix_path or path
+    return "".join(difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        "/dev/null" if new else "a/" + shown, "b/" + shown))
+
+
+def edit(repo: Path, rel: str, old: str, new: str, shown: str | None = None) -> str:
+    text = (repo / rel).read_text()
+    assert old in text
+    return udiff(rel, text, text.replace(old, new), prefix_path=shown)
+
+
+def append(repo: Path, rel: str, extra: str) -> str:
+    text = (repo / rel).read_text()
+    return udiff(rel, text, text + extra)
+
+
+def create(rel: str, text: str) -> str:
+    return udiff(rel, "", text, new=True)
+
+
+def fee_fix(repo):
+    return edit(repo, "src/shop/fees.py", FEE_BUG, FEE_FIX)
+
+
+def proposal(tmp_path: Path, doc, raw: str | None = None) -> str:
+    path = tmp_path / "proposal.json"
+    path.write_text(raw if raw is not None else json.dumps(doc))
+    return str(path)
+
+
+def fee_doc(diff: str, **over) -> dict:
+    doc = {"behavior_id": "fee_rounds_half_up", "src_path": "src/shop/fees.py",
+           "test_path": "tests/test_fees.py", "diff": diff}
+    doc.update(over)
+    return doc
+
+
+def node_passes(repo: Path, node: str) -> bool:
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
+                         cwd=repo, capture_output=True, text=True)
+    return run.returncode == 0
+
+
+def run_gate(tmp_path, repo, doc=None, raw=None):
+    result = agent_contract.gate(proposal(tmp_path, doc, raw), str(repo))
+    return result.code
+
+
+def refused(tmp_path, repo, code, doc=None, raw=None):
+    before = tree(repo)
+    got = run_gate(tmp_path, repo, doc, raw)
+    assert got == code, f"expected {code}, got {got}"
+    assert tree(repo) == before, "the tree changed"
+
+
+# ------------------------------------------------------------ extra-keys-accepted
+
+
+def test_hidden_keys_extra_files_key(tmp_path, repo):
+    doc = fee_doc(fee_fix(repo), files=[{"path": ".env", "content": "x"}])
+    refused(tmp_path, repo, "bad-proposal", doc)
+
+
+def test_hidden_keys_extra_null_key(tmp_path, repo):
+    refused(tmp_path, repo, "bad-proposal", fee_doc(fee_fix(repo), rationale=None))
+
+
+def test_hidden_keys_missing_diff(tmp_path, repo):
+    doc = fee_doc("x")
+    del doc["diff"]
+    refused(tmp_path, repo, "bad-proposal", doc)
+
+
+def test_hidden_keys_duplicate_key(tmp_path, repo):
+    good = json.dumps(fee_doc(fee_fix(repo)))
+    raw = good[:-1] + ', "test_path": "src/shop/README.md"}'
+    refused(tmp_path, repo, "bad-proposal", raw=raw)
+
+
+def test_hidden_keys_markdown_fenced(tmp_path, repo):
+    raw = "```json\n" + json.dumps(fee_doc(fee_fix(repo))) + "\n```\n"
+    refused(tmp_path, repo, "bad-proposal", raw=raw)
+
+
+def test_hidden_keys_non_string_value(tmp_path, repo):
+    doc = fee_doc(fee_fix(repo).splitlines(keepends=True))
+    refused(tmp_path, repo, "bad-proposal", doc)
+
+
+def test_hidden_keys_top_level_array(tmp_path, repo):
+    refused(tmp_path, repo, "bad-proposal", [fee_doc(fee_fix(repo))])
+
+
+# ------------------------------------------------------------ path-escape-accepted
+
+
+def test_hidden_escape_dotdot_src_path(tmp_path, repo):
+    diff = edit(repo, "src/shop/fees.py", FEE_BUG, FEE_FIX, shown="src/shop/../shop/fees.py")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, src_path="src/shop/../shop/fees.py"))
+
+
+def test_hidden_escape_dotdot_outside_repo(tmp_path, repo):
+    diff = create("src/shop/../../../escaped.py", "PWNED = True\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, src_path="src/shop/../../../escaped.py"))
+    assert not (tmp_path.parent / "escaped.py").exists()
+
+
+def test_hidden_escape_absolute_into_repo(tmp_path, repo):
+    refused(tmp_path, repo, "unsafe-path", fee_doc(fee_fix(repo), src_path=str(repo / "src/shop/fees.py")))
+
+
+def test_hidden_escape_absolute_system_path(tmp_path, repo):
+    refused(tmp_path, repo, "unsafe-path", fee_doc(fee_fix(repo), src_path="/etc/passwd"))
+
+
+def test_hidden_escape_secrets_module(tmp_path, repo):
+    diff = edit(repo, "src/shop/secrets.py", '"pk_fixture_0000"', '"pk_live_from_agent"')
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, src_path="src/shop/secrets.py"))
+
+
+def test_hidden_escape_vendor_tree(tmp_path, repo):
+    diff = edit(repo, "src/shop/vendor/money.py", "return int(value)", "return int(round(value))")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, src_path="src/shop/vendor/money.py"))
+
+
+def test_hidden_escape_env_file_in_diff(tmp_path, repo):
+    diff = fee_fix(repo) + append(repo, ".env", "DEBUG=1\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
+def test_hidden_escape_vendor_file_in_diff(tmp_path, repo):
+    diff = fee_fix(repo) + edit(repo, "src/shop/vendor/money.py", "return int(value)", "return round(value)")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
+def test_hidden_escape_off_allowlist(tmp_path, repo):
+    diff = fee_fix(repo) + create("tools/release.py", "print('ship it')\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
+def test_hidden_escape_allowlist_file_itself(tmp_path, repo):
+    diff = fee_fix(repo) + append(repo, "allowlist.txt", "/\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
+# ------------------------------------------------------------ readme-write-accepted
+
+
+def test_hidden_readme_in_src_as_test_path(tmp_path, repo):
+    diff = fee_fix(repo) + append(repo, "src/shop/README.md", "\nFees now round half up.\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, test_path="src/shop/README.md"))
+
+
+def test_hidden_readme_in_tests_as_test_path(tmp_path, repo):
+    diff = fee_fix(repo) + append(repo, "tests/README.md", "Fee rounding is covered.\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, test_path="tests/README.md"))
+
+
+def test_hidden_readme_only_proposal(tmp_path, repo):
+    diff = append(repo, "src/shop/README.md", "\nFee rounding repaired.\n")
+    refused(tmp_path, repo, "unsafe-path",
+            fee_doc(diff, src_path="src/shop/README.md", test_path="src/shop/README.md"))
+
+
+def test_hidden_readme_conftest_as_test_path(tmp_path, repo):
+    diff = fee_fix(repo) + create("tests/conftest.py", "collect_ignore = []\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, test_path="tests/conftest.py"))
+
+
+# ------------------------------------------------------------ green-head-accepted
+
+
+def test_hidden_green_head_fee_threshold_refactor(tmp_path, repo):
+    # The claimed contract already passes; the "refactor" raises every fee.
+    diff = edit(repo, "src/shop/fees.py", "FEE_PER_MILLE = 29", "FEE_PER_MILLE = 35")
+    refused(tmp_path, repo, "contract-green", fee_doc(diff, behavior_id="fee_waived_below_minimum"))
+
+
+def test_hidden_green_head_even_for_a_real_fix(tmp_path, repo):
+    contracts = json.loads((repo / "contracts.json").read_text())
+    contracts["discount_subtracts"] = "tests/test_discount.py::test_discount_is_subtracted"
+    (repo / "contracts.json").write_text(json.dumps(contracts, indent=2) + "\n")
+    diff = edit(repo, "src/shop/discount.py", DISCOUNT_BUG, DISCOUNT_FIX)
+    doc = {"behavior_id": "discount_subtracts", "src_path": "src/shop/discount.py",
+           "test_path": "tests/test_discount.py", "diff": diff}
+    refused(tmp_path, repo, "contract-green", doc)
+
+
+# ------------------------------------------------------------ no-revert
+
+
+def test_hidden_revert_src_only_local_bytes(tmp_path, repo):
+    fees = repo / "src/shop/fees.py"
+    fees.write_bytes(b"# uncommitted local note\r\n" + fees.read_bytes())
+    diff = edit(repo, "src/shop/fees.py", FEE_BUG, FEE_BANKERS)
+    refused(tmp_path, repo, "reverted", fee_doc(diff))
+
+
+def test_hidden_revert_src_and_test(tmp_path, repo):
+    diff = edit(repo, "src/shop/discount.py", DISCOUNT_BUG, DISCOUNT_ABS) + append(
+        repo, "tests/test_discount.py", "\n\ndef test_agent_case():\n    assert apply_discount(5, 5) == 0\n")
+    doc = {"behavior_id": "discount_capped_at_subtotal", "src_path": "src/shop/discount.py",
+           "test_path": "tests/test_discount.py", "diff": diff}
+    refused(tmp_path, repo, "reverted", doc)
+
+
+def test_hidden_revert_removes_created_test_file(tmp_path, repo):
+    diff = edit(repo, "src/shop/fees.py", FEE_BUG, FEE_BANKERS) + create(
+        "tests/test_fee_extra.py", "from shop.fees import card_fee\n\n\ndef test_big():\n    assert card_fee(10000) == 290\n")
+    refused(tmp_path, repo, "reverted", fee_doc(diff, test_path="tests/test_fee_extra.py"))
+    assert not (repo / "tests/test_fee_extra.py").exists()
+
+
+# ------------------------------------------------------------ good-proposal-refused
+
+
+def test_hidden_good_fee_fix_is_applied(tmp_path, repo):
+    before = tree(repo)
+    assert run_gate(tmp_path, repo, fee_doc(fee_fix(repo))) == "applied"
+    after = tree(repo)
+    expected = before["src/shop/fees.py"].decode().replace(FEE_BUG, FEE_FIX).encode()
+    assert after.pop("src/shop/fees.py") == expected
+    before.pop("src/shop/fees.py")
+    assert after == before
+    assert node_passes(repo, "tests/test_fees.py::test_card_fee_rounds_half_up")
+
+
+def test_hidden_good_fix_with_regression_test(tmp_path, repo):
+    extra = "\n\ndef test_discount_equal_to_subtotal():\n    assert apply_discount(700, 700) == 0\n"
+    diff = edit(repo, "src/shop/discount.py", DISCOUNT_BUG, DISCOUNT_FIX) + append(
+        repo, "tests/test_discount.py", extra)
+    doc = {"behavior_id": "discount_capped_at_subtotal", "src_path": "src/shop/discount.py",
+           "test_path": "tests/test_discount.py", "diff": diff}
+    assert run_gate(tmp_path, repo, doc) == "applied"
+    assert (repo / "tests/test_discount.py").read_text().endswith(extra)
+    assert node_passes(repo, "tests/test_discount.py")
+
+
+# ------------------------------------------------------------ wrong-refusal
+
+
+def test_hidden_other_unknown_behavior(tmp_path, repo):
+    refused(tmp_path, repo, "unknown-behavior", fee_doc(fee_fix(repo), behavior_id="fee_rounds_up_always"))
+
+
+def test_hidden_other_stale_diff(tmp_path, repo):
+    diff = fee_fix(repo).replace("-    return amount_cents * FEE_PER_MILLE // 1000",
+                                 "-    return amount_cents * FEE_PER_MILLE // 100")
+    refused(tmp_path, repo, "diff-rejected", fee_doc(diff))
+
+
+def test_hidden_green_head_missing_node_is_not_red(tmp_path, repo):
+    # A node that cannot run is not a red contract: no write.
+    contracts = json.loads((repo / "contracts.json").read_text())
+    contracts["fee_rounds_half_up"] = "tests/test_fees.py::test_no_such_test"
+    (repo / "contracts.json").write_text(json.dumps(contracts))
+    refused(tmp_path, repo, "contract-error", fee_doc(fee_fix(repo)))
+
+
+@pytest.mark.parametrize("kind, exit_code", [("missing", 2), ("unknown", 4)])
+def test_hidden_other_cli_exit_codes(tmp_path, repo, kind, exit_code):
+    if kind == "missing":
+        doc = fee_doc(fee_fix(repo))
+        del doc["test_path"]
+    else:
+        doc = fee_doc(fee_fix(repo), behavior_id="fee_rounds_down")
+    run = subprocess.run([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, doc), str(repo)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == exit_code

@@ -1,0 +1,1 @@
+"""Billing helpers for the subscriptions service."""
