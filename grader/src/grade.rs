@@ -62,6 +62,24 @@ pub struct Unevaluated {
     pub reason: String,
 }
 
+/// The environment probe, run as `python3 -c PROBE TOOL...`; prints one
+/// JSON object. No single quotes, so it fits in a shell's single quotes.
+const PROBE: &str = r#"
+import json, subprocess, sys
+from importlib import metadata
+tools = {}
+for name in sys.argv[1:]:
+    try:
+        tools[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        try:
+            done = subprocess.run([name, "--version"], capture_output=True, text=True, timeout=10)
+            tools[name] = (done.stdout + done.stderr).strip()
+        except (OSError, subprocess.SubprocessError):
+            tools[name] = None
+print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_module_names), "tools": tools}))
+"#;
+
 /// Options for one grading.
 #[derive(Debug, Clone, Default)]
 pub struct GradeOptions {
@@ -247,32 +265,31 @@ impl Grader {
     /// Probes the interpreter, its standard library and `tools` in the
     /// sandbox; each is probed once per grader.
     pub fn probe(&self, tools: &[String]) -> Result<EnvProbe, GradeError> {
-        let (python, stdlib) = match self.python.get() {
-            Some(p) => p.clone(),
-            None => {
-                let script = "python3 -c 'import sys; print(sys.version.split()[0]); print(\" \".join(sorted(sys.stdlib_module_names)))'";
-                let report = self.probe_run(script)?;
-                let mut lines = report.lines();
-                let version = lines.next().map(str::trim).filter(|v| !v.is_empty()).map(String::from);
-                let stdlib: BTreeSet<String> = lines.next().unwrap_or_default().split_whitespace().map(String::from).collect();
-                let _ = self.python.set((version, stdlib));
-                self.python.get().cloned().unwrap_or_default()
+        for t in tools {
+            if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
+                return Err(GradeError::Packet(format!("tool name {t:?} is not a plain command or package name")));
             }
-        };
-        let mut cache = self.tools.lock().map_err(|_| GradeError::Io("tool cache poisoned".into()))?;
-        for tool in tools {
-            if cache.contains_key(tool) {
-                continue;
-            }
-            let command = match tool.as_str() {
-                "pytest" => "python3 -m pytest --version 2>&1".to_string(),
-                t if t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') => format!("{t} --version 2>&1"),
-                t => return Err(GradeError::Packet(format!("tool name {t:?} is not a plain command name"))),
-            };
-            let out = self.probe_run(&command)?;
-            let version = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex").find(&out).map(|m| m.as_str().to_string());
-            cache.insert(tool.clone(), version);
         }
+        let mut cache = self.tools.lock().map_err(|_| GradeError::Io("tool cache poisoned".into()))?;
+        let missing: Vec<&String> = tools.iter().filter(|t| !cache.contains_key(*t)).collect();
+        if self.python.get().is_none() || !missing.is_empty() {
+            // One sandbox run answers everything: the interpreter, its
+            // standard library, and each tool (a Python distribution's
+            // version from its metadata, else `TOOL --version`).
+            let names: Vec<&str> = missing.iter().map(|t| t.as_str()).collect();
+            let report = self.probe_run(&format!("python3 -c '{PROBE}' {}", names.join(" ")))?;
+            let parsed: serde_json::Value = serde_json::from_str(report.trim())
+                .map_err(|e| GradeError::Packet(format!("the environment probe printed something other than JSON ({e}): {}", report.trim())))?;
+            let version = parsed["python"].as_str().map(String::from);
+            let stdlib: BTreeSet<String> = parsed["stdlib"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect();
+            let _ = self.python.set((version, stdlib));
+            let number = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex");
+            for t in missing {
+                let found = parsed["tools"][t.as_str()].as_str().and_then(|s| number.find(s)).map(|m| m.as_str().to_string());
+                cache.insert(t.clone(), found);
+            }
+        }
+        let (python, stdlib) = self.python.get().cloned().unwrap_or_default();
         let tools = tools.iter().map(|t| (t.clone(), cache.get(t).cloned().flatten())).collect();
         Ok(EnvProbe { python, tools, stdlib })
     }
