@@ -63,12 +63,12 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
 
     // The commands grading runs, each with the files it needs.
     let mut commands: Vec<(String, PathBuf)> = Vec::new();
-    let prepare = |name: &str, lay: &[grader::manifest::Lay], extra: Option<(&Path, &str)>| -> PathBuf {
+    let prepare = |name: &str, lay: &[grader::manifest::Lay], extra: Option<(&[u8], &str)>| -> PathBuf {
         let dir = work.path().join("raw").join(name);
         copy_path(&tree, &dir).unwrap();
         packet.lay_into(lay, &dir).unwrap();
-        if let Some((from, to)) = extra {
-            copy_path(from, &dir.join(to)).unwrap();
+        if let Some((bytes, to)) = extra {
+            grader::packet::write_file(&dir.join(to), bytes).unwrap();
         }
         dir
     };
@@ -87,8 +87,8 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
         });
     }
     if let Some(mu) = &m.mutation {
-        for (id, path) in packet.mutants().unwrap() {
-            commands.push((mu.run.clone(), prepare(&format!("mutant-{id}"), &[], Some((&path, &mu.target)))));
+        for (id, mutant) in packet.mutants().unwrap() {
+            commands.push((mu.run.clone(), prepare(&format!("mutant-{id}"), &[], Some((&mutant, &mu.target)))));
         }
     }
 

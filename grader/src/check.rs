@@ -154,7 +154,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     if let Some(mu) = &m.mutation {
         let step = m.step(&mu.hidden_step).ok_or("mutation.hidden_step is not a step")?;
         let step_limits = step.limits.apply(&limits);
-        for (id, path) in packet.mutants().map_err(|e| e.to_string())? {
+        for (id, mutant) in packet.mutants().map_err(|e| e.to_string())? {
             let dir = work.path().join("mutants").join(&id);
             let r = run_on_copy(
                 grader.sandbox(),
@@ -162,7 +162,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
                 &dir,
                 |w| {
                     packet.lay_into(&step.lay, w)?;
-                    copy_path(&path, &w.join(&mu.target))
+                    crate::packet::write_file(&w.join(&mu.target), &mutant)
                 },
                 &step.run,
                 &step_limits,

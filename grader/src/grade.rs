@@ -422,10 +422,10 @@ impl Grader {
             Some(mu) => {
                 let limits = mu.limits.apply(&base_limits);
                 let mut mutants = Vec::new();
-                for (id, path) in packet.mutants().map_err(io("listing mutants"))? {
+                for (id, mutant) in packet.mutants().map_err(io("reading mutants"))? {
                     let dir = scratch();
                     let target = mu.target.clone();
-                    let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| copy_path(&path, &w.join(&target)), &mu.run, &limits, Vec::new())?;
+                    let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| crate::packet::write_file(&w.join(&target), &mutant), &mu.run, &limits, Vec::new())?;
                     let _ = fs::remove_dir_all(&dir);
                     mutants.push(MutantResult { id: id.clone(), killed: !report.success() });
                     records.push((RunRecord { id: format!("mutant:{id}"), command: mu.run.clone(), limits: limits.clone(), report }, None));

@@ -123,7 +123,11 @@ impl Packet {
     }
 
     /// Mutants as (id, path), sorted by id.
-    pub fn mutants(&self) -> io::Result<Vec<(String, PathBuf)>> {
+    /// Mutants as (id, contents of the mutated target), sorted by id. A
+    /// mutant is a file in `mutants/`: either a unified diff (`.diff`)
+    /// against the sample's target file, applied here, or the whole
+    /// mutated file.
+    pub fn mutants(&self) -> io::Result<Vec<(String, Vec<u8>)>> {
         let dir = self.root.join("mutants");
         if !dir.is_dir() {
             return Ok(Vec::new());
@@ -131,10 +135,24 @@ impl Packet {
         let mut out = Vec::new();
         for entry in fs::read_dir(&dir)? {
             let path = entry?.path();
-            if path.is_file() {
-                let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
-                out.push((id, path));
+            if !path.is_file() {
+                continue;
             }
+            let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+            let bytes = if path.extension().is_some_and(|e| e == "diff") {
+                let target = self.manifest.mutation.as_ref().map(|m| m.target.clone()).ok_or_else(|| {
+                    io::Error::other(format!("{}: a diff mutant needs [mutation] target", path.display()))
+                })?;
+                let original = match fs::read_to_string(self.sample_dir().join(&target)) {
+                    Ok(t) => t,
+                    Err(_) => fs::read_to_string(self.starter_dir().join(&target))?,
+                };
+                let diff = fs::read_to_string(&path)?;
+                apply_diff(&original, &diff).map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?.into_bytes()
+            } else {
+                fs::read(&path)?
+            };
+            out.push((id, bytes));
         }
         out.sort();
         Ok(out)
@@ -226,6 +244,18 @@ pub fn copy_path(from: &Path, to: &Path) -> io::Result<()> {
 }
 
 fn copy_file(from: &Path, to: &Path) -> io::Result<()> {
+    clear_for(to)?;
+    fs::copy(from, to).map(drop)
+}
+
+/// Writes `bytes` to `to`, creating parents and replacing what is there.
+pub fn write_file(to: &Path, bytes: &[u8]) -> io::Result<()> {
+    clear_for(to)?;
+    fs::write(to, bytes)
+}
+
+/// Makes room for a new file at `to`.
+fn clear_for(to: &Path) -> io::Result<()> {
     if let Some(parent) = to.parent() {
         fs::create_dir_all(parent)?;
     }
@@ -238,7 +268,7 @@ fn copy_file(from: &Path, to: &Path) -> io::Result<()> {
             fs::remove_file(to)?;
         }
     }
-    fs::copy(from, to).map(drop)
+    Ok(())
 }
 
 /// Removes `paths` (relative) from `root` where they exist.
@@ -257,4 +287,99 @@ pub fn remove_paths(root: &Path, paths: &[String]) -> io::Result<()> {
 /// Fills `template` by replacing `{{seed}}` with `seed`.
 pub fn apply_seed(text: &str, seed: &str) -> String {
     text.replace("{{seed}}", seed)
+}
+
+/// Applies a single-file unified diff to `original`, requiring every
+/// context and removed line to match exactly (no fuzz, no offsets).
+pub fn apply_diff(original: &str, diff: &str) -> Result<String, String> {
+    crate::detect::parse_unified_diff(diff)?;
+    let old: Vec<&str> = original.split_inclusive('\n').collect();
+    let mut out = String::new();
+    let mut at = 0usize;
+    let hunk = regex::Regex::new(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@").expect("static regex");
+    let lines: Vec<&str> = diff.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(c) = hunk.captures(lines[i]) else {
+            i += 1;
+            continue;
+        };
+        let start: usize = c[1].parse().map_err(|_| format!("bad hunk header `{}`", lines[i]))?;
+        let len: usize = c.get(2).map_or(Ok(1), |m| m.as_str().parse()).map_err(|_| format!("bad hunk header `{}`", lines[i]))?;
+        // A hunk of zero old lines inserts after line `start`.
+        let begin = if len == 0 { start } else { start.saturating_sub(1) };
+        if begin < at || begin > old.len() {
+            return Err(format!("hunk `{}` is out of order or past the end", lines[i]));
+        }
+        out.extend(old[at..begin].iter().copied());
+        at = begin;
+        i += 1;
+        while i < lines.len() && !lines[i].starts_with("@@") && !lines[i].starts_with("--- ") {
+            let line = lines[i];
+            let (kind, text) = line.split_at(line.len().min(1));
+            match kind {
+                " " | "-" => {
+                    let have = old.get(at).map(|l| l.trim_end_matches('\n')).ok_or("the diff runs past the end of the file")?;
+                    if have != text {
+                        return Err(format!("line {}: expected `{text}`, found `{have}`", at + 1));
+                    }
+                    if kind == " " {
+                        out.push_str(old[at]);
+                    }
+                    at += 1;
+                }
+                "+" => {
+                    out.push_str(text);
+                    out.push('\n');
+                }
+                "" if line.is_empty() => {
+                    // An empty context line whose leading space was trimmed.
+                    let have = old.get(at).map(|l| l.trim_end_matches('\n')).ok_or("the diff runs past the end of the file")?;
+                    if !have.is_empty() {
+                        return Err(format!("line {}: expected an empty line, found `{have}`", at + 1));
+                    }
+                    out.push_str(old[at]);
+                    at += 1;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    out.extend(old[at..].iter().copied());
+    Ok(out)
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::apply_diff;
+
+    fn check(original: &str, diff: &str, expect: Result<&str, &str>) {
+        match (apply_diff(original, diff), expect) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want),
+            (Err(e), Err(want)) => assert!(e.contains(want), "{e:?} lacks {want:?}"),
+            (got, want) => panic!("got {got:?}, want {want:?}"),
+        }
+    }
+
+    const SRC: &str = "def total(rows):\n    s = 0\n    for r in rows:\n        s += r\n\n    return s\n";
+
+    #[test]
+    fn applies_exact_hunks() {
+        let diff = "--- a/t.py\n+++ b/t.py\n@@ -3,2 +3,2 @@\n     for r in rows:\n-        s += r\n+        s += abs(r)\n";
+        check(SRC, diff, Ok("def total(rows):\n    s = 0\n    for r in rows:\n        s += abs(r)\n\n    return s\n"));
+        // Two hunks, one across an empty context line, one inserting.
+        let diff = "--- a/t.py\n+++ b/t.py\n@@ -1 +1,2 @@\n def total(rows):\n+    rows = list(rows)\n@@ -4,3 +5,3 @@\n         s += r\n\n-    return s\n+    return -s\n";
+        check(SRC, diff, Ok("def total(rows):\n    rows = list(rows)\n    s = 0\n    for r in rows:\n        s += r\n\n    return -s\n"));
+    }
+
+    #[test]
+    fn refuses_what_does_not_match() {
+        let diff = "--- a/t.py\n+++ b/t.py\n@@ -2 +2 @@\n-    s = 1\n+    s = 2\n";
+        check(SRC, diff, Err("line 2: expected `    s = 1`, found `    s = 0`"));
+        check(SRC, "just prose\n", Err("not part of a unified diff"));
+        let past = "--- a/t.py\n+++ b/t.py\n@@ -9 +9 @@\n-x\n+y\n";
+        check(SRC, past, Err("past the end"));
+    }
 }
