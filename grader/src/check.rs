@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::grade::{GradeOptions, Grader, default_limits};
-use crate::packet::{Packet, copy_path, remove_paths};
+use crate::packet::{Packet, copy_path};
 use crate::run::run_on_copy;
 
 /// One proposition of the self-test.
@@ -183,19 +183,7 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
     let item = |ok: bool, detail: String| (CheckItem { name: name.clone(), ok, detail, warning: false }, None);
     let m = &packet.manifest;
     let dir = work.join("variants").join(&v.name);
-    let built = (|| -> std::io::Result<()> {
-        if packet.sample_dir().is_dir() {
-            copy_path(&packet.sample_dir(), &dir)?;
-        }
-        fs::create_dir_all(&dir)?;
-        remove_paths(&dir, &v.remove)?;
-        let vdir = packet.variant_dir(&v.name);
-        if vdir.is_dir() {
-            copy_path(&vdir, &dir)?;
-        }
-        Ok(())
-    })();
-    if let Err(e) = built {
+    if let Err(e) = packet.write_variant(v, &dir) {
         return item(false, format!("building the variant: {e}"));
     }
     let mut times = m.sample.times.clone();

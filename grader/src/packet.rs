@@ -84,7 +84,7 @@ impl Packet {
         }
         for v in &m.variants {
             let dir = self.root.join("variants").join(&v.name);
-            if !dir.is_dir() && v.remove.is_empty() {
+            if !dir.is_dir() && v.remove.is_empty() && !self.variant_patch(&v.name).is_file() {
                 return Err(missing(format!("folder of variant {:?}", v.name), &dir));
             }
         }
@@ -112,6 +112,41 @@ impl Packet {
 
     pub fn sample_dir(&self) -> PathBuf {
         self.root.join("sample")
+    }
+
+    /// The optional unified diff of a variant, `variants/<name>.diff`.
+    pub fn variant_patch(&self, name: &str) -> PathBuf {
+        self.root.join("variants").join(format!("{name}.diff"))
+    }
+
+    /// Writes variant `v`'s submission to `dest`: the sample, less `remove`,
+    /// overlaid by `variants/<name>/`, then patched by `variants/<name>.diff`
+    /// (whose files are taken from that tree, else from the starter).
+    pub fn write_variant(&self, v: &crate::manifest::Variant, dest: &Path) -> io::Result<()> {
+        if self.sample_dir().is_dir() {
+            copy_path(&self.sample_dir(), dest)?;
+        }
+        fs::create_dir_all(dest)?;
+        remove_paths(dest, &v.remove)?;
+        let vdir = self.variant_dir(&v.name);
+        if vdir.is_dir() {
+            copy_path(&vdir, dest)?;
+        }
+        let patch = self.variant_patch(&v.name);
+        if patch.is_file() {
+            let text = fs::read_to_string(&patch)?;
+            let err = |e: String| io::Error::other(format!("{}: {e}", patch.display()));
+            for (path, diff) in split_diff(&text).map_err(err)? {
+                let base = [dest.join(&path), self.starter_dir().join(&path)]
+                    .into_iter()
+                    .find(|p| p.is_file())
+                    .map(fs::read_to_string)
+                    .transpose()?
+                    .unwrap_or_default();
+                write_file(&dest.join(&path), apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes())?;
+            }
+        }
+        Ok(())
     }
 
     pub fn variant_dir(&self, name: &str) -> PathBuf {
@@ -289,6 +324,34 @@ pub fn apply_seed(text: &str, seed: &str) -> String {
     text.replace("{{seed}}", seed)
 }
 
+/// Splits a multi-file unified diff into (path, single-file diff) parts,
+/// the path taken from each `+++` line without its `b/` prefix.
+pub fn split_diff(text: &str) -> Result<Vec<(String, String)>, String> {
+    crate::detect::parse_unified_diff(text)?;
+    let mut parts: Vec<(String, String)> = Vec::new();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].starts_with("--- ") && lines.get(i + 1).is_some_and(|l| l.starts_with("+++ ")) {
+            let new = lines[i + 1][4..].split('\t').next().unwrap_or_default().trim();
+            let path = new.strip_prefix("b/").unwrap_or(new).to_string();
+            if !crate::manifest::is_safe_relative(&path) {
+                return Err(format!("`{new}` is not a relative path inside the tree"));
+            }
+            parts.push((path, format!("{}{}", lines[i], lines[i + 1])));
+            i += 2;
+        } else {
+            if let Some((_, part)) = parts.last_mut() {
+                if !lines[i].starts_with("diff ") {
+                    part.push_str(lines[i]);
+                }
+            }
+            i += 1;
+        }
+    }
+    Ok(parts)
+}
+
 /// Applies a single-file unified diff to `original`, requiring every
 /// context and removed line to match exactly (no fuzz, no offsets).
 pub fn apply_diff(original: &str, diff: &str) -> Result<String, String> {
@@ -353,7 +416,7 @@ pub fn apply_diff(original: &str, diff: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::apply_diff;
+    use super::{apply_diff, split_diff};
 
     fn check(original: &str, diff: &str, expect: Result<&str, &str>) {
         match (apply_diff(original, diff), expect) {
@@ -381,5 +444,16 @@ mod tests {
         check(SRC, "just prose\n", Err("not part of a unified diff"));
         let past = "--- a/t.py\n+++ b/t.py\n@@ -9 +9 @@\n-x\n+y\n";
         check(SRC, past, Err("past the end"));
+    }
+
+    #[test]
+    fn splits_multi_file_diffs() {
+        let diff = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n--- /dev/null\n+++ b/new/b.py\n@@ -0,0 +1 @@\n+z\n";
+        let parts = split_diff(diff).unwrap();
+        let paths: Vec<&str> = parts.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["a.py", "new/b.py"]);
+        assert_eq!(apply_diff("x\n", &parts[0].1).unwrap(), "y\n");
+        assert_eq!(apply_diff("", &parts[1].1).unwrap(), "z\n");
+        assert!(split_diff("--- a/x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n").unwrap_err().contains("not a relative path"));
     }
 }
