@@ -1,0 +1,107 @@
+//! The HTML document around every page: head, navigation, flash message.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Who is signed in, as the navigation shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NavUser {
+    pub name: String,
+    pub role: String,
+}
+
+/// What every page's frame needs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PageMeta {
+    pub title: String,
+    pub user: Option<NavUser>,
+    /// The session's CSRF token, for the sign-out form.
+    pub csrf: String,
+    /// A one-line notice shown above the page (after a redirect).
+    pub flash: Option<String>,
+    /// Load the hydrate bundle (false when it was not built).
+    pub hydrate: bool,
+}
+
+/// The hidden CSRF field every state-changing form carries.
+#[component]
+pub fn CsrfField(token: String) -> impl IntoView {
+    view! { <input type="hidden" name="csrf" value=token /> }
+}
+
+/// Renders a complete HTML document for `body`.
+#[cfg(feature = "ssr")]
+pub fn document<V: IntoView + 'static>(meta: PageMeta, body: impl FnOnce() -> V) -> String {
+    use leptos::config::LeptosOptions;
+    use leptos::hydration::HydrationScripts;
+
+    let owner = Owner::new();
+    owner.with(|| {
+        let options = LeptosOptions::builder().output_name("gatehouse").site_pkg_dir("pkg").build();
+        let title = if meta.title.is_empty() { "Gatehouse".to_string() } else { format!("{} · Gatehouse", meta.title) };
+        let scripts = meta.hydrate.then(|| view! { <HydrationScripts options=options islands=true /> });
+        let nav = nav(&meta);
+        let flash = meta.flash.clone().map(|f| view! { <p class="flash" role="status">{f}</p> });
+        let body = body();
+        let doc = view! {
+            <!DOCTYPE html>
+            <html lang="en">
+                <head>
+                    <meta charset="utf-8" />
+                    <meta name="viewport" content="width=device-width, initial-scale=1" />
+                    <title>{title}</title>
+                    <link rel="stylesheet" href="/style/gatehouse.css" />
+                    {scripts}
+                </head>
+                <body>
+                    {nav}
+                    <main>{flash}{body}</main>
+                </body>
+            </html>
+        };
+        doc.to_html()
+    })
+}
+
+#[cfg(feature = "ssr")]
+fn nav(meta: &PageMeta) -> impl IntoView + use<> {
+    let user = meta.user.clone();
+    let csrf = meta.csrf.clone();
+    view! {
+        <header class="top">
+            <a class="brand" href="/">"Gatehouse"</a>
+            {user.map(|u| {
+                let admin = (u.role == "admin").then(|| view! { <a href="/admin/users">"Users"</a> });
+                view! {
+                    <nav>
+                        <a href="/packets">"Packets"</a>
+                        <a href="/assignments">"Assignments"</a>
+                        <a href="/queue">"Queue"</a>
+                        {admin}
+                    </nav>
+                    <form class="signout" method="post" action="/logout">
+                        <CsrfField token=csrf />
+                        <span class="who">{u.name}" · "{u.role}</span>
+                        <button type="submit">"Sign out"</button>
+                    </form>
+                }
+            })}
+        </header>
+    }
+}
+
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn document_escapes_and_marks_islands() {
+        let meta = PageMeta { title: "A <b>".into(), hydrate: true, ..PageMeta::default() };
+        let html = document(meta, || view! { <p>"x < y"</p> <crate::islands::Counter start=3 /> });
+        assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+        assert!(html.contains("<title>A &lt;b&gt; · Gatehouse</title>"), "{html}");
+        assert!(html.contains("x &lt; y"), "{html}");
+        assert!(html.contains("leptos-island"), "{html}");
+        assert!(html.contains("/pkg/gatehouse.js"), "{html}");
+    }
+}

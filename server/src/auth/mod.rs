@@ -1,0 +1,3 @@
+//! Accounts, sessions, CSRF and sign-in rate limits.
+
+pub mod password;

@@ -1,0 +1,50 @@
+//! Candidate assignments: one candidate, one published packet version.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::DbResult;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Assignment {
+    pub id: String,
+    pub packet_version_id: i64,
+    pub slug: String,
+    pub version: Option<i64>,
+    pub candidate_name: String,
+    pub email: String,
+    pub deadline: i64,
+    pub time_box_secs: Option<i64>,
+    pub seed: String,
+    /// invited, started, submitted, grading, graded or failed.
+    pub state: String,
+    pub started_at: Option<i64>,
+    pub created_by: Option<i64>,
+    pub created_at: i64,
+}
+
+pub struct NewAssignment<'a> {
+    pub id: &'a str,
+    pub packet_version_id: i64,
+    pub candidate_name: &'a str,
+    pub email: &'a str,
+    pub deadline: i64,
+    pub time_box_secs: Option<i64>,
+    pub seed: &'a str,
+    pub token_hash: &'a str,
+    pub created_by: Option<i64>,
+}
+
+#[async_trait]
+pub trait AssignmentStore {
+    async fn create_assignment(&self, a: NewAssignment<'_>) -> DbResult<Assignment>;
+    async fn assignment_by_id(&self, id: &str) -> DbResult<Option<Assignment>>;
+    async fn assignment_by_token_hash(&self, token_hash: &str) -> DbResult<Option<Assignment>>;
+    /// Newest first; all packets when `slug` is None.
+    async fn list_assignments(&self, slug: Option<&str>) -> DbResult<Vec<Assignment>>;
+    /// Sets `started_at` if unset and moves `invited` to `started`.
+    async fn start_assignment(&self, id: &str, at: i64) -> DbResult<()>;
+    async fn set_assignment_state(&self, id: &str, state: &str) -> DbResult<()>;
+    /// Replaces the link token (the old link stops working).
+    async fn reissue_token(&self, id: &str, token_hash: &str) -> DbResult<()>;
+}

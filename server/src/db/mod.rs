@@ -1,0 +1,49 @@
+//! The database layer. Handlers see only [`Db`], a shared `dyn Store`; each
+//! backend is one module implementing every area trait (`sqlite` today; a
+//! `postgres` module beside it, with `migrations/postgres`, adds Postgres
+//! without touching a handler).
+//!
+//! Each area of the schema has its own trait in its own file (users,
+//! packets, assignments, submissions, jobs, audit, sessions), and the backend
+//! implements it in a file of the same name under the backend's module.
+
+use std::sync::Arc;
+
+pub mod assignments;
+pub mod audit;
+pub mod jobs;
+pub mod packets;
+pub mod sessions;
+pub mod sqlite;
+pub mod submissions;
+pub mod users;
+
+pub use assignments::{Assignment, AssignmentStore, NewAssignment};
+pub use audit::{AuditEntry, AuditStore};
+pub use jobs::{Job, JobStore};
+pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
+pub use sessions::SessionStore;
+pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
+pub use users::{NewUser, Role, User, UserStore};
+
+/// Everything a backend provides.
+pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + Send + Sync {
+    /// Which backend this is, for logs and `/healthz`.
+    fn backend(&self) -> &'static str;
+}
+
+pub type Db = Arc<dyn Store>;
+
+/// Opens the database named by `url` and applies its migrations.
+pub async fn open(url: &str) -> anyhow::Result<Db> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(sqlite::SqliteStore::open(url).await?))
+    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        anyhow::bail!("database url {url:?}: the Postgres backend is not built into this binary yet; use sqlite://<path>")
+    } else {
+        anyhow::bail!("database url {url:?}: expected sqlite://<path>")
+    }
+}
+
+/// The error every store method returns.
+pub type DbResult<T> = Result<T, sqlx::Error>;

@@ -1,0 +1,132 @@
+use async_trait::async_trait;
+use sqlx::FromRow;
+
+use super::SqliteStore;
+use crate::db::jobs::{Job, JobStore};
+use crate::db::DbResult;
+use crate::now_ms;
+
+#[derive(FromRow)]
+struct JobDb {
+    id: i64,
+    kind: String,
+    subject: String,
+    state: String,
+    attempts: i64,
+    max_attempts: i64,
+    lease_owner: Option<String>,
+    lease_until: Option<i64>,
+    last_error: Option<String>,
+    created_at: i64,
+    finished_at: Option<i64>,
+}
+
+impl From<JobDb> for Job {
+    fn from(r: JobDb) -> Job {
+        Job {
+            id: r.id,
+            kind: r.kind,
+            subject: r.subject,
+            state: r.state,
+            attempts: r.attempts,
+            max_attempts: r.max_attempts,
+            lease_owner: r.lease_owner,
+            lease_until: r.lease_until,
+            last_error: r.last_error,
+            created_at: r.created_at,
+            finished_at: r.finished_at,
+        }
+    }
+}
+
+const COLS: &str = "id, kind, subject, state, attempts, max_attempts, lease_owner, lease_until, last_error, created_at, finished_at";
+
+#[async_trait]
+impl JobStore for SqliteStore {
+    async fn enqueue(&self, kind: &str, subject: &str) -> DbResult<i64> {
+        sqlx::query_scalar("INSERT INTO jobs (kind, subject, created_at) VALUES (?, ?, ?) RETURNING id")
+            .bind(kind)
+            .bind(subject)
+            .bind(now_ms())
+            .fetch_one(&self.pool)
+            .await
+    }
+
+    async fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> DbResult<Option<Job>> {
+        // SQLite runs one writer at a time, so the subquery and the update
+        // are atomic; the Postgres backend would use FOR UPDATE SKIP LOCKED.
+        let row: Option<JobDb> = sqlx::query_as(&format!(
+            "UPDATE jobs SET state = 'running', lease_owner = ?1, lease_until = ?2 + ?3, attempts = attempts + 1
+             WHERE id = (SELECT id FROM jobs WHERE state = 'queued' OR (state = 'running' AND lease_until < ?2) ORDER BY id LIMIT 1)
+             RETURNING {COLS}"
+        ))
+        .bind(owner)
+        .bind(now)
+        .bind(lease_ms)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(Job::from))
+    }
+
+    async fn renew_lease(&self, id: i64, owner: &str, until: i64) -> DbResult<bool> {
+        let r = sqlx::query("UPDATE jobs SET lease_until = ? WHERE id = ? AND lease_owner = ? AND state = 'running'")
+            .bind(until)
+            .bind(id)
+            .bind(owner)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn finish_job(&self, id: i64, owner: &str, ok: bool, error: Option<&str>) -> DbResult<bool> {
+        let r = sqlx::query(
+            "UPDATE jobs SET state = ?, last_error = COALESCE(?, last_error), finished_at = ?, lease_owner = NULL, lease_until = NULL
+             WHERE id = ? AND lease_owner = ? AND state = 'running'",
+        )
+        .bind(if ok { "done" } else { "failed" })
+        .bind(error)
+        .bind(now_ms())
+        .bind(id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn release_job(&self, id: i64, owner: &str, error: &str) -> DbResult<String> {
+        let state: Option<String> = sqlx::query_scalar(
+            "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+                last_error = ?, lease_owner = NULL, lease_until = NULL,
+                finished_at = CASE WHEN attempts >= max_attempts THEN ? ELSE NULL END
+             WHERE id = ? AND lease_owner = ? AND state = 'running' RETURNING state",
+        )
+        .bind(error)
+        .bind(now_ms())
+        .bind(id)
+        .bind(owner)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(state.unwrap_or_else(|| "lost".into()))
+    }
+
+    async fn job_by_id(&self, id: i64) -> DbResult<Option<Job>> {
+        let row: Option<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs WHERE id = ?")).bind(id).fetch_optional(&self.pool).await?;
+        Ok(row.map(Job::from))
+    }
+
+    async fn jobs_for(&self, kind: &str, subject: &str) -> DbResult<Vec<Job>> {
+        let rows: Vec<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs WHERE kind = ? AND subject = ? ORDER BY id"))
+            .bind(kind)
+            .bind(subject)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(Job::from).collect())
+    }
+
+    async fn pending_jobs(&self) -> DbResult<Vec<Job>> {
+        let rows: Vec<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs WHERE state IN ('queued', 'running') ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(Job::from).collect())
+    }
+}

@@ -1,0 +1,50 @@
+//! The SQLite backend: one file, WAL mode, migrations from `migrations/sqlite`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+mod assignments;
+mod audit;
+mod jobs;
+mod packets;
+mod sessions;
+mod submissions;
+mod users;
+
+pub struct SqliteStore {
+    pub(crate) pool: SqlitePool,
+}
+
+impl SqliteStore {
+    pub async fn open(url: &str) -> anyhow::Result<SqliteStore> {
+        let opts = SqliteConnectOptions::from_str(url)
+            .map_err(|e| anyhow::anyhow!("database url {url:?}: {e}"))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        if let Some(dir) = opts.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(opts)
+            .await
+            .map_err(|e| anyhow::anyhow!("opening {url}: {e}"))?;
+        sqlx::migrate!("../migrations/sqlite").run(&pool).await.map_err(|e| anyhow::anyhow!("migrating {url}: {e}"))?;
+        Ok(SqliteStore { pool })
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+impl super::Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+}

@@ -1,0 +1,19 @@
+//! The Gatehouse server: command line, web platform, database, grading queue.
+//!
+//! The grading itself is the `grader` crate's; this crate stores, schedules
+//! and serves. Blocking grader calls run on `spawn_blocking` threads.
+
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod serve;
+pub mod state;
+pub mod text;
+pub mod web;
+
+/// Milliseconds since the Unix epoch, the unit of every stored time.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

@@ -1,0 +1,97 @@
+//! `gatehouse serve` and the account commands: open the configured database
+//! and blob directory, load the built-in packets, start the workers and the
+//! web server.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use grader::grade::Grader;
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+use crate::auth::password;
+use crate::config::Config;
+use crate::db::{self, NewUser, Role};
+use crate::state::AppState;
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+}
+
+/// Builds the shared state for `config`: database (migrated), grader, metrics.
+pub async fn state(config: Config) -> anyhow::Result<AppState> {
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let db = db::open(&config.database_url).await?;
+    let grader = tokio::task::spawn_blocking(Grader::for_host).await?.context("preparing the sandbox")?;
+    let metrics = PrometheusBuilder::new().build_recorder();
+    let handle = metrics.handle();
+    // Only the first state of a process installs the global recorder; tests
+    // build several states in one process and share it.
+    let _ = metrics::set_global_recorder(metrics);
+    Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle })
+}
+
+pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
+    init_tracing();
+    let config = Config::load(config_file).context("reading the configuration")?;
+    runtime()?.block_on(async move {
+        let state = state(config).await?;
+        let listener = tokio::net::TcpListener::bind(state.config.listen)
+            .await
+            .with_context(|| format!("binding {}", state.config.listen))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, database = state.db.backend(), "gatehouse listening");
+        if state.db.user_count().await? == 0 {
+            println!(
+                "No accounts yet. Create the first admin with:\n  gatehouse user add --role admin --email you@example.com\n(the password is printed once, or read from $GATEHOUSE_PASSWORD)"
+            );
+        }
+        println!("Gatehouse is serving on http://{addr}");
+        let app = crate::web::router(state);
+        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+}
+
+pub fn add_user(config_file: Option<&Path>, email: &str, name: Option<&str>, role: &str) -> anyhow::Result<ExitCode> {
+    let config = Config::load(config_file).context("reading the configuration")?;
+    let role = Role::parse(role).context("role must be admin, author or reviewer")?;
+    if !email.contains('@') {
+        anyhow::bail!("{email:?} is not an email address");
+    }
+    runtime()?.block_on(async move {
+        let db = db::open(&config.database_url).await?;
+        if db.user_by_email(email).await?.is_some() {
+            anyhow::bail!("an account for {email} already exists");
+        }
+        let (secret, generated) = match std::env::var("GATEHOUSE_PASSWORD") {
+            Ok(p) if p.len() >= 8 => (p, false),
+            Ok(_) => anyhow::bail!("GATEHOUSE_PASSWORD must be at least 8 characters"),
+            Err(_) => (password::random_token()[..20].to_string(), true),
+        };
+        let hash = password::hash_async(secret.clone()).await?;
+        let user = db
+            .create_user(NewUser { email, name: name.unwrap_or(email), role, password_hash: &hash })
+            .await?;
+        println!("created {} account {} (id {})", role.as_str(), user.email, user.id);
+        if generated {
+            println!("password: {secret}\n(shown once; sign in at {}/login)", config.public_url);
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

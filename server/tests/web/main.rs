@@ -1,0 +1,16 @@
+//! The web platform's integration tests: each binds port 0 and talks HTTP to
+//! the real app over a fresh SQLite file.
+
+mod support;
+
+use support::TestApp;
+
+#[tokio::test]
+async fn healthz_answers_without_auth() {
+    let app = TestApp::spawn().await;
+    let r = reqwest::get(app.url("/healthz")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["ok"], true);
+    assert_eq!(body["database"], "sqlite");
+}

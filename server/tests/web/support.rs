@@ -1,0 +1,75 @@
+//! A real server per test: port 0, a fresh SQLite file and data directory in
+#![allow(dead_code)]
+//! a temporary directory, the real sandboxed grader.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use gatehouse::auth::password;
+use gatehouse::config::Config;
+use gatehouse::db::{NewUser, Role, User};
+use gatehouse::state::AppState;
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub base: String,
+    pub state: AppState,
+    pub dir: tempfile::TempDir,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// The repository root, for `packets/` and `target/site`.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+impl TestApp {
+    /// Starts the app with no built-in packets loaded.
+    pub async fn spawn() -> TestApp {
+        TestApp::spawn_with(|_| {}).await
+    }
+
+    /// Starts the app after `tweak` adjusts its configuration.
+    pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            database_url: format!("sqlite://{}", dir.path().join("gatehouse.db").display()),
+            data_dir: dir.path().join("data"),
+            packets_dir: PathBuf::new(),
+            site_dir: repo_root().join("target/site"),
+            ..Config::default()
+        };
+        tweak(&mut config);
+        let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind port 0");
+        let addr = listener.local_addr().unwrap();
+        config.public_url = format!("http://{addr}");
+        let state = gatehouse::serve::state(config).await.expect("app state");
+        let app = gatehouse::web::router(state.clone());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("serve");
+        });
+        TestApp { addr, base: format!("http://{addr}"), state, dir, server }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Creates an account directly in the database.
+    pub async fn user(&self, email: &str, role: Role, pass: &str) -> User {
+        let hash = password::hash_async(pass.to_string()).await.unwrap();
+        self.state.db.create_user(NewUser { email, name: email.split('@').next().unwrap(), role, password_hash: &hash }).await.unwrap()
+    }
+
+    /// A client with its own cookie jar that does not follow redirects.
+    pub fn client() -> reqwest::Client {
+        reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap()
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
