@@ -8,6 +8,8 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod invites;
+pub mod library;
 pub mod serve;
 pub mod state;
 pub mod text;

@@ -1,1 +1,8 @@
 //! One module per area of the site.
+pub mod auth;
+pub mod admin;
+pub mod library;
+pub mod assignments;
+pub mod candidate;
+pub mod review;
+pub mod queue;

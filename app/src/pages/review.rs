@@ -1,0 +1,1 @@
+//! Pages of this area.
