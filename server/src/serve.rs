@@ -47,14 +47,17 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("binding {}", state.config.listen))?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, database = state.db.backend(), "gatehouse listening");
-        if state.db.user_count().await? == 0 {
+        let added = crate::library::load_builtin(&state).await.context("loading the built-in packets")?;
+        tracing::info!(added, dir = %state.config.packets_dir.display(), "built-in packets loaded");
+        if let Some(link) = crate::web::auth::setup_link(&state).await? {
             println!(
-                "No accounts yet. Create the first admin with:\n  gatehouse user add --role admin --email you@example.com\n(the password is printed once, or read from $GATEHOUSE_PASSWORD)"
+                "No accounts yet. Create the first admin with:\n  gatehouse user add --role admin --email you@example.com\n(the password is printed once, or read from $GATEHOUSE_PASSWORD)\nor open this one-time setup link:\n  {link}"
             );
         }
         println!("Gatehouse is serving on http://{addr}");
         let app = crate::web::router(state);
-        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving")?;
+        // Connect info gives the sign-in rate limit the client's address.
+        axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).with_graceful_shutdown(shutdown_signal()).await.context("serving")?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -24,7 +24,7 @@ pub use jobs::{Job, JobStore};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
 pub use sessions::SessionStore;
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
-pub use users::{NewUser, Role, User, UserStore};
+pub use users::{ApiToken, NewUser, Role, User, UserStore};
 
 /// Everything a backend provides.
 pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + Send + Sync {
