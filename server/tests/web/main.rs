@@ -1,6 +1,9 @@
 //! The web platform's integration tests: each binds port 0 and talks HTTP to
 //! the real app over a fresh SQLite file.
 
+mod assignments;
+mod auth;
+mod library;
 mod support;
 
 use support::TestApp;
