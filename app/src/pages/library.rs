@@ -5,6 +5,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::shell::CsrfField;
 
+/// Escapes text for a `<textarea>`, whose children Leptos writes unescaped
+/// (a prompt holding `</textarea><script>` must stay text).
+pub fn escape_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PacketListRow {
     pub slug: String,
@@ -201,7 +217,7 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
         view! {
             <form method="post" action=format!("{base}/prompt") class="edit">
                 <CsrfField token=vm.csrf.clone() />
-                <label>"Prompt (Markdown)" <textarea name="prompt" rows="16">{vm.prompt_text.clone()}</textarea></label>
+                <label>"Prompt (Markdown)" <textarea name="prompt" rows="16" inner_html=escape_text(&vm.prompt_text)></textarea></label>
                 <button type="submit">"Save prompt"</button>
             </form>
         }
@@ -220,7 +236,7 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
                             <CsrfField token=vm.csrf.clone() />
                             <label>"Title" <input type="text" name="title" value=c.title.clone() /></label>
                             <label>"Max level" <input type="number" name="max" min="0" value=c.max.to_string() /></label>
-                            <label>"Levels, one per line (0 first)" <textarea name="levels" rows="5">{c.levels.join("\n")}</textarea></label>
+                            <label>"Levels, one per line (0 first)" <textarea name="levels" rows="5" inner_html=escape_text(&c.levels.join("\n"))></textarea></label>
                             <button type="submit">"Save row"</button>
                         </form>
                     </details>
@@ -249,7 +265,7 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
                         <form method="post" action=format!("{base}/failures/{}", f.index) class="edit">
                             <CsrfField token=vm.csrf.clone() />
                             <label>"Title" <input type="text" name="title" value=f.title.clone() /></label>
-                            <label>"Description" <textarea name="description" rows="4">{f.description.clone()}</textarea></label>
+                            <label>"Description" <textarea name="description" rows="4" inner_html=escape_text(&f.description)></textarea></label>
                             <button type="submit">"Save entry"</button>
                         </form>
                     </details>

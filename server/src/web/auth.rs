@@ -266,8 +266,8 @@ struct SetupForm {
 }
 
 async fn setup(State(state): State<AppState>, session: Session, Path(token): Path<String>, Form(form): Form<SetupForm>) -> Result<Response, AppError> {
-    verify_csrf(&session, Some(&form.csrf)).await?;
     check_setup_token(&state, &token).await?;
+    verify_csrf(&session, Some(&form.csrf)).await?;
     let problem = validate_account(&form.email, &form.name, &form.password);
     if let Some(error) = problem {
         let vm = SetupView { csrf: csrf_token(&session).await?, token, email: form.email, name: form.name, error: Some(error) };

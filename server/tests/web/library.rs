@@ -159,8 +159,8 @@ async fn editing_a_draft_keeps_formatting_and_shows_on_the_page() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
     let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
-    assert!(html.contains(r#"data-budget="model_calls">7<"#), "{html}");
-    assert!(html.contains(r#"data-budget="time_box_minutes">45<"#));
+    assert!(html.contains(r#"data-budget="model_calls" class="budget">7<"#), "{html}");
+    assert!(html.contains(r#"data-budget="time_box_minutes" class="budget">45<"#));
     let after = app.state.db.version_by_id(id).await.unwrap().unwrap();
     assert_ne!(before.digest, after.digest);
     let toml = std::fs::read_to_string(gatehouse::library::version_dir(&app.state, &after.dir).join("packet.toml")).unwrap();
@@ -168,7 +168,7 @@ async fn editing_a_draft_keeps_formatting_and_shows_on_the_page() {
     assert!(toml.contains("model_calls = 7"));
 
     // Prompt (raw HTML is escaped), a rubric row and a catalog entry.
-    let prompt = "# Brief\n\nDo *not* guess.\n\n<script>alert(1)</script>\n";
+    let prompt = "# Brief\n\nDo *not* guess.\n\n<script>alert(1)</script>\n</textarea><b>out</b>\n";
     let r = client.post(app.url(&format!("{base}/prompt"))).form(&[("csrf", csrf.as_str()), ("prompt", prompt)]).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let r = client
@@ -180,7 +180,8 @@ async fn editing_a_draft_keeps_formatting_and_shows_on_the_page() {
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
     let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
     assert!(html.contains("<h1>Brief</h1>") && html.contains("<em>not</em>"), "Markdown rendered");
-    assert!(!html.contains("<script>alert(1)</script>") && html.contains("&lt;script&gt;"), "raw HTML escaped");
+    assert!(!html.contains("<script>alert(1)</script>") && html.contains("&lt;script&gt;"), "raw HTML escaped: {html}");
+    assert!(!html.contains("<b>out</b>"), "the editor's textarea cannot be closed from the prompt");
     assert!(html.contains("Invented a value (edited)"));
 
     // An edit that does not validate is refused with its line; the draft is unchanged.
