@@ -42,6 +42,14 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = Config::load(config_file).context("reading the configuration")?;
     runtime()?.block_on(async move {
         let state = state(config).await?;
+        // Unfinished uploads of an earlier run (killed mid-upload) are
+        // removed before any new upload starts.
+        match crate::blobs::sweep_tmp(&state.config.data_dir) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "removed unfinished uploads of an earlier run"),
+            Err(e) => tracing::warn!(error = %e, "sweeping the temporary folder failed"),
+        }
+        crate::queue::spawn_workers(&state, state.config.workers);
         let listener = tokio::net::TcpListener::bind(state.config.listen)
             .await
             .with_context(|| format!("binding {}", state.config.listen))?;
@@ -66,6 +74,21 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term.recv() => {},
     }
+}
+
+/// `gatehouse worker`: grading workers only, against the configured
+/// database and data directory, until interrupted.
+pub fn worker(config_file: Option<&Path>, count: Option<usize>) -> anyhow::Result<ExitCode> {
+    init_tracing();
+    let config = Config::load(config_file).context("reading the configuration")?;
+    runtime()?.block_on(async move {
+        let state = state(config).await?;
+        let n = count.unwrap_or(state.config.workers).max(1);
+        crate::queue::spawn_workers(&state, n);
+        println!("Gatehouse grading workers: {n}");
+        shutdown_signal().await;
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 pub fn add_user(config_file: Option<&Path>, email: &str, name: Option<&str>, role: &str) -> anyhow::Result<ExitCode> {
