@@ -91,7 +91,7 @@ pub fn CandidateView(page: CandidatePage) -> impl IntoView {
                     <tr>
                         <td><a href=s.href.clone()>{s.received.clone()}</a></td>
                         <td><code>{short}</code></td>
-                        <td>{s.size_bytes}" bytes"</td>
+                        <td>{format!("{} bytes", s.size_bytes)}</td>
                         <td class="state">{s.state.clone()}</td>
                     </tr>
                 }
@@ -151,7 +151,7 @@ pub fn ReceiptView(page: ReceiptPage) -> impl IntoView {
                 <tbody>
                     <tr><th scope="row">"Submission"</th><td><code>{page.id.clone()}</code></td></tr>
                     <tr><th scope="row">"SHA-256"</th><td><code class="sha256">{page.sha256.clone()}</code></td></tr>
-                    <tr><th scope="row">"Size"</th><td>{page.size_bytes}" bytes"</td></tr>
+                    <tr><th scope="row">"Size"</th><td>{format!("{} bytes", page.size_bytes)}</td></tr>
                     <tr><th scope="row">"Received"</th><td>{page.received.clone()}</td></tr>
                     <tr><th scope="row">"State"</th><td class="state">{page.state.clone()}</td></tr>
                     {decision}

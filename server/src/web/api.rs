@@ -57,8 +57,10 @@ enum Caller {
     Candidate(Assignment),
 }
 
-async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, AppError> {
-    let token = bearer(headers).ok_or_else(|| AppError::Forbidden("send `Authorization: Bearer <token>` (an API token or the assignment's link token)".into()))?;
+async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Refusal> {
+    let token = bearer(headers).ok_or_else(|| {
+        Refusal::new(StatusCode::UNAUTHORIZED, "send `Authorization: Bearer <token>` (an API token or the assignment's link token)")
+    })?;
     let hash = token_hash(token);
     if let Some(user) = state.db.user_by_api_token(&hash).await?.filter(|u| !u.disabled) {
         return Ok(Caller::User(user));
@@ -66,7 +68,7 @@ async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, AppErro
     if let Some(a) = state.db.assignment_by_token_hash(&hash).await? {
         return Ok(Caller::Candidate(a));
     }
-    Err(AppError::Forbidden("the bearer token is not a valid API token or link token".into()))
+    Err(Refusal::new(StatusCode::UNAUTHORIZED, "the bearer token is not a valid API token or link token (revoked, mistyped or expired)"))
 }
 
 #[derive(Deserialize)]
@@ -79,13 +81,13 @@ struct NewAssignmentBody {
     time_box_minutes: Option<i64>,
 }
 
-async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Result<Response, AppError> {
+async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Result<Response, Refusal> {
     let user = match caller(&state, &headers).await? {
         Caller::User(u) => u,
-        Caller::Candidate(_) => return Err(AppError::Forbidden("a link token cannot create assignments; use an API token".into())),
+        Caller::Candidate(_) => return Err(AppError::Forbidden("a link token cannot create assignments; use an API token".into()).into()),
     };
     if user.role < Role::Author {
-        return Err(AppError::Forbidden(format!("creating assignments needs the author role; the token's account is {}", user.role.as_str())));
+        return Err(AppError::Forbidden(format!("creating assignments needs the author role; the token's account is {}", user.role.as_str())).into());
     }
     let body: NewAssignmentBody =
         serde_json::from_slice(&body).map_err(|e| AppError::BadRequest(format!("the body is not the expected JSON object: {e}")))?;
@@ -97,7 +99,7 @@ async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, bo
         Some(serde_json::Value::String(s)) => Some(
             parse_rfc3339(s).ok_or_else(|| AppError::BadRequest(format!("deadline {s:?} is not an RFC 3339 time like 2030-01-31T17:00:00Z")))?,
         ),
-        Some(other) => return Err(AppError::BadRequest(format!("deadline {other} is neither RFC 3339 text nor Unix milliseconds"))),
+        Some(other) => return Err(AppError::BadRequest(format!("deadline {other} is neither RFC 3339 text nor Unix milliseconds")).into()),
     };
     let invited = invites::create(
         &state,
@@ -172,17 +174,17 @@ async fn create_submission(
 
 /// The submission if the caller may read it: any account token, or the
 /// link token of the submission's own assignment. Others get 404.
-async fn readable(state: &AppState, headers: &HeaderMap, id: &str) -> Result<(Submission, bool), AppError> {
+async fn readable(state: &AppState, headers: &HeaderMap, id: &str) -> Result<(Submission, bool), Refusal> {
     let who = caller(state, headers).await?;
     let s = state.db.submission_by_id(id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
     match who {
         Caller::User(_) => Ok((s, true)),
         Caller::Candidate(a) if a.id == s.assignment_id => Ok((s, false)),
-        Caller::Candidate(_) => Err(AppError::NotFound(format!("submission {id}"))),
+        Caller::Candidate(_) => Err(AppError::NotFound(format!("submission {id}")).into()),
     }
 }
 
-async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<axum::Json<serde_json::Value>, AppError> {
+async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<axum::Json<serde_json::Value>, Refusal> {
     let (s, staff) = readable(&state, &headers, &id).await?;
     let mut out = json!({
         "id": s.id,
@@ -198,7 +200,7 @@ async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(
     // Candidates see their state, never the scorecard.
     if staff {
         let card = match &s.scorecard_json {
-            Some(text) => serde_json::from_str(text).map_err(|e| AppError::Internal(e.into()))?,
+            Some(text) => serde_json::from_str(text).map_err(|e| Refusal::from(AppError::Internal(e.into())))?,
             None => serde_json::Value::Null,
         };
         out["scorecard"] = card;
@@ -207,10 +209,10 @@ async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(
     Ok(axum::Json(out))
 }
 
-async fn get_receipt(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, AppError> {
+async fn get_receipt(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, Refusal> {
     let (s, staff) = readable(&state, &headers, &id).await?;
     if !staff {
-        return Err(AppError::Forbidden("the receipt is for the hiring team; use an API token".into()));
+        return Err(AppError::Forbidden("the receipt is for the hiring team; use an API token".into()).into());
     }
     let receipt = s.receipt_json.ok_or_else(|| AppError::NotFound(format!("receipt of submission {id} (it is {})", s.state)))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], receipt).into_response())

@@ -3,6 +3,12 @@
 
 mod support;
 
+mod api;
+mod candidate;
+mod queue;
+mod security;
+mod upload;
+
 use support::TestApp;
 
 #[tokio::test]
