@@ -29,11 +29,17 @@ pub async fn state(config: Config) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     let db = db::open(&config.database_url).await?;
     let grader = tokio::task::spawn_blocking(Grader::for_host).await?.context("preparing the sandbox")?;
-    let metrics = PrometheusBuilder::new().build_recorder();
-    let handle = metrics.handle();
-    // Only the first state of a process installs the global recorder; tests
-    // build several states in one process and share it.
-    let _ = metrics::set_global_recorder(metrics);
+    // One global recorder per process; tests build several states in one
+    // process and share it (and its handle, so each `/metrics` shows it).
+    static METRICS: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> = std::sync::OnceLock::new();
+    let handle = METRICS
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone();
     Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle })
 }
 
