@@ -86,3 +86,28 @@ async fn submission_status(
     let s = state.db.submission_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
     Ok(axum::Json(status_json(&s)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_page_renders_jobs() {
+        let job = JobRow {
+            id: 7,
+            kind: "grade".into(),
+            subject: "abc".into(),
+            subject_href: Some("/submissions/abc".into()),
+            state: "running".into(),
+            attempts: 1,
+            max_attempts: 3,
+            lease: Some("host:1 until 2026-11-29 10:00 UTC".into()),
+            last_error: Some("boom <b>".into()),
+            created: "2026-11-29 09:59 UTC".into(),
+        };
+        let page = QueuePage { pending: vec![job], recent: vec![] };
+        let html = app::shell::document(PageMeta::default(), move || view! { <QueueView page=page /> });
+        assert!(html.contains("/submissions/abc"), "{html}");
+        assert!(html.contains("boom &lt;b&gt;"), "{html}");
+    }
+}

@@ -291,3 +291,32 @@ async fn kill_9_mid_grading_is_regraded_exactly_once_after_restart() {
     assert_eq!(subs.len(), 1);
     assert_eq!(subs.iter().filter(|s| s.state == "graded").count(), 1);
 }
+
+#[tokio::test]
+async fn gatehouse_worker_grades_jobs_queued_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    // The web server runs without workers; a separate `gatehouse worker` grades.
+    let (mut served, state) = prepare(dir.path(), 0, 60).await;
+    let invited = invite(&state, "Worker").await;
+    served.start().await;
+    let r = crate::candidate::upload(&served.base(), &invited.token, sample_zip(), true).await;
+    assert_eq!(r.status(), 201);
+    let id = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(state.db.submission_by_id(&id).await.unwrap().unwrap().state, "queued");
+
+    let c = served.config();
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["worker", "--count", "1"])
+        .current_dir(dir.path())
+        .env("GATEHOUSE_DATABASE_URL", &c.database_url)
+        .env("GATEHOUSE_DATA_DIR", &c.data_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = wait_final(&state, &id, Duration::from_secs(120)).await;
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    assert_eq!(s.state, "graded");
+}
