@@ -29,11 +29,17 @@ pub async fn state(config: Config) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     let db = db::open(&config.database_url).await?;
     let grader = tokio::task::spawn_blocking(Grader::for_host).await?.context("preparing the sandbox")?;
-    let metrics = PrometheusBuilder::new().build_recorder();
-    let handle = metrics.handle();
-    // Only the first state of a process installs the global recorder; tests
-    // build several states in one process and share it.
-    let _ = metrics::set_global_recorder(metrics);
+    // One global recorder per process; tests build several states in one
+    // process and share it (and its handle, so each `/metrics` shows it).
+    static METRICS: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> = std::sync::OnceLock::new();
+    let handle = METRICS
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone();
     Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle })
 }
 
@@ -42,6 +48,14 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = Config::load(config_file).context("reading the configuration")?;
     runtime()?.block_on(async move {
         let state = state(config).await?;
+        // Unfinished uploads of an earlier run (killed mid-upload) are
+        // removed before any new upload starts.
+        match crate::blobs::sweep_tmp(&state.config.data_dir) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "removed unfinished uploads of an earlier run"),
+            Err(e) => tracing::warn!(error = %e, "sweeping the temporary folder failed"),
+        }
+        crate::queue::spawn_workers(&state, state.config.workers);
         let listener = tokio::net::TcpListener::bind(state.config.listen)
             .await
             .with_context(|| format!("binding {}", state.config.listen))?;
@@ -69,6 +83,21 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term.recv() => {},
     }
+}
+
+/// `gatehouse worker`: grading workers only, against the configured
+/// database and data directory, until interrupted.
+pub fn worker(config_file: Option<&Path>, count: Option<usize>) -> anyhow::Result<ExitCode> {
+    init_tracing();
+    let config = Config::load(config_file).context("reading the configuration")?;
+    runtime()?.block_on(async move {
+        let state = state(config).await?;
+        let n = count.unwrap_or(state.config.workers).max(1);
+        crate::queue::spawn_workers(&state, n);
+        println!("Gatehouse grading workers: {n}");
+        shutdown_signal().await;
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 pub fn add_user(config_file: Option<&Path>, email: &str, name: Option<&str>, role: &str) -> anyhow::Result<ExitCode> {

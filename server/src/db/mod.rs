@@ -20,7 +20,7 @@ pub mod users;
 
 pub use assignments::{Assignment, AssignmentStore, NewAssignment};
 pub use audit::{AuditEntry, AuditStore};
-pub use jobs::{Job, JobStore};
+pub use jobs::{GradeResult, Job, JobStore};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
 pub use sessions::SessionStore;
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};

@@ -6,6 +6,12 @@ mod auth;
 mod library;
 mod support;
 
+mod api;
+mod candidate;
+mod queue;
+mod security;
+mod upload;
+
 use support::TestApp;
 
 #[tokio::test]
