@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod export;
 pub mod invites;
 pub mod library;
 pub mod serve;
