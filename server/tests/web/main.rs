@@ -1,6 +1,7 @@
 //! The web platform's integration tests: each binds port 0 and talks HTTP to
 //! the real app over a fresh SQLite file.
 
+mod review;
 mod support;
 
 use support::TestApp;
