@@ -217,9 +217,92 @@ pub fn distribution_svg(title: &str, scores: &[(f64, String)], ranked: &[String]
     s
 }
 
+/// One line of a line diff: `' '` unchanged, `'-'` only in the old text,
+/// `'+'` only in the new one, `'@'` a run of unchanged lines left out.
+pub type DiffLine = (char, String);
+
+/// Largest old × new line product diffed (the table is that many cells).
+const DIFF_CELLS: usize = 4_000_000;
+
+/// A line diff of `old` against `new` (longest common subsequence) with
+/// `context` unchanged lines kept around each change; None when the texts
+/// are too long to diff here.
+pub fn line_diff(old: &str, new: &str, context: usize) -> Option<Vec<DiffLine>> {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    // The common head and tail need no table.
+    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let tail = a[head..].iter().rev().zip(b[head..].iter().rev()).take_while(|(x, y)| x == y).count();
+    let (am, bm) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
+    if am.len().saturating_mul(bm.len()) > DIFF_CELLS {
+        return None;
+    }
+    let (n, m) = (am.len(), bm.len());
+    // lcs[i * (m + 1) + j]: the longest common subsequence of am[i..], bm[j..].
+    let mut lcs = vec![0u32; (n + 1) * (m + 1)];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i * (m + 1) + j] =
+                if am[i] == bm[j] { lcs[(i + 1) * (m + 1) + j + 1] + 1 } else { lcs[(i + 1) * (m + 1) + j].max(lcs[i * (m + 1) + j + 1]) };
+        }
+    }
+    let mut all: Vec<DiffLine> = a[..head].iter().map(|l| (' ', l.to_string())).collect();
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && am[i] == bm[j] {
+            all.push((' ', am[i].to_string()));
+            i += 1;
+            j += 1;
+        } else if j == m || (i < n && lcs[(i + 1) * (m + 1) + j] >= lcs[i * (m + 1) + j + 1]) {
+            all.push(('-', am[i].to_string()));
+            i += 1;
+        } else {
+            all.push(('+', bm[j].to_string()));
+            j += 1;
+        }
+    }
+    all.extend(a[a.len() - tail..].iter().map(|l| (' ', l.to_string())));
+    // Keep `context` lines around changes; fold the other unchanged runs.
+    let near: Vec<bool> = (0..all.len())
+        .map(|k| {
+            let lo = k.saturating_sub(context);
+            let hi = (k + context + 1).min(all.len());
+            all[lo..hi].iter().any(|(c, _)| *c != ' ')
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut skipped = 0usize;
+    for (k, line) in all.into_iter().enumerate() {
+        if near[k] {
+            if skipped > 0 {
+                out.push(('@', format!("… {skipped} unchanged line{}", if skipped == 1 { "" } else { "s" })));
+                skipped = 0;
+            }
+            out.push(line);
+        } else {
+            skipped += 1;
+        }
+    }
+    if skipped > 0 {
+        out.push(('@', format!("… {skipped} unchanged line{}", if skipped == 1 { "" } else { "s" })));
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_diff_marks_changes_and_folds_unchanged_runs() {
+        let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
+        let new = "a\nb\nc\nD\ne\nf\ng\nh\ni\n";
+        let d = line_diff(old, new, 1).unwrap();
+        let text: Vec<String> = d.iter().map(|(c, l)| format!("{c}{l}")).collect();
+        assert_eq!(text, ["@… 2 unchanged lines", " c", "-d", "+D", " e", "@… 2 unchanged lines", " h", "+i"]);
+        assert_eq!(line_diff("same\n", "same\n", 3).unwrap(), vec![('@', "… 1 unchanged line".to_string())]);
+        assert_eq!(line_diff("", "x\ny", 3).unwrap(), vec![('+', "x".to_string()), ('+', "y".to_string())]);
+    }
 
     #[test]
     fn svg_has_one_group_per_nonempty_bucket_and_escapes_text() {

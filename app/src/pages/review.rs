@@ -129,6 +129,10 @@ pub struct FileChange {
     pub change: String,
     pub size: u64,
     pub sha256: String,
+    /// The line diff against the starter's copy: (' ' | '-' | '+' | '@', line).
+    pub diff: Vec<(char, String)>,
+    /// Why no diff is shown (binary, too large, the stored zip is gone).
+    pub diff_note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -348,7 +352,13 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
         view! {
             <section class="frozen">
                 <h2>"Frozen files"</h2>
-                <ul>{c.frozen.into_iter().map(|f| view! { <li class=format!("file {}", f.change)><code>{f.path}</code> " " {f.change.clone()}</li> }).collect_view()}</ul>
+                <ul>{c.frozen.into_iter().map(|f| {
+                    let label = match f.change.as_str() {
+                        "not-submitted" => "not submitted (the starter's copy was used)".to_string(),
+                        other => other.to_string(),
+                    };
+                    view! { <li class=format!("file {}", f.change)><code>{f.path}</code> " " {label}</li> }
+                }).collect_view()}</ul>
             </section>
         }
     });
@@ -371,10 +381,21 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
             <h2>"Submission against the starter"</h2>
             <table class="files">
                 <thead><tr><th>"File"</th><th>"Change"</th><th>"Bytes"</th><th>"SHA-256"</th></tr></thead>
-                <tbody>{c.files.into_iter().map(|f| view! {
-                    <tr class=format!("file {}", f.change)><td><code>{f.path}</code></td><td>{f.change.clone()}</td><td>{f.size}</td><td><code>{f.sha256}</code></td></tr>
+                <tbody>{c.files.iter().map(|f| view! {
+                    <tr class=format!("file {}", f.change)><td><code>{f.path.clone()}</code></td><td>{f.change.clone()}</td><td>{f.size}</td><td><code>{f.sha256.clone()}</code></td></tr>
                 }).collect_view()}</tbody>
             </table>
+            {c.files.into_iter().filter(|f| !f.diff.is_empty() || f.diff_note.is_some()).map(|f| view! {
+                <details class="file-diff" open=true>
+                    <summary><code>{f.path}</code> " (" {f.change} ")"</summary>
+                    {f.diff_note.map(|n| view! { <p class="note">{n}</p> })}
+                    <pre class="diff-text">{f.diff.into_iter().map(|(kind, line)| {
+                        let class = match kind { '+' => "add", '-' => "del", '@' => "fold", _ => "ctx" };
+                        let mark = if kind == '@' { String::new() } else { kind.to_string() };
+                        view! { <span class=class>{format!("{mark}{line}\n")}</span> }
+                    }).collect_view()}</pre>
+                </details>
+            }).collect_view()}
         </section>
     };
     view! {
@@ -412,6 +433,7 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
 fn human_form(f: HumanForm, csrf: String, id: String) -> impl IntoView {
     let action = format!("/submissions/{id}/human");
     let label = if f.mode == "auto-override" { "Override level" } else { "Level" };
+    let placeholder = f.current.is_none().then(|| view! { <option value="" selected=true>"Choose a level"</option> });
     let options = f
         .levels
         .into_iter()
@@ -424,7 +446,7 @@ fn human_form(f: HumanForm, csrf: String, id: String) -> impl IntoView {
         <form class="human-score" method="post" action=action>
             <CsrfField token=csrf />
             <input type="hidden" name="criterion" value=f.criterion.clone() />
-            <label>{label} " (" {f.title} ") " <select name="level">{options}</select></label>
+            <label>{label} " (" {f.title} ") " <select name="level" required=true>{placeholder}{options}</select></label>
             <label>"Reason (required) " <textarea name="reason" required=true rows="2"></textarea></label>
             <button type="submit">"Save score"</button>
         </form>

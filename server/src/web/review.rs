@@ -232,12 +232,14 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
             change: if f.changed {
                 "changed".into()
             } else if f.submitted_sha256.is_none() {
-                "not submitted (the starter's copy was used)".into()
+                "not-submitted".into()
             } else {
                 "unchanged".into()
             },
             size: 0,
             sha256: f.submitted_sha256.clone().unwrap_or_else(|| f.starter_sha256.clone()),
+            diff: Vec::new(),
+            diff_note: None,
         })
         .collect();
     let mutation = r.mutation.as_ref().map(|m| {
@@ -272,7 +274,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
                 Some(Some(_)) if frozen_paths.contains(&&f.path) => "frozen-changed",
                 Some(Some(_)) => "changed",
             };
-            FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone() }
+            FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone(), diff: Vec::new(), diff_note: None }
         })
         .collect();
     CardView {
@@ -296,6 +298,63 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         receipt_digest: r.digest.clone(),
         packet_digest: r.packet.digest.clone(),
     }
+}
+
+/// Where the blob store keeps a submission's zip: `<data_dir>/blobs/<aa>/<sha256>`
+/// (the layout of `crate::blobs::blob_path`, which the lead's merge may
+/// call instead).
+fn stored_zip(state: &AppState, sha256: &str) -> PathBuf {
+    let prefix = sha256.get(..2).unwrap_or("00");
+    state.config.data_dir.join("blobs").join(prefix).join(sha256)
+}
+
+/// Largest file shown as a diff.
+const DIFF_MAX_BYTES: u64 = 256 * 1024;
+
+/// Fills in the line diff of each added or changed text file, reading the
+/// submission from its stored zip and the starter from the packet version.
+/// Diffs are best effort: a file without one says why.
+async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, view: &mut CardView) {
+    let zip_path = stored_zip(state, archive_sha256);
+    let starter = version_dir(state, &version.dir).join("starter");
+    let mut files = std::mem::take(&mut view.files);
+    files = tokio::task::spawn_blocking(move || {
+        let mut archive = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok());
+        for f in files.iter_mut().filter(|f| f.change != "unchanged") {
+            if f.size > DIFF_MAX_BYTES {
+                f.diff_note = Some(format!("{} bytes: too large to show as a diff", f.size));
+                continue;
+            }
+            let Some(archive) = archive.as_mut() else {
+                f.diff_note = Some("the stored zip is not available, so no diff is shown".into());
+                continue;
+            };
+            let submitted = read_entry(archive, &f.path);
+            let Some(new) = submitted.and_then(|b| String::from_utf8(b).ok()) else {
+                f.diff_note = Some("not a text file (or not readable from the stored zip)".into());
+                continue;
+            };
+            let old = std::fs::read(starter.join(&f.path)).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
+            match export::line_diff(&old, &new, 3) {
+                Some(d) => f.diff = d,
+                None => f.diff_note = Some("too many lines to diff here".into()),
+            }
+        }
+        files
+    })
+    .await
+    .unwrap_or_default();
+    view.files = files;
+}
+
+/// The bytes of the archive entry for `path`, capped at `DIFF_MAX_BYTES`.
+fn read_entry(archive: &mut zip::ZipArchive<std::fs::File>, path: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let index = (0..archive.len()).find(|&i| archive.name_for_index(i).and_then(|r| r.ok()).is_some_and(|n| n.trim_start_matches("./") == path))?;
+    let entry = archive.by_index(index).ok()?;
+    let mut bytes = Vec::new();
+    entry.take(DIFF_MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= DIFF_MAX_BYTES).then_some(bytes)
 }
 
 fn mode_word(m: Mode) -> &'static str {
@@ -395,7 +454,14 @@ async fn scorecard_page(
         state: ctx.submission.state.clone(),
         error: ctx.submission.error.clone(),
         refusal: ctx.submission.refusal.clone(),
-        card: card.as_ref().map(|c| card_view(c, starter.as_ref())),
+        card: match &card {
+            Some(c) => {
+                let mut v = card_view(c, starter.as_ref());
+                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, &mut v).await;
+                Some(v)
+            }
+            None => None,
+        },
         forms,
         history,
         csrf: signed_in.csrf.clone(),

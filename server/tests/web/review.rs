@@ -24,8 +24,9 @@ use crate::support::{TestApp, repo_root};
 
 const SLUG: &str = "null-status";
 
-/// The clean sample's and the bad variant's scorecards, graded once.
-static CARDS: OnceCell<(Scorecard, Scorecard)> = OnceCell::const_new();
+/// The clean sample's and the bad variant's scorecards with their zips,
+/// graded once.
+static GRADED: OnceCell<((Scorecard, Vec<u8>), (Scorecard, Vec<u8>))> = OnceCell::const_new();
 
 fn zip_tree(packet: &Packet, dir: &Path, times: &BTreeMap<String, i64>, out: &Path) {
     let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
@@ -33,9 +34,9 @@ fn zip_tree(packet: &Packet, dir: &Path, times: &BTreeMap<String, i64>, out: &Pa
     assert!(out.is_file(), "zipping {} for {}", dir.display(), packet.manifest.packet.slug);
 }
 
-async fn cards(app: &TestApp) -> &'static (Scorecard, Scorecard) {
+async fn graded(app: &TestApp) -> &'static ((Scorecard, Vec<u8>), (Scorecard, Vec<u8>)) {
     let grader = app.state.grader.clone();
-    CARDS
+    GRADED
         .get_or_init(|| async move {
             tokio::task::spawn_blocking(move || {
                 let packet = Packet::load(&repo_root().join("packets").join(SLUG)).unwrap();
@@ -53,12 +54,17 @@ async fn cards(app: &TestApp) -> &'static (Scorecard, Scorecard) {
                 let opts = grader::grade::GradeOptions::default();
                 let good = grader.grade_zip(&packet, &good_zip, &opts).unwrap();
                 let bad = grader.grade_zip(&packet, &bad_zip, &opts).unwrap();
-                (good, bad)
+                ((good, std::fs::read(&good_zip).unwrap()), (bad, std::fs::read(&bad_zip).unwrap()))
             })
             .await
             .unwrap()
         })
         .await
+}
+
+async fn cards(app: &TestApp) -> (&'static Scorecard, &'static Scorecard) {
+    let ((good, _), (bad, _)) = graded(app).await;
+    (good, bad)
 }
 
 /// A signed-in browser: a session stored directly in the database, sent
@@ -93,7 +99,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let app = TestApp::spawn().await;
-    let (good_card, bad_card) = cards(&app).await.clone();
+    let ((good_card, good_zip), (bad_card, bad_zip)) = graded(&app).await.clone();
     // `Packet::load` wants the folder named after the slug, so the version
     // id is the parent folder here.
     let rel = format!("packets/1/{SLUG}");
@@ -113,9 +119,15 @@ async fn fixture() -> Fixture {
     .await
     .unwrap();
     let mut ids = Vec::new();
-    for (name, email, card, sub) in
-        [("Ada Lovelace", "ada@example.com", &good_card, "sub-good-0001"), ("Bob Guesser", "bob@example.com", &bad_card, "sub-bad-00001")]
-    {
+    for (name, email, card, zip, sub) in [
+        ("Ada Lovelace", "ada@example.com", &good_card, &good_zip, "sub-good-0001"),
+        ("Bob Guesser", "bob@example.com", &bad_card, &bad_zip, "sub-bad-00001"),
+    ] {
+        // The zip where the blob store keeps it: `blobs/<aa>/<sha256>`.
+        let sha = &card.receipt.submission.archive_sha256;
+        let blob = app.state.config.data_dir.join("blobs").join(&sha[..2]).join(sha);
+        std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
+        std::fs::write(&blob, zip).unwrap();
         let invited = invites::create(
             &app.state,
             None,
@@ -127,7 +139,7 @@ async fn fixture() -> Fixture {
             id: sub,
             assignment_id: &invited.assignment.id,
             blob_sha256: &card.receipt.submission.archive_sha256,
-            size_bytes: 1000,
+            size_bytes: zip.len() as i64,
         })
         .await
         .unwrap();
@@ -193,6 +205,8 @@ async fn scorecard_shows_evidence_in_order_with_provenance_and_commands() {
     let badge = format!("class=\"badge {}\"", serde_json::to_value(finding.provenance).unwrap().as_str().unwrap());
     in_order(&bad, &["<h2>Gates</h2>", "<h2>Findings</h2>", "class=\"finding\"", "invented-value", &badge, "<h2>Commands</h2>", "class=\"diff\""]);
     assert!(bad.contains(&format!("decision {}", bad_card.decision)), "{bad}");
+    // The diff against the starter shows the variant's guess table.
+    in_order(&bad, &["class=\"diff\"", "class=\"diff-text\"", "<span class=\"add\">+# what an outage on checkout usually looks like"]);
     // A failing held-out test names itself in the commands section.
     assert!(bad.contains("test_no_invented_values"), "{bad}");
 
