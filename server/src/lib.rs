@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod export;
 pub mod grading;
 pub mod invites;
 pub mod library;
