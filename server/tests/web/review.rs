@@ -26,7 +26,10 @@ const SLUG: &str = "null-status";
 
 /// The clean sample's and the bad variant's scorecards with their zips,
 /// graded once.
-static GRADED: OnceCell<((Scorecard, Vec<u8>), (Scorecard, Vec<u8>))> = OnceCell::const_new();
+static GRADED: OnceCell<(Graded, Graded)> = OnceCell::const_new();
+
+/// A scorecard and the zip it graded.
+type Graded = (Scorecard, Vec<u8>);
 
 fn zip_tree(packet: &Packet, dir: &Path, times: &BTreeMap<String, i64>, out: &Path) {
     let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
@@ -34,7 +37,7 @@ fn zip_tree(packet: &Packet, dir: &Path, times: &BTreeMap<String, i64>, out: &Pa
     assert!(out.is_file(), "zipping {} for {}", dir.display(), packet.manifest.packet.slug);
 }
 
-async fn graded(app: &TestApp) -> &'static ((Scorecard, Vec<u8>), (Scorecard, Vec<u8>)) {
+async fn graded(app: &TestApp) -> &'static (Graded, Graded) {
     let grader = app.state.grader.clone();
     GRADED
         .get_or_init(|| async move {
