@@ -223,7 +223,8 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
             "refused" => format!("The submission was refused: {}", view.refusal.clone().unwrap_or_default()),
             other => format!("State: {other}"),
         };
-        view! { <p class=format!("submission-state state {}", view.state) data-state=view.state.clone()>{note}</p> }
+        let status_url = format!("/submissions/{}/status", view.id);
+        view! { <p class=format!("submission-state state {}", view.state) data-state=view.state.clone() data-status-url=status_url>{note}</p> }
     });
     let regrade = {
         let action = format!("/submissions/{id}/regrade");
