@@ -1,7 +1,10 @@
 //! The web platform's integration tests: each binds port 0 and talks HTTP to
 //! the real app over a fresh SQLite file.
 
+mod browser;
+mod frame;
 mod support;
+mod webdriver;
 
 use support::TestApp;
 
