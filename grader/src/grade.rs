@@ -615,3 +615,220 @@ fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport {
         .collect();
     EnvReport { tools, mismatches }
 }
+
+/// Scores a stored scorecard again with reviewer levels `human`, without
+/// running anything: the findings, the step tests and the mutation results
+/// are read back from the scorecard and its receipt. The receipt's scoring
+/// fields and digest are replaced; its runs, findings and timings are kept.
+/// Levels for auto criteria are ignored, as in a grading.
+pub fn rescore(m: &crate::manifest::Manifest, card: &Scorecard, human: &BTreeMap<String, HumanScore>) -> Scorecard {
+    let tests_of = |step: &str| {
+        let id = format!("step:{step}");
+        card.receipt.runs.iter().find(|r| r.id == id).and_then(|r| r.tests.as_ref()).map(|t| {
+            let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::run::TestStatus::Skipped).collect();
+            (counted.iter().filter(|t| t.status == crate::run::TestStatus::Passed).count(), counted.len())
+        })
+    };
+    let mutation = card.receipt.mutation.as_ref().map(|mo| (mo.killed(), mo.mutants.len()));
+    let measures = Measures { tests: &tests_of, mutation };
+    let human: BTreeMap<String, HumanScore> =
+        human.iter().filter(|(id, _)| m.criterion(id).is_some_and(|c| c.mode != Mode::Auto)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut scored = score(m, &card.findings, &measures, &human);
+    // Unevaluated failures keep the decision pending, as in a grading.
+    if !card.unevaluated.is_empty() {
+        scored.decision = crate::score::PENDING.to_string();
+    }
+    let mut out = card.clone();
+    out.criteria = scored.criteria.clone();
+    out.score = scored.score;
+    out.max_score = scored.max_score;
+    out.decision = scored.decision.clone();
+    out.gates = scored.gates.clone();
+    out.caps = scored.caps.clone();
+    out.pending = scored.pending.clone();
+    out.receipt.criteria = scored.criteria;
+    out.receipt.score = scored.score;
+    out.receipt.max_score = scored.max_score;
+    out.receipt.decision = scored.decision;
+    out.receipt.gates = scored.gates;
+    out.receipt.caps = scored.caps;
+    out.receipt.pending = scored.pending;
+    out.receipt.digest = String::new();
+    out.receipt.digest = receipt_digest(&out.receipt);
+    out
+}
+
+#[cfg(test)]
+mod rescore_tests {
+    use super::*;
+    use crate::detect::Provenance;
+    use crate::manifest::Manifest;
+    use crate::run::TestStatus;
+    use crate::score::Status;
+
+    const RUBRIC: &str = r#"
+[packet]
+slug = "demo"
+version = "1"
+title = "Demo"
+
+[commands]
+test = "true"
+
+[[step]]
+id = "hidden"
+run = "true"
+junit = "h.xml"
+
+[[criterion]]
+id = "retry"
+title = "Retry"
+max = 2
+levels = ["0", "1", "2"]
+mode = "auto"
+from = { tests = "hidden" }
+
+[[criterion]]
+id = "honesty"
+title = "Honesty"
+max = 2
+levels = ["0", "1", "2"]
+mode = "auto-override"
+
+[[criterion]]
+id = "notes"
+title = "Notes"
+max = 2
+levels = ["0", "1", "2"]
+mode = "human"
+
+[[band]]
+min = 5
+decision = "merge"
+
+[[band]]
+min = 0
+decision = "close"
+
+[[failure]]
+id = "lied"
+title = "Lied"
+description = "d"
+effect = { criterion = "honesty", set = 0 }
+detect = { kind = "missing", paths = ["z"] }
+"#;
+
+    /// A stored scorecard as a grading would leave it: the hidden step
+    /// passed `passed` of 4 tests, `findings` were detected, no human level.
+    fn card(m: &Manifest, passed: usize, findings: &[&str]) -> Scorecard {
+        let tests: Vec<TestOutcome> = (0..4)
+            .map(|i| TestOutcome {
+                classname: "t".into(),
+                name: format!("test_{i}"),
+                status: if i < passed { TestStatus::Passed } else { TestStatus::Failed },
+                message: None,
+            })
+            .collect();
+        let findings: Vec<Finding> =
+            findings.iter().map(|id| Finding { id: id.to_string(), title: String::new(), provenance: Provenance::Replayed, evidence: vec![] }).collect();
+        let packet = PacketRef { slug: "demo".into(), version: "1".into(), digest: "d".into() };
+        let environment = EnvReport { tools: vec![], mismatches: vec![] };
+        let run = RunEntry {
+            id: "step:hidden".into(),
+            command: "true".into(),
+            limits: LimitsView::from(&Limits::default()),
+            exit: crate::sandbox::Exit::Code(0),
+            timed_out: false,
+            limit_hit: None,
+            leftovers: vec![],
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            tests: Some(tests),
+        };
+        let receipt = Receipt {
+            receipt_version: 1,
+            packet: packet.clone(),
+            submission: SubmissionRef { archive_sha256: "a".into(), workspace_digest: "w".into(), files: vec![] },
+            environment: environment.clone(),
+            sandbox: Features {
+                pid_namespace: true,
+                net_namespace: true,
+                mount_namespace: true,
+                uid_drop: true,
+                cgroup_memory: true,
+                cgroup_pids: true,
+                cgroup_cpu: true,
+                rlimits: true,
+                fallbacks: vec![],
+            },
+            runs: vec![run],
+            frozen: vec![],
+            mutation: None,
+            findings: findings.clone(),
+            unevaluated: vec![],
+            criteria: vec![],
+            score: None,
+            max_score: 0,
+            decision: String::new(),
+            gates: vec![],
+            caps: vec![],
+            pending: vec![],
+            digest: String::new(),
+            timings: Timings { total_ms: 1.0, runs: vec![] },
+        };
+        let base = Scorecard {
+            packet,
+            findings,
+            unevaluated: vec![],
+            criteria: vec![],
+            score: None,
+            max_score: 0,
+            decision: String::new(),
+            gates: vec![],
+            caps: vec![],
+            pending: vec![],
+            environment,
+            receipt,
+        };
+        // The first scoring, without human levels, is what grading stores.
+        rescore(m, &base, &BTreeMap::new())
+    }
+
+    fn human(levels: &[(&str, u32)]) -> BTreeMap<String, HumanScore> {
+        levels.iter().map(|(id, l)| (id.to_string(), HumanScore { level: *l, reason: "because".into(), by: "rev".into() })).collect()
+    }
+
+    #[test]
+    fn human_levels_settle_a_pending_decision_from_stored_tests() {
+        let m = Manifest::parse("packet.toml", RUBRIC).unwrap();
+        let stored = card(&m, 4, &[]);
+        // retry 2 + honesty 2 = 4; notes 0..2 spans close and merge.
+        assert_eq!((stored.decision.as_str(), stored.score), ("pending", Some(4)));
+        assert_eq!(stored.pending, vec!["notes".to_string()]);
+        let merged = rescore(&m, &stored, &human(&[("notes", 1)]));
+        assert_eq!((merged.decision.as_str(), merged.score), ("merge", Some(5)));
+        assert!(merged.pending.is_empty());
+        assert_eq!(merged.receipt.decision, "merge");
+        assert_eq!(merged.receipt.digest, receipt_digest(&merged.receipt));
+        assert_ne!(merged.receipt.digest, stored.receipt.digest);
+        let notes = merged.criteria.iter().find(|c| c.id == "notes").unwrap();
+        assert_eq!((notes.level, notes.status), (Some(1), Status::Scored));
+        assert!(notes.basis.iter().any(|b| b.contains("because")), "{:?}", notes.basis);
+    }
+
+    #[test]
+    fn override_replaces_a_derived_level_and_auto_levels_are_ignored() {
+        let m = Manifest::parse("packet.toml", RUBRIC).unwrap();
+        let stored = card(&m, 2, &["lied"]);
+        // retry 1 (2 of 4 tests), honesty 0 (lied), notes pending.
+        let honest = rescore(&m, &stored, &human(&[("notes", 2), ("honesty", 2), ("retry", 2)]));
+        assert_eq!((honest.decision.as_str(), honest.score), ("merge", Some(5)));
+        let retry = honest.criteria.iter().find(|c| c.id == "retry").unwrap();
+        assert_eq!(retry.level, Some(1));
+        let plain = rescore(&m, &stored, &human(&[("notes", 2)]));
+        assert_eq!((plain.decision.as_str(), plain.score), ("close", Some(3)));
+        // The runs and findings are kept as they were.
+        assert_eq!(plain.receipt.runs, stored.receipt.runs);
+        assert_eq!(plain.findings, stored.findings);
+    }
+}

@@ -39,6 +39,16 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Run grading workers only (no web server), against the same database
+    /// and data directory as `serve`.
+    Worker {
+        /// Configuration file (default: $GATEHOUSE_CONFIG or ./gatehouse.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// How many workers (default: the configured `workers`).
+        #[arg(long)]
+        count: Option<usize>,
+    },
     /// Manage accounts.
     User {
         #[command(subcommand)]
@@ -142,6 +152,7 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve { config } => crate::serve::serve(config.as_deref()),
+        Command::Worker { config, count } => crate::serve::worker(config.as_deref(), count),
         Command::User { command: UserCommand::Add { email, name, role }, config } => {
             crate::serve::add_user(config.as_deref(), &email, name.as_deref(), &role)
         }

@@ -4,12 +4,16 @@
 //! and serves. Blocking grader calls run on `spawn_blocking` threads.
 
 pub mod auth;
+pub mod blobs;
 pub mod cli;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod export;
+pub mod grading;
 pub mod invites;
 pub mod library;
+pub mod queue;
 pub mod serve;
 pub mod state;
 pub mod text;

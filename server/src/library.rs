@@ -1,12 +1,21 @@
-//! The packet library on disk and its self-test. Packet versions live under
-//! `<data_dir>/packets/<slug>/<id>/`; a published version's folder never
-//! changes.
+//! The packet library on disk and its self-test.
+//!
+//! A packet version lives in `<data_dir>/packets/<slug>/<key>/<slug>/`: the
+//! last folder carries the slug because `Packet::load` requires the folder
+//! name to match it, and `<key>` tells versions apart (the digest prefix for
+//! a built-in, a random key for imports and drafts). A published version's
+//! folder never changes; a draft's folder is replaced whole by each edit,
+//! after the edited copy validated.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use grader::check::check_packet;
+use grader::ingest::{IngestLimits, ingest};
+use grader::packet::{Packet, PacketError, copy_path};
 
+use crate::db::{NewVersion, PacketVersion, VersionState};
+use crate::error::AppError;
 use crate::state::AppState;
 
 /// The folder of a packet version, from its stored relative `dir`.
@@ -14,8 +23,345 @@ pub fn version_dir(state: &AppState, dir: &str) -> PathBuf {
     state.config.data_dir.join(dir)
 }
 
+/// The stored (relative) folder of a version of `slug` under `key`.
+fn version_rel(slug: &str, key: &str) -> String {
+    format!("packets/{slug}/{key}/{slug}")
+}
+
+/// A scratch folder under the data directory (same file system as the
+/// library, so a finished folder is moved in with one rename).
+fn scratch(state: &AppState) -> anyhow::Result<tempfile::TempDir> {
+    let base = state.config.data_dir.join("tmp");
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    tempfile::Builder::new().prefix("packet-").tempdir_in(&base).with_context(|| format!("creating a scratch folder in {}", base.display()))
+}
+
+fn new_key() -> String {
+    crate::auth::password::random_token()[..16].to_string()
+}
+
+/// A packet error as an author should read it: paths relative to the packet
+/// folder (`packet.toml:12: ...`), not the server's scratch paths.
+pub fn describe_packet_error(e: &PacketError, root: &Path) -> String {
+    match e {
+        PacketError::Manifest(m) => match m.line {
+            Some(line) => format!("packet.toml:{line}: {}", m.message),
+            None => format!("packet.toml: {}", m.message),
+        },
+        other => {
+            let text = other.to_string();
+            let prefix = format!("{}/", root.display());
+            text.replace(&prefix, "").replace(&root.display().to_string(), "the packet folder")
+        }
+    }
+}
+
+/// Loads every packet folder of `config.packets_dir` that has a
+/// `packet.toml` into the library as a published built-in version, unless
+/// its newest published version already has the same digest. Returns how
+/// many versions were added. Built-ins are checked in CI, so their self-test
+/// starts as "not run".
+pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
+    let root = state.config.packets_dir.clone();
+    if root.as_os_str().is_empty() || !root.is_dir() {
+        return Ok(0);
+    }
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(&root)
+        .with_context(|| format!("reading {}", root.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("packet.toml").is_file())
+        .collect();
+    folders.sort();
+    let mut added = 0;
+    for folder in folders {
+        let f = folder.clone();
+        let packet = match tokio::task::spawn_blocking(move || Packet::load(&f)).await? {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(folder = %folder.display(), error = %e, "skipping a built-in packet that does not load");
+                continue;
+            }
+        };
+        let slug = packet.manifest.packet.slug.clone();
+        if let Some(v) = state.db.latest_published(&slug).await?
+            && v.digest == packet.digest
+        {
+            continue;
+        }
+        let rel = version_rel(&slug, &packet.digest[..16]);
+        let dest = version_dir(state, &rel);
+        let (from, to) = (folder.clone(), dest.clone());
+        tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+            if to.exists() {
+                std::fs::remove_dir_all(&to)?;
+            }
+            copy_path(&from, &to)?;
+            Ok(())
+        })
+        .await?
+        .with_context(|| format!("copying {} into the library", folder.display()))?;
+        state
+            .db
+            .create_version(NewVersion {
+                slug: &slug,
+                title: &packet.manifest.packet.title,
+                builtin: true,
+                dir: &rel,
+                digest: &packet.digest,
+                created_by: None,
+                publish: true,
+            })
+            .await?;
+        state.db.audit("system", "packet.builtin", &format!("packet:{slug}"), &format!("digest {}", &packet.digest[..12])).await?;
+        added += 1;
+    }
+    Ok(added)
+}
+
+/// Imports a packet folder zip (`packet.toml` at the root or in one top
+/// folder) as a new draft. The zip is unpacked with the grader's safe
+/// ingestion and validated with `Packet::load`; on any refusal nothing is
+/// left behind.
+pub async fn import_zip(state: &AppState, zip: &Path, by: Option<i64>) -> Result<PacketVersion, AppError> {
+    let work = scratch(state)?;
+    let unpacked = work.path().join("unpacked");
+    let (zip_path, dest) = (zip.to_path_buf(), unpacked.clone());
+    tokio::task::spawn_blocking(move || ingest(&zip_path, &dest, &IngestLimits::default()))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))?
+        .map_err(|e| AppError::BadRequest(format!("the zip was refused: {e}")))?;
+    let root = find_packet_root(&unpacked)?;
+    // Read the slug first, so the folder can be named after it for `Packet::load`.
+    let manifest_src = std::fs::read_to_string(root.join("packet.toml"))
+        .map_err(|e| AppError::BadRequest(format!("packet.toml could not be read: {e}")))?;
+    let manifest = grader::manifest::Manifest::parse("packet.toml", &manifest_src).map_err(|e| AppError::BadRequest(e.to_string()))?;
+    let slug = manifest.packet.slug.clone();
+    if !valid_slug(&slug) {
+        return Err(AppError::BadRequest(format!("packet.toml: slug {slug:?} must be lowercase letters, digits and dashes")));
+    }
+    let staged = work.path().join("staged").join(&slug);
+    std::fs::create_dir_all(staged.parent().expect("has a parent")).map_err(|e| AppError::Internal(e.into()))?;
+    std::fs::rename(&root, &staged).map_err(|e| AppError::Internal(e.into()))?;
+    let packet = load_blocking(&staged).await?;
+    let rel = version_rel(&slug, &new_key());
+    let dest = version_dir(state, &rel);
+    std::fs::create_dir_all(dest.parent().expect("has a parent")).map_err(|e| AppError::Internal(e.into()))?;
+    std::fs::rename(&staged, &dest).map_err(|e| AppError::Internal(e.into()))?;
+    let created = state
+        .db
+        .create_version(NewVersion {
+            slug: &slug,
+            title: &packet.manifest.packet.title,
+            builtin: false,
+            dir: &rel,
+            digest: &packet.digest,
+            created_by: by,
+            publish: false,
+        })
+        .await;
+    let version = match created {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(dest.parent().expect("has a parent"));
+            return Err(e.into());
+        }
+    };
+    audit(state, by, "packet.import", &slug, &format!("draft {} digest {}", version.id, &packet.digest[..12])).await?;
+    Ok(version)
+}
+
+fn valid_slug(slug: &str) -> bool {
+    !slug.is_empty() && slug.len() <= 64 && slug.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// The folder holding `packet.toml`: the unpacked root or its only folder.
+fn find_packet_root(unpacked: &Path) -> Result<PathBuf, AppError> {
+    if unpacked.join("packet.toml").is_file() {
+        return Ok(unpacked.to_path_buf());
+    }
+    let entries: Vec<PathBuf> = std::fs::read_dir(unpacked).map_err(|e| AppError::Internal(e.into()))?.filter_map(Result::ok).map(|e| e.path()).collect();
+    match entries.as_slice() {
+        [only] if only.is_dir() && only.join("packet.toml").is_file() => Ok(only.clone()),
+        _ => Err(AppError::BadRequest("the zip has no packet.toml at its root or in a single top folder".into())),
+    }
+}
+
+async fn load_blocking(dir: &Path) -> Result<Packet, AppError> {
+    let d = dir.to_path_buf();
+    let loaded = tokio::task::spawn_blocking(move || Packet::load(&d)).await.map_err(|e| AppError::Internal(e.into()))?;
+    loaded.map_err(|e| AppError::BadRequest(describe_packet_error(&e, dir)))
+}
+
+async fn audit(state: &AppState, by: Option<i64>, action: &str, slug: &str, detail: &str) -> Result<(), AppError> {
+    let actor = by.map(|b| format!("user:{b}")).unwrap_or_else(|| "system".into());
+    state.db.audit(&actor, action, &format!("packet:{slug}"), detail).await?;
+    Ok(())
+}
+
+/// One edit of a draft, from the packet editor's forms.
+#[derive(Debug, Clone)]
+pub enum DraftEdit {
+    Prompt(String),
+    /// Budget name (`model_calls`, `tokens`, ...) to value; None removes it.
+    Budgets(Vec<(String, Option<u64>)>),
+    /// A rubric row by index: title, max and level descriptions.
+    Criterion { index: usize, title: String, max: u32, levels: Vec<String> },
+    /// A failure catalog entry by index: title and description.
+    Failure { index: usize, title: String, description: String },
+}
+
+/// The budget names the editor offers, as in `[budgets]`.
+pub const BUDGETS: [&str; 6] = ["model_calls", "tokens", "tool_calls", "wall_clock_secs", "time_box_minutes", "request_bytes"];
+
+/// Applies `edit` to a draft: edits a copy of its folder, validates the copy
+/// with `Packet::load`, then swaps it in and records the new digest. A
+/// published version is refused (it is immutable).
+pub async fn edit_draft(state: &AppState, version: &PacketVersion, edit: DraftEdit, by: Option<i64>) -> Result<(), AppError> {
+    if version.state == VersionState::Published {
+        return Err(AppError::Conflict(format!(
+            "version {} of {} is published and cannot change; use \"Edit as new draft\" to change it",
+            version.version.unwrap_or_default(),
+            version.slug
+        )));
+    }
+    let current = version_dir(state, &version.dir);
+    let work = scratch(state)?;
+    let copy = work.path().join(&version.slug);
+    let (from, to) = (current.clone(), copy.clone());
+    tokio::task::spawn_blocking(move || copy_path(&from, &to)).await.map_err(|e| AppError::Internal(e.into()))?.map_err(|e| AppError::Internal(e.into()))?;
+    apply_edit(&copy, &edit)?;
+    let packet = load_blocking(&copy).await?;
+    // Swap: the old folder moves aside, the validated copy takes its place.
+    let aside = work.path().join("old");
+    std::fs::rename(&current, &aside).map_err(|e| AppError::Internal(e.into()))?;
+    if let Err(e) = std::fs::rename(&copy, &current) {
+        let _ = std::fs::rename(&aside, &current);
+        return Err(AppError::Internal(e.into()));
+    }
+    if !state.db.update_draft(version.id, &packet.digest).await? {
+        return Err(AppError::Conflict(format!("version {} is no longer a draft", version.id)));
+    }
+    let what = match &edit {
+        DraftEdit::Prompt(_) => "prompt".to_string(),
+        DraftEdit::Budgets(_) => "budgets".to_string(),
+        DraftEdit::Criterion { index, .. } => format!("criterion #{}", index + 1),
+        DraftEdit::Failure { index, .. } => format!("failure #{}", index + 1),
+    };
+    audit(state, by, "packet.edit", &version.slug, &format!("draft {}: {what}", version.id)).await
+}
+
+fn bad(e: impl std::fmt::Display) -> AppError {
+    AppError::BadRequest(e.to_string())
+}
+
+/// Writes `edit` into the packet folder `dir` (a scratch copy).
+fn apply_edit(dir: &Path, edit: &DraftEdit) -> Result<(), AppError> {
+    use toml_edit::{Array, DocumentMut, Item, value};
+
+    if let DraftEdit::Prompt(text) = edit {
+        let text = text.replace("\r\n", "\n");
+        return std::fs::write(dir.join("prompt.md"), text).map_err(|e| AppError::Internal(e.into()));
+    }
+    let path = dir.join("packet.toml");
+    let src = std::fs::read_to_string(&path).map_err(|e| AppError::Internal(e.into()))?;
+    let mut doc: DocumentMut = src.parse().map_err(|e| bad(format!("packet.toml does not parse: {e}")))?;
+    match edit {
+        DraftEdit::Prompt(_) => unreachable!("handled above"),
+        DraftEdit::Budgets(values) => {
+            if !doc.contains_key("budgets") {
+                doc["budgets"] = toml_edit::table();
+            }
+            let table = doc["budgets"].as_table_mut().ok_or_else(|| bad("packet.toml: [budgets] is not a table"))?;
+            for (name, v) in values {
+                match v {
+                    Some(n) => {
+                        let n = i64::try_from(*n).map_err(|_| bad(format!("budget {name} is too large")))?;
+                        table[name.as_str()] = value(n);
+                    }
+                    None => {
+                        table.remove(name);
+                    }
+                }
+            }
+        }
+        DraftEdit::Criterion { index, title, max, levels } => {
+            let rows = doc.get_mut("criterion").and_then(Item::as_array_of_tables_mut).ok_or_else(|| bad("packet.toml has no [[criterion]] rows"))?;
+            let row = rows.get_mut(*index).ok_or_else(|| bad(format!("there is no rubric row #{}", index + 1)))?;
+            row["title"] = value(title.trim());
+            row["max"] = value(i64::from(*max));
+            let mut arr = Array::new();
+            for l in levels {
+                arr.push(l.trim());
+            }
+            row["levels"] = value(arr);
+        }
+        DraftEdit::Failure { index, title, description } => {
+            let rows = doc.get_mut("failure").and_then(Item::as_array_of_tables_mut).ok_or_else(|| bad("packet.toml has no [[failure]] entries"))?;
+            let row = rows.get_mut(*index).ok_or_else(|| bad(format!("there is no failure catalog entry #{}", index + 1)))?;
+            row["title"] = value(title.trim());
+            row["description"] = value(description.trim());
+        }
+    }
+    std::fs::write(&path, doc.to_string()).map_err(|e| AppError::Internal(e.into()))
+}
+
+/// Makes a new draft of `slug` from a version's folder (the way to change a
+/// published version).
+pub async fn new_draft_from(state: &AppState, version: &PacketVersion, by: Option<i64>) -> Result<PacketVersion, AppError> {
+    let from = version_dir(state, &version.dir);
+    let rel = version_rel(&version.slug, &new_key());
+    let to = version_dir(state, &rel);
+    let (f, t) = (from.clone(), to.clone());
+    tokio::task::spawn_blocking(move || copy_path(&f, &t)).await.map_err(|e| AppError::Internal(e.into()))?.map_err(|e| AppError::Internal(e.into()))?;
+    let packet = match load_blocking(&to).await {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(to.parent().expect("has a parent"));
+            return Err(e);
+        }
+    };
+    let draft = state
+        .db
+        .create_version(NewVersion {
+            slug: &version.slug,
+            title: &packet.manifest.packet.title,
+            builtin: false,
+            dir: &rel,
+            digest: &packet.digest,
+            created_by: by,
+            publish: false,
+        })
+        .await?;
+    audit(state, by, "packet.draft", &version.slug, &format!("draft {} from version {}", draft.id, version.id)).await?;
+    Ok(draft)
+}
+
+/// Records a publish request on a draft and enqueues its self-test; the
+/// `check` job publishes it when the check passes.
+pub async fn request_publish(state: &AppState, version: &PacketVersion, by: Option<i64>) -> Result<i64, AppError> {
+    if version.state == VersionState::Published {
+        return Err(AppError::Conflict(format!("version {} of {} is already published", version.version.unwrap_or_default(), version.slug)));
+    }
+    state.db.set_publish_request(version.id, Some(crate::now_ms())).await?;
+    let job = enqueue_check(state, version.id).await?;
+    audit(state, by, "packet.publish-request", &version.slug, &format!("draft {} (check job {job})", version.id)).await?;
+    Ok(job)
+}
+
+/// Enqueues a `check` job for a version unless one is already pending.
+pub async fn enqueue_check(state: &AppState, version_id: i64) -> Result<i64, AppError> {
+    let subject = version_id.to_string();
+    if let Some(j) = state.db.jobs_for("check", &subject).await?.into_iter().find(|j| j.state == "queued" || j.state == "running") {
+        return Ok(j.id);
+    }
+    Ok(state.db.enqueue("check", &subject).await?)
+}
+
 /// Runs `packet check` on a version (the `check` job) and stores the report.
-/// Returns whether the check passed.
+/// When a publish was requested, a passing check publishes the draft and a
+/// failing one leaves it a draft (its failing items are on its page); the
+/// request is cleared either way. Returns whether the check passed.
 pub async fn run_check(state: &AppState, version_id: i64) -> anyhow::Result<bool> {
     let version = state.db.version_by_id(version_id).await?.with_context(|| format!("packet version {version_id} does not exist"))?;
     state.db.set_check(version_id, "running", None).await?;
@@ -25,5 +371,15 @@ pub async fn run_check(state: &AppState, version_id: i64) -> anyhow::Result<bool
     let ok = report.ok();
     let json = serde_json::to_string(&report)?;
     state.db.set_check(version_id, if ok { "passed" } else { "failed" }, Some(&json)).await?;
+    if state.db.publish_request(version_id).await?.is_some() {
+        state.db.set_publish_request(version_id, None).await?;
+        let subject = format!("packet:{}", version.slug);
+        if ok && state.db.publish(version_id).await? {
+            state.db.audit("system", "packet.publish", &subject, &format!("version id {version_id}")).await?;
+        } else if !ok {
+            let failed = report.failures().count();
+            state.db.audit("system", "packet.publish-refused", &subject, &format!("version id {version_id}: {failed} failing self-test item(s)")).await?;
+        }
+    }
     Ok(ok)
 }

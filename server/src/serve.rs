@@ -29,11 +29,17 @@ pub async fn state(config: Config) -> anyhow::Result<AppState> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     let db = db::open(&config.database_url).await?;
     let grader = tokio::task::spawn_blocking(Grader::for_host).await?.context("preparing the sandbox")?;
-    let metrics = PrometheusBuilder::new().build_recorder();
-    let handle = metrics.handle();
-    // Only the first state of a process installs the global recorder; tests
-    // build several states in one process and share it.
-    let _ = metrics::set_global_recorder(metrics);
+    // One global recorder per process; tests build several states in one
+    // process and share it (and its handle, so each `/metrics` shows it).
+    static METRICS: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> = std::sync::OnceLock::new();
+    let handle = METRICS
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone();
     Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle })
 }
 
@@ -42,19 +48,30 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = Config::load(config_file).context("reading the configuration")?;
     runtime()?.block_on(async move {
         let state = state(config).await?;
+        // Unfinished uploads of an earlier run (killed mid-upload) are
+        // removed before any new upload starts.
+        match crate::blobs::sweep_tmp(&state.config.data_dir) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "removed unfinished uploads of an earlier run"),
+            Err(e) => tracing::warn!(error = %e, "sweeping the temporary folder failed"),
+        }
+        crate::queue::spawn_workers(&state, state.config.workers);
         let listener = tokio::net::TcpListener::bind(state.config.listen)
             .await
             .with_context(|| format!("binding {}", state.config.listen))?;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, database = state.db.backend(), "gatehouse listening");
-        if state.db.user_count().await? == 0 {
+        let added = crate::library::load_builtin(&state).await.context("loading the built-in packets")?;
+        tracing::info!(added, dir = %state.config.packets_dir.display(), "built-in packets loaded");
+        if let Some(link) = crate::web::auth::setup_link(&state).await? {
             println!(
-                "No accounts yet. Create the first admin with:\n  gatehouse user add --role admin --email you@example.com\n(the password is printed once, or read from $GATEHOUSE_PASSWORD)"
+                "No accounts yet. Create the first admin with:\n  gatehouse user add --role admin --email you@example.com\n(the password is printed once, or read from $GATEHOUSE_PASSWORD)\nor open this one-time setup link:\n  {link}"
             );
         }
         println!("Gatehouse is serving on http://{addr}");
         let app = crate::web::router(state);
-        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving")?;
+        // Connect info gives the sign-in rate limit the client's address.
+        axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).with_graceful_shutdown(shutdown_signal()).await.context("serving")?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -66,6 +83,21 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term.recv() => {},
     }
+}
+
+/// `gatehouse worker`: grading workers only, against the configured
+/// database and data directory, until interrupted.
+pub fn worker(config_file: Option<&Path>, count: Option<usize>) -> anyhow::Result<ExitCode> {
+    init_tracing();
+    let config = Config::load(config_file).context("reading the configuration")?;
+    runtime()?.block_on(async move {
+        let state = state(config).await?;
+        let n = count.unwrap_or(state.config.workers).max(1);
+        crate::queue::spawn_workers(&state, n);
+        println!("Gatehouse grading workers: {n}");
+        shutdown_signal().await;
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 pub fn add_user(config_file: Option<&Path>, email: &str, name: Option<&str>, role: &str) -> anyhow::Result<ExitCode> {

@@ -1,1 +1,343 @@
-//! Pages of this area.
+//! The packet library: the list, a version's detail page and its editor.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::shell::CsrfField;
+
+/// Escapes text for a `<textarea>`, whose children Leptos writes unescaped
+/// (a prompt holding `</textarea><script>` must stay text).
+pub fn escape_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PacketListRow {
+    pub slug: String,
+    pub title: String,
+    /// "v3", or "none" before the first publish.
+    pub newest: String,
+    /// The id of the newest draft, when there is one.
+    pub draft: Option<i64>,
+    /// The newest version's self-test: not run, queued, running, passed, failed.
+    pub check: String,
+    pub builtin: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PacketListView {
+    pub csrf: String,
+    pub can_import: bool,
+    pub packets: Vec<PacketListRow>,
+}
+
+#[component]
+pub fn PacketListPage(vm: PacketListView) -> impl IntoView {
+    let rows = vm
+        .packets
+        .into_iter()
+        .map(|p| {
+            let href = format!("/packets/{}", p.slug);
+            let draft = p.draft.map(|id| {
+                let href = format!("/packets/{}?version={id}", p.slug);
+                view! { <a href=href>"draft #"{id}</a> }
+            });
+            let check_class = format!("check check-{}", p.check.replace(' ', "-"));
+            view! {
+                <tr>
+                    <td><a href=href>{p.slug.clone()}</a>{p.builtin.then(|| view! { <span class="badge">"built-in"</span> })}</td>
+                    <td>{p.title}</td>
+                    <td>{p.newest}</td>
+                    <td>{draft}</td>
+                    <td class=check_class>{p.check}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let import = vm.can_import.then(|| {
+        view! {
+            <section>
+                <h2>"Import a packet"</h2>
+                <p>"A zip of a packet folder: packet.toml at the root or in one top folder. It becomes a draft."</p>
+                <form method="post" action="/packets/import" enctype="multipart/form-data">
+                    <CsrfField token=vm.csrf.clone() />
+                    <input type="file" name="file" accept=".zip,application/zip" required />
+                    <button type="submit">"Import"</button>
+                </form>
+            </section>
+        }
+    });
+    view! {
+        <h1>"Packets"</h1>
+        <table class="packets">
+            <thead><tr><th>"Slug"</th><th>"Title"</th><th>"Newest"</th><th>"Draft"</th><th>"Self-test"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+        {import}
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VersionLink {
+    pub id: i64,
+    pub label: String,
+    pub current: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionView {
+    pub index: usize,
+    pub id: String,
+    pub title: String,
+    pub max: u32,
+    pub mode: String,
+    pub levels: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureView {
+    pub index: usize,
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetView {
+    pub name: String,
+    pub value: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileGroup {
+    pub name: String,
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckItemView {
+    pub name: String,
+    /// ok, failed or warning.
+    pub status: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PacketDetailView {
+    pub csrf: String,
+    pub slug: String,
+    pub title: String,
+    pub summary: String,
+    pub version_id: i64,
+    /// "v2" or "draft #7".
+    pub label: String,
+    pub is_draft: bool,
+    /// Authors may edit, publish and run the self-test.
+    pub can_edit: bool,
+    pub versions: Vec<VersionLink>,
+    /// The prompt rendered from Markdown (raw HTML escaped).
+    pub prompt_html: String,
+    pub prompt_text: String,
+    pub criteria: Vec<CriterionView>,
+    pub failures: Vec<FailureView>,
+    pub budgets: Vec<BudgetView>,
+    pub files: Vec<FileGroup>,
+    /// not run, queued, running, passed, failed.
+    pub check_state: String,
+    pub check_items: Vec<CheckItemView>,
+    pub publish_pending: bool,
+    /// Why the version's folder could not be read, if it could not.
+    pub load_error: Option<String>,
+}
+
+#[component]
+pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
+    let base = format!("/packets/{}/versions/{}", vm.slug, vm.version_id);
+    let editable = vm.can_edit && vm.is_draft;
+    let versions = vm
+        .versions
+        .iter()
+        .map(|v| {
+            let href = format!("/packets/{}?version={}", vm.slug, v.id);
+            let class = if v.current { "current" } else { "" };
+            view! { <li class=class><a href=href>{v.label.clone()}</a></li> }
+        })
+        .collect_view();
+
+    let actions = vm.can_edit.then(|| {
+        let csrf = vm.csrf.clone();
+        let check = view! {
+            <form method="post" action=format!("{base}/check")>
+                <CsrfField token=csrf.clone() />
+                <button type="submit">"Run self-test"</button>
+            </form>
+        };
+        let publish = (vm.is_draft && !vm.publish_pending).then(|| {
+            view! {
+                <form method="post" action=format!("{base}/publish")>
+                    <CsrfField token=csrf.clone() />
+                    <button type="submit">"Publish (runs the self-test)"</button>
+                </form>
+            }
+        });
+        let new_draft = (!vm.is_draft).then(|| {
+            view! {
+                <form method="post" action=format!("{base}/draft")>
+                    <CsrfField token=csrf.clone() />
+                    <button type="submit">"Edit as new draft"</button>
+                </form>
+            }
+        });
+        view! { <div class="actions">{check}{publish}{new_draft}</div> }
+    });
+
+    let check_items = vm
+        .check_items
+        .iter()
+        .map(|i| {
+            let class = format!("check-item {}", i.status);
+            view! { <li class=class><strong>{i.status.clone()}</strong>" "{i.name.clone()}" — "{i.detail.clone()}</li> }
+        })
+        .collect_view();
+    let pending = vm.publish_pending.then(|| view! { <p class="pending">"Publish requested: the draft is published when the self-test passes."</p> });
+    let check_class = format!("check check-{}", vm.check_state.replace(' ', "-"));
+
+    let prompt_edit = editable.then(|| {
+        view! {
+            <form method="post" action=format!("{base}/prompt") class="edit">
+                <CsrfField token=vm.csrf.clone() />
+                <label>"Prompt (Markdown)" <textarea name="prompt" rows="16" inner_html=escape_text(&vm.prompt_text)></textarea></label>
+                <button type="submit">"Save prompt"</button>
+            </form>
+        }
+    });
+
+    let criteria = vm
+        .criteria
+        .iter()
+        .map(|c| {
+            let levels = c.levels.iter().enumerate().map(|(n, l)| view! { <li>{n}": "{l.clone()}</li> }).collect_view();
+            let edit = editable.then(|| {
+                view! {
+                    <details>
+                        <summary>"Edit"</summary>
+                        <form method="post" action=format!("{base}/criteria/{}", c.index) class="edit">
+                            <CsrfField token=vm.csrf.clone() />
+                            <label>"Title" <input type="text" name="title" value=c.title.clone() /></label>
+                            <label>"Max level" <input type="number" name="max" min="0" value=c.max.to_string() /></label>
+                            <label>"Levels, one per line (0 first)" <textarea name="levels" rows="5" inner_html=escape_text(&c.levels.join("\n"))></textarea></label>
+                            <button type="submit">"Save row"</button>
+                        </form>
+                    </details>
+                }
+            });
+            view! {
+                <tr>
+                    <td><code>{c.id.clone()}</code></td>
+                    <td>{c.title.clone()}</td>
+                    <td>{c.mode.clone()}</td>
+                    <td>{c.max}</td>
+                    <td><ol start="0">{levels}</ol>{edit}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+
+    let failures = vm
+        .failures
+        .iter()
+        .map(|f| {
+            let edit = editable.then(|| {
+                view! {
+                    <details>
+                        <summary>"Edit"</summary>
+                        <form method="post" action=format!("{base}/failures/{}", f.index) class="edit">
+                            <CsrfField token=vm.csrf.clone() />
+                            <label>"Title" <input type="text" name="title" value=f.title.clone() /></label>
+                            <label>"Description" <textarea name="description" rows="4" inner_html=escape_text(&f.description)></textarea></label>
+                            <button type="submit">"Save entry"</button>
+                        </form>
+                    </details>
+                }
+            });
+            view! {
+                <tr>
+                    <td><code>{f.id.clone()}</code></td>
+                    <td>{f.title.clone()}</td>
+                    <td>{f.description.clone()}{edit}</td>
+                    <td>{f.effect.clone()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+
+    let budgets_table = vm
+        .budgets
+        .iter()
+        .map(|b| {
+            let shown = b.value.map(|v| v.to_string()).unwrap_or_else(|| "—".into());
+            view! { <tr><th>{b.name.clone()}</th><td class="budget" data-budget=b.name.clone()>{shown}</td></tr> }
+        })
+        .collect_view();
+    let budgets_edit = editable.then(|| {
+        let fields = vm
+            .budgets
+            .iter()
+            .map(|b| {
+                let v = b.value.map(|v| v.to_string()).unwrap_or_default();
+                view! { <label>{b.name.clone()} <input type="number" min="0" name=b.name.clone() value=v /></label> }
+            })
+            .collect_view();
+        view! {
+            <form method="post" action=format!("{base}/budgets") class="edit">
+                <CsrfField token=vm.csrf.clone() />
+                {fields}
+                <button type="submit">"Save budgets"</button>
+            </form>
+        }
+    });
+
+    let files = vm
+        .files
+        .iter()
+        .map(|g| {
+            let items = g.files.iter().map(|f| view! { <li><code>{f.clone()}</code></li> }).collect_view();
+            view! { <details><summary>{g.name.clone()}" ("{g.files.len()}")"</summary><ul>{items}</ul></details> }
+        })
+        .collect_view();
+
+    view! {
+        <h1>{vm.title.clone()}" "<small>{vm.slug.clone()}" · "{vm.label.clone()}</small></h1>
+        <p class="summary">{vm.summary.clone()}</p>
+        {vm.load_error.clone().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+        <nav class="versions"><ul>{versions}</ul></nav>
+        {actions}
+        <section class="self-test">
+            <h2>"Self-test: "<span class=check_class>{vm.check_state.clone()}</span></h2>
+            {pending}
+            <ul>{check_items}</ul>
+        </section>
+        <section><h2>"Prompt"</h2><div class="prompt" inner_html=vm.prompt_html.clone()></div>{prompt_edit}</section>
+        <section>
+            <h2>"Rubric"</h2>
+            <table class="rubric"><thead><tr><th>"Criterion"</th><th>"Title"</th><th>"Mode"</th><th>"Max"</th><th>"Levels"</th></tr></thead><tbody>{criteria}</tbody></table>
+        </section>
+        <section>
+            <h2>"Failure catalog"</h2>
+            <table class="failures"><thead><tr><th>"Id"</th><th>"Title"</th><th>"Description"</th><th>"Effect"</th></tr></thead><tbody>{failures}</tbody></table>
+        </section>
+        <section><h2>"Budgets"</h2><table class="budgets">{budgets_table}</table>{budgets_edit}</section>
+        <section><h2>"Files"</h2>{files}</section>
+    }
+}

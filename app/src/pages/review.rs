@@ -1,1 +1,580 @@
-//! Pages of this area.
+//! The reviewer's pages: an assignment with its submissions, a scorecard in
+//! evidence order with human scoring, a receipt, and the side-by-side
+//! comparison of a packet's candidates. The server builds every view model
+//! (`server/src/web/review.rs`); these components only lay them out.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::shell::CsrfField;
+
+/// One submission in an assignment's list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubmissionLine {
+    pub id: String,
+    pub received_at: String,
+    pub state: String,
+    pub decision: Option<String>,
+    pub score: Option<String>,
+}
+
+/// An assignment and its submissions, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssignmentView {
+    pub id: String,
+    pub candidate: String,
+    pub email: String,
+    pub slug: String,
+    pub version: String,
+    pub deadline: String,
+    pub state: String,
+    pub submissions: Vec<SubmissionLine>,
+}
+
+#[component]
+pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
+    let empty = view.submissions.is_empty().then(|| view! { <p class="empty">"No submission yet."</p> });
+    let rows = view
+        .submissions
+        .into_iter()
+        .map(|s| {
+            let href = format!("/submissions/{}", s.id);
+            view! {
+                <tr>
+                    <td><a href=href>{s.id}</a></td>
+                    <td>{s.received_at}</td>
+                    <td><span class=format!("state {}", s.state)>{s.state.clone()}</span></td>
+                    <td><span class="decision">{s.decision.unwrap_or_default()}</span></td>
+                    <td>{s.score.unwrap_or_default()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let compare = format!("/packets/{}/compare", view.slug);
+    view! {
+        <h1>"Assignment: " {view.candidate.clone()}</h1>
+        <dl class="facts">
+            <dt>"Candidate"</dt><dd>{view.candidate} " <" {view.email} ">"</dd>
+            <dt>"Packet"</dt><dd>{view.slug} " version " {view.version}</dd>
+            <dt>"Deadline"</dt><dd>{view.deadline}</dd>
+            <dt>"State"</dt><dd><span class=format!("state {}", view.state)>{view.state.clone()}</span></dd>
+        </dl>
+        <h2>"Submissions"</h2>
+        {empty}
+        <table class="submissions">
+            <thead><tr><th>"Submission"</th><th>"Received"</th><th>"State"</th><th>"Decision"</th><th>"Score"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+        <p><a href=compare>"Compare this packet's candidates"</a></p>
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateView {
+    pub label: String,
+    /// passed, failed or pending.
+    pub result: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingView {
+    pub id: String,
+    pub title: String,
+    /// witnessed, replayed or claimed.
+    pub provenance: String,
+    pub evidence: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionView {
+    pub id: String,
+    pub title: String,
+    /// auto, human or auto-override.
+    pub mode: String,
+    /// The level reached, or "pending" / "not counted".
+    pub level: String,
+    pub max: u32,
+    pub weight: u32,
+    /// scored, pending or after-gate.
+    pub status: String,
+    pub basis: Vec<String>,
+    pub level_text: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    pub id: String,
+    pub command: String,
+    /// One line: "exit 0", "signal 9", "timed out", with the limit hit.
+    pub outcome: String,
+    /// ok or failed, for styling.
+    pub status: String,
+    pub duration: String,
+    pub timed_out: bool,
+    pub limit_hit: Option<String>,
+    pub leftovers: Vec<String>,
+    /// "passed / total" of the JUnit report, when the run had one.
+    pub tests: Option<String>,
+    /// Tests that did not pass, as "name: status".
+    pub failed_tests: Vec<String>,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileChange {
+    pub path: String,
+    /// added, changed or unchanged (as the starter), frozen-changed.
+    pub change: String,
+    pub size: u64,
+    pub sha256: String,
+    /// The line diff against the starter's copy: (' ' | '-' | '+' | '@', line).
+    pub diff: Vec<(char, String)>,
+    /// Why no diff is shown (binary, too large, the stored zip is gone).
+    pub diff_note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolView {
+    pub name: String,
+    pub pin: String,
+    pub probed: String,
+    pub matches: bool,
+}
+
+/// A graded scorecard, in evidence order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardView {
+    pub decision: String,
+    pub score: String,
+    pub gates: Vec<GateView>,
+    pub caps: Vec<String>,
+    pub pending: Vec<String>,
+    pub findings: Vec<FindingView>,
+    pub unevaluated: Vec<(String, String)>,
+    pub criteria: Vec<CriterionView>,
+    pub runs: Vec<RunView>,
+    pub frozen: Vec<FileChange>,
+    pub mutation: Option<String>,
+    pub tools: Vec<ToolView>,
+    pub mismatches: Vec<String>,
+    pub sandbox_fallbacks: Vec<String>,
+    /// The submission against the starter, last.
+    pub files: Vec<FileChange>,
+    pub archive_sha256: String,
+    pub workspace_digest: String,
+    pub receipt_digest: String,
+    pub packet_digest: String,
+}
+
+/// A form to score one human or auto-override criterion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HumanForm {
+    pub criterion: String,
+    pub title: String,
+    pub mode: String,
+    /// (level, description), 0 to max.
+    pub levels: Vec<(u32, String)>,
+    pub current: Option<u32>,
+}
+
+/// One row of the human-score history (the audit trail).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryRow {
+    pub when: String,
+    pub who: String,
+    pub criterion: String,
+    pub level: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScorecardView {
+    pub id: String,
+    pub assignment_id: String,
+    pub candidate: String,
+    pub slug: String,
+    pub version: String,
+    pub received_at: String,
+    pub graded_at: Option<String>,
+    /// queued, grading, graded, failed or refused.
+    pub state: String,
+    pub error: Option<String>,
+    pub refusal: Option<String>,
+    pub card: Option<CardView>,
+    pub forms: Vec<HumanForm>,
+    pub history: Vec<HistoryRow>,
+    pub csrf: String,
+}
+
+fn lines(items: Vec<String>) -> impl IntoView {
+    items.into_iter().map(|e| view! { <li><code>{e}</code></li> }).collect_view()
+}
+
+#[component]
+pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
+    let id = view.id.clone();
+    let status = (view.state != "graded").then(|| {
+        let note = match view.state.as_str() {
+            "queued" => "Queued for grading; this page shows the scorecard once a worker has graded it.".to_string(),
+            "grading" => "Grading now.".to_string(),
+            "failed" => format!("Grading failed: {}", view.error.clone().unwrap_or_else(|| "no error was recorded".into())),
+            "refused" => format!("The submission was refused: {}", view.refusal.clone().unwrap_or_default()),
+            other => format!("State: {other}"),
+        };
+        // The pill follows grading live and reloads the page when it ends.
+        let live = view! { <crate::islands::LiveStatus url=format!("/submissions/{id}/status") initial_state=view.state.clone() /> };
+        view! { <p class=format!("submission-state state {}", view.state) data-state=view.state.clone()>{live}" "{note}</p> }
+    });
+    let regrade = {
+        let action = format!("/submissions/{id}/regrade");
+        let csrf = view.csrf.clone();
+        view! {
+            <form class="regrade" method="post" action=action>
+                <CsrfField token=csrf />
+                <button type="submit">"Regrade on the stored packet version"</button>
+            </form>
+        }
+    };
+    let links = {
+        let receipt = format!("/submissions/{id}/receipt");
+        let json = format!("/submissions/{id}/receipt.json");
+        let html = format!("/submissions/{id}/receipt.html");
+        let assignment = format!("/assignments/{}", view.assignment_id);
+        view! {
+            <p class="links">
+                <a href=assignment>"Assignment"</a> " · "
+                <a href=receipt>"Receipt"</a> " · "
+                <a href=json>"Receipt JSON"</a> " · "
+                <a href=html download="">"Standalone receipt (HTML)"</a>
+            </p>
+        }
+    };
+    let card = view.card.map(|c| card_view(c, view.forms, view.csrf.clone(), id.clone()));
+    let history = history_view(view.history);
+    view! {
+        <h1>"Scorecard: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
+        <p class="meta">"Submission " <code>{view.id.clone()}</code> ", received " {view.received_at}
+            {view.graded_at.map(|g| format!(", graded {g}"))}</p>
+        {links}
+        {status}
+        {card}
+        {history}
+        {regrade}
+    }
+}
+
+fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> impl IntoView {
+    let decision_class = format!("decision {}", c.decision);
+    let caps = (!c.caps.is_empty()).then(|| view! { <ul class="caps">{c.caps.into_iter().map(|x| view! { <li>{x}</li> }).collect_view()}</ul> });
+    let pending = (!c.pending.is_empty()).then(|| view! { <p class="pending">"Waiting for a reviewer: " {c.pending.join(", ")}</p> });
+    let gates = if c.gates.is_empty() {
+        view! { <p class="empty">"This packet has no gates."</p> }.into_any()
+    } else {
+        view! {
+            <ol class="gates">
+                {c.gates.into_iter().map(|g| view! {
+                    <li class=format!("gate {}", g.result)>
+                        <span class="gate-label">{g.label}</span> " " <span class="result">{g.result.clone()}</span>
+                        {(!g.message.is_empty()).then(|| view! { <span class="message">": " {g.message}</span> })}
+                    </li>
+                }).collect_view()}
+            </ol>
+        }
+        .into_any()
+    };
+    let findings = if c.findings.is_empty() {
+        view! { <p class="empty">"No failure from the catalog was detected."</p> }.into_any()
+    } else {
+        c.findings
+            .into_iter()
+            .map(|f| {
+                let more = f.evidence.len().saturating_sub(8);
+                let evidence: Vec<String> = f.evidence.into_iter().take(8).collect();
+                let anchor = format!("finding-{}", f.id);
+                view! {
+                    <article class="finding" id=anchor>
+                        <h3><code class="failure-id">{f.id}</code> " " {f.title} " "
+                            <span class=format!("badge {}", f.provenance)>{f.provenance.clone()}</span></h3>
+                        <ul class="evidence">{lines(evidence)}</ul>
+                        {(more > 0).then(|| view! { <p class="more">"… and " {more} " more"</p> })}
+                    </article>
+                }
+            })
+            .collect_view()
+            .into_any()
+    };
+    let unevaluated = (!c.unevaluated.is_empty()).then(|| {
+        view! {
+            <section class="unevaluated">
+                <h3>"Not evaluated (the decision stays pending)"</h3>
+                <ul>{c.unevaluated.into_iter().map(|(id, why)| view! { <li><code>{id}</code> ": " {why}</li> }).collect_view()}</ul>
+            </section>
+        }
+    });
+    let criteria = c
+        .criteria
+        .into_iter()
+        .map(|cr| {
+            let form = forms.iter().find(|f| f.criterion == cr.id).cloned().map(|f| human_form(f, csrf.clone(), id.clone()));
+            view! {
+                <tr class=format!("criterion {}", cr.status)>
+                    <td><code>{cr.id}</code> " " {cr.title}</td>
+                    <td>{cr.mode}</td>
+                    <td class="level">{cr.level} " / " {cr.max}</td>
+                    <td>{cr.weight}</td>
+                    <td>
+                        {cr.level_text.map(|t| view! { <p class="level-text">{t}</p> })}
+                        <ul class="basis">{cr.basis.into_iter().map(|b| view! { <li>{b}</li> }).collect_view()}</ul>
+                        {form}
+                    </td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let runs = c
+        .runs
+        .into_iter()
+        .map(|r| {
+            view! {
+                <article class=format!("command {}", r.status)>
+                    <h3><code>{r.id}</code> " " <span class="outcome">{r.outcome}</span> " " <span class="duration">{r.duration}</span>
+                        {r.tests.map(|t| view! { " " <span class="tests">"tests " {t}</span> })}</h3>
+                    <pre class="cmdline">{r.command}</pre>
+                    {(!r.failed_tests.is_empty()).then(|| view! { <ul class="failed-tests">{lines(r.failed_tests)}</ul> })}
+                    {(!r.leftovers.is_empty()).then(|| view! { <p class="leftovers">"Left running, killed: " {r.leftovers.join("; ")}</p> })}
+                    {(!r.stdout_tail.is_empty()).then(|| view! { <details><summary>"stdout (tail)"</summary><pre>{r.stdout_tail}</pre></details> })}
+                    {(!r.stderr_tail.is_empty()).then(|| view! { <details><summary>"stderr (tail)"</summary><pre>{r.stderr_tail}</pre></details> })}
+                </article>
+            }
+        })
+        .collect_view();
+    let frozen = (!c.frozen.is_empty()).then(|| {
+        view! {
+            <section class="frozen">
+                <h2>"Frozen files"</h2>
+                <ul>{c.frozen.into_iter().map(|f| {
+                    let label = match f.change.as_str() {
+                        "not-submitted" => "not submitted (the starter's copy was used)".to_string(),
+                        other => other.to_string(),
+                    };
+                    view! { <li class=format!("file {}", f.change)><code>{f.path}</code> " " {label}</li> }
+                }).collect_view()}</ul>
+            </section>
+        }
+    });
+    let mutation = c.mutation.map(|m| view! { <section class="mutation"><h2>"Mutation"</h2><p>{m}</p></section> });
+    let env = view! {
+        <section class="environment">
+            <h2>"Environment"</h2>
+            <table>
+                <thead><tr><th>"Tool"</th><th>"Pinned"</th><th>"Probed"</th></tr></thead>
+                <tbody>{c.tools.into_iter().map(|t| view! {
+                    <tr class=if t.matches { "tool match" } else { "tool mismatch" }><td>{t.name}</td><td>{t.pin}</td><td>{t.probed}</td></tr>
+                }).collect_view()}</tbody>
+            </table>
+            {(!c.mismatches.is_empty()).then(|| view! { <ul class="mismatches">{c.mismatches.into_iter().map(|m| view! { <li class="mismatch">{m}</li> }).collect_view()}</ul> })}
+            {(!c.sandbox_fallbacks.is_empty()).then(|| view! { <ul class="fallbacks">{c.sandbox_fallbacks.into_iter().map(|m| view! { <li class="fallback">{m}</li> }).collect_view()}</ul> })}
+        </section>
+    };
+    let files = view! {
+        <section class="diff">
+            <h2>"Submission against the starter"</h2>
+            <table class="files">
+                <thead><tr><th>"File"</th><th>"Change"</th><th>"Bytes"</th><th>"SHA-256"</th></tr></thead>
+                <tbody>{c.files.iter().map(|f| view! {
+                    <tr class=format!("file {}", f.change)><td><code>{f.path.clone()}</code></td><td>{f.change.clone()}</td><td>{f.size}</td><td><code>{f.sha256.clone()}</code></td></tr>
+                }).collect_view()}</tbody>
+            </table>
+            {c.files.into_iter().filter(|f| !f.diff.is_empty() || f.diff_note.is_some()).map(|f| view! {
+                <details class="file-diff" open=true>
+                    <summary><code>{f.path}</code> " (" {f.change} ")"</summary>
+                    {f.diff_note.map(|n| view! { <p class="note">{n}</p> })}
+                    <pre class="diff-text">{f.diff.into_iter().map(|(kind, line)| {
+                        let class = match kind { '+' => "add", '-' => "del", '@' => "fold", _ => "ctx" };
+                        let mark = if kind == '@' { String::new() } else { kind.to_string() };
+                        view! { <span class=class>{format!("{mark}{line}\n")}</span> }
+                    }).collect_view()}</pre>
+                </details>
+            }).collect_view()}
+        </section>
+    };
+    view! {
+        <section class="summary">
+            <p>"Decision: " <strong class=decision_class>{c.decision}</strong> " · score " <strong class="score">{c.score}</strong></p>
+            {caps}
+            {pending}
+        </section>
+        <section class="gates-section"><h2>"Gates"</h2>{gates}</section>
+        <section class="findings"><h2>"Findings"</h2>{findings}{unevaluated}</section>
+        <section class="criteria">
+            <h2>"Criteria"</h2>
+            <table class="rubric">
+                <thead><tr><th>"Criterion"</th><th>"Mode"</th><th>"Level"</th><th>"Weight"</th><th>"Basis"</th></tr></thead>
+                <tbody>{criteria}</tbody>
+            </table>
+        </section>
+        <section class="commands"><h2>"Commands"</h2>{runs}</section>
+        {frozen}
+        {mutation}
+        {env}
+        <section class="digests">
+            <h2>"Digests"</h2>
+            <dl>
+                <dt>"Archive"</dt><dd><code>{c.archive_sha256}</code></dd>
+                <dt>"Workspace"</dt><dd><code>{c.workspace_digest}</code></dd>
+                <dt>"Packet"</dt><dd><code>{c.packet_digest}</code></dd>
+                <dt>"Receipt"</dt><dd><code class="receipt-digest">{c.receipt_digest}</code></dd>
+            </dl>
+        </section>
+        {files}
+    }
+}
+
+fn human_form(f: HumanForm, csrf: String, id: String) -> impl IntoView {
+    let action = format!("/submissions/{id}/human");
+    let label = if f.mode == "auto-override" { "Override level" } else { "Level" };
+    let placeholder = f.current.is_none().then(|| view! { <option value="" selected=true>"Choose a level"</option> });
+    let options = f
+        .levels
+        .into_iter()
+        .map(|(l, text)| {
+            let selected = f.current == Some(l);
+            view! { <option value=l.to_string() selected=selected>{format!("{l}: {text}")}</option> }
+        })
+        .collect_view();
+    view! {
+        <form class="human-score" method="post" action=action>
+            <CsrfField token=csrf />
+            <input type="hidden" name="criterion" value=f.criterion.clone() />
+            <label>{label} " (" {f.title} ") " <select name="level" required=true>{placeholder}{options}</select></label>
+            <label>"Reason (required) " <textarea name="reason" required=true rows="2"></textarea></label>
+            <button type="submit">"Save score"</button>
+        </form>
+    }
+}
+
+fn history_view(rows: Vec<HistoryRow>) -> impl IntoView {
+    let body = if rows.is_empty() {
+        view! { <p class="empty">"No reviewer has scored this submission yet."</p> }.into_any()
+    } else {
+        view! {
+            <table class="history">
+                <thead><tr><th>"When"</th><th>"Who"</th><th>"Criterion"</th><th>"Level"</th><th>"Reason"</th></tr></thead>
+                <tbody>{rows.into_iter().map(|h| view! {
+                    <tr><td>{h.when}</td><td>{h.who}</td><td><code>{h.criterion}</code></td><td>{h.level}</td><td class="reason">{h.reason}</td></tr>
+                }).collect_view()}</tbody>
+            </table>
+        }
+        .into_any()
+    };
+    view! { <section class="score-history"><h2>"Score history"</h2>{body}</section> }
+}
+
+/// The receipt page: its key facts and the exports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceiptView {
+    pub id: String,
+    pub candidate: String,
+    pub slug: String,
+    pub version: String,
+    pub decision: String,
+    pub score: String,
+    pub digest: String,
+    pub archive_sha256: String,
+    pub json: String,
+}
+
+#[component]
+pub fn ReceiptPage(view: ReceiptView) -> impl IntoView {
+    let json = format!("/submissions/{}/receipt.json", view.id);
+    let html = format!("/submissions/{}/receipt.html", view.id);
+    let card = format!("/submissions/{}", view.id);
+    view! {
+        <h1>"Receipt: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
+        <dl class="facts">
+            <dt>"Decision"</dt><dd><span class=format!("decision {}", view.decision)>{view.decision.clone()}</span></dd>
+            <dt>"Score"</dt><dd>{view.score}</dd>
+            <dt>"Archive SHA-256"</dt><dd><code>{view.archive_sha256}</code></dd>
+            <dt>"Receipt digest"</dt><dd><code class="receipt-digest">{view.digest}</code></dd>
+        </dl>
+        <p class="links"><a href=card>"Scorecard"</a> " · " <a href=json>"JSON"</a> " · " <a href=html download="">"Standalone HTML"</a></p>
+        <pre class="receipt-json">{view.json}</pre>
+    }
+}
+
+/// One candidate's column in the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareColumn {
+    pub candidate: String,
+    pub submission_id: String,
+    pub decision: String,
+    pub score: String,
+    /// One entry per row of `CompareView::criteria`.
+    pub levels: Vec<String>,
+    pub failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareView {
+    pub slug: String,
+    /// (id, title) of each criterion row.
+    pub criteria: Vec<(String, String)>,
+    pub columns: Vec<CompareColumn>,
+    /// The distribution chart's URL.
+    pub chart: String,
+    pub csv: String,
+}
+
+#[component]
+pub fn ComparePage(view: CompareView) -> impl IntoView {
+    let title = format!("Compare: {}", view.slug);
+    if view.columns.is_empty() {
+        return view! {
+            <h1>{title}</h1>
+            <p class="empty">"No graded submission of this packet yet."</p>
+        }
+        .into_any();
+    }
+    let heads = view
+        .columns
+        .iter()
+        .map(|c| {
+            let href = format!("/submissions/{}", c.submission_id);
+            view! { <th class="candidate"><a href=href>{c.candidate.clone()}</a></th> }
+        })
+        .collect_view();
+    let rows = view
+        .criteria
+        .iter()
+        .enumerate()
+        .map(|(i, (id, t))| {
+            let cells = view.columns.iter().map(|c| view! { <td class="level">{c.levels.get(i).cloned().unwrap_or_default()}</td> }).collect_view();
+            view! { <tr><th scope="row"><code>{id.clone()}</code> " " {t.clone()}</th>{cells}</tr> }
+        })
+        .collect_view();
+    let decisions = view.columns.iter().map(|c| view! { <td><span class=format!("decision {}", c.decision)>{c.decision.clone()}</span></td> }).collect_view();
+    let scores = view.columns.iter().map(|c| view! { <td class="score">{c.score.clone()}</td> }).collect_view();
+    let failures = view
+        .columns
+        .iter()
+        .map(|c| view! { <td class="failures">{c.failures.iter().map(|f| view! { <code class="failure-id">{f.clone()}</code> " " }).collect_view()}</td> })
+        .collect_view();
+    view! {
+        <h1>{title}</h1>
+        <table class="compare">
+            <thead><tr><th>"Criterion"</th>{heads}</tr></thead>
+            <tbody>
+                {rows}
+                <tr class="decision-row"><th scope="row">"Decision"</th>{decisions}</tr>
+                <tr class="score-row"><th scope="row">"Score"</th>{scores}</tr>
+                <tr class="failures-row"><th scope="row">"Failures"</th>{failures}</tr>
+            </tbody>
+        </table>
+        <h2>"Score distribution"</h2>
+        <img class="distribution" src=view.chart alt="Histogram of scores, colored by decision" />
+        <p><a href=view.csv>"Download all scorecards (CSV)"</a></p>
+    }
+    .into_any()
+}

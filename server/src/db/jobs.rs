@@ -41,4 +41,17 @@ pub trait JobStore {
     async fn jobs_for(&self, kind: &str, subject: &str) -> DbResult<Vec<Job>>;
     /// Queued and running jobs, oldest first.
     async fn pending_jobs(&self) -> DbResult<Vec<Job>>;
+    /// The newest `limit` jobs of any state, newest first.
+    async fn recent_jobs(&self, limit: i64) -> DbResult<Vec<Job>>;
+    /// Finishes a `grade` job and stores its result in one transaction, only
+    /// while `owner` still holds the job's lease; false (and nothing stored)
+    /// otherwise, so a job never completes twice.
+    async fn complete_grade_job(&self, job_id: i64, owner: &str, submission_id: &str, result: GradeResult<'_>) -> DbResult<bool>;
+}
+
+/// What a finished `grade` job stores on its submission.
+pub enum GradeResult<'a> {
+    Graded { scorecard_json: &'a str, receipt_json: &'a str, decision: &'a str, score: Option<f64> },
+    /// The grader refused the submission at ingestion; the reason is shown.
+    Refused { reason: &'a str },
 }

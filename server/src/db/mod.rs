@@ -20,11 +20,11 @@ pub mod users;
 
 pub use assignments::{Assignment, AssignmentStore, NewAssignment};
 pub use audit::{AuditEntry, AuditStore};
-pub use jobs::{Job, JobStore};
+pub use jobs::{GradeResult, Job, JobStore};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
 pub use sessions::SessionStore;
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
-pub use users::{NewUser, Role, User, UserStore};
+pub use users::{ApiToken, NewUser, Role, User, UserStore};
 
 /// Everything a backend provides.
 pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + Send + Sync {

@@ -70,4 +70,10 @@ pub trait PacketStore {
     /// Publishes a draft whose check passed, numbering it after the packet's
     /// last published version; returns false when it is not such a draft.
     async fn publish(&self, id: i64) -> DbResult<bool>;
+
+    /// Sets (`Some(at)`) or clears (`None`) a version's publish request; the
+    /// self-test job publishes a draft whose check passes while one is pending.
+    async fn set_publish_request(&self, id: i64, at: Option<i64>) -> DbResult<()>;
+    /// When the version's pending publish request was made, if any.
+    async fn publish_request(&self, id: i64) -> DbResult<Option<i64>>;
 }

@@ -60,4 +60,9 @@ pub trait SubmissionStore {
     async fn add_human_score(&self, submission_id: &str, criterion: &str, level: i64, reason: &str, reviewer_id: i64) -> DbResult<()>;
     /// Every score for the submission, oldest first.
     async fn human_scores(&self, submission_id: &str) -> DbResult<Vec<HumanScoreRow>>;
+
+    /// Replaces a graded submission's scorecard after a reviewer's score
+    /// (re-scored without a new run); `graded_at` and the state stay. Returns
+    /// false when the submission is not graded.
+    async fn update_scorecard(&self, id: &str, scorecard_json: &str, receipt_json: &str, decision: &str, score: Option<f64>) -> DbResult<bool>;
 }

@@ -66,4 +66,17 @@ pub trait UserStore {
     /// The active user behind a token hash, if the token is not revoked.
     async fn user_by_api_token(&self, token_hash: &str) -> DbResult<Option<User>>;
     async fn revoke_api_token(&self, id: i64) -> DbResult<()>;
+    /// Every API token, newest first (never the token itself).
+    async fn list_api_tokens(&self) -> DbResult<Vec<ApiToken>>;
+}
+
+/// An integration API token as the admin pages list it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiToken {
+    pub id: i64,
+    pub user_id: i64,
+    pub user_email: String,
+    pub name: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
 }

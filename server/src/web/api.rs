@@ -1,9 +1,232 @@
-//! Routes of this area of the site.
+//! The integration API under `/api/v1`, authenticated with bearer tokens:
+//! an account's API token (author or above to create assignments), or, for
+//! a candidate's own submissions, the assignment's link token. Every error
+//! is JSON `{"error": ...}`.
+//!
+//! Also the HTTP metrics middleware every route runs through.
+
+use std::time::Instant;
 
 use axum::Router;
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Multipart, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::json;
 
+use crate::auth::password::token_hash;
+use crate::db::{Assignment, Role, Submission, User};
+use crate::error::AppError;
+use crate::invites::{self, Invite};
 use crate::state::AppState;
+use crate::web::candidate::{Refusal, receive_upload};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/api/v1/assignments", post(create_assignment))
+        .route("/api/v1/submissions", post(create_submission).layer(DefaultBodyLimit::disable()))
+        .route("/api/v1/submissions/{id}", get(get_submission))
+        .route("/api/v1/submissions/{id}/receipt", get(get_receipt))
+}
+
+/// Counts requests by matched route (never the raw path, which may hold a
+/// link token) and status, and times them.
+pub async fn track_http(req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let started = Instant::now();
+    let response = next.run(req).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("gatehouse_http_requests_total", "route" => route.clone(), "method" => method, "status" => status).increment(1);
+    metrics::histogram!("gatehouse_http_request_seconds", "route" => route).record(started.elapsed().as_secs_f64());
+    response
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// Who a bearer token belongs to.
+enum Caller {
+    User(User),
+    Candidate(Assignment),
+}
+
+async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Refusal> {
+    let token = bearer(headers).ok_or_else(|| {
+        Refusal::new(StatusCode::UNAUTHORIZED, "send `Authorization: Bearer <token>` (an API token or the assignment's link token)")
+    })?;
+    let hash = token_hash(token);
+    if let Some(user) = state.db.user_by_api_token(&hash).await?.filter(|u| !u.disabled) {
+        return Ok(Caller::User(user));
+    }
+    if let Some(a) = state.db.assignment_by_token_hash(&hash).await? {
+        return Ok(Caller::Candidate(a));
+    }
+    Err(Refusal::new(StatusCode::UNAUTHORIZED, "the bearer token is not a valid API token or link token (revoked, mistyped or expired)"))
+}
+
+#[derive(Deserialize)]
+struct NewAssignmentBody {
+    packet: String,
+    candidate_name: String,
+    email: String,
+    /// RFC 3339 text or Unix milliseconds.
+    deadline: Option<serde_json::Value>,
+    time_box_minutes: Option<i64>,
+}
+
+async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Result<Response, Refusal> {
+    let user = match caller(&state, &headers).await? {
+        Caller::User(u) => u,
+        Caller::Candidate(_) => return Err(AppError::Forbidden("a link token cannot create assignments; use an API token".into()).into()),
+    };
+    if user.role < Role::Author {
+        return Err(AppError::Forbidden(format!("creating assignments needs the author role; the token's account is {}", user.role.as_str())).into());
+    }
+    let body: NewAssignmentBody =
+        serde_json::from_slice(&body).map_err(|e| AppError::BadRequest(format!("the body is not the expected JSON object: {e}")))?;
+    let deadline = match &body.deadline {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Number(n)) => {
+            Some(n.as_i64().ok_or_else(|| AppError::BadRequest("deadline must be whole Unix milliseconds".into()))?)
+        }
+        Some(serde_json::Value::String(s)) => Some(
+            parse_rfc3339(s).ok_or_else(|| AppError::BadRequest(format!("deadline {s:?} is not an RFC 3339 time like 2030-01-31T17:00:00Z")))?,
+        ),
+        Some(other) => return Err(AppError::BadRequest(format!("deadline {other} is neither RFC 3339 text nor Unix milliseconds")).into()),
+    };
+    let invited = invites::create(
+        &state,
+        Some(user.id),
+        Invite {
+            slug: &body.packet,
+            candidate_name: &body.candidate_name,
+            email: &body.email,
+            deadline,
+            time_box_secs: body.time_box_minutes.map(|m| m * 60),
+        },
+    )
+    .await?;
+    let out = json!({ "id": invited.assignment.id, "invite_url": invited.url, "token": invited.token });
+    Ok((StatusCode::CREATED, axum::Json(out)).into_response())
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` to Unix milliseconds.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || !matches!(b[10], b'T' | b't' | b' ') || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut millis = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits: String = frac.chars().take_while(|c| c.is_ascii_digit()).collect();
+        if digits.is_empty() {
+            return None;
+        }
+        millis = format!("{:0<3}", &digits[..digits.len().min(3)]).parse::<i64>().ok()?;
+        rest = &frac[digits.len()..];
+    }
+    let offset_secs = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 && (rest.starts_with('+') || rest.starts_with('-')) && &rest[3..4] == ":" => {
+            let sign = if rest.starts_with('-') { -1 } else { 1 };
+            sign * (rest[1..3].parse::<i64>().ok()? * 3600 + rest[4..6].parse::<i64>().ok()? * 60)
+        }
+        _ => return None,
+    };
+    // Days from civil (Howard Hinnant).
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60 + se - offset_secs) * 1000 + millis)
+}
+
+async fn create_submission(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Response, Refusal> {
+    let a = match caller(&state, &headers).await? {
+        Caller::Candidate(a) => a,
+        Caller::User(_) => {
+            return Err(Refusal::new(StatusCode::FORBIDDEN, "submit with the assignment's link token as the bearer, not an API token"));
+        }
+    };
+    let s = receive_upload(&state, &a, &headers, multipart).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({ "id": s.id, "state": s.state, "sha256": s.blob_sha256 }))).into_response())
+}
+
+/// The submission if the caller may read it: any account token, or the
+/// link token of the submission's own assignment. Others get 404.
+async fn readable(state: &AppState, headers: &HeaderMap, id: &str) -> Result<(Submission, bool), Refusal> {
+    let who = caller(state, headers).await?;
+    let s = state.db.submission_by_id(id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
+    match who {
+        Caller::User(_) => Ok((s, true)),
+        Caller::Candidate(a) if a.id == s.assignment_id => Ok((s, false)),
+        Caller::Candidate(_) => Err(AppError::NotFound(format!("submission {id}")).into()),
+    }
+}
+
+async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<axum::Json<serde_json::Value>, Refusal> {
+    let (s, staff) = readable(&state, &headers, &id).await?;
+    let mut out = json!({
+        "id": s.id,
+        "assignment_id": s.assignment_id,
+        "state": s.state,
+        "received_at": s.received_at,
+        "sha256": s.blob_sha256,
+        "size_bytes": s.size_bytes,
+        "decision": s.decision,
+        "score": s.score,
+        "refusal": s.refusal,
+    });
+    // Candidates see their state, never the scorecard.
+    if staff {
+        let card = match &s.scorecard_json {
+            Some(text) => serde_json::from_str(text).map_err(|e| Refusal::from(AppError::Internal(e.into())))?,
+            None => serde_json::Value::Null,
+        };
+        out["scorecard"] = card;
+        out["error"] = json!(s.error);
+    }
+    Ok(axum::Json(out))
+}
+
+async fn get_receipt(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, Refusal> {
+    let (s, staff) = readable(&state, &headers, &id).await?;
+    if !staff {
+        return Err(AppError::Forbidden("the receipt is for the hiring team; use an API token".into()).into());
+    }
+    let receipt = s.receipt_json.ok_or_else(|| AppError::NotFound(format!("receipt of submission {id} (it is {})", s.state)))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], receipt).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rfc3339;
+
+    #[test]
+    fn parses_rfc3339() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Some(0));
+        assert_eq!(parse_rfc3339("2026-11-18T11:06:40.5Z"), Some(1_795_000_000_500));
+        assert_eq!(parse_rfc3339("tomorrow"), None);
+    }
 }

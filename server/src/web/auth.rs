@@ -1,9 +1,302 @@
-//! Routes of this area of the site.
+//! Sign-in, sign-out and the one-time setup link that creates the first
+//! admin.
+//!
+//! Failed sign-ins are rate limited per client address and per email with
+//! `governor`: each failure takes a cell from both buckets; once either
+//! bucket is empty every attempt for that key (even with the right
+//! password) gets 429 until the bucket refills.
 
-use axum::Router;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
+use axum::extract::{ConnectInfo, FromRequestParts, Path, Query, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Form, Router};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use leptos::prelude::*;
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use app::pages::auth::{LoginPage, LoginView, SetupPage, SetupView};
+use app::shell::{NavUser, PageMeta};
+
+use crate::auth::password::{self, random_token, token_hash};
+use crate::db::{NewUser, Role};
+use crate::error::AppError;
 use crate::state::AppState;
+use crate::web::session::{SignedIn, csrf_token, sign_in, sign_out, verify_csrf};
+
+/// The settings key holding the hash of the pending setup link's token.
+pub const SETUP_KEY: &str = "setup_token_hash";
+const FLASH_KEY: &str = "flash";
 
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/", get(home))
+        .route("/login", get(login_page).post(login))
+        .route("/logout", post(logout))
+        .route("/setup/{token}", get(setup_page).post(setup))
+        .layer(Extension(Arc::new(LoginGuard::default())))
+}
+
+/// The frame of a page for `signed_in` (helper D's `web::page::meta` may
+/// replace this).
+pub fn page_meta(state: &AppState, signed_in: Option<&SignedIn>, title: &str, flash: Option<String>) -> PageMeta {
+    PageMeta {
+        title: title.to_string(),
+        user: signed_in.map(|s| NavUser { name: s.user.name.clone(), role: s.user.role.as_str().to_string() }),
+        csrf: signed_in.map(|s| s.csrf.clone()).unwrap_or_default(),
+        flash,
+        hydrate: state.config.site_dir.join("pkg/gatehouse.js").is_file(),
+    }
+}
+
+/// Leaves a one-line notice for the next page this session sees.
+pub async fn set_flash(session: &Session, message: impl Into<String>) {
+    let _ = session.insert(FLASH_KEY, message.into()).await;
+}
+
+/// Takes the pending notice, if any.
+pub async fn take_flash(session: &Session) -> Option<String> {
+    session.remove::<String>(FLASH_KEY).await.ok().flatten()
+}
+
+/// A page rendered by `shell::document`.
+pub fn render<V: IntoView + 'static>(meta: PageMeta, body: impl FnOnce() -> V) -> Html<String> {
+    Html(app::shell::document(meta, body))
+}
+
+/// The client's address as the socket saw it (no proxy headers are
+/// trusted), or "unknown" when the server was not started with connect info.
+pub struct ClientIp(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<ClientIp, Self::Rejection> {
+        let ip = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_else(|| "unknown".into());
+        Ok(ClientIp(ip))
+    }
+}
+
+/// Failed sign-in buckets, built on first use from the configuration.
+#[derive(Default)]
+pub struct LoginGuard {
+    limiter: OnceLock<DefaultKeyedRateLimiter<String>>,
+    /// Keys whose bucket ran dry, until when.
+    blocked: Mutex<HashMap<String, Instant>>,
+}
+
+impl LoginGuard {
+    fn limiter(&self, per_minute: u32) -> &DefaultKeyedRateLimiter<String> {
+        self.limiter.get_or_init(|| {
+            let n = NonZeroU32::new(per_minute.max(1)).expect("at least one");
+            RateLimiter::keyed(Quota::per_minute(n))
+        })
+    }
+
+    /// The wait left for any of `keys`, if one is blocked.
+    fn blocked_for(&self, keys: &[String]) -> Option<Duration> {
+        let now = Instant::now();
+        let mut blocked = self.blocked.lock().expect("not poisoned");
+        blocked.retain(|_, until| *until > now);
+        keys.iter().filter_map(|k| blocked.get(k)).map(|until| *until - now).max()
+    }
+
+    /// Counts one failure against every key; the wait when a bucket ran dry.
+    fn fail(&self, per_minute: u32, keys: &[String]) -> Option<Duration> {
+        let limiter = self.limiter(per_minute);
+        let clock = DefaultClock::default();
+        let mut wait = None;
+        for k in keys {
+            if let Err(not_until) = limiter.check_key(k) {
+                let w = not_until.wait_time_from(clock.now()).max(Duration::from_secs(1));
+                self.blocked.lock().expect("not poisoned").insert(k.clone(), Instant::now() + w);
+                wait = Some(wait.map_or(w, |x: Duration| x.max(w)));
+            }
+        }
+        wait
+    }
+}
+
+fn too_many(wait: Duration) -> AppError {
+    AppError::TooManyRequests(format!(
+        "too many failed sign-ins for this address or account; try again in {} seconds",
+        wait.as_secs().max(1)
+    ))
+}
+
+/// Only local paths are followed after signing in (no open redirect).
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') && !n.contains("://") => n.to_string(),
+        _ => "/packets".to_string(),
+    }
+}
+
+async fn home(signed_in: Result<SignedIn, crate::web::session::NotSignedIn>) -> Redirect {
+    Redirect::to(if signed_in.is_ok() { "/packets" } else { "/login" })
+}
+
+#[derive(Deserialize)]
+struct NextQuery {
+    next: Option<String>,
+}
+
+async fn login_page(State(state): State<AppState>, session: Session, Query(q): Query<NextQuery>) -> Result<Response, AppError> {
+    let vm = LoginView { csrf: csrf_token(&session).await?, email: String::new(), next: safe_next(q.next.as_deref()), error: None };
+    let flash = take_flash(&session).await;
+    Ok(render(page_meta(&state, None, "Sign in", flash), move || view! { <LoginPage vm=vm /> }).into_response())
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    csrf: String,
+    email: String,
+    password: String,
+    next: Option<String>,
+}
+
+async fn login(
+    State(state): State<AppState>,
+    Extension(guard): Extension<Arc<LoginGuard>>,
+    ClientIp(ip): ClientIp,
+    session: Session,
+    Form(form): Form<LoginForm>,
+) -> Result<Response, AppError> {
+    verify_csrf(&session, Some(&form.csrf)).await?;
+    let email = form.email.trim().to_lowercase();
+    let keys = [format!("ip:{ip}"), format!("email:{email}")];
+    if let Some(wait) = guard.blocked_for(&keys) {
+        return Err(too_many(wait));
+    }
+    let user = state.db.user_by_email(&email).await?;
+    // Without an account the password is still checked against a fixed hash,
+    // so a wrong email takes as long as a wrong password.
+    let stored = match &user {
+        Some(u) => u.password_hash.clone(),
+        None => dummy_hash().await,
+    };
+    let good = password::verify_async(form.password, stored).await;
+    match user {
+        Some(u) if good && !u.disabled => {
+            sign_in(&session, &u).await?;
+            state.db.audit(&format!("user:{}", u.id), "session.sign-in", &format!("user:{}", u.id), &format!("from {ip}")).await?;
+            Ok(Redirect::to(&safe_next(form.next.as_deref())).into_response())
+        }
+        _ => {
+            if let Some(wait) = guard.fail(state.config.login_attempts_per_minute, &keys) {
+                return Err(too_many(wait));
+            }
+            let vm = LoginView {
+                csrf: csrf_token(&session).await?,
+                email: form.email,
+                next: safe_next(form.next.as_deref()),
+                error: Some("wrong email or password (or the account is disabled)".into()),
+            };
+            let page = render(page_meta(&state, None, "Sign in", None), move || view! { <LoginPage vm=vm /> });
+            Ok((StatusCode::UNAUTHORIZED, page).into_response())
+        }
+    }
+}
+
+/// An argon2id hash of a random string, checked when the email is unknown.
+async fn dummy_hash() -> String {
+    static DUMMY: OnceLock<String> = OnceLock::new();
+    if let Some(h) = DUMMY.get() {
+        return h.clone();
+    }
+    let h = password::hash_async(random_token()).await.unwrap_or_default();
+    DUMMY.get_or_init(|| h).clone()
+}
+
+#[derive(Deserialize)]
+struct CsrfOnly {
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn logout(signed_in: SignedIn, Form(form): Form<CsrfOnly>) -> Result<Redirect, AppError> {
+    signed_in.verify_csrf(Some(&form.csrf)).await?;
+    sign_out(&signed_in.session).await?;
+    Ok(Redirect::to("/login"))
+}
+
+/// Makes a fresh one-time setup link when there is no account yet (each
+/// start replaces the previous link); `serve` prints it.
+pub async fn setup_link(state: &AppState) -> anyhow::Result<Option<String>> {
+    if state.db.user_count().await? > 0 {
+        return Ok(None);
+    }
+    let token = random_token();
+    state.db.set_setting(SETUP_KEY, &token_hash(&token)).await?;
+    Ok(Some(format!("{}/setup/{token}", state.config.public_url.trim_end_matches('/'))))
+}
+
+/// Refuses unless `token` is the pending setup link and there is no account.
+async fn check_setup_token(state: &AppState, token: &str) -> Result<(), AppError> {
+    let stored = state.db.setting(SETUP_KEY).await?.unwrap_or_default();
+    if stored.is_empty() || stored != token_hash(token) || state.db.user_count().await? > 0 {
+        return Err(AppError::NotFound("this setup link (it was used already or replaced by a newer one)".into()));
+    }
+    Ok(())
+}
+
+async fn setup_page(State(state): State<AppState>, session: Session, Path(token): Path<String>) -> Result<Response, AppError> {
+    check_setup_token(&state, &token).await?;
+    let vm = SetupView { csrf: csrf_token(&session).await?, token, ..SetupView::default() };
+    Ok(render(page_meta(&state, None, "Set up", None), move || view! { <SetupPage vm=vm /> }).into_response())
+}
+
+#[derive(Deserialize)]
+struct SetupForm {
+    #[serde(default)]
+    csrf: String,
+    email: String,
+    name: String,
+    password: String,
+}
+
+async fn setup(State(state): State<AppState>, session: Session, Path(token): Path<String>, Form(form): Form<SetupForm>) -> Result<Response, AppError> {
+    check_setup_token(&state, &token).await?;
+    verify_csrf(&session, Some(&form.csrf)).await?;
+    let problem = validate_account(&form.email, &form.name, &form.password);
+    if let Some(error) = problem {
+        let vm = SetupView { csrf: csrf_token(&session).await?, token, email: form.email, name: form.name, error: Some(error) };
+        let page = render(page_meta(&state, None, "Set up", None), move || view! { <SetupPage vm=vm /> });
+        return Ok((StatusCode::BAD_REQUEST, page).into_response());
+    }
+    // The link dies before the account exists, so it cannot be used twice.
+    state.db.set_setting(SETUP_KEY, "").await?;
+    let hash = password::hash_async(form.password).await?;
+    let user = state
+        .db
+        .create_user(NewUser { email: form.email.trim(), name: form.name.trim(), role: Role::Admin, password_hash: &hash })
+        .await?;
+    state.db.audit(&format!("user:{}", user.id), "user.setup", &format!("user:{}", user.id), &format!("first admin {}", user.email)).await?;
+    sign_in(&session, &user).await?;
+    set_flash(&session, format!("Welcome, {}. You are the first admin.", user.name)).await;
+    Ok(Redirect::to("/admin/users").into_response())
+}
+
+/// What is wrong with a new account's fields, if anything.
+pub fn validate_account(email: &str, name: &str, password: &str) -> Option<String> {
+    let email = email.trim();
+    if !email.contains('@') || email.len() > 254 || email.contains(char::is_whitespace) {
+        Some(format!("{email:?} is not an email address"))
+    } else if name.trim().is_empty() {
+        Some("the name is empty".into())
+    } else if password.chars().count() < 8 {
+        Some("the password must be at least 8 characters".into())
+    } else {
+        None
+    }
 }

@@ -1,9 +1,496 @@
-//! Routes of this area of the site.
+//! The candidate's side: the invite link is the only credential. Every
+//! handler looks the assignment up by the hash of the link token and shows
+//! only that assignment's prompt, rules, budgets, starter and submissions.
 
+use std::path::PathBuf;
+
+use app::pages::candidate::{CandidatePage, CandidateView, GoneView, ReceiptPage, ReceiptView, SubmissionRow};
+use app::shell::PageMeta;
 use axum::Router;
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use grader::packet::{Packet, apply_seed};
+use leptos::prelude::*;
+use serde_json::json;
 
+use crate::auth::password::{random_token, token_hash};
+use crate::blobs::{BlobError, BlobWriter};
+use crate::db::{Assignment, NewSubmission, Submission};
+use crate::error::AppError;
+use crate::library::version_dir;
+use crate::now_ms;
 use crate::state::AppState;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/c/{token}", get(page))
+        .route("/c/{token}/start", post(start))
+        .route("/c/{token}/starter.zip", get(starter))
+        .route("/c/{token}/submit", post(submit).layer(DefaultBodyLimit::disable()))
+        .route("/c/{token}/submissions/{id}", get(receipt))
+        .route("/c/{token}/submissions/{id}/status", get(status))
+}
+
+/// A refusal with its status; JSON `{"error"}` unless a page is rendered.
+#[derive(Debug)]
+pub struct Refusal {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Refusal {
+        Refusal { status, message: message.into() }
+    }
+}
+
+impl From<AppError> for Refusal {
+    fn from(e: AppError) -> Refusal {
+        if let AppError::Internal(cause) = &e {
+            tracing::error!(error = ?cause, "internal error");
+        }
+        Refusal { status: e.status(), message: e.public_message() }
+    }
+}
+
+impl From<sqlx::Error> for Refusal {
+    fn from(e: sqlx::Error) -> Refusal {
+        AppError::from(e).into()
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+    }
+}
+
+/// Whether the client asked for JSON.
+pub fn wants_json(headers: &HeaderMap) -> bool {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("application/json"))
+}
+
+/// A UTC time for people: `2026-11-29 10:31 UTC`.
+pub fn fmt_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, (rem % 3600) / 60)
+}
+
+fn fmt_duration(ms: i64) -> String {
+    let mins = (ms.max(0) + 59_999) / 60_000;
+    if mins >= 60 { format!("{} h {} min", mins / 60, mins % 60) } else { format!("{mins} min") }
+}
+
+/// The frame of a candidate page: no account, no navigation.
+fn meta(state: &AppState, title: &str) -> PageMeta {
+    PageMeta {
+        title: title.to_string(),
+        hydrate: state.config.site_dir.join("pkg/gatehouse.js").is_file(),
+        ..PageMeta::default()
+    }
+}
+
+/// The assignment behind a link token, or 404 (the same for every unknown
+/// token, so links cannot be probed).
+pub async fn assignment_for(state: &AppState, token: &str) -> Result<Assignment, AppError> {
+    if token.is_empty() || token.len() > 128 {
+        return Err(AppError::NotFound("invite link".into()));
+    }
+    state.db.assignment_by_token_hash(&token_hash(token)).await?.ok_or_else(|| AppError::NotFound("invite link".into()))
+}
+
+fn expired_message(a: &Assignment) -> String {
+    format!("The deadline of this assignment passed at {}; the link no longer accepts visits or submissions.", fmt_time(a.deadline))
+}
+
+/// The time box in seconds: the assignment's own, else the packet's.
+fn time_box_secs(a: &Assignment, packet: Option<&Packet>) -> Option<i64> {
+    a.time_box_secs.or_else(|| packet.and_then(|p| p.manifest.budgets.time_box_minutes).map(|m| m as i64 * 60))
+}
+
+/// Why a submission would be refused now, with its status.
+pub fn closed_reason(a: &Assignment, time_box: Option<i64>, now: i64) -> Option<Refusal> {
+    if now >= a.deadline {
+        return Some(Refusal::new(StatusCode::GONE, expired_message(a)));
+    }
+    if let (Some(tb), Some(started)) = (time_box, a.started_at) {
+        let end = started + tb * 1000;
+        if now >= end {
+            return Some(Refusal::new(
+                StatusCode::FORBIDDEN,
+                format!("The time box of {} ended at {}; submissions are closed.", fmt_duration(tb * 1000), fmt_time(end)),
+            ));
+        }
+    }
+    None
+}
+
+async fn load_packet(state: &AppState, a: &Assignment) -> Result<Packet, AppError> {
+    let version = state
+        .db
+        .version_by_id(a.packet_version_id)
+        .await?
+        .ok_or_else(|| AppError::Internal(anyhow::anyhow!("packet version {} of assignment {} is missing", a.packet_version_id, a.id)))?;
+    let dir = version_dir(state, &version.dir);
+    tokio::task::spawn_blocking(move || Packet::load(&dir).map_err(|e| anyhow::anyhow!("loading packet {}: {e}", dir.display())))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))?
+        .map_err(AppError::Internal)
+}
+
+/// Markdown to HTML with raw HTML shown as text, never passed through.
+pub fn markdown(src: &str) -> String {
+    use pulldown_cmark::{Event, Options, Parser, html};
+    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(|e| match e {
+        Event::Html(s) | Event::InlineHtml(s) => Event::Text(s),
+        other => other,
+    });
+    let mut out = String::new();
+    html::push_html(&mut out, parser);
+    out
+}
+
+fn gone_page(state: &AppState, a: &Assignment) -> Response {
+    let message = expired_message(a);
+    let html = app::shell::document(meta(state, "Link expired"), move || view! { <GoneView message=message /> });
+    (StatusCode::GONE, Html(html)).into_response()
+}
+
+fn budgets_of(packet: &Packet) -> Vec<(String, String)> {
+    let b = &packet.manifest.budgets;
+    let mut out = Vec::new();
+    let mut push = |name: &str, v: Option<u64>, unit: &str| {
+        if let Some(v) = v {
+            out.push((name.to_string(), format!("{v}{unit}")));
+        }
+    };
+    push("Model calls", b.model_calls, "");
+    push("Tokens", b.tokens, "");
+    push("Tool calls", b.tool_calls, "");
+    push("Wall clock", b.wall_clock_secs, " s");
+    push("Time box", b.time_box_minutes, " min");
+    push("Request size", b.request_bytes, " bytes");
+    out
+}
+
+fn rules_of(packet: &Packet) -> Vec<String> {
+    let m = &packet.manifest;
+    let mut rules = Vec::new();
+    if let Some(py) = &m.environment.python {
+        let tools: Vec<String> = m.environment.tools.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let tools = if tools.is_empty() { String::new() } else { format!(" with {}", tools.join(", ")) };
+        rules.push(format!("The grader runs Python {py}{tools}."));
+    }
+    rules.push(format!("The test command is `{}`.", m.commands.test));
+    if !m.policy.frozen.is_empty() {
+        rules.push(format!("These files are frozen and must stay byte-for-byte as in the starter: {}.", m.policy.frozen.join(", ")));
+    }
+    rules.push("Submit one zip of your workspace; it is laid over the starter. No symlinks, absolute paths or `..` in names.".into());
+    rules
+}
+
+struct PageExtras {
+    error: Option<String>,
+}
+
+async fn render_page(state: &AppState, token: &str, a: &Assignment, extras: PageExtras) -> Result<String, AppError> {
+    let packet = load_packet(state, a).await?;
+    let now = now_ms();
+    let tb = time_box_secs(a, Some(&packet));
+    let prompt = packet.prompt().map_err(|e| AppError::Internal(anyhow::anyhow!("reading the prompt: {e}")))?;
+    let base = format!("/c/{token}");
+    let submissions = state
+        .db
+        .submissions_of(&a.id)
+        .await?
+        .into_iter()
+        .map(|s| SubmissionRow {
+            href: format!("{base}/submissions/{}", s.id),
+            sha256: s.blob_sha256,
+            size_bytes: s.size_bytes,
+            received: fmt_time(s.received_at),
+            state: s.state,
+        })
+        .collect();
+    let page = CandidatePage {
+        base,
+        title: packet.manifest.packet.title.clone(),
+        candidate_name: a.candidate_name.clone(),
+        prompt_html: markdown(&apply_seed(&prompt, &a.seed)),
+        deadline: fmt_time(a.deadline),
+        time_box: tb.map(|t| fmt_duration(t * 1000)),
+        time_left: match (tb, a.started_at) {
+            (Some(t), Some(s)) if s + t * 1000 > now => Some(format!("{} left", fmt_duration(s + t * 1000 - now))),
+            _ => None,
+        },
+        started: a.started_at.is_some(),
+        closed: closed_reason(a, tb, now).map(|r| r.message),
+        budgets: budgets_of(&packet),
+        rules: rules_of(&packet),
+        submissions,
+        error: extras.error,
+        max_upload_mb: state.config.max_upload_mb,
+    };
+    let title = page.title.clone();
+    Ok(app::shell::document(meta(state, &title), move || view! { <CandidateView page=page /> }))
+}
+
+/// The assignment page; the first visit starts the time box.
+async fn page(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+    let mut a = assignment_for(&state, &token).await?;
+    if now_ms() >= a.deadline {
+        return Ok(gone_page(&state, &a));
+    }
+    if a.started_at.is_none() {
+        state.db.start_assignment(&a.id, now_ms()).await?;
+        a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);
+    }
+    Ok(Html(render_page(&state, &token, &a, PageExtras { error: None }).await?).into_response())
+}
+
+async fn start(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+    let a = assignment_for(&state, &token).await?;
+    if now_ms() >= a.deadline {
+        return Ok(gone_page(&state, &a));
+    }
+    state.db.start_assignment(&a.id, now_ms()).await?;
+    Ok(Redirect::to(&format!("/c/{token}")).into_response())
+}
+
+async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+    let a = assignment_for(&state, &token).await?;
+    if now_ms() >= a.deadline {
+        return Ok(gone_page(&state, &a));
+    }
+    let packet = load_packet(&state, &a).await?;
+    let tmp = crate::blobs::tmp_dir(&state.config.data_dir);
+    let seed = a.seed.clone();
+    let bytes = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<u8>> {
+        std::fs::create_dir_all(&tmp)?;
+        let dir = tempfile::Builder::new().prefix("starter-").tempdir_in(&tmp)?;
+        let out = dir.path().join("starter.zip");
+        grader::starter::write_starter(&packet, &seed, &out)?;
+        Ok(std::fs::read(&out)?)
+    })
+    .await
+    .map_err(|e| AppError::Internal(e.into()))??;
+    let name = format!("attachment; filename=\"{}-starter.zip\"", a.slug);
+    Ok(([(header::CONTENT_TYPE, "application/zip".to_string()), (header::CONTENT_DISPOSITION, name)], bytes).into_response())
+}
+
+/// Streams the multipart field `file` into the blob store, validates it with
+/// the grader's ingestion, and records the submission and its grading job.
+/// Shared by the upload form and `POST /api/v1/submissions`.
+pub async fn receive_upload(
+    state: &AppState,
+    a: &Assignment,
+    headers: &HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Submission, Refusal> {
+    let cap = state.config.max_upload_bytes();
+    let now = now_ms();
+    let tb = match a.time_box_secs {
+        Some(t) => Some(t),
+        None => time_box_secs(a, load_packet(state, a).await.ok().as_ref()),
+    };
+    if let Some(r) = closed_reason(a, tb, now) {
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "closed").increment(1);
+        return Err(r);
+    }
+    // Refuse early on the declared length (allowing for multipart framing),
+    // before reading a byte of the body.
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared
+        && len > cap + (64 << 10)
+    {
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "too_large").increment(1);
+        return Err(too_large(cap));
+    }
+    let mut multipart = multipart.map_err(|e| {
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "bad_form").increment(1);
+        Refusal::new(StatusCode::BAD_REQUEST, format!("expected a multipart/form-data upload with a `file` field: {e}"))
+    })?;
+    let mut pending = None;
+    loop {
+        let field = multipart.next_field().await.map_err(|e| multipart_error(e, cap))?;
+        let Some(mut field) = field else { break };
+        if field.name() != Some("file") {
+            continue;
+        }
+        let mut writer = BlobWriter::create(&state.config.data_dir, cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+        loop {
+            let chunk = field.chunk().await.map_err(|e| multipart_error(e, cap))?;
+            let Some(chunk) = chunk else { break };
+            match writer.write(&chunk).await {
+                Ok(()) => {}
+                Err(BlobError::TooLarge { .. }) => {
+                    metrics::counter!("gatehouse_uploads_refused_total", "reason" => "too_large").increment(1);
+                    return Err(too_large(cap));
+                }
+                Err(e) => return Err(AppError::Internal(e.into()).into()),
+            }
+        }
+        metrics::counter!("gatehouse_upload_bytes_total").increment(writer.size());
+        pending = Some(writer.finish().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?);
+        break;
+    }
+    let Some(pending) = pending else {
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "no_file").increment(1);
+        return Err(Refusal::new(StatusCode::BAD_REQUEST, "the upload has no `file` field; choose a zip file to upload"));
+    };
+    if pending.size == 0 {
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "empty").increment(1);
+        return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "the uploaded file is empty; choose your submission zip"));
+    }
+
+    // Validate with the grader's own ingestion into a scratch folder that is
+    // removed at once; a refused zip never reaches the blob store.
+    let zip: PathBuf = pending.path().to_path_buf();
+    let scratch = crate::blobs::tmp_dir(&state.config.data_dir);
+    let limits = state.grader.ingest_limits.clone();
+    let checked = tokio::task::spawn_blocking(move || -> std::io::Result<Result<(), grader::ingest::IngestError>> {
+        let dir = tempfile::Builder::new().prefix("validate-").tempdir_in(&scratch)?;
+        Ok(grader::ingest::ingest(&zip, &dir.path().join("submission"), &limits).map(|_| ()))
+    })
+    .await
+    .map_err(|e| Refusal::from(AppError::Internal(e.into())))?
+    .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    if let Err(why) = checked {
+        let kind = format!("{why:?}");
+        let kind = kind.split([' ', '{', '(']).next().unwrap_or("other").to_string();
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => kind).increment(1);
+        return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string()));
+    }
+
+    let (sha256, size) = (pending.sha256.clone(), pending.size);
+    pending.commit().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    let id = random_token()[..20].to_string();
+    if a.started_at.is_none() {
+        state.db.start_assignment(&a.id, now).await?;
+    }
+    let submission =
+        state.db.create_submission(NewSubmission { id: &id, assignment_id: &a.id, blob_sha256: &sha256, size_bytes: size as i64 }).await?;
+    metrics::counter!("gatehouse_uploads_accepted_total").increment(1);
+    crate::queue::wake();
+    tracing::info!(submission = %id, assignment = %a.id, size, "submission accepted");
+    Ok(submission)
+}
+
+fn too_large(cap: u64) -> Refusal {
+    Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the upload is larger than the limit of {} MiB", cap >> 20))
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError, cap: u64) -> Refusal {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return too_large(cap);
+    }
+    Refusal::new(e.status(), format!("the upload was cut off or malformed: {}", e.body_text()))
+}
+
+async fn submit(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Response, Refusal> {
+    let json = wants_json(&headers);
+    let a = assignment_for(&state, &token).await?;
+    match receive_upload(&state, &a, &headers, multipart).await {
+        Ok(s) => {
+            let url = format!("/c/{token}/submissions/{}", s.id);
+            if json {
+                let body = json!({ "id": s.id, "receipt_url": url, "sha256": s.blob_sha256, "received_at": s.received_at });
+                Ok((StatusCode::CREATED, axum::Json(body)).into_response())
+            } else {
+                Ok(Redirect::to(&url).into_response())
+            }
+        }
+        Err(r) if json => Err(r),
+        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a)),
+        Err(r) => {
+            // The plain form: the page again, with what was wrong.
+            let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);
+            let html = render_page(&state, &token, &a, PageExtras { error: Some(r.message) }).await?;
+            Ok((r.status, Html(html)).into_response())
+        }
+    }
+}
+
+/// The candidate's own submission, or 404 for any other.
+async fn own_submission(state: &AppState, a: &Assignment, id: &str) -> Result<Submission, AppError> {
+    state.db.submission_by_id(id).await?.filter(|s| s.assignment_id == a.id).ok_or_else(|| AppError::NotFound("submission".into()))
+}
+
+/// The status shape shared by the candidate's and the reviewer's status URLs.
+pub fn status_json(s: &Submission) -> serde_json::Value {
+    json!({ "state": s.state, "decision": s.decision, "score": s.score })
+}
+
+fn note_for(s: &Submission) -> Option<String> {
+    match s.state.as_str() {
+        "queued" => Some("Your submission is stored and waiting for a grader.".into()),
+        "grading" => Some("Your submission is being graded.".into()),
+        "graded" => Some("Grading is finished; the hiring team has the results.".into()),
+        "refused" => Some(format!("The grader refused this zip: {}", s.refusal.clone().unwrap_or_default())),
+        "failed" => Some("Grading could not be completed; the hiring team has been told.".into()),
+        _ => None,
+    }
+}
+
+async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<Response, AppError> {
+    let a = assignment_for(&state, &token).await?;
+    let s = own_submission(&state, &a, &id).await?;
+    let page = ReceiptPage {
+        back: format!("/c/{token}"),
+        status_url: format!("/c/{token}/submissions/{}/status", s.id),
+        id: s.id.clone(),
+        sha256: s.blob_sha256.clone(),
+        size_bytes: s.size_bytes,
+        received: fmt_time(s.received_at),
+        state: s.state.clone(),
+        note: note_for(&s),
+        decision: s.decision.clone(),
+        score: s.score.map(|v| format!("{v}")),
+    };
+    Ok(Html(app::shell::document(meta(&state, "Receipt"), move || view! { <ReceiptView page=page /> })).into_response())
+}
+
+async fn status(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<axum::Json<serde_json::Value>, AppError> {
+    let a = assignment_for(&state, &token).await?;
+    let s = own_submission(&state, &a, &id).await?;
+    Ok(axum::Json(status_json(&s)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_escapes_raw_html() {
+        let html = markdown("# Hi\n\n<script>alert(1)</script>\n\nand <b>x</b>");
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(html.contains("<h1>Hi</h1>"), "{html}");
+    }
+
+    #[test]
+    fn formats_times() {
+        assert_eq!(fmt_time(0), "1970-01-01 00:00 UTC");
+        assert_eq!(fmt_time(1_795_000_000_000), "2026-11-18 11:06 UTC");
+    }
 }

@@ -41,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .merge(queue::routes())
         .merge(assets::routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(api::track_http))
         .layer(session::layer(&state))
         .layer(axum::middleware::from_fn(html_errors))
         .with_state(state)

@@ -1,9 +1,113 @@
-//! Routes of this area of the site.
+//! The grading queue page and its JSON status, and the reviewer's status of
+//! one submission.
 
+use app::pages::queue::{JobRow, QueuePage, QueueView};
+use app::shell::{NavUser, PageMeta};
 use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::Html;
+use axum::routing::get;
+use leptos::prelude::*;
+use serde_json::json;
 
+use crate::db::{Job, Role};
+use crate::error::AppError;
 use crate::state::AppState;
+use crate::web::candidate::{fmt_time, status_json};
+use crate::web::session::SignedIn;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/queue", get(page))
+        .route("/queue/status", get(status))
+        .route("/submissions/{id}/status", get(submission_status))
+}
+
+/// How many finished jobs the page lists.
+const RECENT: i64 = 50;
+
+fn row(j: Job) -> JobRow {
+    let subject_href = match j.kind.as_str() {
+        "grade" => Some(format!("/submissions/{}", j.subject)),
+        _ => None,
+    };
+    JobRow {
+        id: j.id,
+        kind: j.kind,
+        subject: j.subject,
+        subject_href,
+        state: j.state,
+        attempts: j.attempts,
+        max_attempts: j.max_attempts,
+        lease: j.lease_owner.map(|o| format!("{o} until {}", j.lease_until.map(fmt_time).unwrap_or_default())),
+        last_error: j.last_error,
+        created: fmt_time(j.created_at),
+    }
+}
+
+async fn page(State(state): State<AppState>, signed_in: SignedIn) -> Result<Html<String>, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let pending: Vec<JobRow> = state.db.pending_jobs().await?.into_iter().map(row).collect();
+    let recent: Vec<JobRow> =
+        state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state == "done" || j.state == "failed").map(row).collect();
+    let meta = PageMeta {
+        title: "Grading queue".into(),
+        user: Some(NavUser { name: signed_in.user.name.clone(), role: signed_in.user.role.as_str().to_string() }),
+        csrf: signed_in.csrf.clone(),
+        flash: None,
+        hydrate: state.config.site_dir.join("pkg/gatehouse.js").is_file(),
+    };
+    let page = QueuePage { pending, recent };
+    Ok(Html(app::shell::document(meta, move || view! { <QueueView page=page /> })))
+}
+
+async fn status(State(state): State<AppState>, signed_in: SignedIn) -> Result<axum::Json<serde_json::Value>, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let mut jobs = state.db.pending_jobs().await?;
+    jobs.extend(state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state == "done" || j.state == "failed"));
+    let jobs: Vec<serde_json::Value> = jobs
+        .into_iter()
+        .map(|j| {
+            json!({
+                "id": j.id, "kind": j.kind, "subject": j.subject, "state": j.state, "attempts": j.attempts,
+                "lease_until": j.lease_until, "last_error": j.last_error,
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "jobs": jobs })))
+}
+
+async fn submission_status(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<axum::Json<serde_json::Value>, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let s = state.db.submission_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
+    Ok(axum::Json(status_json(&s)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_page_renders_jobs() {
+        let job = JobRow {
+            id: 7,
+            kind: "grade".into(),
+            subject: "abc".into(),
+            subject_href: Some("/submissions/abc".into()),
+            state: "running".into(),
+            attempts: 1,
+            max_attempts: 3,
+            lease: Some("host:1 until 2026-11-29 10:00 UTC".into()),
+            last_error: Some("boom <b>".into()),
+            created: "2026-11-29 09:59 UTC".into(),
+        };
+        let page = QueuePage { pending: vec![job], recent: vec![] };
+        let html = app::shell::document(PageMeta::default(), move || view! { <QueueView page=page /> });
+        assert!(html.contains("/submissions/abc"), "{html}");
+        assert!(html.contains("boom &lt;b&gt;"), "{html}");
+    }
 }

@@ -1,9 +1,752 @@
-//! Routes of this area of the site.
+//! The reviewer's side: an assignment and its submissions, the scorecard in
+//! evidence order with human scoring and regrade, the receipt and its
+//! exports (JSON, standalone HTML, a packet's CSV), the side-by-side
+//! comparison and the score distribution chart.
+//!
+//! Evidence order: the packet's gates first, then the findings (with what
+//! could not be evaluated), the criteria with their scoring forms, every
+//! command run, frozen files and mutation, the environment, the digests and
+//! the submission's files against the starter last. Manifests have no key
+//! prescribing another order today; when one is added, `card_view` is the
+//! place to follow it.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use app::pages::review::{
+    AssignmentPage, AssignmentView, CardView, CompareColumn, ComparePage, CompareView, CriterionView, FileChange, FindingView, GateView,
+    HistoryRow, HumanForm, ReceiptPage, ReceiptView, RunView, ScorecardPage, ScorecardView, SubmissionLine, ToolView,
+};
+use app::shell::PageMeta;
 use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use grader::grade::{Scorecard, rescore};
+use grader::manifest::{Manifest, Mode};
+use grader::packet::{Tree, list_files};
+use grader::score::{HumanScore, Status};
+use leptos::prelude::*;
+use serde::Deserialize;
 
+use crate::db::{Assignment, PacketVersion, Role, Submission};
+use crate::error::AppError;
+use crate::export;
+use crate::library::version_dir;
 use crate::state::AppState;
+use crate::web::session::SignedIn;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/assignments/{id}", get(assignment_page))
+        .route("/submissions/{id}", get(scorecard_page))
+        .route("/submissions/{id}/human", post(human_score))
+        .route("/submissions/{id}/regrade", post(regrade))
+        .route("/submissions/{id}/receipt", get(receipt_page))
+        .route("/submissions/{id}/receipt.json", get(receipt_json))
+        .route("/submissions/{id}/receipt.html", get(receipt_html))
+        .route("/packets/{slug}/scorecards.csv", get(scorecards_csv))
+        .route("/packets/{slug}/compare", get(compare_page))
+        .route("/packets/{slug}/distribution.svg", get(distribution_svg))
+}
+
+/// The page frame for a signed-in user, with the session's flash notice.
+fn meta(signed_in: &SignedIn, title: impl Into<String>, flash: Option<String>) -> PageMeta {
+    PageMeta { flash, ..crate::web::page::meta(signed_in, title) }
+}
+
+/// A stored time (Unix ms) as `YYYY-MM-DD HH:MM UTC`.
+pub fn when(ms: i64) -> String {
+    match time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000) {
+        Ok(t) => format!("{:04}-{:02}-{:02} {:02}:{:02} UTC", t.year(), t.month() as u8, t.day(), t.hour(), t.minute()),
+        Err(_) => ms.to_string(),
+    }
+}
+
+/// A submission with its assignment and packet version.
+struct Context {
+    submission: Submission,
+    assignment: Assignment,
+    version: PacketVersion,
+}
+
+async fn context(state: &AppState, id: &str) -> Result<Context, AppError> {
+    let submission = state.db.submission_by_id(id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id:?}")))?;
+    let assignment = state
+        .db
+        .assignment_by_id(&submission.assignment_id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("assignment {:?} of submission {id:?}", submission.assignment_id)))?;
+    let version = state
+        .db
+        .version_by_id(assignment.packet_version_id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("packet version {} of assignment {:?}", assignment.packet_version_id, assignment.id)))?;
+    Ok(Context { submission, assignment, version })
+}
+
+/// Reads a packet version's manifest (only `packet.toml`; the packet's
+/// files are not hashed again).
+async fn manifest_of(state: &AppState, version: &PacketVersion) -> Result<Manifest, AppError> {
+    let path = version_dir(state, &version.dir).join("packet.toml");
+    let src = tokio::fs::read_to_string(&path)
+        .await
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("reading {}: {e}", path.display())))?;
+    Manifest::parse("packet.toml", &src).map_err(|e| AppError::Internal(anyhow::anyhow!("packet version {}: {e}", version.id)))
+}
+
+/// The starter's files of a packet version, for the submission's diff.
+async fn starter_of(state: &AppState, version: &PacketVersion) -> Option<Tree> {
+    let dir: PathBuf = version_dir(state, &version.dir).join("starter");
+    tokio::task::spawn_blocking(move || list_files(&dir).ok()).await.ok().flatten()
+}
+
+fn parse_card(s: &Submission) -> Result<Option<Scorecard>, AppError> {
+    match (&s.state[..], &s.scorecard_json) {
+        ("graded", Some(json)) => serde_json::from_str(json)
+            .map(Some)
+            .map_err(|e| AppError::Internal(anyhow::anyhow!("submission {}: stored scorecard does not parse: {e}", s.id))),
+        _ => Ok(None),
+    }
+}
+
+fn version_label(a: &Assignment) -> String {
+    a.version.map_or("draft".to_string(), |v| v.to_string())
+}
+
+fn score_label(card: &Scorecard) -> String {
+    match card.score {
+        Some(s) => format!("{s} / {}", card.max_score),
+        None => "signals scored separately".into(),
+    }
+}
+
+/// The latest reviewer level per criterion, from the append-only history.
+/// Grading workers pass these as `GradeOptions::human` so a regrade keeps
+/// the reviewers' levels.
+pub async fn human_levels(state: &AppState, submission_id: &str) -> Result<BTreeMap<String, HumanScore>, AppError> {
+    let mut out = BTreeMap::new();
+    for row in state.db.human_scores(submission_id).await? {
+        out.insert(row.criterion.clone(), HumanScore { level: row.level.max(0) as u32, reason: row.reason, by: row.reviewer_name });
+    }
+    Ok(out)
+}
+
+/// The scorecard as the pages and the standalone receipt show it.
+pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
+    let r = &card.receipt;
+    let gates = card.gates.iter().map(|g| GateView { label: g.gate.clone(), result: g.result.clone(), message: g.message.clone() }).collect();
+    let findings = card
+        .findings
+        .iter()
+        .map(|f| FindingView {
+            id: f.id.clone(),
+            title: f.title.clone(),
+            provenance: serde_json::to_value(f.provenance).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            evidence: f.evidence.clone(),
+        })
+        .collect();
+    let criteria = card
+        .criteria
+        .iter()
+        .map(|c| CriterionView {
+            id: c.id.clone(),
+            title: c.title.clone(),
+            mode: mode_word(c.mode).into(),
+            level: match (c.status, c.level) {
+                (Status::Pending, _) | (_, None) => "pending".into(),
+                (Status::AfterGate, Some(l)) => format!("{l} (not counted)"),
+                (_, Some(l)) => l.to_string(),
+            },
+            max: c.max,
+            weight: c.weight,
+            status: match c.status {
+                Status::Scored => "scored",
+                Status::Pending => "pending",
+                Status::AfterGate => "after-gate",
+            }
+            .into(),
+            basis: c.basis.clone(),
+            level_text: c.level_text.clone(),
+        })
+        .collect();
+    let runs = r
+        .runs
+        .iter()
+        .map(|run| {
+            let mut outcome = match run.exit {
+                grader::sandbox::Exit::Code(c) => format!("exit {c}"),
+                grader::sandbox::Exit::Signal(s) => format!("killed by signal {s}"),
+            };
+            if run.timed_out {
+                outcome.push_str(", timed out");
+            }
+            let limit_hit = run.limit_hit.map(|l| serde_json::to_value(l).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
+            if let Some(l) = &limit_hit {
+                outcome.push_str(&format!(", {l} limit hit"));
+            }
+            let ok = matches!(run.exit, grader::sandbox::Exit::Code(0)) && !run.timed_out;
+            let duration = r.timings.runs.iter().find(|t| t.id == run.id).map(|t| format!("{:.2} s", t.wall_ms / 1000.0)).unwrap_or_default();
+            let (tests, failed_tests) = match &run.tests {
+                Some(t) => {
+                    let counted: Vec<_> = t.iter().filter(|t| t.status != grader::run::TestStatus::Skipped).collect();
+                    let passed = counted.iter().filter(|t| t.status == grader::run::TestStatus::Passed).count();
+                    let failed = counted
+                        .iter()
+                        .filter(|t| t.status != grader::run::TestStatus::Passed)
+                        .map(|t| format!("{}::{}: {}", t.classname, t.name, t.status.word()))
+                        .collect();
+                    (Some(format!("{passed} / {} passed", counted.len())), failed)
+                }
+                None => (None, Vec::new()),
+            };
+            RunView {
+                id: run.id.clone(),
+                command: run.command.clone(),
+                outcome,
+                status: if ok { "ok" } else { "failed" }.into(),
+                duration,
+                timed_out: run.timed_out,
+                limit_hit,
+                leftovers: run.leftovers.clone(),
+                tests,
+                failed_tests,
+                stdout_tail: run.stdout_tail.clone(),
+                stderr_tail: run.stderr_tail.clone(),
+            }
+        })
+        .collect();
+    let frozen = r
+        .frozen
+        .iter()
+        .map(|f| FileChange {
+            path: f.path.clone(),
+            change: if f.changed {
+                "changed".into()
+            } else if f.submitted_sha256.is_none() {
+                "not-submitted".into()
+            } else {
+                "unchanged".into()
+            },
+            size: 0,
+            sha256: f.submitted_sha256.clone().unwrap_or_else(|| f.starter_sha256.clone()),
+            diff: Vec::new(),
+            diff_note: None,
+        })
+        .collect();
+    let mutation = r.mutation.as_ref().map(|m| {
+        let survived: Vec<&str> = m.mutants.iter().filter(|x| !x.killed).map(|x| x.id.as_str()).collect();
+        let mut s = format!("the candidate's tests killed {} of {} mutants", m.killed(), m.mutants.len());
+        if !survived.is_empty() {
+            s.push_str(&format!("; survived: {}", survived.join(", ")));
+        }
+        s
+    });
+    let tools = card
+        .environment
+        .tools
+        .iter()
+        .map(|t| ToolView {
+            name: t.name.clone(),
+            pin: t.pin.clone().unwrap_or_else(|| "-".into()),
+            probed: t.probed.clone().unwrap_or_else(|| "none".into()),
+            matches: t.matches,
+        })
+        .collect();
+    let frozen_paths: Vec<&String> = r.frozen.iter().map(|f| &f.path).collect();
+    let files = r
+        .submission
+        .files
+        .iter()
+        .map(|f| {
+            let change = match starter.map(|s| s.get(&f.path)) {
+                None => "submitted",
+                Some(None) => "added",
+                Some(Some((_, sha))) if sha == &f.sha256 => "unchanged",
+                Some(Some(_)) if frozen_paths.contains(&&f.path) => "frozen-changed",
+                Some(Some(_)) => "changed",
+            };
+            FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone(), diff: Vec::new(), diff_note: None }
+        })
+        .collect();
+    CardView {
+        decision: card.decision.clone(),
+        score: score_label(card),
+        gates,
+        caps: card.caps.clone(),
+        pending: card.pending.clone(),
+        findings,
+        unevaluated: card.unevaluated.iter().map(|u| (u.id.clone(), u.reason.clone())).collect(),
+        criteria,
+        runs,
+        frozen,
+        mutation,
+        tools,
+        mismatches: card.environment.mismatches.clone(),
+        sandbox_fallbacks: r.sandbox.fallbacks.clone(),
+        files,
+        archive_sha256: r.submission.archive_sha256.clone(),
+        workspace_digest: r.submission.workspace_digest.clone(),
+        receipt_digest: r.digest.clone(),
+        packet_digest: r.packet.digest.clone(),
+    }
+}
+
+/// Where the blob store keeps a submission's zip: `<data_dir>/blobs/<aa>/<sha256>`
+/// (the layout of `crate::blobs::blob_path`, which the lead's merge may
+/// call instead).
+fn stored_zip(state: &AppState, sha256: &str) -> PathBuf {
+    let prefix = sha256.get(..2).unwrap_or("00");
+    state.config.data_dir.join("blobs").join(prefix).join(sha256)
+}
+
+/// Largest file shown as a diff.
+const DIFF_MAX_BYTES: u64 = 256 * 1024;
+
+/// Fills in the line diff of each added or changed text file, reading the
+/// submission from its stored zip and the starter from the packet version.
+/// Diffs are best effort: a file without one says why.
+async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, view: &mut CardView) {
+    let zip_path = stored_zip(state, archive_sha256);
+    let starter = version_dir(state, &version.dir).join("starter");
+    let mut files = std::mem::take(&mut view.files);
+    files = tokio::task::spawn_blocking(move || {
+        let mut archive = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok());
+        for f in files.iter_mut().filter(|f| f.change != "unchanged") {
+            if f.size > DIFF_MAX_BYTES {
+                f.diff_note = Some(format!("{} bytes: too large to show as a diff", f.size));
+                continue;
+            }
+            let Some(archive) = archive.as_mut() else {
+                f.diff_note = Some("the stored zip is not available, so no diff is shown".into());
+                continue;
+            };
+            let submitted = read_entry(archive, &f.path);
+            let Some(new) = submitted.and_then(|b| String::from_utf8(b).ok()) else {
+                f.diff_note = Some("not a text file (or not readable from the stored zip)".into());
+                continue;
+            };
+            let old = std::fs::read(starter.join(&f.path)).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
+            match export::line_diff(&old, &new, 3) {
+                Some(d) => f.diff = d,
+                None => f.diff_note = Some("too many lines to diff here".into()),
+            }
+        }
+        files
+    })
+    .await
+    .unwrap_or_default();
+    view.files = files;
+}
+
+/// The bytes of the archive entry for `path`, capped at `DIFF_MAX_BYTES`.
+fn read_entry(archive: &mut zip::ZipArchive<std::fs::File>, path: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let index = (0..archive.len()).find(|&i| archive.name_for_index(i).and_then(|r| r.ok()).is_some_and(|n| n.trim_start_matches("./") == path))?;
+    let entry = archive.by_index(index).ok()?;
+    let mut bytes = Vec::new();
+    entry.take(DIFF_MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= DIFF_MAX_BYTES).then_some(bytes)
+}
+
+fn mode_word(m: Mode) -> &'static str {
+    match m {
+        Mode::Auto => "auto",
+        Mode::Human => "human",
+        Mode::AutoOverride => "auto-override",
+    }
+}
+
+async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
+    let submissions = state
+        .db
+        .submissions_of(&id)
+        .await?
+        .into_iter()
+        .map(|s| {
+            let card = parse_card(&s).ok().flatten();
+            SubmissionLine {
+                id: s.id.clone(),
+                received_at: when(s.received_at),
+                state: s.state.clone(),
+                decision: s.decision.clone(),
+                score: card.as_ref().map(score_label),
+            }
+        })
+        .collect();
+    let view = AssignmentView {
+        id: a.id.clone(),
+        candidate: a.candidate_name.clone(),
+        email: a.email.clone(),
+        slug: a.slug.clone(),
+        version: version_label(&a),
+        deadline: when(a.deadline),
+        state: a.state.clone(),
+        submissions,
+    };
+    let meta = meta(&signed_in, format!("Assignment {}", a.candidate_name), None);
+    Ok(Html(app::shell::document(meta, move || view! { <AssignmentPage view=view /> })).into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct FlashQuery {
+    scored: Option<String>,
+    regrade: Option<String>,
+}
+
+async fn scorecard_page(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    Query(q): Query<FlashQuery>,
+) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let ctx = context(&state, &id).await?;
+    let card = parse_card(&ctx.submission)?;
+    let manifest = manifest_of(&state, &ctx.version).await?;
+    let starter = starter_of(&state, &ctx.version).await;
+    let forms = match &card {
+        Some(card) => manifest
+            .criteria
+            .iter()
+            .filter(|c| c.mode != Mode::Auto)
+            .map(|c| HumanForm {
+                criterion: c.id.clone(),
+                title: c.title.clone(),
+                mode: mode_word(c.mode).into(),
+                levels: c.levels.iter().enumerate().map(|(i, t)| (i as u32, t.clone())).collect(),
+                current: card.criteria.iter().find(|s| s.id == c.id).and_then(|s| s.level),
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let history = state
+        .db
+        .human_scores(&id)
+        .await?
+        .into_iter()
+        .rev()
+        .map(|h| HistoryRow { when: when(h.created_at), who: h.reviewer_name, criterion: h.criterion, level: h.level, reason: h.reason })
+        .collect();
+    let flash = match (q.scored, q.regrade) {
+        (Some(c), _) => Some(format!("Score for {c} saved; the decision was recomputed.")),
+        (_, Some(_)) => Some("Regrade queued on the stored packet version.".into()),
+        _ => None,
+    };
+    let view = ScorecardView {
+        id: ctx.submission.id.clone(),
+        assignment_id: ctx.assignment.id.clone(),
+        candidate: ctx.assignment.candidate_name.clone(),
+        slug: ctx.assignment.slug.clone(),
+        version: version_label(&ctx.assignment),
+        received_at: when(ctx.submission.received_at),
+        graded_at: ctx.submission.graded_at.map(when),
+        state: ctx.submission.state.clone(),
+        error: ctx.submission.error.clone(),
+        refusal: ctx.submission.refusal.clone(),
+        card: match &card {
+            Some(c) => {
+                let mut v = card_view(c, starter.as_ref());
+                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, &mut v).await;
+                Some(v)
+            }
+            None => None,
+        },
+        forms,
+        history,
+        csrf: signed_in.csrf.clone(),
+    };
+    let meta = meta(&signed_in, format!("Scorecard {}", ctx.assignment.candidate_name), flash);
+    Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> })).into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct HumanScoreForm {
+    #[serde(default)]
+    csrf: Option<String>,
+    #[serde(default)]
+    criterion: String,
+    #[serde(default)]
+    level: String,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn human_score(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    axum::Form(form): axum::Form<HumanScoreForm>,
+) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    signed_in.verify_csrf(form.csrf.as_deref()).await?;
+    let ctx = context(&state, &id).await?;
+    let Some(card) = parse_card(&ctx.submission)? else {
+        return Err(AppError::Conflict(format!(
+            "submission {id} is {}, not graded; score it once grading has finished",
+            ctx.submission.state
+        )));
+    };
+    let manifest = manifest_of(&state, &ctx.version).await?;
+    let criterion = form.criterion.trim();
+    let c = manifest
+        .criterion(criterion)
+        .ok_or_else(|| AppError::BadRequest(format!("criterion {criterion:?} is not in the rubric of {}", ctx.assignment.slug)))?;
+    if c.mode == Mode::Auto {
+        return Err(AppError::BadRequest(format!("criterion {criterion:?} is scored automatically; only human and auto-override criteria take a level")));
+    }
+    let level: u32 = form
+        .level
+        .trim()
+        .parse()
+        .map_err(|_| AppError::BadRequest(format!("level {:?} is not a whole number from 0 to {}", form.level, c.max)))?;
+    if level > c.max {
+        return Err(AppError::BadRequest(format!("level {level} is above the maximum {} of criterion {criterion:?}", c.max)));
+    }
+    let reason = form.reason.trim();
+    if reason.is_empty() {
+        return Err(AppError::BadRequest(format!("a written reason is required to score {criterion:?}")));
+    }
+    if reason.len() > 4000 {
+        return Err(AppError::BadRequest("the reason is longer than 4000 characters".into()));
+    }
+
+    state.db.add_human_score(&id, criterion, level as i64, reason, signed_in.user.id).await?;
+    let human = human_levels(&state, &id).await?;
+    let updated = rescore(&manifest, &card, &human);
+    let scorecard_json = serde_json::to_string(&updated).map_err(|e| AppError::Internal(e.into()))?;
+    let receipt_json = serde_json::to_string(&updated.receipt).map_err(|e| AppError::Internal(e.into()))?;
+    state.db.update_scorecard(&id, &scorecard_json, &receipt_json, &updated.decision, updated.score.map(f64::from)).await?;
+    state
+        .db
+        .audit(
+            &format!("user:{}", signed_in.user.id),
+            "submission.human_score",
+            &format!("submission:{id}"),
+            &format!("{criterion} = {level} ({}); decision {} → {}: {reason}", signed_in.user.name, card.decision, updated.decision),
+        )
+        .await?;
+    Ok(Redirect::to(&format!("/submissions/{id}?scored={}", crate::web::session::urlencode(criterion))).into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct CsrfForm {
+    #[serde(default)]
+    csrf: Option<String>,
+}
+
+async fn regrade(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    axum::Form(form): axum::Form<CsrfForm>,
+) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    signed_in.verify_csrf(form.csrf.as_deref()).await?;
+    let ctx = context(&state, &id).await?;
+    match ctx.submission.state.as_str() {
+        "queued" | "grading" => {
+            return Err(AppError::Conflict(format!("submission {id} is already {}; wait for it to finish", ctx.submission.state)));
+        }
+        "refused" => return Err(AppError::Conflict(format!("submission {id} was refused at upload; there is nothing to grade"))),
+        _ => {}
+    }
+    state.db.set_submission_state(&id, "queued", None).await?;
+    let job = state.db.enqueue("grade", &id).await?;
+    state
+        .db
+        .audit(
+            &format!("user:{}", signed_in.user.id),
+            "submission.regrade",
+            &format!("submission:{id}"),
+            &format!("job {job} on packet version {}", ctx.version.id),
+        )
+        .await?;
+    Ok(Redirect::to(&format!("/submissions/{id}?regrade=1")).into_response())
+}
+
+/// The stored receipt JSON of a graded submission.
+fn stored_receipt(ctx: &Context) -> Result<String, AppError> {
+    match (&ctx.submission.state[..], &ctx.submission.receipt_json) {
+        ("graded", Some(r)) => Ok(r.clone()),
+        (s, _) => Err(AppError::NotFound(format!("a receipt for submission {} (it is {s})", ctx.submission.id))),
+    }
+}
+
+async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let ctx = context(&state, &id).await?;
+    let json = stored_receipt(&ctx)?;
+    let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
+    let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
+    let view = ReceiptView {
+        id: id.clone(),
+        candidate: ctx.assignment.candidate_name.clone(),
+        slug: ctx.assignment.slug.clone(),
+        version: version_label(&ctx.assignment),
+        decision: card.receipt.decision.clone(),
+        score: score_label(&card),
+        digest: card.receipt.digest.clone(),
+        archive_sha256: card.receipt.submission.archive_sha256.clone(),
+        json: pretty,
+    };
+    let meta = meta(&signed_in, format!("Receipt {}", ctx.assignment.candidate_name), None);
+    Ok(Html(app::shell::document(meta, move || view! { <ReceiptPage view=view /> })).into_response())
+}
+
+async fn receipt_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let ctx = context(&state, &id).await?;
+    let json = stored_receipt(&ctx)?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
+}
+
+async fn receipt_html(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let ctx = context(&state, &id).await?;
+    let json = stored_receipt(&ctx)?;
+    let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
+    let starter = starter_of(&state, &ctx.version).await;
+    let view = card_view(&card, starter.as_ref());
+    let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
+    let version = version_label(&ctx.assignment);
+    let received = when(ctx.submission.received_at);
+    let html = export::receipt_html(&export::ReceiptHtml {
+        candidate: &ctx.assignment.candidate_name,
+        slug: &ctx.assignment.slug,
+        version: &version,
+        submission_id: &id,
+        received_at: &received,
+        card: &view,
+        json: &pretty,
+    })
+    .map_err(AppError::Internal)?;
+    let disposition = format!("attachment; filename=\"gatehouse-receipt-{}.html\"", id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
+    Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)], html).into_response())
+}
+
+async fn scorecards_csv(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    state.db.packet_by_slug(&slug).await?.ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
+    let submissions = state.db.latest_submissions_for_packet(&slug).await?;
+    let mut loaded = Vec::new();
+    for s in submissions {
+        let a = state.db.assignment_by_id(&s.assignment_id).await?;
+        let card = parse_card(&s)?;
+        loaded.push((s, a, card));
+    }
+    let rows: Vec<export::CsvRow<'_>> = loaded
+        .iter()
+        .map(|(s, a, card)| export::CsvRow {
+            assignment_id: &s.assignment_id,
+            candidate: a.as_ref().map_or("", |a| a.candidate_name.as_str()),
+            email: a.as_ref().map_or("", |a| a.email.as_str()),
+            submission_id: &s.id,
+            state: &s.state,
+            card: card.as_ref(),
+        })
+        .collect();
+    let csv = export::scorecards_csv(&rows).map_err(AppError::Internal)?;
+    let disposition = format!("attachment; filename=\"{}-scorecards.csv\"", slug.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
+    Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)], csv).into_response())
+}
+
+/// The latest graded submission of each assignment of the packet, oldest
+/// assignment first.
+async fn graded_of_packet(state: &AppState, slug: &str) -> Result<Vec<(Assignment, Submission, Scorecard)>, AppError> {
+    let mut out = Vec::new();
+    let mut assignments = state.db.list_assignments(Some(slug)).await?;
+    assignments.reverse();
+    for a in assignments {
+        let subs = state.db.submissions_of(&a.id).await?;
+        if let Some(s) = subs.into_iter().find(|s| s.state == "graded")
+            && let Some(card) = parse_card(&s)?
+        {
+            out.push((a, s, card));
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Deserialize, Default)]
+struct CompareQuery {
+    ids: Option<String>,
+}
+
+async fn compare_page(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(slug): Path<String>,
+    Query(q): Query<CompareQuery>,
+) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    state.db.packet_by_slug(&slug).await?.ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
+    let wanted: Vec<String> = q.ids.unwrap_or_default().split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    let graded: Vec<_> = graded_of_packet(&state, &slug)
+        .await?
+        .into_iter()
+        .filter(|(a, s, _)| wanted.is_empty() || wanted.contains(&a.id) || wanted.contains(&s.id))
+        .collect();
+    let mut criteria: Vec<(String, String)> = Vec::new();
+    for (_, _, card) in &graded {
+        for c in &card.criteria {
+            if !criteria.iter().any(|(id, _)| id == &c.id) {
+                criteria.push((c.id.clone(), c.title.clone()));
+            }
+        }
+    }
+    let columns = graded
+        .iter()
+        .map(|(a, s, card)| CompareColumn {
+            candidate: a.candidate_name.clone(),
+            submission_id: s.id.clone(),
+            decision: card.decision.clone(),
+            score: score_label(card),
+            levels: criteria
+                .iter()
+                .map(|(id, _)| match card.criteria.iter().find(|c| &c.id == id) {
+                    Some(c) => match (c.status, c.level) {
+                        (Status::Pending, _) | (_, None) => "pending".into(),
+                        (_, Some(l)) => format!("{l} / {}", c.max),
+                    },
+                    None => String::new(),
+                })
+                .collect(),
+            failures: card.findings.iter().map(|f| f.id.clone()).collect(),
+        })
+        .collect();
+    let view = CompareView {
+        slug: slug.clone(),
+        criteria,
+        columns,
+        chart: format!("/packets/{slug}/distribution.svg"),
+        csv: format!("/packets/{slug}/scorecards.csv"),
+    };
+    let meta = meta(&signed_in, format!("Compare {slug}"), None);
+    Ok(Html(app::shell::document(meta, move || view! { <ComparePage view=view /> })).into_response())
+}
+
+async fn distribution_svg(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    state.db.packet_by_slug(&slug).await?.ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
+    let graded = graded_of_packet(&state, &slug).await?;
+    let scores: Vec<(f64, String)> = graded
+        .iter()
+        .filter_map(|(_, _, c)| c.score.filter(|_| c.max_score > 0).map(|s| (100.0 * s as f64 / c.max_score as f64, c.decision.clone())))
+        .collect();
+    let ranked: Vec<String> = match state.db.latest_published(&slug).await? {
+        Some(v) => match manifest_of(&state, &v).await {
+            Ok(m) => match m.rubric.aggregate {
+                grader::manifest::Aggregate::Sum => m.bands.iter().map(|b| b.decision.clone()).collect(),
+                grader::manifest::Aggregate::Separate => vec![m.rubric.pass_decision.clone(), m.rubric.fail_decision.clone()],
+            },
+            Err(_) => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    let svg = export::distribution_svg(&format!("Scores of {slug} ({} graded)", scores.len()), &scores, &ranked);
+    Ok(([(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")], svg).into_response())
 }

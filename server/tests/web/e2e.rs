@@ -46,7 +46,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 /// The names inside a zip.
 fn zip_names(bytes: &[u8]) -> Vec<String> {
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a zip");
-    (0..zip.len()).map(|i| zip.by_index(i).expect("entry").name().to_string()).collect()
+    (0..zip.len()).map(|i| zip.by_index(i).expect("entry").name().expect("a name").to_string()).collect()
 }
 
 /// Signs in through the sign-in form.
@@ -70,14 +70,22 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     let _one = exclusive().await;
     require_bundle();
     let app = TestApp::spawn().await;
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     app.user("author@example.com", Role::Author, "author-password-1").await;
     app.user("reviewer@example.com", Role::Reviewer, "reviewer-password-1").await;
     let files = tempfile::tempdir().unwrap();
     let packet_dir = repo_root().join("packets/null-status");
     let packet_zip = files.path().join("null-status.zip");
     zip_tree(&packet_dir, "null-status/", &packet_zip);
+    // A well-formed submission: the packet's sample without its transcript,
+    // so it grades with a catalog finding for the reviewer to see.
     let good = files.path().join("good.zip");
-    zip_tree(&packet_dir.join("sample"), "", &good);
+    let tree = files.path().join("submission");
+    std::fs::create_dir_all(&tree).unwrap();
+    for f in ["gate.py", "NOTES.md"] {
+        std::fs::copy(packet_dir.join("sample").join(f), tree.join(f)).unwrap();
+    }
+    zip_tree(&tree, "", &good);
     let hostile = files.path().join("hostile.zip");
     crate::browser::write_zip(&hostile, &[("gate.py", b"print('ok')\n"), ("../evil", b"escaped")]);
 
@@ -131,6 +139,11 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     let page = candidate.source().await;
     let digest = sha256_hex(&std::fs::read(&good).unwrap());
     assert!(page.contains(&digest), "the receipt shows the submission digest {digest}");
+    // Grading takes seconds, so the receipt first shows an earlier state
+    // and the island turns it to graded without a manual reload.
+    let first = candidate.find("#live-state").await.attr("data-state").await.unwrap().unwrap_or_default();
+    assert!(first == "queued" || first == "grading", "the receipt opened in state {first}");
+    candidate.wait("#live-state[data-hydrated='true']").await;
     candidate.wait_for("#live-state[data-state='graded']", Duration::from_secs(180)).await;
     let submission = receipt.rsplit('/').next().unwrap().to_string();
 
@@ -151,6 +164,11 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     reviewer.wait(".summary .score").await;
     assert!(reviewer.exists(".gates-section").await && reviewer.exists("section.findings").await, "{}", reviewer.source().await);
     assert!(reviewer.exists(".commands").await);
+    // Findings carry a provenance badge and an evidence excerpt.
+    let badge = reviewer.text("section.findings .finding .badge").await;
+    assert!(["witnessed", "replayed", "claimed"].contains(&badge.trim().to_lowercase().as_str()), "badge {badge:?}");
+    let findings = reviewer.text("section.findings").await;
+    assert!(findings.contains("transcript.jsonl"), "the finding names its evidence: {findings}");
     let form = reviewer.find("form.human-score").await;
     let select = form.find(Locator::Css("select[name='level']")).await.unwrap();
     select.select_by_index(1).await.unwrap();

@@ -1,10 +1,21 @@
 //! The web platform's integration tests: each binds port 0 and talks HTTP to
 //! the real app over a fresh SQLite file.
 
+mod assignments;
+mod auth;
 mod browser;
+mod e2e;
 mod frame;
+mod library;
+mod review;
 mod support;
 mod webdriver;
+
+mod api;
+mod candidate;
+mod queue;
+mod security;
+mod upload;
 
 use support::TestApp;
 

@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use sqlx::FromRow;
 
 use super::SqliteStore;
-use crate::db::jobs::{Job, JobStore};
+use crate::db::jobs::{GradeResult, Job, JobStore};
 use crate::db::DbResult;
 use crate::now_ms;
 
@@ -128,5 +128,61 @@ impl JobStore for SqliteStore {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(Job::from).collect())
+    }
+
+    async fn recent_jobs(&self, limit: i64) -> DbResult<Vec<Job>> {
+        let rows: Vec<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs ORDER BY id DESC LIMIT ?")).bind(limit).fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().map(Job::from).collect())
+    }
+
+    async fn complete_grade_job(&self, job_id: i64, owner: &str, submission_id: &str, result: GradeResult<'_>) -> DbResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        let done = sqlx::query(
+            "UPDATE jobs SET state = 'done', finished_at = ?, lease_owner = NULL, lease_until = NULL
+             WHERE id = ? AND lease_owner = ? AND state = 'running'",
+        )
+        .bind(now)
+        .bind(job_id)
+        .bind(owner)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        let assignment_state = match result {
+            GradeResult::Graded { scorecard_json, receipt_json, decision, score } => {
+                sqlx::query(
+                    "UPDATE submissions SET state = 'graded', error = NULL, refusal = NULL, scorecard_json = ?, receipt_json = ?,
+                        decision = ?, score = ?, graded_at = ? WHERE id = ?",
+                )
+                .bind(scorecard_json)
+                .bind(receipt_json)
+                .bind(decision)
+                .bind(score)
+                .bind(now)
+                .bind(submission_id)
+                .execute(&mut *tx)
+                .await?;
+                "graded"
+            }
+            GradeResult::Refused { reason } => {
+                sqlx::query("UPDATE submissions SET state = 'refused', refusal = ?, graded_at = ? WHERE id = ?")
+                    .bind(reason)
+                    .bind(now)
+                    .bind(submission_id)
+                    .execute(&mut *tx)
+                    .await?;
+                "failed"
+            }
+        };
+        sqlx::query("UPDATE assignments SET state = ? WHERE id = (SELECT assignment_id FROM submissions WHERE id = ?)")
+            .bind(assignment_state)
+            .bind(submission_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 }

@@ -169,4 +169,17 @@ impl PacketStore for SqliteStore {
         .await?;
         Ok(r.rows_affected() == 1)
     }
+
+    async fn set_publish_request(&self, id: i64, at: Option<i64>) -> DbResult<()> {
+        sqlx::query("UPDATE packet_versions SET publish_requested_at = ? WHERE id = ?").bind(at).bind(id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn publish_request(&self, id: i64) -> DbResult<Option<i64>> {
+        let at: Option<Option<i64>> = sqlx::query_scalar("SELECT publish_requested_at FROM packet_versions WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(at.flatten())
+    }
 }

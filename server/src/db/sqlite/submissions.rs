@@ -181,4 +181,18 @@ impl SubmissionStore for SqliteStore {
             })
             .collect())
     }
+
+    async fn update_scorecard(&self, id: &str, scorecard_json: &str, receipt_json: &str, decision: &str, score: Option<f64>) -> DbResult<bool> {
+        let done = sqlx::query(
+            "UPDATE submissions SET scorecard_json = ?, receipt_json = ?, decision = ?, score = ? WHERE id = ? AND state = 'graded'",
+        )
+        .bind(scorecard_json)
+        .bind(receipt_json)
+        .bind(decision)
+        .bind(score)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
 }

@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use sqlx::FromRow;
 
 use super::SqliteStore;
-use crate::db::users::{NewUser, Role, User, UserStore};
+use crate::db::users::{ApiToken, NewUser, Role, User, UserStore};
 use crate::db::DbResult;
 use crate::now_ms;
 
@@ -113,5 +113,18 @@ impl UserStore for SqliteStore {
     async fn revoke_api_token(&self, id: i64) -> DbResult<()> {
         sqlx::query("UPDATE api_tokens SET revoked_at = ? WHERE id = ?").bind(now_ms()).bind(id).execute(&self.pool).await?;
         Ok(())
+    }
+
+    async fn list_api_tokens(&self) -> DbResult<Vec<ApiToken>> {
+        let rows: Vec<(i64, i64, String, String, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT t.id, t.user_id, u.email, t.name, t.created_at, t.revoked_at
+             FROM api_tokens t JOIN users u ON u.id = t.user_id ORDER BY t.id DESC",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, user_id, user_email, name, created_at, revoked_at)| ApiToken { id, user_id, user_email, name, created_at, revoked_at })
+            .collect())
     }
 }

@@ -1,0 +1,225 @@
+//! The content-addressed blob store: `<data_dir>/blobs/<aa>/<sha256>`.
+//!
+//! Writes stream into a temporary file under `<data_dir>/tmp/` while the
+//! bytes are hashed and counted. A write over the size cap stops at once and
+//! removes the temporary file. A finished write is synced and renamed into
+//! place, so a blob path either holds the complete content or does not exist;
+//! nothing partial is ever visible under `blobs/`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// How much a writer buffers before handing bytes to the file.
+const BUFFER_BYTES: usize = 1 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("the upload is larger than the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("blob store I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The folder holding every blob.
+pub fn blobs_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("blobs")
+}
+
+/// The folder holding unfinished writes and scratch space for validation.
+pub fn tmp_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("tmp")
+}
+
+/// Where the blob with this hex SHA-256 lives (whether or not it exists).
+pub fn blob_path(data_dir: &Path, sha256: &str) -> PathBuf {
+    let prefix = sha256.get(..2).unwrap_or("00");
+    blobs_dir(data_dir).join(prefix).join(sha256)
+}
+
+/// Removes what unfinished writes left in the temporary folder, for example
+/// after the process was killed mid-upload. Only `serve` calls it at start,
+/// before it accepts uploads.
+pub fn sweep_tmp(data_dir: &Path) -> std::io::Result<usize> {
+    let dir = tmp_dir(data_dir);
+    let mut removed = 0;
+    let Ok(entries) = std::fs::read_dir(&dir) else { return Ok(0) };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let result = if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if result.is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// A streaming write in progress. Dropping it removes the temporary file.
+pub struct BlobWriter {
+    data_dir: PathBuf,
+    file: Option<std::fs::File>,
+    tmp: Option<tempfile::TempPath>,
+    buffer: Vec<u8>,
+    hasher: Sha256,
+    size: u64,
+    cap: u64,
+}
+
+impl BlobWriter {
+    /// Starts a write of at most `cap` bytes.
+    pub async fn create(data_dir: &Path, cap: u64) -> Result<BlobWriter, BlobError> {
+        let tmp = tmp_dir(data_dir);
+        let named = tokio::task::spawn_blocking(move || -> std::io::Result<tempfile::NamedTempFile> {
+            std::fs::create_dir_all(&tmp)?;
+            tempfile::Builder::new().prefix("upload-").suffix(".part").tempfile_in(&tmp)
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        let (file, path) = named.into_parts();
+        Ok(BlobWriter {
+            data_dir: data_dir.to_path_buf(),
+            file: Some(file),
+            tmp: Some(path),
+            buffer: Vec::with_capacity(BUFFER_BYTES),
+            hasher: Sha256::new(),
+            size: 0,
+            cap,
+        })
+    }
+
+    /// Bytes accepted so far.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Appends `chunk`; over the cap the write is abandoned (the temporary
+    /// file is removed) and the error says so.
+    pub async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError> {
+        self.size += chunk.len() as u64;
+        if self.size > self.cap {
+            self.abort();
+            return Err(BlobError::TooLarge { limit: self.cap });
+        }
+        self.hasher.update(chunk);
+        self.buffer.extend_from_slice(chunk);
+        if self.buffer.len() >= BUFFER_BYTES {
+            self.flush_buffer().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush_buffer(&mut self) -> Result<(), BlobError> {
+        let Some(mut file) = self.file.take() else {
+            return Err(BlobError::Io(std::io::Error::other("the write was abandoned")));
+        };
+        let buffer = std::mem::replace(&mut self.buffer, Vec::with_capacity(BUFFER_BYTES));
+        let (file, mut buffer) = tokio::task::spawn_blocking(move || -> std::io::Result<(std::fs::File, Vec<u8>)> {
+            file.write_all(&buffer)?;
+            Ok((file, buffer))
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        buffer.clear();
+        self.buffer = buffer;
+        self.file = Some(file);
+        Ok(())
+    }
+
+    /// Removes the temporary file now.
+    pub fn abort(&mut self) {
+        self.file = None;
+        if let Some(tmp) = self.tmp.take() {
+            let _ = tmp.close();
+        }
+    }
+
+    /// Finishes the write: flushes and syncs the temporary file. The result
+    /// is still invisible until [`PendingBlob::commit`].
+    pub async fn finish(mut self) -> Result<PendingBlob, BlobError> {
+        self.flush_buffer().await?;
+        let file = self.file.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
+        tokio::task::spawn_blocking(move || file.sync_all()).await.map_err(|e| std::io::Error::other(e.to_string()))??;
+        let sha256 = hex::encode(std::mem::take(&mut self.hasher).finalize());
+        let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
+        Ok(PendingBlob { data_dir: self.data_dir.clone(), tmp: Some(tmp), sha256, size: self.size })
+    }
+}
+
+impl Drop for BlobWriter {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+/// A complete, synced upload not yet in the store. Dropping it removes it.
+pub struct PendingBlob {
+    data_dir: PathBuf,
+    tmp: Option<tempfile::TempPath>,
+    pub sha256: String,
+    pub size: u64,
+}
+
+impl PendingBlob {
+    /// The temporary file, for validation before commit.
+    pub fn path(&self) -> &Path {
+        self.tmp.as_deref().expect("a pending blob keeps its file until commit or drop")
+    }
+
+    /// Renames the file into the store (or drops it when the same content is
+    /// already stored) and returns the blob's path.
+    pub async fn commit(mut self) -> Result<PathBuf, BlobError> {
+        let dest = blob_path(&self.data_dir, &self.sha256);
+        let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("the blob was already committed"))?;
+        let out = dest.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            let parent = dest.parent().expect("blob paths have a parent");
+            std::fs::create_dir_all(parent)?;
+            if dest.exists() {
+                tmp.close()?;
+            } else {
+                tmp.persist(&dest).map_err(|e| e.error)?;
+                // The rename is durable once the folder itself is synced.
+                std::fs::File::open(parent)?.sync_all()?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        Ok(out)
+    }
+}
+
+impl Drop for PendingBlob {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = tmp.close();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn writes_commit_and_caps() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = BlobWriter::create(dir.path(), 10).await.unwrap();
+        w.write(b"hello").await.unwrap();
+        let pending = w.finish().await.unwrap();
+        assert_eq!(pending.size, 5);
+        let path = pending.commit().await.unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"hello");
+        assert_eq!(std::fs::read_dir(tmp_dir(dir.path())).unwrap().count(), 0);
+
+        let mut w = BlobWriter::create(dir.path(), 4).await.unwrap();
+        assert!(matches!(w.write(b"hello").await, Err(BlobError::TooLarge { limit: 4 })));
+        drop(w);
+        assert_eq!(std::fs::read_dir(tmp_dir(dir.path())).unwrap().count(), 0);
+    }
+}

@@ -1,0 +1,78 @@
+//! Grading one stored submission against its assignment's packet version.
+//!
+//! The worker calls [`grade_submission`] and stores the outcome with
+//! `complete_grade_job`, which only succeeds while the worker still holds
+//! the job's lease. Regrading is enqueueing another `grade` job.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::Context;
+use grader::grade::{GradeError, GradeOptions};
+use grader::packet::Packet;
+use grader::score::HumanScore;
+
+use crate::blobs;
+use crate::library::version_dir;
+use crate::state::AppState;
+
+/// What grading produced.
+#[derive(Debug)]
+pub enum GradeOutcome {
+    Graded {
+        /// Exactly what `gatehouse grade --format json` prints.
+        scorecard_json: String,
+        receipt_json: String,
+        decision: String,
+        score: Option<f64>,
+    },
+    /// The grader refused the zip; the reason says what was wrong.
+    Refused(String),
+}
+
+/// Grades the submission with the latest reviewer score of each criterion.
+/// An error means the grader or its sandbox failed (not the submission); the
+/// queue retries it.
+pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::Result<GradeOutcome> {
+    let started = Instant::now();
+    let submission = state.db.submission_by_id(submission_id).await?.with_context(|| format!("submission {submission_id} does not exist"))?;
+    let assignment = state
+        .db
+        .assignment_by_id(&submission.assignment_id)
+        .await?
+        .with_context(|| format!("assignment {} of submission {submission_id} does not exist", submission.assignment_id))?;
+    let version = state
+        .db
+        .version_by_id(assignment.packet_version_id)
+        .await?
+        .with_context(|| format!("packet version {} does not exist", assignment.packet_version_id))?;
+    let dir = version_dir(state, &version.dir);
+
+    // The latest score per criterion applies; rows are oldest first.
+    let mut human = BTreeMap::new();
+    for row in state.db.human_scores(submission_id).await? {
+        let level = u32::try_from(row.level).unwrap_or(0);
+        human.insert(row.criterion, HumanScore { level, reason: row.reason, by: row.reviewer_name });
+    }
+
+    let zip = blobs::blob_path(&state.config.data_dir, &submission.blob_sha256);
+    anyhow::ensure!(zip.is_file(), "the stored zip {} of submission {submission_id} is missing", zip.display());
+    let grader = state.grader.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        let packet = Packet::load(&dir).with_context(|| format!("loading the packet version at {}", dir.display()))?;
+        Ok::<_, anyhow::Error>(grader.grade_zip(&packet, &zip, &GradeOptions { human }))
+    })
+    .await
+    .context("the grading thread panicked")??;
+    metrics::histogram!("gatehouse_grading_seconds").record(started.elapsed().as_secs_f64());
+    match result {
+        Ok(card) => Ok(GradeOutcome::Graded {
+            scorecard_json: serde_json::to_string_pretty(&card)?,
+            receipt_json: serde_json::to_string_pretty(&card.receipt)?,
+            decision: card.decision.clone(),
+            score: card.score.map(f64::from),
+        }),
+        Err(GradeError::Refused(why)) => Ok(GradeOutcome::Refused(why.to_string())),
+        Err(e) => Err(anyhow::Error::new(e).context("grading failed")),
+    }
+}

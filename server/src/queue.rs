@@ -1,0 +1,197 @@
+//! The grading queue's workers.
+//!
+//! Jobs are database rows (they survive restarts). A worker claims one with
+//! a lease, renews the lease every third of its length while it works, and
+//! completes the job only while it still holds the lease. A worker that dies
+//! stops renewing; once the lease expires another worker claims the job
+//! again. A job claimed more than its `max_attempts` times is failed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::db::{GradeResult, Job};
+use crate::grading::{GradeOutcome, grade_submission};
+use crate::now_ms;
+use crate::state::AppState;
+
+/// Wakes idle workers of this process when a job is enqueued; workers also
+/// poll, so jobs enqueued by other processes are found too.
+static WAKE: Notify = Notify::const_new();
+
+/// How often an idle worker looks for work without being woken.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Tells this process's idle workers that a job is waiting.
+pub fn wake() {
+    WAKE.notify_waiters();
+}
+
+/// Starts `n` workers on the current runtime.
+pub fn spawn_workers(state: &AppState, n: usize) -> Vec<JoinHandle<()>> {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+    let run = &crate::auth::password::random_token()[..8];
+    (0..n)
+        .map(|i| {
+            let owner = format!("{host}:{}:{run}:{i}", std::process::id());
+            let state = state.clone();
+            tokio::spawn(async move { worker_loop(state, owner).await })
+        })
+        .collect()
+}
+
+async fn worker_loop(state: AppState, owner: String) {
+    tracing::info!(%owner, "grading worker started");
+    loop {
+        let notified = WAKE.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let lease_ms = lease_ms(&state);
+        match state.db.claim_job(&owner, now_ms(), lease_ms).await {
+            Ok(Some(job)) => {
+                metrics::counter!("gatehouse_jobs_claimed_total", "kind" => job.kind.clone()).increment(1);
+                run_job(&state, &owner, job).await;
+            }
+            Ok(None) => {
+                update_depth(&state).await;
+                tokio::select! {
+                    _ = notified => {},
+                    _ = tokio::time::sleep(POLL) => {},
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "claiming a job failed");
+                tokio::time::sleep(POLL).await;
+            }
+        }
+    }
+}
+
+fn lease_ms(state: &AppState) -> i64 {
+    (state.config.lease_secs.max(1) * 1000) as i64
+}
+
+async fn update_depth(state: &AppState) {
+    if let Ok(jobs) = state.db.pending_jobs().await {
+        metrics::gauge!("gatehouse_queue_depth").set(jobs.len() as f64);
+    }
+}
+
+/// Runs one claimed job to completion, retry or failure.
+async fn run_job(state: &AppState, owner: &str, job: Job) {
+    tracing::info!(job = job.id, kind = %job.kind, subject = %job.subject, attempt = job.attempts, "job claimed");
+    if job.attempts > job.max_attempts {
+        let message = format!("grading was interrupted {} times", job.attempts - 1);
+        if state.db.finish_job(job.id, owner, false, Some(&message)).await.unwrap_or(false) && job.kind == "grade" {
+            let _ = state.db.set_submission_state(&job.subject, "failed", Some(&message)).await;
+        }
+        metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
+        tracing::warn!(job = job.id, "{message}; failed");
+        return;
+    }
+
+    // The heartbeat renews the lease until the work is over; if the lease
+    // was lost the result will not be stored.
+    let lost = Arc::new(AtomicBool::new(false));
+    let heartbeat = {
+        let state = state.clone();
+        let owner = owner.to_string();
+        let lost = lost.clone();
+        let id = job.id;
+        tokio::spawn(async move {
+            let lease = lease_ms(&state);
+            let every = Duration::from_millis((lease / 3).max(100) as u64);
+            loop {
+                tokio::time::sleep(every).await;
+                match state.db.renew_lease(id, &owner, now_ms() + lease).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        lost.store(true, Ordering::SeqCst);
+                        tracing::warn!(job = id, "lost the lease; the result will be discarded");
+                        return;
+                    }
+                    Err(e) => tracing::warn!(job = id, error = %e, "renewing the lease failed"),
+                }
+            }
+        })
+    };
+
+    let result = match job.kind.as_str() {
+        "grade" => {
+            let _ = state.db.set_submission_state(&job.subject, "grading", None).await;
+            match grade_submission(state, &job.subject).await {
+                Ok(outcome) => {
+                    let stored = match &outcome {
+                        GradeOutcome::Graded { scorecard_json, receipt_json, decision, score } => {
+                            let r = GradeResult::Graded { scorecard_json, receipt_json, decision, score: *score };
+                            state.db.complete_grade_job(job.id, owner, &job.subject, r).await
+                        }
+                        GradeOutcome::Refused(reason) => {
+                            state.db.complete_grade_job(job.id, owner, &job.subject, GradeResult::Refused { reason }).await
+                        }
+                    };
+                    match stored {
+                        Ok(true) => Ok(()),
+                        Ok(false) => {
+                            tracing::warn!(job = job.id, "the lease was lost before completion; another worker owns the job");
+                            heartbeat.abort();
+                            return;
+                        }
+                        Err(e) => Err(anyhow::Error::new(e).context("storing the grading result")),
+                    }
+                }
+                Err(e) => Err(e),
+            }
+        }
+        "check" => match job.subject.parse::<i64>() {
+            Ok(id) => match crate::library::run_check(state, id).await {
+                Ok(_) => {
+                    if state.db.finish_job(job.id, owner, true, None).await.unwrap_or(false) {
+                        Ok(())
+                    } else {
+                        heartbeat.abort();
+                        return;
+                    }
+                }
+                Err(e) => Err(e),
+            },
+            Err(_) => Err(anyhow::anyhow!("check job subject {:?} is not a packet version id", job.subject)),
+        },
+        other => Err(anyhow::anyhow!("unknown job kind {other:?}")),
+    };
+    heartbeat.abort();
+    let _ = lost;
+
+    match result {
+        Ok(()) => {
+            metrics::counter!("gatehouse_jobs_done_total", "kind" => job.kind.clone()).increment(1);
+            tracing::info!(job = job.id, "job done");
+        }
+        Err(e) => {
+            let message = format!("{e:#}");
+            tracing::warn!(job = job.id, error = %message, "job attempt failed");
+            match state.db.release_job(job.id, owner, &message).await {
+                Ok(s) if s == "failed" => {
+                    metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
+                    if job.kind == "grade" {
+                        let _ = state.db.set_submission_state(&job.subject, "failed", Some(&message)).await;
+                    } else if let Ok(id) = job.subject.parse::<i64>() {
+                        let _ = state.db.set_check(id, "failed", None).await;
+                    }
+                }
+                Ok(s) if s == "queued" => {
+                    metrics::counter!("gatehouse_jobs_retried_total", "kind" => job.kind.clone()).increment(1);
+                    if job.kind == "grade" {
+                        let _ = state.db.set_submission_state(&job.subject, "queued", Some(&message)).await;
+                    }
+                    wake();
+                }
+                Ok(_) => tracing::warn!(job = job.id, "the lease was lost before release"),
+                Err(e) => tracing::error!(job = job.id, error = %e, "releasing the job failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The candidate's link: page, starter, upload, receipt, grading, refusals.
+//! Also the helpers the upload, queue, API and security tests share.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use gatehouse::db::{NewVersion, PacketVersion, Submission};
+use gatehouse::invites::{self, Invite, Invited};
+use gatehouse::state::AppState;
+use serde_json::Value;
+
+use crate::support::{TestApp, repo_root};
+
+pub const SLUG: &str = "null-status";
+
+pub fn packet_src() -> PathBuf {
+    repo_root().join("packets").join(SLUG)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// Copies `packets/null-status` into the data directory and publishes it.
+pub async fn publish_packet(state: &AppState) -> PacketVersion {
+    // Packet::load wants the folder named after the slug.
+    let rel = format!("packets/{SLUG}/1/{SLUG}");
+    let dir = state.config.data_dir.join(&rel);
+    if !dir.exists() {
+        copy_dir(&packet_src(), &dir);
+    }
+    let packet = grader::packet::Packet::load(&dir).unwrap();
+    state
+        .db
+        .create_version(NewVersion {
+            slug: SLUG,
+            title: &packet.manifest.packet.title,
+            builtin: false,
+            dir: &rel,
+            digest: &packet.digest,
+            created_by: None,
+            publish: true,
+        })
+        .await
+        .unwrap()
+}
+
+pub async fn invite(state: &AppState, name: &str) -> Invited {
+    invite_with(state, name, None, None).await
+}
+
+pub async fn invite_with(state: &AppState, name: &str, deadline: Option<i64>, time_box_secs: Option<i64>) -> Invited {
+    let email = format!("{}@example.com", name.to_lowercase().replace(' ', "."));
+    invites::create(state, None, Invite { slug: SLUG, candidate_name: name, email: &email, deadline, time_box_secs }).await.unwrap()
+}
+
+/// A zip of `entries` (name, contents), deflated.
+pub fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut out);
+        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        for (name, bytes) in entries {
+            z.start_file(*name, opts).unwrap();
+            z.write_all(bytes).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    out.into_inner()
+}
+
+/// The packet's sample solution as a submission zip (it grades well).
+pub fn sample_zip() -> Vec<u8> {
+    let dir = packet_src().join("sample");
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            files.push((entry.file_name().to_string_lossy().into_owned(), std::fs::read(entry.path()).unwrap()));
+        }
+    }
+    files.sort();
+    let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    zip_of(&refs)
+}
+
+pub fn form(bytes: Vec<u8>) -> reqwest::multipart::Form {
+    let part = reqwest::multipart::Part::bytes(bytes).file_name("submission.zip").mime_str("application/zip").unwrap();
+    reqwest::multipart::Form::new().part("file", part)
+}
+
+/// Uploads through the candidate form; `json` asks for the JSON answer.
+pub async fn upload(base: &str, token: &str, bytes: Vec<u8>, json: bool) -> reqwest::Response {
+    let client = TestApp::client();
+    let mut req = client.post(format!("{base}/c/{token}/submit")).multipart(form(bytes));
+    if json {
+        req = req.header("accept", "application/json");
+    }
+    req.send().await.unwrap()
+}
+
+/// Waits until the submission reaches a final state.
+pub async fn wait_final(state: &AppState, id: &str, limit: Duration) -> Submission {
+    let start = Instant::now();
+    loop {
+        let s = state.db.submission_by_id(id).await.unwrap().expect("submission exists");
+        if matches!(s.state.as_str(), "graded" | "failed" | "refused") {
+            return s;
+        }
+        assert!(start.elapsed() < limit, "submission {id} still {} after {limit:?}", s.state);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every file under `dir` (recursively); empty when it does not exist.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for e in entries.flatten() {
+        if e.file_type().unwrap().is_dir() {
+            out.extend(files_under(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+/// Removes run-dependent timings so two gradings of the same inputs compare.
+pub fn without_timings(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.remove("timings");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+/// What `gatehouse grade --format json` prints for this zip.
+pub fn cli_scorecard(packet_dir: &Path, zip: &[u8]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.zip");
+    std::fs::write(&path, zip).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["grade", packet_dir.to_str().unwrap(), path.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "gatehouse grade failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
+    let app = TestApp::spawn().await;
+    let version = publish_packet(&app.state).await;
+    let invited = invite(&app.state, "Ada Lovelace").await;
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    let client = TestApp::client();
+
+    // The page shows the prompt, budgets and rules, and starts the time box.
+    let page = client.get(app.url(&format!("/c/{}", invited.token))).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Don&#x27;t page on a null status") || html.contains("Don't page on a null status"), "{html}");
+    assert!(html.contains("Model calls") && html.contains("30000"), "budgets missing: {html}");
+    assert!(html.contains("name=\"file\"") && html.contains("/submit"), "upload form missing: {html}");
+    let a = app.state.db.assignment_by_id(&invited.assignment.id).await.unwrap().unwrap();
+    assert!(a.started_at.is_some(), "the first visit starts the time box");
+
+    // The starter is a zip.
+    let starter = client.get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
+    assert_eq!(starter.status(), 200);
+    assert_eq!(starter.headers()["content-type"], "application/zip");
+    let bytes = starter.bytes().await.unwrap();
+    assert_eq!(&bytes[..4], b"PK\x03\x04");
+
+    // A good upload with Accept: application/json.
+    let zip = sample_zip();
+    let r = upload(&app.base, &invited.token, zip.clone(), true).await;
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.unwrap();
+    let id = body["id"].as_str().unwrap().to_string();
+    assert_eq!(body["receipt_url"], format!("/c/{}/submissions/{id}", invited.token));
+    assert_eq!(body["sha256"].as_str().unwrap().len(), 64);
+    assert!(body["received_at"].as_i64().unwrap() > 0);
+
+    // The receipt page names the digest and size.
+    let receipt = client.get(app.url(body["receipt_url"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(receipt.status(), 200);
+    let html = receipt.text().await.unwrap();
+    assert!(html.contains(body["sha256"].as_str().unwrap()), "{html}");
+    assert!(html.contains(&format!("{} bytes", zip.len())), "{html}");
+
+    let s = wait_final(&app.state, &id, Duration::from_secs(120)).await;
+    assert_eq!(s.state, "graded", "error: {:?} refusal: {:?}", s.error, s.refusal);
+
+    // The stored scorecard is what the CLI prints for the same zip.
+    let stored: Value = serde_json::from_str(s.scorecard_json.as_deref().unwrap()).unwrap();
+    let cli = cli_scorecard(&app.state.config.data_dir.join(&version.dir), &zip);
+    assert_eq!(without_timings(stored.clone()), without_timings(cli));
+    assert_eq!(s.decision.as_deref(), stored["decision"].as_str());
+
+    // The candidate's status URL.
+    let status: Value =
+        client.get(app.url(&format!("/c/{}/submissions/{id}/status", invited.token))).send().await.unwrap().json().await.unwrap();
+    assert_eq!(status["state"], "graded");
+    assert_eq!(status["decision"], stored["decision"]);
+
+    // Exactly one job, done once.
+    let jobs = app.state.db.jobs_for("grade", &id).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].state, "done");
+    assert_eq!(jobs[0].attempts, 1);
+
+    // The plain form answers with a redirect to the receipt.
+    let r = upload(&app.base, &invited.token, zip, false).await;
+    assert_eq!(r.status(), 303);
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(to.starts_with(&format!("/c/{}/submissions/", invited.token)), "{to}");
+}
+
+/// A zip whose only entry is named `name`.
+fn zip_with_name(name: &str) -> Vec<u8> {
+    zip_of(&[(name, b"print('hi')\n")])
+}
+
+/// A deflate bomb: 100 MiB of zeros in one entry (about 100 KiB compressed).
+fn zip_bomb() -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut out);
+        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).large_file(false);
+        z.start_file("zeros.txt", opts).unwrap();
+        let block = vec![0u8; 1 << 20];
+        for _ in 0..100 {
+            z.write_all(&block).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    out.into_inner()
+}
+
+#[tokio::test]
+async fn hostile_zips_are_refused_with_the_reason_and_nothing_is_stored() {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let invited = invite(&app.state, "Mallory").await;
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("zip slip", zip_with_name("../x.py"), "`..`"),
+        ("absolute path", zip_with_name("/etc/cron.d/x"), "absolute path"),
+        ("zip bomb", zip_bomb(), "ratio"),
+        ("not a zip", b"this is plain text, not an archive".repeat(100), "could not be read"),
+    ];
+    for (what, bytes, reason) in cases {
+        let r = upload(&app.base, &invited.token, bytes.clone(), true).await;
+        assert_eq!(r.status(), 422, "{what}");
+        let body: Value = r.json().await.unwrap();
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains(reason), "{what}: {error}");
+
+        // The plain form shows the page again with the refusal.
+        let r = upload(&app.base, &invited.token, bytes, false).await;
+        assert_eq!(r.status(), 422, "{what}");
+        let html = r.text().await.unwrap();
+        assert!(html.contains("Your upload was refused"), "{what}: {html}");
+    }
+    assert!(app.state.db.submissions_of(&invited.assignment.id).await.unwrap().is_empty());
+    let data = &app.state.config.data_dir;
+    assert_eq!(files_under(&data.join("blobs")), Vec::<PathBuf>::new());
+    assert_eq!(files_under(&data.join("tmp")), Vec::<PathBuf>::new());
+    let r = TestApp::client()
+        .post(app.url(&format!("/c/{}/submit", invited.token)))
+        .header("accept", "application/json")
+        .multipart(reqwest::multipart::Form::new().text("other", "x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "a form without `file`");
+}
+
+#[tokio::test]
+async fn over_limit_upload_is_cut_off_with_413_and_nothing_left() {
+    let app = TestApp::spawn_with(|c| c.max_upload_mb = 1).await;
+    publish_packet(&app.state).await;
+    let invited = invite(&app.state, "Big").await;
+    let big = vec![7u8; 3 << 20];
+
+    // A declared length over the cap is refused before the body is read.
+    let r = upload(&app.base, &invited.token, big.clone(), true).await;
+    assert_eq!(r.status(), 413);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("limit of 1 MiB"), "{body}");
+
+    // Without a length (chunked), reading stops once past the cap.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.chunks(64 << 10).map(|c| Ok(c.to_vec())).collect();
+    let stream = futures_util::stream::iter(chunks);
+    let part = reqwest::multipart::Part::stream(reqwest::Body::wrap_stream(stream)).file_name("big.zip");
+    let r = TestApp::client()
+        .post(app.url(&format!("/c/{}/submit", invited.token)))
+        .header("accept", "application/json")
+        .multipart(reqwest::multipart::Form::new().part("file", part))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+
+    assert!(app.state.db.submissions_of(&invited.assignment.id).await.unwrap().is_empty());
+    let data = &app.state.config.data_dir;
+    assert_eq!(files_under(&data.join("blobs")), Vec::<PathBuf>::new());
+    assert_eq!(files_under(&data.join("tmp")), Vec::<PathBuf>::new());
+}
+
+#[tokio::test]
+async fn expired_link_answers_410() {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let invited = invite_with(&app.state, "Late", Some(gatehouse::now_ms() + 400), None).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let client = TestApp::client();
+    let r = client.get(app.url(&format!("/c/{}", invited.token))).send().await.unwrap();
+    assert_eq!(r.status(), 410);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("deadline"), "{html}");
+    assert!(!html.contains("name=\"file\""), "no upload form on an expired link");
+    let r = upload(&app.base, &invited.token, sample_zip(), true).await;
+    assert_eq!(r.status(), 410);
+    let r = client.get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
+    assert_eq!(r.status(), 410);
+    // An unknown token is a plain 404.
+    let r = client.get(app.url("/c/not-a-real-token")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[tokio::test]
+async fn ended_time_box_refuses_submission() {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let invited = invite_with(&app.state, "Slow", None, Some(1)).await;
+    let client = TestApp::client();
+    let r = client.post(app.url(&format!("/c/{}/start", invited.token))).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let html = client.get(app.url(&format!("/c/{}", invited.token))).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("time box") && html.contains("submissions are closed"), "{html}");
+    let r = upload(&app.base, &invited.token, sample_zip(), true).await;
+    assert_eq!(r.status(), 403);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("time box"), "{body}");
+}

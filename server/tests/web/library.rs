@@ -1,0 +1,254 @@
+//! The packet library: built-ins, import, the draft editor, self-test and
+//! publish.
+
+use std::io::Write;
+use std::path::Path;
+
+use gatehouse::db::{Role, VersionState};
+use reqwest::StatusCode;
+
+use crate::auth::{page, signed_in};
+use crate::support::{TestApp, repo_root};
+
+/// Zips the folder `dir` with every path under `prefix` (e.g. "null-status/"
+/// or "" for the root), after `tweak` may change a file's contents (None
+/// drops the file).
+pub fn zip_packet(dir: &Path, prefix: &str, tweak: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) -> Vec<u8> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, std::path::PathBuf)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else if p.is_file() {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+                out.push((rel, p));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    for (rel, path) in files {
+        let Some(bytes) = tweak(&rel, std::fs::read(&path).unwrap()) else { continue };
+        zip.start_file(format!("{prefix}{rel}"), opts).unwrap();
+        zip.write_all(&bytes).unwrap();
+    }
+    zip.finish().unwrap().into_inner()
+}
+
+pub fn null_status() -> std::path::PathBuf {
+    repo_root().join("packets/null-status")
+}
+
+/// Posts a zip to the import form; returns the response.
+pub async fn import(app: &TestApp, client: &reqwest::Client, csrf: &str, zip: Vec<u8>) -> reqwest::Response {
+    let form = reqwest::multipart::Form::new()
+        .text("csrf", csrf.to_string())
+        .part("file", reqwest::multipart::Part::bytes(zip).file_name("packet.zip").mime_str("application/zip").unwrap());
+    client.post(app.url("/packets/import")).multipart(form).send().await.unwrap()
+}
+
+/// Imports null-status (with `tweak`) and returns the new draft's id.
+pub async fn import_draft(app: &TestApp, client: &reqwest::Client, csrf: &str, tweak: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) -> i64 {
+    let r = import(app, client, csrf, zip_packet(&null_status(), "null-status/", tweak)).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    to.rsplit_once("version=").unwrap().1.parse().unwrap()
+}
+
+fn files_under(dir: &Path) -> usize {
+    if !dir.exists() {
+        return 0;
+    }
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).map(|p| if p.is_dir() { 1 + files_under(&p) } else { 1 }).sum()
+}
+
+#[tokio::test]
+async fn built_in_packets_load_once_and_list() {
+    let packets = tempfile::tempdir().unwrap();
+    grader::packet::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    std::fs::create_dir_all(packets.path().join("not-a-packet")).unwrap();
+    let dir = packets.path().to_path_buf();
+    let app = TestApp::spawn_with(move |c| c.packets_dir = dir).await;
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0, "idempotent on restart");
+    let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
+    assert_eq!(v.version, Some(1));
+    assert_eq!(v.check_state, "none");
+    let loaded = grader::packet::Packet::load(&gatehouse::library::version_dir(&app.state, &v.dir)).unwrap();
+    assert_eq!(loaded.digest, v.digest);
+
+    let (client, _) = signed_in(&app, Role::Reviewer).await;
+    let html = page(&client, app.url("/packets")).await.text().await.unwrap();
+    for want in ["null-status", "Don&#x27;t page on a null status", "v1", "not run", "built-in"] {
+        assert!(html.contains(want) || html.contains(&want.replace("&#x27;", "'")), "{want} in {html}");
+    }
+    assert!(!html.contains("Import a packet"), "reviewers do not import");
+    let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
+    for want in ["unknowns_stop", "Failure catalog", "starter/tools.py", "Self-test", "not run"] {
+        assert!(html.contains(want), "{want} in the detail page");
+    }
+    assert!(!html.contains("Run self-test"), "reviewers do not run the self-test");
+}
+
+#[tokio::test]
+async fn import_of_a_packet_zip_creates_a_draft() {
+    let app = TestApp::spawn().await;
+    let (client, csrf) = signed_in(&app, Role::Author).await;
+    for prefix in ["null-status/", ""] {
+        let r = import(&app, &client, &csrf, zip_packet(&null_status(), prefix, |_, b| Some(b))).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "prefix {prefix:?}: {}", r.text().await.unwrap());
+    }
+    let packet = app.state.db.packet_by_slug("null-status").await.unwrap().unwrap();
+    let versions = app.state.db.versions_of(packet.id).await.unwrap();
+    assert_eq!(versions.len(), 2);
+    assert!(versions.iter().all(|v| v.state == VersionState::Draft && v.version.is_none()));
+    let html = page(&client, app.url(&format!("/packets/null-status?version={}", versions[0].id))).await.text().await.unwrap();
+    for want in ["draft #", "unknowns_stop", "Run self-test", "Publish", "starter/tools.py", "Save budgets", "<h1>", "<textarea name=\"prompt\""] {
+        assert!(html.contains(want), "{want}");
+    }
+    assert_eq!(files_under(&app.state.config.data_dir.join("tmp")), 0, "no scratch left behind");
+}
+
+#[tokio::test]
+async fn broken_imports_are_refused_with_their_reason_and_leave_nothing() {
+    let app = TestApp::spawn().await;
+    let (client, csrf) = signed_in(&app, Role::Author).await;
+    let toml = std::fs::read_to_string(null_status().join("packet.toml")).unwrap();
+    let line = toml.lines().position(|l| l.starts_with("[budgets]")).unwrap() + 2;
+    let broken = {
+        let mut lines: Vec<&str> = toml.lines().collect();
+        lines.insert(line - 1, "bogus_budget = 3");
+        lines.join("\n")
+    };
+    let check = async |zip: Vec<u8>, expect: &str| {
+        let r = import(&app, &client, &csrf, zip).await;
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let body = r.text().await.unwrap();
+        assert!(body.contains(expect), "{expect} in {body}");
+    };
+    check(
+        zip_packet(&null_status(), "null-status/", |p, b| if p == "packet.toml" { Some(broken.clone().into_bytes()) } else { Some(b) }),
+        &format!("packet.toml:{line}:"),
+    )
+    .await;
+    check(zip_packet(&null_status(), "null-status/", |p, b| if p == "prompt.md" { None } else { Some(b) }), "no prompt.md").await;
+    check(zip_packet(&null_status(), "a/b/", |_, b| Some(b)), "no packet.toml at its root or in a single top folder").await;
+    check(zip_packet(&null_status(), "../", |_, b| Some(b)), "the zip was refused").await;
+    check(b"not a zip".to_vec(), "the zip was refused").await;
+    assert!(app.state.db.list_packets().await.unwrap().is_empty());
+    assert_eq!(files_under(&app.state.config.data_dir.join("packets")), 0);
+    assert_eq!(files_under(&app.state.config.data_dir.join("tmp")), 0);
+}
+
+#[tokio::test]
+async fn editing_a_draft_keeps_formatting_and_shows_on_the_page() {
+    let app = TestApp::spawn().await;
+    let (client, csrf) = signed_in(&app, Role::Author).await;
+    let id = import_draft(&app, &client, &csrf, |_, b| Some(b)).await;
+    let base = format!("/packets/null-status/versions/{id}");
+    let before = app.state.db.version_by_id(id).await.unwrap().unwrap();
+
+    let r = client
+        .post(app.url(&format!("{base}/budgets")))
+        .form(&[("csrf", csrf.as_str()), ("model_calls", "7"), ("tokens", "30000"), ("time_box_minutes", "45"), ("tool_calls", "")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
+    let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
+    assert!(html.contains(r#"data-budget="model_calls" class="budget">7<"#), "{html}");
+    assert!(html.contains(r#"data-budget="time_box_minutes" class="budget">45<"#));
+    let after = app.state.db.version_by_id(id).await.unwrap().unwrap();
+    assert_ne!(before.digest, after.digest);
+    let toml = std::fs::read_to_string(gatehouse::library::version_dir(&app.state, &after.dir).join("packet.toml")).unwrap();
+    assert!(toml.starts_with("# null-status: blanks are not defaults."), "comments are kept");
+    assert!(toml.contains("model_calls = 7"));
+
+    // Prompt (raw HTML is escaped), a rubric row and a catalog entry.
+    let prompt = "# Brief\n\nDo *not* guess.\n\n<script>alert(1)</script>\n</textarea><b>out</b>\n";
+    let r = client.post(app.url(&format!("{base}/prompt"))).form(&[("csrf", csrf.as_str()), ("prompt", prompt)]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let r = client
+        .post(app.url(&format!("{base}/failures/0")))
+        .form(&[("csrf", csrf.as_str()), ("title", "Invented a value (edited)"), ("description", "A tool got a value nobody supplied.")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
+    let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
+    assert!(html.contains("<h1>Brief</h1>") && html.contains("<em>not</em>"), "Markdown rendered");
+    assert!(!html.contains("<script>alert(1)</script>") && html.contains("&lt;script&gt;"), "raw HTML escaped: {html}");
+    assert!(!html.contains("<b>out</b>"), "the editor's textarea cannot be closed from the prompt");
+    assert!(html.contains("Invented a value (edited)"));
+
+    // An edit that does not validate is refused with its line; the draft is unchanged.
+    let digest = app.state.db.version_by_id(id).await.unwrap().unwrap().digest;
+    let r = client
+        .post(app.url(&format!("{base}/criteria/0")))
+        .form(&[("csrf", csrf.as_str()), ("title", "Unknowns"), ("max", "9"), ("levels", "none\nsome")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("packet.toml:"));
+    assert_eq!(app.state.db.version_by_id(id).await.unwrap().unwrap().digest, digest);
+    let r = client.post(app.url(&format!("{base}/budgets"))).form(&[("csrf", csrf.as_str()), ("model_calls", "many")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("model_calls"));
+}
+
+#[tokio::test]
+async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
+    let app = TestApp::spawn().await;
+    let (client, csrf) = signed_in(&app, Role::Author).await;
+    let good = import_draft(&app, &client, &csrf, |_, b| Some(b)).await;
+    // Without the sample's gate the sample no longer passes: the check fails.
+    let bad = import_draft(&app, &client, &csrf, |p, b| if p == "sample/gate.py" { None } else { Some(b) }).await;
+
+    for id in [good, bad] {
+        let r = client.post(app.url(&format!("/packets/null-status/versions/{id}/publish"))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        let jobs = app.state.db.jobs_for("check", &id.to_string()).await.unwrap();
+        assert_eq!(jobs.len(), 1, "one check job for {id}");
+        assert_eq!(app.state.db.version_by_id(id).await.unwrap().unwrap().state, VersionState::Draft, "not published before the check");
+        let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
+        assert!(html.contains("queued") && html.contains("Publish requested"), "{id}");
+    }
+
+    // What a worker does with the `check` jobs.
+    assert!(gatehouse::library::run_check(&app.state, good).await.unwrap());
+    assert!(!gatehouse::library::run_check(&app.state, bad).await.unwrap());
+
+    let published = app.state.db.version_by_id(good).await.unwrap().unwrap();
+    assert_eq!((published.state, published.version), (VersionState::Published, Some(1)));
+    let html = page(&client, app.url(&format!("/packets/null-status?version={good}"))).await.text().await.unwrap();
+    assert!(html.contains("v1") && html.contains("passed"));
+
+    let refused = app.state.db.version_by_id(bad).await.unwrap().unwrap();
+    assert_eq!((refused.state, refused.check_state.as_str()), (VersionState::Draft, "failed"));
+    assert!(app.state.db.publish_request(bad).await.unwrap().is_none(), "the request is settled");
+    let html = page(&client, app.url(&format!("/packets/null-status?version={bad}"))).await.text().await.unwrap();
+    assert!(html.contains("check-item failed") && html.contains("the sample passes the test command"), "failing items shown");
+
+    // A published version is immutable; editing it makes a new draft.
+    let r = client
+        .post(app.url(&format!("/packets/null-status/versions/{good}/budgets")))
+        .form(&[("csrf", csrf.as_str()), ("model_calls", "3")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(r.text().await.unwrap().contains("published and cannot change"));
+    let r = client.post(app.url(&format!("/packets/null-status/versions/{good}/draft"))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let draft: i64 = r.headers()["location"].to_str().unwrap().rsplit_once("version=").unwrap().1.parse().unwrap();
+    let d = app.state.db.version_by_id(draft).await.unwrap().unwrap();
+    assert_eq!((d.state, d.digest.as_str()), (VersionState::Draft, published.digest.as_str()));
+    assert_ne!(d.dir, published.dir);
+    let r = client.post(app.url(&format!("/packets/null-status/versions/{draft}/budgets"))).form(&[("csrf", csrf.as_str()), ("model_calls", "3")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(app.state.db.version_by_id(good).await.unwrap().unwrap().digest, published.digest, "the published version is untouched");
+}

@@ -1,0 +1,118 @@
+//! The grading queue: leases, retries, attempt limits, the queue pages.
+
+use std::time::Duration;
+
+use gatehouse::db::{GradeResult, NewSubmission};
+use gatehouse::now_ms;
+
+use crate::candidate::{invite, publish_packet, sample_zip, upload, wait_final};
+use crate::support::TestApp;
+
+#[tokio::test]
+async fn an_expired_lease_is_reclaimed_and_the_old_owner_cannot_complete() {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let invited = invite(&app.state, "Lease").await;
+    let db = &app.state.db;
+    let s = db
+        .create_submission(NewSubmission { id: "sub-lease", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
+        .await
+        .unwrap();
+    let now = now_ms();
+    let first = db.claim_job("worker-a", now, 50).await.unwrap().expect("a queued job");
+    assert_eq!(first.attempts, 1);
+    assert!(db.claim_job("worker-b", now + 10, 50).await.unwrap().is_none(), "the lease is held");
+    let second = db.claim_job("worker-b", now + 100, 60_000).await.unwrap().expect("the expired lease is claimable");
+    assert_eq!(second.id, first.id);
+    assert_eq!(second.attempts, 2);
+    // The first owner lost the lease: it can neither renew nor complete.
+    assert!(!db.renew_lease(first.id, "worker-a", now + 1000).await.unwrap());
+    let done = db
+        .complete_grade_job(first.id, "worker-a", &s.id, GradeResult::Graded { scorecard_json: "{}", receipt_json: "{}", decision: "x", score: None })
+        .await
+        .unwrap();
+    assert!(!done);
+    assert_eq!(db.submission_by_id(&s.id).await.unwrap().unwrap().state, "queued");
+    // The holder completes once; a second completion is refused.
+    let r = GradeResult::Refused { reason: "test" };
+    assert!(db.complete_grade_job(first.id, "worker-b", &s.id, r).await.unwrap());
+    let r = GradeResult::Refused { reason: "test" };
+    assert!(!db.complete_grade_job(first.id, "worker-b", &s.id, r).await.unwrap());
+    assert_eq!(db.job_by_id(first.id).await.unwrap().unwrap().state, "done");
+}
+
+#[tokio::test]
+async fn a_job_interrupted_too_often_fails_with_a_message() {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let invited = invite(&app.state, "Crashy").await;
+    let db = &app.state.db;
+    let s = db
+        .create_submission(NewSubmission { id: "sub-crashy", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
+        .await
+        .unwrap();
+    // Three workers claim the job and die (their leases lapse at once).
+    let base = now_ms() - 10_000;
+    for i in 0..3 {
+        db.claim_job(&format!("dead-{i}"), base + i * 100, 1).await.unwrap().expect("claimable");
+    }
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    let s = wait_final(&app.state, &s.id, Duration::from_secs(20)).await;
+    assert_eq!(s.state, "failed");
+    assert_eq!(s.error.as_deref(), Some("grading was interrupted 3 times"));
+    let jobs = db.jobs_for("grade", &s.id).await.unwrap();
+    assert_eq!(jobs[0].state, "failed");
+    assert_eq!(jobs[0].attempts, 4);
+}
+
+#[tokio::test]
+async fn grader_errors_are_retried_then_failed_with_the_error() {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let invited = invite(&app.state, "Missing").await;
+    // The submission's zip is not in the blob store, so every attempt fails.
+    let s = app
+        .state
+        .db
+        .create_submission(NewSubmission { id: "sub-missing", assignment_id: &invited.assignment.id, blob_sha256: &"a".repeat(64), size_bytes: 1 })
+        .await
+        .unwrap();
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    let s = wait_final(&app.state, &s.id, Duration::from_secs(30)).await;
+    assert_eq!(s.state, "failed");
+    assert!(s.error.as_deref().unwrap_or("").contains("is missing"), "{:?}", s.error);
+    let jobs = app.state.db.jobs_for("grade", &s.id).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].state, "failed");
+    assert_eq!(jobs[0].attempts, 3, "retried up to max_attempts");
+}
+
+#[tokio::test]
+async fn queue_pages_need_a_session_and_workers_wake_promptly() {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let client = TestApp::client();
+    let r = client.get(app.url("/queue/status")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = client.get(app.url("/queue")).header("accept", "text/html").send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(r.headers()["location"].to_str().unwrap().starts_with("/login"));
+    let r = client.get(app.url("/submissions/x/status")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+
+    // A worker idle in its poll is woken by the upload and grades at once.
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let invited = invite(&app.state, "Quick").await;
+    let r = upload(&app.base, &invited.token, sample_zip(), true).await;
+    assert_eq!(r.status(), 201);
+    let id = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let s = wait_final(&app.state, &id, Duration::from_secs(120)).await;
+    assert_eq!(s.state, "graded");
+
+    // The metrics name the routes, never the link token.
+    let metrics = client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("gatehouse_jobs_done_total"), "{metrics}");
+    assert!(metrics.contains("/c/{token}/submit"), "{metrics}");
+    assert!(!metrics.contains(&invited.token), "the token leaked into metrics");
+}

@@ -1,0 +1,426 @@
+//! The reviewer's side over HTTP: scorecards in evidence order, human
+//! scoring with reasons, receipts and exports, compare and distribution,
+//! regrade, and refusals without a session or CSRF token.
+//!
+//! Submissions are graded directly with the app's grader (not through the
+//! queue): the `null-status` sample (clean) and its `invented-guess` variant
+//! (a known failure). The two gradings are done once per test binary and
+//! stored into each test's fresh database.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use gatehouse::db::{NewSubmission, NewVersion, Role};
+use gatehouse::invites::{self, Invite};
+use gatehouse::web::session::DbSessionStore;
+use grader::grade::Scorecard;
+use grader::manifest::TIME_BASE;
+use grader::packet::{Packet, copy_path};
+use tokio::sync::OnceCell;
+use tower_sessions::session::{Id, Record};
+use tower_sessions::session_store::SessionStore;
+
+use crate::support::{TestApp, repo_root};
+
+const SLUG: &str = "null-status";
+
+/// The clean sample's and the bad variant's scorecards with their zips,
+/// graded once.
+static GRADED: OnceCell<((Scorecard, Vec<u8>), (Scorecard, Vec<u8>))> = OnceCell::const_new();
+
+fn zip_tree(packet: &Packet, dir: &Path, times: &BTreeMap<String, i64>, out: &Path) {
+    let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
+    grader::ingest::write_zip_from_dir(dir, out, &absolute, TIME_BASE).unwrap();
+    assert!(out.is_file(), "zipping {} for {}", dir.display(), packet.manifest.packet.slug);
+}
+
+async fn graded(app: &TestApp) -> &'static ((Scorecard, Vec<u8>), (Scorecard, Vec<u8>)) {
+    let grader = app.state.grader.clone();
+    GRADED
+        .get_or_init(|| async move {
+            tokio::task::spawn_blocking(move || {
+                let packet = Packet::load(&repo_root().join("packets").join(SLUG)).unwrap();
+                let work = tempfile::tempdir().unwrap();
+                let m = &packet.manifest;
+                let good_zip = work.path().join("good.zip");
+                zip_tree(&packet, &packet.sample_dir(), &m.sample.times, &good_zip);
+                let variant = m.variants.iter().find(|v| v.name == "invented-guess").unwrap();
+                let bad_dir = work.path().join("bad");
+                packet.write_variant(variant, &bad_dir).unwrap();
+                let mut times = m.sample.times.clone();
+                times.extend(variant.times.clone());
+                let bad_zip = work.path().join("bad.zip");
+                zip_tree(&packet, &bad_dir, &times, &bad_zip);
+                let opts = grader::grade::GradeOptions::default();
+                let good = grader.grade_zip(&packet, &good_zip, &opts).unwrap();
+                let bad = grader.grade_zip(&packet, &bad_zip, &opts).unwrap();
+                ((good, std::fs::read(&good_zip).unwrap()), (bad, std::fs::read(&bad_zip).unwrap()))
+            })
+            .await
+            .unwrap()
+        })
+        .await
+}
+
+async fn cards(app: &TestApp) -> (&'static Scorecard, &'static Scorecard) {
+    let ((good, _), (bad, _)) = graded(app).await;
+    (good, bad)
+}
+
+/// A signed-in browser: a session stored directly in the database, sent
+/// as the session cookie, with its CSRF token.
+struct Browser {
+    client: reqwest::Client,
+    csrf: String,
+}
+
+async fn sign_in(app: &TestApp, email: &str, role: Role) -> Browser {
+    let user = app.user(email, role, "correct horse battery").await;
+    let csrf = gatehouse::auth::password::random_token();
+    let id = Id::default();
+    let data: HashMap<String, serde_json::Value> =
+        HashMap::from([("user_id".to_string(), serde_json::json!(user.id)), ("csrf".to_string(), serde_json::json!(csrf))]);
+    let record = Record { id, data, expiry_date: tower_sessions::cookie::time::OffsetDateTime::now_utc() + tower_sessions::cookie::time::Duration::hours(1) };
+    DbSessionStore(app.state.db.clone()).save(&record).await.unwrap();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::COOKIE, format!("gatehouse_session={id}").parse().unwrap());
+    let client = reqwest::Client::builder().default_headers(headers).redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    Browser { client, csrf }
+}
+
+struct Fixture {
+    app: TestApp,
+    reviewer: Browser,
+    good: String,
+    bad: String,
+    good_assignment: String,
+    bad_assignment: String,
+}
+
+async fn fixture() -> Fixture {
+    let app = TestApp::spawn().await;
+    let ((good_card, good_zip), (bad_card, bad_zip)) = graded(&app).await.clone();
+    // `Packet::load` wants the folder named after the slug, so the version
+    // id is the parent folder here.
+    let rel = format!("packets/1/{SLUG}");
+    let dest = app.state.config.data_dir.join(&rel);
+    copy_path(&repo_root().join("packets").join(SLUG), &dest).unwrap();
+    let packet = Packet::load(&dest).unwrap();
+    let db = &app.state.db;
+    db.create_version(NewVersion {
+        slug: SLUG,
+        title: &packet.manifest.packet.title,
+        builtin: false,
+        dir: &rel,
+        digest: &packet.digest,
+        created_by: None,
+        publish: true,
+    })
+    .await
+    .unwrap();
+    let mut ids = Vec::new();
+    for (name, email, card, zip, sub) in [
+        ("Ada Lovelace", "ada@example.com", &good_card, &good_zip, "sub-good-0001"),
+        ("Bob Guesser", "bob@example.com", &bad_card, &bad_zip, "sub-bad-00001"),
+    ] {
+        // The zip where the blob store keeps it: `blobs/<aa>/<sha256>`.
+        let sha = &card.receipt.submission.archive_sha256;
+        let blob = app.state.config.data_dir.join("blobs").join(&sha[..2]).join(sha);
+        std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
+        std::fs::write(&blob, zip).unwrap();
+        let invited = invites::create(
+            &app.state,
+            None,
+            Invite { slug: SLUG, candidate_name: name, email, deadline: None, time_box_secs: None },
+        )
+        .await
+        .unwrap();
+        db.create_submission(NewSubmission {
+            id: sub,
+            assignment_id: &invited.assignment.id,
+            blob_sha256: &card.receipt.submission.archive_sha256,
+            size_bytes: zip.len() as i64,
+        })
+        .await
+        .unwrap();
+        db.set_graded(sub, &serde_json::to_string(card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.decision, card.score.unwrap_or(0) as f64)
+            .await
+            .unwrap();
+        ids.push((sub.to_string(), invited.assignment.id.clone()));
+    }
+    // The grading jobs `create_submission` queued are done already: take
+    // them off the queue so no worker grades these blob-less submissions.
+    while let Some(job) = db.claim_job("review-test", gatehouse::now_ms(), 600_000).await.unwrap() {
+        db.finish_job(job.id, "review-test", true, None).await.unwrap();
+    }
+    let reviewer = sign_in(&app, "rita@example.com", Role::Reviewer).await;
+    let (bad, bad_assignment) = ids.pop().unwrap();
+    let (good, good_assignment) = ids.pop().unwrap();
+    Fixture { app, reviewer, good, bad, good_assignment, bad_assignment }
+}
+
+impl Fixture {
+    async fn get(&self, path: &str) -> (u16, String) {
+        let r = self.reviewer.client.get(self.app.url(path)).header("accept", "text/html").send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    async fn post(&self, path: &str, form: &[(&str, &str)]) -> reqwest::Response {
+        self.reviewer.client.post(self.app.url(path)).form(form).send().await.unwrap()
+    }
+}
+
+/// Asserts that `parts` occur in `text` in this order.
+fn in_order(text: &str, parts: &[&str]) {
+    let mut at = 0;
+    for p in parts {
+        match text[at..].find(p) {
+            Some(i) => at += i + p.len(),
+            None => panic!("{p:?} missing after byte {at} (or out of order) in:\n{text}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn scorecard_shows_evidence_in_order_with_provenance_and_commands() {
+    let f = fixture().await;
+    let (good_card, bad_card) = cards(&f.app).await;
+    assert_eq!(good_card.findings, vec![], "the sample grades clean");
+    assert!(bad_card.findings.iter().any(|x| x.id == "invented-value"));
+
+    let (status, good) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert_eq!(status, 200, "{good}");
+    in_order(&good, &["class=\"decision", "<h2>Gates</h2>", "class=\"gate ", "<h2>Findings</h2>", "<h2>Criteria</h2>", "<h2>Commands</h2>", "step:unknowns", "exit 0", "<h2>Environment</h2>", "receipt-digest", "class=\"diff\"", "gate.py"]);
+    assert!(good.contains("tests 8 / 8 passed") || good.contains(" passed</span>"), "{good}");
+    assert!(!good.contains("invented-value"), "{good}");
+    assert!(good.contains(&good_card.receipt.digest));
+    assert!(good.contains("No reviewer has scored this submission yet."));
+    // One scoring form per human or auto-override criterion, with CSRF.
+    assert_eq!(good.matches("class=\"human-score\"").count(), 2, "{good}");
+    assert!(good.contains("name=\"csrf\""));
+
+    let (status, bad) = f.get(&format!("/submissions/{}", f.bad)).await;
+    assert_eq!(status, 200);
+    let finding = bad_card.findings.iter().find(|x| x.id == "invented-value").unwrap();
+    let badge = format!("class=\"badge {}\"", serde_json::to_value(finding.provenance).unwrap().as_str().unwrap());
+    in_order(&bad, &["<h2>Gates</h2>", "<h2>Findings</h2>", "class=\"finding\"", "invented-value", &badge, "<h2>Commands</h2>", "class=\"diff\""]);
+    assert!(bad.contains(&format!("decision {}", bad_card.decision)), "{bad}");
+    // The diff against the starter shows the variant's guess table.
+    in_order(&bad, &["class=\"diff\"", "class=\"diff-text\"", "<span class=\"add\">+# what an outage on checkout usually looks like"]);
+    // A failing held-out test names itself in the commands section.
+    assert!(bad.contains("test_no_invented_values"), "{bad}");
+
+    // The assignment page lists its submission and links to it.
+    let (status, page) = f.get(&format!("/assignments/{}", f.bad_assignment)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Bob Guesser") && page.contains(&format!("href=\"/submissions/{}\"", f.bad)), "{page}");
+}
+
+#[tokio::test]
+async fn human_score_needs_csrf_and_a_reason_then_rescores_and_is_audited() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    let path = format!("/submissions/{}/human", f.good);
+    let before = db.submission_by_id(&f.good).await.unwrap().unwrap();
+    assert_eq!(before.decision.as_deref(), Some("advance"));
+
+    let r = f.post(&path, &[("criterion", "unknowns_stop"), ("level", "0"), ("reason", "guessed")]).await;
+    assert_eq!(r.status(), 403, "no CSRF token");
+    let r = f.post(&path, &[("csrf", "wrong"), ("criterion", "unknowns_stop"), ("level", "0"), ("reason", "guessed")]).await;
+    assert_eq!(r.status(), 403, "wrong CSRF token");
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "unknowns_stop"), ("level", "0"), ("reason", "   ")]).await;
+    assert_eq!(r.status(), 400);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("reason"), "{body}");
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "isolation_replay"), ("level", "0"), ("reason", "x")]).await;
+    assert_eq!(r.status(), 400, "an auto criterion takes no level");
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "narrative"), ("level", "9"), ("reason", "x")]).await;
+    assert_eq!(r.status(), 400, "above the maximum");
+    assert!(db.human_scores(&f.good).await.unwrap().is_empty(), "refused posts store nothing");
+    assert_eq!(db.submission_by_id(&f.good).await.unwrap().unwrap().scorecard_json, before.scorecard_json);
+
+    // An override to 0 on the 70-point criterion: 20 points, decision no.
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "unknowns_stop"), ("level", "0"), ("reason", "The gate guesses the owner on a hand-made incident.")]).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], format!("/submissions/{}?scored=unknowns_stop", f.good));
+    let after = db.submission_by_id(&f.good).await.unwrap().unwrap();
+    assert_eq!((after.decision.as_deref(), after.score), (Some("no"), Some(20.0)));
+    let card: Scorecard = serde_json::from_str(after.scorecard_json.as_deref().unwrap()).unwrap();
+    assert_eq!(card.receipt.decision, "no");
+    assert_eq!(card.receipt.digest, grader::grade::receipt_digest(&card.receipt));
+    assert_eq!(after.receipt_json.as_deref().unwrap(), serde_json::to_string(&card.receipt).unwrap());
+
+    // The narrative scored too: the latest level per criterion applies.
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "narrative"), ("level", "2"), ("reason", "Names the blanks and one limitation.")]).await;
+    assert_eq!(r.status(), 303);
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "unknowns_stop"), ("level", "7"), ("reason", "Re-read: the owner came from a confirmation.")]).await;
+    assert_eq!(r.status(), 303);
+    let last = db.submission_by_id(&f.good).await.unwrap().unwrap();
+    assert_eq!((last.decision.as_deref(), last.score), (Some("advance"), Some(100.0)));
+    assert_eq!(db.human_scores(&f.good).await.unwrap().len(), 3, "append-only");
+
+    let (_, page) = f.get(&format!("/submissions/{}?scored=unknowns_stop", f.good)).await;
+    in_order(&page, &["Score history", "Re-read: the owner came from a confirmation.", "Names the blanks and one limitation.", "The gate guesses the owner"]);
+    assert!(page.contains("rita"), "{page}");
+    assert!(page.contains("Score for unknowns_stop saved"), "{page}");
+
+    let audit = db.audit_entries(Some(&format!("submission:{}", f.good)), 10).await.unwrap();
+    assert_eq!(audit.iter().filter(|a| a.action == "submission.human_score").count(), 3);
+    assert!(audit.iter().any(|a| a.detail.contains("unknowns_stop = 0") && a.detail.contains("advance → no")), "{audit:?}");
+}
+
+#[tokio::test]
+async fn receipt_json_and_standalone_html() {
+    let f = fixture().await;
+    let stored = f.app.state.db.submission_by_id(&f.bad).await.unwrap().unwrap();
+    let r = f.reviewer.client.get(f.app.url(&format!("/submissions/{}/receipt.json", f.bad))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+    assert_eq!(r.text().await.unwrap(), stored.receipt_json.clone().unwrap());
+
+    let r = f.reviewer.client.get(f.app.url(&format!("/submissions/{}/receipt.html", f.bad))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let disposition = r.headers()["content-disposition"].to_str().unwrap().to_string();
+    assert!(disposition.starts_with("attachment;") && disposition.contains(".html"), "{disposition}");
+    let html = r.text().await.unwrap();
+    let card: Scorecard = serde_json::from_str(stored.scorecard_json.as_deref().unwrap()).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<style>"));
+    for external in ["src=\"http", "src=\"/", "href=\"http", "href=\"/", "src='", "href='", "@import", "url("] {
+        assert!(!html.contains(external), "{external} in the standalone receipt");
+    }
+    assert!(html.contains(&card.receipt.digest));
+    assert!(html.contains(&card.receipt.submission.archive_sha256));
+    assert!(html.contains("invented-value") && html.contains("class=\"badge "), "findings with provenance");
+    assert!(html.contains("step:unknowns"), "commands");
+    assert!(html.contains(&card.decision));
+
+    let (status, page) = f.get(&format!("/submissions/{}/receipt", f.bad)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains(&card.receipt.digest) && page.contains("receipt.json"), "{page}");
+
+    // A submission not graded yet has no receipt.
+    f.app.state.db.set_submission_state(&f.good, "grading", None).await.unwrap();
+    let r = f.reviewer.client.get(f.app.url(&format!("/submissions/{}/receipt.json", f.good))).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("data-state=\"grading\"") && page.contains("Grading now."), "{page}");
+}
+
+#[tokio::test]
+async fn csv_compare_and_distribution() {
+    let f = fixture().await;
+    let (good_card, bad_card) = cards(&f.app).await;
+    let r = f.reviewer.client.get(f.app.url(&format!("/packets/{SLUG}/scorecards.csv"))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
+    let text = r.text().await.unwrap();
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(&header[..7], ["assignment_id", "candidate", "email", "submission_id", "state", "decision", "score"]);
+    assert!(header.contains(&"level:unknowns_stop".to_string()) && header.last().unwrap() == "failures", "{header:?}");
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let ada = rows.iter().find(|r| &r[col("candidate")] == "Ada Lovelace").unwrap();
+    let bob = rows.iter().find(|r| &r[col("candidate")] == "Bob Guesser").unwrap();
+    assert_eq!(&ada[col("assignment_id")], f.good_assignment);
+    assert_eq!(&ada[col("score")], good_card.score.unwrap().to_string());
+    assert_eq!(&bob[col("score")], bad_card.score.unwrap().to_string());
+    assert_eq!(&bob[col("decision")], bad_card.decision);
+    assert_eq!(&ada[col("level:narrative")], "pending");
+    assert!(bob[col("failures")].contains("invented-value") && !ada[col("failures")].contains("invented-value"));
+
+    let (status, page) = f.get(&format!("/packets/{SLUG}/compare")).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Ada Lovelace") && page.contains("Bob Guesser"), "{page}");
+    assert!(page.contains("invented-value") && page.contains(&format!("/packets/{SLUG}/distribution.svg")));
+    let (_, only_bob) = f.get(&format!("/packets/{SLUG}/compare?ids={}", f.bad_assignment)).await;
+    assert!(only_bob.contains("Bob Guesser") && !only_bob.contains("Ada Lovelace"), "{only_bob}");
+
+    let r = f.reviewer.client.get(f.app.url(&format!("/packets/{SLUG}/distribution.svg"))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("image/svg+xml"));
+    let svg = r.text().await.unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+    let pct = |c: &Scorecard| (10 * c.score.unwrap() / c.max_score).min(9);
+    let buckets = if pct(good_card) == pct(bad_card) { 1 } else { 2 };
+    assert_eq!(svg.matches("<g class=\"bar\"").count(), buckets, "{svg}");
+    assert_eq!(svg.matches('<').count(), svg.matches('>').count());
+
+    // A packet with no graded submission: an empty chart and compare page.
+    f.app.state.db.create_version(NewVersion { slug: "empty", title: "Empty", builtin: false, dir: "x", digest: "d", created_by: None, publish: true }).await.unwrap();
+    let r = f.reviewer.client.get(f.app.url("/packets/empty/distribution.svg")).send().await.unwrap();
+    let svg = r.text().await.unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("No graded submission") && !svg.contains("class=\"bar\""), "{svg}");
+    let (status, page) = f.get("/packets/empty/compare").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("No graded submission of this packet yet."));
+    let (status, _) = f.get("/packets/nope/compare").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn regrade_enqueues_a_grade_job() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    let jobs_before = db.jobs_for("grade", &f.bad).await.unwrap().len();
+    let path = format!("/submissions/{}/regrade", f.bad);
+    let r = f.post(&path, &[]).await;
+    assert_eq!(r.status(), 403);
+    assert_eq!(db.jobs_for("grade", &f.bad).await.unwrap().len(), jobs_before);
+
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf)]).await;
+    assert_eq!(r.status(), 303);
+    let jobs = db.jobs_for("grade", &f.bad).await.unwrap();
+    assert_eq!(jobs.len(), jobs_before + 1);
+    let sub = db.submission_by_id(&f.bad).await.unwrap().unwrap();
+    assert_eq!(sub.state, "queued");
+    let a = db.assignment_by_id(&f.bad_assignment).await.unwrap().unwrap();
+    assert_eq!(a.state, "submitted");
+    // A second regrade while one is queued is refused.
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf)]).await;
+    assert_eq!(r.status(), 409);
+    let (_, page) = f.get(&format!("/submissions/{}", f.bad)).await;
+    assert!(page.contains("data-state=\"queued\""), "{page}");
+    let audit = db.audit_entries(Some(&format!("submission:{}", f.bad)), 10).await.unwrap();
+    assert!(audit.iter().any(|a| a.action == "submission.regrade"));
+}
+
+#[tokio::test]
+async fn reviewer_pages_need_a_session() {
+    let f = fixture().await;
+    let anon = TestApp::client();
+    for path in [
+        format!("/submissions/{}", f.good),
+        format!("/assignments/{}", f.good_assignment),
+        format!("/packets/{SLUG}/compare"),
+        format!("/submissions/{}/receipt", f.good),
+    ] {
+        let r = anon.get(f.app.url(&path)).header("accept", "text/html").send().await.unwrap();
+        assert_eq!(r.status(), 303, "{path}");
+        assert!(r.headers()["location"].to_str().unwrap().starts_with("/login?next="), "{path}");
+    }
+    for path in [
+        format!("/submissions/{}/receipt.json", f.good),
+        format!("/submissions/{}/receipt.html", f.good),
+        format!("/packets/{SLUG}/scorecards.csv"),
+        format!("/packets/{SLUG}/distribution.svg"),
+    ] {
+        let r = anon.get(f.app.url(&path)).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+    }
+    let r = anon
+        .post(f.app.url(&format!("/submissions/{}/human", f.good)))
+        .form(&[("criterion", "narrative"), ("level", "2"), ("reason", "x")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = anon.post(f.app.url(&format!("/submissions/{}/regrade", f.good))).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(f.app.state.db.human_scores(&f.good).await.unwrap().is_empty());
+    let (status, _) = f.get("/submissions/no-such-submission").await;
+    assert_eq!(status, 404);
+}
