@@ -97,6 +97,8 @@ pub fn UploadForm(
                         set_progress.set(None);
                         set_busy.set(false);
                         set_error.set(Some(message));
+                        // The message renders on the next frame; bring it into view.
+                        request_animation_frame(|| client::reveal("upload-error"));
                     }
                 },
             );
@@ -327,6 +329,13 @@ mod client {
         xhr.set_onload(Some(on_load.as_ref().unchecked_ref()));
         on_load.forget();
         let _ = xhr.send();
+    }
+
+    /// Scrolls the element with `id` into view, when there is one.
+    pub fn reveal(id: &str) {
+        if let Some(e) = leptos::prelude::document().get_element_by_id(id) {
+            e.scroll_into_view();
+        }
     }
 
     pub fn go_to(url: &str) {

@@ -96,8 +96,12 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     author.choose_file("form[action='/packets/import'] input[type='file']", &packet_zip).await;
     author.click("form[action='/packets/import'] button[type='submit']").await;
     author.wait_path("/packets/null-status").await;
+    author.snapshot("1-packet-draft").await;
     author.click("form[action$='/publish'] button[type='submit']").await;
     author.wait_path("/packets/null-status").await;
+    // The queue page follows the self-test job live.
+    author.goto("/queue").await;
+    author.wait("#live-queue[data-hydrated='true']").await;
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         author.goto("/assignments/new?packet=null-status").await;
@@ -114,6 +118,7 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     author.script("document.querySelector(\"input[name='deadline']\").value = '2099-01-01T12:00';").await;
     author.click("form[action='/assignments'] button[type='submit']").await;
     author.wait_path("/assignments/").await;
+    author.snapshot("2-invited").await;
     let invite = author.find("input.invite-url").await.prop("value").await.unwrap().expect("an invite URL");
     assert!(invite.starts_with(&app.base) && invite.contains("/c/"), "{invite}");
     author.close().await;
@@ -131,6 +136,7 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     }
     assert!(!names.iter().any(|n| n.contains("hidden") || n.contains("NOTES.md")), "the starter leaks: {names:?}");
 
+    candidate.snapshot("3-candidate").await;
     // A good upload: receipt, then the state follows grading live.
     candidate.wait("#upload-form[data-hydrated='true']").await;
     candidate.choose_file("#upload-file", &good).await;
@@ -145,6 +151,7 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     assert!(first == "queued" || first == "grading", "the receipt opened in state {first}");
     candidate.wait("#live-state[data-hydrated='true']").await;
     candidate.wait_for("#live-state[data-state='graded']", Duration::from_secs(180)).await;
+    candidate.snapshot("4-receipt-graded").await;
     let submission = receipt.rsplit('/').next().unwrap().to_string();
 
     // A hostile upload is refused with the reason, on the same page.
@@ -154,6 +161,7 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     candidate.click("#upload-submit").await;
     let refusal = candidate.wait_text("#upload-error", "..", Duration::from_secs(30)).await;
     assert!(refusal.contains("../evil"), "{refusal}");
+    candidate.snapshot("5-refused").await;
     candidate.close().await;
 
     // The reviewer sees the graded scorecard, scores a human criterion and
@@ -176,6 +184,7 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     form.find(Locator::Css("textarea[name='reason']")).await.unwrap().send_keys(reason).await.unwrap();
     form.find(Locator::Css("button[type='submit']")).await.unwrap().click().await.unwrap();
     reviewer.wait_text(".score-history .reason", reason, Duration::from_secs(20)).await;
+    reviewer.snapshot("6-scorecard").await;
 
     let export = reviewer.find("a[href$='/receipt.html']").await.attr("href").await.unwrap().unwrap();
     let cookie = session_cookie(&reviewer).await;

@@ -56,3 +56,19 @@ async fn errors_are_pages_for_browsers_and_json_for_clients() {
     let bare = client.get(app.url("/no/such/page")).send().await.unwrap();
     assert!(bare.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
 }
+
+#[tokio::test]
+async fn a_form_post_without_a_session_gets_a_sign_in_page() {
+    let app = TestApp::spawn().await;
+    let r = reqwest::Client::new()
+        .post(app.url("/assignments"))
+        .header("accept", BROWSER_ACCEPT)
+        .form(&[("csrf", "x"), ("packet", "p")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("401 · Unauthorized") && html.contains("sign in first"), "{html}");
+    assert!(html.contains(r#"href="/login""#), "{html}");
+}

@@ -249,6 +249,15 @@ impl Browser {
         }
     }
 
+    /// Saves a full-window PNG as `<name>.png` under the directory named by
+    /// `GATEHOUSE_SCREENSHOTS`, when it is set (for looking at the pages).
+    pub async fn snapshot(&self, name: &str) {
+        let Some(dir) = std::env::var_os("GATEHOUSE_SCREENSHOTS") else { return };
+        let png = self.client.screenshot().await.expect("screenshot");
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        std::fs::write(Path::new(&dir).join(format!("{name}.png")), png).expect("write screenshot");
+    }
+
     /// Runs a script in the page and returns its JSON result.
     pub async fn script(&self, js: &str) -> serde_json::Value {
         self.client.execute(js, vec![]).await.expect("script runs")
