@@ -18,6 +18,7 @@ pub mod library;
 pub mod queue;
 pub mod review;
 pub mod session;
+pub mod witness;
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -32,6 +33,7 @@ pub fn router(state: AppState) -> Router {
         .merge(review::routes())
         .merge(queue::routes())
         .merge(assets::routes())
+        .merge(witness::routes())
         .layer(axum::middleware::from_fn(api::track_http))
         .layer(session::layer(&state))
         .with_state(state)
