@@ -289,7 +289,12 @@ async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Re
         let out = dir.path().join("starter.zip");
         // The pin file names the probed environment (probed once per grader).
         let tools: Vec<String> = packet.manifest.environment.tools.keys().cloned().collect();
-        let probe = grader.probe(&tools)?;
+        // Without a working probe the pin says "unknown" rather than
+        // withholding the starter.
+        let probe = grader.probe(&tools).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the sandbox probe failed; the pin file says unknown");
+            grader::grade::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default() }
+        });
         grader::starter::write_starter_pinned(&packet, &seed, &probe, &gate, &out)?;
         Ok(std::fs::read(&out)?)
     })
