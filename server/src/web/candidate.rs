@@ -165,7 +165,7 @@ pub fn markdown(src: &str) -> String {
     out
 }
 
-fn gone_page(state: &AppState, a: &Assignment) -> Response {
+pub(crate) fn gone_page(state: &AppState, a: &Assignment) -> Response {
     let message = expired_message(a);
     let html = app::shell::document(meta(state, "Link expired"), move || view! { <GoneView message=message /> });
     (StatusCode::GONE, Html(html)).into_response()
@@ -204,11 +204,11 @@ fn rules_of(packet: &Packet) -> Vec<String> {
     rules
 }
 
-struct PageExtras {
-    error: Option<String>,
+pub(crate) struct PageExtras {
+    pub(crate) error: Option<String>,
 }
 
-async fn render_page(state: &AppState, token: &str, a: &Assignment, extras: PageExtras) -> Result<String, AppError> {
+pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, extras: PageExtras) -> Result<String, AppError> {
     let packet = load_packet(state, a).await?;
     let now = now_ms();
     let tb = time_box_secs(a, Some(&packet));

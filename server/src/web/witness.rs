@@ -17,7 +17,7 @@ use axum::Router;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::post;
 use grader::grade::{EnvReport, GradeError};
 use grader::packet::Packet;
@@ -30,7 +30,7 @@ use crate::error::AppError;
 use crate::library::version_dir;
 use crate::now_ms;
 use crate::state::AppState;
-use crate::web::candidate::{Refusal, assignment_for, closed_reason, fmt_time, wants_json};
+use crate::web::candidate::{PageExtras, Refusal, assignment_for, closed_reason, fmt_time, gone_page, render_page, wants_json};
 
 /// What a passing red run is refused with.
 pub const RED_PASSED: &str = "the gate wants a failure: the tests passed on this tree, so it cannot be the witnessed red; upload the tree before your fix";
@@ -226,10 +226,16 @@ async fn form_witness(
         return result.map(|w| run_json(&w));
     }
     // The plain form: back to the page, where the run and its log are listed;
-    // a refusal before any run shows on the page's witness section.
+    // a refusal before any run re-renders the page with the reason.
     match result {
         Ok(w) => Ok(Redirect::to(&format!("/c/{token}#witness-{}", w.row.id)).into_response()),
-        Err(r) => Err(r),
+        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a)),
+        Err(r) if r.status == StatusCode::NOT_FOUND => Err(r),
+        Err(r) => {
+            let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);
+            let html = render_page(&state, &token, &a, PageExtras { error: Some(r.message) }).await?;
+            Ok((r.status, Html(html)).into_response())
+        }
     }
 }
 

@@ -272,6 +272,16 @@ async fn a_hostile_zip_is_refused_with_the_ingest_reason() {
     assert!(app.state.db.witness_runs_of(&invited.assignment.id).await.unwrap().is_empty());
     let (status, body) = witness_json(&app, &invited.token, "red", Vec::new()).await;
     assert_eq!(status, 422, "{body}");
+    // The plain form (JavaScript off) shows the page again with the reason.
+    let r = TestApp::client()
+        .post(app.url(&format!("/c/{}/witness/red", invited.token)))
+        .multipart(form(zip_of(&[("../escape.py", b"print(1)")])))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("escape.py") && html.contains("id=\"witness\""), "{html}");
 }
 
 #[tokio::test]
