@@ -316,3 +316,33 @@ async fn the_starter_carries_the_pin_file_with_the_probed_python() {
     let red = pin["gate"]["red"].as_str().unwrap();
     assert_eq!(red, format!("curl -fsS -H \"Authorization: Bearer {}\" -F file=@tree.zip {}/api/v1/witness/red", invited.token, app.base));
 }
+
+#[tokio::test]
+async fn one_witnessed_run_at_a_time_per_assignment() {
+    let app = TestApp::spawn().await;
+    publish(&app.state, |s| s).await;
+    let invited = invite(&app.state, "Kim", None).await;
+    let other = invite(&app.state, "Lou", None).await;
+    // Warm the probe so the first run's length is the test run alone.
+    app.state.grader.probe(&["pytest".to_string()]).unwrap();
+    let (base, token) = (app.base.clone(), invited.token.clone());
+    let first = tokio::spawn(async move {
+        let r = TestApp::client()
+            .post(format!("{base}/api/v1/witness/red"))
+            .bearer_auth(&token)
+            .multipart(form(tree_zip("starter")))
+            .send()
+            .await
+            .unwrap();
+        r.status().as_u16()
+    });
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let (status, body) = witness_api(&app, &invited.token, "red", tree_zip("starter")).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("already in progress"), "{body}");
+    // Another assignment is not held up by it.
+    let (status, body) = witness_api(&app, &other.token, "red", tree_zip("starter")).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(first.await.unwrap(), 201);
+    assert_eq!(app.state.db.witness_runs_of(&invited.assignment.id).await.unwrap().len(), 1);
+}
