@@ -16,6 +16,7 @@ mod candidate;
 mod queue;
 mod security;
 mod upload;
+mod witness;
 
 use support::TestApp;
 
