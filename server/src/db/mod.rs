@@ -12,6 +12,7 @@ use std::sync::Arc;
 pub mod assignments;
 pub mod audit;
 pub mod jobs;
+pub mod meter;
 pub mod packets;
 pub mod sessions;
 pub mod sqlite;
@@ -21,13 +22,14 @@ pub mod users;
 pub use assignments::{Assignment, AssignmentStore, NewAssignment};
 pub use audit::{AuditEntry, AuditStore};
 pub use jobs::{GradeResult, Job, JobStore};
+pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
 pub use sessions::SessionStore;
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
 pub use users::{ApiToken, NewUser, Role, User, UserStore};
 
 /// Everything a backend provides.
-pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + Send + Sync {
+pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + MeterStore + Send + Sync {
     /// Which backend this is, for logs and `/healthz`.
     fn backend(&self) -> &'static str;
 }

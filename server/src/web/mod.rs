@@ -32,6 +32,7 @@ pub fn router(state: AppState) -> Router {
         .merge(review::routes())
         .merge(queue::routes())
         .merge(assets::routes())
+        .merge(crate::meter::routes())
         .layer(axum::middleware::from_fn(api::track_http))
         .layer(session::layer(&state))
         .with_state(state)
