@@ -11,6 +11,7 @@
 //! candidate page (which has the link token) can always show it.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -110,11 +111,14 @@ impl Rules {
     }
 }
 
-/// The rules of the assignment's packet version, cached by version id.
+/// The rules of the assignment's packet version, cached by data folder and
+/// version id (several apps in one process, as in tests, never share one).
 pub async fn rules_for(state: &AppState, a: &Assignment) -> Result<Arc<Rules>, AppError> {
-    static CACHE: OnceLock<Mutex<HashMap<i64, Arc<Rules>>>> = OnceLock::new();
+    type Cache = Mutex<HashMap<(PathBuf, i64), Arc<Rules>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    if let Some(r) = cache.lock().expect("rules cache").get(&a.packet_version_id) {
+    let id = (state.config.data_dir.clone(), a.packet_version_id);
+    if let Some(r) = cache.lock().expect("rules cache").get(&id) {
         return Ok(r.clone());
     }
     let version = state
@@ -125,7 +129,7 @@ pub async fn rules_for(state: &AppState, a: &Assignment) -> Result<Arc<Rules>, A
     let path = crate::library::version_dir(state, &version.dir).join("packet.toml");
     let src = tokio::fs::read_to_string(&path).await.map_err(|e| AppError::Internal(anyhow::anyhow!("reading {}: {e}", path.display())))?;
     let rules = Arc::new(Rules::parse(&src).map_err(|e| AppError::Internal(anyhow::anyhow!("{}: {e}", path.display())))?);
-    cache.lock().expect("rules cache").insert(a.packet_version_id, rules.clone());
+    cache.lock().expect("rules cache").insert(id, rules.clone());
     Ok(rules)
 }
 

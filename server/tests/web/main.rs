@@ -4,6 +4,7 @@
 mod assignments;
 mod auth;
 mod library;
+mod meter;
 mod review;
 mod support;
 
