@@ -500,3 +500,26 @@ async fn per_packet_upstream_overrides_the_global_one() {
     assert_eq!(call(&m.app, &m.key, &chat("hi")).await.0, 200);
     assert_eq!(up.last_auth.lock().unwrap().as_deref(), Some("Bearer sk-packet"));
 }
+
+#[tokio::test]
+async fn candidate_page_shows_key_endpoint_and_budgets_left() {
+    let (url, _up) = spawn_upstream().await;
+    let m = setup(Some(&url), "model_calls = 3\ntokens = 100\ntime_box_minutes = 90", false, |_| {}).await;
+    assert_eq!(call(&m.app, &m.key, &chat("one")).await.0, 200);
+    let html = reqwest::get(m.app.url(&format!("/c/{}", m.token))).await.unwrap().text().await.unwrap();
+    assert!(html.contains(&m.key), "the page shows the key");
+    assert!(html.contains(&format!("{}/v1", m.app.base)), "the page shows the endpoint");
+    assert!(html.contains(&format!("/c/{}/meter", m.token)), "the live budget polls the meter status");
+    let row = html.split("data-cap=\"model_calls\"").nth(1).expect("a model_calls row");
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains(">1<") && row.contains(">2<") && row.contains(">3<"), "used 1, left 2, limit 3: {row}");
+    assert!(html.contains("data-cap=\"tokens\""));
+
+    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token))).await.unwrap().json().await.unwrap();
+    assert_eq!(status["caps"][1], json!({"cap": "tokens", "limit": 100, "used": 15, "left": 85}));
+    assert_eq!(status["caps"][2], json!({"cap": "time_box_minutes", "limit": 90, "used": 0, "left": 90}));
+    assert_eq!(status["window_open"], true);
+    assert_eq!(status["endpoint"], format!("{}/v1", m.app.base));
+    // An unknown link has no meter.
+    assert_eq!(reqwest::get(m.app.url("/c/nope/meter")).await.unwrap().status(), 404);
+}
