@@ -198,7 +198,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// The assignment behind a model key. A revoked key or a passed deadline
 /// is a refusal of that assignment (returned with it, so it can be
 /// recorded); an unknown key is plain 401.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Assignment, Option<MeterError>), MeterError> {
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Assignment, Option<(&'static str, MeterError)>), MeterError> {
     let key = bearer(headers).ok_or_else(|| {
         MeterError::unauthorized("send `Authorization: Bearer <model key>`; the key is on your assignment page")
     })?;
@@ -213,15 +213,15 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Assignme
         .await?
         .ok_or_else(|| MeterError::unauthorized("this model key's assignment no longer exists"))?;
     let refusal = if let Some(at) = row.revoked_at {
-        Some(MeterError::unauthorized(format!(
+        Some(("revoked", MeterError::unauthorized(format!(
             "this model key was revoked at {}; your assignment page shows the current key",
             crate::web::candidate::fmt_time(at)
-        )))
+        ))))
     } else if now_ms() >= a.deadline {
-        Some(MeterError::unauthorized(format!(
+        Some(("expired", MeterError::unauthorized(format!(
             "this model key expired with its assignment, whose deadline passed at {}",
             crate::web::candidate::fmt_time(a.deadline)
-        )))
+        ))))
     } else {
         None
     };
@@ -278,8 +278,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     let started = Instant::now();
     let (a, refusal) = authenticate(&state, &headers).await?;
     let (req, json) = RequestInfo::of(&body);
-    if let Some(error) = refusal {
-        let why = if error.message.contains("revoked") { "revoked" } else { "expired" };
+    if let Some((why, error)) = refusal {
         return Err(refuse(&state, &a, &req, why, error).await);
     }
     let rules = rules_for(&state, &a).await?;
@@ -343,7 +342,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
 
 async fn models(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, MeterError> {
     let (a, refusal) = authenticate(&state, &headers).await?;
-    if let Some(error) = refusal {
+    if let Some((_, error)) = refusal {
         return Err(error);
     }
     let Some((base, key)) = state.config.model_upstream(&a.slug) else {
