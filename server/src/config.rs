@@ -1,6 +1,7 @@
 //! Configuration: defaults, then `gatehouse.toml` (or the file named by
 //! `GATEHOUSE_CONFIG`), then `GATEHOUSE_*` environment variables.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,33 @@ pub struct Config {
     pub login_attempts_per_minute: u32,
     /// Mark session cookies `Secure` (set when served over HTTPS).
     pub secure_cookies: bool,
+    /// The model meter's upstream: an OpenAI-compatible base URL such as
+    /// `http://127.0.0.1:9999/v1` (plain HTTP; `/chat/completions` and
+    /// `/models` are appended). Without one, the meter answers 503.
+    #[serde(default)]
+    pub model_upstream_url: Option<String>,
+    /// The bearer key sent to the global upstream.
+    #[serde(default)]
+    pub model_upstream_key: Option<String>,
+    /// Per-packet upstreams by slug, overriding the global one.
+    #[serde(default)]
+    pub model_upstreams: BTreeMap<String, ModelUpstream>,
+    /// How long the meter waits for a non-streaming upstream answer.
+    #[serde(default = "default_model_timeout")]
+    pub model_timeout_secs: u64,
+}
+
+/// One upstream of the model meter.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelUpstream {
+    pub url: String,
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+fn default_model_timeout() -> u64 {
+    300
 }
 
 impl Default for Config {
@@ -49,6 +77,10 @@ impl Default for Config {
             lease_secs: 60,
             login_attempts_per_minute: 10,
             secure_cookies: false,
+            model_upstream_url: None,
+            model_upstream_key: None,
+            model_upstreams: BTreeMap::new(),
+            model_timeout_secs: default_model_timeout(),
         }
     }
 }
@@ -65,6 +97,14 @@ impl Config {
             .merge(Toml::file(file))
             .merge(Env::prefixed("GATEHOUSE_").ignore(&["CONFIG", "SANDBOX_PHASES", "LOG", "PASSWORD"]))
             .extract()
+    }
+
+    /// The upstream (base URL, key) for a packet: its own, else the global.
+    pub fn model_upstream(&self, slug: &str) -> Option<(String, Option<String>)> {
+        if let Some(u) = self.model_upstreams.get(slug) {
+            return Some((u.url.clone(), u.key.clone()));
+        }
+        self.model_upstream_url.clone().filter(|u| !u.is_empty()).map(|u| (u, self.model_upstream_key.clone()))
     }
 
     pub fn max_upload_bytes(&self) -> u64 {

@@ -7,7 +7,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::islands::{LiveStatus, UploadForm};
+use crate::islands::{BudgetRow, LiveBudget, LiveStatus, UploadForm};
 
 /// One of the candidate's own submissions, as listed on the assignment page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,6 +47,9 @@ pub struct CandidatePage {
     /// The gate: witnessed runs so far, the forms and the terminal lines.
     #[serde(default)]
     pub witness: Option<WitnessSection>,
+    /// The metered model endpoint, its key and what is left of each budget.
+    #[serde(default)]
+    pub meter: Option<MeterBox>,
 }
 
 /// One run the platform witnessed, as the candidate sees it.
@@ -151,6 +154,52 @@ pub fn WitnessView(section: WitnessSection) -> impl IntoView {
     }
 }
 
+/// The model meter as the candidate sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeterBox {
+    /// The assignment's model key; None once it was revoked.
+    pub key: Option<String>,
+    /// The OpenAI-compatible base URL (`.../v1`).
+    pub endpoint: String,
+    /// The JSON status the live budget polls (`/c/<token>/meter`).
+    pub status_url: String,
+    /// Why calls are refused now (window closed, no upstream), if they are.
+    pub note: Option<String>,
+    pub caps: Vec<BudgetRow>,
+}
+
+/// The model endpoint section: key, base URL, an example call and the
+/// budgets left, updating live.
+#[component]
+pub fn MeterSection(meter: MeterBox) -> impl IntoView {
+    let key = match meter.key.clone() {
+        Some(k) => view! { <code class="model-key" id="model-key">{k}</code> }.into_any(),
+        None => view! { <span class="revoked">"revoked; ask the hiring team for a new one"</span> }.into_any(),
+    };
+    let example = format!(
+        "curl {}/chat/completions \\\n  -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' \\\n  -d '{{\"model\": \"<model>\", \"messages\": [{{\"role\": \"user\", \"content\": \"...\"}}]}}'",
+        meter.endpoint,
+        meter.key.clone().unwrap_or_else(|| "<key>".into())
+    );
+    let note = meter.note.clone().map(|n| view! { <p class="note meter-note" role="status">{n}</p> });
+    let caps = (!meter.caps.is_empty()).then(|| view! { <LiveBudget url=meter.status_url.clone() initial=meter.caps.clone() /> });
+    view! {
+        <section class="meter" id="model-meter">
+            <h2>"Model endpoint"</h2>
+            <p>"Every model call goes through the platform's metered, OpenAI-compatible endpoint; each call is recorded and counted against your budgets."</p>
+            <table class="meter">
+                <tbody>
+                    <tr><th scope="row">"Base URL"</th><td><code class="model-endpoint">{meter.endpoint.clone()}</code></td></tr>
+                    <tr><th scope="row">"Key"</th><td>{key}</td></tr>
+                </tbody>
+            </table>
+            {note}
+            <pre class="command"><code>{example}</code></pre>
+            {caps}
+        </section>
+    }
+}
+
 #[component]
 pub fn CandidateView(page: CandidatePage) -> impl IntoView {
     let submit = format!("{}/submit", page.base);
@@ -221,6 +270,7 @@ pub fn CandidateView(page: CandidatePage) -> impl IntoView {
             <article class="prompt" inner_html=page.prompt_html.clone()></article>
             {budgets}
             {rules}
+            {page.meter.clone().map(|m| view! { <MeterSection meter=m /> })}
             <h2>"Starter workspace"</h2>
             <p><a class="starter" href=starter download="starter.zip">"Download the starter (zip)"</a></p>
             {page.witness.clone().map(|section| view! { <WitnessView section=section /> })}

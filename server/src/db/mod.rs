@@ -12,6 +12,7 @@ use std::sync::Arc;
 pub mod assignments;
 pub mod audit;
 pub mod jobs;
+pub mod meter;
 pub mod packets;
 pub mod sessions;
 pub mod sqlite;
@@ -22,6 +23,7 @@ pub mod witness;
 pub use assignments::{Assignment, AssignmentStore, NewAssignment};
 pub use audit::{AuditEntry, AuditStore};
 pub use jobs::{GradeResult, Job, JobStore};
+pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
 pub use sessions::SessionStore;
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
@@ -29,7 +31,7 @@ pub use users::{ApiToken, NewUser, Role, User, UserStore};
 pub use witness::{NewWitnessRun, WitnessRunRow, WitnessStore};
 
 /// Everything a backend provides.
-pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + WitnessStore + Send + Sync {
+pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + WitnessStore + MeterStore + Send + Sync {
     /// Which backend this is, for logs and `/healthz`.
     fn backend(&self) -> &'static str;
 }

@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use app::pages::candidate::{CandidatePage, CandidateView, GoneView, ReceiptPage, ReceiptView, SubmissionRow};
+use app::islands::{BudgetRow, cap_label};
+use app::pages::candidate::{CandidatePage, CandidateView, GoneView, MeterBox, ReceiptPage, ReceiptView, SubmissionRow};
 use app::shell::PageMeta;
 use axum::Router;
 use axum::extract::multipart::MultipartRejection;
@@ -246,9 +247,28 @@ pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, e
         error: extras.error,
         max_upload_mb: state.config.max_upload_mb,
         witness: Some(crate::web::witness::section(state, token, a, &packet, closed_reason(a, tb, now).is_some()).await?),
+        meter: Some(meter_box(state, token, a).await?),
     };
     let title = page.title.clone();
     Ok(app::shell::document(meta(state, &title), move || view! { <CandidateView page=page /> }))
+}
+
+/// The model meter's section of the page (creates the first key).
+async fn meter_box(state: &AppState, token: &str, a: &Assignment) -> Result<MeterBox, AppError> {
+    let m = crate::meter::status_of(state, a, token).await?;
+    let note = if !m.upstream_configured {
+        Some("No model upstream is configured for this assignment yet; model calls are refused until the hiring team sets one.".to_string())
+    } else if !m.window_open {
+        Some("The model window opens after a witnessed red run: have the platform witness your failing test first.".to_string())
+    } else {
+        None
+    };
+    let caps = m
+        .caps
+        .into_iter()
+        .map(|c| BudgetRow { label: cap_label(&c.cap), cap: c.cap, limit: c.limit, used: c.used, left: c.left })
+        .collect();
+    Ok(MeterBox { key: m.key, endpoint: m.endpoint, status_url: format!("/c/{token}/meter"), note, caps })
 }
 
 /// The assignment page; the first visit starts the time box.

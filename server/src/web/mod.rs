@@ -41,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .merge(review::routes())
         .merge(queue::routes())
         .merge(assets::routes())
+        .merge(crate::meter::routes())
         .merge(witness::routes())
         .fallback(not_found)
         .layer(axum::middleware::from_fn(api::track_http))

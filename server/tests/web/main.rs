@@ -7,6 +7,7 @@ mod browser;
 mod e2e;
 mod frame;
 mod library;
+mod meter;
 mod review;
 mod support;
 mod webdriver;

@@ -8,6 +8,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 mod assignments;
 mod audit;
 mod jobs;
+mod meter;
 mod packets;
 mod sessions;
 mod submissions;
