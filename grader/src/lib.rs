@@ -13,3 +13,4 @@ pub mod run;
 pub mod sandbox;
 pub mod score;
 pub mod starter;
+pub mod witness;
