@@ -60,7 +60,7 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
     let grader = state.grader.clone();
     let result = tokio::task::spawn_blocking(move || {
         let packet = Packet::load(&dir).with_context(|| format!("loading the packet version at {}", dir.display()))?;
-        Ok::<_, anyhow::Error>(grader.grade_zip(&packet, &zip, &GradeOptions { human }))
+        Ok::<_, anyhow::Error>(grader.grade_zip(&packet, &zip, &GradeOptions { human, ..Default::default() }))
     })
     .await
     .context("the grading thread panicked")??;
