@@ -70,6 +70,12 @@ impl Witness {
         self.calls.iter().filter(|c| c.refused.is_none())
     }
 
+    /// The forwarded calls the upstream answered (HTTP 2xx): the ones a
+    /// candidate's usage ledger is expected to record.
+    pub fn answered(&self) -> impl Iterator<Item = &MeteredCall> {
+        self.forwarded().filter(|c| (200..300).contains(&c.status))
+    }
+
     /// The SHA-256 of this witness's canonical JSON, for the receipt.
     pub fn digest(&self) -> String {
         crate::packet::sha256_hex(serde_json::to_string(self).unwrap_or_default().as_bytes())
@@ -183,22 +189,22 @@ fn beyond(claimed: i64, metered: i64, tolerance: f64) -> bool {
 }
 
 /// The claimed usage file's call count or token total differs from the
-/// meter's forwarded calls beyond `tolerance`.
+/// meter's answered calls (forwarded, HTTP 2xx) beyond `tolerance`.
 fn usage_dishonest(w: &Witness, file: &str, claimed: &ClaimedFile, tolerance: f64) -> Vec<String> {
     let Some(text) = claimed else { return Vec::new() };
     if text.trim().is_empty() {
         return Vec::new();
     }
     let (rows, tokens) = claimed_usage(text);
-    let calls = w.forwarded().count() as i64;
-    let metered: i64 = w.forwarded().map(|c| c.prompt_tokens + c.completion_tokens).sum();
+    let calls = w.answered().count() as i64;
+    let metered: i64 = w.answered().map(|c| c.prompt_tokens + c.completion_tokens).sum();
     let pct = tolerance * 100.0;
     let mut out = Vec::new();
     if beyond(rows, calls, tolerance) {
-        out.push(format!("{file} claims {rows} call(s); the meter forwarded {calls} (tolerance {pct}%)"));
+        out.push(format!("{file} claims {rows} call(s); the meter forwarded {calls} that the upstream answered (tolerance {pct}%)"));
     }
     if beyond(tokens, metered, tolerance) {
-        let estimated = w.forwarded().filter(|c| c.tokens_estimated).count();
+        let estimated = w.answered().filter(|c| c.tokens_estimated).count();
         let note = if estimated > 0 { format!(", {estimated} call(s) estimated") } else { String::new() };
         out.push(format!("{file} claims {tokens} token(s); the meter counted {metered}{note} (tolerance {pct}%)"));
     }
@@ -337,7 +343,12 @@ mod tests {
     fn usage_cases() {
         let w = Witness {
             runs: vec![],
-            calls: vec![call(1, 1_000, None, (100, 50), None), call(2, 2_000, None, (100, 50), None), call(3, 3_000, Some("calls"), (0, 0), None)],
+            calls: vec![
+                call(1, 1_000, None, (100, 50), None),
+                call(2, 2_000, None, (100, 50), None),
+                call(3, 3_000, Some("calls"), (0, 0), None),
+                MeteredCall { status: 502, ..call(4, 3_500, None, (0, 0), None) },
+            ],
             submitted_at: 9_000,
         };
         let honest = "{\"prompt_tokens\":100,\"completion_tokens\":50}\n{\"prompt_tokens\":100,\"completion_tokens\":50}\n";
@@ -353,7 +364,7 @@ mod tests {
         check_case("zero tolerance", CheckSpec { tolerance: Some(0.0), ..d.clone() }, &w, Some(close), true, &["304"]);
         check_case("missing is another check", d.clone(), &w, None, false, &[]);
         let m = file(M, "usage.jsonl");
-        check_case("usage missing", m.clone(), &w, None, true, &["usage.jsonl is missing", "2 call(s)"]);
+        check_case("usage missing", m.clone(), &w, None, true, &["usage.jsonl is missing", "3 call(s)"]);
         check_case("usage empty", m.clone(), &w, Some("\n"), true, &["is empty"]);
         check_case("usage present", m.clone(), &w, Some(honest), false, &[]);
         let refused_only = Witness { calls: vec![call(3, 3_000, Some("calls"), (0, 0), None)], ..w.clone() };

@@ -467,7 +467,9 @@ async fn scorecard_page(
         forms,
         history,
         csrf: signed_in.csrf.clone(),
-        ledger: None, // GLUE: witness_of
+        ledger: crate::grading::witness_of(&state, &ctx.assignment.id, ctx.submission.received_at)
+            .await?
+            .map(|w| ledger_view(&w)),
     };
     let meta = meta(&signed_in, format!("Scorecard {}", ctx.assignment.candidate_name), flash);
     Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> })).into_response())

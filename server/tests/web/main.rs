@@ -12,6 +12,7 @@ mod candidate;
 mod queue;
 mod security;
 mod upload;
+mod evidence;
 
 use support::TestApp;
 
