@@ -762,6 +762,15 @@ impl Manifest {
                 if problem.is_none() {
                     problem = self.check_detector(d);
                 }
+                // A witness check is quiet when grading has no witness, so
+                // under `not` it would fire for every offline submission.
+                if let (None, Detector::Not { of }) = (&problem, d) {
+                    let mut witness = false;
+                    of.walk(&mut |inner| witness |= matches!(inner, Detector::Witness { .. }));
+                    if witness {
+                        problem = Some(("\"not\"".into(), "a `witness` detector cannot sit under `not`".into()));
+                    }
+                }
             });
             if let Some((needle, m)) = problem {
                 return Err(err(&needle, format!("failure {:?}: {m}", f.id)));
@@ -1102,6 +1111,22 @@ detect = { kind = "test-failing", step = "hidden" }
             |s| s.replace("detect = { kind = \"test-failing\", step = \"hidden\" }", "detect = { kind = \"pattern\", files = [\"*.py\"], regex = \"(\" }"),
             "bad regex",
         );
+    }
+
+    #[test]
+    fn witness_detectors_are_checked() {
+        let d = "detect = { kind = \"test-failing\", step = \"hidden\" }";
+        let with = |w: &'static str| move |s: String| s.replace(d, &format!("detect = {w}"));
+        check(with("{ kind = \"witness\", check = \"model-before-red\" }"), "ok");
+        check(with("{ kind = \"witness\", check = \"usage-dishonest\", file = \"usage.jsonl\", tolerance = 0.05 }"), "ok");
+        check(with("{ kind = \"any\", of = [{ kind = \"witness\", check = \"retry-storm\", min_chain = 4 }] }"), "ok");
+        check(with("{ kind = \"witness\", check = \"mind-reading\" }"), "unknown variant `mind-reading`");
+        check(with("{ kind = \"witness\", check = \"usage-missing\" }"), "needs `file`");
+        check(with("{ kind = \"witness\", check = \"model-before-red\", file = \"x\" }"), "reads no claimed file");
+        check(with("{ kind = \"witness\", check = \"usage-dishonest\", file = \"u.jsonl\", tolerance = 5 }"), "a fraction");
+        check(with("{ kind = \"witness\", check = \"retry-storm\", min_chain = 1 }"), "at least 2");
+        check(with("{ kind = \"witness\", check = \"usage-missing\", file = \"../u.jsonl\" }"), "safe relative path");
+        check(with("{ kind = \"not\", of = { kind = \"witness\", check = \"retry-storm\" } }"), "cannot sit under `not`");
     }
 
     #[test]
