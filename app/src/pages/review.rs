@@ -170,6 +170,9 @@ pub struct CardView {
     pub workspace_digest: String,
     pub receipt_digest: String,
     pub packet_digest: String,
+    /// The SHA-256 of the witnessed record the grading was given, if any.
+    #[serde(default)]
+    pub witness_sha256: Option<String>,
 }
 
 /// A form to score one human or auto-override criterion.
@@ -529,6 +532,7 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
                 <dt>"Archive"</dt><dd><code>{c.archive_sha256}</code></dd>
                 <dt>"Workspace"</dt><dd><code>{c.workspace_digest}</code></dd>
                 <dt>"Packet"</dt><dd><code>{c.packet_digest}</code></dd>
+                {c.witness_sha256.map(|w| view! { <dt>"Witnessed record"</dt><dd><code class="witness-digest">{w}</code></dd> })}
                 <dt>"Receipt"</dt><dd><code class="receipt-digest">{c.receipt_digest}</code></dd>
             </dl>
         </section>

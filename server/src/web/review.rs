@@ -299,6 +299,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         workspace_digest: r.submission.workspace_digest.clone(),
         receipt_digest: r.digest.clone(),
         packet_digest: r.packet.digest.clone(),
+        witness_sha256: r.witness_sha256.clone(),
     }
 }
 

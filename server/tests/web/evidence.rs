@@ -148,6 +148,8 @@ async fn the_scorecard_shows_witnessed_findings_the_ledger_and_the_timeline() {
     assert!(finding_html[..finding_html.find("</article>").unwrap()].contains("badge witnessed"), "{html}");
     // The ledger table: four calls, two refused, with their duplicate.
     assert!(html.contains("class=\"ledger\""), "{html}");
+    // The receipt digests the witnessed record, and the page names its digest.
+    assert!(html.contains(card.receipt.witness_sha256.as_deref().unwrap()), "{html}");
     assert_eq!(html.matches("class=\"model-call forwarded\"").count(), 2, "{html}");
     assert_eq!(html.matches("class=\"model-call refused\"").count(), 2, "{html}");
     assert!(html.contains("before red"), "{html}");
