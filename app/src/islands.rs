@@ -1,12 +1,385 @@
 //! Islands: the only components hydrated in the browser. Their props cross
 //! from server to browser as JSON, so they must be serializable.
+//!
+//! Every island renders complete, working HTML on the server, so the page
+//! does the same job with JavaScript off; hydration only adds comfort
+//! (an upload progress bar, live status). Once an island has hydrated, its
+//! root element carries `data-hydrated="true"`, which the browser tests use
+//! to tell that the bundle loaded.
+//!
+//! How pages use them (props are plain strings and booleans):
+//!
+//! - `<UploadForm action=format!("/c/{token}/submit") accept_json=true />`
+//!   renders `<form id="upload-form" method="post"
+//!   enctype="multipart/form-data">` with a `file` field (`#upload-file`)
+//!   and a submit button (`#upload-submit`). Optional props: `csrf` (adds the
+//!   hidden `csrf` field), `label` (the field's label), `button` (the
+//!   button's text). With `accept_json`, the hydrated form sends the file
+//!   with `Accept: application/json`, shows `<progress id="upload-progress">`
+//!   while it uploads, shows the server's `{"error"}` in `#upload-error` on a
+//!   refusal, and goes to the `receipt_url` of a 201 answer.
+//! - `<LiveStatus url=format!("/c/{token}/submissions/{id}/status")
+//!   initial_state=submission.state />` renders the state pill
+//!   `<span id="live-state" class="state state-<state>">`; hydrated, it polls
+//!   `url` (which answers `{"state", ...}`) every 1.5 s, updates the pill,
+//!   and reloads the page once the state is final (graded, failed, refused).
+//! - `<LiveQueue url="/queue/status".to_string() />` renders a small "live"
+//!   note; hydrated, it polls `url` (`{"jobs": [...]}`) and reloads the page
+//!   when any job's state changes.
 
 use leptos::prelude::*;
 
-/// A placeholder island proving the hydrate bundle loads; replaced by the
-/// real islands (upload progress, live status).
+/// Submission states after which nothing changes without a regrade.
+pub const FINAL_STATES: [&str; 3] = ["graded", "failed", "refused"];
+
+/// Whether `state` is final (see [`FINAL_STATES`]).
+pub fn is_final(state: &str) -> bool {
+    FINAL_STATES.contains(&state)
+}
+
+/// How often the live islands poll, in milliseconds.
+pub const POLL_MS: u64 = 1500;
+
+/// A zip upload form that works as a plain multipart form and, once
+/// hydrated, uploads in the background with a progress bar.
 #[island]
-pub fn Counter(start: u32) -> impl IntoView {
-    let (n, set_n) = signal(start);
-    view! { <button class="counter" on:click=move |_| set_n.update(|n| *n += 1)>{n}</button> }
+pub fn UploadForm(
+    /// Where the form posts (the multipart field is `file`).
+    action: String,
+    /// Upload with `Accept: application/json` when hydrated (the endpoint
+    /// answers 201 `{"receipt_url"}` or 4xx `{"error"}`); when false, the
+    /// hydrated form still submits as a plain form.
+    accept_json: bool,
+    /// The session's CSRF token, when the endpoint wants one.
+    #[prop(optional)]
+    csrf: Option<String>,
+    /// The file field's label.
+    #[prop(optional)]
+    label: Option<String>,
+    /// The submit button's text.
+    #[prop(optional)]
+    button: Option<String>,
+) -> impl IntoView {
+    let (hydrated, set_hydrated) = signal(false);
+    let (progress, set_progress) = signal(None::<f64>);
+    let (error, set_error) = signal(None::<String>);
+    let (busy, set_busy) = signal(false);
+    // Effects run only in the browser, so this marks hydration.
+    Effect::new(move |_| set_hydrated.set(true));
+
+    let label = label.unwrap_or_else(|| "Your submission (a .zip file)".to_string());
+    let button = button.unwrap_or_else(|| "Upload".to_string());
+    let target = action.clone();
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        #[cfg(feature = "hydrate")]
+        {
+            if !accept_json {
+                return;
+            }
+            ev.prevent_default();
+            if busy.get_untracked() {
+                return;
+            }
+            let Some(form) = client::form_of(&ev) else { return };
+            set_error.set(None);
+            set_progress.set(Some(0.0));
+            set_busy.set(true);
+            let started = client::upload(
+                &form,
+                &target,
+                move |pct| set_progress.set(Some(pct)),
+                move |outcome| match outcome {
+                    Ok(receipt_url) => {
+                        set_progress.set(Some(100.0));
+                        client::go_to(&receipt_url);
+                    }
+                    Err(message) => {
+                        set_progress.set(None);
+                        set_busy.set(false);
+                        set_error.set(Some(message));
+                        // The message renders on the next frame; bring it into view.
+                        request_animation_frame(|| client::reveal("upload-error"));
+                    }
+                },
+            );
+            if let Err(message) = started {
+                set_progress.set(None);
+                set_busy.set(false);
+                set_error.set(Some(message));
+            }
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (ev, accept_json, &target, set_progress, set_error, set_busy);
+    };
+
+    view! {
+        <form
+            class="upload"
+            id="upload-form"
+            method="post"
+            enctype="multipart/form-data"
+            action=action
+            data-hydrated=move || hydrated.get().then_some("true")
+            on:submit=on_submit
+        >
+            {csrf.map(|token| view! { <input type="hidden" name="csrf" value=token /> })}
+            <label for="upload-file">{label}</label>
+            <input type="file" id="upload-file" name="file" accept=".zip,application/zip" required=true />
+            <button type="submit" id="upload-submit" disabled=move || busy.get()>{button}</button>
+            {move || {
+                progress
+                    .get()
+                    .map(|pct| {
+                        view! {
+                            <progress id="upload-progress" max="100" value=format!("{pct:.0}")>
+                                {format!("{pct:.0}%")}
+                            </progress>
+                        }
+                    })
+            }}
+            {move || error.get().map(|e| view! { <p class="refusal" id="upload-error" role="alert">{e}</p> })}
+        </form>
+    }
+}
+
+/// A submission's state pill that follows grading live.
+#[island]
+pub fn LiveStatus(
+    /// The status endpoint, answering `{"state", "decision", "score"}`.
+    url: String,
+    /// The state the server rendered.
+    initial_state: String,
+) -> impl IntoView {
+    let (state, set_state) = signal(initial_state.clone());
+    let (hydrated, set_hydrated) = signal(false);
+    Effect::new(move |_| set_hydrated.set(true));
+
+    #[cfg(feature = "hydrate")]
+    if !is_final(&initial_state) {
+        let handle = std::rc::Rc::new(std::cell::Cell::new(None::<IntervalHandle>));
+        let keep = handle.clone();
+        let started = set_interval_with_handle(
+            move || {
+                let handle = keep.clone();
+                client::get_json(&url, move |body| {
+                    let Some(now) = body.get("state").and_then(|s| s.as_str()) else { return };
+                    if now != state.get_untracked() {
+                        set_state.set(now.to_string());
+                    }
+                    if is_final(now) {
+                        if let Some(h) = handle.take() {
+                            h.clear();
+                        }
+                        client::reload();
+                    }
+                });
+            },
+            std::time::Duration::from_millis(POLL_MS),
+        );
+        handle.set(started.ok());
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (&url, set_state);
+
+    view! {
+        <span
+            id="live-state"
+            class=move || format!("state state-{}", state.get())
+            data-state=move || state.get()
+            data-hydrated=move || hydrated.get().then_some("true")
+            aria-live="polite"
+        >
+            {move || state.get()}
+        </span>
+    }
+}
+
+/// Reloads the page whenever the grading queue changes, so a server-rendered
+/// queue table stays current.
+#[island]
+pub fn LiveQueue(
+    /// The queue endpoint, answering `{"jobs": [{"id", "state", ...}]}`.
+    url: String,
+) -> impl IntoView {
+    let (hydrated, set_hydrated) = signal(false);
+    Effect::new(move |_| set_hydrated.set(true));
+
+    #[cfg(feature = "hydrate")]
+    {
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(None::<String>));
+        let _ = set_interval_with_handle(
+            move || {
+                let seen = seen.clone();
+                client::get_json(&url, move |body| {
+                    let now = queue_signature(&body);
+                    let mut seen = seen.borrow_mut();
+                    match seen.as_deref() {
+                        Some(before) if before != now => client::reload(),
+                        _ => *seen = Some(now),
+                    }
+                });
+            },
+            std::time::Duration::from_millis(POLL_MS),
+        );
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = &url;
+
+    view! {
+        <p class="live-note" id="live-queue" data-hydrated=move || hydrated.get().then_some("true")>
+            {move || if hydrated.get() { "Updating live." } else { "Reload the page to update." }}
+        </p>
+    }
+}
+
+/// The part of a queue answer that matters for a reload: each job's id,
+/// state and attempts.
+pub fn queue_signature(body: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for job in body.get("jobs").and_then(|j| j.as_array()).into_iter().flatten() {
+        out.push_str(&format!("{}:{}:{};", job["id"], job["state"], job["attempts"]));
+    }
+    out
+}
+
+/// The browser calls behind the islands: XMLHttpRequest for both the upload
+/// (it reports upload progress, which fetch does not) and the polling.
+#[cfg(feature = "hydrate")]
+mod client {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::prelude::Closure;
+    use web_sys::{FormData, HtmlFormElement, ProgressEvent, XmlHttpRequest};
+
+    fn js_error(what: &str) -> impl Fn(wasm_bindgen::JsValue) -> String + '_ {
+        move |e| format!("{what} failed in the browser: {e:?}")
+    }
+
+    /// The form a submit event came from.
+    pub fn form_of(ev: &web_sys::SubmitEvent) -> Option<HtmlFormElement> {
+        ev.target()?.dyn_into::<HtmlFormElement>().ok()
+    }
+
+    /// Posts `form` to `action` as multipart with `Accept: application/json`.
+    /// `progress` gets percentages; `done` gets the receipt URL of a 201, or
+    /// the message to show.
+    pub fn upload(
+        form: &HtmlFormElement,
+        action: &str,
+        progress: impl Fn(f64) + 'static,
+        done: impl FnOnce(Result<String, String>) + 'static,
+    ) -> Result<(), String> {
+        let data = FormData::new_with_form(form).map_err(js_error("reading the form"))?;
+        let xhr = XmlHttpRequest::new().map_err(js_error("starting the upload"))?;
+        xhr.open_with_async("POST", action, true).map_err(js_error("starting the upload"))?;
+        xhr.set_request_header("Accept", "application/json").map_err(js_error("starting the upload"))?;
+
+        let on_progress = Closure::<dyn FnMut(ProgressEvent)>::new(move |e: ProgressEvent| {
+            if e.length_computable() && e.total() > 0.0 {
+                progress((e.loaded() / e.total() * 100.0).clamp(0.0, 100.0));
+            }
+        });
+        xhr.upload().map_err(js_error("watching the upload"))?.set_onprogress(Some(on_progress.as_ref().unchecked_ref()));
+        on_progress.forget();
+
+        // Exactly one of load and error fires; the callback is taken once.
+        let done = Rc::new(RefCell::new(Some(done)));
+        let finished = done.clone();
+        let request = xhr.clone();
+        let on_load = Closure::<dyn FnMut()>::new(move || {
+            let status = request.status().unwrap_or(0);
+            let text = request.response_text().ok().flatten().unwrap_or_default();
+            if let Some(f) = finished.borrow_mut().take() {
+                f(super::upload_outcome(status, &text));
+            }
+        });
+        xhr.set_onload(Some(on_load.as_ref().unchecked_ref()));
+        on_load.forget();
+        let on_error = Closure::<dyn FnMut()>::new(move || {
+            if let Some(f) = done.borrow_mut().take() {
+                f(Err("The upload did not reach the server: the connection failed or was closed (a file over the size limit is cut off).".into()));
+            }
+        });
+        xhr.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        on_error.forget();
+
+        xhr.send_with_opt_form_data(Some(&data)).map_err(js_error("sending the upload"))
+    }
+
+    /// Gets `url` as JSON and hands a successful answer to `then`; failures
+    /// are ignored (the next poll tries again).
+    pub fn get_json(url: &str, then: impl FnOnce(serde_json::Value) + 'static) {
+        let Ok(xhr) = XmlHttpRequest::new() else { return };
+        if xhr.open_with_async("GET", url, true).is_err() || xhr.set_request_header("Accept", "application/json").is_err() {
+            return;
+        }
+        let request = xhr.clone();
+        let then = RefCell::new(Some(then));
+        let on_load = Closure::<dyn FnMut()>::new(move || {
+            if request.status().unwrap_or(0) != 200 {
+                return;
+            }
+            let text = request.response_text().ok().flatten().unwrap_or_default();
+            if let (Ok(body), Some(f)) = (serde_json::from_str(&text), then.borrow_mut().take()) {
+                f(body);
+            }
+        });
+        xhr.set_onload(Some(on_load.as_ref().unchecked_ref()));
+        on_load.forget();
+        let _ = xhr.send();
+    }
+
+    /// Scrolls the element with `id` into view, when there is one.
+    pub fn reveal(id: &str) {
+        if let Some(e) = leptos::prelude::document().get_element_by_id(id) {
+            e.scroll_into_view();
+        }
+    }
+
+    pub fn go_to(url: &str) {
+        let _ = leptos::prelude::window().location().set_href(url);
+    }
+
+    pub fn reload() {
+        let _ = leptos::prelude::window().location().reload();
+    }
+}
+
+/// What an upload's answer means: the receipt URL of a 201 (or 200), else
+/// the message to show the candidate.
+pub fn upload_outcome(status: u16, body: &str) -> Result<String, String> {
+    let json: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let field = |name: &str| json.as_ref().and_then(|j| j.get(name)).and_then(|v| v.as_str()).map(str::to_string);
+    match status {
+        200 | 201 => field("receipt_url").ok_or_else(|| "The upload was accepted, but the answer had no receipt link; reload the page.".to_string()),
+        _ => Err(field("error").unwrap_or_else(|| format!("The server refused the upload (HTTP {status})."))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upload_outcome_reads_the_contract() {
+        assert_eq!(upload_outcome(201, r#"{"id":1,"receipt_url":"/c/t/submissions/1"}"#), Ok("/c/t/submissions/1".into()));
+        assert_eq!(upload_outcome(422, r#"{"error":"entry ../evil escapes the folder"}"#), Err("entry ../evil escapes the folder".into()));
+        assert_eq!(upload_outcome(413, "cut off"), Err("The server refused the upload (HTTP 413).".into()));
+    }
+
+    #[test]
+    fn queue_signature_changes_with_states() {
+        let a = serde_json::json!({"jobs": [{"id": 1, "state": "queued", "attempts": 0}]});
+        let b = serde_json::json!({"jobs": [{"id": 1, "state": "running", "attempts": 1}]});
+        assert_ne!(queue_signature(&a), queue_signature(&b));
+        assert_eq!(queue_signature(&a), queue_signature(&a.clone()));
+    }
+
+    #[test]
+    fn final_states() {
+        assert!(is_final("graded") && is_final("failed") && is_final("refused"));
+        assert!(!is_final("queued") && !is_final("grading"));
+    }
 }

@@ -29,6 +29,37 @@ pub fn CsrfField(token: String) -> impl IntoView {
     view! { <input type="hidden" name="csrf" value=token /> }
 }
 
+/// A submission or assignment state as a coloured pill (`state state-graded`);
+/// the classes are in `style/gatehouse.css`. Use
+/// [`crate::islands::LiveStatus`] instead where the state should follow
+/// grading live.
+#[component]
+pub fn StatePill(state: String) -> impl IntoView {
+    view! { <span class=format!("state state-{state}")>{state.clone()}</span> }
+}
+
+/// A finding's provenance badge: witnessed, replayed or claimed.
+#[component]
+pub fn Badge(kind: String) -> impl IntoView {
+    view! { <span class=format!("badge {kind}")>{kind.clone()}</span> }
+}
+
+/// The body of an error page: the status, the message, and a way on.
+#[component]
+pub fn ErrorPage(status: u16, reason: String, message: String) -> impl IntoView {
+    let next = match status {
+        401 => view! { <a href="/login">"Sign in"</a> }.into_any(),
+        _ => view! { <a href="/">"Go to the start page"</a> }.into_any(),
+    };
+    view! {
+        <section class="error-page" id="error-page" data-status=status>
+            <h1>{format!("{status} · {reason}")}</h1>
+            <p class="refusal" id="error-message" role="alert">{message}</p>
+            <p>{next}</p>
+        </section>
+    }
+}
+
 /// Renders a complete HTML document for `body`.
 #[cfg(feature = "ssr")]
 pub fn document<V: IntoView + 'static>(meta: PageMeta, body: impl FnOnce() -> V) -> String {
@@ -97,11 +128,39 @@ mod tests {
     #[test]
     fn document_escapes_and_marks_islands() {
         let meta = PageMeta { title: "A <b>".into(), hydrate: true, ..PageMeta::default() };
-        let html = document(meta, || view! { <p>"x < y"</p> <crate::islands::Counter start=3 /> });
+        let html = document(meta, || {
+            view! {
+                <p>"x < y"</p>
+                <crate::islands::UploadForm action="/c/t/submit".to_string() accept_json=true />
+                <crate::islands::LiveStatus url="/s/1/status".to_string() initial_state="queued".to_string() />
+            }
+        });
         assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
         assert!(html.contains("<title>A &lt;b&gt; · Gatehouse</title>"), "{html}");
         assert!(html.contains("x &lt; y"), "{html}");
         assert!(html.contains("leptos-island"), "{html}");
         assert!(html.contains("/pkg/gatehouse.js"), "{html}");
+        // The islands render working HTML before any script runs.
+        assert!(html.contains(r#"enctype="multipart/form-data""#), "{html}");
+        assert!(html.contains(r#"action="/c/t/submit""#), "{html}");
+        assert!(html.contains(r#"name="file""#), "{html}");
+        assert!(!html.contains("data-hydrated"), "{html}");
+        assert!(html.contains(r#"class="state state-queued""#), "{html}");
+    }
+
+    #[test]
+    fn without_the_bundle_no_script_is_loaded() {
+        let html = document(PageMeta::default(), || view! { <p>"hi"</p> });
+        assert!(!html.contains("gatehouse.js"), "{html}");
+        assert!(html.contains("/style/gatehouse.css"), "{html}");
+    }
+
+    #[test]
+    fn error_page_shows_status_and_message() {
+        let html = document(PageMeta { title: "Not Found".into(), ..PageMeta::default() }, || {
+            view! { <ErrorPage status=404 reason="Not Found".into() message="packet <x> not found".into() /> }
+        });
+        assert!(html.contains("404 · Not Found"), "{html}");
+        assert!(html.contains("packet &lt;x&gt; not found"), "{html}");
     }
 }

@@ -7,6 +7,8 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::islands::{LiveStatus, UploadForm};
+
 /// One of the candidate's own submissions, as listed on the assignment page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubmissionRow {
@@ -72,12 +74,13 @@ pub fn CandidateView(page: CandidatePage) -> impl IntoView {
     let upload = match page.closed.clone() {
         Some(why) => view! { <p class="closed" role="status">{why}</p> }.into_any(),
         None => view! {
-            <form id="upload-form" class="upload" method="post" action=submit enctype="multipart/form-data">
-                <label>"Your submission (a .zip, at most "{page.max_upload_mb}" MiB): "
-                    <input type="file" name="file" accept=".zip,application/zip" required=true />
-                </label>
-                <button type="submit">"Upload"</button>
-            </form>
+            // A plain multipart form; hydrated, it uploads with a progress
+            // bar and shows a refusal without leaving the page.
+            <UploadForm
+                action=submit
+                accept_json=true
+                label=format!("Your submission (a .zip, at most {} MiB)", page.max_upload_mb)
+            />
         }
         .into_any(),
     };
@@ -153,7 +156,7 @@ pub fn ReceiptView(page: ReceiptPage) -> impl IntoView {
                     <tr><th scope="row">"SHA-256"</th><td><code class="sha256">{page.sha256.clone()}</code></td></tr>
                     <tr><th scope="row">"Size"</th><td>{format!("{} bytes", page.size_bytes)}</td></tr>
                     <tr><th scope="row">"Received"</th><td>{page.received.clone()}</td></tr>
-                    <tr><th scope="row">"State"</th><td class="state">{page.state.clone()}</td></tr>
+                    <tr><th scope="row">"State"</th><td><LiveStatus url=page.status_url.clone() initial_state=page.state.clone() /></td></tr>
                     {decision}
                     {score}
                 </tbody>

@@ -67,6 +67,7 @@ pub fn QueueView(page: QueuePage) -> impl IntoView {
     view! {
         <section class="queue" data-status-url="/queue/status">
             <h1>"Grading queue"</h1>
+            <crate::islands::LiveQueue url="/queue/status".to_string() />
             <h2>"Waiting and running"</h2>
             {pending}
             <h2>"Recent jobs"</h2>

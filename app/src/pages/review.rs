@@ -322,7 +322,9 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
             "refused" => format!("The submission was refused: {}", view.refusal.clone().unwrap_or_default()),
             other => format!("State: {other}"),
         };
-        view! { <p class=format!("submission-state state {}", view.state) data-state=view.state.clone()>{note}</p> }
+        // The pill follows grading live and reloads the page when it ends.
+        let live = view! { <crate::islands::LiveStatus url=format!("/submissions/{id}/status") initial_state=view.state.clone() /> };
+        view! { <p class=format!("submission-state state {}", view.state) data-state=view.state.clone()>{live}" "{note}</p> }
     });
     let regrade = {
         let action = format!("/submissions/{id}/regrade");

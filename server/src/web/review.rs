@@ -17,7 +17,7 @@ use app::pages::review::{
     AssignmentPage, AssignmentView, CardView, CompareColumn, ComparePage, CompareView, CriterionView, FileChange, FindingView, GateView,
     HistoryRow, HumanForm, LedgerCall, LedgerRun, LedgerView, ReceiptPage, ReceiptView, RunView, ScorecardPage, ScorecardView, SubmissionLine, ToolView,
 };
-use app::shell::{NavUser, PageMeta};
+use app::shell::PageMeta;
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
@@ -52,16 +52,9 @@ pub fn routes() -> Router<AppState> {
         .route("/packets/{slug}/distribution.svg", get(distribution_svg))
 }
 
-/// The page frame for a signed-in user. (Helper D's `web::page::meta`
-/// replaces this when it lands.)
+/// The page frame for a signed-in user, with the session's flash notice.
 fn meta(signed_in: &SignedIn, title: impl Into<String>, flash: Option<String>) -> PageMeta {
-    PageMeta {
-        title: title.into(),
-        user: Some(NavUser { name: signed_in.user.name.clone(), role: signed_in.user.role.as_str().to_string() }),
-        csrf: signed_in.csrf.clone(),
-        flash,
-        hydrate: false,
-    }
+    PageMeta { flash, ..crate::web::page::meta(signed_in, title) }
 }
 
 /// A stored time (Unix ms) as `YYYY-MM-DD HH:MM UTC`.

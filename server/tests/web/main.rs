@@ -3,9 +3,13 @@
 
 mod assignments;
 mod auth;
+mod browser;
+mod e2e;
+mod frame;
 mod library;
 mod review;
 mod support;
+mod webdriver;
 
 mod api;
 mod candidate;
