@@ -639,7 +639,7 @@ pub fn receipt_digest(r: &Receipt) -> String {
     crate::packet::sha256_hex(value.to_string().as_bytes())
 }
 
-fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport {
+pub fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport {
     let mut tools = Vec::new();
     let matches = |pin: &Option<String>, got: &Option<String>| match (pin, got) {
         (None, _) => true,

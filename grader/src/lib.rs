@@ -14,3 +14,4 @@ pub mod sandbox;
 pub mod score;
 pub mod starter;
 pub mod witness;
+pub mod witness_run;

@@ -42,6 +42,8 @@ pub struct Manifest {
     pub limits: LimitSpec,
     pub commands: Commands,
     #[serde(default)]
+    pub workspace: WorkspaceSpec,
+    #[serde(default)]
     pub policy: Policy,
     #[serde(default, rename = "step")]
     pub steps: Vec<Step>,
@@ -168,6 +170,18 @@ impl LimitSpec {
 #[serde(deny_unknown_fields)]
 pub struct Commands {
     pub test: String,
+}
+
+/// The pinned workspace: how the platform witnesses a candidate's red and
+/// green runs (`[workspace]`, all optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceSpec {
+    /// The command a witnessed run executes; `[commands] test` when unset.
+    pub test: Option<String>,
+    /// Whether the metered model endpoint stays closed until a witnessed red.
+    #[serde(default)]
+    pub model_waits_for_red: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -669,6 +683,11 @@ impl Manifest {
         Ok(manifest)
     }
 
+    /// The command the platform runs to witness a red or green run.
+    pub fn witness_test(&self) -> &str {
+        self.workspace.test.as_deref().unwrap_or(&self.commands.test)
+    }
+
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id == id)
     }
@@ -701,6 +720,10 @@ impl Manifest {
             && self.packet.slug.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !slug_ok {
             return Err(err("slug", format!("slug {:?} must be lowercase letters, digits and '-'", self.packet.slug)));
+        }
+
+        if self.workspace.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(err("[workspace]", "workspace.test is empty; leave it out to use [commands] test".into()));
         }
 
         let mut seen = BTreeSet::new();
@@ -1154,6 +1177,20 @@ detect = { kind = "test-failing", step = "hidden" }
             "which keeps none",
         );
         check(|s| s.replace(d, "detect = { kind = \"ledger\", file = \"u.jsonl\", schema = { a = \"float\" }, invalid = true }"), "unknown variant `float`");
+    }
+
+    #[test]
+    fn workspace_table_is_optional_and_checked() {
+        let m = Manifest::parse("packet.toml", MINIMAL).unwrap();
+        assert_eq!(m.witness_test(), "python3 -m pytest -q");
+        assert!(!m.workspace.model_waits_for_red);
+        let src = MINIMAL.replace("[[step]]", "[workspace]\ntest = \"python3 -m pytest -q -x\"\nmodel_waits_for_red = true\n\n[[step]]");
+        let m = Manifest::parse("packet.toml", &src).unwrap();
+        assert_eq!(m.witness_test(), "python3 -m pytest -q -x");
+        assert!(m.workspace.model_waits_for_red);
+        check(|s| s.replace("[[step]]", "[workspace]\nmodel_waits_for_red = \"yes\"\n\n[[step]]"), "packet.toml:11: invalid type");
+        check(|s| s.replace("[[step]]", "[workspace]\nwait = true\n\n[[step]]"), "packet.toml:11: unknown field `wait`");
+        check(|s| s.replace("[[step]]", "[workspace]\ntest = \" \"\n\n[[step]]"), "packet.toml:10: workspace.test is empty");
     }
 
     #[test]

@@ -159,7 +159,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Grade { packet, submission, format, limits } => grade(&packet, &submission, format, limits.limits()),
         Command::Packet { command: PacketCommand::Starter { packet, seed, out } } => {
             let packet = Packet::load(&packet)?;
-            grader::starter::write_starter(&packet, &seed, &out)
+            // The pin file names what this host's sandbox has; without a
+            // sandbox it says "unknown" rather than failing the starter.
+            let tools: Vec<String> = packet.manifest.environment.tools.keys().cloned().collect();
+            let probe = match Grader::for_host().map_err(anyhow::Error::from).and_then(|g| Ok(g.probe(&tools)?)) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("gatehouse: warning: the sandbox probe failed ({e:#}); the pin file says \"unknown\"");
+                    grader::grade::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default() }
+                }
+            };
+            let gate = grader::starter::Gate::placeholders();
+            grader::starter::write_starter_pinned(&packet, &seed, &probe, &gate, &out)
                 .map_err(|e| anyhow::anyhow!("writing the starter to {}: {e}", out.display()))?;
             println!("wrote {} ({} starter for seed {seed})", out.display(), packet.manifest.packet.slug);
             Ok(ExitCode::SUCCESS)

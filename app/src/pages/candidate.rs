@@ -44,6 +44,111 @@ pub struct CandidatePage {
     /// The refusal of the last upload, shown above the form.
     pub error: Option<String>,
     pub max_upload_mb: u64,
+    /// The gate: witnessed runs so far, the forms and the terminal lines.
+    #[serde(default)]
+    pub witness: Option<WitnessSection>,
+}
+
+/// One run the platform witnessed, as the candidate sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WitnessRunView {
+    /// `witness-<id>`, the fragment a form submission returns to.
+    pub anchor: String,
+    /// `red` or `green`.
+    pub kind: String,
+    pub at: String,
+    pub accepted: bool,
+    /// "exit 1", or "killed by a signal".
+    pub exit: String,
+    pub refusal: Option<String>,
+    pub tree_sha256: String,
+    /// "python 3.11.2, pytest 9.0.1": what the sandbox had.
+    pub environment: String,
+    /// One sentence per pin the sandbox did not satisfy.
+    pub mismatches: Vec<String>,
+    pub log: String,
+    /// Whether the log starts unfolded (the latest run).
+    pub open: bool,
+}
+
+/// The witness section of the candidate page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WitnessSection {
+    pub red_action: String,
+    pub green_action: String,
+    pub test_command: String,
+    /// The gate's three steps in words.
+    pub steps: Vec<String>,
+    /// The model window's state in a sentence.
+    pub model_window: String,
+    pub zip_line: String,
+    pub curl_red: String,
+    pub curl_green: String,
+    pub curl_submit: String,
+    pub runs: Vec<WitnessRunView>,
+    /// True when the link no longer accepts uploads (no forms then).
+    pub closed: bool,
+}
+
+/// The gate: steps, model window, witnessed runs, forms and `curl` lines.
+#[component]
+pub fn WitnessView(section: WitnessSection) -> impl IntoView {
+    let steps = section.steps.iter().map(|s| view! { <li>{s.clone()}</li> }).collect_view();
+    let runs = (!section.runs.is_empty()).then(|| {
+        let items = section
+            .runs
+            .iter()
+            .map(|r| {
+                let verdict = if r.accepted { "accepted" } else { "refused" };
+                let refusal = r.refusal.clone().map(|why| view! { <p class="refusal">{why}</p> });
+                let mismatches = (!r.mismatches.is_empty()).then(|| {
+                    let items = r.mismatches.iter().map(|m| view! { <li>{m.clone()}</li> }).collect_view();
+                    view! { <ul class="env-mismatch">{items}</ul> }
+                });
+                let short = r.tree_sha256.chars().take(12).collect::<String>();
+                view! {
+                    <li id=r.anchor.clone() class=format!("witness-run {} {verdict}", r.kind)>
+                        <strong>{r.kind.clone()}</strong>" · "{r.at.clone()}" · "
+                        <span class="verdict">{verdict}</span>" · "{r.exit.clone()}" · tree "<code>{short}</code>
+                        {refusal}
+                        <p class="env">"Environment: "{r.environment.clone()}</p>
+                        {mismatches}
+                        <details open=r.open><summary>"Log"</summary><pre class="log">{r.log.clone()}</pre></details>
+                    </li>
+                }
+            })
+            .collect_view();
+        view! { <ol class="witness-runs">{items}</ol> }
+    });
+    let forms = (!section.closed).then(|| {
+        view! {
+            <form class="witness red" method="post" action=section.red_action.clone() enctype="multipart/form-data">
+                <label>"Witness red (a .zip of your current tree): "
+                    <input type="file" name="file" accept=".zip,application/zip" required=true />
+                </label>
+                <button type="submit">"Witness red"</button>
+            </form>
+            <form class="witness green" method="post" action=section.green_action.clone() enctype="multipart/form-data">
+                <label>"Witness green (a .zip of your current tree): "
+                    <input type="file" name="file" accept=".zip,application/zip" required=true />
+                </label>
+                <button type="submit">"Witness green"</button>
+            </form>
+        }
+    });
+    let terminal = format!("{}\n{}\n{}\n{}", section.zip_line, section.curl_red, section.curl_green, section.curl_submit);
+    view! {
+        <section id="witness" class="witness">
+            <h2>"The gate, witnessed"</h2>
+            <p>"The platform runs "<code>{section.test_command.clone()}</code>" on your uploaded tree, in the sandbox that grades it."</p>
+            <ol class="gate-steps">{steps}</ol>
+            <p class="model-window">"Model window: "{section.model_window.clone()}</p>
+            {runs}
+            {forms}
+            <h3>"From a terminal"</h3>
+            <pre class="curl">{terminal}</pre>
+        </section>
+    }
 }
 
 #[component]
@@ -118,6 +223,7 @@ pub fn CandidateView(page: CandidatePage) -> impl IntoView {
             {rules}
             <h2>"Starter workspace"</h2>
             <p><a class="starter" href=starter download="starter.zip">"Download the starter (zip)"</a></p>
+            {page.witness.clone().map(|section| view! { <WitnessView section=section /> })}
             <h2>"Submit"</h2>
             {error}
             {upload}

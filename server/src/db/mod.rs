@@ -17,6 +17,7 @@ pub mod sessions;
 pub mod sqlite;
 pub mod submissions;
 pub mod users;
+pub mod witness;
 
 pub use assignments::{Assignment, AssignmentStore, NewAssignment};
 pub use audit::{AuditEntry, AuditStore};
@@ -25,9 +26,10 @@ pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionStat
 pub use sessions::SessionStore;
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
 pub use users::{ApiToken, NewUser, Role, User, UserStore};
+pub use witness::{NewWitnessRun, WitnessRunRow, WitnessStore};
 
 /// Everything a backend provides.
-pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + Send + Sync {
+pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + WitnessStore + Send + Sync {
     /// Which backend this is, for logs and `/healthz`.
     fn backend(&self) -> &'static str;
 }

@@ -165,7 +165,7 @@ pub fn markdown(src: &str) -> String {
     out
 }
 
-fn gone_page(state: &AppState, a: &Assignment) -> Response {
+pub(crate) fn gone_page(state: &AppState, a: &Assignment) -> Response {
     let message = expired_message(a);
     let html = app::shell::document(meta(state, "Link expired"), move || view! { <GoneView message=message /> });
     (StatusCode::GONE, Html(html)).into_response()
@@ -204,11 +204,11 @@ fn rules_of(packet: &Packet) -> Vec<String> {
     rules
 }
 
-struct PageExtras {
-    error: Option<String>,
+pub(crate) struct PageExtras {
+    pub(crate) error: Option<String>,
 }
 
-async fn render_page(state: &AppState, token: &str, a: &Assignment, extras: PageExtras) -> Result<String, AppError> {
+pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, extras: PageExtras) -> Result<String, AppError> {
     let packet = load_packet(state, a).await?;
     let now = now_ms();
     let tb = time_box_secs(a, Some(&packet));
@@ -245,6 +245,7 @@ async fn render_page(state: &AppState, token: &str, a: &Assignment, extras: Page
         submissions,
         error: extras.error,
         max_upload_mb: state.config.max_upload_mb,
+        witness: Some(crate::web::witness::section(state, token, a, &packet, closed_reason(a, tb, now).is_some()).await?),
     };
     let title = page.title.clone();
     Ok(app::shell::document(meta(state, &title), move || view! { <CandidateView page=page /> }))
@@ -280,11 +281,21 @@ async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Re
     let packet = load_packet(&state, &a).await?;
     let tmp = crate::blobs::tmp_dir(&state.config.data_dir);
     let seed = a.seed.clone();
+    let grader = state.grader.clone();
+    let gate = grader::starter::Gate { base_url: state.config.public_url.clone(), token: token.clone() };
     let bytes = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<u8>> {
         std::fs::create_dir_all(&tmp)?;
         let dir = tempfile::Builder::new().prefix("starter-").tempdir_in(&tmp)?;
         let out = dir.path().join("starter.zip");
-        grader::starter::write_starter(&packet, &seed, &out)?;
+        // The pin file names the probed environment (probed once per grader).
+        let tools: Vec<String> = packet.manifest.environment.tools.keys().cloned().collect();
+        // Without a working probe the pin says "unknown" rather than
+        // withholding the starter.
+        let probe = grader.probe(&tools).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the sandbox probe failed; the pin file says unknown");
+            grader::grade::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default() }
+        });
+        grader::starter::write_starter_pinned(&packet, &seed, &probe, &gate, &out)?;
         Ok(std::fs::read(&out)?)
     })
     .await
@@ -385,6 +396,7 @@ pub async fn receive_upload(
     }
     let submission =
         state.db.create_submission(NewSubmission { id: &id, assignment_id: &a.id, blob_sha256: &sha256, size_bytes: size as i64 }).await?;
+    crate::web::witness::record_witnessed(state, &a.id, &submission.id).await?;
     metrics::counter!("gatehouse_uploads_accepted_total").increment(1);
     crate::queue::wake();
     tracing::info!(submission = %id, assignment = %a.id, size, "submission accepted");

@@ -25,6 +25,7 @@ pub mod page;
 pub mod queue;
 pub mod review;
 pub mod session;
+pub mod witness;
 
 pub fn router(state: AppState) -> Router {
     page::init(&state.config.site_dir);
@@ -40,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .merge(review::routes())
         .merge(queue::routes())
         .merge(assets::routes())
+        .merge(witness::routes())
         .fallback(not_found)
         .layer(axum::middleware::from_fn(api::track_http))
         .layer(session::layer(&state))

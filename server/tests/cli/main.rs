@@ -131,9 +131,12 @@ fn starter_zip_is_deterministic_and_hides_the_answers() {
     let mut names: Vec<String> = zip::ZipArchive::new(std::fs::File::open(&a).unwrap()).unwrap().file_names().map(|n| n.unwrap().to_string()).collect();
     names.sort();
     assert!(names.contains(&"PROMPT.md".to_string()) && names.contains(&"invoices.py".to_string()), "{names:?}");
+    // The pin file names the sandbox's environment and, from the command
+    // line, placeholders for the assignment's URL and token.
+    assert!(names.contains(&"GATEHOUSE_PIN.toml".to_string()), "{names:?}");
     let starter: Vec<String> = grader::packet::list_paths(&packet("refund-invoices").join("starter"));
     for n in &names {
-        assert!(n == "PROMPT.md" || starter.contains(n), "{n} is not a starter file");
+        assert!(n == "PROMPT.md" || n == "GATEHOUSE_PIN.toml" || starter.contains(n), "{n} is not a starter file");
     }
 }
 

@@ -12,6 +12,7 @@ mod packets;
 mod sessions;
 mod submissions;
 mod users;
+mod witness;
 
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,

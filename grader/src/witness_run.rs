@@ -1,0 +1,179 @@
+//! A witnessed run: the platform runs a packet's workspace test command once
+//! on a candidate's current tree, in the grading sandbox, and reports how it
+//! ended. The server stores the outcome as a red or green step of the gate.
+
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::grade::{EnvReport, GradeError, Grader, default_limits, env_report};
+use crate::ingest::ingest;
+use crate::packet::{Packet, copy_path, list_files, tree_digest};
+use crate::run::run_on_copy;
+use crate::sandbox::Exit;
+
+/// The most log text a witnessed run keeps (the end of it).
+pub const LOG_LIMIT: usize = 64 << 10;
+
+/// How one witnessed run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WitnessOutcome {
+    /// The command that ran, in `/workspace`.
+    pub command: String,
+    /// The exit code; None when a signal ended the command.
+    pub exit_code: Option<i32>,
+    /// Whether the command passed: exit 0, in time and under every cap.
+    pub passed: bool,
+    pub timed_out: bool,
+    /// Output with durations and addresses masked: stdout, then stderr
+    /// under a `--- stderr ---` line, at most [`LOG_LIMIT`] bytes.
+    pub log: String,
+    /// Digest of the assembled tree (starter overlaid by the upload), as the
+    /// receipt's `workspace_digest` computes it.
+    pub tree_sha256: String,
+    /// SHA-256 of the uploaded zip.
+    pub archive_sha256: String,
+    /// The interpreter and tool versions probed in the sandbox, against the
+    /// packet's pins.
+    pub environment: EnvReport,
+    pub wall_ms: u64,
+}
+
+impl Grader {
+    /// Runs `packet`'s workspace test command once on the tree in
+    /// `tree_zip`, laid over the starter as a submission would be. The zip
+    /// goes through the same ingestion (and refusals) as a submission; no
+    /// hidden file is laid, and the packet's `[limits]` apply.
+    pub fn witness_run(&self, packet: &Packet, tree_zip: &Path) -> Result<WitnessOutcome, GradeError> {
+        let io = |what: &'static str| move |e: std::io::Error| GradeError::Io(format!("{what}: {e}"));
+        let m = &packet.manifest;
+        let work = tempfile::Builder::new().prefix("gatehouse-witness-").tempdir().map_err(io("creating a work folder"))?;
+        let ingested = ingest(tree_zip, &work.path().join("submission"), &self.ingest_limits)?;
+
+        // Assemble as grading does: the starter, overlaid by the upload,
+        // whose `.gatehouse/` folder is never taken.
+        let workspace = work.path().join("workspace");
+        copy_path(&packet.starter_dir(), &workspace).map_err(io("copying the starter"))?;
+        let _ = fs::remove_dir_all(ingested.dir.join(".gatehouse"));
+        copy_path(&ingested.dir, &workspace).map_err(io("laying the upload over the starter"))?;
+        let tree_sha256 = tree_digest(&list_files(&workspace).map_err(io("listing the workspace"))?);
+
+        let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
+        let probe = self.probe(&tools)?;
+        let environment = env_report(m, &probe);
+
+        let limits = m.limits.apply(&default_limits());
+        let command = m.witness_test().to_string();
+        let report = run_on_copy(self.sandbox(), &workspace, &work.path().join("run"), |_| Ok(()), &command, &limits, Vec::new())?;
+        let exit_code = match report.exit {
+            Exit::Code(c) => Some(c),
+            Exit::Signal(_) => None,
+        };
+        let mut log = report.stdout_tail.clone();
+        if !report.stderr_tail.trim().is_empty() {
+            if !log.is_empty() && !log.ends_with('\n') {
+                log.push('\n');
+            }
+            log.push_str("--- stderr ---\n");
+            log.push_str(&report.stderr_tail);
+        }
+        if report.timed_out {
+            log.push_str(&format!("\n--- stopped after the wall-clock limit of {} s ---\n", limits.wall.as_secs()));
+        } else if let Some(hit) = report.limit_hit {
+            log.push_str(&format!("\n--- stopped by the sandbox: {hit:?} ---\n"));
+        }
+        Ok(WitnessOutcome {
+            command,
+            exit_code,
+            passed: report.success(),
+            timed_out: report.timed_out,
+            log: tail(&log, LOG_LIMIT),
+            tree_sha256,
+            archive_sha256: ingested.archive_sha256,
+            environment,
+            wall_ms: report.wall.as_millis() as u64,
+        })
+    }
+}
+
+/// The last `limit` bytes of `text`, cut at a character boundary.
+fn tail(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut start = text.len() - limit;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[... earlier output cut ...]\n{}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::manifest::TIME_BASE;
+
+    fn packet() -> Packet {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/refund-invoices");
+        Packet::load(&root).unwrap()
+    }
+
+    fn zip_of(dir: &Path, out: &Path) {
+        crate::ingest::write_zip_from_dir(dir, out, &BTreeMap::new(), TIME_BASE).unwrap();
+    }
+
+    #[test]
+    fn tail_keeps_the_end_on_a_char_boundary() {
+        assert_eq!(tail("abc", 10), "abc");
+        let cut = tail("ééééé", 3);
+        assert!(cut.ends_with("é"), "{cut}");
+        assert!(cut.starts_with("[... earlier output cut ...]"), "{cut}");
+    }
+
+    /// The starter is red and the sample is green, in the real sandbox.
+    #[test]
+    fn starter_is_red_and_sample_is_green() {
+        let grader = Grader::for_host().unwrap();
+        let packet = packet();
+        let dir = tempfile::tempdir().unwrap();
+        let red_zip = dir.path().join("red.zip");
+        zip_of(&packet.starter_dir(), &red_zip);
+        let red = grader.witness_run(&packet, &red_zip).unwrap();
+        assert!(!red.passed, "{}", red.log);
+        assert_ne!(red.exit_code, Some(0));
+        assert!(red.log.contains("failed"), "{}", red.log);
+        assert_eq!(red.command, "python3 -m pytest -q -p no:cacheprovider");
+        assert!(red.environment.tools.iter().any(|t| t.name == "python" && t.probed.is_some()), "{:?}", red.environment);
+
+        let green_zip = dir.path().join("green.zip");
+        zip_of(&packet.sample_dir(), &green_zip);
+        let green = grader.witness_run(&packet, &green_zip).unwrap();
+        assert!(green.passed, "{}", green.log);
+        assert_eq!(green.exit_code, Some(0));
+        assert_ne!(green.tree_sha256, red.tree_sha256);
+        // No hidden test was laid: the log names only the candidate's tests.
+        assert!(!green.log.contains("test_hidden"), "{}", green.log);
+    }
+
+    #[test]
+    fn a_hostile_zip_is_refused_like_a_submission() {
+        let grader = Grader::for_host().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let zip = dir.path().join("evil.zip");
+        {
+            use std::io::Write;
+            let mut z = zip::ZipWriter::new(fs::File::create(&zip).unwrap());
+            z.start_file("../escape.py", zip::write::SimpleFileOptions::default()).unwrap();
+            z.write_all(b"x").unwrap();
+            z.finish().unwrap();
+        }
+        match grader.witness_run(&packet(), &zip) {
+            Err(GradeError::Refused(why)) => assert!(why.to_string().contains("escape.py"), "{why}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}

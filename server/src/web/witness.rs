@@ -1,0 +1,320 @@
+//! The gate, witnessed: the candidate uploads the current tree and the
+//! platform runs the packet's workspace test command on it in the grading
+//! sandbox, once, and records the run. A red run must fail; a green run must
+//! pass and counts only after an accepted red. Every run is stored, accepted
+//! or not, with its log, tree digest and environment probe.
+//!
+//! Two doors to the same function: the candidate page's form
+//! (`POST /c/{token}/witness/{red|green}`, JSON with `Accept:
+//! application/json`) and the terminal (`POST /api/v1/witness/{red|green}`
+//! with the link token as the bearer).
+
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+
+use app::pages::candidate::{WitnessRunView, WitnessSection};
+use axum::Router;
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::post;
+use grader::grade::{EnvReport, GradeError};
+use grader::packet::Packet;
+use grader::starter::Gate;
+use serde_json::json;
+
+use crate::blobs::{BlobError, BlobWriter};
+use crate::db::{Assignment, NewWitnessRun, WitnessRunRow};
+use crate::error::AppError;
+use crate::library::version_dir;
+use crate::now_ms;
+use crate::state::AppState;
+use crate::web::candidate::{PageExtras, Refusal, assignment_for, closed_reason, fmt_time, gone_page, render_page, wants_json};
+
+/// What a passing red run is refused with.
+pub const RED_PASSED: &str = "the gate wants a failure: the tests passed on this tree, so it cannot be the witnessed red; upload the tree before your fix";
+/// What a green run before any accepted red is refused with.
+pub const GREEN_BEFORE_RED: &str = "a green run counts only after an accepted red; witness a failing run first";
+/// What a failing green run is refused with.
+pub const GREEN_FAILED: &str = "the tests did not pass on this tree, so it cannot be the witnessed green";
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/c/{token}/witness/{kind}", post(form_witness).layer(DefaultBodyLimit::disable()))
+        .route("/api/v1/witness/{kind}", post(api_witness).layer(DefaultBodyLimit::disable()))
+}
+
+/// Assignments with a witnessed run in progress: one at a time each.
+fn running() -> &'static Mutex<HashSet<String>> {
+    static RUNNING: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    RUNNING.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+/// Holds an assignment's slot in [`running`] until dropped.
+struct Slot(String);
+
+impl Slot {
+    fn take(assignment_id: &str) -> Option<Slot> {
+        let mut set = running().lock().unwrap_or_else(|e| e.into_inner());
+        set.insert(assignment_id.to_string()).then(|| Slot(assignment_id.to_string()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        running().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
+    }
+}
+
+async fn load_packet(state: &AppState, a: &Assignment) -> Result<Packet, AppError> {
+    let version = state
+        .db
+        .version_by_id(a.packet_version_id)
+        .await?
+        .ok_or_else(|| AppError::Internal(anyhow::anyhow!("packet version {} of assignment {} is missing", a.packet_version_id, a.id)))?;
+    let dir = version_dir(state, &version.dir);
+    tokio::task::spawn_blocking(move || Packet::load(&dir).map_err(|e| anyhow::anyhow!("loading packet {}: {e}", dir.display())))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))?
+        .map_err(AppError::Internal)
+}
+
+/// The time box in seconds: the assignment's own, else the packet's.
+fn time_box_secs(a: &Assignment, packet: &Packet) -> Option<i64> {
+    a.time_box_secs.or_else(|| packet.manifest.budgets.time_box_minutes.map(|m| m as i64 * 60))
+}
+
+/// A witnessed run and whether it was accepted.
+struct Witnessed {
+    row: WitnessRunRow,
+    passed: bool,
+    wall_ms: u64,
+}
+
+/// Receives the tree, runs it, and records the run. Refusals before the run
+/// (closed link, bad upload, a zip ingestion refuses) record nothing.
+async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderMap, multipart: Result<Multipart, MultipartRejection>) -> Result<Witnessed, Refusal> {
+    if kind != "red" && kind != "green" {
+        return Err(AppError::NotFound(format!("witness step {kind:?} (there are `red` and `green`)")).into());
+    }
+    let packet = load_packet(state, a).await?;
+    if let Some(r) = closed_reason(a, time_box_secs(a, &packet), now_ms()) {
+        return Err(r);
+    }
+    let Some(_slot) = Slot::take(&a.id) else {
+        return Err(Refusal::new(StatusCode::TOO_MANY_REQUESTS, "a witnessed run of this assignment is already in progress; wait for it to finish"));
+    };
+
+    // Receive the zip into a temporary file that is never committed.
+    let cap = state.config.max_upload_bytes();
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > cap + (64 << 10)) {
+        return Err(too_large(cap));
+    }
+    let mut multipart =
+        multipart.map_err(|e| Refusal::new(StatusCode::BAD_REQUEST, format!("expected a multipart/form-data upload with a `file` field: {e}")))?;
+    let mut pending = None;
+    while let Some(mut field) = multipart.next_field().await.map_err(|e| multipart_error(e, cap))? {
+        if field.name() != Some("file") {
+            continue;
+        }
+        let mut writer = BlobWriter::create(&state.config.data_dir, cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+        while let Some(chunk) = field.chunk().await.map_err(|e| multipart_error(e, cap))? {
+            match writer.write(&chunk).await {
+                Ok(()) => {}
+                Err(BlobError::TooLarge { .. }) => return Err(too_large(cap)),
+                Err(e) => return Err(AppError::Internal(e.into()).into()),
+            }
+        }
+        pending = Some(writer.finish().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?);
+        break;
+    }
+    let Some(pending) = pending else {
+        return Err(Refusal::new(StatusCode::BAD_REQUEST, "the upload has no `file` field; choose a zip of your current tree"));
+    };
+    if pending.size == 0 {
+        return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "the uploaded file is empty; choose a zip of your current tree"));
+    }
+
+    let grader = state.grader.clone();
+    let zip = pending.path().to_path_buf();
+    let started = std::time::Instant::now();
+    let outcome = tokio::task::spawn_blocking(move || grader.witness_run(&packet, &zip)).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    drop(pending);
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(GradeError::Refused(why)) => return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string())),
+        Err(e) => return Err(AppError::Internal(anyhow::Error::new(e).context("a witnessed run failed")).into()),
+    };
+    metrics::histogram!("gatehouse_witness_seconds").record(started.elapsed().as_secs_f64());
+
+    let refusal = match (kind, outcome.passed) {
+        ("red", true) => Some(RED_PASSED),
+        ("red", false) => None,
+        (_, false) => Some(GREEN_FAILED),
+        (_, true) if state.db.first_accepted_red_at(&a.id).await?.is_none() => Some(GREEN_BEFORE_RED),
+        (_, true) => None,
+    };
+    let env_json = serde_json::to_string(&outcome.environment).map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    let row = state
+        .db
+        .add_witness_run(NewWitnessRun {
+            assignment_id: &a.id,
+            kind,
+            at: now_ms(),
+            accepted: refusal.is_none(),
+            exit_code: outcome.exit_code.map(i64::from),
+            log: &outcome.log,
+            tree_sha256: &outcome.tree_sha256,
+            env_json: &env_json,
+            refusal,
+        })
+        .await?;
+    if a.started_at.is_none() {
+        state.db.start_assignment(&a.id, row.at).await?;
+    }
+    tracing::info!(assignment = %a.id, kind, accepted = row.accepted, wall_ms = outcome.wall_ms, "witnessed run");
+    Ok(Witnessed { row, passed: outcome.passed, wall_ms: outcome.wall_ms })
+}
+
+fn too_large(cap: u64) -> Refusal {
+    Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the upload is larger than the limit of {} MiB", cap >> 20))
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError, cap: u64) -> Refusal {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return too_large(cap);
+    }
+    Refusal::new(e.status(), format!("the upload was cut off or malformed: {}", e.body_text()))
+}
+
+/// The JSON answer: 201 for an accepted run, 422 with `error` for a refused
+/// one (the run is recorded either way and the body carries its log).
+fn run_json(w: &Witnessed) -> Response {
+    let r = &w.row;
+    let env: serde_json::Value = serde_json::from_str(&r.env_json).unwrap_or_default();
+    let mut body = json!({
+        "id": r.id,
+        "kind": r.kind,
+        "at": r.at,
+        "accepted": r.accepted,
+        "passed": w.passed,
+        "exit_code": r.exit_code,
+        "refusal": r.refusal,
+        "tree_sha256": r.tree_sha256,
+        "environment": env,
+        "wall_ms": w.wall_ms,
+        "log": r.log,
+    });
+    if let Some(why) = &r.refusal {
+        body["error"] = json!(why);
+        return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body)).into_response();
+    }
+    (StatusCode::CREATED, axum::Json(body)).into_response()
+}
+
+async fn form_witness(
+    State(state): State<AppState>,
+    Path((token, kind)): Path<(String, String)>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Response, Refusal> {
+    let a = assignment_for(&state, &token).await?;
+    let result = witness(&state, &a, &kind, &headers, multipart).await;
+    if wants_json(&headers) {
+        return result.map(|w| run_json(&w));
+    }
+    // The plain form: back to the page, where the run and its log are listed;
+    // a refusal before any run re-renders the page with the reason.
+    match result {
+        Ok(w) => Ok(Redirect::to(&format!("/c/{token}#witness-{}", w.row.id)).into_response()),
+        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a)),
+        Err(r) if r.status == StatusCode::NOT_FOUND => Err(r),
+        Err(r) => {
+            let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);
+            let html = render_page(&state, &token, &a, PageExtras { error: Some(r.message) }).await?;
+            Ok((r.status, Html(html)).into_response())
+        }
+    }
+}
+
+async fn api_witness(
+    State(state): State<AppState>,
+    Path(kind): Path<String>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Response, Refusal> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Refusal::new(StatusCode::UNAUTHORIZED, "send `Authorization: Bearer <token>` with the assignment's link token"))?;
+    let a = assignment_for(&state, &token)
+        .await
+        .map_err(|_| Refusal::new(StatusCode::UNAUTHORIZED, "the bearer token is not a valid link token (revoked, mistyped or expired)"))?;
+    let w = witness(&state, &a, &kind, &headers, multipart).await?;
+    Ok(run_json(&w))
+}
+
+/// Records on a new submission which witnessed runs preceded it: a JSON
+/// array of `witness_runs` ids, oldest first (accepted or not).
+pub async fn record_witnessed(state: &AppState, assignment_id: &str, submission_id: &str) -> Result<(), AppError> {
+    let ids: Vec<i64> = state.db.witness_runs_of(assignment_id).await?.into_iter().map(|r| r.id).collect();
+    let text = serde_json::to_string(&ids).map_err(|e| AppError::Internal(e.into()))?;
+    state.db.set_witnessed(submission_id, &text).await?;
+    Ok(())
+}
+
+/// The candidate page's witness section for the assignment behind `token`.
+pub async fn section(state: &AppState, token: &str, a: &Assignment, packet: &Packet, closed: bool) -> Result<WitnessSection, AppError> {
+    let runs = state.db.witness_runs_of(&a.id).await?;
+    let red_at = state.db.first_accepted_red_at(&a.id).await?;
+    let m = &packet.manifest;
+    let model_window = match (m.workspace.model_waits_for_red, red_at) {
+        (false, _) => "Open: this packet does not make the model wait for a red run.".to_string(),
+        (true, Some(t)) => format!("Open since the witnessed red at {}.", fmt_time(t)),
+        (true, None) => "Closed: it opens after a witnessed red.".to_string(),
+    };
+    let gate = Gate { base_url: state.config.public_url.clone(), token: token.to_string() };
+    let last = runs.last().map(|r| r.id);
+    let runs = runs
+        .into_iter()
+        .map(|r| {
+            let env: Option<EnvReport> = serde_json::from_str(&r.env_json).ok();
+            let environment = env
+                .as_ref()
+                .map(|e| e.tools.iter().map(|t| format!("{} {}", t.name, t.probed.as_deref().unwrap_or("not found"))).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default();
+            WitnessRunView {
+                anchor: format!("witness-{}", r.id),
+                kind: r.kind,
+                at: fmt_time(r.at),
+                accepted: r.accepted,
+                exit: r.exit_code.map(|c| format!("exit {c}")).unwrap_or_else(|| "killed by a signal".into()),
+                refusal: r.refusal,
+                tree_sha256: r.tree_sha256,
+                environment,
+                mismatches: env.map(|e| e.mismatches).unwrap_or_default(),
+                log: r.log,
+                open: Some(r.id) == last,
+            }
+        })
+        .collect();
+    Ok(WitnessSection {
+        red_action: format!("/c/{token}/witness/red"),
+        green_action: format!("/c/{token}/witness/green"),
+        test_command: m.witness_test().to_string(),
+        steps: grader::starter::gate_steps(packet),
+        model_window,
+        zip_line: grader::starter::ZIP_TREE.to_string(),
+        curl_red: gate.curl_red(),
+        curl_green: gate.curl_green(),
+        curl_submit: gate.curl_submit(),
+        runs,
+        closed,
+    })
+}
