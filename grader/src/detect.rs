@@ -58,6 +58,9 @@ pub struct Evidence<'a> {
     pub mutation: Option<&'a MutationOutcome>,
     /// Module names of the interpreter's standard library.
     pub stdlib: &'a BTreeSet<String>,
+    /// What the platform witnessed; `None` when grading offline, and then
+    /// `witness` detectors stay quiet.
+    pub witness: Option<&'a crate::witness::Witness>,
 }
 
 /// A detector could not be evaluated (the packet is wrong, not the
@@ -411,8 +414,20 @@ impl Evidence<'_> {
                 for d in of {
                     any.extend(self.eval(id, d)?);
                 }
-                merge(any)
+                // One witnessed hit is enough to establish an `any` on its
+                // own, so the finding keeps that provenance even when a
+                // claimed detector fired too.
+                let witnessed = any.iter().any(|h| h.provenance == Provenance::Witnessed);
+                merge(any).map(|h| if witnessed { Hit { provenance: Provenance::Witnessed, ..h } } else { h })
             }
+            Detector::Witness { check, file, tolerance, min_chain } => match self.witness {
+                None => None,
+                Some(w) => {
+                    let spec = crate::witness::CheckSpec { check: *check, file: file.clone(), tolerance: *tolerance, min_chain: *min_chain };
+                    let claimed = spec.claimed_file().and_then(|f| self.read(&f));
+                    crate::witness::check(&spec, w, &claimed)
+                }
+            },
             Detector::Not { of } => match self.eval(id, of)? {
                 Some(_) => None,
                 None => Hit::new(Provenance::Replayed, vec![format!("expected evidence absent: {}", describe(of))]),
@@ -603,6 +618,13 @@ pub fn pytest_log_problems(text: &str, expect: LogExpect) -> Vec<String> {
         }
     }
     p
+}
+
+/// The test nodes a pytest log reports as failed or errored (`FAILED
+/// path::name` and `ERROR path::name` lines of the short summary).
+pub fn failed_nodes(text: &str) -> BTreeSet<String> {
+    let line = Regex::new(r"(?m)^(?:FAILED|ERROR) (\S+::\S+)").expect("static regex");
+    line.captures_iter(text).map(|c| c[1].to_string()).collect()
 }
 
 /// Test nodes named in a log that the starter does not define.

@@ -85,6 +85,10 @@ print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_
 pub struct GradeOptions {
     /// Reviewer levels for human and auto-override criteria.
     pub human: BTreeMap<String, HumanScore>,
+    /// What the platform witnessed for this submission (runs and the model
+    /// meter's ledger); `None` when the candidate worked offline or the
+    /// grading is not the platform's (the CLI, self-tests).
+    pub witness: Option<crate::witness::Witness>,
 }
 
 pub struct Grader {
@@ -211,6 +215,13 @@ pub struct Receipt {
     pub mutation: Option<MutationOutcome>,
     pub findings: Vec<Finding>,
     pub unevaluated: Vec<Unevaluated>,
+    /// Failures with `witness` detectors graded without a witness.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_witnessed: Vec<Unevaluated>,
+    /// The SHA-256 of the witness the grading was given, which is an input
+    /// like the submission; absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_sha256: Option<String>,
     pub criteria: Vec<CriterionScore>,
     pub score: Option<u32>,
     pub max_score: u32,
@@ -232,6 +243,11 @@ pub struct Scorecard {
     /// Failures whose detector could not run on this submission (for
     /// instance a detector script that crashed); the decision is `pending`.
     pub unevaluated: Vec<Unevaluated>,
+    /// Failures whose `witness` detectors had nothing to look at because
+    /// the grading had no witness (an offline candidate, the CLI): they are
+    /// not applicable rather than passed, and do not hold the decision.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_witnessed: Vec<Unevaluated>,
     pub criteria: Vec<CriterionScore>,
     pub score: Option<u32>,
     pub max_score: u32,
@@ -446,9 +462,11 @@ impl Grader {
             scripts: &scripts,
             mutation: mutation.as_ref(),
             stdlib: &probe.stdlib,
+            witness: opts.witness.as_ref(),
         };
         let mut findings = Vec::new();
         let mut unevaluated = Vec::new();
+        let not_witnessed = not_witnessed(m, opts.witness.is_some());
         for f in &m.failures {
             match evidence.eval(&f.id, &f.detect) {
                 Ok(Some(hit)) => {
@@ -536,6 +554,8 @@ impl Grader {
             mutation,
             findings: findings.clone(),
             unevaluated: unevaluated.clone(),
+            not_witnessed: not_witnessed.clone(),
+            witness_sha256: opts.witness.as_ref().map(|w| w.digest()),
             criteria: scored.criteria.clone(),
             score: scored.score,
             max_score: scored.max_score,
@@ -551,6 +571,7 @@ impl Grader {
             packet: packet_ref,
             findings,
             unevaluated,
+            not_witnessed,
             criteria: scored.criteria,
             score: scored.score,
             max_score: scored.max_score,
@@ -562,6 +583,29 @@ impl Grader {
             receipt,
         })
     }
+}
+
+/// The failures that use a `witness` detector, each with the checks it
+/// could not run, when grading has no witness; empty when it has one.
+fn not_witnessed(m: &crate::manifest::Manifest, witnessed: bool) -> Vec<Unevaluated> {
+    if witnessed {
+        return Vec::new();
+    }
+    m.failures
+        .iter()
+        .filter_map(|f| {
+            let mut checks = Vec::new();
+            f.detect.walk(&mut |d| {
+                if let Detector::Witness { check, .. } = d {
+                    checks.push(serde_json::to_value(check).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
+                }
+            });
+            (!checks.is_empty()).then(|| Unevaluated {
+                id: f.id.clone(),
+                reason: format!("not witnessed: no platform record for witness check {}; only the claimed evidence was graded", checks.join(", ")),
+            })
+        })
+        .collect()
 }
 
 /// Copies the regular files under `from` matching `globs` to `to`, keeping
@@ -766,6 +810,8 @@ detect = { kind = "missing", paths = ["z"] }
             mutation: None,
             findings: findings.clone(),
             unevaluated: vec![],
+            not_witnessed: vec![],
+            witness_sha256: None,
             criteria: vec![],
             score: None,
             max_score: 0,
@@ -780,6 +826,7 @@ detect = { kind = "missing", paths = ["z"] }
             packet,
             findings,
             unevaluated: vec![],
+            not_witnessed: vec![],
             criteria: vec![],
             score: None,
             max_score: 0,

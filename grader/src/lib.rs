@@ -13,4 +13,5 @@ pub mod run;
 pub mod sandbox;
 pub mod score;
 pub mod starter;
+pub mod witness;
 pub mod witness_run;

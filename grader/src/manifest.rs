@@ -491,6 +491,17 @@ impl FieldType {
     }
 }
 
+/// The checks of the `witness` detector kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WitnessCheck {
+    ModelBeforeRed,
+    RedDisagrees,
+    UsageDishonest,
+    UsageMissing,
+    RetryStorm,
+}
+
 /// A failure detector. See `packets/FORMAT.md` for each kind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
@@ -603,6 +614,17 @@ pub enum Detector {
         lay: Vec<Lay>,
         #[serde(default)]
         limits: LimitSpec,
+    },
+    /// A check on what the platform witnessed (runs and the model meter's
+    /// ledger); quiet when grading has no witness (see grader/src/witness.rs).
+    Witness {
+        check: WitnessCheck,
+        /// The claimed file compared with the witness, for checks that read one.
+        file: Option<String>,
+        /// For `usage-dishonest`: the allowed difference, as a fraction.
+        tolerance: Option<f64>,
+        /// For `retry-storm`: the smallest group of identical calls that fires.
+        min_chain: Option<u32>,
     },
     All {
         of: Vec<Detector>,
@@ -763,6 +785,15 @@ impl Manifest {
                 if problem.is_none() {
                     problem = self.check_detector(d);
                 }
+                // A witness check is quiet when grading has no witness, so
+                // under `not` it would fire for every offline submission.
+                if let (None, Detector::Not { of }) = (&problem, d) {
+                    let mut witness = false;
+                    of.walk(&mut |inner| witness |= matches!(inner, Detector::Witness { .. }));
+                    if witness {
+                        problem = Some(("\"not\"".into(), "a `witness` detector cannot sit under `not`".into()));
+                    }
+                }
             });
             if let Some((needle, m)) = problem {
                 return Err(err(&needle, format!("failure {:?}: {m}", f.id)));
@@ -906,6 +937,25 @@ impl Manifest {
             Detector::Pattern { regex, files, .. } => regex_ok(regex).or_else(|| globs_ok(files)),
             Detector::Missing { paths, .. } | Detector::Present { paths, .. } => globs_ok(paths),
             Detector::OutsideAllowlist { allow } => globs_ok(allow),
+            Detector::Witness { check, file, tolerance, min_chain } => {
+                // The check's name as the TOML spells it, quoted, to locate it.
+                let name = serde_json::to_string(check).unwrap_or_default();
+                let needs_file = matches!(check, WitnessCheck::UsageDishonest | WitnessCheck::UsageMissing);
+                let reads_file = needs_file || *check == WitnessCheck::RedDisagrees;
+                if needs_file && file.is_none() {
+                    Some((name, "this witness check needs `file` (the claimed usage ledger)".into()))
+                } else if !reads_file && file.is_some() {
+                    Some((name, "this witness check reads no claimed file; drop `file`".into()))
+                } else if file.as_ref().is_some_and(|f| !is_safe_relative(f)) {
+                    Some((name, format!("witness `file` {file:?} is not a safe relative path")))
+                } else if tolerance.is_some() && *check != WitnessCheck::UsageDishonest || tolerance.is_some_and(|t| !(0.0..=1.0).contains(&t)) {
+                    Some((name, "`tolerance` is a fraction between 0 and 1, for `usage-dishonest` only".into()))
+                } else if min_chain.is_some() && *check != WitnessCheck::RetryStorm || min_chain.is_some_and(|n| n < 2) {
+                    Some((name, "`min_chain` is at least 2, for `retry-storm` only".into()))
+                } else {
+                    None
+                }
+            }
             Detector::StdlibOnly { files, .. } => globs_ok(files),
             Detector::DiffAllowlist { allow, allow_file, diff } => {
                 if allow.is_empty() && allow_file.is_none() {
@@ -1084,6 +1134,22 @@ detect = { kind = "test-failing", step = "hidden" }
             |s| s.replace("detect = { kind = \"test-failing\", step = \"hidden\" }", "detect = { kind = \"pattern\", files = [\"*.py\"], regex = \"(\" }"),
             "bad regex",
         );
+    }
+
+    #[test]
+    fn witness_detectors_are_checked() {
+        let d = "detect = { kind = \"test-failing\", step = \"hidden\" }";
+        let with = |w: &'static str| move |s: String| s.replace(d, &format!("detect = {w}"));
+        check(with("{ kind = \"witness\", check = \"model-before-red\" }"), "ok");
+        check(with("{ kind = \"witness\", check = \"usage-dishonest\", file = \"usage.jsonl\", tolerance = 0.05 }"), "ok");
+        check(with("{ kind = \"any\", of = [{ kind = \"witness\", check = \"retry-storm\", min_chain = 4 }] }"), "ok");
+        check(with("{ kind = \"witness\", check = \"mind-reading\" }"), "unknown variant `mind-reading`");
+        check(with("{ kind = \"witness\", check = \"usage-missing\" }"), "needs `file`");
+        check(with("{ kind = \"witness\", check = \"model-before-red\", file = \"x\" }"), "reads no claimed file");
+        check(with("{ kind = \"witness\", check = \"usage-dishonest\", file = \"u.jsonl\", tolerance = 5 }"), "a fraction");
+        check(with("{ kind = \"witness\", check = \"retry-storm\", min_chain = 1 }"), "at least 2");
+        check(with("{ kind = \"witness\", check = \"usage-missing\", file = \"../u.jsonl\" }"), "safe relative path");
+        check(with("{ kind = \"not\", of = { kind = \"witness\", check = \"retry-storm\" } }"), "cannot sit under `not`");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use anyhow::Context;
 use grader::grade::{GradeError, GradeOptions};
 use grader::packet::Packet;
 use grader::score::HumanScore;
+use grader::witness::{MeteredCall, Witness, WitnessedRun};
 
 use crate::blobs;
 use crate::library::version_dir;
@@ -55,12 +56,16 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
         human.insert(row.criterion, HumanScore { level, reason: row.reason, by: row.reviewer_name });
     }
 
+    // What the platform witnessed up to the submission is an input of the
+    // grading, like the zip; the receipt records its digest.
+    let witness = witness_of(state, &assignment.id, submission.received_at).await?;
+
     let zip = blobs::blob_path(&state.config.data_dir, &submission.blob_sha256);
     anyhow::ensure!(zip.is_file(), "the stored zip {} of submission {submission_id} is missing", zip.display());
     let grader = state.grader.clone();
     let result = tokio::task::spawn_blocking(move || {
         let packet = Packet::load(&dir).with_context(|| format!("loading the packet version at {}", dir.display()))?;
-        Ok::<_, anyhow::Error>(grader.grade_zip(&packet, &zip, &GradeOptions { human }))
+        Ok::<_, anyhow::Error>(grader.grade_zip(&packet, &zip, &GradeOptions { human, witness }))
     })
     .await
     .context("the grading thread panicked")??;
@@ -75,4 +80,50 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
         Err(GradeError::Refused(why)) => Ok(GradeOutcome::Refused(why.to_string())),
         Err(e) => Err(anyhow::Error::new(e).context("grading failed")),
     }
+}
+
+/// What the platform witnessed for an assignment up to `submitted_at` (Unix
+/// ms): its red and green runs and the model meter's ledger, as the grader
+/// takes them. `None` when it witnessed nothing (the candidate worked
+/// offline), so the witnessed checks are reported as not applicable.
+pub async fn witness_of(state: &AppState, assignment_id: &str, submitted_at: i64) -> anyhow::Result<Option<Witness>> {
+    let runs: Vec<WitnessedRun> = state
+        .db
+        .witness_runs_of(assignment_id)
+        .await?
+        .into_iter()
+        .filter(|r| r.at <= submitted_at)
+        .map(|r| WitnessedRun {
+            id: r.id,
+            kind: r.kind,
+            at: r.at,
+            accepted: r.accepted,
+            exit_code: r.exit_code,
+            log: r.log,
+            tree_sha256: r.tree_sha256,
+        })
+        .collect();
+    let calls: Vec<MeteredCall> = state
+        .db
+        .model_calls_of(assignment_id)
+        .await?
+        .into_iter()
+        .filter(|c| c.at <= submitted_at)
+        .map(|c| MeteredCall {
+            id: c.id,
+            at: c.at,
+            status: c.status,
+            refused: c.refused,
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
+            tokens_estimated: c.tokens_estimated,
+            request_bytes: c.request_bytes,
+            request_sha256: c.request_sha256,
+            duplicate_of: c.duplicate_of,
+        })
+        .collect();
+    if runs.is_empty() && calls.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Witness { runs, calls, submitted_at }))
 }

@@ -33,6 +33,11 @@ pub fn scorecard(card: &Scorecard) -> String {
     for u in &card.unevaluated {
         let _ = writeln!(s, "  {} could not be evaluated: {}", u.id, u.reason);
     }
+    // Witnessed checks with no platform record are listed, never skipped
+    // silently: only the claimed evidence was graded for these.
+    for u in &card.not_witnessed {
+        let _ = writeln!(s, "  {} {}", u.id, u.reason);
+    }
     let _ = writeln!(s, "criteria:");
     let width = card.criteria.iter().map(|c| c.id.len()).max().unwrap_or(0);
     for c in &card.criteria {

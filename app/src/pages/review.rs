@@ -153,6 +153,10 @@ pub struct CardView {
     pub pending: Vec<String>,
     pub findings: Vec<FindingView>,
     pub unevaluated: Vec<(String, String)>,
+    /// Failures whose witnessed checks were not applicable (no platform
+    /// record), with the reason.
+    #[serde(default)]
+    pub not_witnessed: Vec<(String, String)>,
     pub criteria: Vec<CriterionView>,
     pub runs: Vec<RunView>,
     pub frozen: Vec<FileChange>,
@@ -166,6 +170,9 @@ pub struct CardView {
     pub workspace_digest: String,
     pub receipt_digest: String,
     pub packet_digest: String,
+    /// The SHA-256 of the witnessed record the grading was given, if any.
+    #[serde(default)]
+    pub witness_sha256: Option<String>,
 }
 
 /// A form to score one human or auto-override criterion.
@@ -206,6 +213,98 @@ pub struct ScorecardView {
     pub forms: Vec<HumanForm>,
     pub history: Vec<HistoryRow>,
     pub csrf: String,
+    /// What the platform witnessed for the assignment up to this
+    /// submission; `None` when it witnessed nothing.
+    #[serde(default)]
+    pub ledger: Option<LedgerView>,
+}
+
+/// A red or green run the platform witnessed, as the ledger shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRun {
+    pub id: i64,
+    pub kind: String,
+    pub at: String,
+    pub accepted: bool,
+    pub exit: String,
+    pub tree_sha256: String,
+}
+
+/// One call through the model meter, as the ledger table shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerCall {
+    pub id: i64,
+    pub at: String,
+    /// Time since the first accepted red, e.g. `+2m05s`, or `before red`.
+    pub since_red: String,
+    pub status: i64,
+    pub refused: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub tokens_estimated: bool,
+    pub request_bytes: i64,
+    pub duplicate_of: Option<i64>,
+}
+
+/// The witnessed runs and the meter's ledger, with the timeline chart the
+/// server drew (an SVG document, trusted: the server escapes every text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerView {
+    pub summary: String,
+    pub runs: Vec<LedgerRun>,
+    pub calls: Vec<LedgerCall>,
+    pub timeline_svg: String,
+}
+
+/// The witnessed evidence section of a scorecard.
+fn ledger_section(l: LedgerView) -> impl IntoView {
+    let runs = l
+        .runs
+        .into_iter()
+        .map(|r| {
+            let class = format!("witnessed-run {} {}", r.kind, if r.accepted { "accepted" } else { "not-accepted" });
+            view! {
+                <tr class=class data-id=r.id>
+                    <td>{r.id}</td><td>{r.kind}</td><td>{r.at}</td>
+                    <td>{if r.accepted { "accepted" } else { "not accepted" }}</td><td>{r.exit}</td>
+                    <td><code>{r.tree_sha256}</code></td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let calls = l
+        .calls
+        .into_iter()
+        .map(|c| {
+            let class = if c.refused.is_some() { "model-call refused" } else { "model-call forwarded" };
+            let tokens = format!("{} + {}{}", c.prompt_tokens, c.completion_tokens, if c.tokens_estimated { " (estimated)" } else { "" });
+            view! {
+                <tr class=class data-id=c.id>
+                    <td>{c.id}</td><td>{c.at}</td><td>{c.since_red}</td><td>{c.status}</td>
+                    <td>{c.refused.unwrap_or_else(|| "forwarded".into())}</td>
+                    <td>{tokens}</td><td>{c.request_bytes}</td>
+                    <td>{c.duplicate_of.map(|d| d.to_string()).unwrap_or_default()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <section class="ledger">
+            <h2>"Witnessed: runs and the model meter's ledger " <span class="badge witnessed">"witnessed"</span></h2>
+            <p class="ledger-summary">{l.summary}</p>
+            <figure class="timeline" inner_html=l.timeline_svg></figure>
+            <h3>"Witnessed runs"</h3>
+            <table class="witnessed-runs">
+                <thead><tr><th>"Run"</th><th>"Kind"</th><th>"At"</th><th>"Counts"</th><th>"Exit"</th><th>"Tree SHA-256"</th></tr></thead>
+                <tbody>{runs}</tbody>
+            </table>
+            <h3>"Model calls"</h3>
+            <table class="model-calls">
+                <thead><tr><th>"Call"</th><th>"At"</th><th>"Since red"</th><th>"HTTP"</th><th>"Outcome"</th><th>"Tokens (prompt + completion)"</th><th>"Request bytes"</th><th>"Duplicate of"</th></tr></thead>
+                <tbody>{calls}</tbody>
+            </table>
+        </section>
+    }
 }
 
 fn lines(items: Vec<String>) -> impl IntoView {
@@ -252,6 +351,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
         }
     };
     let card = view.card.map(|c| card_view(c, view.forms, view.csrf.clone(), id.clone()));
+    let ledger = view.ledger.map(ledger_section);
     let history = history_view(view.history);
     view! {
         <h1>"Scorecard: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
@@ -260,6 +360,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
         {links}
         {status}
         {card}
+        {ledger}
         {history}
         {regrade}
     }
@@ -310,6 +411,14 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
             <section class="unevaluated">
                 <h3>"Not evaluated (the decision stays pending)"</h3>
                 <ul>{c.unevaluated.into_iter().map(|(id, why)| view! { <li><code>{id}</code> ": " {why}</li> }).collect_view()}</ul>
+            </section>
+        }
+    });
+    let not_witnessed = (!c.not_witnessed.is_empty()).then(|| {
+        view! {
+            <section class="not-witnessed">
+                <h3>"Not witnessed (not applicable: the platform has no record, only claimed evidence was graded)"</h3>
+                <ul>{c.not_witnessed.into_iter().map(|(id, why)| view! { <li><code>{id}</code> ": " {why}</li> }).collect_view()}</ul>
             </section>
         }
     });
@@ -407,7 +516,7 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
             {pending}
         </section>
         <section class="gates-section"><h2>"Gates"</h2>{gates}</section>
-        <section class="findings"><h2>"Findings"</h2>{findings}{unevaluated}</section>
+        <section class="findings"><h2>"Findings"</h2>{findings}{unevaluated}{not_witnessed}</section>
         <section class="criteria">
             <h2>"Criteria"</h2>
             <table class="rubric">
@@ -425,6 +534,7 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
                 <dt>"Archive"</dt><dd><code>{c.archive_sha256}</code></dd>
                 <dt>"Workspace"</dt><dd><code>{c.workspace_digest}</code></dd>
                 <dt>"Packet"</dt><dd><code>{c.packet_digest}</code></dd>
+                {c.witness_sha256.map(|w| view! { <dt>"Witnessed record"</dt><dd><code class="witness-digest">{w}</code></dd> })}
                 <dt>"Receipt"</dt><dd><code class="receipt-digest">{c.receipt_digest}</code></dd>
             </dl>
         </section>

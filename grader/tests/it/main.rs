@@ -6,6 +6,7 @@ mod mechanisms;
 mod packets;
 mod pipeline;
 mod sandbox;
+mod witness;
 
 use std::sync::OnceLock;
 

@@ -229,7 +229,7 @@ fn frozen_file_left_out_is_not_changed_and_edited_is() {
 
 fn review(level: u32) -> GradeOptions {
     let score = HumanScore { level, reason: "read the diff".into(), by: "reviewer@example.com".into() };
-    GradeOptions { human: BTreeMap::from([("review".to_string(), score)]) }
+    GradeOptions { human: BTreeMap::from([("review".to_string(), score)]), ..Default::default() }
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use app::pages::review::{
     AssignmentPage, AssignmentView, CardView, CompareColumn, ComparePage, CompareView, CriterionView, FileChange, FindingView, GateView,
-    HistoryRow, HumanForm, ReceiptPage, ReceiptView, RunView, ScorecardPage, ScorecardView, SubmissionLine, ToolView,
+    HistoryRow, HumanForm, LedgerCall, LedgerRun, LedgerView, ReceiptPage, ReceiptView, RunView, ScorecardPage, ScorecardView, SubmissionLine, ToolView,
 };
 use app::shell::PageMeta;
 use axum::Router;
@@ -27,6 +27,7 @@ use grader::grade::{Scorecard, rescore};
 use grader::manifest::{Manifest, Mode};
 use grader::packet::{Tree, list_files};
 use grader::score::{HumanScore, Status};
+use grader::witness::{Witness, format_ms};
 use leptos::prelude::*;
 use serde::Deserialize;
 
@@ -278,6 +279,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         pending: card.pending.clone(),
         findings,
         unevaluated: card.unevaluated.iter().map(|u| (u.id.clone(), u.reason.clone())).collect(),
+        not_witnessed: card.not_witnessed.iter().map(|u| (u.id.clone(), u.reason.clone())).collect(),
         criteria,
         runs,
         frozen,
@@ -290,6 +292,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         workspace_digest: r.submission.workspace_digest.clone(),
         receipt_digest: r.digest.clone(),
         packet_digest: r.packet.digest.clone(),
+        witness_sha256: r.witness_sha256.clone(),
     }
 }
 
@@ -458,6 +461,9 @@ async fn scorecard_page(
         forms,
         history,
         csrf: signed_in.csrf.clone(),
+        ledger: crate::grading::witness_of(&state, &ctx.assignment.id, ctx.submission.received_at)
+            .await?
+            .map(|w| ledger_view(&w)),
     };
     let meta = meta(&signed_in, format!("Scorecard {}", ctx.assignment.candidate_name), flash);
     Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> })).into_response())
@@ -749,4 +755,133 @@ async fn distribution_svg(State(state): State<AppState>, signed_in: SignedIn, Pa
     };
     let svg = export::distribution_svg(&format!("Scores of {slug} ({} graded)", scores.len()), &scores, &ranked);
     Ok(([(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")], svg).into_response())
+}
+
+/// The reviewer's view of what the platform witnessed: the runs, the model
+/// meter's ledger and the timeline chart.
+pub fn ledger_view(w: &Witness) -> LedgerView {
+    let red_at = w.first_accepted_red().map(|r| r.at);
+    let runs = w
+        .runs
+        .iter()
+        .map(|r| LedgerRun {
+            id: r.id,
+            kind: r.kind.clone(),
+            at: format_ms(r.at),
+            accepted: r.accepted,
+            exit: r.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "signal".into()),
+            tree_sha256: r.tree_sha256.chars().take(12).collect(),
+        })
+        .collect();
+    let calls = w
+        .calls
+        .iter()
+        .map(|c| LedgerCall {
+            id: c.id,
+            at: format_ms(c.at),
+            since_red: match red_at {
+                Some(red) if c.at >= red => format!("+{}", span((c.at - red) / 1000)),
+                Some(red) => format!("{} before red", span((red - c.at) / 1000)),
+                None => "no red".into(),
+            },
+            status: c.status,
+            refused: c.refused.clone(),
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
+            tokens_estimated: c.tokens_estimated,
+            request_bytes: c.request_bytes,
+            duplicate_of: c.duplicate_of,
+        })
+        .collect();
+    let forwarded: Vec<_> = w.forwarded().collect();
+    let tokens: i64 = forwarded.iter().map(|c| c.prompt_tokens + c.completion_tokens).sum();
+    let summary = format!(
+        "{} witnessed run(s); {} model call(s), {} forwarded and {} refused; {tokens} token(s) forwarded; submitted {}.",
+        w.runs.len(),
+        w.calls.len(),
+        forwarded.len(),
+        w.calls.len() - forwarded.len(),
+        format_ms(w.submitted_at)
+    );
+    LedgerView { summary, runs, calls, timeline_svg: timeline_svg(w) }
+}
+
+/// `1h02m05s`, `2m05s` or `5s`.
+fn span(secs: i64) -> String {
+    match (secs / 3600, secs % 3600 / 60, secs % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
+/// Escapes text for SVG (XML) content and attributes.
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+/// The witnessed timeline as an SVG document: on one time axis, the red and
+/// green runs (filled when accepted, hollow when not), each model call (a
+/// tick; a cross when the meter refused it) and the submission (a line).
+/// Every mark has a `<title>` naming its id and time.
+pub fn timeline_svg(w: &Witness) -> String {
+    const WIDTH: f64 = 760.0;
+    const LEFT: f64 = 70.0;
+    const RIGHT: f64 = 20.0;
+    let times: Vec<i64> = w.runs.iter().map(|r| r.at).chain(w.calls.iter().map(|c| c.at)).chain([w.submitted_at]).collect();
+    let t0 = times.iter().copied().min().unwrap_or(w.submitted_at);
+    let t1 = times.iter().copied().max().unwrap_or(w.submitted_at).max(t0 + 1);
+    let x = |t: i64| LEFT + (t - t0) as f64 / (t1 - t0) as f64 * (WIDTH - LEFT - RIGHT);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"witness-timeline\" viewBox=\"0 0 {WIDTH} 130\" width=\"{WIDTH}\" height=\"130\" role=\"img\" aria-label=\"Witnessed timeline\">"
+    ));
+    out.push_str("<title>Witnessed timeline: red and green runs, model calls, submission</title>");
+    out.push_str("<text x=\"4\" y=\"34\" font-size=\"11\">runs</text><text x=\"4\" y=\"74\" font-size=\"11\">model</text>");
+    out.push_str(&format!("<line class=\"axis\" x1=\"{LEFT}\" y1=\"100\" x2=\"{}\" y2=\"100\" stroke=\"#888\"/>", WIDTH - RIGHT));
+    out.push_str(&format!(
+        "<text x=\"{LEFT}\" y=\"118\" font-size=\"10\">{}</text><text x=\"{}\" y=\"118\" font-size=\"10\" text-anchor=\"end\">{} (+{})</text>",
+        xml(&format_ms(t0)),
+        WIDTH - RIGHT,
+        xml(&format_ms(t1)),
+        span((t1 - t0) / 1000)
+    ));
+    for r in &w.runs {
+        let color = if r.kind == "green" { "#2a8a3a" } else { "#c0392b" };
+        let fill = if r.accepted { color } else { "none" };
+        let accepted = if r.accepted { "accepted" } else { "not-accepted" };
+        out.push_str(&format!(
+            "<circle class=\"run {kind} {accepted}\" data-id=\"{id}\" cx=\"{cx:.1}\" cy=\"30\" r=\"6\" fill=\"{fill}\" stroke=\"{color}\" stroke-width=\"2\"><title>{kind} run {id} at {at}, {state}</title></circle>",
+            kind = xml(&r.kind),
+            id = r.id,
+            cx = x(r.at),
+            at = xml(&format_ms(r.at)),
+            state = if r.accepted { "accepted" } else { "not accepted" },
+        ));
+    }
+    for c in &w.calls {
+        let cx = x(c.at);
+        let title = match &c.refused {
+            Some(why) => format!("model call {} at {}, refused: {}", c.id, format_ms(c.at), why),
+            None => format!("model call {} at {}, HTTP {}, {} + {} tokens", c.id, format_ms(c.at), c.status, c.prompt_tokens, c.completion_tokens),
+        };
+        let mark = if c.refused.is_some() {
+            format!(
+                "<path d=\"M{a:.1} 64 L{b:.1} 76 M{a:.1} 76 L{b:.1} 64\" stroke=\"#b9770e\" stroke-width=\"2\"/>",
+                a = cx - 5.0,
+                b = cx + 5.0
+            )
+        } else {
+            format!("<line x1=\"{cx:.1}\" y1=\"60\" x2=\"{cx:.1}\" y2=\"80\" stroke=\"#2c5aa0\" stroke-width=\"2\"/>")
+        };
+        let class = if c.refused.is_some() { "call refused" } else { "call forwarded" };
+        out.push_str(&format!("<g class=\"{class}\" data-id=\"{}\">{mark}<title>{}</title></g>", c.id, xml(&title)));
+    }
+    let sx = x(w.submitted_at);
+    out.push_str(&format!(
+        "<g class=\"submission\"><line x1=\"{sx:.1}\" y1=\"14\" x2=\"{sx:.1}\" y2=\"100\" stroke=\"#222\" stroke-dasharray=\"4 3\"/><text x=\"{sx:.1}\" y=\"10\" font-size=\"10\" text-anchor=\"end\">submitted</text><title>submitted at {}</title></g>",
+        xml(&format_ms(w.submitted_at))
+    ));
+    out.push_str("</svg>");
+    out
 }

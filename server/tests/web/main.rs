@@ -17,6 +17,7 @@ mod candidate;
 mod queue;
 mod security;
 mod upload;
+mod evidence;
 mod witness;
 
 use support::TestApp;
