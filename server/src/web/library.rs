@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Multipart, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Multipart, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
@@ -28,7 +28,8 @@ use crate::web::session::SignedIn;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/packets", get(list))
-        .route("/packets/import", post(import))
+        // The import streams to disk under `max_upload_mb`, checked as it reads.
+        .route("/packets/import", post(import).layer(DefaultBodyLimit::disable()))
         .route("/packets/{slug}", get(detail))
         .route("/packets/{slug}/versions/{id}/publish", post(publish))
         .route("/packets/{slug}/versions/{id}/check", post(run_check))

@@ -91,6 +91,19 @@ async fn built_in_packets_load_once_and_list() {
         assert!(html.contains(want), "{want} in the detail page");
     }
     assert!(!html.contains("Run self-test"), "reviewers do not run the self-test");
+
+    // An author's "Run self-test" enqueues one `check` job, however often pressed.
+    let (author, csrf) = signed_in(&app, Role::Author).await;
+    let html = page(&author, app.url("/packets/null-status")).await.text().await.unwrap();
+    assert!(html.contains("Run self-test") && html.contains("Edit as new draft") && !html.contains("Save budgets"));
+    for _ in 0..2 {
+        let r = author.post(app.url(&format!("/packets/null-status/versions/{}/check", v.id))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    }
+    let jobs = app.state.db.jobs_for("check", &v.id.to_string()).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    let html = page(&author, app.url("/packets/null-status")).await.text().await.unwrap();
+    assert!(html.contains("check-queued"), "the page shows the queued self-test");
 }
 
 #[tokio::test]

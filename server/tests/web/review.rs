@@ -26,7 +26,10 @@ const SLUG: &str = "null-status";
 
 /// The clean sample's and the bad variant's scorecards with their zips,
 /// graded once.
-static GRADED: OnceCell<((Scorecard, Vec<u8>), (Scorecard, Vec<u8>))> = OnceCell::const_new();
+static GRADED: OnceCell<(Graded, Graded)> = OnceCell::const_new();
+
+/// A scorecard and the zip it graded.
+type Graded = (Scorecard, Vec<u8>);
 
 fn zip_tree(packet: &Packet, dir: &Path, times: &BTreeMap<String, i64>, out: &Path) {
     let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
@@ -34,7 +37,7 @@ fn zip_tree(packet: &Packet, dir: &Path, times: &BTreeMap<String, i64>, out: &Pa
     assert!(out.is_file(), "zipping {} for {}", dir.display(), packet.manifest.packet.slug);
 }
 
-async fn graded(app: &TestApp) -> &'static ((Scorecard, Vec<u8>), (Scorecard, Vec<u8>)) {
+async fn graded(app: &TestApp) -> &'static (Graded, Graded) {
     let grader = app.state.grader.clone();
     GRADED
         .get_or_init(|| async move {
@@ -422,5 +425,43 @@ async fn reviewer_pages_need_a_session() {
     assert_eq!(r.status(), 401);
     assert!(f.app.state.db.human_scores(&f.good).await.unwrap().is_empty());
     let (status, _) = f.get("/submissions/no-such-submission").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn scorecard_shows_unevaluated_mismatches_and_grading_failures() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    // A stored scorecard with an unevaluated failure and a tool mismatch,
+    // as a grading on a host with another interpreter would leave it.
+    let (_, bad_card) = cards(&f.app).await;
+    let mut card = bad_card.clone();
+    card.environment.mismatches.push("python is pinned to 3.11 but the sandbox has 3.9.2".into());
+    card.unevaluated.push(grader::grade::Unevaluated { id: "sentinel-laundering".into(), reason: "detector script crashed: exit 1".into() });
+    db.update_scorecard(&f.bad, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.decision, Some(0.0))
+        .await
+        .unwrap();
+    let (status, page) = f.get(&format!("/submissions/{}", f.bad)).await;
+    assert_eq!(status, 200);
+    in_order(&page, &["<h2>Findings</h2>", "class=\"unevaluated\"", "sentinel-laundering", "detector script crashed: exit 1", "<h2>Environment</h2>", "class=\"mismatch\"", "python is pinned to 3.11 but the sandbox has 3.9.2"]);
+
+    // A grading that failed says so, with its error, and takes no score.
+    db.set_submission_state(&f.good, "failed", Some("sandbox failure: clone: EPERM")).await.unwrap();
+    let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("data-state=\"failed\"") && page.contains("Grading failed: sandbox failure: clone: EPERM"), "{page}");
+    assert!(!page.contains("class=\"human-score\""), "no scoring form without a scorecard");
+    let r = f.post(&format!("/submissions/{}/human", f.good), &[("csrf", &f.reviewer.csrf), ("criterion", "narrative"), ("level", "1"), ("reason", "r")]).await;
+    assert_eq!(r.status(), 409);
+    // A failed grading may be regraded.
+    let r = f.post(&format!("/submissions/{}/regrade", f.good), &[("csrf", &f.reviewer.csrf)]).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(db.submission_by_id(&f.good).await.unwrap().unwrap().state, "queued");
+
+    // The assignment page shows its candidate, packet and state.
+    let (status, page) = f.get(&format!("/assignments/{}", f.good_assignment)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Ada Lovelace") && page.contains("ada@example.com") && page.contains("null-status"), "{page}");
+    let (status, _) = f.get("/assignments/nope").await;
     assert_eq!(status, 404);
 }
