@@ -323,8 +323,13 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
             other => format!("State: {other}"),
         };
         // The pill follows grading live and reloads the page when it ends.
-        let live = view! { <crate::islands::LiveStatus url=format!("/submissions/{id}/status") initial_state=view.state.clone() /> };
-        view! { <p class=format!("submission-state state {}", view.state) data-state=view.state.clone()>{live}" "{note}</p> }
+        let status_url = format!("/submissions/{}/status", view.id);
+        let live = view! { <crate::islands::LiveStatus url=status_url.clone() initial_state=view.state.clone() /> };
+        view! {
+            <p class=format!("submission-state state {}", view.state) data-state=view.state.clone() data-status-url=status_url>
+                {live}" "{note}
+            </p>
+        }
     });
     let regrade = {
         let action = format!("/submissions/{id}/regrade");
