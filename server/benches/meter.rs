@@ -5,7 +5,7 @@
 //! ratio. Run with `cargo bench -p server --bench meter`; `METER_N` and
 //! `METER_CLIENTS` change the counts.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -18,19 +18,6 @@ use gatehouse::invites::{self, Invite};
 use serde_json::{Value, json};
 
 const SLUG: &str = "null-status";
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
 
 /// A minimal OpenAI-format upstream with usage in every answer.
 async fn upstream() -> String {
@@ -103,7 +90,7 @@ async fn main() {
     // takes the full path: budget check under the lock, ledger row, usage.
     let rel = format!("packets/{SLUG}/bench/{SLUG}");
     let pdir = state.config.data_dir.join(&rel);
-    copy_dir(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(SLUG), &pdir);
+    grader::packet::copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(SLUG), &pdir).expect("copying the packet");
     let toml = std::fs::read_to_string(pdir.join("packet.toml")).unwrap();
     let (start, end) = (toml.find("[budgets]").unwrap(), toml.find("[limits]").unwrap());
     let toml = format!("{}[budgets]\nmodel_calls = 100000000\ntokens = 100000000000\nrequest_bytes = 100000000000\n\n{}", &toml[..start], &toml[end..]);

@@ -25,7 +25,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use app::pages::auth::{LoginPage, LoginView, SetupPage, SetupView};
-use app::shell::{NavUser, PageMeta};
+use app::shell::PageMeta;
 
 use crate::auth::password::{self, random_token, token_hash};
 use crate::db::{NewUser, Role};
@@ -46,16 +46,14 @@ pub fn routes() -> Router<AppState> {
         .layer(Extension(Arc::new(LoginGuard::default())))
 }
 
-/// The frame of a page for `signed_in` (helper D's `web::page::meta` may
-/// replace this).
-pub fn page_meta(state: &AppState, signed_in: Option<&SignedIn>, title: &str, flash: Option<String>) -> PageMeta {
-    PageMeta {
-        title: title.to_string(),
-        user: signed_in.map(|s| NavUser { name: s.user.name.clone(), role: s.user.role.as_str().to_string() }),
-        csrf: signed_in.map(|s| s.csrf.clone()).unwrap_or_default(),
-        flash,
-        hydrate: state.config.site_dir.join("pkg/gatehouse.js").is_file(),
-    }
+/// The frame of a page for `signed_in` (or for nobody, on the sign-in and
+/// setup pages), with the session's flash notice.
+pub fn page_meta(_state: &AppState, signed_in: Option<&SignedIn>, title: &str, flash: Option<String>) -> PageMeta {
+    let base = match signed_in {
+        Some(s) => crate::web::page::meta(s, title),
+        None => crate::web::page::candidate_meta(title),
+    };
+    PageMeta { flash, ..base }
 }
 
 /// Leaves a one-line notice for the next page this session sees.

@@ -24,6 +24,7 @@ use crate::error::AppError;
 use crate::library::version_dir;
 use crate::now_ms;
 use crate::state::AppState;
+use crate::web::page::markdown;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -98,12 +99,8 @@ fn fmt_duration(ms: i64) -> String {
 }
 
 /// The frame of a candidate page: no account, no navigation.
-fn meta(state: &AppState, title: &str) -> PageMeta {
-    PageMeta {
-        title: title.to_string(),
-        hydrate: state.config.site_dir.join("pkg/gatehouse.js").is_file(),
-        ..PageMeta::default()
-    }
+fn meta(_state: &AppState, title: &str) -> PageMeta {
+    crate::web::page::candidate_meta(title)
 }
 
 /// The assignment behind a link token, or 404 (the same for every unknown
@@ -141,7 +138,8 @@ pub fn closed_reason(a: &Assignment, time_box: Option<i64>, now: i64) -> Option<
     None
 }
 
-async fn load_packet(state: &AppState, a: &Assignment) -> Result<Packet, AppError> {
+/// The packet of an assignment, loaded from its stored version folder.
+pub(crate) async fn load_packet(state: &AppState, a: &Assignment) -> Result<Packet, AppError> {
     let version = state
         .db
         .version_by_id(a.packet_version_id)
@@ -152,18 +150,6 @@ async fn load_packet(state: &AppState, a: &Assignment) -> Result<Packet, AppErro
         .await
         .map_err(|e| AppError::Internal(e.into()))?
         .map_err(AppError::Internal)
-}
-
-/// Markdown to HTML with raw HTML shown as text, never passed through.
-pub fn markdown(src: &str) -> String {
-    use pulldown_cmark::{Event, Options, Parser, html};
-    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(|e| match e {
-        Event::Html(s) | Event::InlineHtml(s) => Event::Text(s),
-        other => other,
-    });
-    let mut out = String::new();
-    html::push_html(&mut out, parser);
-    out
 }
 
 pub(crate) fn gone_page(state: &AppState, a: &Assignment) -> Response {

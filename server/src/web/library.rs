@@ -22,6 +22,7 @@ use crate::db::{PacketVersion, Role, VersionState};
 use crate::error::AppError;
 use crate::library::{self, BUDGETS, DraftEdit};
 use crate::state::AppState;
+use crate::web::page::markdown;
 use crate::web::auth::{page_meta, render, set_flash, take_flash};
 use crate::web::session::SignedIn;
 
@@ -88,18 +89,6 @@ async fn list(State(state): State<AppState>, signed_in: SignedIn) -> Result<Resp
 #[derive(Deserialize)]
 struct VersionQuery {
     version: Option<i64>,
-}
-
-/// Renders Markdown to HTML with raw HTML escaped rather than passed through.
-pub fn markdown(text: &str) -> String {
-    use pulldown_cmark::{Event, Options, Parser, html};
-    let parser = Parser::new_ext(text, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(|e| match e {
-        Event::Html(h) | Event::InlineHtml(h) => Event::Text(h),
-        other => other,
-    });
-    let mut out = String::new();
-    html::push_html(&mut out, parser);
-    out
 }
 
 /// The version of `slug` a page or action is about.

@@ -46,6 +46,19 @@ pub fn candidate_meta(title: impl Into<String>) -> PageMeta {
     PageMeta { title: title.into(), user: None, csrf: String::new(), flash: None, hydrate: hydrate() }
 }
 
+/// Renders Markdown (prompts, rules) to HTML. Raw HTML in the source is shown
+/// as text, never passed through: a packet's prompt cannot inject markup.
+pub fn markdown(src: &str) -> String {
+    use pulldown_cmark::{Event, Options, Parser, html};
+    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).map(|e| match e {
+        Event::Html(s) | Event::InlineHtml(s) => Event::Text(s),
+        other => other,
+    });
+    let mut out = String::new();
+    html::push_html(&mut out, parser);
+    out
+}
+
 /// A complete HTML error page for `status` showing `message`.
 pub fn error_document(status: StatusCode, message: &str) -> String {
     let reason = status.canonical_reason().unwrap_or("Error").to_string();

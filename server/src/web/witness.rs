@@ -27,10 +27,9 @@ use serde_json::json;
 use crate::blobs::{BlobError, BlobWriter};
 use crate::db::{Assignment, NewWitnessRun, WitnessRunRow};
 use crate::error::AppError;
-use crate::library::version_dir;
 use crate::now_ms;
 use crate::state::AppState;
-use crate::web::candidate::{PageExtras, Refusal, assignment_for, closed_reason, fmt_time, gone_page, render_page, wants_json};
+use crate::web::candidate::{PageExtras, Refusal, assignment_for, closed_reason, fmt_time, gone_page, load_packet, render_page, wants_json};
 
 /// What a passing red run is refused with.
 pub const RED_PASSED: &str = "the gate wants a failure: the tests passed on this tree, so it cannot be the witnessed red; upload the tree before your fix";
@@ -65,19 +64,6 @@ impl Drop for Slot {
     fn drop(&mut self) {
         running().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
     }
-}
-
-async fn load_packet(state: &AppState, a: &Assignment) -> Result<Packet, AppError> {
-    let version = state
-        .db
-        .version_by_id(a.packet_version_id)
-        .await?
-        .ok_or_else(|| AppError::Internal(anyhow::anyhow!("packet version {} of assignment {} is missing", a.packet_version_id, a.id)))?;
-    let dir = version_dir(state, &version.dir);
-    tokio::task::spawn_blocking(move || Packet::load(&dir).map_err(|e| anyhow::anyhow!("loading packet {}: {e}", dir.display())))
-        .await
-        .map_err(|e| AppError::Internal(e.into()))?
-        .map_err(AppError::Internal)
 }
 
 /// The time box in seconds: the assignment's own, else the packet's.

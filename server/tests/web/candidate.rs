@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gatehouse::db::{NewVersion, PacketVersion, Submission};
+use gatehouse::db::{PacketVersion, Submission};
 use gatehouse::invites::{self, Invite, Invited};
 use gatehouse::state::AppState;
 use serde_json::Value;
@@ -18,41 +18,9 @@ pub fn packet_src() -> PathBuf {
     repo_root().join("packets").join(SLUG)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
-
 /// Copies `packets/null-status` into the data directory and publishes it.
 pub async fn publish_packet(state: &AppState) -> PacketVersion {
-    // Packet::load wants the folder named after the slug.
-    let rel = format!("packets/{SLUG}/1/{SLUG}");
-    let dir = state.config.data_dir.join(&rel);
-    if !dir.exists() {
-        copy_dir(&packet_src(), &dir);
-    }
-    let packet = grader::packet::Packet::load(&dir).unwrap();
-    state
-        .db
-        .create_version(NewVersion {
-            slug: SLUG,
-            title: &packet.manifest.packet.title,
-            builtin: false,
-            dir: &rel,
-            digest: &packet.digest,
-            created_by: None,
-            publish: true,
-        })
-        .await
-        .unwrap()
+    crate::support::publish_copy(state, SLUG, "1", |toml| toml).await
 }
 
 pub async fn invite(state: &AppState, name: &str) -> Invited {

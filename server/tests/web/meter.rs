@@ -3,7 +3,6 @@
 //! delays, error statuses and streaming.
 
 use std::convert::Infallible;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,13 +14,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use gatehouse::config::Config;
-use gatehouse::db::{ModelCall, NewVersion};
+use gatehouse::db::ModelCall;
 use gatehouse::invites::{self, Invite, Invited};
 use gatehouse::now_ms;
 use gatehouse::state::AppState;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, repo_root};
+use crate::support::TestApp;
 
 const SLUG: &str = "null-status";
 
@@ -107,36 +106,16 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
     axum::Json(answer).into_response()
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
-
 /// Publishes a copy of null-status whose `[budgets]` are `budgets` (TOML
 /// lines) and whose model waits for a red run when `waits_for_red`.
 pub async fn meter_packet(state: &AppState, budgets: &str, waits_for_red: bool) {
-    let rel = format!("packets/{SLUG}/m1/{SLUG}");
-    let dir = state.config.data_dir.join(&rel);
-    copy_dir(&repo_root().join("packets").join(SLUG), &dir);
-    let toml = std::fs::read_to_string(dir.join("packet.toml")).unwrap();
-    let start = toml.find("[budgets]").unwrap();
-    let end = toml.find("[limits]").unwrap();
-    let workspace = if waits_for_red { "[workspace]\nmodel_waits_for_red = true\n\n" } else { "" };
-    let toml = format!("{}[budgets]\n{budgets}\n\n{workspace}{}", &toml[..start], &toml[end..]);
-    std::fs::write(dir.join("packet.toml"), toml).unwrap();
-    state
-        .db
-        .create_version(NewVersion { slug: SLUG, title: "Meter test", builtin: false, dir: &rel, digest: "test", created_by: None, publish: true })
-        .await
-        .unwrap();
+    crate::support::publish_copy(state, SLUG, "m1", |toml| {
+        let start = toml.find("[budgets]").unwrap();
+        let end = toml.find("[limits]").unwrap();
+        let workspace = if waits_for_red { "[workspace]\nmodel_waits_for_red = true\n\n" } else { "" };
+        format!("{}[budgets]\n{budgets}\n\n{workspace}{}", &toml[..start], &toml[end..])
+    })
+    .await;
 }
 
 async fn invite(state: &AppState, name: &str) -> Invited {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use gatehouse::auth::password;
 use gatehouse::config::Config;
-use gatehouse::db::{NewUser, Role, User};
+use gatehouse::db::{NewUser, NewVersion, PacketVersion, Role, User};
 use gatehouse::state::AppState;
 
 pub struct TestApp {
@@ -72,4 +72,29 @@ impl Drop for TestApp {
     fn drop(&mut self) {
         self.server.abort();
     }
+}
+
+/// Copies `packets/<slug>` into the app's data directory as
+/// `packets/<slug>/<key>/<slug>` (`Packet::load` wants the folder named after
+/// the slug), lets `edit` rewrite its `packet.toml`, and publishes it.
+pub async fn publish_copy(state: &AppState, slug: &str, key: &str, edit: impl FnOnce(String) -> String) -> PacketVersion {
+    let rel = format!("packets/{slug}/{key}/{slug}");
+    let dir = state.config.data_dir.join(&rel);
+    grader::packet::copy_path(&repo_root().join("packets").join(slug), &dir).expect("copying the packet");
+    let manifest = dir.join("packet.toml");
+    std::fs::write(&manifest, edit(std::fs::read_to_string(&manifest).unwrap())).unwrap();
+    let packet = grader::packet::Packet::load(&dir).expect("the copied packet loads");
+    state
+        .db
+        .create_version(NewVersion {
+            slug,
+            title: &packet.manifest.packet.title,
+            builtin: false,
+            dir: &rel,
+            digest: &packet.digest,
+            created_by: None,
+            publish: true,
+        })
+        .await
+        .unwrap()
 }

@@ -5,10 +5,9 @@
 //! the sample, `model_waits_for_red = true`).
 
 use std::io::Read;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gatehouse::db::{NewVersion, PacketVersion};
+use gatehouse::db::PacketVersion;
 use gatehouse::invites::{self, Invite, Invited};
 use gatehouse::state::AppState;
 use serde_json::Value;
@@ -18,42 +17,11 @@ use crate::support::{TestApp, repo_root};
 
 const SLUG: &str = "refund-invoices";
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
-
 /// Copies the packet into the data directory (in a folder named after the
 /// slug, as `Packet::load` wants), lets `edit` change its manifest, and
 /// publishes it.
 async fn publish(state: &AppState, edit: impl FnOnce(String) -> String) -> PacketVersion {
-    let rel = format!("packets/{SLUG}/1/{SLUG}");
-    let dir = state.config.data_dir.join(&rel);
-    copy_dir(&repo_root().join("packets").join(SLUG), &dir);
-    let manifest = dir.join("packet.toml");
-    std::fs::write(&manifest, edit(std::fs::read_to_string(&manifest).unwrap())).unwrap();
-    let packet = grader::packet::Packet::load(&dir).unwrap();
-    state
-        .db
-        .create_version(NewVersion {
-            slug: SLUG,
-            title: &packet.manifest.packet.title,
-            builtin: false,
-            dir: &rel,
-            digest: &packet.digest,
-            created_by: None,
-            publish: true,
-        })
-        .await
-        .unwrap()
+    crate::support::publish_copy(state, SLUG, "1", edit).await
 }
 
 async fn invite(state: &AppState, name: &str, deadline: Option<i64>) -> Invited {
