@@ -5,6 +5,7 @@ mod assignments;
 mod auth;
 mod browser;
 mod e2e;
+mod e2e_witnessed;
 mod frame;
 mod library;
 mod meter;
