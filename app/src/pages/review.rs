@@ -29,6 +29,12 @@ pub struct AssignmentView {
     pub deadline: String,
     pub state: String,
     pub submissions: Vec<SubmissionLine>,
+    /// The session's CSRF token and whether the viewer may manage the
+    /// assignment (author or admin): reissue the link, revoke the model key.
+    pub csrf: String,
+    pub can_manage: bool,
+    /// Whether the assignment has a model key that still works.
+    pub model_key_active: bool,
 }
 
 #[component]
@@ -51,6 +57,28 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
         })
         .collect_view();
     let compare = format!("/packets/{}/compare", view.slug);
+    let manage = view.can_manage.then(|| {
+        let reissue = format!("/assignments/{}/reissue", view.id);
+        let revoke = format!("/assignments/{}/model-key/revoke", view.id);
+        let csrf = view.csrf.clone();
+        let revoke_form = view.model_key_active.then(|| {
+            view! {
+                <form id="revoke-model-key" method="post" action=revoke>
+                    <crate::shell::CsrfField token=csrf.clone() />
+                    <button type="submit">"Revoke the model key"</button>
+                </form>
+            }
+        });
+        view! {
+            <div class="actions">
+                <form id="reissue-link" method="post" action=reissue>
+                    <crate::shell::CsrfField token=view.csrf.clone() />
+                    <button type="submit">"Reissue the link (and model key)"</button>
+                </form>
+                {revoke_form}
+            </div>
+        }
+    });
     view! {
         <h1>"Assignment: " {view.candidate.clone()}</h1>
         <dl class="facts">
@@ -66,6 +94,7 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
             <tbody>{rows}</tbody>
         </table>
         <p><a href=compare>"Compare this packet's candidates"</a></p>
+        {manage}
     }
 }
 

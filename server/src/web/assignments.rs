@@ -28,6 +28,7 @@ pub fn routes() -> Router<AppState> {
         .route("/assignments/new", get(new_form))
         .route("/assignments/{id}/invited", get(invited))
         .route("/assignments/{id}/reissue", post(reissue))
+        .route("/assignments/{id}/model-key/revoke", post(revoke_model_key))
 }
 
 /// Days since 1970-01-01 of a civil date (proleptic Gregorian).
@@ -228,10 +229,35 @@ async fn reissue(State(state): State<AppState>, signed_in: SignedIn, Path(id): P
     let a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
     let token = random_token();
     state.db.reissue_token(&a.id, &token_hash(&token)).await?;
-    state.db.audit(&format!("user:{}", signed_in.user.id), "assignment.reissue", &format!("assignment:{}", a.id), "new link; the old one stops working").await?;
+    // The model key is derived from the link, so the old link's key dies with
+    // it and the new link shows a new key.
+    crate::meter::reissue_key(&state, &a, &token).await?;
+    state
+        .db
+        .audit(&format!("user:{}", signed_in.user.id), "assignment.reissue", &format!("assignment:{}", a.id), "new link and model key; the old ones stop working")
+        .await?;
     let url = format!("{}/c/{token}", state.config.public_url.trim_end_matches('/'));
     signed_in.session.insert(&shown_once_key(&a.id), url).await.map_err(|e| AppError::Internal(e.into()))?;
     Ok(Redirect::to(&format!("/assignments/{}/invited", a.id)).into_response())
+}
+
+/// Revokes the assignment's model key: every later call with it is refused
+/// (401) and recorded. Reissuing the link gives the candidate a new key.
+async fn revoke_model_key(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>, Form(f): Form<CsrfForm>) -> Result<Response, AppError> {
+    signed_in.require(Role::Author)?;
+    signed_in.verify_csrf(Some(&f.csrf)).await?;
+    let a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
+    let now = crate::now_ms();
+    let mut revoked = 0;
+    for k in state.db.model_keys_of(&a.id).await?.into_iter().filter(|k| k.revoked_at.is_none()) {
+        state.db.revoke_model_key(k.id, now).await?;
+        revoked += 1;
+    }
+    state
+        .db
+        .audit(&format!("user:{}", signed_in.user.id), "assignment.model_key.revoke", &format!("assignment:{}", a.id), &format!("{revoked} key(s) revoked"))
+        .await?;
+    Ok(Redirect::to(&format!("/assignments/{}", a.id)).into_response())
 }
 
 #[cfg(test)]

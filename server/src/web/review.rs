@@ -389,6 +389,9 @@ async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Pat
         deadline: when(a.deadline),
         state: a.state.clone(),
         submissions,
+        csrf: signed_in.csrf.clone(),
+        can_manage: signed_in.user.role >= Role::Author,
+        model_key_active: state.db.model_keys_of(&a.id).await?.iter().any(|k| k.revoked_at.is_none()),
     };
     let meta = meta(&signed_in, format!("Assignment {}", a.candidate_name), None);
     Ok(Html(app::shell::document(meta, move || view! { <AssignmentPage view=view /> })).into_response())

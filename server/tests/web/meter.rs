@@ -459,6 +459,49 @@ async fn revoked_key_is_refused_and_the_new_one_works() {
 }
 
 #[tokio::test]
+async fn authors_revoke_the_key_and_a_reissued_link_brings_a_new_one() {
+    let (url, _up) = spawn_upstream().await;
+    let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
+    let (reviewer, reviewer_csrf) = crate::auth::signed_in(&m.app, gatehouse::db::Role::Reviewer).await;
+    let (author, csrf) = crate::auth::signed_in(&m.app, gatehouse::db::Role::Author).await;
+    let page = |client: &reqwest::Client| {
+        let client = client.clone();
+        let url = m.app.url(&format!("/assignments/{}", m.assignment));
+        async move { client.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    // A reviewer sees no action and cannot revoke; an author sees both forms.
+    assert!(!page(&reviewer).await.contains("revoke-model-key"));
+    let revoke = m.app.url(&format!("/assignments/{}/model-key/revoke", m.assignment));
+    let r = reviewer.post(&revoke).form(&[("csrf", reviewer_csrf.as_str())]).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(page(&author).await.contains("revoke-model-key"));
+    let r = author.post(&revoke).form(&[("csrf", "wrong")]).send().await.unwrap();
+    assert_eq!(r.status(), 403, "a wrong CSRF token changes nothing");
+    assert_eq!(call(&m.app, &m.key, &chat("still on")).await.0, 200);
+
+    let r = author.post(&revoke).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    let (status, body) = call(&m.app, &m.key, &chat("after revoke")).await;
+    assert_eq!(status, 401);
+    assert!(body["error"]["message"].as_str().unwrap().contains("revoked"), "{body}");
+    assert!(!page(&author).await.contains("revoke-model-key"), "no active key is left to revoke");
+    let audit = m.app.state.db.audit_entries(Some(&format!("assignment:{}", m.assignment)), 10).await.unwrap();
+    assert!(audit.iter().any(|e| e.action == "assignment.model_key.revoke"), "{audit:?}");
+
+    // Reissuing the link kills the old link and brings a key derived from the new one.
+    let r = author.post(m.app.url(&format!("/assignments/{}/reissue", m.assignment))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    let invited = author.get(m.app.url(&format!("/assignments/{}/invited", m.assignment))).send().await.unwrap().text().await.unwrap();
+    let start = invited.find("/c/").expect("the invited page shows the new link");
+    let token: String = invited[start + 3..].chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+    assert_eq!(token.len(), 64, "{invited}");
+    assert_ne!(token, m.token);
+    let new_key = key_of(&m.app, &token).await;
+    assert_eq!(call(&m.app, &new_key, &chat("new link")).await.0, 200);
+    assert_eq!(call(&m.app, &m.key, &chat("old key")).await.0, 401);
+}
+
+#[tokio::test]
 async fn no_upstream_is_a_503() {
     let m = setup(None, "model_calls = 5", false, |_| {}).await;
     let (status, body) = call(&m.app, &m.key, &chat("anyone?")).await;
