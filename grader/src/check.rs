@@ -50,6 +50,9 @@ impl CheckReport {
     }
 }
 
+/// The seed the self-test fills into the starter.
+pub const CHECK_SEED: &str = "0";
+
 /// Runs every proposition of the self-test on the packet at `dir`.
 pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
     let mut report = CheckReport { packet: dir.display().to_string(), items: Vec::new() };
@@ -85,13 +88,24 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         if unexercised.is_empty() { format!("{} ids", m.failures.len()) } else { format!("no variant expects {}", unexercised.join(", ")) },
     );
 
-    // The starter is red, the sample green, under the packet's test command.
+    // The starter is red, the sample green, under the packet's test command,
+    // on the starter exactly as a candidate receives it: seed filled in,
+    // the brief and the pin file beside it.
     let starter = work.path().join("starter");
-    copy_path(&packet.starter_dir(), &starter).map_err(|e| format!("copying the starter: {e}"))?;
+    let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
+    let probe = grader.probe(&tools).map_err(|e| e.to_string())?;
+    let starter_zip = work.path().join("starter.zip");
+    crate::starter::write_starter_pinned(packet, CHECK_SEED, &probe, &crate::starter::Gate::placeholders(), &starter_zip)
+        .map_err(|e| format!("writing the starter zip: {e}"))?;
+    crate::ingest::ingest(&starter_zip, &starter, &grader.ingest_limits).map_err(|e| format!("the starter zip does not ingest: {e}"))?;
     let red = run_on_copy(grader.sandbox(), &starter, &work.path().join("red"), |_| Ok(()), &m.commands.test, &limits, Vec::new())
         .map_err(|e| e.to_string())?;
-    let red_ok = !red.success() && !red.timed_out && red.limit_hit.is_none();
-    report.push("the starter is red", red_ok, format!("`{}`: {:?}{}", m.commands.test, red.exit, if red.timed_out { ", timed out" } else { "" }));
+    let red_ok = !red.report.success() && !red.report.timed_out && red.report.limit_hit.is_none() && red.runner.as_ref().is_none_or(|r| !r.passed());
+    report.push(
+        "the starter (as a candidate receives it) is red",
+        red_ok,
+        format!("`{}`: {:?}{}{}", m.commands.test, red.report.exit, if red.report.timed_out { ", timed out" } else { "" }, tail(&red.report.stdout_tail)),
+    );
 
     let sample = work.path().join("sample-tree");
     copy_path(&starter, &sample).map_err(|e| format!("copying the starter: {e}"))?;
@@ -102,9 +116,20 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         .map_err(|e| e.to_string())?;
     report.push(
         "the sample passes the test command",
-        green.success(),
-        format!("`{}`: {:?}{}", m.commands.test, green.exit, tail(&green.stdout_tail)),
+        green.report.success() && green.runner.as_ref().is_none_or(|r| r.passed()),
+        format!("`{}`: {:?}{}", m.commands.test, green.report.exit, tail(&green.report.stdout_tail)),
     );
+
+    // The sample's hidden tests define the test ids a grading expects.
+    let calibration = grader.calibration(packet);
+    if !calibration.expected.is_empty() {
+        let counts: Vec<String> = calibration.expected.iter().map(|(step, ids)| format!("{step}: {}", ids.len())).collect();
+        report.push(
+            "the hidden tests' ids are recorded",
+            true,
+            format!("{}; grading budget {} s (sample graded in {:.1} s)", counts.join(", "), Grader::budget(packet, &calibration).as_secs(), calibration.sample_ms as f64 / 1000.0),
+        );
+    }
 
     // The sample grades with no finding.
     let opts = GradeOptions::default();
@@ -162,7 +187,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
                 &dir,
                 |w| {
                     packet.lay_into(&step.lay, w)?;
-                    crate::packet::write_file(&w.join(&mu.target), &mutant)
+                    crate::packet::write_file(&crate::packet::safe_join(w, &mu.target)?, &mutant)
                 },
                 &step.run,
                 &step_limits,
@@ -170,7 +195,8 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
             )
             .map_err(|e| e.to_string())?;
             let _ = fs::remove_dir_all(&dir);
-            report.push(format!("mutant {id} is killed by step {}", step.id), !r.success(), format!("{:?}", r.exit));
+            let killed = !r.report.success() || r.runner.as_ref().is_some_and(|r| !r.passed());
+            report.push(format!("mutant {id} is killed by step {}", step.id), killed, format!("{:?}", r.report.exit));
         }
     }
     Ok(())

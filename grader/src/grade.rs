@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,7 @@ use crate::ingest::{IngestError, IngestLimits, Ingested, IngestedFile, ingest};
 use crate::manifest::{Detector, Lay, Mode, TIME_BASE};
 use crate::packet::{Packet, copy_path, list_files, tree_digest};
 use crate::run::{MutantResult, MutationOutcome, RunError, RunRecord, StepOutcome, TestOutcome, parse_script_output, read_junit, run_on_copy, step_env};
+use crate::trusted::{Plan, RunnerKind};
 use crate::sandbox::{Features, LimitHit, Limits, Sandbox, SandboxError};
 use crate::score::{CriterionScore, Finding, GateResult, HumanScore, Measures, score};
 
@@ -53,6 +54,10 @@ pub struct EnvProbe {
     pub tools: BTreeMap<String, Option<String>>,
     #[serde(skip)]
     pub stdlib: BTreeSet<String>,
+    /// Standard-library modules the test runner itself imports (a file of
+    /// such a name at the top of a workspace would shadow it).
+    #[serde(skip)]
+    pub runner_modules: BTreeSet<String>,
 }
 
 /// A failure whose detector could not be evaluated, and why.
@@ -77,7 +82,16 @@ for name in sys.argv[1:]:
             tools[name] = (done.stdout + done.stderr).strip()
         except (OSError, subprocess.SubprocessError):
             tools[name] = None
-print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_module_names), "tools": tools}))
+runner = []
+try:
+    import contextlib, io, tempfile, pytest
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        pytest.main(["-q", "-p", "no:cacheprovider", "--collect-only", tempfile.mkdtemp()])
+    import unittest
+    runner = sorted({m.split(".")[0] for m in sys.modules} & set(sys.stdlib_module_names))
+except Exception:
+    pass
+print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_module_names), "runner": runner, "tools": tools}))
 "#;
 
 /// Options for one grading.
@@ -94,8 +108,14 @@ pub struct GradeOptions {
 pub struct Grader {
     sandbox: Sandbox,
     pub ingest_limits: IngestLimits,
-    /// The interpreter and standard library, probed once.
-    python: OnceLock<(Option<String>, BTreeSet<String>)>,
+    /// The interpreter, its standard library and the modules the test
+    /// runner loads, probed once.
+    python: OnceLock<(Option<String>, BTreeSet<String>, BTreeSet<String>)>,
+    /// The host folder mounted read-only at `/gatehouse` (the trusted
+    /// runner and the harness); kept for the grader's life.
+    _tools: Option<tempfile::TempDir>,
+    /// What grading the sample taught about each packet version, by digest.
+    calibrations: Mutex<BTreeMap<String, Arc<OnceLock<Arc<Calibration>>>>>,
     /// Tool versions, probed once each.
     tools: Mutex<BTreeMap<String, Option<String>>>,
 }
@@ -113,6 +133,10 @@ pub struct SubmissionRef {
     /// Digest of the assembled workspace (starter overlaid by the submission).
     pub workspace_digest: String,
     pub files: Vec<IngestedFile>,
+    /// Files the platform adds to every starter (`GATEHOUSE_PIN.toml`, the
+    /// brief) that the submission handed back: set aside, never graded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platform_files: Vec<IngestedFile>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,6 +222,10 @@ pub struct RunTiming {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
     pub total_ms: f64,
+    /// The grading budget this grading had (it may derive from measured
+    /// time, so it lives here, outside the deterministic part).
+    #[serde(default)]
+    pub budget_secs: u64,
     pub runs: Vec<RunTiming>,
 }
 
@@ -215,6 +243,9 @@ pub struct Receipt {
     pub mutation: Option<MutationOutcome>,
     pub findings: Vec<Finding>,
     pub unevaluated: Vec<Unevaluated>,
+    /// Runs the grading budget left out, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Unevaluated>,
     /// Failures with `witness` detectors graded without a witness.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_witnessed: Vec<Unevaluated>,
@@ -243,6 +274,9 @@ pub struct Scorecard {
     /// Failures whose detector could not run on this submission (for
     /// instance a detector script that crashed); the decision is `pending`.
     pub unevaluated: Vec<Unevaluated>,
+    /// Runs the grading budget left out; the decision stays pending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Unevaluated>,
     /// Failures whose `witness` detectors had nothing to look at because
     /// the grading had no witness (an offline candidate, the CLI): they are
     /// not applicable rather than passed, and do not hold the decision.
@@ -264,14 +298,42 @@ pub fn default_limits() -> Limits {
     Limits::default()
 }
 
+/// What grading a packet version's sample measured: the test ids its
+/// hidden tests define (per step whose test files the packet lays), and how
+/// long grading took, from which the default grading budget derives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Calibration {
+    pub expected: BTreeMap<String, BTreeSet<String>>,
+    pub sample_ms: u64,
+}
+
+/// The floor of the default grading budget.
+pub const BUDGET_FLOOR: Duration = Duration::from_secs(120);
+
 impl Grader {
+    /// A grader over `sandbox`. Without the tools mount (see
+    /// [`Grader::for_host`]) commands run as written, not through the
+    /// trusted runner.
     pub fn new(sandbox: Sandbox) -> Grader {
-        Grader { sandbox, ingest_limits: IngestLimits::default(), python: OnceLock::new(), tools: Mutex::new(BTreeMap::new()) }
+        Grader {
+            sandbox,
+            ingest_limits: IngestLimits::default(),
+            python: OnceLock::new(),
+            _tools: None,
+            calibrations: Mutex::new(BTreeMap::new()),
+            tools: Mutex::new(BTreeMap::new()),
+        }
     }
 
-    /// A grader with the host's default sandbox.
+    /// A grader with the host's default sandbox and the trusted runner
+    /// mounted read-only at `/gatehouse`.
     pub fn for_host() -> Result<Grader, SandboxError> {
-        Ok(Grader::new(Sandbox::new(Sandbox::host_default_config())?))
+        let tools = crate::trusted::tools_dir().map_err(|e| SandboxError { call: "writing the grader's tools folder".into(), detail: e.to_string() })?;
+        let mut config = Sandbox::host_default_config();
+        config.tool_dir = Some(tools.path().to_path_buf());
+        let mut grader = Grader::new(Sandbox::new(config)?);
+        grader._tools = Some(tools);
+        Ok(grader)
     }
 
     pub fn sandbox(&self) -> &Sandbox {
@@ -297,17 +359,17 @@ impl Grader {
             let parsed: serde_json::Value = serde_json::from_str(report.trim())
                 .map_err(|e| GradeError::Packet(format!("the environment probe printed something other than JSON ({e}): {}", report.trim())))?;
             let version = parsed["python"].as_str().map(String::from);
-            let stdlib: BTreeSet<String> = parsed["stdlib"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect();
-            let _ = self.python.set((version, stdlib));
+            let names = |key: &str| -> BTreeSet<String> { parsed[key].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect() };
+            let _ = self.python.set((version, names("stdlib"), names("runner")));
             let number = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex");
             for t in missing {
                 let found = parsed["tools"][t.as_str()].as_str().and_then(|s| number.find(s)).map(|m| m.as_str().to_string());
                 cache.insert(t.clone(), found);
             }
         }
-        let (python, stdlib) = self.python.get().cloned().unwrap_or_default();
+        let (python, stdlib, runner_modules) = self.python.get().cloned().unwrap_or_default();
         let tools = tools.iter().map(|t| (t.clone(), cache.get(t).cloned().flatten())).collect();
-        Ok(EnvProbe { python, tools, stdlib })
+        Ok(EnvProbe { python, tools, stdlib, runner_modules })
     }
 
     fn probe_run(&self, script: &str) -> Result<String, GradeError> {
@@ -315,15 +377,64 @@ impl Grader {
         let limits = Limits { wall: Duration::from_secs(30), ..Limits::default() };
         let empty = dir.path().join("empty");
         fs::create_dir(&empty).map_err(io("creating a probe workspace"))?;
-        let report = run_on_copy(&self.sandbox, &empty, &dir.path().join("w"), |_| Ok(()), script, &limits, Vec::new())?;
-        Ok(report.stdout_tail)
+        let ran = run_on_copy(&self.sandbox, &empty, &dir.path().join("w"), |_| Ok(()), script, &limits, Vec::new())?;
+        Ok(ran.report.stdout_tail)
     }
 
     /// Grades the submission archive `zip` against `packet`.
     pub fn grade_zip(&self, packet: &Packet, zip: &Path, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
         let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
         let ingested = ingest(zip, &work.path().join("submission"), &self.ingest_limits)?;
-        self.grade_ingested(packet, &ingested, work.path(), opts)
+        let calibration = self.calibration(packet);
+        Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
+    }
+
+    /// What grading `packet`'s sample teaches (its hidden tests' ids, its
+    /// grading time), measured once per packet version and grader. A
+    /// sample that cannot be graded gives an empty calibration: no test
+    /// ids are enforced and the budget is the floor.
+    pub fn calibration(&self, packet: &Packet) -> Arc<Calibration> {
+        // One cell per version: concurrent gradings of a new version wait
+        // for one calibration instead of each running their own.
+        let cell = match self.calibrations.lock() {
+            Ok(mut map) => map.entry(packet.digest.clone()).or_default().clone(),
+            Err(_) => Arc::new(OnceLock::new()),
+        };
+        cell.get_or_init(|| Arc::new(self.calibrate(packet))).clone()
+    }
+
+    fn calibrate(&self, packet: &Packet) -> Calibration {
+        let measured = (|| -> Result<Calibration, GradeError> {
+            let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
+            let zip = work.path().join("sample.zip");
+            let absolute: BTreeMap<String, i64> = packet.manifest.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
+            crate::ingest::write_zip_from_dir(&packet.sample_dir(), &zip, &absolute, TIME_BASE).map_err(io("zipping the sample"))?;
+            let ingested = ingest(&zip, &work.path().join("submission"), &self.ingest_limits)?;
+            let started = Instant::now();
+            let (_, collected) = self.grade_ingested(packet, &ingested, work.path(), &GradeOptions::default(), None)?;
+            let expected = collected.into_iter().filter(|(_, ids)| !ids.is_empty()).map(|(step, ids)| (step, ids.into_iter().collect())).collect();
+            Ok(Calibration { expected, sample_ms: started.elapsed().as_millis() as u64 })
+        })();
+        measured.unwrap_or_default()
+    }
+
+    /// The grading budget: `[limits] grading_secs`, else ten times the
+    /// sample's grading time, at least twice the longest command's wall
+    /// limit and at least [`BUDGET_FLOOR`].
+    pub fn budget(packet: &Packet, calibration: &Calibration) -> Duration {
+        let m = &packet.manifest;
+        if let Some(s) = m.limits.grading_secs {
+            return Duration::from_secs(s);
+        }
+        let base = m.limits.apply(&default_limits());
+        let mut longest = base.wall;
+        for s in &m.steps {
+            longest = longest.max(s.limits.apply(&base).wall);
+        }
+        if let Some(mu) = &m.mutation {
+            longest = longest.max(mu.limits.apply(&base).wall);
+        }
+        BUDGET_FLOOR.max(Duration::from_millis(calibration.sample_ms.saturating_mul(10))).max(longest * 2)
     }
 
     /// Grades the folder `overlay` (laid over the starter) as if it were a
@@ -334,13 +445,45 @@ impl Grader {
         let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
         crate::ingest::write_zip_from_dir(overlay, &zip, &absolute, TIME_BASE).map_err(io(format!("zipping {}", overlay.display())))?;
         let ingested = ingest(&zip, &work.path().join("submission"), &self.ingest_limits)?;
-        self.grade_ingested(packet, &ingested, work.path(), opts)
+        let calibration = self.calibration(packet);
+        Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
     }
 
-    fn grade_ingested(&self, packet: &Packet, ingested: &Ingested, work: &Path, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
+    /// Grades an ingested submission. `calibration` is `None` only while
+    /// calibrating (grading the sample to learn its test ids): then no ids
+    /// are enforced and the budget is the packet's limits alone. Returns
+    /// the scorecard and the test ids each trusted pytest step collected.
+    fn grade_ingested(
+        &self,
+        packet: &Packet,
+        ingested: &Ingested,
+        work: &Path,
+        opts: &GradeOptions,
+        calibration: Option<&Calibration>,
+    ) -> Result<(Scorecard, BTreeMap<String, Vec<String>>), GradeError> {
         let started = Instant::now();
         let m = &packet.manifest;
         let base_limits = m.limits.apply(&default_limits());
+        let budget = match calibration {
+            Some(c) => Grader::budget(packet, c),
+            None => Duration::from_secs(24 * 3600),
+        };
+        let mut skipped: Vec<Unevaluated> = Vec::new();
+        // The wall limit a run gets: its own, but never past the budget.
+        let within_budget = |limits: &Limits| -> Option<Limits> {
+            let left = budget.checked_sub(started.elapsed())?;
+            if left < Duration::from_millis(500) {
+                return None;
+            }
+            let mut l = limits.clone();
+            l.wall = l.wall.min(left);
+            l.cpu_secs = l.cpu_secs.min(left.as_secs().max(1));
+            Some(l)
+        };
+        let budget_note = |id: &str| Unevaluated {
+            id: id.to_string(),
+            reason: format!("not run: the grading budget of {} s was spent before this run (its failures are unevaluated, never passed)", budget.as_secs()),
+        };
 
         // Assemble: the starter, overlaid by the submission. The grader's
         // own folder is never taken from a submission.
@@ -348,9 +491,23 @@ impl Grader {
         copy_path(&packet.starter_dir(), &workspace).map_err(io("copying the starter"))?;
         let submitted_dir = &ingested.dir;
         let _ = fs::remove_dir_all(submitted_dir.join(".gatehouse"));
+        // Files the platform adds to every starter are not the candidate's:
+        // handed back, they are set aside, listed, and never graded.
+        let platform = crate::starter::platform_files(m);
+        let mut platform_files = Vec::new();
+        for f in &ingested.files {
+            if platform.contains(&f.path) {
+                let _ = fs::remove_file(submitted_dir.join(&f.path));
+                platform_files.push(f.clone());
+            }
+        }
         copy_path(submitted_dir, &workspace).map_err(io("laying the submission over the starter"))?;
-        let submission: BTreeMap<String, Option<i64>> =
-            ingested.files.iter().filter(|f| !f.path.starts_with(".gatehouse/")).map(|f| (f.path.clone(), f.mtime)).collect();
+        let submission: BTreeMap<String, Option<i64>> = ingested
+            .files
+            .iter()
+            .filter(|f| !f.path.starts_with(".gatehouse/") && !platform.contains(&f.path))
+            .map(|f| (f.path.clone(), f.mtime))
+            .collect();
         let workspace_tree = list_files(&workspace).map_err(io("listing the workspace"))?;
         let starter_tree = list_files(&packet.starter_dir()).map_err(io("listing the starter"))?;
 
@@ -370,16 +527,48 @@ impl Grader {
         // Replay every step.
         let mut steps = BTreeMap::new();
         let mut kept = BTreeMap::new();
+        let mut collected: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut tamper_runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for step in &m.steps {
-            let limits = step.limits.apply(&base_limits);
+            let Some(limits) = within_budget(&step.limits.apply(&base_limits)) else {
+                skipped.push(budget_note(&format!("step:{}", step.id)));
+                continue;
+            };
             let dir = scratch();
-            let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| packet.lay_into(&step.lay, w), &step.run, &limits, step_env(&step.env))?;
-            let (tests, junit_error) = match &step.junit {
-                Some(j) => match read_junit(&dir.join(j)) {
-                    Ok(t) => (Some(t), None),
-                    Err(e) => (None, Some(e.replace(&dir.display().to_string(), "/workspace"))),
+            let env = with_platform_env(step_env(&step.env), &platform);
+            let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| packet.lay_into(&step.lay, w), &step.run, &limits, env)?;
+            let mut report = ran.report;
+            // The result file: the step's `junit`, or the one the trusted
+            // runner was told to write in the workspace.
+            let junit_path = step.junit.clone().or_else(|| match &ran.plan {
+                Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } => crate::trusted::pytest_junit(args),
+                _ => None,
+            });
+            let junit = junit_path.as_ref().map(|j| read_junit(&dir.join(j)).map_err(|e| e.replace(&dir.display().to_string(), "/workspace")));
+            let (tests, junit_error) = match (&ran.runner, ran.plan.runner()) {
+                (Some(r), Some(kind)) => {
+                    let expected = calibration.and_then(|c| c.expected.get(&step.id)).filter(|_| fixed_tests(step, &ran.plan));
+                    // A file the runner wrote elsewhere (after a `cd`) is not comparable.
+                    let comparable = junit.as_ref().filter(|_| ran.plan.in_workspace());
+                    let signs = r.cross_check(kind, &report, comparable, expected);
+                    if fixed_tests(step, &ran.plan) {
+                        if let Some(ids) = &r.collected {
+                            collected.insert(step.id.clone(), ids.clone());
+                        }
+                    }
+                    if !signs.is_empty() {
+                        contain(&mut report);
+                        tamper_runs.insert(format!("step:{}", step.id), signs);
+                    } else if !r.passed() && report.exit == crate::sandbox::Exit::Code(0) {
+                        contain(&mut report);
+                    }
+                    (Some(r.outcomes(expected, &report)), None)
+                }
+                _ => match junit {
+                    Some(Ok(t)) => (Some(t), None),
+                    Some(Err(e)) => (None, Some(e)),
+                    None => (None, None),
                 },
-                None => (None, None),
             };
             if !step.keep.is_empty() {
                 let to = work.join("kept").join(&step.id);
@@ -387,7 +576,7 @@ impl Grader {
                 kept.insert(step.id.clone(), to);
             }
             let _ = fs::remove_dir_all(&dir);
-            records.push((RunRecord { id: format!("step:{}", step.id), command: step.run.clone(), limits, report: report.clone() }, tests.clone()));
+            records.push((RunRecord { id: format!("step:{}", step.id), command: ran.plan.command(), limits, report: report.clone() }, tests.clone()));
             steps.insert(step.id.clone(), StepOutcome { report, tests, junit_error });
         }
 
@@ -404,7 +593,11 @@ impl Grader {
             });
         }
         for (i, (run, lay, limit_spec)) in script_specs.iter().enumerate() {
-            let limits = limit_spec.apply(&base_limits);
+            let Some(limits) = within_budget(&limit_spec.apply(&base_limits)) else {
+                skipped.push(budget_note(&format!("script:{}", i + 1)));
+                scripts.insert(script_key(run, lay), Err(format!("detector script `{run}` was not run: the grading budget was spent")));
+                continue;
+            };
             let dir = scratch();
             let lay_all = |w: &Path| -> std::io::Result<()> {
                 packet.lay_into(lay, w)?;
@@ -414,7 +607,15 @@ impl Grader {
                 }
                 Ok(())
             };
-            let report = run_on_copy(&self.sandbox, &workspace, &dir, lay_all, run, &limits, Vec::new())?;
+            let ran = run_on_copy(&self.sandbox, &workspace, &dir, lay_all, run, &limits, with_platform_env(Vec::new(), &platform))?;
+            let mut report = ran.report;
+            if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
+                let signs = r.cross_check(kind, &report, None, None);
+                if !signs.is_empty() {
+                    contain(&mut report);
+                    tamper_runs.insert(format!("script:{}", i + 1), signs);
+                }
+            }
             let _ = fs::remove_dir_all(&dir);
             // A script that crashes (a submission can provoke that) leaves
             // its failures unevaluated; grading goes on and says so.
@@ -428,7 +629,7 @@ impl Grader {
                     stderr.into_iter().rev().collect::<Vec<_>>().join(" | ")
                 ))
             };
-            records.push((RunRecord { id: format!("script:{}", i + 1), command: run.clone(), limits, report }, None));
+            records.push((RunRecord { id: format!("script:{}", i + 1), command: ran.plan.command(), limits, report }, None));
             scripts.insert(script_key(run, lay), found);
         }
 
@@ -438,17 +639,47 @@ impl Grader {
             Some(mu) => {
                 let limits = mu.limits.apply(&base_limits);
                 let mut mutants = Vec::new();
+                let mut complete = true;
                 for (id, mutant) in packet.mutants().map_err(io("reading mutants"))? {
+                    let Some(limits) = within_budget(&limits) else {
+                        skipped.push(budget_note(&format!("mutant:{id}")));
+                        complete = false;
+                        continue;
+                    };
                     let dir = scratch();
                     let target = mu.target.clone();
-                    let report = run_on_copy(&self.sandbox, &workspace, &dir, |w| crate::packet::write_file(&w.join(&target), &mutant), &mu.run, &limits, Vec::new())?;
+                    let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| crate::packet::write_file(&crate::packet::safe_join(w, &target)?, &mutant), &mu.run, &limits, Vec::new())?;
+                    let mut report = ran.report;
+                    let mut passed = report.success();
+                    if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
+                        let signs = r.cross_check(kind, &report, None, None);
+                        passed = passed && r.passed() && signs.is_empty();
+                        if !signs.is_empty() {
+                            contain(&mut report);
+                            tamper_runs.insert(format!("mutant:{id}"), signs);
+                        }
+                    }
                     let _ = fs::remove_dir_all(&dir);
-                    mutants.push(MutantResult { id: id.clone(), killed: !report.success() });
-                    records.push((RunRecord { id: format!("mutant:{id}"), command: mu.run.clone(), limits: limits.clone(), report }, None));
+                    mutants.push(MutantResult { id: id.clone(), killed: !passed });
+                    records.push((RunRecord { id: format!("mutant:{id}"), command: ran.plan.command(), limits: limits.clone(), report }, None));
                 }
-                Some(MutationOutcome { mutants })
+                // An incomplete mutation run proves nothing either way.
+                complete.then_some(MutationOutcome { mutants })
             }
         };
+
+        // The platform-wide failure: the submission interfered with the
+        // grader's own evidence (static signs in its files, and every run
+        // whose results disagreed with themselves).
+        let changed: BTreeSet<String> = ingested
+            .files
+            .iter()
+            .filter(|f| !f.path.starts_with(".gatehouse/") && !platform.contains(&f.path))
+            .filter(|f| starter_tree.get(&f.path).is_none_or(|(_, sha)| sha != &f.sha256))
+            .map(|f| f.path.clone())
+            .collect();
+        let tamper_static = crate::tamper::scan(&workspace, &changed, &probe.runner_modules);
+        let tamper_evidence = crate::tamper::evidence(tamper_static, &tamper_runs);
 
         // Detect.
         let evidence = Evidence {
@@ -476,6 +707,25 @@ impl Grader {
                 Err(e) => unevaluated.push(Unevaluated { id: f.id.clone(), reason: e.message }),
             }
         }
+        if !tamper_evidence.is_empty() {
+            match findings.iter_mut().find(|f| f.id == crate::tamper::ID) {
+                Some(f) => f.evidence.extend(tamper_evidence),
+                None => findings.push(Finding {
+                    id: crate::tamper::ID.into(),
+                    title: crate::tamper::TITLE.into(),
+                    provenance: crate::detect::Provenance::Replayed,
+                    evidence: tamper_evidence,
+                }),
+            }
+        }
+        let evidence_cap = 200;
+        for f in &mut findings {
+            if f.evidence.len() > evidence_cap {
+                let more = f.evidence.len() - evidence_cap;
+                f.evidence.truncate(evidence_cap);
+                f.evidence.push(format!("... and {more} more not shown"));
+            }
+        }
 
         // Score.
         let tests_of = |step: &str| {
@@ -485,16 +735,12 @@ impl Grader {
             })
         };
         let measures = Measures { tests: &tests_of, mutation: mutation.as_ref().map(|mo| (mo.killed(), mo.mutants.len())) };
-        let human: BTreeMap<String, HumanScore> = opts
-            .human
-            .iter()
-            .filter(|(id, _)| m.criterion(id).is_some_and(|c| c.mode != Mode::Auto))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let human = reviewer_levels(m, &opts.human);
         let mut scored = score(m, &findings, &measures, &human);
-        // A failure that could not be evaluated may have happened: no
-        // decision is final until a reviewer has looked.
-        if !unevaluated.is_empty() {
+        // A failure that could not be evaluated may have happened, and a
+        // run the budget skipped may have failed: no decision is final
+        // until a reviewer has looked.
+        if !unevaluated.is_empty() || !skipped.is_empty() {
             scored.decision = crate::score::PENDING.to_string();
         }
 
@@ -513,6 +759,7 @@ impl Grader {
         let packet_ref = PacketRef { slug: m.packet.slug.clone(), version: m.packet.version.clone(), digest: packet.digest.clone() };
         let timings = Timings {
             total_ms: ms(started.elapsed()),
+            budget_secs: budget.as_secs(),
             runs: records
                 .iter()
                 .map(|(r, _)| RunTiming {
@@ -531,7 +778,8 @@ impl Grader {
             submission: SubmissionRef {
                 archive_sha256: ingested.archive_sha256.clone(),
                 workspace_digest: tree_digest(&workspace_tree),
-                files: ingested.files.clone(),
+                files: ingested.files.iter().filter(|f| !platform.contains(&f.path)).cloned().collect(),
+                platform_files,
             },
             environment: environment.clone(),
             sandbox: self.sandbox.features().clone(),
@@ -554,6 +802,7 @@ impl Grader {
             mutation,
             findings: findings.clone(),
             unevaluated: unevaluated.clone(),
+            skipped: skipped.clone(),
             not_witnessed: not_witnessed.clone(),
             witness_sha256: opts.witness.as_ref().map(|w| w.digest()),
             criteria: scored.criteria.clone(),
@@ -567,10 +816,11 @@ impl Grader {
             timings,
         };
         receipt.digest = receipt_digest(&receipt);
-        Ok(Scorecard {
+        let card = Scorecard {
             packet: packet_ref,
             findings,
             unevaluated,
+            skipped,
             not_witnessed,
             criteria: scored.criteria,
             score: scored.score,
@@ -581,8 +831,44 @@ impl Grader {
             pending: scored.pending,
             environment,
             receipt,
-        })
+        };
+        Ok((card, collected))
     }
+}
+
+/// Whether a step's test ids are the packet's alone: a trusted pytest run
+/// whose every named test file is one the step lays from the packet.
+fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
+    let Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } = plan else { return false };
+    let paths = crate::trusted::pytest_paths(args);
+    let laid: BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
+    !paths.is_empty() && paths.iter().all(|p| laid.contains(p))
+}
+
+/// A run whose results cannot be trusted never counts as a pass: its exit
+/// status 0 is recorded as 1 for the detectors and the scoring (the
+/// receipt's run entry keeps the runner's view in its tests and findings).
+fn contain(report: &mut crate::sandbox::RunReport) {
+    if report.exit == crate::sandbox::Exit::Code(0) {
+        report.exit = crate::sandbox::Exit::Code(1);
+    }
+}
+
+/// Tells packet scripts which workspace files are the platform's.
+fn with_platform_env(mut env: Vec<(String, String)>, platform: &BTreeSet<String>) -> Vec<(String, String)> {
+    env.push(("GATEHOUSE_PLATFORM_FILES".into(), platform.iter().cloned().collect::<Vec<_>>().join("\n")));
+    env
+}
+
+/// The reviewer levels a scoring honours: those of human and auto-override
+/// criteria, and a reviewer's override of the platform-wide
+/// `evidence-tampering` veto.
+pub fn reviewer_levels(m: &crate::manifest::Manifest, human: &BTreeMap<String, HumanScore>) -> BTreeMap<String, HumanScore> {
+    human
+        .iter()
+        .filter(|(id, _)| id.as_str() == crate::tamper::ID || m.criterion(id).is_some_and(|c| c.mode != Mode::Auto))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// The failures that use a `witness` detector, each with the checks it
@@ -675,11 +961,11 @@ pub fn rescore(m: &crate::manifest::Manifest, card: &Scorecard, human: &BTreeMap
     };
     let mutation = card.receipt.mutation.as_ref().map(|mo| (mo.killed(), mo.mutants.len()));
     let measures = Measures { tests: &tests_of, mutation };
-    let human: BTreeMap<String, HumanScore> =
-        human.iter().filter(|(id, _)| m.criterion(id).is_some_and(|c| c.mode != Mode::Auto)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let human = reviewer_levels(m, human);
     let mut scored = score(m, &card.findings, &measures, &human);
-    // Unevaluated failures keep the decision pending, as in a grading.
-    if !card.unevaluated.is_empty() {
+    // Unevaluated failures and skipped runs keep the decision pending, as
+    // in a grading.
+    if !card.unevaluated.is_empty() || !card.skipped.is_empty() {
         scored.decision = crate::score::PENDING.to_string();
     }
     let mut out = card.clone();
@@ -792,7 +1078,7 @@ detect = { kind = "missing", paths = ["z"] }
         let receipt = Receipt {
             receipt_version: 1,
             packet: packet.clone(),
-            submission: SubmissionRef { archive_sha256: "a".into(), workspace_digest: "w".into(), files: vec![] },
+            submission: SubmissionRef { archive_sha256: "a".into(), workspace_digest: "w".into(), files: vec![], platform_files: vec![] },
             environment: environment.clone(),
             sandbox: Features {
                 pid_namespace: true,
@@ -810,6 +1096,7 @@ detect = { kind = "missing", paths = ["z"] }
             mutation: None,
             findings: findings.clone(),
             unevaluated: vec![],
+            skipped: vec![],
             not_witnessed: vec![],
             witness_sha256: None,
             criteria: vec![],
@@ -820,12 +1107,13 @@ detect = { kind = "missing", paths = ["z"] }
             caps: vec![],
             pending: vec![],
             digest: String::new(),
-            timings: Timings { total_ms: 1.0, runs: vec![] },
+            timings: Timings { total_ms: 1.0, budget_secs: 0, runs: vec![] },
         };
         let base = Scorecard {
             packet,
             findings,
             unevaluated: vec![],
+            skipped: vec![],
             not_witnessed: vec![],
             criteria: vec![],
             score: None,

@@ -13,5 +13,7 @@ pub mod run;
 pub mod sandbox;
 pub mod score;
 pub mod starter;
+pub mod tamper;
+pub mod trusted;
 pub mod witness;
 pub mod witness_run;

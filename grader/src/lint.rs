@@ -17,7 +17,35 @@ pub fn lint(packet: &Packet) -> Vec<(String, String)> {
     out.extend(stop_rule(m, &prompt));
     out.extend(hire_bar(m));
     out.extend(leaks(packet, &prompt));
+    out.extend(untrusted_commands(m));
     out
+}
+
+/// Test commands that run as shell text rather than through the trusted
+/// runner: a submission's `pytest.py` or `sitecustomize.py` could stand in
+/// for the runner there, and the results come only from files the
+/// candidate's code can rewrite.
+fn untrusted_commands(m: &Manifest) -> Vec<(String, String)> {
+    let mut commands: Vec<(String, &str)> = vec![("[commands] test".into(), m.commands.test.as_str())];
+    if let Some(t) = &m.workspace.test {
+        commands.push(("[workspace] test".into(), t.as_str()));
+    }
+    for s in &m.steps {
+        commands.push((format!("step {}", s.id), s.run.as_str()));
+    }
+    if let Some(mu) = &m.mutation {
+        commands.push(("[mutation] run".into(), mu.run.as_str()));
+    }
+    commands
+        .into_iter()
+        .filter(|(_, c)| (c.contains("pytest") || c.contains("unittest")) && crate::trusted::plan(c).runner().is_none())
+        .map(|(what, c)| {
+            (
+                format!("{what} runs through the trusted runner"),
+                format!("`{}` is shell text, so it runs as written: make the test command the last line (or what follows the last `&&`) in the plain form `python3 -m pytest ARGS` (packets/FORMAT.md, \"Trusted runners\")", c.trim()),
+            )
+        })
+        .collect()
 }
 
 /// Words that state a stop rule or a budget in a prompt.

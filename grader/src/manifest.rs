@@ -132,6 +132,8 @@ pub struct LimitSpec {
     pub open_files: Option<u64>,
     pub disk_mb: Option<u64>,
     pub output_kb: Option<u64>,
+    /// The whole grading's budget in seconds (`[limits]` only).
+    pub grading_secs: Option<u64>,
 }
 
 impl LimitSpec {
@@ -218,6 +220,14 @@ pub enum Lay {
     Hidden(String),
     /// Any packet path to any workspace path.
     Map { from: String, to: String },
+}
+
+impl Step {
+    /// Whether the grader learns this step's per-test results: from its
+    /// JUnit file, or from the trusted runner.
+    pub fn reports_tests(&self) -> bool {
+        self.junit.is_some() || matches!(crate::trusted::plan(&self.run).runner(), Some(crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest))
+    }
 }
 
 impl Lay {
@@ -710,6 +720,15 @@ impl Manifest {
         }
     }
 
+    /// The rubric's lowest decision: the last band's, or the `separate`
+    /// rubric's failing one.
+    pub fn lowest_decision(&self) -> Option<&str> {
+        match self.rubric.aggregate {
+            Aggregate::Sum => self.bands.last().map(|b| b.decision.as_str()),
+            Aggregate::Separate => Some(self.rubric.fail_decision.as_str()),
+        }
+    }
+
     fn validate(&self, file: &str, src: &str) -> Result<(), ManifestError> {
         let err = |needle: &str, message: String| ManifestError {
             file: file.to_string(),
@@ -724,6 +743,10 @@ impl Manifest {
 
         if self.workspace.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
             return Err(err("[workspace]", "workspace.test is empty; leave it out to use [commands] test".into()));
+        }
+
+        if let Some((needle, message)) = self.check_paths() {
+            return Err(err(&needle, message));
         }
 
         let mut seen = BTreeSet::new();
@@ -757,8 +780,8 @@ impl Manifest {
                 Source::Tests { tests } if self.step(tests).is_none() => {
                     return Err(err(&quoted(tests), format!("criterion {:?} reads tests of step {:?}, which is not defined", c.id, tests)));
                 }
-                Source::Tests { tests } if self.step(tests).and_then(|s| s.junit.as_ref()).is_none() => {
-                    return Err(err(&quoted(tests), format!("criterion {:?} reads tests of step {:?}, which has no `junit` path", c.id, tests)));
+                Source::Tests { tests } if !self.step(tests).is_some_and(Step::reports_tests) => {
+                    return Err(err(&quoted(tests), format!("criterion {:?} reads tests of step {:?}, which has no `junit` path and is not a trusted test command", c.id, tests)));
                 }
                 Source::Named(NamedSource::Mutation) if self.mutation.is_none() => {
                     return Err(err(&quoted(&c.id), format!("criterion {:?} is scored from mutation but there is no [mutation] table", c.id)));
@@ -875,6 +898,84 @@ impl Manifest {
         Ok(())
     }
 
+    /// Checks every path the manifest names: each must stay inside its
+    /// folder (relative, no `..`, no absolute path, no backslash), and names
+    /// that become path components (step ids, variant names) must be plain
+    /// names. Returns (text to locate, message) for the first bad one.
+    fn check_paths(&self) -> Option<(String, String)> {
+        let path = |what: &str, p: &str| -> Option<(String, String)> {
+            (!is_safe_path(p)).then(|| (quoted(p), format!("{what} {p:?} must be a relative path inside the folder (no `..`, no absolute path, no backslash)")))
+        };
+        let glob = |what: &str, g: &str| -> Option<(String, String)> {
+            (g.is_empty() || g.starts_with('/') || g.contains('\\') || g.split('/').any(|c| c == ".." || c == "."))
+                .then(|| (quoted(g), format!("{what} {g:?} must be a relative pattern inside the folder (no `..`, no absolute path)")))
+        };
+        let name = |what: &str, n: &str| -> Option<(String, String)> {
+            let ok = !n.is_empty() && n != "." && n != ".." && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            (!ok).then(|| (quoted(n), format!("{what} {n:?} must be a plain name (letters, digits, '-', '_', '.'), as it names a folder")))
+        };
+        let m = self;
+        let mut found: Option<(String, String)> = None;
+        let mut first = |r: Option<(String, String)>| {
+            if found.is_none() {
+                found = r;
+            }
+        };
+        first(path("packet.brief", &m.packet.brief));
+        for f in &m.packet.seed_files {
+            first(path("seed file", f));
+        }
+        for f in &m.policy.frozen {
+            first(path("frozen file", f));
+        }
+        for k in m.sample.times.keys() {
+            first(path("sample.times key", k));
+        }
+        for s in &m.steps {
+            first(name("step id", &s.id));
+            if let Some(j) = &s.junit {
+                first(path("junit", j));
+            }
+            for k in &s.keep {
+                first(glob("keep pattern", k));
+            }
+        }
+        if let Some(mu) = &m.mutation {
+            first(path("mutation.target", &mu.target));
+        }
+        for v in &m.variants {
+            first(name("variant name", &v.name));
+            for r in &v.remove {
+                first(path("variant remove", r));
+            }
+            for k in v.times.keys() {
+                first(path("variant times key", k));
+            }
+        }
+        for f in &m.failures {
+            f.detect.walk(&mut |d| {
+                let r = match d {
+                    Detector::Missing { paths, .. } | Detector::Present { paths, .. } => paths.iter().find_map(|p| glob("path pattern", p)),
+                    Detector::OutsideAllowlist { allow } => allow.iter().find_map(|p| glob("allowlist pattern", p)),
+                    Detector::Pattern { files, .. } | Detector::StdlibOnly { files, .. } => files.iter().find_map(|p| glob("file pattern", p)),
+                    Detector::Frozen { paths: Some(paths) } => paths.iter().find_map(|p| path("frozen file", p)),
+                    Detector::PytestLog { file, nodes_from, .. } => path("log file", file).or_else(|| nodes_from.as_deref().and_then(|n| path("nodes_from", n))),
+                    Detector::Order { before, after, .. } => path("order file", before).or_else(|| path("order file", after)),
+                    Detector::DiffAllowlist { diff, allow, allow_file } => {
+                        path("diff file", diff).or_else(|| allow.iter().find_map(|p| glob("allowlist pattern", p))).or_else(|| allow_file.as_deref().and_then(|a| path("allow_file", a)))
+                    }
+                    Detector::DiffInvalid { diff } => path("diff file", diff),
+                    Detector::Ledger { file, .. } => path("ledger file", file),
+                    Detector::Digest { files, claimed_in, .. } => files.iter().find_map(|p| glob("digest file", p)).or_else(|| path("claimed_in", claimed_in)),
+                    Detector::Witness { file: Some(f), .. } => path("witness file", f),
+                    _ => None,
+                };
+                first(r);
+            });
+        }
+        found
+    }
+
     /// Checks one detector's references; returns (text to locate, message).
     fn check_detector(&self, d: &Detector) -> Option<(String, String)> {
         let step_ref = |step: &String| {
@@ -920,8 +1021,8 @@ impl Manifest {
             }),
             Detector::TestFailing { step, .. } => step_ref(step).or_else(|| {
                 self.step(step)
-                    .filter(|s| s.junit.is_none())
-                    .map(|_| (quoted(step), format!("step {step:?} has no `junit` path, so its tests cannot be read")))
+                    .filter(|s| !s.reports_tests())
+                    .map(|_| (quoted(step), format!("step {step:?} has no `junit` path and is not a trusted test command, so its tests cannot be read")))
             }),
             Detector::Exit { step, equals, not_equals, timed_out } => step_ref(step).or_else(|| {
                 if equals.is_none() && not_equals.is_none() && timed_out.is_none() {
@@ -1016,11 +1117,17 @@ impl Manifest {
 fn check_lay(lay: &Lay) -> Result<(), String> {
     let (from, to) = lay.paths();
     for p in [&from, &to] {
-        if !is_safe_relative(p) {
+        if !is_safe_path(p) {
             return Err(format!("lay path {p:?} must be relative, with no `..`"));
         }
     }
     Ok(())
+}
+
+/// [`is_safe_relative`], and no backslash or NUL (a backslash is a
+/// separator on some systems and never in a packet's paths).
+pub fn is_safe_path(p: &str) -> bool {
+    is_safe_relative(p) && !p.contains('\\') && !p.contains('\0')
 }
 
 /// A relative path with `/` separators, no `..`, `.` or empty components.
@@ -1137,6 +1244,36 @@ detect = { kind = "test-failing", step = "hidden" }
     }
 
     #[test]
+    fn every_path_a_manifest_names_stays_inside() {
+        // (the edit, what the error must say)
+        let cases: &[(&str, &str, &str)] = &[
+            ("[commands]", "[mutation]\ntarget = \"/etc/passwd\"\nrun = \"true\"\nhidden_step = \"hidden\"\n\n[commands]", "mutation.target \"/etc/passwd\""),
+            ("[commands]", "[mutation]\ntarget = \"../../../x.py\"\nrun = \"true\"\nhidden_step = \"hidden\"\n\n[commands]", "mutation.target \"../../../x.py\""),
+            ("title = \"Demo\"", "title = \"Demo\"\nseed_files = [\"/root/.ssh/id\"]", "seed file"),
+            ("title = \"Demo\"", "title = \"Demo\"\nbrief = \"../PROMPT.md\"", "packet.brief"),
+            ("id = \"hidden\"", "id = \"../../hidden\"", "step id \"../../hidden\" must be a plain name"),
+            ("junit = \".gatehouse/hidden.xml\"", "junit = \"/tmp/hidden.xml\"", "junit \"/tmp/hidden.xml\""),
+            ("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nkeep = [\"../*\"]", "keep pattern"),
+            ("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nlay = [{ from = \"/etc/shadow\", to = \"x\" }]", "lay path"),
+            ("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nlay = [{ from = \"hidden/a\", to = \"..\\\\x\" }]", "lay path"),
+            ("[commands]", "[policy]\nfrozen = [\"/etc/hosts\"]\n\n[commands]", "frozen file"),
+        ];
+        for (from, to, expect) in cases {
+            let src = MINIMAL.replacen(from, to, 1);
+            assert_ne!(src, MINIMAL, "the edit {from:?} did not apply");
+            let e = Manifest::parse("packet.toml", &src).expect_err(to).to_string();
+            assert!(e.contains(expect), "{to}: expected {expect:?} in {e}");
+            assert!(e.starts_with("packet.toml:"), "{e}");
+        }
+        let variant = format!("{MINIMAL}\n[[variant]]\nname = \"/tmp/x\"\nexpect = [\"broken\"]\n");
+        assert!(Manifest::parse("packet.toml", &variant).unwrap_err().to_string().contains("variant name"));
+        let remove = format!("{MINIMAL}\n[[variant]]\nname = \"v\"\nexpect = [\"broken\"]\nremove = [\"/home\"]\n");
+        assert!(Manifest::parse("packet.toml", &remove).unwrap_err().to_string().contains("variant remove \"/home\""));
+        let present = MINIMAL.replace("detect = { kind = \"test-failing\", step = \"hidden\" }", "detect = { kind = \"present\", paths = [\"/etc/*\"] }");
+        assert!(Manifest::parse("packet.toml", &present).unwrap_err().to_string().contains("path pattern"));
+    }
+
+    #[test]
     fn witness_detectors_are_checked() {
         let d = "detect = { kind = \"test-failing\", step = \"hidden\" }";
         let with = |w: &'static str| move |s: String| s.replace(d, &format!("detect = {w}"));
@@ -1148,7 +1285,7 @@ detect = { kind = "test-failing", step = "hidden" }
         check(with("{ kind = \"witness\", check = \"model-before-red\", file = \"x\" }"), "reads no claimed file");
         check(with("{ kind = \"witness\", check = \"usage-dishonest\", file = \"u.jsonl\", tolerance = 5 }"), "a fraction");
         check(with("{ kind = \"witness\", check = \"retry-storm\", min_chain = 1 }"), "at least 2");
-        check(with("{ kind = \"witness\", check = \"usage-missing\", file = \"../u.jsonl\" }"), "safe relative path");
+        check(with("{ kind = \"witness\", check = \"usage-missing\", file = \"../u.jsonl\" }"), "must be a relative path inside the folder");
         check(with("{ kind = \"not\", of = { kind = \"witness\", check = \"retry-storm\" } }"), "cannot sit under `not`");
     }
 

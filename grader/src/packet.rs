@@ -56,6 +56,7 @@ impl Packet {
         if !root.join("prompt.md").is_file() {
             return Err(PacketError::Layout(format!("{}: the packet has no prompt.md", root.display())));
         }
+        refuse_links(root)?;
         let packet = Packet { root: root.to_path_buf(), manifest, digest: String::new() };
         packet.check_files()?;
         let digest = tree_digest(&list_files(root).map_err(io_err(root))?);
@@ -137,13 +138,14 @@ impl Packet {
             let text = fs::read_to_string(&patch)?;
             let err = |e: String| io::Error::other(format!("{}: {e}", patch.display()));
             for (path, diff) in split_diff(&text).map_err(err)? {
-                let base = [dest.join(&path), self.starter_dir().join(&path)]
+                let target = safe_join(dest, &path).map_err(|e| err(e.to_string()))?;
+                let base = [target.clone(), safe_join(&self.starter_dir(), &path)?]
                     .into_iter()
                     .find(|p| p.is_file())
                     .map(fs::read_to_string)
                     .transpose()?
                     .unwrap_or_default();
-                write_file(&dest.join(&path), apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes())?;
+                write_file(&target, apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes())?;
             }
         }
         Ok(())
@@ -178,9 +180,9 @@ impl Packet {
                 let target = self.manifest.mutation.as_ref().map(|m| m.target.clone()).ok_or_else(|| {
                     io::Error::other(format!("{}: a diff mutant needs [mutation] target", path.display()))
                 })?;
-                let original = match fs::read_to_string(self.sample_dir().join(&target)) {
+                let original = match fs::read_to_string(safe_join(&self.sample_dir(), &target)?) {
                     Ok(t) => t,
-                    Err(_) => fs::read_to_string(self.starter_dir().join(&target))?,
+                    Err(_) => fs::read_to_string(safe_join(&self.starter_dir(), &target)?)?,
                 };
                 let diff = fs::read_to_string(&path)?;
                 apply_diff(&original, &diff).map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?.into_bytes()
@@ -193,11 +195,12 @@ impl Packet {
         Ok(out)
     }
 
-    /// Lays `lays` from the packet into `workspace`.
+    /// Lays `lays` from the packet into `workspace`; neither end may
+    /// leave its folder.
     pub fn lay_into(&self, lays: &[Lay], workspace: &Path) -> io::Result<()> {
         for lay in lays {
             let (from, to) = lay.paths();
-            copy_path(&self.root.join(from), &workspace.join(to))?;
+            copy_path(&safe_join(&self.root, &from)?, &safe_join(workspace, &to)?)?;
         }
         Ok(())
     }
@@ -306,14 +309,55 @@ fn clear_for(to: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Removes `paths` (relative) from `root` where they exist.
+/// Removes `paths` (relative) from `root` where they exist; a path that
+/// would leave `root` is an error, and nothing is removed through a link.
 pub fn remove_paths(root: &Path, paths: &[String]) -> io::Result<()> {
     for p in paths {
-        let path = root.join(p);
+        let path = safe_join(root, p)?;
         match fs::symlink_metadata(&path) {
             Ok(m) if m.is_dir() => fs::remove_dir_all(&path)?,
             Ok(_) => fs::remove_file(&path)?,
             Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// `root` joined with the relative path `rel`, refusing any path that could
+/// leave `root`: absolute, with `..`, `.` or empty components, or through a
+/// symbolic link anywhere below `root`. Every read and write of packet or
+/// workspace files by a path the packet names goes through here.
+pub fn safe_join(root: &Path, rel: &str) -> io::Result<PathBuf> {
+    if !crate::manifest::is_safe_relative(rel) || rel.contains('\\') || rel.contains('\0') {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{rel:?} is not a safe relative path (absolute, `..`, or empty parts)")));
+    }
+    let mut path = root.to_path_buf();
+    for part in rel.split('/') {
+        path.push(part);
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{rel:?} goes through the symbolic link {}; links are never followed", path.display())));
+            }
+            Ok(_) => {}
+            // Nothing further down exists yet, so no link either.
+            Err(_) => break,
+        }
+    }
+    Ok(root.join(rel))
+}
+
+/// Refuses a packet folder holding a symbolic link (or a device, socket
+/// or FIFO) anywhere: packets are imported from elsewhere, and a link
+/// could point the grader at any host file.
+pub fn refuse_links(root: &Path) -> Result<(), PacketError> {
+    for entry in walkdir::WalkDir::new(root).follow_links(false).min_depth(1) {
+        let entry = entry.map_err(|e| PacketError::Layout(format!("{}: {e}", root.display())))?;
+        let t = entry.file_type();
+        if t.is_symlink() {
+            return Err(PacketError::Layout(format!("{}: a symbolic link; a packet may not contain links", entry.path().display())));
+        }
+        if !t.is_dir() && !t.is_file() {
+            return Err(PacketError::Layout(format!("{}: not a regular file or folder", entry.path().display())));
         }
     }
     Ok(())

@@ -90,9 +90,20 @@ pub struct RunRecord {
     pub report: RunReport,
 }
 
+/// One command the grader ran: the sandbox's report, how the command was
+/// run, and what the trusted runner reported when it ran through one.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub report: RunReport,
+    pub plan: crate::trusted::Plan,
+    pub runner: Option<crate::trusted::RunnerResult>,
+}
+
 /// Runs `script` in the sandbox on a copy of `workspace` made in `scratch`
 /// (which must not exist), after `prepare` has laid extra files into the
-/// copy. The copy stays in `scratch` for the caller to read.
+/// copy. The copy stays in `scratch` for the caller to read. A command in
+/// one of the trusted forms (`trusted::plan`) runs through the trusted
+/// runner when the sandbox mounts the grader's tools.
 pub fn run_on_copy(
     sandbox: &Sandbox,
     workspace: &Path,
@@ -100,16 +111,25 @@ pub fn run_on_copy(
     prepare: impl FnOnce(&Path) -> io::Result<()>,
     script: &str,
     limits: &Limits,
-    env: Vec<(String, String)>,
-) -> Result<RunReport, RunError> {
+    mut env: Vec<(String, String)>,
+) -> Result<Ran, RunError> {
     crate::packet::copy_path(workspace, scratch).map_err(|e| RunError::Io(format!("copying the workspace to {}: {e}", scratch.display())))?;
     prepare(scratch).map_err(|e| RunError::Io(format!("laying files into {}: {e}", scratch.display())))?;
     lay_harness(scratch).map_err(|e| RunError::Io(format!("laying the harness into {}: {e}", scratch.display())))?;
-    let spec = RunSpec { script: script.to_string(), workspace: scratch.to_path_buf(), env, limits: limits.clone() };
+    let plan = if sandbox.config().tool_dir.is_some() { crate::trusted::plan(script) } else { crate::trusted::Plan::Shell(script.to_string()) };
+    let nonce = crate::trusted::nonce();
+    let channel = plan.runner().is_some();
+    if channel {
+        env.retain(|(k, _)| k != "GATEHOUSE_NONCE");
+        env.push(("GATEHOUSE_NONCE".into(), nonce.clone()));
+    }
+    let spec = RunSpec { script: plan.command(), workspace: scratch.to_path_buf(), env, limits: limits.clone(), channel };
     let mut report = sandbox.run(&spec)?;
     report.stdout_tail = normalize_output(&report.stdout_tail);
     report.stderr_tail = normalize_output(&report.stderr_tail);
-    Ok(report)
+    let runner = channel.then(|| crate::trusted::RunnerResult::parse(&report.channel, &nonce, report.channel_truncated));
+    report.channel = Vec::new();
+    Ok(Ran { report, plan, runner })
 }
 
 /// The harness packet driver scripts import (`packets/FORMAT.md`).
@@ -160,7 +180,11 @@ pub fn read_junit(path: &Path) -> Result<Vec<TestOutcome>, String> {
                 (TestStatus::Passed, None)
             };
             let message = message.map(|m| m.lines().next().unwrap_or_default().chars().take(200).collect());
-            out.push(TestOutcome { classname: case.classname.clone().unwrap_or_default(), name: case.original_name.clone(), status, message });
+            // A submission cannot make the grader keep more than this.
+            if out.len() < crate::trusted::MAX_CASES {
+                let clip = |s: &str| s.chars().take(300).collect::<String>();
+                out.push(TestOutcome { classname: clip(case.classname.as_deref().unwrap_or_default()), name: clip(&case.original_name), status, message });
+            }
         }
     }
     Ok(out)

@@ -176,6 +176,23 @@ pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human:
         }
     }
 
+    // The platform-wide veto: evidence the submission tampered with sends
+    // the result to the rubric's lowest decision, unless a reviewer has
+    // overridden it with a written reason (a level of 1 or more under the
+    // failure's id; 0 confirms the veto).
+    if findings.iter().any(|f| f.id == crate::tamper::ID) {
+        match human.get(crate::tamper::ID).filter(|h| !h.reason.trim().is_empty()) {
+            Some(h) if h.level > 0 => caps.push(format!("evidence-tampering veto overridden by {}: {}", h.by, h.reason)),
+            _ => {
+                if let Some(lowest) = m.lowest_decision() {
+                    worst = lowest.to_string();
+                    best = lowest.to_string();
+                    caps.push(format!("vetoed to {lowest}: the submission interfered with the grader's evidence (evidence-tampering); a reviewer may override with a reason"));
+                }
+            }
+        }
+    }
+
     let decision = if worst == best && !gate_pending { worst } else { PENDING.to_string() };
     let score = match m.rubric.aggregate {
         Aggregate::Sum => Some(low),

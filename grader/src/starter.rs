@@ -24,17 +24,29 @@ pub fn write_starter(packet: &Packet, seed: &str, out: &Path) -> io::Result<()> 
 fn lay_starter(packet: &Packet, seed: &str, tree: &Path) -> io::Result<()> {
     copy_path(&packet.starter_dir(), tree)?;
     for f in &packet.manifest.packet.seed_files {
-        let path = tree.join(f);
+        let path = crate::packet::safe_join(tree, f)?;
         let text = fs::read_to_string(&path)?;
         fs::write(&path, apply_seed(&text, seed))?;
     }
     let prompt = packet.prompt()?;
-    fs::write(tree.join(&packet.manifest.packet.brief), apply_seed(&prompt, seed))
+    crate::packet::write_file(&crate::packet::safe_join(tree, &packet.manifest.packet.brief)?, apply_seed(&prompt, seed).as_bytes())
 }
 
 /// The pin file shipped in the starter: the environment the platform uses
 /// and the gate's instructions.
 pub const PIN_FILE: &str = "GATEHOUSE_PIN.toml";
+
+/// The files the platform adds to every starter of `m` (the pin file and
+/// the brief). They are not the candidate's: handed back they are set aside
+/// and never graded.
+pub fn platform_files(m: &crate::manifest::Manifest) -> std::collections::BTreeSet<String> {
+    [PIN_FILE.to_string(), m.packet.brief.clone()].into_iter().collect()
+}
+
+/// The environment variable the pin file's `curl` lines read the link
+/// token from; the token itself is never written into a starter (it comes
+/// back inside submissions, which reviewers read and the blob store keeps).
+pub const TOKEN_VAR: &str = "GATEHOUSE_TOKEN";
 
 /// Where a candidate sends witnessed runs and the submission: the platform's
 /// public URL and the assignment's link token (placeholders when unknown).
@@ -122,6 +134,10 @@ pub fn pin_file(packet: &Packet, probe: &EnvProbe, gate: &Gate) -> String {
         out.push_str(&format!("  {},\n", q(&s)));
     }
     out.push_str("]\n");
+    // The token stays out of the file: the lines read it from the shell.
+    let gate = Gate { base_url: gate.base_url.clone(), token: format!("${TOKEN_VAR}") };
+    out.push_str(&format!("# The curl lines read your invite link's token from ${TOKEN_VAR}:\n"));
+    out.push_str(&format!("#   export {TOKEN_VAR}=<the token at the end of your invite link>\n"));
     out.push_str(&format!("zip = {}\n", q(ZIP_TREE)));
     out.push_str(&format!("red = {}\n", q(&gate.curl_red())));
     out.push_str(&format!("green = {}\n", q(&gate.curl_green())));
@@ -154,6 +170,7 @@ mod tests {
             python: Some("3.11.9".into()),
             tools: [("pytest".to_string(), Some("8.3.2".to_string()))].into_iter().collect(),
             stdlib: Default::default(),
+            runner_modules: Default::default(),
         }
     }
 
@@ -192,8 +209,9 @@ mod tests {
         assert_eq!(parsed["gate"]["model_waits_for_red"].as_bool(), Some(true));
         assert_eq!(
             parsed["gate"]["red"].as_str(),
-            Some("curl -fsS -H \"Authorization: Bearer tok123\" -F file=@tree.zip https://gh.example/api/v1/witness/red")
+            Some("curl -fsS -H \"Authorization: Bearer $GATEHOUSE_TOKEN\" -F file=@tree.zip https://gh.example/api/v1/witness/red")
         );
+        assert!(!pin.contains("tok123"), "the link token is never written into the starter: {pin}");
         assert!(parsed["gate"]["submit"].as_str().unwrap().ends_with("/api/v1/submissions"));
         assert_eq!(parsed["gate"]["steps"].as_array().unwrap().len(), 3);
         // A different probe is a different input, hence different bytes.

@@ -65,7 +65,17 @@ impl Grader {
 
         let limits = m.limits.apply(&default_limits());
         let command = m.witness_test().to_string();
-        let report = run_on_copy(self.sandbox(), &workspace, &work.path().join("run"), |_| Ok(()), &command, &limits, Vec::new())?;
+        let ran = run_on_copy(self.sandbox(), &workspace, &work.path().join("run"), |_| Ok(()), &command, &limits, Vec::new())?;
+        let report = ran.report;
+        // Through the trusted runner, a run passes only when the runner
+        // itself says so and its stream agrees with the process.
+        let tampered = match (&ran.runner, ran.plan.runner()) {
+            (Some(r), Some(kind)) => {
+                let signs = r.cross_check(kind, &report, None, None);
+                (!signs.is_empty() || (report.success() && !r.passed())).then(|| signs.join("; "))
+            }
+            _ => None,
+        };
         let exit_code = match report.exit {
             Exit::Code(c) => Some(c),
             Exit::Signal(_) => None,
@@ -83,10 +93,13 @@ impl Grader {
         } else if let Some(hit) = report.limit_hit {
             log.push_str(&format!("\n--- stopped by the sandbox: {hit:?} ---\n"));
         }
+        if let Some(signs) = &tampered {
+            log.push_str(&format!("\n--- the results disagree with themselves; not a pass: {signs} ---\n"));
+        }
         Ok(WitnessOutcome {
             command,
             exit_code,
-            passed: report.success(),
+            passed: report.success() && tampered.is_none(),
             timed_out: report.timed_out,
             log: tail(&log, LOG_LIMIT),
             tree_sha256,

@@ -112,6 +112,8 @@ pub struct SandboxConfig {
     /// Unprivileged uid/gid the command runs as.
     pub uid: u32,
     pub gid: u32,
+    /// TEMPORARY STUB (the sandbox branch implements it).
+    pub tool_dir: Option<PathBuf>,
 }
 
 /// One command to run.
@@ -124,6 +126,8 @@ pub struct RunSpec {
     /// Extra environment (the base environment is fixed and minimal).
     pub env: Vec<(String, String)>,
     pub limits: Limits,
+    /// TEMPORARY STUB.
+    pub channel: bool,
 }
 
 /// How the command ended.
@@ -176,6 +180,10 @@ pub struct RunReport {
     /// were not copied back to the host folder.
     #[serde(default)]
     pub skipped_special_files: u64,
+    #[serde(skip)]
+    pub channel: Vec<u8>,
+    #[serde(skip)]
+    pub channel_truncated: bool,
 }
 
 impl RunReport {
@@ -315,6 +323,7 @@ impl Sandbox {
             workspace: dir.path().to_path_buf(),
             env: Vec::new(),
             limits: Limits { wall: Duration::from_secs(10), ..Limits::default() },
+            channel: false,
         };
         let report = self.run(&spec)?;
         if report.exit != Exit::Code(0) {
@@ -361,7 +370,7 @@ impl Sandbox {
                 path_dirs.push(bin.to_path_buf());
             }
         }
-        SandboxConfig { read_only_binds: binds, path_dirs, uid: 61000, gid: 61000 }
+        SandboxConfig { read_only_binds: binds, path_dirs, uid: 61000, gid: 61000, tool_dir: None }
     }
 
     pub fn features(&self) -> &Features {

@@ -764,6 +764,8 @@ impl Sandbox {
             leftovers,
             leftovers_total: result.as_ref().map_or(0, |r| r.total_left as u64),
             skipped_special_files: skipped,
+            channel: Vec::new(),
+            channel_truncated: false,
         })
     }
 }

@@ -1,0 +1,596 @@
+//! Trusted runners: how the grader runs the commands whose results it
+//! scores, so that files of the submission cannot stand in for the test
+//! runner, and how it reads and cross-checks what the runner reported.
+//!
+//! A packet command of the plain form `python3 -m pytest ARGS`, `python3 -m
+//! unittest ARGS`, `pytest ARGS` or `python3 .gatehouse/SCRIPT.py ARGS`
+//! (plain words, no shell syntax) is not handed to a shell as written: it
+//! runs as `python3 -I /gatehouse/gatehouse_runner.py KIND ARGS`, where
+//! `/gatehouse` is a read-only mount of the grader's own tools
+//! (`harness/gatehouse_runner.py`, `harness/gatehouse_harness.py`, an empty
+//! `pytest.ini`). `-I` keeps the workspace, `PYTHON*` variables and user
+//! site-packages off `sys.path`; the runner appends the workspace at the end
+//! of `sys.path` once pytest and the standard library are loaded. Any other
+//! command is shell text and runs as written; `packet check` lints test
+//! commands that are not in a trusted form.
+//!
+//! The runner streams one JSON record per result to file descriptor 3, a
+//! pipe the sandbox reads from outside (`RunSpec::channel`). Records carry a
+//! per-run nonce the runner erases from its environment before any
+//! candidate code is imported. [`RunnerResult::cross_check`] compares the
+//! stream with the process's exit status, the JUnit file the command names,
+//! and the test ids the packet's hidden tests define; every disagreement is
+//! a sign of tampering, reported as the platform-wide failure
+//! `evidence-tampering`, and the run never counts as a pass.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::{TestOutcome, TestStatus};
+use crate::sandbox::{Exit, RunReport};
+
+/// Where the grader's tools are mounted, read-only, inside every run.
+pub const TOOLS_MOUNT: &str = "/gatehouse";
+
+/// The trusted runner itself.
+pub const RUNNER: &str = include_str!("../harness/gatehouse_runner.py");
+/// The runner's pytest configuration (empty: the submission's ini files
+/// never configure a grading run).
+pub const RUNNER_INI: &str = include_str!("../harness/pytest.ini");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerKind {
+    Pytest,
+    Unittest,
+    Script,
+}
+
+impl RunnerKind {
+    pub fn word(self) -> &'static str {
+        match self {
+            RunnerKind::Pytest => "pytest",
+            RunnerKind::Unittest => "unittest",
+            RunnerKind::Script => "script",
+        }
+    }
+}
+
+/// How a packet command is run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Shell text, run as written.
+    Shell(String),
+    /// Through the trusted runner, after `prelude` (packet shell text that
+    /// prepares the run, such as copying files or applying a diff) when the
+    /// command is `PRELUDE && RUNNER` or ends with a line `RUNNER`.
+    Runner { kind: RunnerKind, args: Vec<String>, prelude: Option<String> },
+}
+
+impl Plan {
+    /// The shell text the sandbox runs.
+    pub fn command(&self) -> String {
+        match self {
+            Plan::Shell(s) => s.clone(),
+            Plan::Runner { kind, args, prelude } => {
+                let mut s = prelude.clone().unwrap_or_default();
+                s.push_str(&format!("python3 -I {TOOLS_MOUNT}/gatehouse_runner.py {}", kind.word()));
+                for a in args {
+                    s.push(' ');
+                    s.push_str(&shell_quote(a));
+                }
+                s
+            }
+        }
+    }
+
+    pub fn runner(&self) -> Option<RunnerKind> {
+        match self {
+            Plan::Runner { kind, .. } => Some(*kind),
+            Plan::Shell(_) => None,
+        }
+    }
+
+    /// Whether the runner runs in the command's own working folder (no
+    /// prelude that could have changed it).
+    pub fn in_workspace(&self) -> bool {
+        matches!(self, Plan::Runner { prelude: None, .. })
+    }
+}
+
+/// Characters that make a command shell text rather than plain words.
+const SHELL_SYNTAX: &[char] = &['|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', ']', '{', '}', '~', '#', '!', '\n', '\r'];
+
+/// Decides how `command` runs: the trusted runner for the plain forms named
+/// in the module documentation (alone, after `PRELUDE &&`, or as the last
+/// line of a multi-line command), the shell otherwise.
+pub fn plan(command: &str) -> Plan {
+    let shell = || Plan::Shell(command.to_string());
+    let trimmed = command.trim_end();
+    // The runner is the last line, or what follows the last `&&`.
+    let (prelude, last) = match trimmed.rfind('\n') {
+        Some(i) => (Some(format!("{}\n", &trimmed[..i])), &trimmed[i + 1..]),
+        None => match trimmed.rfind("&&") {
+            Some(i) => (Some(format!("{} && ", trimmed[..i].trim_end())), trimmed[i + 2..].trim_start()),
+            None => (None, trimmed),
+        },
+    };
+    match plain(last) {
+        Some((kind, args)) => Plan::Runner { kind, args, prelude },
+        None => shell(),
+    }
+}
+
+/// The runner and its arguments when `command` is one plain runner form.
+fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
+    if command.contains(SHELL_SYNTAX) {
+        return None;
+    }
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let is_python = |w: &str| {
+        w == "python3" || w == "python" || w.strip_prefix("python3.").is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+    };
+    let own = |rest: &[&str]| rest.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    match words.as_slice() {
+        [py, "-m", "pytest", rest @ ..] if is_python(py) => Some((RunnerKind::Pytest, own(rest))),
+        [py, "-m", "unittest", rest @ ..] if is_python(py) => Some((RunnerKind::Unittest, own(rest))),
+        ["pytest", rest @ ..] => Some((RunnerKind::Pytest, own(rest))),
+        [py, script, rest @ ..] if is_python(py) && script.starts_with(".gatehouse/") && script.ends_with(".py") => {
+            let mut args = vec![script.to_string()];
+            args.extend(own(rest));
+            Some((RunnerKind::Script, args))
+        }
+        _ => None,
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Writes the tools mounted at [`TOOLS_MOUNT`] into `dir`.
+pub fn write_tools(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (name, text) in [("gatehouse_runner.py", RUNNER), ("pytest.ini", RUNNER_INI), ("gatehouse_harness.py", crate::run::HARNESS)] {
+        std::fs::write(dir.join(name), text)?;
+    }
+    Ok(())
+}
+
+/// A fresh folder of tools for one grader; removed when dropped.
+pub fn tools_dir() -> io::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new().prefix("gatehouse-tools-").tempdir()?;
+    write_tools(dir.path())?;
+    // The run's uid reads and executes; nobody but root writes.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+/// What the trusted runner reported on its channel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunnerResult {
+    pub started: bool,
+    /// The runner's own exit code, from its `end` record.
+    pub end: Option<i32>,
+    /// Test ids collected, when the runner reported its collection.
+    pub collected: Option<Vec<String>>,
+    /// Each finished test, in order, keyed by its id.
+    pub cases: Vec<(String, TestOutcome)>,
+    /// Collection errors (a module that did not import): id and message.
+    pub collect_errors: Vec<(String, String)>,
+    /// Modules skipped at collection.
+    pub collect_skips: Vec<String>,
+    /// Lines on the channel that the runner did not write (wrong nonce,
+    /// not JSON): someone else wrote to the result channel.
+    pub foreign_lines: usize,
+    /// The channel overflowed its cap.
+    pub truncated: bool,
+}
+
+#[derive(Deserialize)]
+struct Record {
+    t: String,
+    nonce: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    classname: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    exit: Option<i32>,
+    #[serde(default)]
+    ids: Option<Vec<String>>,
+}
+
+/// At most this many cases are kept from one run; the rest are counted.
+pub const MAX_CASES: usize = 5000;
+
+impl RunnerResult {
+    /// Parses the channel's bytes; only records carrying `nonce` count.
+    pub fn parse(bytes: &[u8], nonce: &str, truncated: bool) -> RunnerResult {
+        let mut out = RunnerResult { truncated, ..RunnerResult::default() };
+        let text = String::from_utf8_lossy(bytes);
+        for line in text.lines() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let rec: Record = match serde_json::from_str(line) {
+                Ok(r) => r,
+                Err(_) => {
+                    out.foreign_lines += 1;
+                    continue;
+                }
+            };
+            // The runner writes `start` first, once, and nothing after `end`:
+            // anything else came from someone who learned the nonce (a
+            // prelude's process, say).
+            if rec.nonce != nonce || out.end.is_some() || (rec.t == "start") == out.started {
+                out.foreign_lines += 1;
+                continue;
+            }
+            let message = (!rec.message.is_empty()).then(|| rec.message.chars().take(200).collect::<String>());
+            match rec.t.as_str() {
+                "start" => out.started = true,
+                "end" => out.end = Some(rec.exit.unwrap_or(-1)),
+                "collected" => out.collected = rec.ids.map(|mut v| {
+                    v.truncate(MAX_CASES);
+                    v
+                }),
+                "collect-error" => out.collect_errors.push((rec.id, message.unwrap_or_default())),
+                "collect-skip" => out.collect_skips.push(rec.id),
+                "case" => {
+                    let status = match rec.status.as_str() {
+                        "passed" => TestStatus::Passed,
+                        "failed" => TestStatus::Failed,
+                        "skipped" => TestStatus::Skipped,
+                        _ => TestStatus::Error,
+                    };
+                    if out.cases.len() < MAX_CASES {
+                        out.cases.push((rec.id, TestOutcome { classname: rec.classname, name: rec.name, status, message }));
+                    }
+                }
+                _ => out.foreign_lines += 1,
+            }
+        }
+        out
+    }
+
+    /// The runner's verdict: it finished, said 0, and reported no failure.
+    pub fn passed(&self) -> bool {
+        self.end == Some(0)
+            && self.collect_errors.is_empty()
+            && self.cases.iter().all(|(_, c)| matches!(c.status, TestStatus::Passed | TestStatus::Skipped))
+    }
+
+    /// The test outcomes to score: what the runner reported, plus every
+    /// expected test it did not report, as an error saying why.
+    pub fn outcomes(&self, expected: Option<&BTreeSet<String>>, report: &RunReport) -> Vec<TestOutcome> {
+        let mut out: Vec<TestOutcome> = self.cases.iter().map(|(_, c)| c.clone()).collect();
+        if let Some(expected) = expected {
+            let seen: BTreeSet<&str> = self.cases.iter().map(|(id, _)| id.as_str()).collect();
+            let why = if self.end.is_none() {
+                format!("not run: the run ended before the test ({})", report.describe())
+            } else if !self.collect_errors.is_empty() {
+                format!("not run: collection failed ({})", self.collect_errors[0].1)
+            } else {
+                "not run: the runner did not report this test".to_string()
+            };
+            for id in expected.iter().filter(|id| !seen.contains(id.as_str())) {
+                let (classname, name) = split_id(id);
+                out.push(TestOutcome { classname, name, status: TestStatus::Error, message: Some(why.clone()) });
+            }
+        }
+        out
+    }
+
+    /// Every disagreement between the stream, the process and the other
+    /// evidence, as sentences; empty when the run is consistent.
+    pub fn cross_check(&self, kind: RunnerKind, report: &RunReport, junit: Option<&Result<Vec<TestOutcome>, String>>, expected: Option<&BTreeSet<String>>) -> Vec<String> {
+        let mut signs = Vec::new();
+        if self.foreign_lines > 0 {
+            signs.push(format!("{} record(s) on the result channel were not written by the runner (wrong nonce or not a record)", self.foreign_lines));
+        }
+        // The sandbox stopped the run (a cap, a signal): nothing more to
+        // compare; the missing tests count as errors.
+        let stopped = report.timed_out || report.limit_hit.is_some() || matches!(report.exit, Exit::Signal(_));
+        let code = match report.exit {
+            Exit::Code(c) => Some(c),
+            Exit::Signal(_) => None,
+        };
+        if !self.started {
+            if code == Some(0) {
+                signs.push("the command exited 0 but the trusted runner never started".into());
+            }
+            return signs;
+        }
+        match (self.end, code) {
+            (None, Some(0)) if !stopped => signs.push("the process exited 0 before the runner finished (an early exit skipped the rest of the run)".into()),
+            (Some(e), Some(c)) if e != c && !stopped => signs.push(format!("the runner finished with exit status {e} but the process exited with {c}")),
+            _ => {}
+        }
+        if kind == RunnerKind::Script {
+            return signs;
+        }
+        if let Some(0) = self.end {
+            let bad: Vec<&str> = self.cases.iter().filter(|(_, c)| matches!(c.status, TestStatus::Failed | TestStatus::Error)).map(|(id, _)| id.as_str()).collect();
+            if !bad.is_empty() {
+                signs.push(format!("the runner finished with exit status 0 although {} test(s) failed: {}", bad.len(), list(&bad)));
+            }
+            if self.cases.is_empty() && self.collect_errors.is_empty() {
+                signs.push("the runner finished with exit status 0 but ran no test".into());
+            }
+        }
+        if self.end.is_some() {
+            if let Some(Ok(file)) = junit {
+                let stream: BTreeMap<(String, String), TestStatus> = self.cases.iter().map(|(_, c)| ((c.classname.clone(), c.name.clone()), c.status)).collect();
+                let in_file: BTreeMap<(String, String), TestStatus> = file.iter().map(|c| ((c.classname.clone(), c.name.clone()), c.status)).collect();
+                let mut diffs = Vec::new();
+                for (key, st) in &in_file {
+                    match stream.get(key) {
+                        None => diffs.push(format!("{}::{} is {} in the file but was never run", key.0, key.1, st.word())),
+                        Some(s) if s != st => diffs.push(format!("{}::{} is {} in the file but {} in the run", key.0, key.1, st.word(), s.word())),
+                        _ => {}
+                    }
+                }
+                for key in stream.keys().filter(|k| !in_file.contains_key(*k)) {
+                    diffs.push(format!("{}::{} ran but is missing from the file", key.0, key.1));
+                }
+                if !diffs.is_empty() {
+                    let n = diffs.len();
+                    diffs.truncate(5);
+                    signs.push(format!("the result file disagrees with what the runner reported ({n} difference(s)): {}", diffs.join("; ")));
+                }
+            } else if let Some(Err(e)) = junit {
+                signs.push(format!("the result file the runner wrote is gone or unreadable after the run: {e}"));
+            }
+        }
+        if let Some(expected) = expected {
+            let seen: BTreeSet<&str> = self.cases.iter().map(|(id, _)| id.as_str()).collect();
+            let added: Vec<&str> = seen.iter().copied().filter(|id| !expected.contains(*id)).collect();
+            if !added.is_empty() {
+                signs.push(format!("the run reported {} test(s) that the packet's hidden tests do not define: {}", added.len(), list(&added)));
+            }
+            let partial = self.end.is_none() || !self.collect_errors.is_empty() || !self.collect_skips.is_empty() || self.truncated;
+            let missing: Vec<&str> = expected.iter().map(|s| s.as_str()).filter(|id| !seen.contains(id)).collect();
+            if !missing.is_empty() && !partial {
+                signs.push(format!("{} test(s) that the packet's hidden tests define were never reported: {}", missing.len(), list(&missing)));
+            }
+        }
+        signs
+    }
+}
+
+fn list(ids: &[&str]) -> String {
+    let mut s = ids.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+    if ids.len() > 5 {
+        s.push_str(&format!(" and {} more", ids.len() - 5));
+    }
+    s
+}
+
+/// (classname, name) of a pytest node id, as pytest's JUnit report spells
+/// them: `pkg/test_x.py::TestC::test_m[1]` is `pkg.test_x.TestC`, `test_m[1]`.
+pub fn split_id(id: &str) -> (String, String) {
+    let (path, rest) = id.split_once("::").unwrap_or((id, ""));
+    let module = path.strip_suffix(".py").unwrap_or(path).replace('/', ".");
+    match rest.rsplit_once("::") {
+        Some((cls, name)) => (format!("{module}.{}", cls.replace("::", ".")), name.to_string()),
+        None => (module, rest.to_string()),
+    }
+}
+
+/// The test files a pytest command names: its arguments that are not
+/// options, with any `::node` suffix removed.
+pub fn pytest_paths(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip_next = false;
+    for a in args {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        if a.starts_with('-') {
+            // Options that take a separate value.
+            skip_next = matches!(a.as_str(), "-p" | "-k" | "-m" | "-o" | "-c" | "--rootdir" | "--junitxml" | "--junit-xml" | "--basetemp" | "--deselect" | "--ignore");
+            continue;
+        }
+        out.push(a.split("::").next().unwrap_or(a).to_string());
+    }
+    out
+}
+
+/// The JUnit path a pytest command names with `--junitxml`, if any.
+pub fn pytest_junit(args: &[String]) -> Option<String> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        for opt in ["--junitxml", "--junit-xml"] {
+            if a == opt {
+                return it.next().cloned();
+            }
+            if let Some(v) = a.strip_prefix(opt).and_then(|r| r.strip_prefix('=')) {
+                return Some(v.to_string());
+            }
+        }
+    }
+    None
+}
+
+/// A fresh nonce for one run (not part of any receipt).
+pub fn nonce() -> String {
+    let mut bytes = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut bytes);
+    }
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+    crate::packet::sha256_hex(&[&bytes[..], &t.to_le_bytes()[..]].concat())[..32].to_string()
+}
+
+/// The host folder a grader mounts at [`TOOLS_MOUNT`].
+pub fn tools_path(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::LimitHit;
+
+    fn check_plan(cmd: &str, expect: &str) {
+        assert_eq!(plan(cmd).command(), expect, "{cmd}");
+    }
+
+    #[test]
+    fn plain_test_commands_go_through_the_runner() {
+        check_plan(
+            "python3 -m pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
+            "python3 -I /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
+        );
+        check_plan("python3 -m unittest -q test_bucket", "python3 -I /gatehouse/gatehouse_runner.py unittest -q test_bucket");
+        check_plan("pytest tests/test_x.py::test_a", "python3 -I /gatehouse/gatehouse_runner.py pytest tests/test_x.py::test_a");
+        check_plan("python3.11 -m pytest", "python3 -I /gatehouse/gatehouse_runner.py pytest");
+        check_plan("python3 .gatehouse/notes.py --x", "python3 -I /gatehouse/gatehouse_runner.py script .gatehouse/notes.py --x");
+        // A packet's preparation runs first, then the runner.
+        check_plan(
+            "python3 submit_check.py && python3 -m pytest -q test_fetch.py",
+            "python3 submit_check.py && python3 -I /gatehouse/gatehouse_runner.py pytest -q test_fetch.py",
+        );
+        check_plan("set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -m pytest -q t.py\n", "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -I /gatehouse/gatehouse_runner.py pytest -q t.py");
+        assert!(!plan("cp a b && python3 -m pytest").in_workspace());
+        assert!(plan("python3 -m pytest").in_workspace());
+        // Shell text stays shell text.
+        for cmd in [
+            "python3 -m pytest -q && echo done",
+            "cp a b; python3 -m pytest",
+            "python3 -m pytest tests/test_*.py",
+            "FOO=1 python3 -m pytest",
+            "python3 -u -m pytest",
+            "bash replay.sh",
+            "python3 agent.py",
+        ] {
+            assert_eq!(plan(cmd), Plan::Shell(cmd.to_string()), "{cmd}");
+        }
+    }
+
+    fn report(exit: Exit) -> RunReport {
+        // Built from JSON so that fields the sandbox adds later default.
+        let mut r: RunReport = serde_json::from_value(serde_json::json!({
+            "exit": {"kind": "code", "value": 0}, "timed_out": false, "limit_hit": null,
+            "wall": {"secs": 0, "nanos": 0}, "cpu": {"secs": 0, "nanos": 0}, "peak_memory_bytes": 0,
+            "stdout_tail": "", "stderr_tail": "", "stdout_bytes": 0, "stderr_bytes": 0, "leftovers": []
+        }))
+        .unwrap();
+        r.exit = exit;
+        r
+    }
+
+    fn stream(lines: &[&str]) -> Vec<u8> {
+        let mut s = String::new();
+        for l in lines {
+            s.push_str(&l.replace("NONCE", "n1"));
+            s.push('\n');
+        }
+        s.into_bytes()
+    }
+
+    const START: &str = r#"{"t":"start","nonce":"NONCE","runner":"pytest"}"#;
+    const PASS_A: &str = r#"{"t":"case","nonce":"NONCE","id":"t.py::test_a","classname":"t","name":"test_a","status":"passed","message":""}"#;
+    const FAIL_B: &str = r#"{"t":"case","nonce":"NONCE","id":"t.py::test_b","classname":"t","name":"test_b","status":"failed","message":"assert 1 == 2"}"#;
+    const END_1: &str = r#"{"t":"end","nonce":"NONCE","exit":1}"#;
+    const END_0: &str = r#"{"t":"end","nonce":"NONCE","exit":0}"#;
+
+    fn expected() -> BTreeSet<String> {
+        ["t.py::test_a", "t.py::test_b"].iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Parses `lines`, cross-checks against a process `exit`, and returns
+    /// the signs (joined) and whether the runner passed.
+    fn check(lines: &[&str], exit: Exit, junit: Option<Result<Vec<TestOutcome>, String>>, expect: &str) {
+        let r = RunnerResult::parse(&stream(lines), "n1", false);
+        let signs = r.cross_check(RunnerKind::Pytest, &report(exit), junit.as_ref(), Some(&expected())).join(" | ");
+        if expect.is_empty() {
+            assert!(signs.is_empty(), "expected no sign, got: {signs}");
+        } else {
+            assert!(signs.contains(expect), "expected {expect:?} in: {signs}");
+        }
+    }
+
+    fn outcome(name: &str, status: TestStatus) -> TestOutcome {
+        TestOutcome { classname: "t".into(), name: name.into(), status, message: None }
+    }
+
+    #[test]
+    fn honest_runs_are_quiet() {
+        check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(1), None, "");
+        check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(1), Some(Ok(vec![outcome("test_a", TestStatus::Passed), outcome("test_b", TestStatus::Failed)])), "");
+        // A run stopped by a cap is incomplete, not forged.
+        let r = RunnerResult::parse(&stream(&[START, PASS_A]), "n1", false);
+        let mut rep = report(Exit::Signal(9));
+        rep.timed_out = true;
+        rep.limit_hit = Some(LimitHit::Wall);
+        assert!(r.cross_check(RunnerKind::Pytest, &rep, None, Some(&expected())).is_empty());
+        let outcomes = r.outcomes(Some(&expected()), &rep);
+        assert_eq!(outcomes.len(), 2);
+        assert_eq!(outcomes[1].status, TestStatus::Error);
+        assert!(!r.passed());
+        // A module that did not import: the missing tests are errors.
+        let collect_err = r#"{"t":"collect-error","nonce":"NONCE","id":"t.py","message":"ImportError"}"#;
+        check(&[START, collect_err, END_1], Exit::Code(2), None, "the runner finished with exit status 1 but the process exited with 2");
+        check(&[START, collect_err, END_1], Exit::Code(1), None, "");
+    }
+
+    #[test]
+    fn forgeries_are_signs() {
+        // os._exit(0) at import or in atexit: no end record.
+        check(&[START, PASS_A], Exit::Code(0), None, "exited 0 before the runner finished");
+        // The exit status rewritten after the runner finished.
+        check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(0), None, "finished with exit status 1 but the process exited with 0");
+        // A shim that never ran the trusted runner.
+        check(&[], Exit::Code(0), None, "never started");
+        // Records written by someone else.
+        let forged = r#"{"t":"case","nonce":"guess","id":"t.py::test_b","classname":"t","name":"test_b","status":"passed"}"#;
+        check(&[START, PASS_A, forged, FAIL_B, END_1], Exit::Code(1), None, "not written by the runner");
+        check(&[START, PASS_A, FAIL_B, END_1, END_0], Exit::Code(1), None, "not written by the runner");
+        // A prelude that learned the nonce and wrote first: the real runner's
+        // own start comes second.
+        check(&[START, PASS_A, START, PASS_A, FAIL_B, END_1], Exit::Code(1), None, "not written by the runner");
+        check(&[PASS_A, START, PASS_A, FAIL_B, END_1], Exit::Code(1), None, "not written by the runner");
+        // Exit 0 with failures, or with no test at all.
+        check(&[START, PASS_A, FAIL_B, END_0], Exit::Code(0), None, "although 1 test(s) failed");
+        check(&[START, END_0], Exit::Code(0), None, "ran no test");
+        // A result file rewritten after the runner finished.
+        check(
+            &[START, PASS_A, FAIL_B, END_1],
+            Exit::Code(1),
+            Some(Ok(vec![outcome("test_a", TestStatus::Passed), outcome("test_b", TestStatus::Passed)])),
+            "test_b is passed in the file but failed in the run",
+        );
+        check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(1), Some(Err("gone".into())), "gone or unreadable");
+        // Ids the packet does not define, or defined ids never reported.
+        let extra = r#"{"t":"case","nonce":"NONCE","id":"t.py::test_z","classname":"t","name":"test_z","status":"passed"}"#;
+        check(&[START, PASS_A, FAIL_B, extra, END_1], Exit::Code(1), None, "do not define: t.py::test_z");
+        check(&[START, PASS_A, END_0], Exit::Code(0), None, "never reported: t.py::test_b");
+    }
+
+    #[test]
+    fn node_ids_split_like_junit() {
+        assert_eq!(split_id("t.py::test_a"), ("t".into(), "test_a".into()));
+        assert_eq!(split_id("pkg/t.py::TestC::test_m[1]"), ("pkg.t.TestC".into(), "test_m[1]".into()));
+        assert_eq!(pytest_paths(&["-q".into(), "-p".into(), "no:x".into(), "a.py::t".into(), "b.py".into()]), vec!["a.py", "b.py"]);
+        assert_eq!(pytest_junit(&["--junitxml=.g/x.xml".into()]), Some(".g/x.xml".into()));
+        assert_eq!(pytest_junit(&["--junitxml".into(), "y.xml".into()]), Some("y.xml".into()));
+    }
+}
