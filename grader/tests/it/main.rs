@@ -1,6 +1,8 @@
 //! The grader's one integration-test binary.
 
 mod detectors;
+mod forgery;
+mod hostile_packets;
 mod ingest;
 mod mechanisms;
 mod packets;

@@ -201,7 +201,8 @@ emit("demo", "harness ok")
         &grader::sandbox::Limits { wall: std::time::Duration::from_secs(20), ..Default::default() },
         Vec::new(),
     )
-    .unwrap();
+    .unwrap()
+    .report;
     assert!(report.success(), "{report:?}");
     assert_eq!(report.stdout_tail.trim(), r#"{"id": "demo", "evidence": "harness ok", "provenance": "replayed"}"#);
     let measures = std::fs::read_to_string(dir.path().join("run/.gatehouse/measures.jsonl")).unwrap();

@@ -33,7 +33,7 @@ fn small_limits() -> Limits {
 }
 
 fn run_in(dir: &Path, script: &str, limits: Limits) -> RunReport {
-    let spec = RunSpec { script: script.to_string(), workspace: dir.to_path_buf(), env: Vec::new(), limits };
+    let spec = RunSpec { script: script.to_string(), workspace: dir.to_path_buf(), env: Vec::new(), limits, channel: false };
     match sandbox().run(&spec) {
         Ok(r) => r,
         Err(e) => panic!("sandbox error for {script:?}: {e}"),
@@ -329,7 +329,7 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
         };
         handles.push(std::thread::spawn(move || {
             let dir = tempfile::tempdir().expect("tempdir");
-            let spec = RunSpec { script: script.clone(), workspace: dir.path().to_path_buf(), env: Vec::new(), limits };
+            let spec = RunSpec { script: script.clone(), workspace: dir.path().to_path_buf(), env: Vec::new(), limits, channel: false };
             let r = sb.run(&spec);
             (script, is_trivial, r)
         }));

@@ -270,6 +270,16 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
             };
             FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone(), diff: Vec::new(), diff_note: None }
         })
+        // Files the platform put in the starter (the pin file, the brief)
+        // were handed back but set aside: listed, never diffed or graded.
+        .chain(r.submission.platform_files.iter().map(|f| FileChange {
+            path: f.path.clone(),
+            change: "platform".into(),
+            size: f.size,
+            sha256: f.sha256.clone(),
+            diff: Vec::new(),
+            diff_note: None,
+        }))
         .collect();
     CardView {
         decision: card.decision.clone(),
@@ -307,6 +317,10 @@ fn stored_zip(state: &AppState, sha256: &str) -> PathBuf {
 /// Largest file shown as a diff.
 const DIFF_MAX_BYTES: u64 = 256 * 1024;
 
+/// Most diff lines one scorecard shows, over all files: a submission cannot
+/// make a reviewer's page enormous.
+const DIFF_MAX_TOTAL_LINES: usize = 20_000;
+
 /// Fills in the line diff of each added or changed text file, reading the
 /// submission from its stored zip and the starter from the packet version.
 /// Diffs are best effort: a file without one says why.
@@ -316,7 +330,18 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
     let mut files = std::mem::take(&mut view.files);
     files = tokio::task::spawn_blocking(move || {
         let mut archive = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok());
-        for f in files.iter_mut().filter(|f| f.change != "unchanged") {
+        let mut shown = 0usize;
+        let diffable = files.iter().filter(|f| f.change != "unchanged" && f.change != "platform").count();
+        let mut seen = 0usize;
+        for f in files.iter_mut().filter(|f| f.change != "unchanged" && f.change != "platform") {
+            seen += 1;
+            if shown >= DIFF_MAX_TOTAL_LINES {
+                f.diff_note = Some(format!(
+                    "not shown: this page shows at most {DIFF_MAX_TOTAL_LINES} diff lines ({} more file(s) not shown; the receipt lists every file's digest)",
+                    diffable - seen + 1
+                ));
+                continue;
+            }
             if f.size > DIFF_MAX_BYTES {
                 f.diff_note = Some(format!("{} bytes: too large to show as a diff", f.size));
                 continue;
@@ -332,7 +357,16 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
             };
             let old = std::fs::read(starter.join(&f.path)).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
             match export::line_diff(&old, &new, 3) {
-                Some(d) => f.diff = d,
+                Some(mut d) => {
+                    let room = DIFF_MAX_TOTAL_LINES - shown;
+                    if d.len() > room {
+                        let more = d.len() - room;
+                        d.truncate(room);
+                        f.diff_note = Some(format!("{more} more diff line(s) not shown"));
+                    }
+                    shown += d.len();
+                    f.diff = d;
+                }
                 None => f.diff_note = Some("too many lines to diff here".into()),
             }
         }
@@ -351,6 +385,20 @@ fn read_entry(archive: &mut zip::ZipArchive<std::fs::File>, path: &str) -> Optio
     let mut bytes = Vec::new();
     entry.take(DIFF_MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
     (bytes.len() as u64 <= DIFF_MAX_BYTES).then_some(bytes)
+}
+
+/// The reviewer's form for the platform-wide `evidence-tampering` veto.
+fn tamper_override_form(card: &grader::grade::Scorecard) -> HumanForm {
+    HumanForm {
+        criterion: grader::tamper::ID.into(),
+        title: "Evidence tampering: the veto to the lowest decision".into(),
+        mode: "veto".into(),
+        levels: vec![
+            (0, "The veto stands: the submission interfered with the grader's evidence.".into()),
+            (1, "Override the veto: the evidence shows no interference (the reason is kept).".into()),
+        ],
+        current: card.caps.iter().any(|c| c.starts_with("evidence-tampering veto overridden")).then_some(1),
+    }
 }
 
 fn mode_word(m: Mode) -> &'static str {
@@ -426,6 +474,7 @@ async fn scorecard_page(
                 levels: c.levels.iter().enumerate().map(|(i, t)| (i as u32, t.clone())).collect(),
                 current: card.criteria.iter().find(|s| s.id == c.id).and_then(|s| s.level),
             })
+            .chain(card.findings.iter().any(|f| f.id == grader::tamper::ID).then(|| tamper_override_form(card)))
             .collect(),
         None => Vec::new(),
     };
@@ -501,19 +550,29 @@ async fn human_score(
     };
     let manifest = manifest_of(&state, &ctx.version).await?;
     let criterion = form.criterion.trim();
-    let c = manifest
-        .criterion(criterion)
-        .ok_or_else(|| AppError::BadRequest(format!("criterion {criterion:?} is not in the rubric of {}", ctx.assignment.slug)))?;
-    if c.mode == Mode::Auto {
-        return Err(AppError::BadRequest(format!("criterion {criterion:?} is scored automatically; only human and auto-override criteria take a level")));
-    }
+    // The platform-wide veto takes 0 (it stands) or 1 (overridden), and only
+    // on a scorecard that has the finding.
+    let max = if criterion == grader::tamper::ID {
+        if !card.findings.iter().any(|f| f.id == grader::tamper::ID) {
+            return Err(AppError::BadRequest(format!("this scorecard has no {criterion:?} finding to override")));
+        }
+        1
+    } else {
+        let c = manifest
+            .criterion(criterion)
+            .ok_or_else(|| AppError::BadRequest(format!("criterion {criterion:?} is not in the rubric of {}", ctx.assignment.slug)))?;
+        if c.mode == Mode::Auto {
+            return Err(AppError::BadRequest(format!("criterion {criterion:?} is scored automatically; only human and auto-override criteria take a level")));
+        }
+        c.max
+    };
     let level: u32 = form
         .level
         .trim()
         .parse()
-        .map_err(|_| AppError::BadRequest(format!("level {:?} is not a whole number from 0 to {}", form.level, c.max)))?;
-    if level > c.max {
-        return Err(AppError::BadRequest(format!("level {level} is above the maximum {} of criterion {criterion:?}", c.max)));
+        .map_err(|_| AppError::BadRequest(format!("level {:?} is not a whole number from 0 to {max}", form.level)))?;
+    if level > max {
+        return Err(AppError::BadRequest(format!("level {level} is above the maximum {max} of criterion {criterion:?}")));
     }
     let reason = form.reason.trim();
     if reason.is_empty() {

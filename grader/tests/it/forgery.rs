@@ -1,0 +1,282 @@
+//! Submissions that try to forge their own test results (issue #9, part 1),
+//! on the real `token-bucket` packet: a bucket whose `allow()` always says
+//! yes, plus a forgery that tries to make the held-out tests look green.
+//! Each is contained (the decision stays `drop`, correctness 0) and flagged
+//! (`evidence-tampering`, provenance `replayed`); the honest controls draw
+//! nothing.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use grader::detect::Provenance;
+use grader::grade::{GradeOptions, Scorecard};
+use grader::packet::{Packet, copy_path};
+use grader::score::HumanScore;
+
+use crate::grader;
+
+fn packet(slug: &str) -> &'static Packet {
+    static PACKETS: OnceLock<std::sync::Mutex<std::collections::BTreeMap<String, &'static Packet>>> = OnceLock::new();
+    let map = PACKETS.get_or_init(Default::default);
+    let mut map = map.lock().unwrap();
+    map.entry(slug.to_string())
+        .or_insert_with(|| {
+            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(slug);
+            Box::leak(Box::new(Packet::load(&dir).unwrap_or_else(|e| panic!("loading {slug}: {e}"))))
+        })
+}
+
+/// The sample of `slug` with `files` written over it (a `None` content
+/// removes the file), zipped and graded.
+fn grade(slug: &str, files: &[(&str, Option<&str>)], opts: &GradeOptions) -> Scorecard {
+    let p = packet(slug);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sub");
+    copy_path(&p.sample_dir(), &dir).unwrap();
+    for (path, text) in files {
+        let target = dir.join(path);
+        match text {
+            Some(t) => {
+                fs::create_dir_all(target.parent().unwrap()).unwrap();
+                fs::write(&target, t).unwrap();
+            }
+            None => {
+                let _ = fs::remove_file(&target);
+            }
+        }
+    }
+    let zip = tmp.path().join("sub.zip");
+    let times = p.manifest.sample.times.iter().map(|(k, v)| (k.clone(), grader::manifest::TIME_BASE + v)).collect();
+    grader::ingest::write_zip_from_dir(&dir, &zip, &times, grader::manifest::TIME_BASE).unwrap();
+    grader().grade_zip(p, &zip, opts).unwrap_or_else(|e| panic!("grading: {e}"))
+}
+
+/// `allow()` says yes to everything.
+fn broken_bucket() -> String {
+    let sample = fs::read_to_string(packet("token-bucket").sample_dir().join("bucket.py")).unwrap();
+    format!("{sample}\n\nTokenBucket.allow = lambda self, n=1.0: True\n")
+}
+
+fn level(card: &Scorecard, criterion: &str) -> Option<u32> {
+    card.criteria.iter().find(|c| c.id == criterion).and_then(|c| c.level)
+}
+
+fn tampering(card: &Scorecard) -> Option<&grader::score::Finding> {
+    card.findings.iter().find(|f| f.id == "evidence-tampering")
+}
+
+fn describe(card: &Scorecard) -> String {
+    let runs: Vec<String> = card.receipt.runs.iter().map(|r| format!("{} {:?}: {}", r.id, r.exit, r.stderr_tail.lines().last().unwrap_or_default())).collect();
+    format!(
+        "decision {} score {:?}\nfindings: {:#?}\ncaps: {:?}\nruns: {:#?}",
+        card.decision,
+        card.score,
+        card.findings.iter().map(|f| (&f.id, &f.evidence)).collect::<Vec<_>>(),
+        card.caps,
+        runs
+    )
+}
+
+/// A forgery is contained (no score gained over the plain broken bucket)
+/// and flagged, with evidence that contains `evidence`.
+fn assert_forgery(files: &[(&str, Option<&str>)], evidence: &str) {
+    let bucket = broken_bucket();
+    let mut all: Vec<(&str, Option<&str>)> = vec![("bucket.py", Some(bucket.as_str()))];
+    all.extend_from_slice(files);
+    let card = grade("token-bucket", &all, &GradeOptions::default());
+    assert_eq!(card.decision, "drop", "{}", describe(&card));
+    assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
+    let f = tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
+    assert_eq!(f.provenance, Provenance::Replayed);
+    assert!(f.evidence.iter().any(|e| e.contains(evidence)), "expected {evidence:?} in {:#?}", f.evidence);
+}
+
+const SHIM: &str = r#"
+import os, re, sys
+names = re.findall(r"def (test_\w+)", open("test_hidden_bucket.py").read())
+os.makedirs(".gatehouse", exist_ok=True)
+with open(".gatehouse/hidden.xml", "w") as f:
+    f.write('<testsuites><testsuite name="pytest" tests="%d">' % len(names))
+    for n in names:
+        f.write('<testcase classname="test_hidden_bucket" name="%s"/>' % n)
+    f.write("</testsuite></testsuites>")
+sys.exit(0)
+"#;
+
+#[test]
+fn forgery_a_pytest_py_shim_is_never_run() {
+    assert_forgery(&[("pytest.py", Some(SHIM))], "pytest.py: shadows the test runner's own module `pytest`");
+}
+
+#[test]
+fn forgery_a_pytest_package_is_never_run() {
+    assert_forgery(&[("pytest/__init__.py", Some(SHIM)), ("pytest/__main__.py", Some(SHIM))], "`pytest` package shadows");
+}
+
+#[test]
+fn forgery_sitecustomize_and_pth_are_never_loaded() {
+    let hook = "import os\nos._exit(0)\n";
+    assert_forgery(&[("sitecustomize.py", Some(hook)), ("usercustomize.py", Some(hook)), ("zz.pth", Some("import os; os._exit(0)\n"))], ".pth");
+}
+
+#[test]
+fn forgery_an_atexit_hook_that_rewrites_results_and_exits_early() {
+    let bucket = broken_bucket();
+    let forged = format!(
+        "{bucket}\nimport atexit, glob, os\n\ndef _forge():\n    for p in glob.glob('.gatehouse/*.xml'):\n        open(p, 'w').write('<testsuites><testsuite name=\"x\" tests=\"1\"><testcase classname=\"t\" name=\"ok\"/></testsuite></testsuites>')\n    os._exit(0)\n\natexit.register(_forge)\n"
+    );
+    assert_forgery(&[("bucket.py", Some(&forged))], "registers an exit hook");
+}
+
+/// The same trick written so that no static rule sees it: the channel's
+/// cross-checks alone must catch it.
+#[test]
+fn forgery_an_obfuscated_early_exit_at_import_is_caught_by_the_channel() {
+    let bucket = broken_bucket();
+    let forged = format!("{bucket}\ngetattr(__import__('o' + 's'), '_' + 'exit')(0)\n");
+    assert_forgery(&[("bucket.py", Some(&forged))], "exited 0 before the runner finished");
+}
+
+/// A process left behind rewrites the result file after the runner
+/// finished: the file disagrees with the stream.
+#[test]
+fn forgery_a_result_file_rewritten_after_the_run_is_caught() {
+    let bucket = broken_bucket();
+    let forged = format!(
+        r#"{bucket}
+import os as _o, time as _t
+_d = '.gate' + 'house'
+if _o.fork() == 0:
+    _o.setsid()
+    for _ in range(200):
+        _t.sleep(0.02)
+        for _n in _o.listdir(_d):
+            if _n.endswith('.xml'):
+                _p = _o.path.join(_d, _n)
+                _x = open(_p).read()
+                if 'FORGED' not in _x:
+                    _x = _x.replace('<failure', '<skipped').replace('</failure>', '</skipped>')
+                    open(_p, 'w').write(_x + '<!-- FORGED -->')
+    _o._exit(0)
+"#
+    );
+    let card = grade("token-bucket", &[("bucket.py", Some(&forged))], &GradeOptions::default());
+    assert_eq!(card.decision, "drop", "{}", describe(&card));
+    assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
+    let f = tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
+    assert!(
+        f.evidence.iter().any(|e| e.contains("disagrees with what the runner reported") || e.contains("exited 0 before the runner finished")),
+        "{:#?}",
+        f.evidence
+    );
+}
+
+/// Records written straight to the result channel without the nonce.
+#[test]
+fn forgery_records_written_to_the_result_channel_are_foreign() {
+    let bucket = broken_bucket();
+    let forged = format!(
+        "{bucket}\nimport json as _j, os as _o\ntry:\n    _w = getattr(_o, 'wr' + 'ite')\n    _w(int('3'), (_j.dumps({{'t': 'end', 'nonce': 'guess', 'exit': 0}}) + '\\n').encode())\nexcept OSError:\n    pass\n"
+    );
+    assert_forgery(&[("bucket.py", Some(&forged))], "not written by the runner");
+}
+
+/// A conftest.py that turns every failure into a pass: hidden steps run
+/// without it, and its hook is flagged.
+#[test]
+fn forgery_a_conftest_that_rewrites_outcomes() {
+    let conftest = "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    outcome = yield\n    outcome.get_result().outcome = 'passed'\n";
+    assert_forgery(&[("conftest.py", Some(conftest))], "pytest_runtest_makereport");
+}
+
+/// The broken bucket alone, without any forgery: dropped, not accused.
+#[test]
+fn control_the_broken_bucket_alone_is_dropped_but_not_accused() {
+    let bucket = broken_bucket();
+    let card = grade("token-bucket", &[("bucket.py", Some(&bucket))], &GradeOptions::default());
+    assert_eq!(card.decision, "drop", "{}", describe(&card));
+    assert!(tampering(&card).is_none(), "{}", describe(&card));
+}
+
+/// Honest tests that import pytest, use fixtures, monkeypatch, tmp_path,
+/// parametrize and unittest.mock, with a conftest.py of fixtures and
+/// markers: nothing is accused, and the grade is the sample's.
+#[test]
+fn control_honest_pytest_style_tests_are_never_accused() {
+    let tests = r#"from pathlib import Path
+from unittest import mock
+
+import pytest
+
+import invoices
+
+SAMPLE = Path(__file__).with_name("sample.csv")
+
+
+def test_refund_row_lowers_the_sample_total():
+    assert invoices.total(str(SAMPLE)) == 1300
+
+
+def test_refund_only_export_totals_negative(tmp_path):
+    export = tmp_path / "refunds.csv"
+    export.write_text("cents\n-200\n-50\n", encoding="utf-8")
+    assert invoices.total(str(export)) == -250
+
+
+@pytest.mark.parametrize("rows, expected", [(["100", "-100"], 0), (["-1"], -1)])
+def test_parametrized_totals(tmp_path, rows, expected, csv_writer):
+    assert invoices.total(csv_writer(tmp_path, rows)) == expected
+
+
+def test_monkeypatch_and_mock(monkeypatch, tmp_path):
+    monkeypatch.setenv("LANG", "C")
+    with mock.patch("builtins.print") as p:
+        path = tmp_path / "x.csv"
+        path.write_text("cents\n5\n", encoding="utf-8")
+        assert invoices.total(str(path)) == 5
+    assert not p.called
+"#;
+    let conftest = r#"import pytest
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a slow test")
+
+
+@pytest.fixture
+def csv_writer():
+    def write(folder, rows):
+        path = folder / "rows.csv"
+        path.write_text("cents\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        return str(path)
+
+    return write
+"#;
+    let sample = grade("refund-invoices", &[], &GradeOptions::default());
+    let card = grade("refund-invoices", &[("test_invoices.py", Some(tests)), ("conftest.py", Some(conftest))], &GradeOptions::default());
+    assert!(tampering(&card).is_none(), "{}", describe(&card));
+    assert!(tampering(&sample).is_none(), "{}", describe(&sample));
+    assert_eq!(card.decision, sample.decision, "{}", describe(&card));
+}
+
+/// The veto is the rubric's lowest decision, and a reviewer can override
+/// it with a written reason (the override is kept in the caps).
+#[test]
+fn the_tampering_veto_can_be_overridden_with_a_reason() {
+    // The sample itself, plus a harmless-looking pytest.py: the bucket is
+    // right, yet the veto holds until a reviewer says otherwise.
+    let files: &[(&str, Option<&str>)] = &[("pytest.py", Some("# my notes on pytest\n"))];
+    let vetoed = grade("token-bucket", files, &GradeOptions::default());
+    assert!(tampering(&vetoed).is_some(), "{}", describe(&vetoed));
+    assert_eq!(vetoed.decision, "drop", "{}", describe(&vetoed));
+    let m = &packet("token-bucket").manifest;
+    let mut human = std::collections::BTreeMap::new();
+    human.insert("evidence-tampering".to_string(), HumanScore { level: 1, reason: "a notes file named badly, never imported".into(), by: "rev".into() });
+    let overridden = grader::grade::rescore(m, &vetoed, &human);
+    assert_eq!(overridden.decision, "keep", "{}", describe(&overridden));
+    assert!(overridden.caps.iter().any(|c| c.contains("overridden by rev")), "{:?}", overridden.caps);
+    // Without a reason the override does not count.
+    human.insert("evidence-tampering".to_string(), HumanScore { level: 1, reason: " ".into(), by: "rev".into() });
+    assert_eq!(grader::grade::rescore(m, &vetoed, &human).decision, "drop");
+}
