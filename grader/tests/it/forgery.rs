@@ -280,3 +280,32 @@ fn the_tampering_veto_can_be_overridden_with_a_reason() {
     human.insert("evidence-tampering".to_string(), HumanScore { level: 1, reason: " ".into(), by: "rev".into() });
     assert_eq!(grader::grade::rescore(m, &vetoed, &human).decision, "drop");
 }
+
+/// A submission that loops forever costs the grading budget, not every
+/// command's wall limit in turn: what the budget left out is listed, the
+/// failures it would have judged stay unevaluated, and the decision is
+/// pending, never a pass.
+#[test]
+fn a_submission_that_loops_forever_is_graded_within_its_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("token-bucket");
+    copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket"), &dir).unwrap();
+    let manifest = fs::read_to_string(dir.join("packet.toml")).unwrap();
+    fs::write(dir.join("packet.toml"), manifest.replacen("[limits]\n", "[limits]\ngrading_secs = 12\n", 1)).unwrap();
+    let p = Packet::load(&dir).unwrap();
+    let sub = tmp.path().join("sub");
+    copy_path(&p.sample_dir(), &sub).unwrap();
+    fs::write(sub.join("bucket.py"), "while True:\n    pass\n").unwrap();
+    let zip = tmp.path().join("sub.zip");
+    grader::ingest::write_zip_from_dir(&sub, &zip, &Default::default(), grader::manifest::TIME_BASE).unwrap();
+    let started = std::time::Instant::now();
+    let card = grader().grade_zip(&p, &zip, &GradeOptions::default()).unwrap();
+    let took = started.elapsed();
+    // The calibration (grading the sample once) is included in `took`.
+    assert!(took < std::time::Duration::from_secs(45), "took {took:?}");
+    assert_eq!(card.receipt.timings.budget_secs, 12);
+    assert!(!card.skipped.is_empty(), "{}", describe(&card));
+    assert!(card.skipped.iter().all(|s| s.reason.contains("grading budget of 12 s")), "{:?}", card.skipped);
+    assert_eq!(card.decision, "pending", "{}", describe(&card));
+    assert_eq!(card.skipped, card.receipt.skipped);
+}

@@ -282,7 +282,10 @@ async fn the_starter_carries_the_pin_file_with_the_probed_python() {
     assert_eq!(pin["environment"]["pinned"]["python"].as_str(), Some("3.11"));
     assert_eq!(pin["gate"]["model_waits_for_red"].as_bool(), Some(true));
     let red = pin["gate"]["red"].as_str().unwrap();
-    assert_eq!(red, format!("curl -fsS -H \"Authorization: Bearer {}\" -F file=@tree.zip {}/api/v1/witness/red", invited.token, app.base));
+    // The link token never goes into the starter (it comes back inside
+    // every submission): the curl lines read it from the shell.
+    assert_eq!(red, format!("curl -fsS -H \"Authorization: Bearer $GATEHOUSE_TOKEN\" -F file=@tree.zip {}/api/v1/witness/red", app.base));
+    assert!(!pin.to_string().contains(&invited.token), "the pin file carries the link token");
 }
 
 #[tokio::test]
