@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{Evidence, script_key};
-use crate::ingest::{IngestError, IngestLimits, Ingested, IngestedFile, ingest};
+use crate::ingest::{IngestError, IngestLimits, IngestOptions, Ingested, IngestedFile, Normalised, ingest_with};
 use crate::manifest::{Detector, Lay, Mode, TIME_BASE};
 use crate::packet::{Packet, copy_path, list_files, tree_digest};
 use crate::run::{MutantResult, MutationOutcome, RunError, RunRecord, StepOutcome, TestOutcome, parse_script_output, read_junit, run_on_copy, step_env};
@@ -40,6 +40,13 @@ impl From<RunError> for GradeError {
             RunError::Io(m) => GradeError::Io(m),
         }
     }
+}
+
+/// What ingestion must know of `packet`'s workspace: the top-level names of
+/// its starter and sample, so that a submission of only `taxlib/` is not
+/// mistaken for a folder zipped around the workspace.
+pub fn ingest_options(packet: &Packet) -> Result<IngestOptions, GradeError> {
+    IngestOptions::for_workspace(&[packet.starter_dir(), packet.sample_dir()]).map_err(io("listing the starter and sample"))
 }
 
 fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> GradeError {
@@ -113,6 +120,10 @@ pub struct SubmissionRef {
     /// Digest of the assembled workspace (starter overlaid by the submission).
     pub workspace_digest: String,
     pub files: Vec<IngestedFile>,
+    /// What ingestion normalised (a top folder unwrapped, OS metadata left
+    /// out, `\` separators read as `/`); absent when nothing was.
+    #[serde(default, skip_serializing_if = "Normalised::is_empty")]
+    pub normalised: Normalised,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -322,7 +333,7 @@ impl Grader {
     /// Grades the submission archive `zip` against `packet`.
     pub fn grade_zip(&self, packet: &Packet, zip: &Path, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
         let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
-        let ingested = ingest(zip, &work.path().join("submission"), &self.ingest_limits)?;
+        let ingested = ingest_with(zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
         self.grade_ingested(packet, &ingested, work.path(), opts)
     }
 
@@ -333,7 +344,7 @@ impl Grader {
         let zip = work.path().join("submission.zip");
         let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
         crate::ingest::write_zip_from_dir(overlay, &zip, &absolute, TIME_BASE).map_err(io(format!("zipping {}", overlay.display())))?;
-        let ingested = ingest(&zip, &work.path().join("submission"), &self.ingest_limits)?;
+        let ingested = ingest_with(&zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
         self.grade_ingested(packet, &ingested, work.path(), opts)
     }
 
@@ -532,6 +543,7 @@ impl Grader {
                 archive_sha256: ingested.archive_sha256.clone(),
                 workspace_digest: tree_digest(&workspace_tree),
                 files: ingested.files.clone(),
+                normalised: ingested.normalised.clone(),
             },
             environment: environment.clone(),
             sandbox: self.sandbox.features().clone(),
@@ -792,7 +804,7 @@ detect = { kind = "missing", paths = ["z"] }
         let receipt = Receipt {
             receipt_version: 1,
             packet: packet.clone(),
-            submission: SubmissionRef { archive_sha256: "a".into(), workspace_digest: "w".into(), files: vec![] },
+            submission: SubmissionRef { archive_sha256: "a".into(), workspace_digest: "w".into(), files: vec![], normalised: Normalised::default() },
             environment: environment.clone(),
             sandbox: Features {
                 pid_namespace: true,

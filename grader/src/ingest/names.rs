@@ -50,6 +50,8 @@ pub(super) struct CheckedName {
     pub path: String,
     /// Whether the name ended with `/`, which marks a directory.
     pub trailing_slash: bool,
+    /// Whether the archive wrote `\` as the separator (converted to `/`).
+    pub backslashes: bool,
 }
 
 /// Applies every path rule to a decoded name, in an order that reports the
@@ -59,22 +61,27 @@ pub(super) fn check_name(
     max_path_bytes: usize,
     max_path_depth: usize,
 ) -> Result<CheckedName, IngestError> {
-    let entry = || format!("{name:?}");
+    // Windows PowerShell 5.1's `Compress-Archive` writes `\` between the
+    // components of nested entries. Like Info-ZIP's unzip, read it as `/`,
+    // then hold the converted name to every rule below, so that `..\..\x`,
+    // `\x` and `C:\x` are still refused.
+    let converted: Cow<'_, str> = if name.contains('\\') { Cow::Owned(name.replace('\\', "/")) } else { Cow::Borrowed(name) };
+    let backslashes = matches!(converted, Cow::Owned(_));
+    let name_raw = name;
+    let name: &str = &converted;
+    let entry = || format!("{name_raw:?}");
     if name.len() > max_path_bytes {
         return Err(IngestError::PathTooLong { entry: entry(), bytes: name.len(), limit: max_path_bytes });
     }
     if name.chars().any(char::is_control) {
         return Err(IngestError::ControlCharacter { entry: entry() });
     }
-    if name.starts_with('/') || name.starts_with('\\') {
+    if name.starts_with('/') {
         return Err(IngestError::AbsolutePath { entry: entry() });
     }
     let bytes = name.as_bytes();
     if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
         return Err(IngestError::DriveLetter { entry: entry() });
-    }
-    if name.contains('\\') {
-        return Err(IngestError::Backslash { entry: entry() });
     }
     let trailing_slash = name.ends_with('/');
     let body = name.strip_suffix('/').unwrap_or(name);
@@ -89,7 +96,7 @@ pub(super) fn check_name(
     if depth > max_path_depth {
         return Err(IngestError::PathTooDeep { entry: entry(), depth, limit: max_path_depth });
     }
-    Ok(CheckedName { path: body.to_owned(), trailing_slash })
+    Ok(CheckedName { path: body.to_owned(), trailing_slash, backslashes })
 }
 
 /// The key under which two names count as the same file: Unicode lowercase,
