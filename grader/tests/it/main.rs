@@ -1,6 +1,7 @@
 //! The grader's one integration-test binary.
 
 mod detectors;
+mod fuzz;
 mod ingest;
 mod mechanisms;
 mod packets;
