@@ -20,7 +20,6 @@
 mod directory;
 mod names;
 mod nesting;
-mod unicode_tables;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
