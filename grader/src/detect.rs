@@ -661,7 +661,10 @@ pub fn parse_time(s: &str) -> Option<i64> {
     if let Ok(n) = s.parse::<f64>() {
         return Some(n.floor() as i64);
     }
-    let re = Regex::new(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(Z|[+-]\d{2}:?\d{2})?$").expect("static regex");
+    // ASCII digits only: `\d` also matches other scripts' digits, which
+    // `parse` refuses and the offset slicing below would panic on.
+    let re = Regex::new(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?(Z|[+-][0-9]{2}:?[0-9]{2})?$")
+        .expect("static regex");
     let c = re.captures(s)?;
     let n = |i: usize| c[i].parse::<i64>().ok();
     let days = days_from_civil(n(1)?, n(2)?, n(3)?);
@@ -833,7 +836,7 @@ type Row = serde_json::Map<String, serde_json::Value>;
 
 /// Parses a JSONL ledger; returns the rows that are objects and a message
 /// for every line that is not a valid row.
-fn parse_ledger(text: &str, required: &[String], schema: &BTreeMap<String, crate::manifest::FieldType>) -> (Vec<Row>, Vec<String>) {
+pub fn parse_ledger(text: &str, required: &[String], schema: &BTreeMap<String, crate::manifest::FieldType>) -> (Vec<Row>, Vec<String>) {
     let mut rows = Vec::new();
     let mut bad = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -920,6 +923,10 @@ mod tests {
         assert_eq!(parse_time("2026-01-05T10:00:00+01:00"), Some(1_767_603_600));
         assert_eq!(parse_time("2026-01-05 09:00:00.123"), Some(1_767_603_600));
         assert_eq!(parse_time("yesterday"), None);
+        // Found by tests/it/fuzz.rs: digits of another script in the offset
+        // panicked (a candidate's ledger or log reaches this).
+        assert_eq!(parse_time("2026-01-05T09:00:00+\u{660}\u{661}:00"), None);
+        assert_eq!(parse_time("\u{660}026-01-05T09:00:00Z"), None);
         assert_eq!(format_time(1_767_603_600), "2026-01-05T09:00:00Z");
         assert_eq!(format_time(0), "1970-01-01T00:00:00Z");
     }

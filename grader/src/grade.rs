@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{Evidence, script_key};
-use crate::ingest::{IngestError, IngestLimits, Ingested, IngestedFile, ingest};
+use crate::ingest::{IngestError, IngestLimits, IngestOptions, Ingested, IngestedFile, Normalised, ingest_with};
 use crate::manifest::{Detector, Lay, Mode, TIME_BASE};
 use crate::packet::{Packet, copy_path, list_files, tree_digest};
 use crate::run::{MutantResult, MutationOutcome, RunError, RunRecord, StepOutcome, TestOutcome, parse_script_output, read_junit, run_on_copy, step_env};
@@ -41,6 +41,13 @@ impl From<RunError> for GradeError {
             RunError::Io(m) => GradeError::Io(m),
         }
     }
+}
+
+/// What ingestion must know of `packet`'s workspace: the top-level names of
+/// its starter and sample, so that a submission of only `taxlib/` is not
+/// mistaken for a folder zipped around the workspace.
+pub fn ingest_options(packet: &Packet) -> Result<IngestOptions, GradeError> {
+    IngestOptions::for_workspace(&[packet.starter_dir(), packet.sample_dir()]).map_err(io("listing the starter and sample"))
 }
 
 fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> GradeError {
@@ -137,6 +144,10 @@ pub struct SubmissionRef {
     /// brief) that the submission handed back: set aside, never graded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub platform_files: Vec<IngestedFile>,
+    /// What ingestion normalised (a top folder unwrapped, OS metadata left
+    /// out, `\` separators read as `/`); absent when nothing was.
+    #[serde(default, skip_serializing_if = "Normalised::is_empty")]
+    pub normalised: Normalised,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -384,7 +395,7 @@ impl Grader {
     /// Grades the submission archive `zip` against `packet`.
     pub fn grade_zip(&self, packet: &Packet, zip: &Path, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
         let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
-        let ingested = ingest(zip, &work.path().join("submission"), &self.ingest_limits)?;
+        let ingested = ingest_with(zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
         let calibration = self.calibration(packet);
         Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
     }
@@ -409,7 +420,7 @@ impl Grader {
             let zip = work.path().join("sample.zip");
             let absolute: BTreeMap<String, i64> = packet.manifest.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
             crate::ingest::write_zip_from_dir(&packet.sample_dir(), &zip, &absolute, TIME_BASE).map_err(io("zipping the sample"))?;
-            let ingested = ingest(&zip, &work.path().join("submission"), &self.ingest_limits)?;
+            let ingested = ingest_with(&zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
             let started = Instant::now();
             let (_, collected) = self.grade_ingested(packet, &ingested, work.path(), &GradeOptions::default(), None)?;
             let expected = collected.into_iter().filter(|(_, ids)| !ids.is_empty()).map(|(step, ids)| (step, ids.into_iter().collect())).collect();
@@ -444,7 +455,7 @@ impl Grader {
         let zip = work.path().join("submission.zip");
         let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
         crate::ingest::write_zip_from_dir(overlay, &zip, &absolute, TIME_BASE).map_err(io(format!("zipping {}", overlay.display())))?;
-        let ingested = ingest(&zip, &work.path().join("submission"), &self.ingest_limits)?;
+        let ingested = ingest_with(&zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
         let calibration = self.calibration(packet);
         Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
     }
@@ -780,6 +791,7 @@ impl Grader {
                 workspace_digest: tree_digest(&workspace_tree),
                 files: ingested.files.iter().filter(|f| !platform.contains(&f.path)).cloned().collect(),
                 platform_files,
+                normalised: ingested.normalised.clone(),
             },
             environment: environment.clone(),
             sandbox: self.sandbox.features().clone(),
@@ -1078,7 +1090,7 @@ detect = { kind = "missing", paths = ["z"] }
         let receipt = Receipt {
             receipt_version: 1,
             packet: packet.clone(),
-            submission: SubmissionRef { archive_sha256: "a".into(), workspace_digest: "w".into(), files: vec![], platform_files: vec![] },
+            submission: SubmissionRef { archive_sha256: "a".into(), workspace_digest: "w".into(), files: vec![], platform_files: vec![], normalised: Normalised::default() },
             environment: environment.clone(),
             sandbox: Features {
                 pid_namespace: true,

@@ -423,7 +423,10 @@ pub fn apply_diff(original: &str, diff: &str) -> Result<String, String> {
         i += 1;
         while i < lines.len() && !lines[i].starts_with("@@") && !lines[i].starts_with("--- ") {
             let line = lines[i];
-            let (kind, text) = line.split_at(line.len().min(1));
+            // The first character, not byte: a line the parser lets through
+            // between hunks (`\u{3000}` is blank to `trim`) may start with a
+            // multi-byte one.
+            let (kind, text) = line.split_at(line.chars().next().map_or(0, char::len_utf8));
             match kind {
                 " " | "-" => {
                     let have = old.get(at).map(|l| l.trim_end_matches('\n')).ok_or("the diff runs past the end of the file")?;
@@ -488,6 +491,13 @@ mod tests {
         check(SRC, "just prose\n", Err("not part of a unified diff"));
         let past = "--- a/t.py\n+++ b/t.py\n@@ -9 +9 @@\n-x\n+y\n";
         check(SRC, past, Err("past the end"));
+    }
+
+    #[test]
+    fn a_multibyte_line_between_hunks_is_not_a_crash() {
+        // Found by tests/it/fuzz.rs: this panicked slicing inside `\u{3000}`.
+        check("\n", "--- a/a\n+++ b/a\n@@ -1,0 +1,0 @@\n\u{3000}", Ok("\n"));
+        check("x\n", "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+\u{e9}\n\u{a0}\u{2003}\n", Ok("\u{e9}\n"));
     }
 
     #[test]

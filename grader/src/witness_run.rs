@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::grade::{EnvReport, GradeError, Grader, default_limits, env_report};
-use crate::ingest::ingest;
+use crate::ingest::ingest_with;
 use crate::packet::{Packet, copy_path, list_files, tree_digest};
 use crate::run::run_on_copy;
 use crate::sandbox::Exit;
@@ -49,7 +49,7 @@ impl Grader {
         let io = |what: &'static str| move |e: std::io::Error| GradeError::Io(format!("{what}: {e}"));
         let m = &packet.manifest;
         let work = tempfile::Builder::new().prefix("gatehouse-witness-").tempdir().map_err(io("creating a work folder"))?;
-        let ingested = ingest(tree_zip, &work.path().join("submission"), &self.ingest_limits)?;
+        let ingested = ingest_with(tree_zip, &work.path().join("submission"), &self.ingest_limits, &crate::grade::ingest_options(packet)?)?;
 
         // Assemble as grading does: the starter, overlaid by the upload,
         // whose `.gatehouse/` folder is never taken.

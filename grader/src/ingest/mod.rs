@@ -9,13 +9,19 @@
 //!   nothing else was ever written.
 //! - Each refusal is its own `IngestError` variant with a message that names
 //!   the entry and the rule.
+//! - Ingestion normalises the ways people zip a folder, once, for every
+//!   packet, and records what it did in `Ingested::normalised`: `\`
+//!   separators (PowerShell 5.1) are read as `/` before any path rule; OS
+//!   metadata (`__MACOSX/`, AppleDouble `._*`, `.DS_Store`, `Thumbs.db`,
+//!   `desktop.ini`) is dropped, never extracted; and a single top-level
+//!   folder with nothing beside it is unwrapped, one level, unless its name
+//!   is one the workspace itself has (`IngestOptions::workspace_names`).
 
 mod directory;
 mod names;
 mod nesting;
-mod unicode_tables;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
@@ -78,6 +84,102 @@ pub struct Ingested {
     /// Files in path order (directories are not listed).
     pub files: Vec<IngestedFile>,
     pub total_bytes: u64,
+    /// What ingestion normalised (nothing, for a flat zip made on Linux).
+    #[serde(default, skip_serializing_if = "Normalised::is_empty")]
+    pub normalised: Normalised,
+}
+
+/// How many names each list of [`Normalised`] keeps; the rest are counted.
+pub const NORMALISED_LISTED: usize = 50;
+
+/// What ingestion changed about how the archive was laid out, so that the
+/// receipt and the scorecard can say so. None of it is graded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Normalised {
+    /// The single top-level folder whose contents became the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwrapped: Option<String>,
+    /// OS metadata files left out (paths as in the archive, `/`-separated),
+    /// at most [`NORMALISED_LISTED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+    /// How many dropped files are not listed in `dropped`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_unlisted: usize,
+    /// Entries whose names used `\` as the separator, as the archive spells
+    /// them, at most [`NORMALISED_LISTED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backslashes: Vec<String>,
+    /// How many such entries are not listed in `backslashes`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backslashes_unlisted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Normalised {
+    pub fn is_empty(&self) -> bool {
+        self == &Normalised::default()
+    }
+
+    /// One sentence per normalisation, for a scorecard or a receipt view.
+    pub fn summary(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let more = |n: usize| if n == 0 { String::new() } else { format!(" and {n} more") };
+        if !self.backslashes.is_empty() {
+            let count = self.backslashes.len() + self.backslashes_unlisted;
+            out.push(format!(
+                "{count} entr{} used `\\` as the folder separator (as Windows PowerShell 5.1 writes); read as `/`: {}{}",
+                if count == 1 { "y" } else { "ies" },
+                self.backslashes.join(", "),
+                more(self.backslashes_unlisted)
+            ));
+        }
+        if let Some(folder) = &self.unwrapped {
+            out.push(format!("everything sat in the single folder `{folder}/`; its contents were taken as the submission's root"));
+        }
+        if !self.dropped.is_empty() {
+            out.push(format!(
+                "operating-system metadata left out, not graded: {}{}",
+                self.dropped.join(", "),
+                more(self.dropped_unlisted)
+            ));
+        }
+        out
+    }
+}
+
+/// What ingestion knows about the workspace the archive will be laid over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestOptions {
+    /// Top-level names the workspace itself has (a packet's starter and its
+    /// expected files). A single top-level folder with one of these names
+    /// (compared ignoring case) is part of the workspace and is kept.
+    pub workspace_names: BTreeSet<String>,
+}
+
+impl IngestOptions {
+    /// Options whose `workspace_names` are the top-level entries of each of
+    /// `dirs` (a folder that does not exist adds nothing). Names are only
+    /// read, never followed.
+    pub fn for_workspace(dirs: &[PathBuf]) -> io::Result<IngestOptions> {
+        let mut workspace_names = BTreeSet::new();
+        for dir in dirs {
+            let entries = match std::fs::read_dir(dir) {
+                Ok(entries) => entries,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            for entry in entries {
+                if let Some(name) = entry?.file_name().to_str() {
+                    workspace_names.insert(name.to_owned());
+                }
+            }
+        }
+        Ok(IngestOptions { workspace_names })
+    }
 }
 
 
@@ -99,8 +201,6 @@ pub enum IngestError {
     AbsolutePath { entry: String },
     #[error("entry {entry} starts with a Windows drive letter")]
     DriveLetter { entry: String },
-    #[error("entry {entry} uses a backslash, which is not a zip path separator")]
-    Backslash { entry: String },
     #[error("entry {entry} has an empty or `.` path component")]
     EmptyComponent { entry: String },
     #[error("entry {entry} has a NUL or control character in its name")]
@@ -166,6 +266,10 @@ struct Planned {
     executable: bool,
     compressed_size: u64,
     mtime: Option<i64>,
+    /// OS metadata, checked like every entry but never extracted.
+    metadata: bool,
+    /// The name as the archive spells it, when that used `\` separators.
+    backslashes: Option<String>,
 }
 
 /// Removes the destination on drop unless ingestion succeeded.
@@ -183,8 +287,15 @@ impl Drop for DestGuard<'_> {
 }
 
 /// Extracts the zip at `zip_path` into `dest`, which must not exist, enforcing
-/// every rule in `limits`. On any error `dest` is removed again.
+/// every rule in `limits`. On any error `dest` is removed again. Knows no
+/// workspace names: any single top-level folder is unwrapped (see
+/// [`ingest_with`]).
 pub fn ingest(zip_path: &Path, dest: &Path, limits: &IngestLimits) -> Result<Ingested, IngestError> {
+    ingest_with(zip_path, dest, limits, &IngestOptions::default())
+}
+
+/// [`ingest`], normalising with what `options` knows about the workspace.
+pub fn ingest_with(zip_path: &Path, dest: &Path, limits: &IngestLimits, options: &IngestOptions) -> Result<Ingested, IngestError> {
     let dest_display = dest.display().to_string();
     if std::fs::symlink_metadata(dest).is_ok() {
         return Err(IngestError::DestinationExists { path: dest_display });
@@ -209,7 +320,7 @@ pub fn ingest(zip_path: &Path, dest: &Path, limits: &IngestLimits) -> Result<Ing
     };
 
     let result = (|| {
-        let plan = plan_entries(&file, file_len, limits)?;
+        let (plan, total_entries, normalised) = plan_entries(&file, file_len, limits, options)?;
         match std::fs::DirBuilder::new().mode(0o755).create(dest) {
             Ok(()) => {}
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
@@ -218,7 +329,8 @@ pub fn ingest(zip_path: &Path, dest: &Path, limits: &IngestLimits) -> Result<Ing
             Err(err) => return Err(IngestError::Io { path: dest_display.clone(), source: err }),
         }
         let mut guard = DestGuard { dest, keep: false };
-        let ingested = extract(&file, file_len, plan, dest, limits)?;
+        let mut ingested = extract(&file, file_len, plan, total_entries, dest, limits)?;
+        ingested.normalised = normalised;
         guard.keep = true;
         Ok(ingested)
     })();
@@ -258,7 +370,12 @@ fn hash_whole_file(mut file: File, stop: &AtomicBool) -> io::Result<String> {
 
 /// The metadata pass: entry count, names, types, encryption, collisions and
 /// layout, all before a byte is decompressed.
-fn plan_entries(file: &File, file_len: u64, limits: &IngestLimits) -> Result<Vec<Planned>, IngestError> {
+fn plan_entries(
+    file: &File,
+    file_len: u64,
+    limits: &IngestLimits,
+    options: &IngestOptions,
+) -> Result<(Vec<Planned>, usize, Normalised), IngestError> {
     let end = directory::read_end_record(file, file_len)?;
     if end.entries > limits.max_entries as u64 {
         return Err(IngestError::TooManyEntries { count: end.entries, limit: limits.max_entries });
@@ -272,8 +389,6 @@ fn plan_entries(file: &File, file_len: u64, limits: &IngestLimits) -> Result<Vec
 
     let mut planned = Vec::with_capacity(end.entries as usize);
     let mut raws = Vec::with_capacity(end.entries as usize);
-    // Every path and every ancestor directory, keyed for collisions.
-    let mut seen: HashMap<String, Seen> = HashMap::with_capacity(end.entries as usize * 2);
     directory::read_central_directory(file, &end, limits.max_path_bytes, |raw| {
         let index = raws.len();
         let utf8_flag = raw.flags & (1 << 11) != 0;
@@ -309,11 +424,11 @@ fn plan_entries(file: &File, file_len: u64, limits: &IngestLimits) -> Result<Vec
             return Err(IngestError::UnsupportedCompression { entry: display, method: raw.method });
         }
 
-        register_path(&mut seen, &checked.path, &display, is_dir)?;
-
         let mtime = raw.extended_mtime.or_else(|| directory::dos_to_unix(raw.dos_date, raw.dos_time));
         planned.push(Planned {
             index,
+            metadata: is_os_metadata(&checked.path, is_dir),
+            backslashes: checked.backslashes.then(|| name.clone()),
             path: checked.path,
             display,
             is_dir,
@@ -326,7 +441,82 @@ fn plan_entries(file: &File, file_len: u64, limits: &IngestLimits) -> Result<Vec
     })?;
 
     check_layout(file, &end, &raws, &planned)?;
-    Ok(planned)
+    let total_entries = planned.len();
+
+    let mut normalised = Normalised::default();
+    for name in planned.iter().filter_map(|p| p.backslashes.as_ref()) {
+        if normalised.backslashes.len() < NORMALISED_LISTED {
+            normalised.backslashes.push(name.clone());
+        } else {
+            normalised.backslashes_unlisted += 1;
+        }
+    }
+    let (metadata, mut kept): (Vec<Planned>, Vec<Planned>) = planned.into_iter().partition(|p| p.metadata);
+    for entry in metadata.iter().filter(|p| !p.is_dir) {
+        if normalised.dropped.len() < NORMALISED_LISTED {
+            normalised.dropped.push(entry.path.clone());
+        } else {
+            normalised.dropped_unlisted += 1;
+        }
+    }
+    if let Some(folder) = single_top_folder(&kept, options) {
+        let prefix = format!("{folder}/");
+        kept.retain(|p| p.path != folder);
+        for entry in &mut kept {
+            entry.path = entry.path[prefix.len()..].to_owned();
+        }
+        normalised.unwrapped = Some(folder);
+    }
+
+    // Every path and every ancestor directory, keyed for collisions, on the
+    // names as they will be written.
+    let mut seen: HashMap<String, Seen> = HashMap::with_capacity(kept.len() * 2);
+    for entry in &kept {
+        register_path(&mut seen, &entry.path, &entry.display, entry.is_dir)?;
+    }
+    Ok((kept, total_entries, normalised))
+}
+
+/// Whether a (checked, `/`-separated) path is operating-system metadata that
+/// file managers add to the zips they make: anything under `__MACOSX/`
+/// (macOS Finder), AppleDouble `._*` files, `.DS_Store`, `Thumbs.db` and
+/// `desktop.ini`, in any letter case (the systems that write them ignore
+/// case).
+fn is_os_metadata(path: &str, is_dir: bool) -> bool {
+    let mut components = path.split('/');
+    if components.clone().any(|c| c.eq_ignore_ascii_case("__MACOSX")) {
+        return true;
+    }
+    let last = components.next_back().unwrap_or_default();
+    !is_dir
+        && (last.starts_with("._")
+            || last.eq_ignore_ascii_case(".DS_Store")
+            || last.eq_ignore_ascii_case("Thumbs.db")
+            || last.eq_ignore_ascii_case("desktop.ini"))
+}
+
+/// The folder to unwrap: the one top-level folder when every entry is that
+/// folder or inside it and something is inside it, unless it is hidden
+/// (`.git/` alone is not a workspace) or a name the workspace itself has.
+fn single_top_folder(entries: &[Planned], options: &IngestOptions) -> Option<String> {
+    let first = entries.first()?;
+    let folder = first.path.split('/').next()?;
+    let mut inside = false;
+    for entry in entries {
+        match entry.path.strip_prefix(folder) {
+            Some("") if entry.is_dir => {}
+            Some(rest) if rest.starts_with('/') => inside = true,
+            _ => return None,
+        }
+    }
+    if !inside || folder.starts_with('.') {
+        return None;
+    }
+    let key = names::collision_key(folder);
+    if options.workspace_names.iter().any(|name| names::collision_key(name) == key) {
+        return None;
+    }
+    Some(folder.to_owned())
 }
 
 /// How a collision key was first used.
@@ -437,6 +627,7 @@ fn extract(
     file: &File,
     file_len: u64,
     plan: Vec<Planned>,
+    total_entries: usize,
     dest: &Path,
     limits: &IngestLimits,
 ) -> Result<Ingested, IngestError> {
@@ -445,11 +636,11 @@ fn extract(
         .map_err(|err| IngestError::Unreadable(format!("cannot reopen the archive: {err}")))?;
     let mut archive = ZipArchive::new(BufReader::with_capacity(64 << 10, handle))
         .map_err(|err| IngestError::Unreadable(format!("the zip reader refused the archive: {err}")))?;
-    if archive.len() != plan.len() {
+    if archive.len() != total_entries {
         return Err(IngestError::Unreadable(format!(
             "the zip reader found {} entries where the central directory lists {}",
             archive.len(),
-            plan.len()
+            total_entries
         )));
     }
     let total_compressed = plan.iter().map(|p| p.compressed_size).sum::<u64>().min(file_len);
@@ -490,7 +681,13 @@ fn extract(
         files.push(IngestedFile { path: entry.path.clone(), size: copied.size, sha256: copied.sha256, mtime: entry.mtime });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Ingested { dir: dest.to_path_buf(), archive_sha256: String::new(), files, total_bytes: budget.total })
+    Ok(Ingested {
+        dir: dest.to_path_buf(),
+        archive_sha256: String::new(),
+        files,
+        total_bytes: budget.total,
+        normalised: Normalised::default(),
+    })
 }
 
 struct Copied {

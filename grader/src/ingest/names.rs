@@ -3,8 +3,9 @@
 
 use std::borrow::Cow;
 
+use unicode_normalization::UnicodeNormalization;
+
 use super::IngestError;
-use super::unicode_tables::{COMBINING_CLASSES, DECOMPOSITIONS};
 
 /// The upper half of IBM code page 437, which zip readers use for names whose
 /// UTF-8 flag is not set.
@@ -50,6 +51,8 @@ pub(super) struct CheckedName {
     pub path: String,
     /// Whether the name ended with `/`, which marks a directory.
     pub trailing_slash: bool,
+    /// Whether the archive wrote `\` as the separator (converted to `/`).
+    pub backslashes: bool,
 }
 
 /// Applies every path rule to a decoded name, in an order that reports the
@@ -59,22 +62,27 @@ pub(super) fn check_name(
     max_path_bytes: usize,
     max_path_depth: usize,
 ) -> Result<CheckedName, IngestError> {
-    let entry = || format!("{name:?}");
+    // Windows PowerShell 5.1's `Compress-Archive` writes `\` between the
+    // components of nested entries. Like Info-ZIP's unzip, read it as `/`,
+    // then hold the converted name to every rule below, so that `..\..\x`,
+    // `\x` and `C:\x` are still refused.
+    let converted: Cow<'_, str> = if name.contains('\\') { Cow::Owned(name.replace('\\', "/")) } else { Cow::Borrowed(name) };
+    let backslashes = matches!(converted, Cow::Owned(_));
+    let name_raw = name;
+    let name: &str = &converted;
+    let entry = || format!("{name_raw:?}");
     if name.len() > max_path_bytes {
         return Err(IngestError::PathTooLong { entry: entry(), bytes: name.len(), limit: max_path_bytes });
     }
     if name.chars().any(char::is_control) {
         return Err(IngestError::ControlCharacter { entry: entry() });
     }
-    if name.starts_with('/') || name.starts_with('\\') {
+    if name.starts_with('/') {
         return Err(IngestError::AbsolutePath { entry: entry() });
     }
     let bytes = name.as_bytes();
     if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
         return Err(IngestError::DriveLetter { entry: entry() });
-    }
-    if name.contains('\\') {
-        return Err(IngestError::Backslash { entry: entry() });
     }
     let trailing_slash = name.ends_with('/');
     let body = name.strip_suffix('/').unwrap_or(name);
@@ -89,7 +97,7 @@ pub(super) fn check_name(
     if depth > max_path_depth {
         return Err(IngestError::PathTooDeep { entry: entry(), depth, limit: max_path_depth });
     }
-    Ok(CheckedName { path: body.to_owned(), trailing_slash })
+    Ok(CheckedName { path: body.to_owned(), trailing_slash, backslashes })
 }
 
 /// The key under which two names count as the same file: Unicode lowercase,
@@ -104,72 +112,8 @@ pub(super) fn collision_key(path: &str) -> String {
     if lower.is_ascii() {
         return lower.into_owned();
     }
-    nfd(&lower)
-}
-
-/// Canonical decomposition with canonical ordering of combining marks.
-fn nfd(text: &str) -> String {
-    let mut out: Vec<char> = Vec::with_capacity(text.len());
-    for c in text.chars() {
-        decompose_into(c, &mut out);
-    }
-    // Canonical ordering: stable-sort each run of non-starters by class.
-    let mut i = 0;
-    while i < out.len() {
-        if combining_class(out[i]) == 0 {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < out.len() && combining_class(out[i]) != 0 {
-            i += 1;
-        }
-        out[start..i].sort_by_key(|&c| combining_class(c));
-    }
-    out.into_iter().collect()
-}
-
-fn decompose_into(c: char, out: &mut Vec<char>) {
-    const S_BASE: u32 = 0xAC00;
-    const L_BASE: u32 = 0x1100;
-    const V_BASE: u32 = 0x1161;
-    const T_BASE: u32 = 0x11A7;
-    const T_COUNT: u32 = 28;
-    const N_COUNT: u32 = 21 * 28;
-    let code = u32::from(c);
-    if (S_BASE..S_BASE + 11172).contains(&code) {
-        // Hangul syllables decompose algorithmically.
-        let index = code - S_BASE;
-        let jamo = [
-            Some(L_BASE + index / N_COUNT),
-            Some(V_BASE + (index % N_COUNT) / T_COUNT),
-            Some(T_BASE + index % T_COUNT).filter(|&t| t != T_BASE),
-        ];
-        out.extend(jamo.into_iter().flatten().filter_map(char::from_u32));
-        return;
-    }
-    match DECOMPOSITIONS.binary_search_by_key(&c, |&(k, _)| k) {
-        Ok(found) => out.extend(DECOMPOSITIONS[found].1.chars()),
-        Err(_) => out.push(c),
-    }
-}
-
-fn combining_class(c: char) -> u8 {
-    if c.is_ascii() {
-        return 0;
-    }
-    match COMBINING_CLASSES.binary_search_by(|&(lo, hi, _)| {
-        if hi < c {
-            std::cmp::Ordering::Less
-        } else if lo > c {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Equal
-        }
-    }) {
-        Ok(found) => COMBINING_CLASSES[found].2,
-        Err(_) => 0,
-    }
+    // Canonical decomposition with canonical ordering of combining marks.
+    lower.nfd().collect()
 }
 
 #[cfg(test)]
@@ -181,6 +125,15 @@ mod tests {
         assert_eq!(collision_key("Caf\u{e9}"), collision_key("cafe\u{301}"));
         assert_eq!(collision_key("\u{ac00}"), "\u{1100}\u{1161}");
         assert_ne!(collision_key("a"), collision_key("b"));
+        // Combining marks in either order (canonical ordering), a Hangul
+        // syllable with a final consonant, a decomposition of a
+        // decomposition (U+1E69: s, dot below, dot above).
+        assert_eq!(collision_key("a\u{301}\u{323}"), collision_key("a\u{323}\u{301}"));
+        assert_eq!(collision_key("\u{ac01}"), "\u{1100}\u{1161}\u{11a8}");
+        assert_eq!(collision_key("\u{1e69}"), "s\u{323}\u{307}");
+        assert_eq!(collision_key("\u{1e68}"), collision_key("s\u{307}\u{323}"));
+        // Compatibility forms are not canonical equivalents: kept apart.
+        assert_ne!(collision_key("\u{fb01}"), collision_key("fi"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod detectors;
 mod forgery;
+mod fuzz;
 mod hostile_packets;
 mod ingest;
 mod mechanisms;
