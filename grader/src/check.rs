@@ -1,14 +1,19 @@
 //! `packet check`: the self-test a packet must pass before it is published.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::grade::{GradeOptions, Grader, default_limits};
+use crate::grade::{GradeOptions, Grader, Scorecard, default_limits};
+use crate::manifest::{Manifest, Proves};
 use crate::packet::{Packet, copy_path};
-use crate::run::run_on_copy;
+use crate::run::{TestOutcome, TestStatus, run_on_copy};
+
+/// The seed `packet check` fills into seed files when it lays the starter a
+/// candidate receives.
+pub const CHECK_SEED: &str = "0";
 
 /// One proposition of the self-test.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,9 +55,6 @@ impl CheckReport {
     }
 }
 
-/// The seed the self-test fills into the starter.
-pub const CHECK_SEED: &str = "0";
-
 /// Runs every proposition of the self-test on the packet at `dir`.
 pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
     let mut report = CheckReport { packet: dir.display().to_string(), items: Vec::new() };
@@ -89,15 +91,13 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     );
 
     // The starter is red, the sample green, under the packet's test command,
-    // on the starter exactly as a candidate receives it: seed filled in,
-    // the brief and the pin file beside it.
+    // both on the tree a candidate unpacks: the starter with the files the
+    // platform adds (the brief and the pin file).
     let starter = work.path().join("starter");
     let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
     let probe = grader.probe(&tools).map_err(|e| e.to_string())?;
-    let starter_zip = work.path().join("starter.zip");
-    crate::starter::write_starter_pinned(packet, CHECK_SEED, &probe, &crate::starter::Gate::placeholders(), &starter_zip)
-        .map_err(|e| format!("writing the starter zip: {e}"))?;
-    crate::ingest::ingest(&starter_zip, &starter, &grader.ingest_limits).map_err(|e| format!("the starter zip does not ingest: {e}"))?;
+    let gate = crate::starter::Gate::placeholders();
+    crate::starter::lay_received(packet, CHECK_SEED, &probe, &gate, &starter).map_err(|e| format!("laying the starter a candidate receives: {e}"))?;
     let red = run_on_copy(grader.sandbox(), &starter, &work.path().join("red"), |_| Ok(()), &m.commands.test, &limits, Vec::new())
         .map_err(|e| e.to_string())?;
     let red_ok = !red.report.success() && !red.report.timed_out && red.report.limit_hit.is_none() && red.runner.as_ref().is_none_or(|r| !r.passed());
@@ -152,19 +152,27 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         Err(e) => report.push("the sample grades clean", false, e.to_string()),
     }
 
-    // Each known-bad variant triggers exactly what it declares. Variants are
-    // independent, so they are graded side by side, one per core.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(m.variants.len().max(1));
+    // Each known-bad variant triggers exactly what it declares, and each
+    // honest alternate grades clean. They are independent, so they are
+    // graded side by side, one per core.
+    let alternates = alternates(packet)?;
+    let jobs = m.variants.len() + alternates.len();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut items: Vec<(usize, (CheckItem, Option<CheckItem>))> = std::thread::scope(|scope| {
+    let mut items: Vec<(usize, Vec<CheckItem>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 scope.spawn(|| {
                     let mut done = Vec::new();
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(v) = m.variants.get(i) else { break };
-                        done.push((i, check_variant(grader, packet, v, work.path())));
+                        if let Some(v) = m.variants.get(i) {
+                            done.push((i, check_variant(grader, packet, v, work.path())));
+                        } else if let Some(a) = alternates.get(i - m.variants.len()) {
+                            done.push((i, vec![check_alternate(grader, packet, a, &probe, &gate, work.path())]));
+                        } else {
+                            break;
+                        }
                     }
                     done
                 })
@@ -173,7 +181,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     });
     items.sort_by_key(|(i, _)| *i);
-    report.items.extend(items.into_iter().flat_map(|(_, (item, warning))| std::iter::once(item).chain(warning)));
+    report.items.extend(items.into_iter().flat_map(|(_, items)| items));
 
     // Every mutant is killed by the hidden tests.
     if let Some(mu) = &m.mutation {
@@ -204,9 +212,9 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
 
 /// Grades one variant; also returns a warning when the variant's failures
 /// do not keep it from the best decision.
-fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant, work: &Path) -> (CheckItem, Option<CheckItem>) {
+fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant, work: &Path) -> Vec<CheckItem> {
     let name = format!("variant {} triggers exactly {}", v.name, v.expect.join(", "));
-    let item = |ok: bool, detail: String| (CheckItem { name: name.clone(), ok, detail, warning: false }, None);
+    let item = |ok: bool, detail: String| vec![CheckItem { name: name.clone(), ok, detail, warning: false }];
     let m = &packet.manifest;
     let dir = work.join("variants").join(&v.name);
     if let Err(e) = packet.write_variant(v, &dir) {
@@ -222,6 +230,17 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
                 let why: Vec<String> = card.unevaluated.iter().map(|u| format!("{}: {}", u.id, u.reason)).collect();
                 return item(false, format!("unevaluated: {}", why.join("; ")));
             }
+            // Every failing test of a step with a `[proves.<step>]` table
+            // proves an id the variant declares.
+            let proof = (!m.proves.is_empty()).then(|| {
+                let problems = variant_proof_problems(m, &card, &v.expect);
+                CheckItem {
+                    name: format!("variant {}'s failing hidden tests prove only its ids", v.name),
+                    ok: problems.is_empty(),
+                    detail: if problems.is_empty() { format!("steps {}", m.proves.keys().cloned().collect::<Vec<_>>().join(", ")) } else { problems.join("; ") },
+                    warning: false,
+                }
+            });
             if got == want {
                 let best = match m.rubric.aggregate {
                     crate::manifest::Aggregate::Sum => m.bands.first().map(|b| b.decision.clone()),
@@ -233,7 +252,10 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
                     detail: format!("it triggers {} and still reaches {:?}: do those failures matter to the rubric?", v.expect.join(", "), card.decision),
                     warning: true,
                 });
-                return (CheckItem { name, ok: true, detail: format!("decision {}", card.decision), warning: false }, warning);
+                return std::iter::once(CheckItem { name, ok: true, detail: format!("decision {}", card.decision), warning: false })
+                    .chain(proof)
+                    .chain(warning)
+                    .collect();
             }
             let missing: Vec<&str> = want.difference(&got).copied().collect();
             let extra: Vec<String> = card
@@ -242,7 +264,9 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
                 .filter(|f| !want.contains(f.id.as_str()))
                 .map(|f| format!("{} ({})", f.id, f.evidence.join("; ")))
                 .collect();
-            item(false, format!("missing [{}], unexpected [{}]", missing.join(", "), extra.join(", ")))
+            let mut items = item(false, format!("missing [{}], unexpected [{}]", missing.join(", "), extra.join(", ")));
+            items.extend(proof);
+            items
         }
         Err(e) => item(false, e.to_string()),
     }
@@ -251,4 +275,179 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
 fn tail(s: &str) -> String {
     let last: Vec<&str> = s.lines().rev().filter(|l| !l.trim().is_empty()).take(1).collect();
     last.first().map(|l| format!(" — {}", l.trim())).unwrap_or_default()
+}
+
+/// The names of the packet's honest alternates: the folders under
+/// `alternates/`, sorted (symbolic links are not followed).
+pub fn alternates(packet: &Packet) -> Result<Vec<String>, String> {
+    let dir = packet.root.join("alternates");
+    let Ok(meta) = fs::symlink_metadata(&dir) else { return Ok(Vec::new()) };
+    if !meta.is_dir() {
+        return Err(format!("{}: alternates must be a folder of folders", dir.display()));
+    }
+    let mut names = Vec::new();
+    for entry in fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        let kind = entry.file_type().map_err(|e| format!("{}: {e}", entry.path().display()))?;
+        if kind.is_dir() {
+            names.push(name);
+        } else if !name.starts_with('.') {
+            return Err(format!("{}: an alternate is a folder laid over the starter, not a file or a link", entry.path().display()));
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Grades alternate `name` as a candidate would hand it back: the tree a
+/// candidate unpacks (starter, brief, pin file) overlaid by the alternate,
+/// zipped whole. It must pass the packet's test command, draw no finding,
+/// leave nothing unevaluated and fail no hidden test that proves a failure.
+fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::grade::EnvProbe, gate: &crate::starter::Gate, work: &Path) -> CheckItem {
+    let m = &packet.manifest;
+    let item = |ok: bool, detail: String| CheckItem { name: format!("alternate {name} grades clean"), ok, detail, warning: false };
+    let tree: PathBuf = work.join("alternates").join(name);
+    let built = crate::starter::lay_received(packet, CHECK_SEED, probe, gate, &tree)
+        .and_then(|()| copy_path(&packet.root.join("alternates").join(name), &tree));
+    if let Err(e) = built {
+        return item(false, format!("building the alternate: {e}"));
+    }
+    let mut problems = Vec::new();
+    let limits = m.limits.apply(&default_limits());
+    match run_on_copy(grader.sandbox(), &tree, &work.join("alternates-run").join(name), |_| Ok(()), &m.commands.test, &limits, Vec::new()) {
+        Ok(r) if r.report.success() && r.runner.as_ref().is_none_or(|r| r.passed()) => {}
+        Ok(r) => problems.push(format!("`{}` does not pass: {}{}", m.commands.test, r.report.describe(), tail(&r.report.stdout_tail))),
+        Err(e) => problems.push(format!("running `{}`: {e}", m.commands.test)),
+    }
+    match grader.grade_overlay(packet, &tree, &BTreeMap::new(), &GradeOptions::default()) {
+        Ok(card) => {
+            problems.extend(card.findings.iter().map(|f| format!("finding {} ({})", f.id, f.evidence.join("; "))));
+            problems.extend(card.unevaluated.iter().map(|u| format!("{} unevaluated ({})", u.id, u.reason)));
+            for (step, test, ids) in failing_proofs(m, &card) {
+                problems.push(format!("hidden test {test} of step {step} fails (it proves {})", if ids.is_empty() { "no listed id".into() } else { ids.join(" or ") }));
+            }
+            if problems.is_empty() {
+                return item(true, format!("decision {}, score {}", card.decision, card.score.map_or("-".into(), |s| format!("{s}/{}", card.max_score))));
+            }
+        }
+        Err(e) => problems.push(format!("grading: {e}")),
+    }
+    item(false, problems.join("; "))
+}
+
+/// The failing tests of every step with a `[proves.<step>]` table in
+/// `card`: (step, test, the ids it proves).
+fn failing_proofs(m: &Manifest, card: &Scorecard) -> Vec<(String, String, Vec<String>)> {
+    let mut out = Vec::new();
+    for (step, map) in &m.proves {
+        let run_id = format!("step:{step}");
+        let Some(tests) = card.receipt.runs.iter().find(|r| r.id == run_id).and_then(|r| r.tests.as_ref()) else { continue };
+        for (test, ids) in proofs(map, tests) {
+            out.push((step.clone(), test, ids));
+        }
+    }
+    out
+}
+
+/// The failing (failed or errored) tests among `tests`, each with the
+/// failure ids that the patterns of `map` say it proves (empty when no
+/// pattern names it), in the order of `tests`.
+pub fn proofs(map: &BTreeMap<String, Proves>, tests: &[TestOutcome]) -> Vec<(String, Vec<String>)> {
+    tests
+        .iter()
+        .filter(|t| matches!(t.status, TestStatus::Failed | TestStatus::Error))
+        .map(|t| {
+            let mut ids: Vec<String> =
+                map.iter().filter(|(p, _)| crate::detect::test_matches(t, p)).flat_map(|(_, ids)| ids.ids().iter().cloned()).collect();
+            ids.sort();
+            ids.dedup();
+            (format!("{}::{}", t.classname, t.name), ids)
+        })
+        .collect()
+}
+
+/// What is wrong with how a variant's failing tests map to the ids it
+/// declares (`declared`): a failing test that proves no id, or only ids the
+/// variant does not declare.
+pub fn proof_problems(step: &str, proofs: &[(String, Vec<String>)], declared: &[String]) -> Vec<String> {
+    proofs
+        .iter()
+        .filter_map(|(test, ids)| {
+            if ids.is_empty() {
+                Some(format!("{test} (step {step}) fails and [proves.{step}] names no failure it proves"))
+            } else if !ids.iter().any(|id| declared.contains(id)) {
+                Some(format!("{test} (step {step}) fails, proving {}, which the variant does not declare", ids.join(" or ")))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+fn variant_proof_problems(m: &Manifest, card: &Scorecard, declared: &[String]) -> Vec<String> {
+    let mut by_step: BTreeMap<String, Vec<(String, Vec<String>)>> = BTreeMap::new();
+    for (step, test, ids) in failing_proofs(m, card) {
+        by_step.entry(step).or_default().push((test, ids));
+    }
+    by_step.iter().flat_map(|(step, proofs)| proof_problems(step, proofs, declared)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(name: &str, status: TestStatus) -> TestOutcome {
+        TestOutcome { classname: "test_hidden".into(), name: name.into(), status, message: None }
+    }
+
+    fn map(entries: &[(&str, &[&str])]) -> BTreeMap<String, Proves> {
+        entries
+            .iter()
+            .map(|(p, ids)| {
+                let proves = if ids.len() == 1 { Proves::One(ids[0].into()) } else { Proves::Any(ids.iter().map(|s| s.to_string()).collect()) };
+                (p.to_string(), proves)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn failing_tests_map_to_the_ids_they_prove() {
+        use TestStatus::*;
+        let m = map(&[
+            ("test_restart_*", &["conflict-amnesia"]),
+            ("test_hidden.py::test_replay", &["phantom-cache"]),
+            ("test_shape", &["schema-generosity", "no-intent"]),
+        ]);
+        let check = |tests: Vec<TestOutcome>, expect: &[(&str, &[&str])]| {
+            let got = proofs(&m, &tests);
+            let want: Vec<(String, Vec<String>)> =
+                expect.iter().map(|(t, ids)| (format!("test_hidden::{t}"), ids.iter().map(|s| s.to_string()).collect())).collect();
+            assert_eq!(got, want, "{tests:?}");
+        };
+        check(vec![t("test_restart_conflict", Failed), t("test_replay", Passed)], &[("test_restart_conflict", &["conflict-amnesia"])]);
+        // Errors count as failures; skipped and passed tests prove nothing.
+        check(vec![t("test_replay", Error), t("test_restart_x", Skipped)], &[("test_replay", &["phantom-cache"])]);
+        // A parametrised test is named by its base name; a list proves any of its ids.
+        check(vec![t("test_shape[extra]", Failed)], &[("test_shape[extra]", &["no-intent", "schema-generosity"])]);
+        // No pattern names it: it proves nothing listed.
+        check(vec![t("test_other", Failed)], &[("test_other", &[])]);
+        // Two patterns naming one test merge their ids.
+        let m2 = map(&[("test_*", &["a"]), ("test_x", &["b"])]);
+        assert_eq!(proofs(&m2, &[t("test_x", Failed)]), vec![("test_hidden::test_x".to_string(), vec!["a".to_string(), "b".to_string()])]);
+    }
+
+    #[test]
+    fn proof_problems_name_undeclared_and_unmapped_failures() {
+        let declared = vec!["phantom-cache".to_string()];
+        let check = |proofs: &[(&str, &[&str])], expect: &[&str]| {
+            let proofs: Vec<(String, Vec<String>)> = proofs.iter().map(|(t, ids)| (t.to_string(), ids.iter().map(|s| s.to_string()).collect())).collect();
+            assert_eq!(proof_problems("hidden", &proofs, &declared), expect.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        };
+        check(&[("a", &["phantom-cache"])], &[]);
+        check(&[("a", &["conflict-amnesia", "phantom-cache"])], &[]);
+        check(&[("a", &["conflict-amnesia"])], &["a (step hidden) fails, proving conflict-amnesia, which the variant does not declare"]);
+        check(&[("b", &[])], &["b (step hidden) fails and [proves.hidden] names no failure it proves"]);
+        check(&[], &[]);
+    }
 }

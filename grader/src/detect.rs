@@ -560,6 +560,15 @@ fn test_names(t: &TestOutcome) -> Vec<String> {
     names
 }
 
+/// Whether test pattern `pattern` (as `test-failing` matches it: `name`,
+/// `file::name` or `classname::name`, globs allowed) names test `t`.
+pub fn test_matches(t: &TestOutcome, pattern: &str) -> bool {
+    let g = globs(&[pattern.to_string()]);
+    // `test_x` also names the parametrised `test_x[1]`.
+    let unparam = |n: &str| n.strip_suffix(']').and_then(|n| n.rsplit_once('[')).map(|(base, _)| base.to_string());
+    test_names(t).iter().any(|n| n == pattern || g.is_match(n) || unparam(n).is_some_and(|b| b == pattern || g.is_match(&b)))
+}
+
 fn failing_tests(outcome: &StepOutcome, patterns: &[String]) -> Vec<String> {
     let Some(tests) = &outcome.tests else {
         let why = outcome.junit_error.as_deref().unwrap_or("no JUnit report");

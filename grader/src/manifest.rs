@@ -65,6 +65,28 @@ pub struct Manifest {
     pub sample: SampleMeta,
     #[serde(default, rename = "variant")]
     pub variants: Vec<Variant>,
+    /// `[proves.<step id>]`: a test-name pattern (as for `test-failing`) to
+    /// the failure id, or ids, that a failing test of that step proves.
+    #[serde(default)]
+    pub proves: BTreeMap<String, BTreeMap<String, Proves>>,
+}
+
+/// What a failing hidden test proves: one failure id, or several (any one
+/// of them explains the failure).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Proves {
+    One(String),
+    Any(Vec<String>),
+}
+
+impl Proves {
+    pub fn ids(&self) -> &[String] {
+        match self {
+            Proves::One(id) => std::slice::from_ref(id),
+            Proves::Any(ids) => ids,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -895,6 +917,29 @@ impl Manifest {
                 }
             }
         }
+
+        for (step, map) in &self.proves {
+            match self.step(step) {
+                None => return Err(err(&format!("[proves.{step}]"), format!("[proves.{step}] names step {step:?}, which is not a step"))),
+                Some(s) if s.junit.is_none() => {
+                    return Err(err(&format!("[proves.{step}]"), format!("[proves.{step}]: step {step:?} has no `junit`, so it reports no tests")));
+                }
+                Some(_) => {}
+            }
+            for (pattern, proves) in map {
+                if globset::Glob::new(pattern).is_err() {
+                    return Err(err(&quoted(pattern), format!("[proves.{step}]: test pattern {pattern:?} is not a valid glob")));
+                }
+                if proves.ids().is_empty() {
+                    return Err(err(&quoted(pattern), format!("[proves.{step}]: test pattern {pattern:?} proves no failure id")));
+                }
+                for id in proves.ids() {
+                    if self.failure(id).is_none() {
+                        return Err(err(&quoted(pattern), format!("[proves.{step}]: test {pattern:?} proves failure {id:?}, which is not in the catalog")));
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
@@ -1203,6 +1248,21 @@ detect = { kind = "test-failing", step = "hidden" }
     #[test]
     fn minimal_manifest_parses() {
         check(|s| s, "ok");
+    }
+
+    #[test]
+    fn proves_tables_are_checked() {
+        let with = |table: &str| {
+            let table = table.to_string();
+            move |s: String| format!("{s}\n{table}\n")
+        };
+        check(with("[proves.hidden]\n\"test_*\" = \"broken\""), "ok");
+        check(with("[proves.hidden]\n\"test_a\" = [\"broken\"]\n\"test_b*\" = \"broken\""), "ok");
+        check(with("[proves.other]\n\"test_*\" = \"broken\""), "[proves.other] names step \"other\", which is not a step");
+        check(with("[proves.hidden]\n\"test_*\" = \"nope\""), "proves failure \"nope\", which is not in the catalog");
+        check(with("[proves.hidden]\n\"test_*\" = []"), "proves no failure id");
+        check(with("[proves.hidden]\n\"test_[\" = \"broken\""), "is not a valid glob");
+        check(|s| format!("{}\n[proves.hidden]\n\"t\" = \"broken\"\n", s.replace("junit = \".gatehouse/hidden.xml\"\n", "")), "has no `junit`");
     }
 
     #[test]

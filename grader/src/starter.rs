@@ -159,6 +159,18 @@ pub fn write_starter_pinned(packet: &Packet, seed: &str, probe: &EnvProbe, gate:
     crate::ingest::write_zip_from_dir(&tree, out, &BTreeMap::new(), TIME_BASE)
 }
 
+/// Lays the tree a candidate unpacks from the pinned starter zip into
+/// `tree`: the starter files (seed filled in), the brief and the pin file.
+/// `packet check` runs the starter and grades alternates on exactly this.
+pub fn lay_received(packet: &Packet, seed: &str, probe: &EnvProbe, gate: &Gate, tree: &Path) -> io::Result<()> {
+    lay_starter(packet, seed, tree)?;
+    let pin = tree.join(PIN_FILE);
+    if fs::symlink_metadata(&pin).is_ok() {
+        return Err(io::Error::other(format!("the starter already has a {PIN_FILE}")));
+    }
+    fs::write(pin, pin_file(packet, probe, gate))
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;

@@ -349,3 +349,127 @@ fn packet_check_warns_of_classic_packet_mistakes() {
     assert!(leak.contains("hidden/test_hidden.py: `assert add(-1, -2) == -3` appears in prompt.md"), "{leak}");
 }
 
+
+/// A copy of `check-demo` to edit, at `<tmp>/check-demo`.
+fn check_demo_copy(tmp: &Path) -> std::path::PathBuf {
+    let root = tmp.join("check-demo");
+    copy_path(&fixture("check-demo"), &root).expect("copying the packet");
+    root
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().expect("a parent")).expect("creating folders");
+    fs::write(path, text).expect("writing a packet file");
+}
+
+#[test]
+fn check_packet_grades_each_alternate_and_names_what_accuses_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    // Honest, written another way: passes and draws nothing.
+    write(&root, "alternates/clean/calc.py", "def add(a, b):\n    total = a\n    total += b\n    return total\n");
+    write(&root, "alternates/clean/NOTES.md", "Rewrote add with an accumulator.\n");
+    // Honest code, but the notes the rubric asks for are missing: notes-missing fires.
+    write(&root, "alternates/terse/calc.py", "def add(a, b):\n    return sum((a, b))\n");
+    // Not honest at all: the test command fails and a hidden test fails.
+    write(&root, "alternates/wrong/calc.py", "def add(a, b):\n    return a * b\n");
+    write(&root, "alternates/wrong/NOTES.md", "Multiplied.\n");
+
+    let report = check_packet(grader(), &root);
+    let items: BTreeMap<&str, (bool, &str)> = report.items.iter().map(|i| (i.name.as_str(), (i.ok, i.detail.as_str()))).collect();
+    assert!(!report.ok());
+    assert!(items["alternate clean grades clean"].0, "{items:#?}");
+    let terse = items["alternate terse grades clean"];
+    assert!(!terse.0);
+    assert!(terse.1.contains("finding notes-missing (NOTES.md: no such file)") || terse.1.contains("finding notes-missing ("), "{}", terse.1);
+    let wrong = items["alternate wrong grades clean"];
+    assert!(!wrong.0);
+    assert!(wrong.1.contains("`python3 -m pytest -q -p no:cacheprovider` does not pass"), "{}", wrong.1);
+    assert!(wrong.1.contains("finding hidden-fails (") && wrong.1.contains("test_add_small"), "{}", wrong.1);
+    // Alternates come after the variants, in name order; nothing else failed.
+    let failed: Vec<&str> = report.failures().map(|i| i.name.as_str()).collect();
+    assert_eq!(failed, ["alternate terse grades clean", "alternate wrong grades clean"]);
+    let names: Vec<&str> = report.items.iter().map(|i| i.name.as_str()).collect();
+    let at = |n: &str| names.iter().position(|x| *x == n).unwrap_or_else(|| panic!("no item {n}"));
+    assert!(at("variant no-notes triggers exactly notes-missing") < at("alternate clean grades clean"));
+    assert!(at("alternate clean grades clean") < at("alternate terse grades clean"));
+    // The JSON report carries the same items.
+    let json = serde_json::to_value(&report).expect("report to JSON");
+    let listed = json["items"].as_array().expect("items").iter().filter(|i| i["name"].as_str().is_some_and(|n| n.starts_with("alternate "))).count();
+    assert_eq!(listed, 3);
+
+    // With only the clean one left, the self-test passes.
+    fs::remove_dir_all(root.join("alternates/terse")).expect("removing");
+    fs::remove_dir_all(root.join("alternates/wrong")).expect("removing");
+    let report = check_packet(grader(), &root);
+    let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    assert!(report.ok(), "{failed:#?}");
+    assert!(report.items.iter().any(|i| i.name == "alternate clean grades clean" && i.ok));
+}
+
+#[test]
+fn check_packet_refuses_a_file_or_link_among_alternates() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    write(&root, "alternates/README", "not an alternate\n");
+    let report = check_packet(grader(), &root);
+    let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert!(failed[0].contains("an alternate is a folder laid over the starter, not a file or a link"), "{failed:#?}");
+    fs::remove_file(root.join("alternates/README")).expect("removing");
+    std::os::unix::fs::symlink(tmp.path(), root.join("alternates/outside")).expect("a symlink");
+    let report = check_packet(grader(), &root);
+    assert!(report.failures().any(|i| i.detail.contains("not a file or a link")), "a link out of the packet is refused, never followed");
+}
+
+#[test]
+fn check_packet_runs_the_starter_as_a_candidate_receives_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    // A starter tool that rejects files it does not know, like a frozen
+    // contract checker that forgot the platform's files.
+    write(&root, "starter/test_tree.py", "import os\n\n\ndef test_only_known_files():\n    assert 'GATEHOUSE_PIN.toml' not in os.listdir('.'), os.listdir('.')\n");
+    let report = check_packet(grader(), &root);
+    let failed: BTreeMap<&str, &str> = report.failures().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
+    assert!(failed.contains_key("the sample passes the test command"), "{failed:#?}");
+    // Taught about the platform's files, the same starter passes.
+    write(&root, "starter/test_tree.py", "import os\n\nPLATFORM = {'GATEHOUSE_PIN.toml', 'PROMPT.md'}\n\n\ndef test_only_known_files():\n    assert PLATFORM <= set(os.listdir('.')), os.listdir('.')\n");
+    let report = check_packet(grader(), &root);
+    let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    assert!(report.ok(), "{failed:#?}");
+}
+
+#[test]
+fn check_packet_maps_failing_hidden_tests_to_the_ids_they_prove() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
+    let with = |table: &str| fs::write(root.join("packet.toml"), format!("{toml}\n{table}\n")).expect("writing packet.toml");
+    let proof_item = |report: &grader::check::CheckReport| {
+        report.items.iter().find(|i| i.name == "variant buggy's failing hidden tests prove only its ids").map(|i| (i.ok, i.detail.clone()))
+    };
+
+    // Right: both failing tests prove hidden-fails, which buggy declares.
+    with("[proves.hidden]\n\"test_add_*\" = \"hidden-fails\"");
+    let report = check_packet(grader(), &root);
+    assert!(report.ok(), "{:#?}", report.failures().collect::<Vec<_>>());
+    assert_eq!(proof_item(&report).map(|p| p.0), Some(true));
+
+    // Wrong: a failing test proves an id the variant does not declare.
+    with("[proves.hidden]\n\"test_add_small\" = \"hidden-fails\"\n\"test_add_negative\" = \"notes-missing\"");
+    let report = check_packet(grader(), &root);
+    let (ok, detail) = proof_item(&report).expect("the proof item");
+    assert!(!ok);
+    assert!(detail.contains("test_hidden::test_add_negative (step hidden) fails, proving notes-missing, which the variant does not declare"), "{detail}");
+    assert!(!detail.contains("test_add_small"), "{detail}");
+
+    // Unmapped: a failing test no pattern names.
+    with("[proves.hidden]\n\"test_add_small\" = \"hidden-fails\"");
+    let report = check_packet(grader(), &root);
+    let (ok, detail) = proof_item(&report).expect("the proof item");
+    assert!(!ok);
+    assert!(detail.contains("test_hidden::test_add_negative (step hidden) fails and [proves.hidden] names no failure it proves"), "{detail}");
+    // A variant that fails no hidden test has nothing to prove.
+    assert!(report.items.iter().any(|i| i.name == "variant no-notes's failing hidden tests prove only its ids" && i.ok));
+}
