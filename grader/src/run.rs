@@ -105,7 +105,7 @@ pub fn run_on_copy(
     crate::packet::copy_path(workspace, scratch).map_err(|e| RunError::Io(format!("copying the workspace to {}: {e}", scratch.display())))?;
     prepare(scratch).map_err(|e| RunError::Io(format!("laying files into {}: {e}", scratch.display())))?;
     lay_harness(scratch).map_err(|e| RunError::Io(format!("laying the harness into {}: {e}", scratch.display())))?;
-    let spec = RunSpec { script: script.to_string(), workspace: scratch.to_path_buf(), env, limits: limits.clone() };
+    let spec = RunSpec { script: script.to_string(), workspace: scratch.to_path_buf(), env, limits: limits.clone(), channel: false };
     let mut report = sandbox.run(&spec)?;
     report.stdout_tail = normalize_output(&report.stdout_tail);
     report.stderr_tail = normalize_output(&report.stderr_tail);
