@@ -39,6 +39,7 @@ pub fn rows() -> Vec<(String, f64, f64)> {
             workspace: workspace.path().to_path_buf(),
             env: Vec::new(),
             limits: limits.clone(),
+            channel: false,
         };
         let mut sandboxed = Vec::new();
         for i in 0..WARMUP + ITERATIONS {

@@ -37,6 +37,10 @@ pub const STEP_CMD_SETGROUPS: u32 = 10_105;
 pub const STEP_CMD_SETGID: u32 = 10_106;
 pub const STEP_CMD_SETUID: u32 = 10_107;
 pub const STEP_CMD_EXECVE: u32 = 10_108;
+pub const STEP_CMD_CHANNEL: u32 = 10_109;
+pub const STEP_CMD_KEYRING: u32 = 10_110;
+pub const STEP_CMD_SECCOMP: u32 = 10_111;
+pub const STEP_CGROUP_NS: u32 = 10_006;
 /// `STEP_CMD_SETRLIMIT + i` is the i-th entry of `ChildCtx::rlimits`.
 pub const STEP_CMD_SETRLIMIT: u32 = 10_200;
 /// `STEP_CGROUP_JOIN + i` is the i-th entry of `ChildCtx::cgroup_tasks`.
@@ -123,6 +127,9 @@ pub struct ChildCtx {
     pub report_w: RawFd,
     pub out_w: RawFd,
     pub err_w: RawFd,
+    /// The result channel's write end, given to the command as fd 3; -1
+    /// when the run has no channel.
+    pub chan_w: RawFd,
     pub loopback: Option<libc::ifreq>,
     pub hostname: Option<CString>,
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
@@ -140,6 +147,17 @@ pub struct ChildCtx {
     pub tmp: CString,
     pub dev_null: CString,
     pub proc_dir: CString,
+    /// What init's `/proc/1/cmdline` shows instead of the grader's argv.
+    pub init_title: CString,
+    /// Init's argument and environment areas (the parent's, see
+    /// `title_areas`), overwritten with `init_title` and NULs.
+    pub title_areas: Option<[(usize, usize); 2]>,
+    /// Init enters a new cgroup namespace after joining the run's cgroups,
+    /// so the command sees its cgroup as `/`.
+    pub cgroup_ns: bool,
+    /// The seccomp program installed in the command process right before
+    /// exec (empty: none).
+    pub seccomp: Vec<libc::sock_filter>,
 }
 
 fn errno() -> i32 {
@@ -222,11 +240,15 @@ fn run_op(op: &Op) -> Result<(), i32> {
     if rc == 0 { Ok(()) } else { Err(errno()) }
 }
 
-/// Closes every descriptor except stdio and the sorted `keep` list.
-fn close_other_fds(keep: &mut [RawFd; 4]) -> Result<(), i32> {
+/// Closes every descriptor except stdio and the `keep` list (negative
+/// entries are ignored).
+fn close_other_fds(keep: &mut [RawFd; 5]) -> Result<(), i32> {
     keep.sort_unstable();
     let mut next: u32 = 3;
     for &fd in keep.iter() {
+        if fd < 0 {
+            continue;
+        }
         let fd = fd as u32;
         if fd > next {
             // SAFETY: plain system call on descriptor numbers.
@@ -295,6 +317,49 @@ fn reset_signals() {
     }
 }
 
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+const KEYCTL_CLEAR: libc::c_long = 7;
+const KEY_SPEC_USER_KEYRING: libc::c_long = -4;
+const KEY_SPEC_USER_SESSION_KEYRING: libc::c_long = -5;
+
+/// Overwrites this process's argument area with `title` and NULs, and its
+/// environment area with NULs: what `/proc/<pid>/cmdline` and `environ`
+/// read. Init's memory is its own copy of the grader's, so the grader's
+/// own argv is untouched. (PR_SET_MM would move the areas instead, but it
+/// needs CAP_SYS_RESOURCE, which containers often drop.)
+fn set_title(title: &CString, areas: &[(usize, usize); 2]) {
+    let (arg_start, arg_end) = areas[0];
+    if arg_end > arg_start {
+        let t = title.as_bytes();
+        let n = t.len().min(arg_end - arg_start - 1);
+        // SAFETY: [arg_start, arg_end) is this process's argument area as
+        // the kernel reported it for the parent, whose memory this is a
+        // copy of; it lies on the writable initial stack.
+        unsafe {
+            ptr::copy_nonoverlapping(t.as_ptr(), arg_start as *mut u8, n);
+            ptr::write_bytes((arg_start + n) as *mut u8, 0, arg_end - arg_start - n);
+        }
+    }
+    let (env_start, env_end) = areas[1];
+    if env_end > env_start {
+        // SAFETY: as above, for the environment area.
+        unsafe { ptr::write_bytes(env_start as *mut u8, 0, env_end - env_start) };
+    }
+}
+
+/// The argument and environment areas of the calling process (fields 48
+/// to 51 of `/proc/self/stat`), or None when they cannot be read.
+pub fn title_areas() -> Option<[(usize, usize); 2]> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    // `after` starts at field 3 (the state).
+    let f: Vec<usize> = after.split_whitespace().skip(45).take(4).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    if f.len() != 4 || f[0] > f[1] || f[2] > f[3] {
+        return None;
+    }
+    Some([(f[0], f[1]), (f[2], f[3])])
+}
+
 /// CLOCK_MONOTONIC in nanoseconds (vDSO, no locks).
 pub fn mono_ns() -> i64 {
     // SAFETY: clock_gettime fills a stack struct.
@@ -318,9 +383,12 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
     // would auto-reap the command) and nothing inherited from the calling
     // thread may stay blocked.
     reset_signals();
-    let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w];
+    let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w, ctx.chan_w];
     if let Err(e) = close_other_fds(&mut keep) {
         fail(rep, STEP_CLOSE_FDS, e);
+    }
+    if let Some(areas) = &ctx.title_areas {
+        set_title(&ctx.init_title, areas);
     }
     // Join the run's cgroups before anything else; every process of the
     // run descends from init and inherits them.
@@ -336,6 +404,12 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
                 fail(rep, step, errno());
             }
             libc::close(fd);
+        }
+    }
+    if ctx.cgroup_ns {
+        // SAFETY: plain system call.
+        if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } != 0 {
+            fail(rep, STEP_CGROUP_NS, errno());
         }
     }
     for (i, op) in ctx.ops.iter().enumerate() {
@@ -399,6 +473,9 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
         libc::close(ctx.out_w);
         libc::close(ctx.err_w);
         libc::close(ctx.go_r);
+        if ctx.chan_w >= 0 {
+            libc::close(ctx.chan_w);
+        }
     }
     let mut rec = Record::zeroed();
     rec.kind = KIND_RESULT;
@@ -567,13 +644,21 @@ extern "C" fn command_entry(arg: *mut libc::c_void) -> c_int {
 
 /// The command process: stdio, rlimits, privileges, exec. Never returns.
 fn command_main(ctx: &ChildCtx) -> ! {
-    let rep = ctx.report_w;
+    let mut rep = ctx.report_w;
     // SAFETY: raw system calls on prepared data in a single-threaded child.
     unsafe {
         // Restore default signal handling (Rust ignores SIGPIPE, a server
         // may block signals) before exec.
         reset_signals();
 
+        let channel = ctx.chan_w >= 0;
+        if channel && rep == 3 {
+            // fd 3 becomes the channel; keep the report pipe elsewhere.
+            rep = libc::fcntl(rep, libc::F_DUPFD_CLOEXEC, 4);
+            if rep < 0 {
+                fail(ctx.report_w, STEP_CMD_CHANNEL, errno());
+            }
+        }
         if libc::dup2(ctx.out_w, 1) < 0 || libc::dup2(ctx.err_w, 2) < 0 {
             fail(rep, STEP_CMD_DUP2, errno());
         }
@@ -581,7 +666,18 @@ fn command_main(ctx: &ChildCtx) -> ! {
         if null < 0 || libc::dup2(null, 0) < 0 {
             fail(rep, STEP_CMD_DEVNULL, errno());
         }
-        if libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as c_int) != 0 {
+        let first_closed = if channel {
+            // dup2 onto another number clears FD_CLOEXEC; a descriptor that
+            // already is 3 keeps it, so clear it by hand.
+            let rc = if ctx.chan_w == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(ctx.chan_w, 3) };
+            if rc < 0 {
+                fail(rep, STEP_CMD_CHANNEL, errno());
+            }
+            4
+        } else {
+            3
+        };
+        if libc::close_range(first_closed, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as c_int) != 0 {
             fail(rep, STEP_CMD_CLOEXEC, errno());
         }
         for (i, (res, lim)) in ctx.rlimits.iter().enumerate() {
@@ -613,6 +709,24 @@ fn command_main(ctx: &ChildCtx) -> ! {
             }
             if libc::syscall(libc::SYS_setresuid, ctx.uid, ctx.uid, ctx.uid) != 0 {
                 fail(rep, STEP_CMD_SETUID, errno());
+            }
+        }
+        // A fresh session keyring: the one inherited from the grader would
+        // give the command possession of every key in it. And the run
+        // uid's own keyrings are emptied of whatever an earlier run of the
+        // same uid left there. (No kernel keys support: nothing to do.)
+        if libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0usize) < 0 && errno() != libc::ENOSYS {
+            fail(rep, STEP_CMD_KEYRING, errno());
+        }
+        for ring in [KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING] {
+            if libc::syscall(libc::SYS_keyctl, KEYCTL_CLEAR, ring) < 0 && errno() != libc::ENOSYS {
+                fail(rep, STEP_CMD_KEYRING, errno());
+            }
+        }
+        if !ctx.seccomp.is_empty() {
+            let prog = libc::sock_fprog { len: ctx.seccomp.len() as u16, filter: ctx.seccomp.as_ptr().cast_mut() };
+            if libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog) != 0 {
+                fail(rep, STEP_CMD_SECCOMP, errno());
             }
         }
         libc::execve(ctx.sh.as_ptr(), ctx.argv.as_ptr(), ctx.envp.as_ptr());

@@ -27,7 +27,8 @@
 //! a written /etc/passwd, group and hosts, a /dev of bound null, zero, full,
 //! random and urandom, a fresh /proc, a size-capped /tmp), pivots into it,
 //! brings loopback up, waits for the parent's go byte, then starts the
-//! command (rlimits, no_new_privs, per-run uid).
+//! command (rlimits, no_new_privs, per-run uid, a fresh session keyring,
+//! the seccomp filter).
 //!
 //! Init moves ITSELF into the run's cgroups first thing, by writing "0" to
 //! each v1 `tasks` file: a migration by pid takes the global
@@ -46,19 +47,95 @@
 //! rt_sigprocmask in init and again in the command before exec.
 //!
 //! The workspace differs from a `/proc/<pid>/root` copy handshake: the
-//! parent mounts a size-capped tmpfs (`Limits::disk_bytes`) on a 0700
-//! staging directory under `/tmp/gatehouse-sandbox/`, copies the host folder
-//! into it (owned by the run's uid) BEFORE the clone, and init binds it at
-//! `/workspace`. After init is reaped (so every sandboxed process is dead and
-//! nothing can race the copy) the parent copies regular files and
-//! directories back into the host folder, skipping and counting symlinks and
-//! special files, then unmounts the staging tmpfs. The disk cap holds, no
-//! host data is visible inside, and results land on the host.
+//! parent mounts a size- and inode-capped tmpfs (`Limits::disk_bytes`,
+//! `INODE_CAP`) on a 0700 staging directory under `/tmp/gatehouse-sandbox/`,
+//! copies the host folder into it (owned by the run's uid) BEFORE the
+//! clone, and init binds it at `/workspace`. After init is reaped (so every
+//! sandboxed process is dead and nothing can race the copy) the parent
+//! copies regular files and directories back into the host folder within a
+//! budget (`disk_bytes` apparent bytes, `INODE_CAP` entries): symlinks and
+//! special files are skipped, sparse files (mostly holes) are left behind,
+//! each inode is copied once (other names become host hard links), and
+//! entries nested deeper than `MAX_OUT_DEPTH` or with paths longer than
+//! `MAX_OUT_PATH` are left behind; all of it is counted in the report
+//! (`out_*`), and the time spent is `RunReport::post_run`. Then the staging
+//! tmpfs is unmounted.
+//!
+//! RESULT CHANNEL AND TOOLS. With `RunSpec::channel` the command gets the
+//! write end of a pipe as fd 3 (inherited like stdout) and the parent reads
+//! it in the same poll loop into `RunReport::channel` (first `CHANNEL_CAP`
+//! bytes). A trusted runner writes its results there, where no file the
+//! candidate controls can rewrite them. `SandboxConfig::tool_dir` is bound
+//! read-only (nosuid, nodev) at `/gatehouse` in every run.
+//!
+//! HOST-WIDE STATE. Run uids are leased with a `flock` on
+//! `UID_LOCK_DIR/<uid>` for the whole run, so no two live runs on the host
+//! share a uid (RLIMIT_NPROC and keyrings are per uid), whichever grader
+//! process started them. Each `Sandbox` holds a lock on
+//! `STAGING_BASE/<id>.lock` (a random id) and names its staging folders
+//! `<id>-<n>` and cgroups `gatehouse-<id>-<n>`; `Sandbox::new` sweeps the
+//! folders, mounts, cgroups and locks of ids whose lock is not held (a
+//! killed grader), and never those of a live one.
+//!
+//! WHAT THE SANDBOX DEFENDS AGAINST (each has a test in
+//! `grader/tests/it/sandbox.rs`):
+//! - seeing or changing host files: a fresh root of read-only binds, no
+//!   host data but the configured system folders, the old root detached
+//!   (file-handle tricks find nothing), `/workspace` and `/tmp` private;
+//! - escaping the caps: wall and CPU time, memory and pids through cgroups
+//!   (kernel memory included), RLIMIT_FSIZE/NOFILE/NPROC/CORE, size and
+//!   inode caps on every tmpfs, output tails, a bounded result channel, and
+//!   a copy-out budget so nothing the command leaves grows on the host
+//!   (sparse files, hard links, inode floods, paths deeper than PATH_MAX:
+//!   all counted, none an error);
+//! - the network: a new network namespace with loopback only; AF_VSOCK
+//!   and every socket family but UNIX, INET, INET6 and NETLINK refused;
+//! - other processes: a PID namespace whose init kills everything when the
+//!   command ends; `/proc` with `hidepid=2`; init shows a fixed command
+//!   line (`gatehouse-sandbox-init`), not the grader's;
+//! - other candidates: a uid per live run, host-wide; a fresh session
+//!   keyring per run and the uid's user keyrings cleared before exec; key
+//!   system calls refused anyway;
+//! - the kernel's wider surface: the seccomp filter of `seccomp.rs`
+//!   (namespaces, io_uring, keys, ptrace, bpf, perf, userfaultfd, mounts,
+//!   modules, kexec, ...: EPERM), no_new_privs, no set-id effects
+//!   (nosuid everywhere, set-id bits dropped on copy-out);
+//! - host layout leaks: a cgroup namespace (`/proc/self/cgroup` shows `/`),
+//!   `/proc/cmdline`, `/proc/keys`, `/proc/kcore`, `/proc/sched_debug`,
+//!   `/proc/timer_list`, `/proc/sysrq-trigger` and the other `PROC_MASKS`
+//!   covered by `/dev/null`;
+//! - a killed grader's leftovers (swept at the next `Sandbox::new`).
+//!
+//! WHAT IT DOES NOT DEFEND AGAINST:
+//! - kernel bugs in the system calls it allows (the filter is a deny list:
+//!   read, write, mmap, futex, the allowed socket families, ...), and
+//!   hardware side channels (Spectre-class, timing, the shared CPU caches);
+//! - reading what the read-only binds show: the system folders and the
+//!   interpreter's prefix are visible to every run, so they must hold no
+//!   secrets; so is `/gatehouse` (the tool folder);
+//! - timing between runs: two runs on the host share the CPUs and the page
+//!   cache; one candidate's load can slow another's (no CPU shares);
+//! - init is still a copy of the grader process (its memory is the
+//!   grader's, unreadable to the run uid under hidepid and ptrace rules,
+//!   but present); a small exec'd init would remove it;
+//! - `/sys` is not mounted, but anything the kernel shows through the
+//!   allowed `/proc` files (meminfo, cpuinfo, the kernel version via uname)
+//!   stays visible;
+//! - leftovers named by an older grader (`run-<pid>-<n>`) are not swept,
+//!   since nothing tells whether their owner lives; the grader's own work
+//!   folders outside `STAGING_BASE` are the grader's to clean.
 
 mod cgroup;
 mod child;
 mod copy;
+mod owner;
 mod run;
+mod seccomp;
+
+pub use copy::{MAX_OUT_DEPTH, MAX_OUT_PATH, SPARSE_SLACK};
+pub use owner::{Swept, UID_LOCK_DIR};
+pub use run::{STAGING_BASE, UID_RANGE};
+pub use seccomp::BLOCKED as SECCOMP_BLOCKED;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -112,9 +189,21 @@ pub struct SandboxConfig {
     /// Unprivileged uid/gid the command runs as.
     pub uid: u32,
     pub gid: u32,
-    /// TEMPORARY STUB (the sandbox branch implements it).
+    /// A host folder bound read-only (nosuid, nodev) at `/gatehouse` in
+    /// every run: trusted tools such as the grader's test runners. It must
+    /// be a directory (not a symlink); `None` leaves `/gatehouse` absent.
     pub tool_dir: Option<PathBuf>,
 }
+
+/// Where `SandboxConfig::tool_dir` appears inside the sandbox.
+pub const TOOL_MOUNT: &str = "/gatehouse";
+
+/// Inodes of each tmpfs a run mounts (the workspace, /tmp) and the most
+/// entries copied back from the workspace. Ingestion allows 10,000 entries.
+pub const INODE_CAP: u64 = 32_768;
+
+/// How many bytes of the result channel (fd 3) a report keeps.
+pub const CHANNEL_CAP: usize = 4 << 20;
 
 /// One command to run.
 #[derive(Debug, Clone)]
@@ -126,7 +215,11 @@ pub struct RunSpec {
     /// Extra environment (the base environment is fixed and minimal).
     pub env: Vec<(String, String)>,
     pub limits: Limits,
-    /// TEMPORARY STUB.
+    /// When true the command gets the write end of a pipe as descriptor 3
+    /// (inherited by its children like stdout) and everything written to
+    /// it is returned in `RunReport::channel`. A trusted runner streams its
+    /// results there: the candidate's files cannot rewrite them afterwards.
+    /// When false descriptor 3 is not open.
     pub channel: bool,
 }
 
@@ -180,8 +273,38 @@ pub struct RunReport {
     /// were not copied back to the host folder.
     #[serde(default)]
     pub skipped_special_files: u64,
+    /// Files and directories not copied back because the copy-out budget
+    /// (`Limits::disk_bytes` apparent bytes, `INODE_CAP` entries) ran out.
+    #[serde(default)]
+    pub out_cut_files: u64,
+    /// Apparent bytes of the regular files the budget left behind.
+    #[serde(default)]
+    pub out_cut_bytes: u64,
+    /// Sparse files (mostly holes) not copied back: the host copy would be
+    /// their full length (see `copy::is_sparse`).
+    #[serde(default)]
+    pub out_cut_sparse: u64,
+    /// Entries not copied back because they were nested too deep or their
+    /// path was too long (see `copy::MAX_OUT_DEPTH`, `copy::MAX_OUT_PATH`).
+    #[serde(default)]
+    pub out_cut_deep: u64,
+    /// Extra names of a file already copied back; they became host hard
+    /// links to the one copy and cost no bytes.
+    #[serde(default)]
+    pub out_hard_links: u64,
+    /// Time the parent spent after the command's tree was dead: copying the
+    /// workspace back and removing the staging area. Not part of `wall`;
+    /// a caller's budget should count it.
+    #[serde(default)]
+    pub post_run: Duration,
+    /// Everything the command wrote to descriptor 3 (`RunSpec::channel`),
+    /// in order, at most `CHANNEL_CAP` bytes. Not part of receipts.
     #[serde(skip)]
     pub channel: Vec<u8>,
+    /// How many bytes were written to descriptor 3 in total.
+    #[serde(skip)]
+    pub channel_bytes: u64,
+    /// More than `CHANNEL_CAP` bytes were written; `channel` holds the first.
     #[serde(skip)]
     pub channel_truncated: bool,
 }
@@ -239,7 +362,29 @@ pub struct Sandbox {
     clone_flags: libc::c_int,
     clone_flag_names: String,
     uts_namespace: bool,
+    /// Init enters a cgroup namespace of its own.
+    cgroup_ns: bool,
+    /// The command's seccomp program (empty on an architecture without one).
+    seccomp: Vec<libc::sock_filter>,
+    /// Files of /proc hidden behind /dev/null in every run.
+    proc_masks: Vec<&'static str>,
+    /// This process's argument and environment areas, which init
+    /// overwrites in its copy.
+    title_areas: Option<[(usize, usize); 2]>,
+    /// Held for the life of the sandbox; names its staging folders and
+    /// cgroups.
+    owner: owner::OwnerLock,
+    /// What the sweep at `new` removed of killed graders' leftovers.
+    swept: Swept,
 }
+
+/// Files of /proc that show the host (kernel command line, keys, kernel
+/// memory and timers) or act on it; each one present is covered by a bind
+/// of /dev/null, as container runtimes do.
+pub const PROC_MASKS: &[&str] = &[
+    "cmdline", "kcore", "keys", "key-users", "kallsyms", "sched_debug", "timer_list", "sysrq-trigger",
+    "latency_stats", "timer_stats", "mounts_all", "kmsg", "config.gz", "modules", "vmallocinfo", "slabinfo",
+];
 
 impl Sandbox {
     /// Probes the host and returns a sandbox, or an error when the
@@ -282,6 +427,27 @@ impl Sandbox {
         let uts = optional(libc::CLONE_NEWUTS, "CLONE_NEWUTS", "the command sees the host name");
         let _ = ipc;
         names.push_str("|SIGCHLD");
+        let cgroup_ns = match probe_clone(libc::CLONE_NEWCGROUP) {
+            Ok(()) => true,
+            Err(e) => {
+                fallbacks.push(format!(
+                    "clone(CLONE_NEWCGROUP) failed ({e}): the command sees its host cgroup path in /proc/self/cgroup"
+                ));
+                false
+            }
+        };
+        let seccomp = match seccomp::program() {
+            Some(p) => p,
+            None => {
+                fallbacks.push("no seccomp filter for this architecture: every system call is open to the command".into());
+                Vec::new()
+            }
+        };
+        let title_areas = child::title_areas();
+        if title_areas.is_none() {
+            fallbacks.push("/proc/self/stat gave no argument area: the sandbox's init shows the grader's command line to root in the run".into());
+        }
+        let proc_masks = PROC_MASKS.iter().copied().filter(|m| Path::new("/proc").join(m).exists()).collect();
 
         let (cgroups, missing) = cgroup::CgroupRoots::probe();
         for (ctrl, why) in missing {
@@ -303,6 +469,10 @@ impl Sandbox {
             rlimits: true,
             fallbacks,
         };
+        let roots: Vec<PathBuf> =
+            [&cgroups.memory, &cgroups.pids, &cgroups.cpuacct].into_iter().flatten().cloned().collect();
+        let swept = owner::sweep(Path::new(STAGING_BASE), &roots);
+        let owner = owner::take_owner_lock(Path::new(STAGING_BASE))?;
         let sandbox = Sandbox {
             config,
             features,
@@ -310,6 +480,12 @@ impl Sandbox {
             clone_flags: flags,
             clone_flag_names: names,
             uts_namespace: uts,
+            cgroup_ns,
+            seccomp,
+            proc_masks,
+            title_areas,
+            owner,
+            swept,
         };
         sandbox.probe_run()?;
         Ok(sandbox)
@@ -379,6 +555,17 @@ impl Sandbox {
 
     pub fn config(&self) -> &SandboxConfig {
         &self.config
+    }
+
+    /// The id naming this sandbox's staging folders (`STAGING_BASE/<id>-<n>`),
+    /// cgroups (`gatehouse-<id>-<n>`) and owner lock (`STAGING_BASE/<id>.lock`).
+    pub fn instance_id(&self) -> &str {
+        &self.owner.id
+    }
+
+    /// What `new` swept of graders that died without cleaning up.
+    pub fn swept(&self) -> &Swept {
+        &self.swept
     }
 
     pub fn run(&self, spec: &RunSpec) -> Result<RunReport, SandboxError> {

@@ -15,7 +15,8 @@ use super::cgroup::RunCgroups;
 use super::child::{self, ChildCtx, Op, Record};
 use super::{Exit, Leftover, LimitHit, RunReport, RunSpec, Sandbox, SandboxError};
 
-/// Distinct uids handed out to concurrent runs: `config.uid + n % UID_RANGE`.
+/// How many run uids there are: `config.uid .. config.uid + UID_RANGE`,
+/// each leased host-wide (a `flock` in `UID_LOCK_DIR`) by one live run.
 pub const UID_RANGE: u64 = 1000;
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -50,7 +51,7 @@ impl Phases {
 }
 
 /// Where the per-run staging directories live on the host (mode 0700).
-const STAGING_BASE: &str = "/tmp/gatehouse-sandbox";
+pub const STAGING_BASE: &str = "/tmp/gatehouse-sandbox";
 
 fn os_err(call: impl Into<String>) -> SandboxError {
     SandboxError { call: call.into(), detail: std::io::Error::last_os_error().to_string() }
@@ -94,7 +95,7 @@ impl Staging {
             fs::create_dir(d).map_err(|e| io_err(format!("mkdir({:?})", d.display()), e))?;
         }
         let mut st = Staging { dir, root, ws, ws_mounted: false };
-        let data = format!("size={disk_bytes},mode=0755,uid={uid},gid={gid}");
+        let data = format!("size={disk_bytes},nr_inodes={},mode=0755,uid={uid},gid={gid}", super::INODE_CAP);
         let target = cpath(&st.ws)?;
         let (src, fstype, cdata) = (cstr("tmpfs")?, cstr("tmpfs")?, cstr(&data)?);
         // SAFETY: all pointers are live CStrings.
@@ -292,6 +293,21 @@ impl Tail {
     }
 }
 
+/// A head buffer that keeps the first `cap` bytes and counts all of them.
+struct Head {
+    buf: Vec<u8>,
+    cap: usize,
+    total: u64,
+}
+
+impl Head {
+    fn push(&mut self, data: &[u8]) {
+        self.total += data.len() as u64;
+        let room = self.cap.saturating_sub(self.buf.len());
+        self.buf.extend_from_slice(&data[..data.len().min(room)]);
+    }
+}
+
 fn set_nonblocking(fd: RawFd) {
     // SAFETY: fcntl on a descriptor owned by the caller.
     unsafe {
@@ -341,6 +357,10 @@ fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, rlimit_names: &[Str
         child::STEP_CMD_SETGROUPS => "setgroups(0, [])".into(),
         child::STEP_CMD_SETGID => format!("setresgid({0}, {0}, {0})", ctx.gid),
         child::STEP_CMD_SETUID => format!("setresuid({0}, {0}, {0})", ctx.uid),
+        child::STEP_CMD_CHANNEL => "dup2(channel pipe, 3)".into(),
+        child::STEP_CMD_KEYRING => "keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL) / keyctl(KEYCTL_CLEAR, user keyrings)".into(),
+        child::STEP_CMD_SECCOMP => "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter)".into(),
+        child::STEP_CGROUP_NS => "unshare(CLONE_NEWCGROUP) in init".into(),
         child::STEP_CMD_EXECVE => "execve(\"/bin/sh\", [\"/bin/sh\", \"-c\", script], env)".into(),
         s if s >= child::STEP_CGROUP_JOIN => ctx
             .cgroup_tasks
@@ -369,7 +389,7 @@ impl Sandbox {
         staging: &Staging,
         uid: u32,
         gid: u32,
-        fds: [RawFd; 4],
+        fds: [RawFd; 5],
         cgroup_tasks: &[PathBuf],
         rlimit_names: &mut Vec<String>,
     ) -> Result<Prepared, SandboxError> {
@@ -383,7 +403,7 @@ impl Sandbox {
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NODEV,
             "MS_NOSUID|MS_NODEV",
-            Some("size=1m,mode=0755"),
+            Some("size=1m,nr_inodes=4096,mode=0755"),
         )?;
         let mut binds = self.config.read_only_binds.clone();
         binds.sort();
@@ -418,18 +438,24 @@ impl Sandbox {
         // A fresh /proc for the new PID namespace.
         plan.mkdirs(Path::new("/proc"))?;
         let proc_dir = plan.inner(Path::new("/proc"));
+        // hidepid=2: the command sees only its own uid's processes (init,
+        // root, is invisible: its command line, maps, fds).
         plan.mount(
             Some("proc"),
             &proc_dir,
             Some("proc"),
             libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             "MS_NOSUID|MS_NODEV|MS_NOEXEC",
-            None,
+            Some("hidepid=2"),
         )?;
+        for m in &self.proc_masks {
+            let target = proc_dir.join(m);
+            plan.mount(Some("/dev/null"), &target, None, libc::MS_BIND, "MS_BIND", None)?;
+        }
         // A private, size-limited /tmp.
         plan.mkdirs(Path::new("/tmp"))?;
         let tmp = plan.inner(Path::new("/tmp"));
-        let tmp_data = format!("size={},mode=1777", lim.disk_bytes);
+        let tmp_data = format!("size={},nr_inodes={},mode=1777", lim.disk_bytes, super::INODE_CAP);
         plan.mount(
             Some("tmpfs"),
             &tmp,
@@ -451,6 +477,23 @@ impl Sandbox {
             "MS_BIND|MS_REMOUNT|MS_NOSUID|MS_NODEV",
             None,
         )?;
+        // The trusted tools, read-only.
+        if let Some(tools) = &self.config.tool_dir {
+            let meta = fs::symlink_metadata(tools)
+                .map_err(|e| io_err(format!("lstat({:?}) of SandboxConfig::tool_dir", tools.display()), e))?;
+            if !meta.is_dir() {
+                return Err(SandboxError {
+                    call: format!("lstat({:?}) of SandboxConfig::tool_dir", tools.display()),
+                    detail: "the tool folder must be a directory, not a symlink or a file".into(),
+                });
+            }
+            let inner_path = Path::new(super::TOOL_MOUNT);
+            plan.mkdirs(inner_path)?;
+            let target = plan.inner(inner_path);
+            let src = tools.to_string_lossy().into_owned();
+            plan.mount(Some(&src), &target, None, libc::MS_BIND | libc::MS_REC, "MS_BIND|MS_REC", None)?;
+            plan.mount(None, &target, None, RO_BIND_REMOUNT, "MS_BIND|MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV", None)?;
+        }
         // Switch to the new root and drop the old one.
         let rootc = cpath(&root)?;
         plan.push(Op::Chdir { path: rootc }, format!("chdir({:?})", root.display()));
@@ -523,6 +566,7 @@ impl Sandbox {
             report_w: fds[1],
             out_w: fds[2],
             err_w: fds[3],
+            chan_w: fds[4],
             loopback,
             hostname: if self.uts_namespace { Some(cstr("gatehouse")?) } else { None },
             rlimits,
@@ -538,6 +582,10 @@ impl Sandbox {
             tmp: cstr("/tmp")?,
             dev_null: cstr("/dev/null")?,
             proc_dir: cstr("/proc")?,
+            init_title: cstr("gatehouse-sandbox-init")?,
+            title_areas: self.title_areas,
+            cgroup_ns: self.cgroup_ns,
+            seccomp: self.seccomp.clone(),
         };
         Ok(Prepared { ctx, desc: plan.desc, _argv: argv, _envp: envp })
     }
@@ -545,13 +593,17 @@ impl Sandbox {
     pub(super) fn run_inner(&self, spec: &RunSpec) -> Result<RunReport, SandboxError> {
         let lim = &spec.limits;
         let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let offset = (n % UID_RANGE) as u32;
-        let (uid, gid) = if self.features.uid_drop {
-            (self.config.uid + offset, self.config.gid + offset)
+        // The uid is leased host-wide for the whole run (copy-out included).
+        let lease = if self.features.uid_drop {
+            Some(super::owner::lease_uid(self.config.uid, n, UID_RANGE)?)
         } else {
-            (0, 0)
+            None
         };
-        let id = format!("run-{}-{n}", std::process::id());
+        let (uid, gid) = match &lease {
+            Some(l) => (self.config.uid + l.offset, self.config.gid + l.offset),
+            None => (0, 0),
+        };
+        let id = format!("{}-{n}", self.owner.id);
         let mut ph = Phases::new();
 
         let mut staging = Staging::create(&id, lim.disk_bytes, uid, gid)?;
@@ -565,13 +617,15 @@ impl Sandbox {
         let (rep_r, rep_w) = pipe()?;
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
+        let chan = if spec.channel { Some(pipe()?) } else { None };
+        let chan_w_raw = chan.as_ref().map_or(-1, |(_, w)| w.as_raw_fd());
         let mut rlimit_names = Vec::new();
         let prepared = self.prepare(
             spec,
             &staging,
             uid,
             gid,
-            [go_r.as_raw_fd(), rep_w.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
+            [go_r.as_raw_fd(), rep_w.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd(), chan_w_raw],
             &cgroups.tasks_files(),
             &mut rlimit_names,
         )?;
@@ -587,6 +641,10 @@ impl Sandbox {
             child::init_main(&prepared.ctx);
         }
         drop((go_r, rep_w, out_w, err_w));
+        let chan_r = chan.map(|(r, w)| {
+            drop(w);
+            r
+        });
         // From here on the child must be killed and reaped on every path.
         let mut guard = ChildGuard { pid, reaped: false };
 
@@ -597,13 +655,18 @@ impl Sandbox {
         }
         drop(go_w);
 
-        for fd in [&rep_r, &out_r, &err_r] {
-            set_nonblocking(fd.as_raw_fd());
+        // The channel's read end (-1 when the run has none).
+        let chan_fd = chan_r.as_ref().map_or(-1, |r| r.as_raw_fd());
+        for fd in [rep_r.as_raw_fd(), out_r.as_raw_fd(), err_r.as_raw_fd(), chan_fd] {
+            if fd >= 0 {
+                set_nonblocking(fd);
+            }
         }
+        let mut chan_buf = Head { buf: Vec::new(), cap: super::CHANNEL_CAP, total: 0 };
         let mut out = Tail { buf: Vec::new(), cap: lim.output_tail_bytes, total: 0 };
         let mut err = Tail { buf: Vec::new(), cap: lim.output_tail_bytes, total: 0 };
         let mut rep_bytes = Vec::new();
-        let mut open = [true; 3];
+        let mut open = [true, true, true, chan_fd >= 0];
         let deadline = start + lim.wall;
         let cpu_limit = Duration::from_secs(lim.cpu_secs);
         let mut timed_out = false;
@@ -626,11 +689,11 @@ impl Sandbox {
                 // for descriptors that some bug kept open.
                 break;
             }
-            let mut pfds = Vec::with_capacity(3);
-            let fds = [&rep_r, &out_r, &err_r];
+            let mut pfds = Vec::with_capacity(4);
+            let fds = [rep_r.as_raw_fd(), out_r.as_raw_fd(), err_r.as_raw_fd(), chan_fd];
             for (i, fd) in fds.iter().enumerate() {
                 if open[i] {
-                    pfds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                    pfds.push(libc::pollfd { fd: *fd, events: libc::POLLIN, revents: 0 });
                 }
             }
             let mut timeout = if killed_at.is_some() { 100 } else { deadline.saturating_duration_since(now).as_millis() as i64 + 1 };
@@ -650,9 +713,10 @@ impl Sandbox {
                     continue;
                 }
                 let still = match i {
-                    0 => drain(fd.as_raw_fd(), |d| rep_bytes.extend_from_slice(d)),
-                    1 => drain(fd.as_raw_fd(), |d| out.push(d)),
-                    _ => drain(fd.as_raw_fd(), |d| err.push(d)),
+                    0 => drain(*fd, |d| rep_bytes.extend_from_slice(d)),
+                    1 => drain(*fd, |d| out.push(d)),
+                    2 => drain(*fd, |d| err.push(d)),
+                    _ => drain(*fd, |d| chan_buf.push(d)),
                 };
                 open[i] = still;
             }
@@ -688,10 +752,13 @@ impl Sandbox {
             });
         }
 
-        let skipped = super::copy::copy_out(&staging.ws, &spec.workspace)?;
+        let post_start = Instant::now();
+        let budget = super::copy::OutBudget { bytes: lim.disk_bytes, files: super::INODE_CAP };
+        let out_stats = super::copy::copy_out(&staging.ws, &spec.workspace, budget)?;
         ph.mark("copy_out");
         staging.cleanup()?;
         ph.mark("staging_cleanup");
+        let post_run = post_start.elapsed();
         if let Some(rec) = &result {
             let us = |a: i64, b: i64| (b - a) / 1000;
             let t = rec.t_ns;
@@ -763,9 +830,16 @@ impl Sandbox {
             stderr_bytes: err.total,
             leftovers,
             leftovers_total: result.as_ref().map_or(0, |r| r.total_left as u64),
-            skipped_special_files: skipped,
-            channel: Vec::new(),
-            channel_truncated: false,
+            skipped_special_files: out_stats.skipped_special,
+            out_cut_files: out_stats.cut_files,
+            out_cut_bytes: out_stats.cut_bytes,
+            out_cut_sparse: out_stats.cut_sparse,
+            out_cut_deep: out_stats.cut_deep,
+            out_hard_links: out_stats.hard_links,
+            post_run,
+            channel_truncated: chan_buf.total > chan_buf.buf.len() as u64,
+            channel_bytes: chan_buf.total,
+            channel: chan_buf.buf,
         })
     }
 }

@@ -352,3 +352,545 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
     }
     assert!(bad.is_empty(), "{} of {} runs misbehaved:\n{}", bad.len(), results.len(), bad.join("\n"));
 }
+
+fn run_channel(script: &str) -> RunReport {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = RunSpec {
+        script: script.to_string(),
+        workspace: dir.path().to_path_buf(),
+        env: Vec::new(),
+        limits: small_limits(),
+        channel: true,
+    };
+    sandbox().run(&spec).unwrap_or_else(|e| panic!("sandbox error for {script:?}: {e}"))
+}
+
+#[test]
+fn sandbox_channel_carries_fd3_bytes_in_order() {
+    let r = run_channel("printf 'one\\n' >&3; echo out; printf 'two\\0three' >&3");
+    assert_eq!(r.exit, Exit::Code(0), "{r:?}");
+    assert_eq!(r.channel, b"one\ntwo\0three");
+    assert_eq!(r.channel_bytes, 13);
+    assert!(!r.channel_truncated);
+    assert_eq!(r.stdout_tail, "out\n", "stdout stays apart from the channel");
+    // A grandchild (a process of a process) writes to the same channel, and
+    // python's os.write on fd 3 works too.
+    let r = run_channel("sh -c 'sh -c \"echo x >&3\"'; python3 -c 'import os; os.write(3, b\"py\")'");
+    assert_eq!(r.exit, Exit::Code(0), "{r:?}");
+    assert_eq!(r.channel, b"x\npy");
+}
+
+#[test]
+fn sandbox_without_channel_fd3_is_closed() {
+    let r = run("if { true >&3; } 2>/dev/null; then echo open; else echo closed; fi; ls /proc/self/fd", small_limits());
+    assert!(r.stdout_tail.starts_with("closed\n"), "{r:?}");
+    assert!(r.channel.is_empty() && r.channel_bytes == 0, "{r:?}");
+    // With the channel, fd 3 is open and nothing beyond it leaks in.
+    let r = run_channel("if { true >&3; } 2>/dev/null; then echo open; else echo closed; fi; ls /proc/self/fd | tr '\\n' ' '");
+    assert_eq!(r.stdout_tail, "open\n0 1 2 3 4 ", "{r:?}");
+}
+
+#[test]
+fn sandbox_channel_is_capped() {
+    let cap = grader::sandbox::CHANNEL_CAP;
+    let total = cap + 300_000;
+    let r = run_channel(&format!("head -c {total} /dev/zero | tr '\\0' a >&3; echo done"));
+    assert_eq!(r.exit, Exit::Code(0), "{r:?}");
+    assert_eq!(r.stdout_tail, "done\n");
+    assert!(r.channel_truncated);
+    assert_eq!(r.channel.len(), cap);
+    assert_eq!(r.channel_bytes, total as u64);
+    assert!(r.channel.iter().all(|&b| b == b'a'));
+    // Receipts do not carry the channel.
+    let json = serde_json::to_value(&r).expect("json");
+    assert!(json.get("channel").is_none() && json.get("channel_truncated").is_none(), "{json}");
+}
+
+#[test]
+fn sandbox_tool_dir_is_read_only_at_gatehouse() {
+    let tools = tempfile::tempdir().expect("tempdir");
+    fs::write(tools.path().join("runner.py"), "print('runner here')\n").expect("write");
+    fs::create_dir(tools.path().join("lib")).expect("mkdir");
+    fs::write(tools.path().join("lib/x.txt"), "X").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(tools.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let config = grader::sandbox::SandboxConfig {
+        tool_dir: Some(tools.path().to_path_buf()),
+        ..Sandbox::host_default_config()
+    };
+    let sb = Sandbox::new(config).expect("sandbox with tools");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = RunSpec {
+        script: "python3 /gatehouse/runner.py; cat /gatehouse/lib/x.txt; echo; \
+                 touch /gatehouse/new 2>/dev/null && echo wrote-new; \
+                 echo y >> /gatehouse/runner.py 2>/dev/null && echo appended; \
+                 rm /gatehouse/lib/x.txt 2>/dev/null && echo removed; \
+                 mkdir /gatehouse/d 2>/dev/null && echo made; id -u; \
+                 grep ' /gatehouse ' /proc/self/mounts | grep -c 'ro,nosuid,nodev'"
+            .into(),
+        workspace: dir.path().to_path_buf(),
+        env: Vec::new(),
+        limits: small_limits(),
+        channel: false,
+    };
+    let r = sb.run(&spec).expect("run");
+    let lines: Vec<&str> = r.stdout_tail.lines().collect();
+    assert_eq!(lines[..2], ["runner here", "X"], "{r:?}");
+    assert!(lines[2].parse::<u32>().expect("uid") >= 61000, "{r:?}");
+    assert_eq!(lines[3], "1", "{r:?}");
+    assert_eq!(lines.len(), 4, "nothing was written: {r:?}");
+    assert!(!tools.path().join("new").exists() && tools.path().join("lib/x.txt").exists());
+    assert_eq!(fs::read_to_string(tools.path().join("runner.py")).expect("read"), "print('runner here')\n");
+    // Without a tool folder, /gatehouse does not exist.
+    let r = run("test -e /gatehouse && echo present || echo absent", small_limits());
+    assert_eq!(r.stdout_tail, "absent\n");
+    // A symlink as tool folder is refused with a clear error.
+    let link = dir.path().join("toollink");
+    std::os::unix::fs::symlink(tools.path(), &link).expect("symlink");
+    let config = grader::sandbox::SandboxConfig { tool_dir: Some(link), ..Sandbox::host_default_config() };
+    let e = Sandbox::new(config).err().expect("refused");
+    assert!(e.to_string().contains("tool_dir") && e.to_string().contains("symlink"), "{e}");
+}
+
+/// Apparent bytes, allocated bytes (each inode once) and entries of a host tree.
+fn host_usage(root: &Path) -> (u64, u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let (mut apparent, mut allocated, mut entries) = (0, 0, 0);
+    for e in walkdir::WalkDir::new(root).min_depth(1) {
+        let e = e.expect("walk");
+        let m = e.path().symlink_metadata().expect("lstat");
+        entries += 1;
+        if m.is_file() {
+            apparent += m.len();
+            if seen.insert(m.ino()) {
+                allocated += m.blocks() * 512;
+            }
+        }
+    }
+    (apparent, allocated, entries)
+}
+
+#[test]
+fn sandbox_copy_out_respects_budget_for_sparse_files_and_hard_links() {
+    let limits = Limits { disk_bytes: 64 << 20, file_size_bytes: 32 << 20, wall: Duration::from_secs(30), ..small_limits() };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = "echo result > result.txt; mkdir s; i=0; while [ $i -lt 96 ]; do truncate -s 16M s/f$i || exit 9; i=$((i+1)); done; \
+                  mkdir h; head -c 16777216 /dev/urandom > h/big; i=0; while [ $i -lt 63 ]; do ln h/big h/l$i || exit 8; i=$((i+1)); done; echo made";
+    let r = run_in(dir.path(), script, limits);
+    assert_eq!(r.stdout_tail, "made\n", "{r:?}");
+    let (apparent, allocated, _) = host_usage(dir.path());
+    assert!(apparent <= (64 << 20) * 2, "apparent bytes on the host: {apparent}");
+    assert!(allocated <= 64 << 20, "allocated bytes on the host: {allocated}");
+    assert_eq!(fs::read_to_string(dir.path().join("result.txt")).expect("result"), "result\n");
+    // The 16 MiB file came back once, its other names as links.
+    use std::os::unix::fs::MetadataExt;
+    let big = fs::metadata(dir.path().join("h/big")).expect("big");
+    assert_eq!(big.len(), 16 << 20);
+    assert_eq!(big.nlink(), 64, "{r:?}");
+    assert_eq!(r.out_hard_links, 63, "{r:?}");
+    // The sparse files were left behind and counted.
+    assert_eq!(r.out_cut_sparse, 96, "{r:?}");
+    assert_eq!(fs::read_dir(dir.path().join("s")).expect("s").count(), 0);
+    assert!(r.post_run < Duration::from_secs(10), "{r:?}");
+}
+
+#[test]
+fn sandbox_copy_out_byte_budget_cuts_and_counts() {
+    // Half-sparse files are copied, but only up to the byte budget.
+    let limits = Limits { disk_bytes: 8 << 20, file_size_bytes: 8 << 20, ..small_limits() };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = "for i in 1 2 3 4; do head -c 1600000 /dev/urandom > f$i; truncate -s 3000000 f$i; done; echo ok";
+    let r = run_in(dir.path(), script, limits);
+    assert_eq!(r.stdout_tail, "ok\n", "{r:?}");
+    let (apparent, _, _) = host_usage(dir.path());
+    assert_eq!(apparent, 6_000_000, "{r:?}");
+    assert_eq!((r.out_cut_files, r.out_cut_bytes, r.out_cut_sparse), (2, 6_000_000, 0), "{r:?}");
+}
+
+#[test]
+fn sandbox_honest_results_are_not_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::write(dir.path().join("input.txt"), "in\n").expect("write");
+    let script = "mkdir -p a/b/c && for i in 1 2 3 4 5 6 7 8 9; do head -c 1000000 /dev/urandom > a/b/c/f$i; done; \
+                  cp input.txt out.txt; ln out.txt out-link.txt; echo ok";
+    let r = run_in(dir.path(), script, small_limits());
+    assert_eq!(r.stdout_tail, "ok\n", "{r:?}");
+    assert_eq!((r.out_cut_files, r.out_cut_bytes, r.out_cut_deep, r.out_cut_sparse), (0, 0, 0, 0), "{r:?}");
+    assert_eq!(r.out_hard_links, 1);
+    let (apparent, _, _) = host_usage(dir.path());
+    assert_eq!(apparent, 9_000_000 + 3 * 3, "every byte came back");
+    assert_eq!(fs::read_to_string(dir.path().join("out-link.txt")).expect("link"), "in\n");
+}
+
+#[test]
+fn sandbox_tmpfs_inodes_are_capped() {
+    let cap = grader::sandbox::INODE_CAP;
+    let script = r#"python3 - <<'EOF'
+import os
+def fill(make):
+    n = 0
+    try:
+        while n < 200000:
+            make(n); n += 1
+    except OSError as e:
+        return n, e.errno
+    return n, 0
+print(*fill(lambda n: open('/tmp/f%d' % n, 'w').close()))
+open('seed', 'w').close()
+print(*fill(lambda n: os.link('seed', 'l%d' % n)))
+EOF"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let limits = Limits { wall: Duration::from_secs(60), ..small_limits() };
+    let r = run_in(dir.path(), script, limits);
+    let lines: Vec<Vec<u64>> =
+        r.stdout_tail.lines().map(|l| l.split(' ').map(|x| x.parse().expect("number")).collect()).collect();
+    assert_eq!(lines.len(), 2, "{r:?}");
+    for l in &lines {
+        assert!(l[0] <= cap && l[0] > cap / 2, "{lines:?} {r:?}");
+        assert_eq!(l[1], libc::ENOSPC as u64, "{lines:?}");
+    }
+    let (_, _, entries) = host_usage(dir.path());
+    assert!(entries <= cap, "{entries}");
+    assert!(r.post_run < Duration::from_secs(20), "{r:?}");
+}
+
+#[test]
+fn sandbox_paths_deeper_than_path_max_do_not_fail_the_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = r#"echo kept > result.txt; python3 - <<'EOF'
+import os
+fd = os.open('.', os.O_RDONLY)
+for i in range(300):
+    name = 'd' * 40
+    os.mkdir(name, dir_fd=fd)
+    nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+    os.close(fd); fd = nfd
+w = os.open('deep.txt', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd); os.write(w, b'x'); os.close(w)
+print('deep', 300 * 41)
+EOF"#;
+    let r = run_in(dir.path(), script, small_limits());
+    assert_eq!(r.stdout_tail, "deep 12300\n", "{r:?}");
+    assert_eq!(fs::read_to_string(dir.path().join("result.txt")).expect("result"), "kept\n");
+    assert!(r.out_cut_deep >= 1, "{r:?}");
+    // The host copy stays well inside PATH_MAX.
+    let deepest = walkdir::WalkDir::new(dir.path()).into_iter().flatten().map(|e| e.path().as_os_str().len()).max();
+    assert!(deepest.expect("entries") < 4096 - 1024, "{deepest:?}");
+}
+
+fn keyctl_add(desc: &str, payload: &[u8], ring: i64) -> i64 {
+    let ty = std::ffi::CString::new("user").expect("c");
+    let d = std::ffi::CString::new(desc).expect("c");
+    // SAFETY: add_key with live buffers.
+    unsafe { libc::syscall(libc::SYS_add_key, ty.as_ptr(), d.as_ptr(), payload.as_ptr(), payload.len(), ring) }
+}
+
+#[test]
+fn sandbox_grader_session_keyring_is_out_of_reach() {
+    const KEY_SPEC_SESSION_KEYRING: i64 = -3;
+    const KEYCTL_SEARCH: i64 = 10;
+    let id = keyctl_add("gh-grader-secret", b"GRADERKEY", KEY_SPEC_SESSION_KEYRING);
+    assert!(id > 0, "add_key in the test's session keyring: {}", std::io::Error::last_os_error());
+    let script = format!(
+        r#"python3 - <<'EOF'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(64)
+n = libc.syscall({keyctl}, 11, {id}, buf, 64)
+print('read', n, ctypes.get_errno() if n < 0 else buf.raw[:n])
+k = libc.syscall({add_key}, b'user', b'gh-inside-key', b'INSIDE', 6, -3)
+print('add', k, ctypes.get_errno() if k < 0 else 0)
+EOF"#,
+        keyctl = libc::SYS_keyctl,
+        add_key = libc::SYS_add_key,
+    );
+    let r = run(&script, small_limits());
+    assert!(r.stdout_tail.starts_with("read -1 "), "the grader's key was readable: {r:?}");
+    assert!(!r.stdout_tail.contains("GRADERKEY"), "{r:?}");
+    let desc = std::ffi::CString::new("gh-inside-key").expect("c");
+    let ty = std::ffi::CString::new("user").expect("c");
+    // SAFETY: keyctl search with live strings.
+    let found = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_SESSION_KEYRING, ty.as_ptr(), desc.as_ptr(), 0) };
+    assert!(found < 0, "a key added inside reached the host's session keyring: {r:?}");
+    // SAFETY: unlinks the test key from the session keyring.
+    unsafe { libc::syscall(libc::SYS_keyctl, 9i64, id, KEY_SPEC_SESSION_KEYRING) };
+}
+
+#[test]
+fn sandbox_init_does_not_show_the_grader_argv() {
+    let exe = std::env::current_exe().expect("exe").to_string_lossy().into_owned();
+    let r = run("cat /proc/1/cmdline 2>&1 | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'; cat /proc/1/environ 2>/dev/null | wc -c", small_limits());
+    assert!(!r.stdout_tail.contains(&exe), "{r:?}");
+    let lines: Vec<&str> = r.stdout_tail.lines().collect();
+    assert!(lines[0].contains("No such file"), "hidepid hides init: {r:?}");
+    let pids: u32 = lines[1].parse().expect("count");
+    assert!((1..=4).contains(&pids), "only the run's own processes are listed: {r:?}");
+    assert_eq!(lines[2], "0", "{r:?}");
+    // Seen from the host (as root), init's command line is the fixed title.
+    let h = std::thread::spawn(|| run(": gh_title_probe; sleep 1.5", small_limits()));
+    let mut titles = Vec::new();
+    let t0 = Instant::now();
+    while titles.is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        titles = host_processes_with("gatehouse-sandbox-init");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    h.join().expect("join");
+    assert!(!titles.is_empty(), "no sandbox init with the fixed title");
+    assert!(titles.iter().all(|t| !t.contains(&exe)), "{titles:?}");
+}
+
+#[test]
+fn sandbox_cgroup_path_and_host_proc_files_are_masked() {
+    let host_cmdline = fs::read_to_string("/proc/cmdline").expect("host cmdline");
+    let r = run(
+        "cat /proc/self/cgroup; echo ---; cat /proc/cmdline /proc/keys /proc/timer_list /proc/sched_debug 2>/dev/null | wc -c; \
+         echo ---; stat -c '%t:%T' /proc/cmdline /proc/keys /proc/sysrq-trigger /proc/kcore | sort -u",
+        small_limits(),
+    );
+    let parts: Vec<&str> = r.stdout_tail.split("---\n").collect();
+    assert_eq!(parts.len(), 3, "{r:?}");
+    for line in parts[0].lines() {
+        let path = line.splitn(3, ':').nth(2).expect("cgroup line");
+        assert_eq!(path, "/", "the host cgroup path shows: {r:?}");
+    }
+    assert!(!parts[0].is_empty());
+    assert_eq!(parts[1].trim(), "0", "masked files read empty: {r:?}");
+    assert!(!r.stdout_tail.contains(host_cmdline.trim()), "{r:?}");
+    assert_eq!(parts[2], "1:3\n", "masked by /dev/null (1:3): {r:?}");
+    // Unmasked /proc files still work.
+    let r = run("test -s /proc/self/status && test -s /proc/meminfo && echo ok", small_limits());
+    assert_eq!(r.stdout_tail, "ok\n", "{r:?}");
+}
+
+/// Each call the seccomp filter refuses, tried by a python program with
+/// harmless arguments: every one fails with EPERM (without the filter most
+/// fail otherwise, or succeed).
+#[test]
+fn sandbox_seccomp_refuses_each_listed_call() {
+    let list: Vec<String> =
+        grader::sandbox::SECCOMP_BLOCKED.iter().map(|(nr, name)| format!("({nr}, '{name}')")).collect();
+    let script = format!(
+        r#"python3 - <<'EOF'
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(nr, *args):
+    ctypes.set_errno(0)
+    rc = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    return rc, ctypes.get_errno()
+for nr, name in [{list}]:
+    print(name, *call(nr, 0, 0, 0, 0, 0, 0))
+params = ctypes.create_string_buffer(120)
+print('io_uring_setup(8)', *call({io_uring}, 8, ctypes.addressof(params)))
+print('unshare(CLONE_NEWUSER)', *call({unshare}, {newuser}))
+print('clone(CLONE_NEWUSER)', *call({clone}, {newuser} | 17, 0, 0, 0, 0))
+print('clone(CLONE_NEWNET)', *call({clone}, {newnet} | 17, 0, 0, 0, 0))
+print('clone3', *call({clone3}, 0, 0))
+for fam in (40, 38, 17, 15, 31, 44):
+    print('socket(%d)' % fam, *call({socket}, fam, 1, 0))
+print('socketpair(40)', *call({socketpair}, 40, 1, 0, 0))
+EOF"#,
+        list = list.join(", "),
+        io_uring = libc::SYS_io_uring_setup,
+        unshare = libc::SYS_unshare,
+        clone = libc::SYS_clone,
+        clone3 = libc::SYS_clone3,
+        newuser = libc::CLONE_NEWUSER,
+        newnet = libc::CLONE_NEWNET,
+        socket = libc::SYS_socket,
+        socketpair = libc::SYS_socketpair,
+    );
+    let r = run(&script, small_limits());
+    assert_eq!(r.exit, Exit::Code(0), "{r:?}");
+    let lines: Vec<&str> = r.stdout_tail.lines().collect();
+    assert_eq!(lines.len(), grader::sandbox::SECCOMP_BLOCKED.len() + 13, "{r:?}");
+    let mut bad = Vec::new();
+    for l in &lines {
+        let (name, rest) = l.rsplit_once(' ').and_then(|(a, e)| a.rsplit_once(' ').map(|(n, rc)| (n, (rc, e)))).expect("line");
+        let want = if name == "clone3" { libc::ENOSYS } else { libc::EPERM };
+        if rest != ("-1", want.to_string().as_str()) {
+            bad.push(format!("{name}: rc {} errno {} (want errno {want})", rest.0, rest.1));
+        }
+    }
+    assert!(bad.is_empty(), "calls not refused:\n{}", bad.join("\n"));
+    // The shell's own tools see the same: no user namespace.
+    let r = run("unshare -r true 2>&1; echo rc=$?", small_limits());
+    assert!(r.stdout_tail.ends_with("rc=1\n") && r.stdout_tail.contains("Operation not permitted"), "{r:?}");
+}
+
+/// What the packets need still works under the filter: threads (clone3
+/// falls back to clone), fork and subprocess, sockets of the allowed
+/// families, name lookup, an http.server on 127.0.0.1.
+#[test]
+fn sandbox_seccomp_keeps_python_services_working() {
+    let script = r#"python3 - <<'PY'
+import os, socket, subprocess, threading, http.server, urllib.request
+out = []
+t = threading.Thread(target=lambda: out.append('thread')); t.start(); t.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+out.append('fork %d' % os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+out.append(subprocess.run(['sh', '-c', 'echo sub'], capture_output=True, text=True).stdout.strip())
+for fam in (socket.AF_INET, socket.AF_INET6, socket.AF_UNIX):
+    socket.socket(fam, socket.SOCK_STREAM).close()
+a, b = socket.socketpair(); a.close(); b.close()
+socket.getaddrinfo('localhost', 80)
+srv = http.server.HTTPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+body = urllib.request.urlopen('http://127.0.0.1:%d/' % srv.server_address[1], timeout=5).status
+out.append('http %d' % body)
+srv.shutdown()
+print(', '.join(out))
+PY
+grep Seccomp: /proc/self/status"#;
+    let r = run(script, small_limits());
+    assert_eq!(r.stdout_tail, "thread, fork 7, sub, http 200\nSeccomp:\t2\n", "{r:?}");
+}
+
+fn helper(mode: &str) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args(["--exact", "sandbox::sandbox_helper_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("GH_SANDBOX_HELPER", mode)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn helper");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(out.read_line(&mut line).expect("read") > 0, "helper ended before ready");
+        if let Some(id) = line.strip_prefix("ready ") {
+            let id = id.trim().to_string();
+            return (child, out, id);
+        }
+    }
+}
+
+/// Not a test: the second grader process of the tests below.
+#[test]
+#[ignore = "a helper process started by other tests"]
+fn sandbox_helper_process() {
+    use std::io::{BufRead, Write};
+    let Ok(mode) = std::env::var("GH_SANDBOX_HELPER") else { return };
+    let sb = Sandbox::new(Sandbox::host_default_config()).expect("helper sandbox");
+    println!("ready {}", sb.instance_id());
+    std::io::stdout().flush().expect("flush");
+    let dir = tempfile::tempdir().expect("tempdir");
+    if mode == "uids" {
+        let mut go = String::new();
+        std::io::stdin().lock().read_line(&mut go).expect("go");
+        let sb = &sb;
+        let uids: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..6)
+                .map(|_| {
+                    s.spawn(|| {
+                        let d = tempfile::tempdir().expect("tempdir");
+                        let spec = RunSpec {
+                            script: "id -u; sleep 1".into(),
+                            workspace: d.path().to_path_buf(),
+                            env: Vec::new(),
+                            limits: small_limits(),
+                            channel: false,
+                        };
+                        sb.run(&spec).expect("run").stdout_tail.trim().to_string()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("join")).collect()
+        });
+        println!("uids {}", uids.join(" "));
+    } else {
+        let spec = RunSpec {
+            script: "sleep 60".into(),
+            workspace: dir.path().to_path_buf(),
+            env: Vec::new(),
+            limits: Limits { wall: Duration::from_secs(60), ..small_limits() },
+            channel: false,
+        };
+        let _ = sb.run(&spec);
+    }
+}
+
+#[test]
+fn sandbox_two_grader_processes_never_share_a_run_uid() {
+    use std::io::{BufRead, Write};
+    let mut hs: Vec<_> = (0..2).map(|_| helper("uids")).collect();
+    for (child, _, _) in &mut hs {
+        child.stdin.as_mut().expect("stdin").write_all(b"go\n").expect("go");
+    }
+    let mut sets = Vec::new();
+    for (child, out, _) in &mut hs {
+        let mut uids = None;
+        for line in out.lines() {
+            let line = line.expect("line");
+            if let Some(u) = line.strip_prefix("uids ") {
+                uids = Some(u.split(' ').map(|x| x.to_string()).collect::<std::collections::BTreeSet<_>>());
+            }
+        }
+        assert!(child.wait().expect("wait").success());
+        let uids = uids.expect("helper printed its uids");
+        assert_eq!(uids.len(), 6, "{uids:?}");
+        sets.push(uids);
+    }
+    let shared: Vec<_> = sets[0].intersection(&sets[1]).collect();
+    assert!(shared.is_empty(), "live runs of two processes shared uids {shared:?}: {sets:?}");
+}
+
+#[test]
+fn sandbox_new_sweeps_what_a_killed_grader_left() {
+    let mountinfo = || fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let pids_root = fs::read_to_string("/proc/self/cgroup")
+        .expect("cgroup")
+        .lines()
+        .find_map(|l| {
+            let mut p = l.splitn(3, ':');
+            let _ = p.next();
+            let ctrls = p.next()?;
+            let rel = p.next()?;
+            ctrls.split(',').any(|c| c == "pids").then(|| rel.to_string())
+        })
+        .map(|rel| Path::new("/sys/fs/cgroup/pids").join(rel.trim_start_matches('/')))
+        .expect("pids cgroup");
+    let base = Path::new(grader::sandbox::STAGING_BASE);
+    let (mut child, _out, id) = helper("hold");
+    let prefix = format!("{id}-");
+    let owned = |dir: &Path, prefix: &str| -> Vec<String> {
+        fs::read_dir(dir)
+            .map(|d| {
+                d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(prefix)).collect()
+            })
+            .unwrap_or_default()
+    };
+    let cg_prefix = format!("gatehouse-{prefix}");
+    let staged = format!("{}/{prefix}", base.display());
+    let t0 = Instant::now();
+    while !(mountinfo().contains(&staged) && !owned(&pids_root, &cg_prefix).is_empty()) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the helper's run never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A run of this live process goes on while the next sandbox starts.
+    let live_dir = tempfile::tempdir().expect("tempdir");
+    let live = {
+        let p = live_dir.path().to_path_buf();
+        std::thread::spawn(move || run_in(&p, "sleep 1; echo alive > a.txt", small_limits()))
+    };
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    std::thread::sleep(Duration::from_millis(300));
+    // (Another test's new sandbox may sweep first; the leftovers must be
+    // gone once this one exists either way.)
+    let sb = Sandbox::new(Sandbox::host_default_config()).expect("new sandbox");
+    assert!(owned(base, &prefix).is_empty(), "{:?} {:?}", owned(base, &prefix), sb.swept());
+    assert!(!mountinfo().contains(&staged));
+    assert!(owned(&pids_root, &cg_prefix).is_empty());
+    assert!(!base.join(format!("{id}.lock")).exists());
+    // The live run was left alone.
+    let r = live.join().expect("join");
+    assert!(r.success(), "{r:?}");
+    assert_eq!(fs::read_to_string(live_dir.path().join("a.txt")).expect("a.txt"), "alive\n");
+    // The shared sandbox's own lock survives.
+    assert!(base.join(format!("{}.lock", sandbox().instance_id())).exists());
+}
