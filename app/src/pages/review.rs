@@ -175,6 +175,10 @@ pub struct ToolView {
 /// A graded scorecard, in evidence order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CardView {
+    /// What ingestion normalised (a top folder unwrapped, OS metadata left
+    /// out, backslash separators), one sentence each.
+    #[serde(default)]
+    pub normalised: Vec<String>,
     pub decision: String,
     pub score: String,
     pub gates: Vec<GateView>,
@@ -524,6 +528,7 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
     let files = view! {
         <section class="diff">
             <h2>"Submission against the starter"</h2>
+            {(!c.normalised.is_empty()).then(|| view! { <ul class="normalised">{c.normalised.iter().map(|n| view! { <li>"Normalised at ingestion: " {n.clone()}</li> }).collect_view()}</ul> })}
             <table class="files">
                 <thead><tr><th>"File"</th><th>"Change"</th><th>"Bytes"</th><th>"SHA-256"</th></tr></thead>
                 <tbody>{c.files.iter().map(|f| view! {

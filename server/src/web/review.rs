@@ -298,12 +298,30 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         mismatches: card.environment.mismatches.clone(),
         sandbox_fallbacks: r.sandbox.fallbacks.clone(),
         files,
+        normalised: normalised_lines(&r.submission.normalised),
         archive_sha256: r.submission.archive_sha256.clone(),
         workspace_digest: r.submission.workspace_digest.clone(),
         receipt_digest: r.digest.clone(),
         packet_digest: r.packet.digest.clone(),
         witness_sha256: r.witness_sha256.clone(),
     }
+}
+
+/// What ingestion normalised, in sentences for the scorecard.
+fn normalised_lines(n: &grader::ingest::Normalised) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(top) = &n.unwrapped {
+        out.push(format!("the zip held everything in one folder, {top}/, which was unwrapped"));
+    }
+    if !n.dropped.is_empty() {
+        let more = if n.dropped_unlisted > 0 { format!(" and {} more", n.dropped_unlisted) } else { String::new() };
+        out.push(format!("operating-system metadata left out, never graded: {}{more}", n.dropped.join(", ")));
+    }
+    if !n.backslashes.is_empty() {
+        let more = if n.backslashes_unlisted > 0 { format!(" and {} more", n.backslashes_unlisted) } else { String::new() };
+        out.push(format!("entries written with \\ as the separator, read as /: {}{more}", n.backslashes.join(", ")));
+    }
+    out
 }
 
 /// Where the blob store keeps a submission's zip: `<data_dir>/blobs/<aa>/<sha256>`
@@ -324,7 +342,7 @@ const DIFF_MAX_TOTAL_LINES: usize = 20_000;
 /// Fills in the line diff of each added or changed text file, reading the
 /// submission from its stored zip and the starter from the packet version.
 /// Diffs are best effort: a file without one says why.
-async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, view: &mut CardView) {
+async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, view: &mut CardView) {
     let zip_path = stored_zip(state, archive_sha256);
     let starter = version_dir(state, &version.dir).join("starter");
     let mut files = std::mem::take(&mut view.files);
@@ -350,7 +368,7 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
                 f.diff_note = Some("the stored zip is not available, so no diff is shown".into());
                 continue;
             };
-            let submitted = read_entry(archive, &f.path);
+            let submitted = read_entry(archive, &f.path, unwrapped.as_deref());
             let Some(new) = submitted.and_then(|b| String::from_utf8(b).ok()) else {
                 f.diff_note = Some("not a text file (or not readable from the stored zip)".into());
                 continue;
@@ -378,9 +396,16 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
 }
 
 /// The bytes of the archive entry for `path`, capped at `DIFF_MAX_BYTES`.
-fn read_entry(archive: &mut zip::ZipArchive<std::fs::File>, path: &str) -> Option<Vec<u8>> {
+/// The entry is looked up as ingestion named it: under the unwrapped top
+/// folder, and with `\` read as `/`.
+fn read_entry(archive: &mut zip::ZipArchive<std::fs::File>, path: &str, unwrapped: Option<&str>) -> Option<Vec<u8>> {
     use std::io::Read;
-    let index = (0..archive.len()).find(|&i| archive.name_for_index(i).and_then(|r| r.ok()).is_some_and(|n| n.trim_start_matches("./") == path))?;
+    let wanted = match unwrapped {
+        Some(top) => format!("{top}/{path}"),
+        None => path.to_string(),
+    };
+    let index = (0..archive.len())
+        .find(|&i| archive.name_for_index(i).and_then(|r| r.ok()).is_some_and(|n| n.trim_start_matches("./").replace('\\', "/") == wanted))?;
     let entry = archive.by_index(index).ok()?;
     let mut bytes = Vec::new();
     entry.take(DIFF_MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
@@ -505,7 +530,7 @@ async fn scorecard_page(
         card: match &card {
             Some(c) => {
                 let mut v = card_view(c, starter.as_ref());
-                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, &mut v).await;
+                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &mut v).await;
                 Some(v)
             }
             None => None,

@@ -465,3 +465,99 @@ async fn scorecard_shows_unevaluated_mismatches_and_grading_failures() {
     let (status, _) = f.get("/assignments/nope").await;
     assert_eq!(status, 404);
 }
+
+/// The platform-wide `evidence-tampering` veto sends a scorecard to the
+/// lowest decision; a reviewer overrides it on the page with a reason (and
+/// cannot "override" it on a scorecard that has no such finding).
+#[tokio::test]
+async fn a_reviewer_overrides_the_tampering_veto_with_a_reason() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    let (good_card, _) = cards(&f.app).await;
+    let packet = Packet::load(&repo_root().join("packets").join(SLUG)).unwrap();
+    let mut tampered = good_card.clone();
+    tampered.findings.push(grader::score::Finding {
+        id: "evidence-tampering".into(),
+        title: "Evidence tampering".into(),
+        provenance: grader::detect::Provenance::Replayed,
+        evidence: vec!["pytest.py: shadows the test runner's own module `pytest`".into()],
+    });
+    tampered.receipt.findings = tampered.findings.clone();
+    let tampered = grader::grade::rescore(&packet.manifest, &tampered, &BTreeMap::new());
+    assert_eq!(tampered.decision, "no", "the veto goes to the lowest decision: {:?}", tampered.caps);
+    db.set_graded(&f.good, &serde_json::to_string(&tampered).unwrap(), &serde_json::to_string(&tampered.receipt).unwrap(), &tampered.decision, 0.0).await.unwrap();
+
+    let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("value=\"evidence-tampering\""), "the page offers the override: {page}");
+    let path = format!("/submissions/{}/human", f.good);
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "evidence-tampering"), ("level", "1"), ("reason", " ")]).await;
+    assert_eq!(r.status(), 400, "an override needs a reason");
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "evidence-tampering"), ("level", "2"), ("reason", "x")]).await;
+    assert_eq!(r.status(), 400, "0 or 1 only");
+    let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "evidence-tampering"), ("level", "1"), ("reason", "pytest.py holds notes; it is never imported.")]).await;
+    assert_eq!(r.status(), 303);
+    let after = db.submission_by_id(&f.good).await.unwrap().unwrap();
+    assert_eq!(after.decision.as_deref(), Some("advance"));
+    let card: Scorecard = serde_json::from_str(after.scorecard_json.as_deref().unwrap()).unwrap();
+    assert!(card.caps.iter().any(|c| c.contains("overridden by") && c.contains("never imported")), "{:?}", card.caps);
+    // The bad submission has no such finding to override.
+    let r = f.post(&format!("/submissions/{}/human", f.bad), &[("csrf", &f.reviewer.csrf), ("criterion", "evidence-tampering"), ("level", "1"), ("reason", "x")]).await;
+    assert_eq!(r.status(), 400);
+}
+
+/// A submission cannot make a reviewer's page enormous: the scorecard's
+/// diffs stop at a total, and say how many files were not shown; the
+/// platform's own files are listed as such, never diffed.
+#[tokio::test]
+async fn scorecard_diffs_are_capped_in_total() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    let (good_card, good_zip) = &graded(&f.app).await.0;
+    // The sample's zip plus 40 added files of 1,000 lines each.
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(good_zip.clone())).unwrap();
+    for i in 0..archive.len() {
+        use std::io::Read;
+        let mut e = archive.by_index(i).unwrap();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).unwrap();
+        entries.push((e.name().to_string(), bytes));
+    }
+    let big: String = (0..1000).map(|n| format!("line {n}\n")).collect();
+    let mut card = good_card.clone();
+    for i in 0..40 {
+        let path = format!("flood/f{i:02}.txt");
+        card.receipt.submission.files.push(grader::ingest::IngestedFile {
+            path: path.clone(),
+            size: big.len() as u64,
+            sha256: grader::packet::sha256_hex(big.as_bytes()),
+            mtime: None,
+        });
+        entries.push((path, big.clone().into_bytes()));
+    }
+    card.receipt.submission.platform_files.push(grader::ingest::IngestedFile { path: "GATEHOUSE_PIN.toml".into(), size: 3, sha256: "ab".repeat(32), mtime: None });
+    let mut zip_bytes = std::io::Cursor::new(Vec::new());
+    {
+        let mut w = zip::ZipWriter::new(&mut zip_bytes);
+        for (name, bytes) in &entries {
+            w.start_file(name.as_str(), zip::write::SimpleFileOptions::default()).unwrap();
+            std::io::Write::write_all(&mut w, bytes).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let zip_bytes = zip_bytes.into_inner();
+    let sha = grader::packet::sha256_hex(&zip_bytes);
+    card.receipt.submission.archive_sha256 = sha.clone();
+    let blob = f.app.state.config.data_dir.join("blobs").join(&sha[..2]).join(&sha);
+    std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
+    std::fs::write(&blob, &zip_bytes).unwrap();
+    db.set_graded(&f.good, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.decision, 0.0).await.unwrap();
+    // The stored submission points at the new zip.
+    let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert_eq!(status, 200);
+    let shown = page.matches("<span class=\"add\">").count();
+    assert!(shown <= 20_000, "{shown} diff lines shown");
+    assert!(page.contains("more file(s) not shown"), "no note on the files left out");
+    assert!(page.contains("GATEHOUSE_PIN.toml") && page.contains(">platform<"), "the pin file is listed as the platform's");
+}
