@@ -593,7 +593,7 @@ fn check_layout(
             });
         }
         let data_start = directory::local_data_start(file, raw, &plan.display)?;
-        let data_end = data_start.checked_add(raw.compressed_size).unwrap_or(u64::MAX);
+        let data_end = data_start.saturating_add(raw.compressed_size);
         if data_end > end.cd_offset {
             return Err(IngestError::OverlappingEntries {
                 entry: plan.display.clone(),
