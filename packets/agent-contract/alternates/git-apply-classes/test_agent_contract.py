@@ -176,12 +176,16 @@ class TestPaths:
         "src/billing/node_modules/x.py", "src/billing/site-packages/x.py", "src/dist/x.py",
         "src/build/x.py", "src/billing/.git/hooks.py", "src/billing/third_party/x.py",
         "src/billing/cert.pem", "src/billing/id.key", "src/billing/poetry.lock",
-        "src/billing/./prorate.py", "src/billing/prorate.py/", "C:/src/billing/prorate.py",
+        "src/billing/./prorate.py", "src/billing/../billing/prorate.py", "src/billing/prorate.py/",
+        "src/billing/vendor/money_compat.py", "C:/src/billing/prorate.py",
         "tests/test_helpers_src.py", "allowlist.txt", "contracts.json",
     ])
     def test_src_path_refusals(self, repo, tmp_path, src):
         doc = json.loads((FIXTURES / "good_prorate_partial_month.json").read_text())
         doc["src_path"] = src
+        # point the diff at the same path: nothing but the path rules may refuse it
+        doc["diff"] = doc["diff"].replace("a/src/billing/prorate.py", "a/" + src) \
+                                 .replace("b/src/billing/prorate.py", "b/" + src)
         proposal = tmp_path / "p.json"
         proposal.write_text(json.dumps(doc))
         before = tree(repo)

@@ -122,8 +122,16 @@ def test_reverted_write_restores_bytes_on_disk_not_head(repo):
     assert tree(repo) == before
 
 
+def retarget(diff: str, path: str) -> str:
+    return (diff.replace("--- a/src/billing/prorate.py", "--- a/" + path)
+                .replace("+++ b/src/billing/prorate.py", "+++ b/" + path))
+
+
 @pytest.mark.parametrize("field, value", [
     ("src_path", "/abs/src/billing/prorate.py"),
+    ("src_path", "src/billing/../billing/prorate.py"),
+    ("src_path", "src/billing/vendor/money_compat.py"),
+    ("src_path", "src/billing/node_modules/prorate.py"),
     ("src_path", "src\\billing\\prorate.py"),
     ("src_path", "src//billing/prorate.py"),
     ("src_path", "./src/billing/prorate.py"),
@@ -141,6 +149,9 @@ def test_reverted_write_restores_bytes_on_disk_not_head(repo):
 def test_unsafe_paths_are_refused(repo, tmp_path, field, value):
     doc = json.loads((FIXTURES / "good_prorate_partial_month.json").read_text())
     doc[field] = value
+    if field == "src_path":
+        # the diff names the same path, so only the path rules can refuse it
+        doc["diff"] = retarget(doc["diff"], value)
     proposal = tmp_path / "proposal.json"
     proposal.write_text(json.dumps(doc))
     before = tree(repo)
