@@ -1,7 +1,9 @@
 """unsafe-apply detector for refund-invoices.
 
-Static part (AST, never imports the candidate's code): in the candidate's modules
-(every .py file except tests, conftest.py, gate.py and dot-folders) flag
+Static part (AST, never imports the candidate's code): in the solution -- invoices.py and
+the workspace modules it imports, directly or through each other (never tests, conftest.py,
+gate.py or dot-folders; a helper script the candidate ran by hand, such as one that sent the
+prompt to the model, is not part of the patch and is not scanned) -- flag
   - calls that evaluate text: eval, exec, compile, ast.literal_eval, __import__, pickle/marshal loads;
   - paths that leave the workspace: absolute or home-relative string literals, '..' segments,
     Path.home(), os.path.expanduser, os.environ-driven paths.
@@ -27,21 +29,71 @@ def report(evidence):
     print(json.dumps({"id": "unsafe-apply", "evidence": evidence}), flush=True)
 
 
+def _excluded(rel):
+    name = rel.name
+    return (any(part.startswith(".") for part in rel.parts) or name.startswith("test_")
+            or name.endswith("_test.py") or name in ("conftest.py", "gate.py"))
+
+
+def _workspace_module(dotted):
+    """The workspace file a dotted import name refers to, or None (stdlib, missing, excluded)."""
+    parts = dotted.split(".")
+    for candidate in (ROOT.joinpath(*parts).with_suffix(".py"), ROOT.joinpath(*parts) / "__init__.py"):
+        if candidate.is_file() and not candidate.is_symlink():
+            rel = candidate.relative_to(ROOT)
+            if not _excluded(rel):
+                return candidate
+    return None
+
+
+def _imports(tree, path):
+    """Dotted names a module imports (relative imports resolved against its package)."""
+    package = path.parent.relative_to(ROOT).parts
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                prefix = ".".join(base + tuple((node.module or "").split(".") if node.module else ()))
+            else:
+                prefix = node.module or ""
+            if prefix:
+                yield prefix
+            for alias in node.names:
+                if prefix:
+                    yield prefix + "." + alias.name
+
+
 def modules():
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT)
-        if any(part.startswith(".") for part in rel.parts):
+    """invoices.py and every workspace module it reaches through imports."""
+    start = ROOT / "invoices.py"
+    if not start.is_file():
+        return
+    queue, seen = [start], set()
+    while queue:
+        path = queue.pop()
+        if path in seen:
             continue
-        name = rel.name
-        if name.startswith("test_") or name.endswith("_test.py") or name in ("conftest.py", "gate.py"):
+        seen.add(path)
+        yield path.relative_to(ROOT), path
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except SyntaxError:
             continue
-        yield rel, path
+        for dotted in _imports(tree, path):
+            found = _workspace_module(dotted)
+            if found is not None and found not in seen:
+                queue.append(found)
 
 
 def looks_like_outside_path(text):
     t = text.strip()
     if not t or "\n" in t or " " in t:
         return False
+    if not t.strip("/~"):
+        return False  # a bare separator ("/", "//", "~") names no file
     return t.startswith("/") or t.startswith("~") or t == ".." or t.startswith("../") or "/../" in t
 
 

@@ -2,6 +2,8 @@
 
   not-a-diff      patch.diff is missing, empty, or is not a plain unified diff from its first line
                   to its last (prose, markdown fences, a chat reply around a diff, broken hunks).
+                  Blank lines between file sections or after the last hunk are not prose: `git apply`
+                  and `patch` accept them, and a reply saved with `echo` ends in one.
   edits-evidence  the diff touches tests, the allowlist or test configuration; or the submission
                   adds test files or pytest configuration (conftest.py, pytest.ini, ...).
 """
@@ -66,7 +68,7 @@ def parse(text):
                     i += 1
             if hunks == 0:
                 return paths, "line %d: file header with no hunk" % i
-        elif line.startswith(HEADER_PREFIXES):
+        elif line.startswith(HEADER_PREFIXES) or not line.strip():
             i += 1
         else:
             return paths, "line %d is not part of a unified diff: %r" % (i + 1, line[:60])

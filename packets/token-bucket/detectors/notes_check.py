@@ -10,7 +10,11 @@ notes. It fires when
     window, two callers both admitted, a lost update, atomicity, a lock);
   - a sentence claims the bucket is thread-safe / concurrency-safe (or that
     the GIL makes it safe) without negating or hedging it, while bucket.py
-    takes no lock.
+    takes no lock. Sentences are read as written, not as wrapped: the lines
+    of a hard-wrapped paragraph are joined first (a list item starts a new
+    sentence), and a negation or hedge counts when it stands in the same
+    clause as the claim ("**not**\nthread-safe" is a negation, "thread-safe
+    ..., so no lock is needed" is still a claim). A question is no claim.
 Prints JSON lines, exits 0.
 """
 
@@ -40,9 +44,38 @@ MECHANISM = re.compile(
 SAFE_CLAIM = re.compile(r"(thread[- ]?safe|concurrency[- ]?safe|safe (for|under|across|with) (concurren|threads|multi|parallel)|\bGIL\b)", re.I)
 NEGATION = re.compile(
     r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bnor\b|\bwithout\b|\bunsafe\b|\bwould\b|\bcould\b|\bneeds?\b|\brequires?\b|"
-    r"\bunless\b|\bif\b|\bmaking\b|\bto make\b|\bwon't\b|\bnot yet\b|\bfalse\b|\bdoes not\b|\bisn't\b|\bleft\b|\bunsolved\b)",
+    r"\bunless\b|\bif\b|\bonly\b|\bmaking\b|\bto make\b|\bwon't\b|\bnot yet\b|\bfalse\b|\bdoes not\b|\bisn't\b|\bleft\b|\bunsolved\b)",
     re.I,
 )
+
+
+CLAUSE_BREAK = re.compile(r"[,;:()\u2014]|\s--?\s")
+LIST_ITEM = re.compile(r"\n(?=[ \t]*(?:[-*+]|\d+[.)])[ \t])")
+
+
+def sentences(body: str):
+    """Sentences of the notes, with hard-wrapped lines joined back together."""
+    for paragraph in re.split(r"\n\s*\n", body):
+        for item in LIST_ITEM.split(paragraph):
+            flat = re.sub(r"\s+", " ", item).strip()
+            for sentence in re.split(r"(?<=[.!?])\s+", flat):
+                if sentence:
+                    yield sentence
+
+
+def claims_safety(sentence: str) -> bool:
+    """A safety claim with no negation or hedge in its own clause (before or after it)."""
+    if sentence.rstrip().endswith("?"):
+        return False
+    for claim in SAFE_CLAIM.finditer(sentence):
+        before = sentence[:claim.start()]
+        start = max((b.end() for b in CLAUSE_BREAK.finditer(before)), default=0)
+        after = sentence[claim.end():]
+        stop = CLAUSE_BREAK.search(after)
+        after = after[:stop.start()] if stop else after
+        if not NEGATION.search(before[start:]) and not NEGATION.search(after):
+            return True
+    return False
 
 
 def emit(evidence: str) -> None:
@@ -78,9 +111,9 @@ def main() -> None:
         emit(f"NOTES.md names no concrete race (no paragraph pairs an actor such as threads or forks with what "
              f"they race on): \"{first}\"")
     if not takes_a_lock():
-        for sentence in re.split(r"(?<=[.!?])\s+|\n", body):
-            if SAFE_CLAIM.search(sentence) and not NEGATION.search(sentence):
-                s = re.sub(r"\s+", " ", sentence).strip()[:140]
+        for sentence in sentences(body):
+            if claims_safety(sentence):
+                s = sentence[:140]
                 emit(f"NOTES.md claims thread safety but bucket.py takes no lock: \"{s}\"")
                 break
 
