@@ -423,12 +423,16 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
         }
         .into_any()
     };
+    // A finding a reviewer may override (the platform-wide veto) carries
+    // its form beside the evidence.
+    let finding_forms: Vec<HumanForm> = forms.iter().filter(|f| c.findings.iter().any(|x| x.id == f.criterion)).cloned().collect();
     let findings = if c.findings.is_empty() {
         view! { <p class="empty">"No failure from the catalog was detected."</p> }.into_any()
     } else {
         c.findings
             .into_iter()
             .map(|f| {
+                let form = finding_forms.iter().find(|x| x.criterion == f.id).cloned().map(|x| human_form(x, csrf.clone(), id.clone()));
                 let more = f.evidence.len().saturating_sub(8);
                 let evidence: Vec<String> = f.evidence.into_iter().take(8).collect();
                 let anchor = format!("finding-{}", f.id);
@@ -438,6 +442,7 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
                             <span class=format!("badge {}", f.provenance)>{f.provenance.clone()}</span></h3>
                         <ul class="evidence">{lines(evidence)}</ul>
                         {(more > 0).then(|| view! { <p class="more">"… and " {more} " more"</p> })}
+                        {form}
                     </article>
                 }
             })

@@ -288,7 +288,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         caps: card.caps.clone(),
         pending: card.pending.clone(),
         findings,
-        unevaluated: card.unevaluated.iter().map(|u| (u.id.clone(), u.reason.clone())).collect(),
+        unevaluated: card.unevaluated.iter().chain(&card.skipped).map(|u| (u.id.clone(), u.reason.clone())).collect(),
         not_witnessed: card.not_witnessed.iter().map(|u| (u.id.clone(), u.reason.clone())).collect(),
         criteria,
         runs,

@@ -522,7 +522,7 @@ async fn scorecard_diffs_are_capped_in_total() {
         let mut e = archive.by_index(i).unwrap();
         let mut bytes = Vec::new();
         e.read_to_end(&mut bytes).unwrap();
-        entries.push((e.name().to_string(), bytes));
+        entries.push((e.name().unwrap().to_string(), bytes));
     }
     let big: String = (0..1000).map(|n| format!("line {n}\n")).collect();
     let mut card = good_card.clone();
