@@ -135,8 +135,8 @@ class Agent:
         if error is None:
             try:
                 plan = json.loads(json.loads(out.body)["choices"][0]["message"]["content"])
-            except (ValueError, KeyError, IndexError, TypeError):
-                error = "unparseable reply"
+            except Exception as exc:  # any malformed reply is a model-call error the stop rules count
+                error = f"unparseable reply ({type(exc).__name__})"
             else:
                 if not isinstance(plan, dict) or not isinstance(plan.get("actions", []), list):
                     plan, error = None, "reply is not an action object"
