@@ -4,7 +4,8 @@ Fires when README.md is missing or empty, or when a line claims something
 this service does not have and may not have: containers, caches, databases,
 queues, metrics, auth, config files, package installs, or a route other than
 POST /v1/intents and GET /healthz. Lines that deny a thing ("no Redis",
-"without Docker", "out of scope") are not claims. A first pass for the
+"without Docker", "out of scope") are not claims, and a "worker thread" (how
+http.server handles a request) is no worker service. A first pass for the
 reviewer; the criterion is auto-override.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 CLAIMS = re.compile(
     r"(?i)\b(docker|compose|kubernetes|k8s|helm|redis|memcached?|postgres\w*|mysql|mongo\w*|sqlite|"
-    r"kafka|rabbitmq|celery|queue|workers?|prometheus|grafana|metrics|opentelemetry|jwt|oauth|api[- ]?keys?|"
+    r"kafka|rabbitmq|celery|queue|workers?(?![ -]threads?\b)|prometheus|grafana|metrics|opentelemetry|jwt|oauth|api[- ]?keys?|"
     r"bearer|\.env\b|dotenv|pip install|requirements\.txt|poetry|makefile|make run|openapi|swagger)"
 )
 NEGATION = re.compile(

@@ -234,6 +234,12 @@ def test_restart_conflict(seen):
     assert status == 409, seen["after_conflict"]
 
 
+def test_restart_conflict_not_accepted(seen):
+    assert seen.get("restarted"), seen.get("restart_error")
+    status = seen["after_conflict"]["status"]
+    assert status is not None and not (200 <= status < 300), seen["after_conflict"]
+
+
 def test_restart_appends_nothing(seen):
     assert seen.get("restarted"), seen.get("restart_error")
     assert seen["lines_after_restart"] == seen["lines_before_restart"]

@@ -64,7 +64,7 @@ def ask_model(line: str) -> str:
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise ModelError("endpoint answer is not a chat completion") from exc
     words = str(content).strip().split()
-    label = words[0].strip(".:,!").upper() if words else ""
+    label = words[0] if len(words) == 1 else ""
     if label not in LABELS:
         raise ModelError(f"model answered {str(content)[:40]!r}, not a label")
     return label

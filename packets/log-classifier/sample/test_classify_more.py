@@ -70,7 +70,7 @@ def test_line_that_names_its_level_needs_no_call(monkeypatch, tmp_path):
     assert labels == ["ERROR"] and wire.bodies == []
 
 
-@pytest.mark.parametrize("answer", ["", "Sure! Here is my analysis", "CRITICAL"])
+@pytest.mark.parametrize("answer", ["", "Sure! Here is my analysis", "CRITICAL", "ERROR WARN"])
 def test_unusable_answer_is_an_error_not_info(monkeypatch, tmp_path, answer):
     monkeypatch.setattr(classify_logs.urllib.request, "urlopen", Wire(answer))
     try:

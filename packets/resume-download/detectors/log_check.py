@@ -6,6 +6,9 @@
   cinematic-infrastructure a command leaves the box: containers, clusters,
                            cloud CLIs, package installs, another host, or an
                            HTTP client aimed at anything but 127.0.0.1/localhost
+                           (the platform's own gate, the `curl` lines of
+                           GATEHOUSE_PIN.toml that witness a red or green run
+                           or submit, excepted)
 
 Lines may carry a shell prompt ("$ ", "> ", "user@host:~$ "), a `history`
 number, or be comments (# ...), which are skipped. Commands chained with
@@ -32,6 +35,9 @@ INSTALLERS = {"pip", "pip3", "apt", "apt-get", "dnf", "yum", "apk", "poetry", "u
 INSTALL_WORDS = {"install", "add", "sync"}
 HTTP_CLIENTS = {"curl", "wget", "http", "https", "httpie"}
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+# The platform's own gate (GATEHOUSE_PIN.toml prints these curl lines):
+# witnessing a red or green run and submitting are not leaving the box.
+PLATFORM_GATE = re.compile(r"^/api/v1/(witness/(red|green)|submissions)/?$")
 PROMPT = re.compile(r"^\s*(\d+\s+|[\w.@-]*[:~/\w.-]*[$#>]\s+|[$#>]\s+)")
 
 
@@ -81,7 +87,10 @@ def leaves_the_box(words: list[str]) -> str | None:
     if head in HTTP_CLIENTS:
         urls = [a for a in args if "://" in a or re.match(r"^[\w.-]+\.[a-z]{2,}(/|:|$)", a)]
         for url in urls:
-            host = re.sub(r"^[a-z]+://", "", url).split("/")[0]
+            rest = re.sub(r"^[a-z]+://", "", url)
+            host, path = rest.split("/")[0], "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+            if PLATFORM_GATE.match(path.split("?")[0]):
+                continue
             if not host.startswith(LOCAL_HOSTS):
                 return f"{head} {url}"
     return None

@@ -11,6 +11,7 @@ when fetch.py mentions a tool this take-home does not allow.
 from __future__ import annotations
 
 from pathlib import Path
+import os
 import sys
 
 ROOT = Path(__file__).resolve().parent
@@ -26,6 +27,14 @@ ALLOWED = {
     "NOTES.md",
     "data.bin",
     "data.bin.part",
+}
+
+# The files the platform adds to the workspace it hands out (the brief and
+# the pin file) are the platform's, not yours: they never count. When the
+# platform runs this check it also names them in GATEHOUSE_PLATFORM_FILES
+# (one path a line).
+PLATFORM_FILES = {"PROMPT.md", "GATEHOUSE_PIN.toml"} | {
+    line.strip() for line in os.environ.get("GATEHOUSE_PLATFORM_FILES", "").splitlines() if line.strip()
 }
 
 # Tool caches and version control are ignored; everything else counts.
@@ -50,7 +59,7 @@ def extra_files() -> list[str]:
             continue
         if path.is_dir():
             continue
-        if rel.as_posix() not in ALLOWED:
+        if rel.as_posix() not in ALLOWED and rel.as_posix() not in PLATFORM_FILES:
             extras.append(rel.as_posix())
     return extras
 
