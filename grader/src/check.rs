@@ -169,7 +169,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
                         if let Some(v) = m.variants.get(i) {
                             done.push((i, check_variant(grader, packet, v, work.path())));
                         } else if let Some(a) = alternates.get(i - m.variants.len()) {
-                            done.push((i, vec![check_alternate(grader, packet, a, &probe, &gate, work.path())]));
+                            done.push((i, check_alternate(grader, packet, a, &probe, &gate, work.path())));
                         } else {
                             break;
                         }
@@ -304,22 +304,26 @@ pub fn alternates(packet: &Packet) -> Result<Vec<String>, String> {
 /// candidate unpacks (starter, brief, pin file) overlaid by the alternate,
 /// zipped whole. It must pass the packet's test command, draw no finding,
 /// leave nothing unevaluated and fail no hidden test that proves a failure.
-fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::grade::EnvProbe, gate: &crate::starter::Gate, work: &Path) -> CheckItem {
+fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::grade::EnvProbe, gate: &crate::starter::Gate, work: &Path) -> Vec<CheckItem> {
     let m = &packet.manifest;
     let item = |ok: bool, detail: String| CheckItem { name: format!("alternate {name} grades clean"), ok, detail, warning: false };
     let tree: PathBuf = work.join("alternates").join(name);
     let built = crate::starter::lay_received(packet, CHECK_SEED, probe, gate, &tree)
         .and_then(|()| copy_path(&packet.root.join("alternates").join(name), &tree));
     if let Err(e) = built {
-        return item(false, format!("building the alternate: {e}"));
+        return vec![item(false, format!("building the alternate: {e}"))];
     }
     let mut problems = Vec::new();
     let limits = m.limits.apply(&default_limits());
-    match run_on_copy(grader.sandbox(), &tree, &work.join("alternates-run").join(name), |_| Ok(()), &m.commands.test, &limits, Vec::new()) {
-        Ok(r) if r.report.success() && r.runner.as_ref().is_none_or(|r| r.passed()) => {}
-        Ok(r) => problems.push(format!("`{}` does not pass: {}{}", m.commands.test, r.report.describe(), tail(&r.report.stdout_tail))),
-        Err(e) => problems.push(format!("running `{}`: {e}", m.commands.test)),
-    }
+    // Honest work need not pass the candidate's test command (a packet may
+    // ask for a diff and keep the tree red): a failing run is a warning for
+    // the author, and only what grading says can fail the alternate.
+    let warning = match run_on_copy(grader.sandbox(), &tree, &work.join("alternates-run").join(name), |_| Ok(()), &m.commands.test, &limits, Vec::new()) {
+        Ok(r) if r.report.success() && r.runner.as_ref().is_none_or(|r| r.passed()) => None,
+        Ok(r) => Some(format!("`{}` does not pass: {}{}", m.commands.test, r.report.describe(), tail(&r.report.stdout_tail))),
+        Err(e) => Some(format!("running `{}`: {e}", m.commands.test)),
+    };
+    let warning = warning.map(|detail| CheckItem { name: format!("alternate {name} passes the test command"), ok: false, detail, warning: true });
     match grader.grade_overlay(packet, &tree, &BTreeMap::new(), &GradeOptions::default()) {
         Ok(card) => {
             problems.extend(card.findings.iter().map(|f| format!("finding {} ({})", f.id, f.evidence.join("; "))));
@@ -328,12 +332,13 @@ fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::
                 problems.push(format!("hidden test {test} of step {step} fails (it proves {})", if ids.is_empty() { "no listed id".into() } else { ids.join(" or ") }));
             }
             if problems.is_empty() {
-                return item(true, format!("decision {}, score {}", card.decision, card.score.map_or("-".into(), |s| format!("{s}/{}", card.max_score))));
+                let ok = item(true, format!("decision {}, score {}", card.decision, card.score.map_or("-".into(), |s| format!("{s}/{}", card.max_score))));
+                return std::iter::once(ok).chain(warning).collect();
             }
         }
         Err(e) => problems.push(format!("grading: {e}")),
     }
-    item(false, problems.join("; "))
+    std::iter::once(item(false, problems.join("; "))).chain(warning).collect()
 }
 
 /// The failing tests of every step with a `[proves.<step>]` table in
