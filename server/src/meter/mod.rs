@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -38,8 +37,8 @@ mod proxy;
 
 pub use budget::{CapUse, Refused, caps_of};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/c/{token}/meter", get(meter_status))
@@ -291,7 +290,12 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         return Err(refuse(&state, &a, &req, "model_window", error).await);
     }
     let now = now_ms();
-    if let (Some(tb), Some(start)) = (time_box_secs(&a, &rules), a.started_at)
+    // Using the assignment's model key starts its time box.
+    if a.started_at.is_none() {
+        state.db.start_assignment(&a.id, now).await?;
+    }
+    let started_at = a.started_at.or(Some(now));
+    if let (Some(tb), Some(start)) = (time_box_secs(&a, &rules), started_at)
         && now >= start + tb * 1000
     {
         let limit = tb / 60;
