@@ -83,9 +83,18 @@ pub async fn csrf_token(session: &Session) -> Result<String, AppError> {
 /// the session, so a cookie sent along carries no authority there.
 pub const CSRF_EXEMPT: [&str; 3] = ["/c/", "/api/", "/v1/"];
 
-/// Paths that check a CSRF token of their own: the sign-in form (a
-/// double-submit cookie, so that opening the page stores no session).
-pub const CSRF_OWN_CHECK: [&str; 1] = ["/login"];
+/// Paths that check a CSRF token of their own, after their own credential:
+/// the sign-in form (a double-submit cookie, so that opening the page stores
+/// no session) and the one-time setup link (`/setup/<token>`: an unknown or
+/// used link is a 404 before anything else).
+pub const CSRF_OWN_CHECK: [&str; 2] = ["/login", "/setup/"];
+
+/// Whether [`csrf_guard`] checks requests to `path` (a concrete path or a
+/// route pattern); the others are in [`CSRF_EXEMPT`] or [`CSRF_OWN_CHECK`].
+pub fn csrf_checked_by_layer(path: &str) -> bool {
+    !CSRF_EXEMPT.iter().any(|p| path.starts_with(p))
+        && !CSRF_OWN_CHECK.iter().any(|p| path == *p || (p.ends_with('/') && path.starts_with(p)))
+}
 
 /// The most of a form body read to find its `csrf` field.
 const FORM_LIMIT: usize = 4 << 20;
@@ -104,8 +113,7 @@ pub async fn csrf_guard(req: axum::extract::Request, next: axum::middleware::Nex
     let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
     let path = req.uri().path();
     if safe
-        || CSRF_EXEMPT.iter().any(|p| path.starts_with(p))
-        || CSRF_OWN_CHECK.contains(&path)
+        || !csrf_checked_by_layer(path)
         || !has_session_cookie(req.headers()) || req.headers().contains_key(axum::http::header::AUTHORIZATION) {
         return next.run(req).await;
     }

@@ -189,7 +189,10 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     let status: Value =
         client.get(app.url(&format!("/c/{}/submissions/{id}/status", invited.token))).send().await.unwrap().json().await.unwrap();
     assert_eq!(status["state"], "graded");
-    assert_eq!(status["decision"], stored["decision"]);
+    // Results are the hiring team's to release (default never): the
+    // candidate sees the state and the receipt digest, not the decision.
+    assert!(status.get("decision").is_none(), "{status}");
+    assert_eq!(status["receipt_digest"], stored["receipt"]["digest"]);
 
     // Exactly one job, done once.
     let jobs = app.state.db.jobs_for("grade", &id).await.unwrap();
