@@ -110,7 +110,7 @@ mod tests {
         }
         for bad in [
             "javascript:alert(1)", "JavaScript:alert(1)", " javascript:x", "java\tscript:x", "java\nscript:x", "\u{1}javascript:x",
-            "data:text/html,<script>", "vbscript:x", "file:///etc/passwd", "jav&#x61;script:x;", "blob:x",
+            "data:text/html,<script>", "vbscript:x", "file:///etc/passwd", "blob:x",
         ] {
             check(bad, false);
         }
@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn markdown_drops_unsafe_links_and_images() {
-        let html = markdown("[Start here](javascript:alert(1)) and [ok](https://example.test/) ![img](data:image/svg+xml,x) ![fine](/a.png) <vbscript:x>");
+        let html = markdown("[Start here](javascript:alert(1)) [Enc](jav&#x61;script:alert(2)) and [ok](https://example.test/) ![img](data:image/svg+xml,x) ![fine](/a.png) <vbscript:x>");
         assert!(!html.contains("javascript:"), "{html}");
         assert!(!html.contains("data:image"), "{html}");
         assert!(!html.contains("vbscript:x\""), "{html}");

@@ -60,6 +60,7 @@ mod tests {
         check("2026-11-18T11:06:40.5Z", Some(1_795_000_000_500));
         check("tomorrow", None);
         // A multibyte character where a byte-sliced parser split a char.
+        check("2030-01-31T17:00:00+00é0", None);
         check("2030-01-31T17:00:0é", None);
         check("2030-01-3é17:00:00Z", None);
         check("é030-01-31T17:00:00Z", None);

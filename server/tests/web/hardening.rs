@@ -240,7 +240,9 @@ async fn a_multibyte_deadline_is_a_clear_400_not_a_panic() {
     publish_packet(&app.state).await;
     let token = api_token(&app, Role::Author).await;
     let client = TestApp::client();
-    for deadline in ["2030-01-31T17:00:0é", "2030-01-31T17:00:00+0é:00", "2030-01-3é17:00:00Z", "ééééééééééééééééééééé"] {
+    // "+00é0": the old hand-written parser sliced the offset at byte 3..4,
+    // inside the "é", and panicked.
+    for deadline in ["2030-01-31T17:00:00+00é0", "2030-01-31T17:00:0é", "2030-01-31T17:00:00+0é:00", "2030-01-3é17:00:00Z", "ééééééééééééééééééééé"] {
         let body = json!({ "packet": SLUG, "candidate_name": "Grace", "email": "grace@example.test", "deadline": deadline });
         let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&token).json(&body).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{deadline}");
