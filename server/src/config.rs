@@ -63,6 +63,10 @@ pub struct Config {
     /// Submissions of one assignment waiting for or in grading at once.
     #[serde(default = "default_pending_jobs")]
     pub max_pending_jobs: usize,
+    /// Refused model calls of one assignment written to its ledger; later
+    /// refusals are only counted in the metrics.
+    #[serde(default = "default_refused_call_rows")]
+    pub max_refused_call_rows: usize,
     /// The model meter's upstream: an OpenAI-compatible base URL such as
     /// `http://127.0.0.1:9999/v1` (plain HTTP; `/chat/completions` and
     /// `/models` are appended). Without one, the meter answers 503.
@@ -116,6 +120,10 @@ fn default_witness_runs() -> usize {
     30
 }
 
+fn default_refused_call_rows() -> usize {
+    200
+}
+
 fn default_pending_jobs() -> usize {
     2
 }
@@ -142,6 +150,7 @@ impl Default for Config {
             max_concurrent_sandbox_runs: default_concurrent_sandbox_runs(),
             max_witness_runs: default_witness_runs(),
             max_pending_jobs: default_pending_jobs(),
+            max_refused_call_rows: default_refused_call_rows(),
             model_upstream_url: None,
             model_upstream_key: None,
             model_upstreams: BTreeMap::new(),

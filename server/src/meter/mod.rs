@@ -245,8 +245,19 @@ impl RequestInfo {
     }
 }
 
-/// Records a refused call and hands the refusal back.
+/// Records a refused call and hands the refusal back. Past
+/// `max_refused_call_rows` refusals of one assignment the call is still
+/// refused and counted in the metrics, but no further ledger row is written
+/// (a script hammering a closed meter cannot grow the database).
 async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, refused: &str, error: MeterError) -> MeterError {
+    match state.db.refused_call_count(&a.id).await {
+        Ok(n) if n >= state.config.max_refused_call_rows as i64 => {
+            metrics::counter!("gatehouse_model_calls_refused_unrecorded_total").increment(1);
+            return error;
+        }
+        Ok(_) => {}
+        Err(e) => return e.into(),
+    }
     let recorded = state
         .db
         .insert_model_call(NewModelCall {
@@ -280,6 +291,16 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     if let Some((why, error)) = refusal {
         return Err(refuse(&state, &a, &req, why, error).await);
     }
+    // Using the assignment's (valid) model key starts its time box, even
+    // when the call is refused below.
+    let started_at = match a.started_at {
+        Some(t) => Some(t),
+        None => {
+            let t = now_ms();
+            state.db.start_assignment(&a.id, t).await?;
+            Some(t)
+        }
+    };
     let rules = rules_for(&state, &a).await?;
     if rules.waits_for_red && state.db.red_witnessed_at(&a.id).await?.is_none() {
         let error = MeterError::new(
@@ -290,11 +311,6 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         return Err(refuse(&state, &a, &req, "model_window", error).await);
     }
     let now = now_ms();
-    // Using the assignment's model key starts its time box.
-    if a.started_at.is_none() {
-        state.db.start_assignment(&a.id, now).await?;
-    }
-    let started_at = a.started_at.or(Some(now));
     if let (Some(tb), Some(start)) = (time_box_secs(&a, &rules), started_at)
         && now >= start + tb * 1000
     {
