@@ -440,6 +440,7 @@ async fn parallel_sign_ins_beyond_the_hashing_bound_get_503() {
     let statuses = sign_in_all(&app, forms, "ada@example.test", "wrong password").await;
     let busy = statuses.iter().filter(|s| **s == StatusCode::SERVICE_UNAVAILABLE).count();
     let checked = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
+    eprintln!("40 parallel sign-ins, 2 hashing permits: {checked} checked (401), {busy} refused busy (503)");
     assert_eq!(busy + checked, 40, "{statuses:?}");
     assert!(busy >= 1 && checked >= 1, "busy {busy}, checked {checked}");
     // Once the checks end, sign-in works again.
@@ -459,6 +460,7 @@ async fn the_failed_sign_in_limit_holds_under_parallel_load() {
     let statuses = sign_in_all(&app, forms, "ada@example.test", "wrong password").await;
     let wrong = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
     let limited = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    eprintln!("40 parallel wrong guesses, limit 5/min: {wrong} answered 401, {limited} answered 429");
     assert_eq!(wrong, 5, "exactly the limit is answered 'wrong password': {statuses:?}");
     assert_eq!(limited, 35, "{statuses:?}");
     // Even the right password waits now.
