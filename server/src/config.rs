@@ -32,8 +32,41 @@ pub struct Config {
     pub lease_secs: u64,
     /// Failed sign-ins allowed per minute for one address or account.
     pub login_attempts_per_minute: u32,
-    /// Mark session cookies `Secure` (set when served over HTTPS).
-    pub secure_cookies: bool,
+    /// Mark session cookies `Secure`; unset, they are when `public_url` is
+    /// `https://`.
+    #[serde(default)]
+    pub secure_cookies: Option<bool>,
+    /// The bearer token `/metrics` asks for. Unset, `/metrics` answers only
+    /// clients on the loopback interface.
+    #[serde(default)]
+    pub metrics_token: Option<String>,
+    /// How long a client may take to send a request's headers, in seconds.
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout_secs: u64,
+    /// How long a request body may stall between two chunks, in seconds.
+    #[serde(default = "default_body_timeout")]
+    pub body_idle_timeout_secs: u64,
+    /// Password checks (argon2, about 19 MiB each) running at once; further
+    /// sign-ins get 503 until one ends.
+    #[serde(default = "default_hash_concurrency")]
+    pub password_hash_concurrency: usize,
+    /// Uploads (submissions and witnessed runs) received and checked at
+    /// once, over all candidates; more get 503.
+    #[serde(default = "default_concurrent_uploads")]
+    pub max_concurrent_uploads: usize,
+    /// Witnessed sandbox runs at once, over all candidates; more get 503.
+    #[serde(default = "default_concurrent_sandbox_runs")]
+    pub max_concurrent_sandbox_runs: usize,
+    /// Witnessed runs one assignment may record.
+    #[serde(default = "default_witness_runs")]
+    pub max_witness_runs: usize,
+    /// Submissions of one assignment waiting for or in grading at once.
+    #[serde(default = "default_pending_jobs")]
+    pub max_pending_jobs: usize,
+    /// Refused model calls of one assignment written to its ledger; later
+    /// refusals are only counted in the metrics.
+    #[serde(default = "default_refused_call_rows")]
+    pub max_refused_call_rows: usize,
     /// The model meter's upstream: an OpenAI-compatible base URL such as
     /// `http://127.0.0.1:9999/v1` (plain HTTP; `/chat/completions` and
     /// `/models` are appended). Without one, the meter answers 503.
@@ -63,6 +96,38 @@ fn default_model_timeout() -> u64 {
     300
 }
 
+fn default_header_timeout() -> u64 {
+    10
+}
+
+fn default_body_timeout() -> u64 {
+    30
+}
+
+fn default_hash_concurrency() -> usize {
+    4
+}
+
+fn default_concurrent_uploads() -> usize {
+    8
+}
+
+fn default_concurrent_sandbox_runs() -> usize {
+    2
+}
+
+fn default_witness_runs() -> usize {
+    30
+}
+
+fn default_refused_call_rows() -> usize {
+    200
+}
+
+fn default_pending_jobs() -> usize {
+    2
+}
+
 impl Default for Config {
     fn default() -> Config {
         Config {
@@ -76,7 +141,16 @@ impl Default for Config {
             max_upload_mb: 256,
             lease_secs: 60,
             login_attempts_per_minute: 10,
-            secure_cookies: false,
+            secure_cookies: None,
+            metrics_token: None,
+            header_timeout_secs: default_header_timeout(),
+            body_idle_timeout_secs: default_body_timeout(),
+            password_hash_concurrency: default_hash_concurrency(),
+            max_concurrent_uploads: default_concurrent_uploads(),
+            max_concurrent_sandbox_runs: default_concurrent_sandbox_runs(),
+            max_witness_runs: default_witness_runs(),
+            max_pending_jobs: default_pending_jobs(),
+            max_refused_call_rows: default_refused_call_rows(),
             model_upstream_url: None,
             model_upstream_key: None,
             model_upstreams: BTreeMap::new(),
@@ -107,7 +181,31 @@ impl Config {
         self.model_upstream_url.clone().filter(|u| !u.is_empty()).map(|u| (u, self.model_upstream_key.clone()))
     }
 
+    /// Whether session cookies are `Secure`: the setting, else whether the
+    /// public URL is HTTPS.
+    pub fn secure_cookies(&self) -> bool {
+        self.secure_cookies.unwrap_or_else(|| self.public_url.trim_start().to_ascii_lowercase().starts_with("https://"))
+    }
+
     pub fn max_upload_bytes(&self) -> u64 {
         self.max_upload_mb << 20
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+
+    #[test]
+    fn secure_cookies_follow_an_https_public_url_unless_set() {
+        let check = |url: &str, set: Option<bool>, expect: bool| {
+            let c = Config { public_url: url.into(), secure_cookies: set, ..Config::default() };
+            assert_eq!(c.secure_cookies(), expect, "{url} {set:?}");
+        };
+        check("https://grader.example", None, true);
+        check("HTTPS://grader.example", None, true);
+        check("http://127.0.0.1:8080", None, false);
+        check("https://grader.example", Some(false), false);
+        check("http://127.0.0.1:8080", Some(true), true);
     }
 }

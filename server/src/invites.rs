@@ -71,3 +71,12 @@ pub async fn create(state: &AppState, by: Option<i64>, invite: Invite<'_>) -> Re
     let url = format!("{}/c/{token}", state.config.public_url.trim_end_matches('/'));
     Ok(Invited { assignment, token, url })
 }
+
+/// The submission limit asked for (default 3); 1 to 100.
+pub fn check_max_submissions(n: Option<i64>) -> Result<i64, AppError> {
+    match n {
+        None => Ok(crate::db::DEFAULT_MAX_SUBMISSIONS),
+        Some(n) if (1..=100).contains(&n) => Ok(n),
+        Some(n) => Err(AppError::BadRequest(format!("max_submissions {n} is not between 1 and 100"))),
+    }
+}

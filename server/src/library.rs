@@ -225,6 +225,10 @@ pub async fn edit_draft(state: &AppState, version: &PacketVersion, edit: DraftEd
             version.slug
         )));
     }
+    // The self-test reads the folder while it runs: no edit swaps it then.
+    if state.db.version_by_id(version.id).await?.is_some_and(|v| v.check_state == "running") {
+        return Err(AppError::Conflict("the self-test is running on this draft; edit it again when the check has finished".into()));
+    }
     let current = version_dir(state, &version.dir);
     let work = scratch(state)?;
     let copy = work.path().join(&version.slug);
@@ -240,7 +244,10 @@ pub async fn edit_draft(state: &AppState, version: &PacketVersion, edit: DraftEd
         return Err(AppError::Internal(e.into()));
     }
     if !state.db.update_draft(version.id, &packet.digest).await? {
-        return Err(AppError::Conflict(format!("version {} is no longer a draft", version.id)));
+        // Put the checked folder back: a self-test started meanwhile reads it.
+        let _ = std::fs::rename(&current, work.path().join("refused"));
+        let _ = std::fs::rename(&aside, &current);
+        return Err(AppError::Conflict(format!("version {} is no longer a draft, or its self-test started; nothing changed", version.id)));
     }
     let what = match &edit {
         DraftEdit::Prompt(_) => "prompt".to_string(),
@@ -367,10 +374,21 @@ pub async fn run_check(state: &AppState, version_id: i64) -> anyhow::Result<bool
     state.db.set_check(version_id, "running", None).await?;
     let dir = version_dir(state, &version.dir);
     let grader = state.grader.clone();
-    let report = tokio::task::spawn_blocking(move || check_packet(&grader, &dir)).await?;
-    let ok = report.ok();
+    // The digest of the folder before and after the check: the check counts
+    // only for the folder it read, and publishing needs the version's digest
+    // to still be that one.
+    let digest_of = |dir: std::path::PathBuf| async move { tokio::task::spawn_blocking(move || Packet::load(&dir).map(|p| p.digest).ok()).await.ok().flatten() };
+    let before = digest_of(dir.clone()).await;
+    let d = dir.clone();
+    let report = tokio::task::spawn_blocking(move || check_packet(&grader, &d)).await?;
+    let after = digest_of(dir).await;
+    let checked = before.filter(|b| after.as_deref() == Some(b.as_str()) && *b == version.digest);
+    if checked.is_none() {
+        tracing::warn!(version = version_id, "the draft changed while its self-test ran; the check does not count");
+    }
+    let ok = report.ok() && checked.is_some();
     let json = serde_json::to_string(&report)?;
-    state.db.set_check(version_id, if ok { "passed" } else { "failed" }, Some(&json)).await?;
+    state.db.finish_check(version_id, if ok { "passed" } else { "failed" }, &json, checked.as_deref()).await?;
     if state.db.publish_request(version_id).await?.is_some() {
         state.db.set_publish_request(version_id, None).await?;
         let subject = format!("packet:{}", version.slug);

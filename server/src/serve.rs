@@ -5,10 +5,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use grader::grade::Grader;
 use metrics_exporter_prometheus::PrometheusBuilder;
+use tokio::net::TcpListener;
 
 use crate::auth::password;
 use crate::config::Config;
@@ -40,7 +42,8 @@ pub async fn state(config: Config) -> anyhow::Result<AppState> {
             handle
         })
         .clone();
-    Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle })
+    let gates = Arc::new(crate::state::Gates::new(&config));
+    Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle, gates })
 }
 
 pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -56,6 +59,15 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
             Err(e) => tracing::warn!(error = %e, "sweeping the temporary folder failed"),
         }
         crate::queue::spawn_workers(&state, state.config.workers);
+        // Expired sessions are deleted hourly (and at each sign-in).
+        let purge = state.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(3600));
+            loop {
+                every.tick().await;
+                crate::web::session::purge_expired(&purge).await;
+            }
+        });
         let listener = tokio::net::TcpListener::bind(state.config.listen)
             .await
             .with_context(|| format!("binding {}", state.config.listen))?;
@@ -69,11 +81,52 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
             );
         }
         println!("Gatehouse is serving on http://{addr}");
+        let header_timeout = Duration::from_secs(state.config.header_timeout_secs.max(1));
         let app = crate::web::router(state);
-        // Connect info gives the sign-in rate limit the client's address.
-        axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).with_graceful_shutdown(shutdown_signal()).await.context("serving")?;
+        serve_app(listener, app, header_timeout, shutdown_signal()).await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves: HTTP/1.1, each
+/// request carrying its peer's address as `ConnectInfo` (the sign-in rate
+/// limit and `/metrics` read it), and a client that has not sent its whole
+/// header within `header_timeout` is disconnected (hyper enforces this only
+/// with a timer, which `axum::serve` does not give it). Body stalls are cut
+/// by the router's body timeout layer.
+pub async fn serve_app(listener: TcpListener, app: axum::Router, header_timeout: Duration, shutdown: impl std::future::Future<Output = ()>) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, do not spin.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => return,
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                app.clone().oneshot(req)
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+        });
+    }
 }
 
 async fn shutdown_signal() {

@@ -101,6 +101,11 @@ pub struct NewAssignmentView {
     /// `YYYY-MM-DDTHH:MM`, UTC.
     pub deadline: String,
     pub time_box_minutes: String,
+    /// What the candidate sees of results: never, after-review, immediately
+    /// (empty: never).
+    pub results: String,
+    /// Submissions accepted (empty: 3).
+    pub max_submissions: String,
     pub error: Option<String>,
 }
 
@@ -124,6 +129,15 @@ pub fn NewAssignmentPage(vm: NewAssignmentView) -> impl IntoView {
             <label>"Email" <input type="email" name="email" required value=vm.email /></label>
             <label>"Deadline (UTC)" <input type="datetime-local" name="deadline" required value=vm.deadline /></label>
             <label>"Time box in minutes (empty: none)" <input type="number" name="time_box_minutes" min="1" value=vm.time_box_minutes /></label>
+            <label>
+                "The candidate sees their decision and score "
+                <select name="results">
+                    <option value="never" selected=vm.results.is_empty() || vm.results == "never">"never (received, graded and the receipt digest only)"</option>
+                    <option value="after-review" selected=vm.results == "after-review">"after a reviewer has scored it"</option>
+                    <option value="immediately" selected=vm.results == "immediately">"as soon as it is graded"</option>
+                </select>
+            </label>
+            <label>"Submissions accepted (empty: 3)" <input type="number" name="max_submissions" min="1" max="100" value=vm.max_submissions /></label>
             <button type="submit">"Create invite link"</button>
         </form>
     }

@@ -208,9 +208,14 @@ pub fn CandidateView(page: CandidatePage) -> impl IntoView {
     let time_box = page.time_box.clone().map(|t| {
         let left = page.time_left.clone().map(|l| view! { " · " <strong class="time-left">{l}</strong> });
         let start_form = (!page.started).then(|| {
+            let warning = format!(
+                "Your clock has not started. Pressing Start begins your time box of {t}; it cannot be paused. \
+                 Downloading the starter, a model call with your key, a witnessed run or a submission also start it."
+            );
             view! {
-                <form method="post" action=start.clone() class="start">
-                    <button type="submit">"Start the time box"</button>
+                <form method="post" action=start.clone() class="start" id="start-form">
+                    <p class="warning" role="note">{warning}</p>
+                    <button type="submit" id="start-time-box">"Start the time box"</button>
                 </form>
             }
         });
@@ -294,8 +299,11 @@ pub struct ReceiptPage {
     pub state: String,
     /// A sentence about the state (refusal reason, "grading", ...).
     pub note: Option<String>,
+    /// Shown only when the hiring team releases results.
     pub decision: Option<String>,
     pub score: Option<String>,
+    /// The grading receipt's digest, once graded.
+    pub receipt_digest: Option<String>,
 }
 
 #[component]
@@ -303,6 +311,7 @@ pub fn ReceiptView(page: ReceiptPage) -> impl IntoView {
     let note = page.note.clone().map(|n| view! { <p class="note">{n}</p> });
     let decision = page.decision.clone().map(|d| view! { <tr><th scope="row">"Decision"</th><td>{d}</td></tr> });
     let score = page.score.clone().map(|s| view! { <tr><th scope="row">"Score"</th><td>{s}</td></tr> });
+    let digest = page.receipt_digest.clone().map(|d| view! { <tr><th scope="row">"Receipt digest"</th><td><code class="receipt-digest">{d}</code></td></tr> });
     view! {
         <section class="receipt" data-status-url=page.status_url.clone()>
             <h1>"Submission received"</h1>
@@ -315,6 +324,7 @@ pub fn ReceiptView(page: ReceiptPage) -> impl IntoView {
                     <tr><th scope="row">"State"</th><td><LiveStatus url=page.status_url.clone() initial_state=page.state.clone() /></td></tr>
                     {decision}
                     {score}
+                    {digest}
                 </tbody>
             </table>
             {note}

@@ -21,7 +21,47 @@ pub struct Assignment {
     pub started_at: Option<i64>,
     pub created_by: Option<i64>,
     pub created_at: i64,
+    /// What the candidate sees of a graded submission.
+    pub results: ResultsRelease,
+    /// How many submissions the assignment accepts.
+    pub max_submissions: i64,
 }
+
+/// When a candidate sees the decision and score of a graded submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultsRelease {
+    /// Never: the candidate sees "received, graded" and the receipt digest.
+    #[default]
+    Never,
+    /// Once a reviewer has scored the submission.
+    AfterReview,
+    /// As soon as it is graded.
+    Immediately,
+}
+
+impl ResultsRelease {
+    pub const ALL: [ResultsRelease; 3] = [ResultsRelease::Never, ResultsRelease::AfterReview, ResultsRelease::Immediately];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultsRelease::Never => "never",
+            ResultsRelease::AfterReview => "after-review",
+            ResultsRelease::Immediately => "immediately",
+        }
+    }
+
+    /// Parses a setting; the error names the accepted values.
+    pub fn parse(s: &str) -> Result<ResultsRelease, String> {
+        ResultsRelease::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s.trim())
+            .ok_or_else(|| format!("results {s:?} is not one of never, after-review, immediately"))
+    }
+}
+
+/// The default submission limit of an assignment.
+pub const DEFAULT_MAX_SUBMISSIONS: i64 = 3;
 
 pub struct NewAssignment<'a> {
     pub id: &'a str,
@@ -47,4 +87,6 @@ pub trait AssignmentStore {
     async fn set_assignment_state(&self, id: &str, state: &str) -> DbResult<()>;
     /// Replaces the link token (the old link stops working).
     async fn reissue_token(&self, id: &str, token_hash: &str) -> DbResult<()>;
+    /// Sets what the candidate sees of results and the submission limit.
+    async fn set_assignment_policy(&self, id: &str, results: ResultsRelease, max_submissions: i64) -> DbResult<()>;
 }

@@ -80,6 +80,8 @@ pub trait MeterStore {
     /// Records a call; `duplicate_of` is set to the earliest earlier call of
     /// the same assignment with the same request hash. Returns the new id.
     async fn insert_model_call(&self, call: NewModelCall<'_>) -> DbResult<i64>;
+    /// How many refused calls the assignment's ledger holds.
+    async fn refused_call_count(&self, assignment_id: &str) -> DbResult<i64>;
     async fn finish_model_call(&self, id: i64, outcome: ModelCallOutcome) -> DbResult<()>;
     async fn meter_usage(&self, assignment_id: &str) -> DbResult<MeterUsage>;
     /// The key row with this hash, revoked or not.

@@ -20,7 +20,7 @@ pub mod submissions;
 pub mod users;
 pub mod witness;
 
-pub use assignments::{Assignment, AssignmentStore, NewAssignment};
+pub use assignments::{Assignment, AssignmentStore, DEFAULT_MAX_SUBMISSIONS, NewAssignment, ResultsRelease};
 pub use audit::{AuditEntry, AuditStore};
 pub use jobs::{GradeResult, Job, JobStore};
 pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};

@@ -67,6 +67,10 @@ pub trait PacketStore {
     /// false) when the version is not a draft.
     async fn update_draft(&self, id: i64, digest: &str) -> DbResult<bool>;
     async fn set_check(&self, id: i64, state: &str, report: Option<&str>) -> DbResult<()>;
+    /// Stores a finished self-test and the digest of the folder it ran on
+    /// (None when the folder changed while it ran). Unless the version's
+    /// digest is still `checked_digest`, the state stored is `failed`.
+    async fn finish_check(&self, id: i64, state: &str, report: &str, checked_digest: Option<&str>) -> DbResult<()>;
     /// Publishes a draft whose check passed, numbering it after the packet's
     /// last published version; returns false when it is not such a draft.
     async fn publish(&self, id: i64) -> DbResult<bool>;

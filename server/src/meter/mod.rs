@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -38,8 +37,8 @@ mod proxy;
 
 pub use budget::{CapUse, Refused, caps_of};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/c/{token}/meter", get(meter_status))
@@ -246,8 +245,19 @@ impl RequestInfo {
     }
 }
 
-/// Records a refused call and hands the refusal back.
+/// Records a refused call and hands the refusal back. Past
+/// `max_refused_call_rows` refusals of one assignment the call is still
+/// refused and counted in the metrics, but no further ledger row is written
+/// (a script hammering a closed meter cannot grow the database).
 async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, refused: &str, error: MeterError) -> MeterError {
+    match state.db.refused_call_count(&a.id).await {
+        Ok(n) if n >= state.config.max_refused_call_rows as i64 => {
+            metrics::counter!("gatehouse_model_calls_refused_unrecorded_total").increment(1);
+            return error;
+        }
+        Ok(_) => {}
+        Err(e) => return e.into(),
+    }
     let recorded = state
         .db
         .insert_model_call(NewModelCall {
@@ -281,6 +291,16 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     if let Some((why, error)) = refusal {
         return Err(refuse(&state, &a, &req, why, error).await);
     }
+    // Using the assignment's (valid) model key starts its time box, even
+    // when the call is refused below.
+    let started_at = match a.started_at {
+        Some(t) => Some(t),
+        None => {
+            let t = now_ms();
+            state.db.start_assignment(&a.id, t).await?;
+            Some(t)
+        }
+    };
     let rules = rules_for(&state, &a).await?;
     if rules.waits_for_red && state.db.red_witnessed_at(&a.id).await?.is_none() {
         let error = MeterError::new(
@@ -291,7 +311,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         return Err(refuse(&state, &a, &req, "model_window", error).await);
     }
     let now = now_ms();
-    if let (Some(tb), Some(start)) = (time_box_secs(&a, &rules), a.started_at)
+    if let (Some(tb), Some(start)) = (time_box_secs(&a, &rules), started_at)
         && now >= start + tb * 1000
     {
         let limit = tb / 60;

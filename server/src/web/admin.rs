@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
+use axum::Form;
 use leptos::prelude::*;
 use serde::Deserialize;
 
@@ -21,8 +21,8 @@ use crate::web::session::SignedIn;
 
 const NEW_TOKEN_KEY: &str = "new_api_token";
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/admin", get(|| async { Redirect::to("/admin/users") }))
         .route("/admin/users", get(users).post(create_user))
         .route("/admin/users/{id}", post(update_user))
@@ -53,7 +53,7 @@ async fn view_model(state: &AppState, signed_in: &SignedIn, error: Option<String
         .into_iter()
         .map(|t| TokenRowView { id: t.id, name: t.name, user_email: t.user_email, created: utc(t.created_at), revoked: t.revoked_at.map(utc) })
         .collect();
-    let new_token = signed_in.session.remove::<String>(NEW_TOKEN_KEY).await.map_err(|e| AppError::Internal(e.into()))?;
+    let new_token = crate::web::session::take_shown_once(&signed_in.session, NEW_TOKEN_KEY).await?;
     Ok(AdminView { csrf: signed_in.csrf.clone(), users, tokens, new_token, error })
 }
 
@@ -146,7 +146,7 @@ async fn create_token(State(state): State<AppState>, signed_in: SignedIn, Form(f
     let token = format!("gh_{}", random_token());
     let id = state.db.create_api_token(user.id, name, &token_hash(&token)).await?;
     state.db.audit(&actor(&signed_in), "api-token.create", &format!("api-token:{id}"), &format!("{name:?} acting as {}", user.email)).await?;
-    signed_in.session.insert(NEW_TOKEN_KEY, token).await.map_err(|e| AppError::Internal(e.into()))?;
+    crate::web::session::put_shown_once(&signed_in.session, NEW_TOKEN_KEY, token).await?;
     Ok(Redirect::to("/admin/users").into_response())
 }
 

@@ -7,7 +7,6 @@
 
 use std::time::Instant;
 
-use axum::Router;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Multipart, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -18,14 +17,14 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::auth::password::token_hash;
-use crate::db::{Assignment, Role, Submission, User};
+use crate::db::{Assignment, ResultsRelease, Role, Submission, User};
 use crate::error::AppError;
 use crate::invites::{self, Invite};
 use crate::state::AppState;
 use crate::web::candidate::{Refusal, receive_upload};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/api/v1/assignments", post(create_assignment))
         .route("/api/v1/submissions", post(create_submission).layer(DefaultBodyLimit::disable()))
         .route("/api/v1/submissions/{id}", get(get_submission))
@@ -79,6 +78,10 @@ struct NewAssignmentBody {
     /// RFC 3339 text or Unix milliseconds.
     deadline: Option<serde_json::Value>,
     time_box_minutes: Option<i64>,
+    /// never (default), after-review or immediately.
+    results: Option<String>,
+    /// Submissions accepted (default 3).
+    max_submissions: Option<i64>,
 }
 
 async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Result<Response, Refusal> {
@@ -101,6 +104,8 @@ async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, bo
         ),
         Some(other) => return Err(AppError::BadRequest(format!("deadline {other} is neither RFC 3339 text nor Unix milliseconds")).into()),
     };
+    let results = body.results.as_deref().map(ResultsRelease::parse).transpose().map_err(AppError::BadRequest)?.unwrap_or_default();
+    let max_submissions = crate::invites::check_max_submissions(body.max_submissions)?;
     let invited = invites::create(
         &state,
         Some(user.id),
@@ -113,49 +118,13 @@ async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, bo
         },
     )
     .await?;
-    let out = json!({ "id": invited.assignment.id, "invite_url": invited.url, "token": invited.token });
+    state.db.set_assignment_policy(&invited.assignment.id, results, max_submissions).await?;
+    let out = json!({ "id": invited.assignment.id, "invite_url": invited.url, "token": invited.token,
+                      "results": results.as_str(), "max_submissions": max_submissions });
     Ok((StatusCode::CREATED, axum::Json(out)).into_response())
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` to Unix milliseconds.
-pub fn parse_rfc3339(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || !matches!(b[10], b'T' | b't' | b' ') || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    let mut millis = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits: String = frac.chars().take_while(|c| c.is_ascii_digit()).collect();
-        if digits.is_empty() {
-            return None;
-        }
-        millis = format!("{:0<3}", &digits[..digits.len().min(3)]).parse::<i64>().ok()?;
-        rest = &frac[digits.len()..];
-    }
-    let offset_secs = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6 && (rest.starts_with('+') || rest.starts_with('-')) && &rest[3..4] == ":" => {
-            let sign = if rest.starts_with('-') { -1 } else { 1 };
-            sign * (rest[1..3].parse::<i64>().ok()? * 3600 + rest[4..6].parse::<i64>().ok()? * 60)
-        }
-        _ => return None,
-    };
-    // Days from civil (Howard Hinnant).
-    let y2 = if mo <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some((days * 86_400 + h * 3600 + mi * 60 + se - offset_secs) * 1000 + millis)
-}
+pub use crate::web::times::parse_rfc3339;
 
 async fn create_submission(
     State(state): State<AppState>,
@@ -186,6 +155,12 @@ async fn readable(state: &AppState, headers: &HeaderMap, id: &str) -> Result<(Su
 
 async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<axum::Json<serde_json::Value>, Refusal> {
     let (s, staff) = readable(&state, &headers, &id).await?;
+    // A candidate sees the decision and score only once the assignment's
+    // `results` setting releases them.
+    let released = staff || {
+        let a = state.db.assignment_by_id(&s.assignment_id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
+        crate::web::candidate::results_released(&state, &a, &s).await?
+    };
     let mut out = json!({
         "id": s.id,
         "assignment_id": s.assignment_id,
@@ -193,10 +168,13 @@ async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(
         "received_at": s.received_at,
         "sha256": s.blob_sha256,
         "size_bytes": s.size_bytes,
-        "decision": s.decision,
-        "score": s.score,
         "refusal": s.refusal,
+        "receipt_digest": crate::web::candidate::receipt_digest(&s),
     });
+    if released {
+        out["decision"] = json!(s.decision);
+        out["score"] = json!(s.score);
+    }
     // Candidates see their state, never the scorecard.
     if staff {
         let card = match &s.scorecard_json {
@@ -216,17 +194,4 @@ async fn get_receipt(State(state): State<AppState>, headers: HeaderMap, Path(id)
     }
     let receipt = s.receipt_json.ok_or_else(|| AppError::NotFound(format!("receipt of submission {id} (it is {})", s.state)))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], receipt).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_rfc3339;
-
-    #[test]
-    fn parses_rfc3339() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Some(0));
-        assert_eq!(parse_rfc3339("2026-11-18T11:06:40.5Z"), Some(1_795_000_000_500));
-        assert_eq!(parse_rfc3339("tomorrow"), None);
-    }
 }

@@ -4,7 +4,6 @@
 
 use std::sync::OnceLock;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
@@ -22,8 +21,8 @@ pub const STYLESHEET: &str = include_str!("../../../style/gatehouse.css");
 /// How long browsers may use the stylesheet without asking again.
 const STYLE_CACHE: &str = "public, max-age=300";
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/style/gatehouse.css", get(stylesheet)).route("/pkg/{*path}", get(bundle))
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new().route("/style/gatehouse.css", get(stylesheet)).route("/pkg/{*path}", get(bundle))
 }
 
 /// The stylesheet's entity tag: a digest of its text.

@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Extension, Form, Router};
+use axum::{Extension, Form};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use leptos::prelude::*;
@@ -37,8 +37,8 @@ use crate::web::session::{SignedIn, csrf_token, sign_in, sign_out, verify_csrf};
 pub const SETUP_KEY: &str = "setup_token_hash";
 const FLASH_KEY: &str = "flash";
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/", get(home))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
@@ -84,15 +84,25 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
     }
 }
 
-/// Failed sign-in buckets, built on first use from the configuration.
+/// Failed sign-in buckets, built on first use from the configuration, and
+/// the bound on password checks running at once.
 #[derive(Default)]
 pub struct LoginGuard {
     limiter: OnceLock<DefaultKeyedRateLimiter<String>>,
     /// Keys whose bucket ran dry, until when.
     blocked: Mutex<HashMap<String, Instant>>,
+    hashing: OnceLock<Arc<tokio::sync::Semaphore>>,
 }
 
 impl LoginGuard {
+    /// A permit to run one argon2 check (about 19 MiB for its duration), or
+    /// 503 when `concurrency` checks already run: memory stays bounded
+    /// however many sign-ins arrive at once.
+    pub fn hash_permit(&self, concurrency: usize) -> Result<tokio::sync::OwnedSemaphorePermit, AppError> {
+        let sem = self.hashing.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))));
+        sem.clone().try_acquire_owned().map_err(|_| AppError::Unavailable("the server is busy checking other sign-ins; try again in a moment".into()))
+    }
+
     fn limiter(&self, per_minute: u32) -> &DefaultKeyedRateLimiter<String> {
         self.limiter.get_or_init(|| {
             let n = NonZeroU32::new(per_minute.max(1)).expect("at least one");
@@ -131,12 +141,24 @@ fn too_many(wait: Duration) -> AppError {
     ))
 }
 
-/// Only local paths are followed after signing in (no open redirect).
-fn safe_next(next: Option<&str>) -> String {
+/// Only same-origin paths are followed after signing in (no open redirect):
+/// one leading `/` then no `/` or `\\`, and no backslash, whitespace or
+/// control character anywhere (browsers drop tabs and newlines and read `\\`
+/// as `/`, so `/\t/evil.example` would become `//evil.example`).
+pub fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') && !n.contains("://") => n.to_string(),
+        Some(n) if is_local_path(n) => n.to_string(),
         _ => "/packets".to_string(),
     }
+}
+
+fn is_local_path(n: &str) -> bool {
+    let mut chars = n.chars();
+    chars.next() == Some('/')
+        && !matches!(chars.next(), Some('/' | '\\'))
+        && n.len() <= 2048
+        && !n.chars().any(|c| c == '\\' || c.is_whitespace() || c.is_control())
+        && !n.contains("://")
 }
 
 async fn home(signed_in: Result<SignedIn, crate::web::session::NotSignedIn>) -> Redirect {
@@ -148,10 +170,42 @@ struct NextQuery {
     next: Option<String>,
 }
 
-async fn login_page(State(state): State<AppState>, session: Session, Query(q): Query<NextQuery>) -> Result<Response, AppError> {
-    let vm = LoginView { csrf: csrf_token(&session).await?, email: String::new(), next: safe_next(q.next.as_deref()), error: None };
+/// The sign-in form's CSRF cookie (double submit): the form echoes its value.
+/// A visitor who only opens the sign-in page gets this cookie, no session
+/// row.
+pub const LOGIN_COOKIE: &str = "gatehouse_login";
+
+/// The sign-in CSRF token the request's cookie holds, if well formed.
+fn login_cookie(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(name, _)| *name == LOGIN_COOKIE)
+        .map(|(_, value)| value.trim().to_string())
+        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The sign-in page with its CSRF token, setting the cookie it is checked
+/// against.
+fn login_response(state: &AppState, status: StatusCode, token: String, vm: LoginView, flash: Option<String>) -> Response {
+    let secure = if state.config.secure_cookies() { "; Secure" } else { "" };
+    let cookie = format!("{LOGIN_COOKIE}={token}; Path=/login; HttpOnly; SameSite=Strict; Max-Age=86400{secure}");
+    let page = render(page_meta(state, None, "Sign in", flash), move || view! { <LoginPage vm=vm /> });
+    let mut res = (status, page).into_response();
+    if let Ok(v) = axum::http::HeaderValue::from_str(&cookie) {
+        res.headers_mut().append(axum::http::header::SET_COOKIE, v);
+    }
+    res
+}
+
+async fn login_page(State(state): State<AppState>, session: Session, headers: axum::http::HeaderMap, Query(q): Query<NextQuery>) -> Result<Response, AppError> {
+    let token = login_cookie(&headers).unwrap_or_else(random_token);
+    let vm = LoginView { csrf: token.clone(), email: String::new(), next: safe_next(q.next.as_deref()), error: None };
     let flash = take_flash(&session).await;
-    Ok(render(page_meta(&state, None, "Sign in", flash), move || view! { <LoginPage vm=vm /> }).into_response())
+    Ok(login_response(&state, StatusCode::OK, token, vm, flash))
 }
 
 #[derive(Deserialize)]
@@ -168,14 +222,18 @@ async fn login(
     Extension(guard): Extension<Arc<LoginGuard>>,
     ClientIp(ip): ClientIp,
     session: Session,
+    headers: axum::http::HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, AppError> {
-    verify_csrf(&session, Some(&form.csrf)).await?;
+    let Some(token) = login_cookie(&headers).filter(|t| crate::web::session::constant_time_eq(t.as_bytes(), form.csrf.as_bytes())) else {
+        return Err(AppError::Forbidden("missing or wrong CSRF token; reload the sign-in page and try again".into()));
+    };
     let email = form.email.trim().to_lowercase();
     let keys = [format!("ip:{ip}"), format!("email:{email}")];
     if let Some(wait) = guard.blocked_for(&keys) {
         return Err(too_many(wait));
     }
+    let _permit = guard.hash_permit(state.config.password_hash_concurrency)?;
     let user = state.db.user_by_email(&email).await?;
     // Without an account the password is still checked against a fixed hash,
     // so a wrong email takes as long as a wrong password.
@@ -187,6 +245,7 @@ async fn login(
     match user {
         Some(u) if good && !u.disabled => {
             sign_in(&session, &u).await?;
+            crate::web::session::purge_expired(&state).await;
             state.db.audit(&format!("user:{}", u.id), "session.sign-in", &format!("user:{}", u.id), &format!("from {ip}")).await?;
             Ok(Redirect::to(&safe_next(form.next.as_deref())).into_response())
         }
@@ -195,13 +254,12 @@ async fn login(
                 return Err(too_many(wait));
             }
             let vm = LoginView {
-                csrf: csrf_token(&session).await?,
+                csrf: token.clone(),
                 email: form.email,
                 next: safe_next(form.next.as_deref()),
                 error: Some("wrong email or password (or the account is disabled)".into()),
             };
-            let page = render(page_meta(&state, None, "Sign in", None), move || view! { <LoginPage vm=vm /> });
-            Ok((StatusCode::UNAUTHORIZED, page).into_response())
+            Ok(login_response(&state, StatusCode::UNAUTHORIZED, token, vm, None))
         }
     }
 }
@@ -281,6 +339,7 @@ async fn setup(State(state): State<AppState>, session: Session, Path(token): Pat
         .await?;
     state.db.audit(&format!("user:{}", user.id), "user.setup", &format!("user:{}", user.id), &format!("first admin {}", user.email)).await?;
     sign_in(&session, &user).await?;
+    crate::web::session::purge_expired(&state).await;
     set_flash(&session, format!("Welcome, {}. You are the first admin.", user.name)).await;
     Ok(Redirect::to("/admin/users").into_response())
 }
@@ -296,5 +355,26 @@ pub fn validate_account(email: &str, name: &str, password: &str) -> Option<Strin
         Some("the password must be at least 8 characters".into())
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn next_is_a_same_origin_path() {
+        let check = |next: &str, expect: &str| assert_eq!(safe_next(Some(next)), expect, "next={next:?}");
+        check("/assignments?packet=x", "/assignments?packet=x");
+        check("/", "/");
+        check("/c/abc#top", "/c/abc#top");
+        for bad in [
+            "", "https://evil.example/", "//evil.example/", "/\\evil.example", "\\\\evil.example", "/\t/evil.example",
+            "/\n/evil.example", "/\r/evil.example", " //evil.example", "/ /evil", "javascript:alert(1)", "evil.example",
+            "/x\u{7f}", "/x\u{2028}", "/\u{a0}/evil.example", "/a/b\\c",
+        ] {
+            check(bad, "/packets");
+        }
+        assert_eq!(safe_next(None), "/packets");
     }
 }

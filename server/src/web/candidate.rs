@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use app::islands::{BudgetRow, cap_label};
 use app::pages::candidate::{CandidatePage, CandidateView, GoneView, MeterBox, ReceiptPage, ReceiptView, SubmissionRow};
 use app::shell::PageMeta;
-use axum::Router;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -19,15 +18,15 @@ use serde_json::json;
 
 use crate::auth::password::{random_token, token_hash};
 use crate::blobs::{BlobError, BlobWriter};
-use crate::db::{Assignment, NewSubmission, Submission};
+use crate::db::{Assignment, NewSubmission, ResultsRelease, Submission};
 use crate::error::AppError;
 use crate::library::version_dir;
 use crate::now_ms;
 use crate::state::AppState;
 use crate::web::page::markdown;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/c/{token}", get(page))
         .route("/c/{token}/start", post(start))
         .route("/c/{token}/starter.zip", get(starter))
@@ -77,20 +76,7 @@ pub fn wants_json(headers: &HeaderMap) -> bool {
 
 /// A UTC time for people: `2026-11-29 10:31 UTC`.
 pub fn fmt_time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, (rem % 3600) / 60)
+    crate::web::times::utc(ms)
 }
 
 fn fmt_duration(ms: i64) -> String {
@@ -257,15 +243,13 @@ async fn meter_box(state: &AppState, token: &str, a: &Assignment) -> Result<Mete
     Ok(MeterBox { key: m.key, endpoint: m.endpoint, status_url: format!("/c/{token}/meter"), note, caps })
 }
 
-/// The assignment page; the first visit starts the time box.
+/// The assignment page. Reading it does not start the time box (a link
+/// preview's GET must not start a candidate's clock): the Start button, the
+/// starter download, a model call, a witnessed run or a submission do.
 async fn page(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
-    let mut a = assignment_for(&state, &token).await?;
+    let a = assignment_for(&state, &token).await?;
     if now_ms() >= a.deadline {
         return Ok(gone_page(&state, &a));
-    }
-    if a.started_at.is_none() {
-        state.db.start_assignment(&a.id, now_ms()).await?;
-        a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);
     }
     Ok(Html(render_page(&state, &token, &a, PageExtras { error: None }).await?).into_response())
 }
@@ -285,6 +269,9 @@ async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Re
         return Ok(gone_page(&state, &a));
     }
     let packet = load_packet(&state, &a).await?;
+    // The starter carries the prompt and the credentials: taking it starts
+    // the time box.
+    state.db.start_assignment(&a.id, now_ms()).await?;
     let tmp = crate::blobs::tmp_dir(&state.config.data_dir);
     let seed = a.seed.clone();
     let grader = state.grader.clone();
@@ -329,6 +316,8 @@ pub async fn receive_upload(
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "closed").increment(1);
         return Err(r);
     }
+    limit_reached(state, a).await?;
+    let _upload = crate::state::Gates::try_take(&state.gates.uploads, "uploads")?;
     // Refuse early on the declared length (allowing for multipart framing),
     // before reading a byte of the body.
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
@@ -394,6 +383,14 @@ pub async fn receive_upload(
         return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string()));
     }
 
+    // The deadline and the time box again, now that the body is in: an
+    // upload begun in time but streamed past the close is refused.
+    let fresh = state.db.assignment_by_id(&a.id).await?.unwrap_or_else(|| a.clone());
+    if let Some(r) = closed_reason(&fresh, tb, now_ms()) {
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "closed_during_upload").increment(1);
+        return Err(r);
+    }
+    limit_reached(state, &fresh).await?;
     let (sha256, size) = (pending.sha256.clone(), pending.size);
     pending.commit().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
     let id = random_token()[..20].to_string();
@@ -407,6 +404,33 @@ pub async fn receive_upload(
     crate::queue::wake();
     tracing::info!(submission = %id, assignment = %a.id, size, "submission accepted");
     Ok(submission)
+}
+
+/// Refuses once the assignment holds its limit of submissions (all are
+/// kept; reviewers see the last one first).
+async fn limit_reached(state: &AppState, a: &Assignment) -> Result<(), Refusal> {
+    let all = state.db.submissions_of(&a.id).await?;
+    let pending = all.iter().filter(|s| matches!(s.state.as_str(), "queued" | "grading")).count();
+    if pending >= state.config.max_pending_jobs.max(1) {
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "pending").increment(1);
+        return Err(Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("{pending} earlier submission(s) of this assignment are still waiting for grading; submit again when they are graded"),
+        ));
+    }
+    let made = all.len() as i64;
+    if made >= a.max_submissions {
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "limit").increment(1);
+        return Err(Refusal::new(
+            StatusCode::CONFLICT,
+            format!(
+                "this assignment accepts {} submission{}, and all {made} are in; the hiring team has every one (the last first), so no further upload is taken",
+                a.max_submissions,
+                if a.max_submissions == 1 { "" } else { "s" }
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn too_large(cap: u64) -> Refusal {
@@ -459,6 +483,37 @@ pub fn status_json(s: &Submission) -> serde_json::Value {
     json!({ "state": s.state, "decision": s.decision, "score": s.score })
 }
 
+/// Whether the candidate may see `s`'s decision and score: the assignment's
+/// `results` setting (never by default; after a reviewer has scored it; or
+/// as soon as it is graded).
+pub async fn results_released(state: &AppState, a: &Assignment, s: &Submission) -> Result<bool, AppError> {
+    if s.state != "graded" {
+        return Ok(false);
+    }
+    Ok(match a.results {
+        ResultsRelease::Never => false,
+        ResultsRelease::Immediately => true,
+        ResultsRelease::AfterReview => !state.db.human_scores(&s.id).await?.is_empty(),
+    })
+}
+
+/// The digest of a graded submission's receipt.
+pub fn receipt_digest(s: &Submission) -> Option<String> {
+    let receipt: serde_json::Value = serde_json::from_str(s.receipt_json.as_deref()?).ok()?;
+    receipt.get("digest").and_then(|d| d.as_str()).map(str::to_string)
+}
+
+/// What the candidate's status poll shows: the state and the receipt
+/// digest, and the decision and score only once released.
+pub fn candidate_status_json(s: &Submission, released: bool) -> serde_json::Value {
+    let mut out = json!({ "state": s.state, "receipt_digest": receipt_digest(s) });
+    if released {
+        out["decision"] = json!(s.decision);
+        out["score"] = json!(s.score);
+    }
+    out
+}
+
 fn note_for(s: &Submission) -> Option<String> {
     match s.state.as_str() {
         "queued" => Some("Your submission is stored and waiting for a grader.".into()),
@@ -473,6 +528,7 @@ fn note_for(s: &Submission) -> Option<String> {
 async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<Response, AppError> {
     let a = assignment_for(&state, &token).await?;
     let s = own_submission(&state, &a, &id).await?;
+    let released = results_released(&state, &a, &s).await?;
     let page = ReceiptPage {
         back: format!("/c/{token}"),
         status_url: format!("/c/{token}/submissions/{}/status", s.id),
@@ -482,8 +538,9 @@ async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String,
         received: fmt_time(s.received_at),
         state: s.state.clone(),
         note: note_for(&s),
-        decision: s.decision.clone(),
-        score: s.score.map(|v| format!("{v}")),
+        decision: released.then(|| s.decision.clone()).flatten(),
+        score: if released { s.score.map(|v| format!("{v}")) } else { None },
+        receipt_digest: receipt_digest(&s),
     };
     Ok(Html(app::shell::document(meta(&state, "Receipt"), move || view! { <ReceiptView page=page /> })).into_response())
 }
@@ -491,7 +548,8 @@ async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String,
 async fn status(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<axum::Json<serde_json::Value>, AppError> {
     let a = assignment_for(&state, &token).await?;
     let s = own_submission(&state, &a, &id).await?;
-    Ok(axum::Json(status_json(&s)))
+    let released = results_released(&state, &a, &s).await?;
+    Ok(axum::Json(candidate_status_json(&s, released)))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
+use axum::Form;
 use grader::check::CheckReport;
 use grader::packet::{Packet, list_paths};
 use leptos::prelude::*;
@@ -26,8 +26,8 @@ use crate::web::page::markdown;
 use crate::web::auth::{page_meta, render, set_flash, take_flash};
 use crate::web::session::SignedIn;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/packets", get(list))
         // The import streams to disk under `max_upload_mb`, checked as it reads.
         .route("/packets/import", post(import).layer(DefaultBodyLimit::disable()))

@@ -24,12 +24,18 @@ pub mod library;
 pub mod page;
 pub mod queue;
 pub mod review;
+pub mod routes;
 pub mod session;
+pub mod times;
 pub mod witness;
 
 pub fn router(state: AppState) -> Router {
-    page::init(&state.config.site_dir);
-    Router::new()
+    with_layers(routes().into_router(), state)
+}
+
+/// Every route of the site, without the layers, with its table of paths.
+pub fn routes() -> routes::Routes {
+    routes::Routes::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .merge(auth::routes())
@@ -43,11 +49,102 @@ pub fn router(state: AppState) -> Router {
         .merge(assets::routes())
         .merge(crate::meter::routes())
         .merge(witness::routes())
+}
+
+/// `routes` with the fallback and every layer (sessions, CSRF, error pages,
+/// panics, body timeout, security headers): what [`router`] serves. Tests
+/// add routes of their own before the layers with it.
+pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
+    page::init(&state.config.site_dir);
+    let body_idle = std::time::Duration::from_secs(state.config.body_idle_timeout_secs.max(1));
+    routes
         .fallback(not_found)
         .layer(axum::middleware::from_fn(api::track_http))
+        // Inside the session layer, so it sees the request's session.
+        .layer(axum::middleware::from_fn(session::csrf_guard))
         .layer(session::layer(&state))
         .layer(axum::middleware::from_fn(html_errors))
+        // A handler's panic is a 500 (JSON, or an HTML page for browsers),
+        // never a dropped connection.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        .layer(axum::middleware::from_fn(move |req: Request, next: Next| body_timeout(body_idle, req, next)))
+        .layer(axum::middleware::from_fn(security_headers))
         .with_state(state)
+}
+
+/// Cuts a request body that stalls longer than `idle` between two chunks
+/// (a slow-loris upload holds no worker, file or slot for long); the
+/// handler reading it sees an error.
+async fn body_timeout(idle: std::time::Duration, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = Body::new(tower_http::timeout::TimeoutBody::new(idle, body));
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// A panicking handler's answer: 500 with no detail (the panic is logged).
+fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = err.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| err.downcast_ref::<String>().cloned()).unwrap_or_default();
+    tracing::error!(panic = %detail, "a request handler panicked");
+    let html = page::error_document(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the server failed on this request; it was logged");
+    let mut res = Response::new(Body::from(html));
+    *res.status_mut() = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    res
+}
+
+/// The Content-Security-Policy of every answer: scripts only from this
+/// origin plus the hash of the one inline hydration bootstrap Leptos writes,
+/// wasm instantiation allowed, no plugins, no framing, forms and fetches
+/// only to this origin.
+pub fn content_security_policy() -> &'static str {
+    static CSP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CSP.get_or_init(|| {
+        let mut scripts = String::from("'self' 'wasm-unsafe-eval'");
+        for hash in inline_script_hashes() {
+            scripts.push_str(&format!(" 'sha256-{hash}'"));
+        }
+        format!(
+            "default-src 'none'; script-src {scripts}; style-src 'self'; img-src 'self' https:; font-src 'self'; \
+             connect-src 'self'; form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
+        )
+    })
+}
+
+/// The base64 SHA-256 of each inline `<script>` a page with the hydrate
+/// bundle carries (Leptos' island bootstrap), computed from a real render so
+/// it follows the Leptos version.
+fn inline_script_hashes() -> Vec<String> {
+    use base64::Engine;
+    use sha2::Digest;
+    let html = app::shell::document(app::shell::PageMeta { hydrate: true, ..Default::default() }, || ());
+    let mut out = Vec::new();
+    let mut rest = html.as_str();
+    while let Some(i) = rest.find("<script") {
+        rest = &rest[i..];
+        let Some(open_end) = rest.find('>') else { break };
+        let open = &rest[..open_end];
+        let Some(close) = rest.find("</script>") else { break };
+        let body = &rest[open_end + 1..close];
+        if !open.contains(" src=") && !body.is_empty() {
+            out.push(base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body.as_bytes())));
+        }
+        rest = &rest[close + "</script>".len()..];
+    }
+    out
+}
+
+/// Security headers on every answer, errors and static files included.
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(content_security_policy()) {
+        h.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    res
 }
 
 async fn not_found() -> AppError {
@@ -101,6 +198,56 @@ async fn healthz(State(state): State<AppState>) -> axum::Json<serde_json::Value>
     axum::Json(serde_json::json!({ "ok": true, "database": state.db.backend() }))
 }
 
-async fn metrics(State(state): State<AppState>) -> String {
-    state.metrics.render()
+/// Prometheus metrics. With `metrics_token` set, only for that bearer token;
+/// without, only for clients on the loopback interface.
+async fn metrics(State(state): State<AppState>, req: Request) -> Result<String, AppError> {
+    let headers = req.headers();
+    let peer = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    metrics_allowed(state.config.metrics_token.as_deref(), given, peer.map(|p| p.0.ip()))?;
+    Ok(state.metrics.render())
+}
+
+/// Whether `/metrics` answers: the bearer token when one is configured,
+/// else a loopback peer.
+fn metrics_allowed(token: Option<&str>, authorization: Option<&str>, peer: Option<std::net::IpAddr>) -> Result<(), AppError> {
+    match token.filter(|t| !t.is_empty()) {
+        Some(token) => {
+            let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("").trim();
+            if session::constant_time_eq(given.as_bytes(), token.as_bytes()) { Ok(()) } else { Err(AppError::Unauthorized) }
+        }
+        None if peer.is_some_and(|p| p.is_loopback() || p.to_canonical().is_loopback()) => Ok(()),
+        None => Err(AppError::Forbidden("/metrics answers only local clients; set metrics_token to read it from elsewhere".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_needs_the_token_or_a_local_peer() {
+        let local: Option<std::net::IpAddr> = Some("127.0.0.1".parse().unwrap());
+        let mapped: Option<std::net::IpAddr> = Some("::ffff:127.0.0.1".parse().unwrap());
+        let far: Option<std::net::IpAddr> = Some("203.0.113.9".parse().unwrap());
+        let check = |token, auth, peer, ok: bool| assert_eq!(metrics_allowed(token, auth, peer).is_ok(), ok, "{token:?} {auth:?} {peer:?}");
+        check(None, None, local, true);
+        check(None, None, mapped, true);
+        check(Some(""), None, local, true);
+        check(None, None, far, false);
+        check(None, None, None, false);
+        check(Some("s3cret"), Some("Bearer s3cret"), far, true);
+        check(Some("s3cret"), Some("Bearer s3cre"), far, false);
+        check(Some("s3cret"), Some("s3cret"), far, false);
+        check(Some("s3cret"), None, local, false);
+    }
+
+    #[test]
+    fn the_csp_allows_wasm_and_no_inline_script_but_the_bootstrap() {
+        let csp = content_security_policy();
+        assert!(csp.contains("script-src 'self' 'wasm-unsafe-eval' 'sha256-"), "{csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert!(!csp.contains("unsafe-inline"), "{csp}");
+        assert_eq!(inline_script_hashes().len(), 1, "{csp}");
+    }
 }

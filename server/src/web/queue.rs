@@ -3,7 +3,6 @@
 
 use app::pages::queue::{JobRow, QueuePage, QueueView};
 use app::shell::{NavUser, PageMeta};
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::Html;
 use axum::routing::get;
@@ -16,8 +15,8 @@ use crate::state::AppState;
 use crate::web::candidate::{fmt_time, status_json};
 use crate::web::session::SignedIn;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/queue", get(page))
         .route("/queue/status", get(status))
         .route("/submissions/{id}/status", get(submission_status))

@@ -18,7 +18,6 @@ use app::pages::review::{
     HistoryRow, HumanForm, LedgerCall, LedgerRun, LedgerView, ReceiptPage, ReceiptView, RunView, ScorecardPage, ScorecardView, SubmissionLine, ToolView,
 };
 use app::shell::PageMeta;
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -38,8 +37,8 @@ use crate::library::version_dir;
 use crate::state::AppState;
 use crate::web::session::SignedIn;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/assignments/{id}", get(assignment_page))
         .route("/submissions/{id}", get(scorecard_page))
         .route("/submissions/{id}/human", post(human_score))
@@ -59,10 +58,7 @@ fn meta(signed_in: &SignedIn, title: impl Into<String>, flash: Option<String>) -
 
 /// A stored time (Unix ms) as `YYYY-MM-DD HH:MM UTC`.
 pub fn when(ms: i64) -> String {
-    match time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000) {
-        Ok(t) => format!("{:04}-{:02}-{:02} {:02}:{:02} UTC", t.year(), t.month() as u8, t.day(), t.hour(), t.minute()),
-        Err(_) => ms.to_string(),
-    }
+    crate::web::times::utc(ms)
 }
 
 /// A submission with its assignment and packet version.
@@ -437,10 +433,11 @@ fn mode_word(m: Mode) -> &'static str {
 async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
-    let submissions = state
-        .db
-        .submissions_of(&id)
-        .await?
+    let mut all = state.db.submissions_of(&id).await?;
+    // The last graded submission first, then the rest newest first (the
+    // sort is stable over the newest-first list); every one is kept.
+    all.sort_by_key(|s| s.state != "graded");
+    let submissions = all
         .into_iter()
         .map(|s| {
             let card = parse_card(&s).ok().flatten();

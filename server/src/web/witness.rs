@@ -13,7 +13,6 @@ use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
 use app::pages::candidate::{WitnessRunView, WitnessSection};
-use axum::Router;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -38,8 +37,8 @@ pub const GREEN_BEFORE_RED: &str = "a green run counts only after an accepted re
 /// What a failing green run is refused with.
 pub const GREEN_FAILED: &str = "the tests did not pass on this tree, so it cannot be the witnessed green";
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> crate::web::routes::Routes {
+    crate::web::routes::Routes::new()
         .route("/c/{token}/witness/{kind}", post(form_witness).layer(DefaultBodyLimit::disable()))
         .route("/api/v1/witness/{kind}", post(api_witness).layer(DefaultBodyLimit::disable()))
 }
@@ -91,6 +90,15 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
     let Some(_slot) = Slot::take(&a.id) else {
         return Err(Refusal::new(StatusCode::TOO_MANY_REQUESTS, "a witnessed run of this assignment is already in progress; wait for it to finish"));
     };
+    let done = state.db.witness_runs_of(&a.id).await?.len();
+    if done >= state.config.max_witness_runs {
+        return Err(Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("this assignment has used its {} witnessed runs; no further run is taken", state.config.max_witness_runs),
+        ));
+    }
+    let _upload = crate::state::Gates::try_take(&state.gates.uploads, "uploads")?;
+    let _sandbox = crate::state::Gates::try_take(&state.gates.sandbox_runs, "sandbox runs")?;
 
     // Receive the zip into a temporary file that is never committed.
     let cap = state.config.max_upload_bytes();

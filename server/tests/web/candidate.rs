@@ -141,7 +141,8 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let client = TestApp::client();
 
-    // The page shows the prompt, budgets and rules, and starts the time box.
+    // The page shows the prompt, budgets and rules; reading it does not
+    // start the time box (the starter download below does).
     let page = client.get(app.url(&format!("/c/{}", invited.token))).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
@@ -149,7 +150,7 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     assert!(html.contains("Model calls") && html.contains("30000"), "budgets missing: {html}");
     assert!(html.contains("name=\"file\"") && html.contains("/submit"), "upload form missing: {html}");
     let a = app.state.db.assignment_by_id(&invited.assignment.id).await.unwrap().unwrap();
-    assert!(a.started_at.is_some(), "the first visit starts the time box");
+    assert!(a.started_at.is_none(), "a page view must not start the time box");
 
     // The starter is a zip.
     let starter = client.get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
@@ -188,7 +189,10 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     let status: Value =
         client.get(app.url(&format!("/c/{}/submissions/{id}/status", invited.token))).send().await.unwrap().json().await.unwrap();
     assert_eq!(status["state"], "graded");
-    assert_eq!(status["decision"], stored["decision"]);
+    // Results are the hiring team's to release (default never): the
+    // candidate sees the state and the receipt digest, not the decision.
+    assert!(status.get("decision").is_none(), "{status}");
+    assert_eq!(status["receipt_digest"], stored["receipt"]["digest"]);
 
     // Exactly one job, done once.
     let jobs = app.state.db.jobs_for("grade", &id).await.unwrap();

@@ -7,6 +7,7 @@ mod browser;
 mod e2e;
 mod e2e_witnessed;
 mod frame;
+mod hardening;
 mod library;
 mod meter;
 mod review;

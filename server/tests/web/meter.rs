@@ -545,3 +545,21 @@ async fn candidate_page_shows_key_endpoint_and_budgets_left() {
     // An unknown link has no meter.
     assert_eq!(reqwest::get(m.app.url("/c/nope/meter")).await.unwrap().status(), 404);
 }
+
+#[tokio::test]
+async fn refused_calls_stop_growing_the_ledger_at_the_cap_and_a_call_starts_the_clock() {
+    let (url, up) = spawn_upstream().await;
+    let m = setup(Some(&url), "model_calls = 50", true, |c| c.max_refused_call_rows = 3).await;
+    assert!(m.app.state.db.assignment_by_id(&m.assignment).await.unwrap().unwrap().started_at.is_none(), "reading the key starts nothing");
+    for i in 0..8 {
+        let (status, body) = call(&m.app, &m.key, &chat(&format!("too early {i}"))).await;
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(body["error"]["type"], "model_window_closed", "{body}");
+    }
+    let rows = ledger(&m.app, &m.assignment).await;
+    assert_eq!(rows.len(), 3, "only the first refusals are written: {}", rows.len());
+    assert!(rows.iter().all(|r| r.refused.as_deref() == Some("model_window")));
+    assert_eq!(up.hits(), 0);
+    // Using the key (even refused) started the time box.
+    assert!(m.app.state.db.assignment_by_id(&m.assignment).await.unwrap().unwrap().started_at.is_some(), "a model call starts the clock");
+}

@@ -31,6 +31,14 @@ impl TestApp {
 
     /// Starts the app after `tweak` adjusts its configuration.
     pub async fn spawn_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+        TestApp::spawn_routes(tweak, |r| r).await
+    }
+
+    /// Starts the app with routes of the test's own added before the layers.
+    pub async fn spawn_routes(
+        tweak: impl FnOnce(&mut Config),
+        extra: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
+    ) -> TestApp {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -43,12 +51,13 @@ impl TestApp {
         tweak(&mut config);
         let listener = tokio::net::TcpListener::bind(config.listen).await.expect("bind port 0");
         let addr = listener.local_addr().unwrap();
-        config.public_url = format!("http://{addr}");
+        if config.public_url == Config::default().public_url {
+            config.public_url = format!("http://{addr}");
+        }
         let state = gatehouse::serve::state(config).await.expect("app state");
-        let app = gatehouse::web::router(state.clone());
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.expect("serve");
-        });
+        let app = gatehouse::web::with_layers(extra(gatehouse::web::routes().into_router()), state.clone());
+        let header_timeout = std::time::Duration::from_secs(state.config.header_timeout_secs.max(1));
+        let server = tokio::spawn(gatehouse::serve::serve_app(listener, app, header_timeout, std::future::pending()));
         TestApp { addr, base: format!("http://{addr}"), state, dir, server }
     }
 
@@ -78,11 +87,19 @@ impl Drop for TestApp {
 /// `packets/<slug>/<key>/<slug>` (`Packet::load` wants the folder named after
 /// the slug), lets `edit` rewrite its `packet.toml`, and publishes it.
 pub async fn publish_copy(state: &AppState, slug: &str, key: &str, edit: impl FnOnce(String) -> String) -> PacketVersion {
+    publish_copy_with(state, slug, key, |dir| {
+        let manifest = dir.join("packet.toml");
+        std::fs::write(&manifest, edit(std::fs::read_to_string(&manifest).unwrap())).unwrap();
+    })
+    .await
+}
+
+/// As [`publish_copy`], with `edit` free to change any file of the copy.
+pub async fn publish_copy_with(state: &AppState, slug: &str, key: &str, edit: impl FnOnce(&std::path::Path)) -> PacketVersion {
     let rel = format!("packets/{slug}/{key}/{slug}");
     let dir = state.config.data_dir.join(&rel);
     grader::packet::copy_path(&repo_root().join("packets").join(slug), &dir).expect("copying the packet");
-    let manifest = dir.join("packet.toml");
-    std::fs::write(&manifest, edit(std::fs::read_to_string(&manifest).unwrap())).unwrap();
+    edit(&dir);
     let packet = grader::packet::Packet::load(&dir).expect("the copied packet loads");
     state
         .db

@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use sqlx::FromRow;
 
 use super::SqliteStore;
-use crate::db::assignments::{Assignment, AssignmentStore, NewAssignment};
+use crate::db::assignments::{Assignment, AssignmentStore, NewAssignment, ResultsRelease};
 use crate::db::DbResult;
 use crate::now_ms;
 
@@ -21,6 +21,8 @@ struct AssignmentDb {
     started_at: Option<i64>,
     created_by: Option<i64>,
     created_at: i64,
+    results: String,
+    max_submissions: i64,
 }
 
 impl From<AssignmentDb> for Assignment {
@@ -39,12 +41,15 @@ impl From<AssignmentDb> for Assignment {
             started_at: r.started_at,
             created_by: r.created_by,
             created_at: r.created_at,
+            // An unknown stored value shows nothing (the safe reading).
+            results: ResultsRelease::parse(&r.results).unwrap_or_default(),
+            max_submissions: r.max_submissions,
         }
     }
 }
 
 const SELECT: &str = "SELECT a.id, a.packet_version_id, p.slug, v.version, a.candidate_name, a.email, a.deadline, a.time_box_secs,
-    a.seed, a.state, a.started_at, a.created_by, a.created_at
+    a.seed, a.state, a.started_at, a.created_by, a.created_at, a.results, a.max_submissions
     FROM assignments a JOIN packet_versions v ON v.id = a.packet_version_id JOIN packets p ON p.id = v.packet_id";
 
 #[async_trait]
@@ -105,6 +110,16 @@ impl AssignmentStore for SqliteStore {
 
     async fn set_assignment_state(&self, id: &str, state: &str) -> DbResult<()> {
         sqlx::query("UPDATE assignments SET state = ? WHERE id = ?").bind(state).bind(id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn set_assignment_policy(&self, id: &str, results: ResultsRelease, max_submissions: i64) -> DbResult<()> {
+        sqlx::query("UPDATE assignments SET results = ?, max_submissions = ? WHERE id = ?")
+            .bind(results.as_str())
+            .bind(max_submissions)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

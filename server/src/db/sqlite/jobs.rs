@@ -55,9 +55,20 @@ impl JobStore for SqliteStore {
     async fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> DbResult<Option<Job>> {
         // SQLite runs one writer at a time, so the subquery and the update
         // are atomic; the Postgres backend would use FOR UPDATE SKIP LOCKED.
+        //
+        // Fair across assignments: a grading job ranks by how many earlier
+        // grading jobs its assignment has, then by age, so one candidate's
+        // ten submissions take turns with everyone else's first (round
+        // robin) instead of queueing ahead of them. Self-tests rank 0.
         let row: Option<JobDb> = sqlx::query_as(&format!(
             "UPDATE jobs SET state = 'running', lease_owner = ?1, lease_until = ?2 + ?3, attempts = attempts + 1
-             WHERE id = (SELECT id FROM jobs WHERE state = 'queued' OR (state = 'running' AND lease_until < ?2) ORDER BY id LIMIT 1)
+             WHERE id = (
+                SELECT j.id FROM jobs j LEFT JOIN submissions s ON j.kind = 'grade' AND s.id = j.subject
+                WHERE j.state = 'queued' OR (j.state = 'running' AND j.lease_until < ?2)
+                ORDER BY CASE WHEN s.assignment_id IS NULL THEN 0 ELSE (
+                    SELECT COUNT(*) FROM jobs o JOIN submissions os ON os.id = o.subject
+                    WHERE o.kind = 'grade' AND os.assignment_id = s.assignment_id AND o.id < j.id) END, j.id
+                LIMIT 1)
              RETURNING {COLS}"
         ))
         .bind(owner)

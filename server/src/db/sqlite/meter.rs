@@ -75,6 +75,10 @@ const KEY_COLUMNS: &str = "id, assignment_id, generation, key_hash, created_at, 
 
 #[async_trait]
 impl MeterStore for SqliteStore {
+    async fn refused_call_count(&self, assignment_id: &str) -> DbResult<i64> {
+        sqlx::query_scalar("SELECT COUNT(*) FROM model_calls WHERE assignment_id = ? AND refused IS NOT NULL").bind(assignment_id).fetch_one(&self.pool).await
+    }
+
     async fn model_calls_of(&self, assignment_id: &str) -> DbResult<Vec<ModelCall>> {
         let rows: Vec<ModelCallDb> = sqlx::query_as(
             "SELECT id, assignment_id, at, model, stream, request_bytes, response_bytes, prompt_tokens, completion_tokens,

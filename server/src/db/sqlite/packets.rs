@@ -139,7 +139,8 @@ impl PacketStore for SqliteStore {
     }
 
     async fn update_draft(&self, id: i64, digest: &str) -> DbResult<bool> {
-        let r = sqlx::query("UPDATE packet_versions SET digest = ?, check_state = 'none', check_report = NULL WHERE id = ? AND state = 'draft'")
+        let r = sqlx::query("UPDATE packet_versions SET digest = ?, check_state = 'none', check_report = NULL, checked_digest = NULL
+             WHERE id = ? AND state = 'draft' AND check_state <> 'running'")
             .bind(digest)
             .bind(id)
             .execute(&self.pool)
@@ -157,11 +158,28 @@ impl PacketStore for SqliteStore {
         Ok(())
     }
 
+    async fn finish_check(&self, id: i64, state: &str, report: &str, checked_digest: Option<&str>) -> DbResult<()> {
+        sqlx::query(
+            "UPDATE packet_versions SET check_report = ?, checked_digest = ?,
+                check_state = CASE WHEN ? IS NOT NULL AND digest = ? THEN ? ELSE 'failed' END
+             WHERE id = ?",
+        )
+        .bind(report)
+        .bind(checked_digest)
+        .bind(checked_digest)
+        .bind(checked_digest)
+        .bind(state)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn publish(&self, id: i64) -> DbResult<bool> {
         let r = sqlx::query(
             "UPDATE packet_versions SET state = 'published', published_at = ?,
                 version = (SELECT COALESCE(MAX(o.version), 0) + 1 FROM packet_versions o WHERE o.packet_id = packet_versions.packet_id)
-             WHERE id = ? AND state = 'draft' AND check_state = 'passed'",
+             WHERE id = ? AND state = 'draft' AND check_state = 'passed' AND checked_digest = digest",
         )
         .bind(now_ms())
         .bind(id)
