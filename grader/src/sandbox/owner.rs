@@ -61,8 +61,12 @@ pub struct UidLease {
 /// Leases the first free uid `base + (start + i) % range`: free means no
 /// open file anywhere on the host holds its lock.
 pub fn lease_uid(base: u32, start: u64, range: u64) -> Result<UidLease, SandboxError> {
+    static READY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let dir = Path::new(UID_LOCK_DIR);
-    private_dir(dir)?;
+    if !READY.load(std::sync::atomic::Ordering::Relaxed) {
+        private_dir(dir)?;
+        READY.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     for i in 0..range {
         let offset = ((start + i) % range) as u32;
         let path = dir.join((base + offset).to_string());

@@ -452,7 +452,7 @@ fn sandbox_tool_dir_is_read_only_at_gatehouse() {
     assert!(e.to_string().contains("tool_dir") && e.to_string().contains("symlink"), "{e}");
 }
 
-/// Apparent bytes, allocated bytes (each inode once) and entries of a host tree.
+/// Apparent and allocated bytes (each inode once) and entries of a host tree.
 fn host_usage(root: &Path) -> (u64, u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let mut seen = std::collections::HashSet::new();
@@ -461,11 +461,9 @@ fn host_usage(root: &Path) -> (u64, u64, u64) {
         let e = e.expect("walk");
         let m = e.path().symlink_metadata().expect("lstat");
         entries += 1;
-        if m.is_file() {
+        if m.is_file() && seen.insert(m.ino()) {
             apparent += m.len();
-            if seen.insert(m.ino()) {
-                allocated += m.blocks() * 512;
-            }
+            allocated += m.blocks() * 512;
         }
     }
     (apparent, allocated, entries)
@@ -480,7 +478,7 @@ fn sandbox_copy_out_respects_budget_for_sparse_files_and_hard_links() {
     let r = run_in(dir.path(), script, limits);
     assert_eq!(r.stdout_tail, "made\n", "{r:?}");
     let (apparent, allocated, _) = host_usage(dir.path());
-    assert!(apparent <= (64 << 20) * 2, "apparent bytes on the host: {apparent}");
+    assert!(apparent <= 64 << 20, "apparent bytes on the host: {apparent}");
     assert!(allocated <= 64 << 20, "allocated bytes on the host: {allocated}");
     assert_eq!(fs::read_to_string(dir.path().join("result.txt")).expect("result"), "result\n");
     // The 16 MiB file came back once, its other names as links.
@@ -519,7 +517,7 @@ fn sandbox_honest_results_are_not_cut() {
     assert_eq!((r.out_cut_files, r.out_cut_bytes, r.out_cut_deep, r.out_cut_sparse), (0, 0, 0, 0), "{r:?}");
     assert_eq!(r.out_hard_links, 1);
     let (apparent, _, _) = host_usage(dir.path());
-    assert_eq!(apparent, 9_000_000 + 3 * 3, "every byte came back");
+    assert_eq!(apparent, 9_000_000 + 2 * 3, "every byte came back");
     assert_eq!(fs::read_to_string(dir.path().join("out-link.txt")).expect("link"), "in\n");
 }
 
@@ -619,7 +617,7 @@ EOF"#,
 #[test]
 fn sandbox_init_does_not_show_the_grader_argv() {
     let exe = std::env::current_exe().expect("exe").to_string_lossy().into_owned();
-    let r = run("cat /proc/1/cmdline 2>&1 | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'; cat /proc/1/environ 2>/dev/null | wc -c", small_limits());
+    let r = run("(cat /proc/1/cmdline 2>&1 || true) | tr '\\0\\n' '  '; echo; ls /proc | grep -c '^[0-9]'; cat /proc/1/environ 2>/dev/null | wc -c", small_limits());
     assert!(!r.stdout_tail.contains(&exe), "{r:?}");
     let lines: Vec<&str> = r.stdout_tail.lines().collect();
     assert!(lines[0].contains("No such file"), "hidepid hides init: {r:?}");
@@ -658,7 +656,7 @@ fn sandbox_cgroup_path_and_host_proc_files_are_masked() {
     assert!(!r.stdout_tail.contains(host_cmdline.trim()), "{r:?}");
     assert_eq!(parts[2], "1:3\n", "masked by /dev/null (1:3): {r:?}");
     // Unmasked /proc files still work.
-    let r = run("test -s /proc/self/status && test -s /proc/meminfo && echo ok", small_limits());
+    let r = run("grep -q Name /proc/self/status && grep -q MemTotal /proc/meminfo && echo ok", small_limits());
     assert_eq!(r.stdout_tail, "ok\n", "{r:?}");
 }
 
@@ -703,7 +701,7 @@ EOF"#,
     let r = run(&script, small_limits());
     assert_eq!(r.exit, Exit::Code(0), "{r:?}");
     let lines: Vec<&str> = r.stdout_tail.lines().collect();
-    assert_eq!(lines.len(), grader::sandbox::SECCOMP_BLOCKED.len() + 13, "{r:?}");
+    assert_eq!(lines.len(), grader::sandbox::SECCOMP_BLOCKED.len() + 12, "{r:?}");
     let mut bad = Vec::new();
     for l in &lines {
         let (name, rest) = l.rsplit_once(' ').and_then(|(a, e)| a.rsplit_once(' ').map(|(n, rc)| (n, (rc, e)))).expect("line");
@@ -762,7 +760,8 @@ fn helper(mode: &str) -> (std::process::Child, std::io::BufReader<std::process::
     loop {
         line.clear();
         assert!(out.read_line(&mut line).expect("read") > 0, "helper ended before ready");
-        if let Some(id) = line.strip_prefix("ready ") {
+        // libtest prints "test <name> ... " on the same line first.
+        if let Some((_, id)) = line.split_once("ready ") {
             let id = id.trim().to_string();
             return (child, out, id);
         }
@@ -826,7 +825,7 @@ fn sandbox_two_grader_processes_never_share_a_run_uid() {
         let mut uids = None;
         for line in out.lines() {
             let line = line.expect("line");
-            if let Some(u) = line.strip_prefix("uids ") {
+            if let Some((_, u)) = line.split_once("uids ") {
                 uids = Some(u.split(' ').map(|x| x.to_string()).collect::<std::collections::BTreeSet<_>>());
             }
         }
