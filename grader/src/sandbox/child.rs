@@ -350,7 +350,12 @@ fn set_title(title: &CString, areas: &[(usize, usize); 2]) {
 /// The argument and environment areas of the calling process (fields 48
 /// to 51 of `/proc/self/stat`), or None when they cannot be read.
 pub fn title_areas() -> Option<[(usize, usize); 2]> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    parse_title_areas(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// Fields 48 to 51 of a `/proc/<pid>/stat` line (the command name, field
+/// 2, may hold spaces and parentheses: the last ')' ends it).
+fn parse_title_areas(stat: &str) -> Option<[(usize, usize); 2]> {
     let after = &stat[stat.rfind(')')? + 1..];
     // `after` starts at field 3 (the state).
     let f: Vec<usize> = after.split_whitespace().skip(45).take(4).map(|x| x.parse().ok()).collect::<Option<_>>()?;
@@ -731,5 +736,25 @@ fn command_main(ctx: &ChildCtx) -> ! {
         }
         libc::execve(ctx.sh.as_ptr(), ctx.argv.as_ptr(), ctx.envp.as_ptr());
         fail(rep, STEP_CMD_EXECVE, errno());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_title_areas;
+
+    #[test]
+    fn title_areas_come_from_fields_48_to_51() {
+        let tail: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
+        let line = |comm: &str| format!("1234 ({comm}) {}", tail.join(" "));
+        for (stat, expect) in [
+            (line("it"), Some([(48, 49), (50, 51)])),
+            (line("a) (b c"), Some([(48, 49), (50, 51)])),
+            ("1234 (it) R 1 2".to_string(), None),
+            ("no parenthesis".to_string(), None),
+            (line("it").replace(" 48 ", " 50 "), None),
+        ] {
+            assert_eq!(parse_title_areas(&stat), expect, "{stat}");
+        }
     }
 }

@@ -184,16 +184,15 @@ impl Out {
                 self.tree(&from, &to, depth + 1, len)?;
             } else if meta.is_file() {
                 let key = (meta.dev(), meta.ino());
-                if meta.nlink() > 1 {
-                    if let Some(first) = self.seen.get(&key).cloned() {
-                        if !self.take_file() {
-                            continue;
-                        }
-                        fs::hard_link(&first, &to)
-                            .map_err(|e| err(format!("link({:?}, {:?})", first.display(), to.display()), e))?;
-                        self.stats.hard_links += 1;
+                let first = if meta.nlink() > 1 { self.seen.get(&key).cloned() } else { None };
+                if let Some(first) = first {
+                    if !self.take_file() {
                         continue;
                     }
+                    fs::hard_link(&first, &to)
+                        .map_err(|e| err(format!("link({:?}, {:?})", first.display(), to.display()), e))?;
+                    self.stats.hard_links += 1;
+                    continue;
                 }
                 if is_sparse(meta.len(), meta.blocks()) {
                     self.stats.cut_sparse += 1;

@@ -185,7 +185,6 @@ pub fn sweep(base: &Path, cgroup_roots: &[PathBuf]) -> Swept {
         }
     }
     // Release the stale locks taken above before locking each file anew.
-    drop(is_stale);
     drop(state);
     for e in &entries {
         let name = e.file_name().to_string_lossy().into_owned();
