@@ -102,7 +102,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         .map_err(|e| e.to_string())?;
     let red_ok = !red.report.success() && !red.report.timed_out && red.report.limit_hit.is_none() && red.runner.as_ref().is_none_or(|r| !r.passed());
     report.push(
-        "the starter (as a candidate receives it) is red",
+        "the starter is red",
         red_ok,
         format!("`{}`: {:?}{}{}", m.commands.test, red.report.exit, if red.report.timed_out { ", timed out" } else { "" }, tail(&red.report.stdout_tail)),
     );

@@ -685,6 +685,16 @@ fn command_main(ctx: &ChildCtx) -> ! {
         if libc::close_range(first_closed, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as c_int) != 0 {
             fail(rep, STEP_CMD_CLOEXEC, errno());
         }
+        // The command and everything it starts go first when the memory
+        // cgroup runs out: init is a copy of the grader, so its resident
+        // set can outweigh a small command's, and an OOM kill of init would
+        // be a sandbox failure instead of the command's memory limit.
+        // Raising the score needs no privilege; best effort.
+        let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if adj >= 0 {
+            let _ = libc::write(adj, b"1000".as_ptr().cast(), 4);
+            libc::close(adj);
+        }
         for (i, (res, lim)) in ctx.rlimits.iter().enumerate() {
             if libc::setrlimit(*res, lim) != 0 {
                 fail(rep, STEP_CMD_SETRLIMIT + i as u32, errno());

@@ -214,17 +214,22 @@ fn test_failing_selects_tests_by_pattern() {
 
 #[test]
 fn test_failing_fires_for_a_named_test_absent_from_the_report() {
+    // A conftest that deselects a hidden test: the test counts as not run
+    // (an error, so the failure fires), and the missing id is tampering.
     let conftest = "def pytest_collection_modifyitems(items):\n    items[:] = [i for i in items if \"negative\" not in i.name]\n";
-    let card = check(&[("conftest.py", conftest)], &["negative-fails"]);
-    assert_eq!(evidence(&card, "negative-fails"), "test_hidden.py::test_add_negative: not run");
+    let card = check(&[("conftest.py", conftest)], &["hidden-fails", "negative-fails", "evidence-tampering"]);
+    assert_eq!(evidence(&card, "negative-fails"), "test_hidden::test_add_negative error: not run: the runner did not report this test");
+    assert_has(&evidence(&card, "evidence-tampering"), "never reported: test_hidden.py::test_add_negative");
 }
 
 #[test]
 fn test_failing_fires_when_the_step_crashed_without_junit() {
+    // The runner never finished: every hidden test counts as not run, and
+    // says how the run ended.
     let card = check(&[("conftest.py", "import os\n\nos._exit(3)\n")], &["hidden-fails", "negative-fails", "small-fails"]);
     for id in ["hidden-fails", "negative-fails", "small-fails"] {
         let e = evidence(&card, id);
-        assert_has(&e, "no test results");
+        assert_has(&e, "not run: the run ended before the test");
         assert_has(&e, "exit code 3");
     }
 }

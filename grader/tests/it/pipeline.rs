@@ -175,8 +175,9 @@ fn receipt_records_runs_digests_files_environment_and_sandbox() {
     assert_eq!(names, [("test_add_small", "passed"), ("test_add_negative", "passed")]);
     assert!(r.runs[1].tests.is_none());
     assert_eq!(r.runs[1].stdout_tail, "sum 5\n");
-    assert_eq!(r.runs[2].command, "python3 .gatehouse/scan.py");
-    assert_eq!(r.runs[3].command, "python3 -m pytest -q -p no:cacheprovider test_calc.py");
+    // Plain test commands and packet scripts run through the trusted runner.
+    assert_eq!(r.runs[2].command, "python3 -I /gatehouse/gatehouse_runner.py script .gatehouse/scan.py");
+    assert_eq!(r.runs[3].command, "python3 -I /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider test_calc.py");
     let mutation = r.mutation.as_ref().expect("mutation");
     assert_eq!((mutation.killed(), mutation.mutants.len()), (1, 1));
     assert_eq!(r.timings.runs.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), runs);
@@ -282,6 +283,7 @@ fn check_packet_passes_the_good_fixture() {
             "every failure id has a known-bad variant",
             "the starter is red",
             "the sample passes the test command",
+            "the hidden tests' ids are recorded",
             "the sample grades clean",
             "variant buggy triggers exactly hidden-fails",
             "variant no-notes triggers exactly notes-missing",
@@ -401,7 +403,8 @@ fn check_packet_grades_each_alternate_and_names_what_accuses_it() {
     // The JSON report carries the same items.
     let json = serde_json::to_value(&report).expect("report to JSON");
     let listed = json["items"].as_array().expect("items").iter().filter(|i| i["name"].as_str().is_some_and(|n| n.starts_with("alternate "))).count();
-    assert_eq!(listed, 3);
+    // Three "grades clean" items and one warning ("wrong" fails the test command).
+    assert_eq!(listed, 4);
 
     // With only the clean one left, the self-test passes.
     fs::remove_dir_all(root.join("alternates/terse")).expect("removing");
@@ -424,7 +427,10 @@ fn check_packet_refuses_a_file_or_link_among_alternates() {
     fs::remove_file(root.join("alternates/README")).expect("removing");
     std::os::unix::fs::symlink(tmp.path(), root.join("alternates/outside")).expect("a symlink");
     let report = check_packet(grader(), &root);
-    assert!(report.failures().any(|i| i.detail.contains("not a file or a link")), "a link out of the packet is refused, never followed");
+    assert!(
+        report.failures().any(|i| i.detail.contains("not a file or a link") || i.detail.contains("a packet may not contain links")),
+        "a link out of the packet is refused, never followed"
+    );
 }
 
 #[test]
