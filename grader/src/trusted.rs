@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -437,11 +437,6 @@ pub fn nonce() -> String {
     }
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
     crate::packet::sha256_hex(&[&bytes[..], &t.to_le_bytes()[..]].concat())[..32].to_string()
-}
-
-/// The host folder a grader mounts at [`TOOLS_MOUNT`].
-pub fn tools_path(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().to_path_buf()
 }
 
 #[cfg(test)]
