@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use grader::grade::{GradeOptions, Grader};
 use grader::manifest::{Detector, TIME_BASE};
-use grader::packet::{Packet, copy_path};
+use grader::packet::Packet;
+use grader::tree::copy_path;
 
 #[path = "ingest_part.rs"]
 mod ingest_part;
@@ -68,7 +69,7 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
         copy_path(&tree, &dir).unwrap();
         packet.lay_into(lay, &dir).unwrap();
         if let Some((bytes, to)) = extra {
-            grader::packet::write_file(&dir.join(to), bytes).unwrap();
+            grader::tree::write_file(&dir.join(to), bytes).unwrap();
         }
         dir
     };

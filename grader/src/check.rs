@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::grade::{GradeOptions, Grader, Scorecard, default_limits};
 use crate::manifest::{Manifest, Proves};
-use crate::packet::{Packet, copy_path};
-use crate::run::{TestOutcome, TestStatus, run_on_copy};
+use crate::packet::Packet;
+use crate::tree::copy_path;
+use crate::run::run_on_copy;
+use crate::evidence::{TestOutcome, TestStatus};
 
 /// The seed `packet check` fills into seed files when it lays the starter a
 /// candidate receives.
@@ -195,7 +197,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
                 &dir,
                 |w| {
                     packet.lay_into(&step.lay, w)?;
-                    crate::packet::write_file(&crate::packet::safe_join(w, &mu.target)?, &mutant)
+                    crate::tree::write_file(&crate::tree::safe_join(w, &mu.target)?, &mutant)
                 },
                 &step.run,
                 &step_limits,
@@ -304,7 +306,7 @@ pub fn alternates(packet: &Packet) -> Result<Vec<String>, String> {
 /// candidate unpacks (starter, brief, pin file) overlaid by the alternate,
 /// zipped whole. It must pass the packet's test command, draw no finding,
 /// leave nothing unevaluated and fail no hidden test that proves a failure.
-fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::grade::EnvProbe, gate: &crate::starter::Gate, work: &Path) -> Vec<CheckItem> {
+fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::env::EnvProbe, gate: &crate::starter::Gate, work: &Path) -> Vec<CheckItem> {
     let m = &packet.manifest;
     let item = |ok: bool, detail: String| CheckItem { name: format!("alternate {name} grades clean"), ok, detail, warning: false };
     let tree: PathBuf = work.join("alternates").join(name);

@@ -10,10 +10,13 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::detect::{Evidence, script_key};
+use crate::env::{EnvProbe, EnvReport, env_report};
 use crate::ingest::{IngestError, IngestLimits, IngestOptions, Ingested, IngestedFile, Normalised, ingest_with};
 use crate::manifest::{Detector, Lay, Mode, TIME_BASE};
-use crate::packet::{Packet, copy_path, list_files, tree_digest};
-use crate::run::{MutantResult, MutationOutcome, RunError, RunRecord, StepOutcome, TestOutcome, parse_script_output, read_junit, run_on_copy, step_env};
+use crate::packet::Packet;
+use crate::tree::{copy_path, list_files, tree_digest};
+use crate::run::{RunError, RunRecord, parse_script_output, read_junit, run_on_copy, step_env};
+use crate::evidence::{MutantResult, MutationOutcome, StepOutcome, TestOutcome};
 use crate::trusted::{Plan, RunnerKind};
 use crate::sandbox::{Features, LimitHit, Limits, Sandbox, SandboxError};
 use crate::score::{CriterionScore, Finding, GateResult, HumanScore, Measures, score};
@@ -52,19 +55,6 @@ pub fn ingest_options(packet: &Packet) -> Result<IngestOptions, GradeError> {
 
 fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> GradeError {
     move |e| GradeError::Io(format!("{context}: {e}"))
-}
-
-/// What the grader found in the sandbox's environment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvProbe {
-    pub python: Option<String>,
-    pub tools: BTreeMap<String, Option<String>>,
-    #[serde(skip)]
-    pub stdlib: BTreeSet<String>,
-    /// Standard-library modules the test runner itself imports (a file of
-    /// such a name at the top of a workspace would shadow it).
-    #[serde(skip)]
-    pub runner_modules: BTreeSet<String>,
 }
 
 /// A failure whose detector could not be evaluated, and why.
@@ -148,21 +138,6 @@ pub struct SubmissionRef {
     /// out, `\` separators read as `/`); absent when nothing was.
     #[serde(default, skip_serializing_if = "Normalised::is_empty")]
     pub normalised: Normalised,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolPin {
-    pub name: String,
-    pub pin: Option<String>,
-    pub probed: Option<String>,
-    pub matches: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvReport {
-    pub tools: Vec<ToolPin>,
-    /// One sentence for each pin the probe does not satisfy.
-    pub mismatches: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -496,29 +471,10 @@ impl Grader {
             reason: format!("not run: the grading budget of {} s was spent before this run (its failures are unevaluated, never passed)", budget.as_secs()),
         };
 
-        // Assemble: the starter, overlaid by the submission. The grader's
-        // own folder is never taken from a submission.
         let workspace = work.join("workspace");
-        copy_path(&packet.starter_dir(), &workspace).map_err(io("copying the starter"))?;
-        let submitted_dir = &ingested.dir;
-        let _ = fs::remove_dir_all(submitted_dir.join(".gatehouse"));
-        // Files the platform adds to every starter are not the candidate's:
-        // handed back, they are set aside, listed, and never graded.
+        let crate::starter::Assembled { submission, platform_files } =
+            crate::starter::assemble(packet, ingested, &workspace).map_err(|e| GradeError::Io(format!("assembling the workspace: {e}")))?;
         let platform = crate::starter::platform_files(m);
-        let mut platform_files = Vec::new();
-        for f in &ingested.files {
-            if platform.contains(&f.path) {
-                let _ = fs::remove_file(submitted_dir.join(&f.path));
-                platform_files.push(f.clone());
-            }
-        }
-        copy_path(submitted_dir, &workspace).map_err(io("laying the submission over the starter"))?;
-        let submission: BTreeMap<String, Option<i64>> = ingested
-            .files
-            .iter()
-            .filter(|f| !f.path.starts_with(".gatehouse/") && !platform.contains(&f.path))
-            .map(|f| (f.path.clone(), f.mtime))
-            .collect();
         let workspace_tree = list_files(&workspace).map_err(io("listing the workspace"))?;
         let starter_tree = list_files(&packet.starter_dir()).map_err(io("listing the starter"))?;
 
@@ -659,7 +615,7 @@ impl Grader {
                     };
                     let dir = scratch();
                     let target = mu.target.clone();
-                    let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| crate::packet::write_file(&crate::packet::safe_join(w, &target)?, &mutant), &mu.run, &limits, Vec::new())?;
+                    let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| crate::tree::write_file(&crate::tree::safe_join(w, &target)?, &mutant), &mu.run, &limits, Vec::new())?;
                     let mut report = ran.report;
                     let mut passed = report.success();
                     if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
@@ -724,7 +680,7 @@ impl Grader {
                 None => findings.push(Finding {
                     id: crate::tamper::ID.into(),
                     title: crate::tamper::TITLE.into(),
-                    provenance: crate::detect::Provenance::Replayed,
+                    provenance: crate::evidence::Provenance::Replayed,
                     evidence: tamper_evidence,
                 }),
             }
@@ -741,8 +697,8 @@ impl Grader {
         // Score.
         let tests_of = |step: &str| {
             steps.get(step).and_then(|s| s.tests.as_ref()).map(|t| {
-                let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::run::TestStatus::Skipped).collect();
-                (counted.iter().filter(|t| t.status == crate::run::TestStatus::Passed).count(), counted.len())
+                let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::evidence::TestStatus::Skipped).collect();
+                (counted.iter().filter(|t| t.status == crate::evidence::TestStatus::Passed).count(), counted.len())
             })
         };
         let measures = Measures { tests: &tests_of, mutation: mutation.as_ref().map(|mo| (mo.killed(), mo.mutants.len())) };
@@ -915,7 +871,7 @@ fn keep_files(from: &Path, to: &Path, globs: &[String]) -> std::io::Result<()> {
     }
     let set = b.build().map_err(std::io::Error::other)?;
     fs::create_dir_all(to)?;
-    for rel in crate::packet::list_paths(from) {
+    for rel in crate::tree::list_paths(from) {
         if set.is_match(&rel) {
             copy_path(&from.join(&rel), &to.join(&rel))?;
         }
@@ -934,28 +890,7 @@ pub fn receipt_digest(r: &Receipt) -> String {
         obj.remove("timings");
         obj.insert("digest".into(), serde_json::Value::String(String::new()));
     }
-    crate::packet::sha256_hex(value.to_string().as_bytes())
-}
-
-pub fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport {
-    let mut tools = Vec::new();
-    let matches = |pin: &Option<String>, got: &Option<String>| match (pin, got) {
-        (None, _) => true,
-        (Some(p), Some(g)) => g == p || g.starts_with(&format!("{p}.")),
-        (Some(_), None) => false,
-    };
-    tools.push(ToolPin { name: "python".into(), pin: m.environment.python.clone(), probed: probe.python.clone(), matches: matches(&m.environment.python, &probe.python) });
-    for (name, pin) in &m.environment.tools {
-        let probed = probe.tools.get(name).cloned().flatten();
-        let pin = Some(pin.clone());
-        tools.push(ToolPin { name: name.clone(), matches: matches(&pin, &probed), pin, probed });
-    }
-    let mismatches = tools
-        .iter()
-        .filter(|t| !t.matches)
-        .map(|t| format!("{} is pinned to {} but the sandbox has {}", t.name, t.pin.as_deref().unwrap_or("-"), t.probed.as_deref().unwrap_or("none")))
-        .collect();
-    EnvReport { tools, mismatches }
+    crate::tree::sha256_hex(value.to_string().as_bytes())
 }
 
 /// Scores a stored scorecard again with reviewer levels `human`, without
@@ -967,8 +902,8 @@ pub fn rescore(m: &crate::manifest::Manifest, card: &Scorecard, human: &BTreeMap
     let tests_of = |step: &str| {
         let id = format!("step:{step}");
         card.receipt.runs.iter().find(|r| r.id == id).and_then(|r| r.tests.as_ref()).map(|t| {
-            let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::run::TestStatus::Skipped).collect();
-            (counted.iter().filter(|t| t.status == crate::run::TestStatus::Passed).count(), counted.len())
+            let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::evidence::TestStatus::Skipped).collect();
+            (counted.iter().filter(|t| t.status == crate::evidence::TestStatus::Passed).count(), counted.len())
         })
     };
     let mutation = card.receipt.mutation.as_ref().map(|mo| (mo.killed(), mo.mutants.len()));
@@ -1003,9 +938,9 @@ pub fn rescore(m: &crate::manifest::Manifest, card: &Scorecard, human: &BTreeMap
 #[cfg(test)]
 mod rescore_tests {
     use super::*;
-    use crate::detect::Provenance;
+    use crate::evidence::Provenance;
     use crate::manifest::Manifest;
-    use crate::run::TestStatus;
+    use crate::evidence::TestStatus;
     use crate::score::Status;
 
     const RUBRIC: &str = r#"

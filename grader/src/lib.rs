@@ -3,17 +3,23 @@
 //! the UI.
 
 pub mod check;
+pub mod clock;
 pub mod detect;
+pub mod diff;
+pub mod env;
+pub mod evidence;
 pub mod grade;
-pub mod lint;
 pub mod ingest;
+pub mod lint;
 pub mod manifest;
 pub mod packet;
+pub mod pytest;
 pub mod run;
 pub mod sandbox;
 pub mod score;
 pub mod starter;
 pub mod tamper;
+pub mod tree;
 pub mod trusted;
 pub mod witness;
 pub mod witness_run;

@@ -7,7 +7,8 @@ use std::fs;
 use std::path::Path;
 
 use crate::manifest::{Aggregate, Manifest};
-use crate::packet::{Packet, list_paths};
+use crate::packet::Packet;
+use crate::tree::list_paths;
 
 /// Each warning as (name, detail).
 pub fn lint(packet: &Packet) -> Vec<(String, String)> {

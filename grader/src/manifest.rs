@@ -1169,16 +1169,8 @@ fn check_lay(lay: &Lay) -> Result<(), String> {
     Ok(())
 }
 
-/// [`is_safe_relative`], and no backslash or NUL (a backslash is a
-/// separator on some systems and never in a packet's paths).
-pub fn is_safe_path(p: &str) -> bool {
-    is_safe_relative(p) && !p.contains('\\') && !p.contains('\0')
-}
 
-/// A relative path with `/` separators, no `..`, `.` or empty components.
-pub fn is_safe_relative(p: &str) -> bool {
-    !p.is_empty() && !p.starts_with('/') && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
-}
+pub use crate::tree::{is_safe_path, is_safe_relative};
 
 fn quoted(s: &str) -> String {
     format!("{s:?}")

@@ -1,14 +1,13 @@
 //! A packet on disk: its manifest, its files and its digest, plus the file
 //! tree operations the pipeline uses to assemble workspaces.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use crate::manifest::{Lay, Manifest, ManifestError};
+use crate::diff::{apply_diff, split_diff};
+use crate::tree::{copy_path, list_files, remove_paths, safe_join, tree_digest, write_file};
 
 /// A loaded packet folder.
 #[derive(Debug, Clone)]
@@ -92,7 +91,7 @@ impl Packet {
         if m.mutation.is_some() && self.mutants().map_err(io_err(&self.root))?.is_empty() {
             return Err(PacketError::Layout(format!("{}: [mutation] is set but mutants/ holds no mutant", self.root.display())));
         }
-        if !crate::manifest::is_safe_relative(&m.packet.brief) || self.root.join("starter").join(&m.packet.brief).exists() {
+        if !crate::tree::is_safe_relative(&m.packet.brief) || self.root.join("starter").join(&m.packet.brief).exists() {
             return Err(PacketError::Layout(format!(
                 "{}: the brief is shipped as {:?}, which must be a new relative path, not a starter file",
                 self.root.join("packet.toml").display(),
@@ -206,146 +205,6 @@ impl Packet {
     }
 }
 
-/// A file of a tree: relative path to (size, hex SHA-256).
-pub type Tree = BTreeMap<String, (u64, String)>;
-
-/// Lists the regular files under `root` with their digests. Symbolic links
-/// are not followed and not listed.
-pub fn list_files(root: &Path) -> io::Result<Tree> {
-    let mut tree = Tree::new();
-    for entry in walkdir::WalkDir::new(root).follow_links(false).sort_by_file_name() {
-        let entry = entry.map_err(io::Error::other)?;
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let rel = relative(root, entry.path());
-        let bytes = fs::read(entry.path())?;
-        tree.insert(rel, (bytes.len() as u64, sha256_hex(&bytes)));
-    }
-    Ok(tree)
-}
-
-/// Relative paths of the regular files under `root`, sorted.
-pub fn list_paths(root: &Path) -> Vec<String> {
-    walkdir::WalkDir::new(root)
-        .follow_links(false)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .map(|e| relative(root, e.path()))
-        .collect()
-}
-
-/// The digest of a tree: SHA-256 over `path\0sha\n` lines in path order.
-pub fn tree_digest(tree: &Tree) -> String {
-    let mut h = Sha256::new();
-    for (path, (_, sha)) in tree {
-        h.update(path.as_bytes());
-        h.update([0]);
-        h.update(sha.as_bytes());
-        h.update([b'\n']);
-    }
-    hex::encode(h.finalize())
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-/// `path` relative to `root`, with `/` separators.
-pub fn relative(root: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
-}
-
-/// Copies a file or a folder (recursively, regular files only) to `to`,
-/// creating parents and overwriting files.
-pub fn copy_path(from: &Path, to: &Path) -> io::Result<()> {
-    let meta = fs::symlink_metadata(from)?;
-    if meta.is_dir() {
-        for entry in walkdir::WalkDir::new(from).follow_links(false) {
-            let entry = entry.map_err(io::Error::other)?;
-            let dest = to.join(entry.path().strip_prefix(from).unwrap_or(entry.path()));
-            if entry.file_type().is_dir() {
-                fs::create_dir_all(&dest)?;
-            } else if entry.file_type().is_file() {
-                copy_file(entry.path(), &dest)?;
-            }
-        }
-        Ok(())
-    } else if meta.is_file() {
-        copy_file(from, to)
-    } else {
-        Err(io::Error::other(format!("{} is neither a file nor a folder", from.display())))
-    }
-}
-
-fn copy_file(from: &Path, to: &Path) -> io::Result<()> {
-    clear_for(to)?;
-    fs::copy(from, to).map(drop)
-}
-
-/// Writes `bytes` to `to`, creating parents and replacing what is there.
-pub fn write_file(to: &Path, bytes: &[u8]) -> io::Result<()> {
-    clear_for(to)?;
-    fs::write(to, bytes)
-}
-
-/// Makes room for a new file at `to`.
-fn clear_for(to: &Path) -> io::Result<()> {
-    if let Some(parent) = to.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    // A file in the way may be a symbolic link planted by a submission; it
-    // is replaced, never written through.
-    if fs::symlink_metadata(to).is_ok() {
-        if fs::symlink_metadata(to)?.is_dir() {
-            fs::remove_dir_all(to)?;
-        } else {
-            fs::remove_file(to)?;
-        }
-    }
-    Ok(())
-}
-
-/// Removes `paths` (relative) from `root` where they exist; a path that
-/// would leave `root` is an error, and nothing is removed through a link.
-pub fn remove_paths(root: &Path, paths: &[String]) -> io::Result<()> {
-    for p in paths {
-        let path = safe_join(root, p)?;
-        match fs::symlink_metadata(&path) {
-            Ok(m) if m.is_dir() => fs::remove_dir_all(&path)?,
-            Ok(_) => fs::remove_file(&path)?,
-            Err(_) => {}
-        }
-    }
-    Ok(())
-}
-
-/// `root` joined with the relative path `rel`, refusing any path that could
-/// leave `root`: absolute, with `..`, `.` or empty components, or through a
-/// symbolic link anywhere below `root`. Every read and write of packet or
-/// workspace files by a path the packet names goes through here.
-pub fn safe_join(root: &Path, rel: &str) -> io::Result<PathBuf> {
-    if !crate::manifest::is_safe_relative(rel) || rel.contains('\\') || rel.contains('\0') {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{rel:?} is not a safe relative path (absolute, `..`, or empty parts)")));
-    }
-    let mut path = root.to_path_buf();
-    for part in rel.split('/') {
-        path.push(part);
-        match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{rel:?} goes through the symbolic link {}; links are never followed", path.display())));
-            }
-            Ok(_) => {}
-            // Nothing further down exists yet, so no link either.
-            Err(_) => break,
-        }
-    }
-    Ok(root.join(rel))
-}
-
 /// Refuses a packet folder holding a symbolic link (or a device, socket
 /// or FIFO) anywhere: packets are imported from elsewhere, and a link
 /// could point the grader at any host file.
@@ -366,148 +225,4 @@ pub fn refuse_links(root: &Path) -> Result<(), PacketError> {
 /// Fills `template` by replacing `{{seed}}` with `seed`.
 pub fn apply_seed(text: &str, seed: &str) -> String {
     text.replace("{{seed}}", seed)
-}
-
-/// Splits a multi-file unified diff into (path, single-file diff) parts,
-/// the path taken from each `+++` line without its `b/` prefix.
-pub fn split_diff(text: &str) -> Result<Vec<(String, String)>, String> {
-    crate::detect::parse_unified_diff(text)?;
-    let mut parts: Vec<(String, String)> = Vec::new();
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let mut i = 0;
-    while i < lines.len() {
-        if lines[i].starts_with("--- ") && lines.get(i + 1).is_some_and(|l| l.starts_with("+++ ")) {
-            let new = lines[i + 1][4..].split('\t').next().unwrap_or_default().trim();
-            let path = new.strip_prefix("b/").unwrap_or(new).to_string();
-            if !crate::manifest::is_safe_relative(&path) {
-                return Err(format!("`{new}` is not a relative path inside the tree"));
-            }
-            parts.push((path, format!("{}{}", lines[i], lines[i + 1])));
-            i += 2;
-        } else {
-            if let Some((_, part)) = parts.last_mut() {
-                if !lines[i].starts_with("diff ") {
-                    part.push_str(lines[i]);
-                }
-            }
-            i += 1;
-        }
-    }
-    Ok(parts)
-}
-
-/// Applies a single-file unified diff to `original`, requiring every
-/// context and removed line to match exactly (no fuzz, no offsets).
-pub fn apply_diff(original: &str, diff: &str) -> Result<String, String> {
-    crate::detect::parse_unified_diff(diff)?;
-    let old: Vec<&str> = original.split_inclusive('\n').collect();
-    let mut out = String::new();
-    let mut at = 0usize;
-    let hunk = regex::Regex::new(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@").expect("static regex");
-    let lines: Vec<&str> = diff.lines().collect();
-    let mut i = 0;
-    while i < lines.len() {
-        let Some(c) = hunk.captures(lines[i]) else {
-            i += 1;
-            continue;
-        };
-        let start: usize = c[1].parse().map_err(|_| format!("bad hunk header `{}`", lines[i]))?;
-        let len: usize = c.get(2).map_or(Ok(1), |m| m.as_str().parse()).map_err(|_| format!("bad hunk header `{}`", lines[i]))?;
-        // A hunk of zero old lines inserts after line `start`.
-        let begin = if len == 0 { start } else { start.saturating_sub(1) };
-        if begin < at || begin > old.len() {
-            return Err(format!("hunk `{}` is out of order or past the end", lines[i]));
-        }
-        out.extend(old[at..begin].iter().copied());
-        at = begin;
-        i += 1;
-        while i < lines.len() && !lines[i].starts_with("@@") && !lines[i].starts_with("--- ") {
-            let line = lines[i];
-            // The first character, not byte: a line the parser lets through
-            // between hunks (`\u{3000}` is blank to `trim`) may start with a
-            // multi-byte one.
-            let (kind, text) = line.split_at(line.chars().next().map_or(0, char::len_utf8));
-            match kind {
-                " " | "-" => {
-                    let have = old.get(at).map(|l| l.trim_end_matches('\n')).ok_or("the diff runs past the end of the file")?;
-                    if have != text {
-                        return Err(format!("line {}: expected `{text}`, found `{have}`", at + 1));
-                    }
-                    if kind == " " {
-                        out.push_str(old[at]);
-                    }
-                    at += 1;
-                }
-                "+" => {
-                    out.push_str(text);
-                    out.push('\n');
-                }
-                "" if line.is_empty() => {
-                    // An empty context line whose leading space was trimmed.
-                    let have = old.get(at).map(|l| l.trim_end_matches('\n')).ok_or("the diff runs past the end of the file")?;
-                    if !have.is_empty() {
-                        return Err(format!("line {}: expected an empty line, found `{have}`", at + 1));
-                    }
-                    out.push_str(old[at]);
-                    at += 1;
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-    }
-    out.extend(old[at..].iter().copied());
-    Ok(out)
-}
-
-
-#[cfg(test)]
-mod tests {
-    use super::{apply_diff, split_diff};
-
-    fn check(original: &str, diff: &str, expect: Result<&str, &str>) {
-        match (apply_diff(original, diff), expect) {
-            (Ok(got), Ok(want)) => assert_eq!(got, want),
-            (Err(e), Err(want)) => assert!(e.contains(want), "{e:?} lacks {want:?}"),
-            (got, want) => panic!("got {got:?}, want {want:?}"),
-        }
-    }
-
-    const SRC: &str = "def total(rows):\n    s = 0\n    for r in rows:\n        s += r\n\n    return s\n";
-
-    #[test]
-    fn applies_exact_hunks() {
-        let diff = "--- a/t.py\n+++ b/t.py\n@@ -3,2 +3,2 @@\n     for r in rows:\n-        s += r\n+        s += abs(r)\n";
-        check(SRC, diff, Ok("def total(rows):\n    s = 0\n    for r in rows:\n        s += abs(r)\n\n    return s\n"));
-        // Two hunks, one across an empty context line, one inserting.
-        let diff = "--- a/t.py\n+++ b/t.py\n@@ -1 +1,2 @@\n def total(rows):\n+    rows = list(rows)\n@@ -4,3 +5,3 @@\n         s += r\n\n-    return s\n+    return -s\n";
-        check(SRC, diff, Ok("def total(rows):\n    rows = list(rows)\n    s = 0\n    for r in rows:\n        s += r\n\n    return -s\n"));
-    }
-
-    #[test]
-    fn refuses_what_does_not_match() {
-        let diff = "--- a/t.py\n+++ b/t.py\n@@ -2 +2 @@\n-    s = 1\n+    s = 2\n";
-        check(SRC, diff, Err("line 2: expected `    s = 1`, found `    s = 0`"));
-        check(SRC, "just prose\n", Err("not part of a unified diff"));
-        let past = "--- a/t.py\n+++ b/t.py\n@@ -9 +9 @@\n-x\n+y\n";
-        check(SRC, past, Err("past the end"));
-    }
-
-    #[test]
-    fn a_multibyte_line_between_hunks_is_not_a_crash() {
-        // Found by tests/it/fuzz.rs: this panicked slicing inside `\u{3000}`.
-        check("\n", "--- a/a\n+++ b/a\n@@ -1,0 +1,0 @@\n\u{3000}", Ok("\n"));
-        check("x\n", "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+\u{e9}\n\u{a0}\u{2003}\n", Ok("\u{e9}\n"));
-    }
-
-    #[test]
-    fn splits_multi_file_diffs() {
-        let diff = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n--- /dev/null\n+++ b/new/b.py\n@@ -0,0 +1 @@\n+z\n";
-        let parts = split_diff(diff).unwrap();
-        let paths: Vec<&str> = parts.iter().map(|(p, _)| p.as_str()).collect();
-        assert_eq!(paths, ["a.py", "new/b.py"]);
-        assert_eq!(apply_diff("x\n", &parts[0].1).unwrap(), "y\n");
-        assert_eq!(apply_diff("", &parts[1].1).unwrap(), "z\n");
-        assert!(split_diff("--- a/x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n").unwrap_err().contains("not a relative path"));
-    }
 }

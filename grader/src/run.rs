@@ -8,77 +8,9 @@ use std::io::{self, BufReader};
 use std::path::Path;
 
 use regex::Regex;
-use serde::{Deserialize, Serialize};
 
+use crate::evidence::{ScriptFinding, TestOutcome, TestStatus};
 use crate::sandbox::{Limits, RunReport, RunSpec, Sandbox, SandboxError};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TestStatus {
-    Passed,
-    Failed,
-    Error,
-    Skipped,
-}
-
-impl TestStatus {
-    pub fn word(self) -> &'static str {
-        match self {
-            TestStatus::Passed => "passed",
-            TestStatus::Failed => "failed",
-            TestStatus::Error => "error",
-            TestStatus::Skipped => "skipped",
-        }
-    }
-}
-
-/// One test case read from JUnit XML.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TestOutcome {
-    pub classname: String,
-    pub name: String,
-    pub status: TestStatus,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-/// A step's run and the tests it reported.
-#[derive(Debug, Clone)]
-pub struct StepOutcome {
-    pub report: RunReport,
-    /// None when the step wrote no readable JUnit XML (or has none).
-    pub tests: Option<Vec<TestOutcome>>,
-    pub junit_error: Option<String>,
-}
-
-/// One object printed by a packet's detector script.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScriptFinding {
-    pub id: String,
-    #[serde(default)]
-    pub evidence: String,
-    /// What the finding rests on; a script that only read the candidate's
-    /// own files says `claimed`. Defaults to `replayed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<crate::detect::Provenance>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MutantResult {
-    pub id: String,
-    pub killed: bool,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MutationOutcome {
-    pub mutants: Vec<MutantResult>,
-}
-
-impl MutationOutcome {
-    pub fn killed(&self) -> usize {
-        self.mutants.iter().filter(|m| m.killed).count()
-    }
-}
 
 /// A command the grader ran, as recorded in the receipt.
 #[derive(Debug, Clone)]
@@ -113,7 +45,7 @@ pub fn run_on_copy(
     limits: &Limits,
     mut env: Vec<(String, String)>,
 ) -> Result<Ran, RunError> {
-    crate::packet::copy_path(workspace, scratch).map_err(|e| RunError::Io(format!("copying the workspace to {}: {e}", scratch.display())))?;
+    crate::tree::copy_path(workspace, scratch).map_err(|e| RunError::Io(format!("copying the workspace to {}: {e}", scratch.display())))?;
     prepare(scratch).map_err(|e| RunError::Io(format!("laying files into {}: {e}", scratch.display())))?;
     lay_harness(scratch).map_err(|e| RunError::Io(format!("laying the harness into {}: {e}", scratch.display())))?;
     let plan = if sandbox.config().tool_dir.is_some() { crate::trusted::plan(script) } else { crate::trusted::Plan::Shell(script.to_string()) };
@@ -132,8 +64,6 @@ pub fn run_on_copy(
     Ok(Ran { report, plan, runner })
 }
 
-/// The harness packet driver scripts import (`packets/FORMAT.md`).
-pub const HARNESS: &str = include_str!("../harness/gatehouse_harness.py");
 
 /// Lays the harness at `.gatehouse/gatehouse_harness.py`, replacing anything
 /// a submission put there.
@@ -147,7 +77,7 @@ fn lay_harness(dir: &Path) -> io::Result<()> {
     if fs::symlink_metadata(&path).is_ok() {
         fs::remove_file(&path)?;
     }
-    fs::write(path, HARNESS)
+    fs::write(path, crate::trusted::HARNESS)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,7 +131,7 @@ pub fn parse_script_output(stdout: &str) -> Result<Vec<ScriptFinding>, String> {
         let f: ScriptFinding =
             serde_json::from_str(line).map_err(|e| format!("line {}: `{}` is not a finding object: {e}", n + 1, line.chars().take(120).collect::<String>()))?;
         // Only the platform witnesses; a script can at most replay.
-        if f.provenance == Some(crate::detect::Provenance::Witnessed) {
+        if f.provenance == Some(crate::evidence::Provenance::Witnessed) {
             return Err(format!("line {}: a detector script cannot claim `witnessed` provenance", n + 1));
         }
         out.push(f);
@@ -247,7 +177,7 @@ mod tests {
         assert_eq!(parse_script_output("{\"id\": \"a\", \"evidence\": \"x\"}\n\n").unwrap(), vec![ScriptFinding { id: "a".into(), evidence: "x".into(), provenance: None }]);
         assert!(parse_script_output("found a problem\n").unwrap_err().contains("line 1"));
         let claimed = parse_script_output("{\"id\": \"a\", \"provenance\": \"claimed\"}").unwrap();
-        assert_eq!(claimed[0].provenance, Some(crate::detect::Provenance::Claimed));
+        assert_eq!(claimed[0].provenance, Some(crate::evidence::Provenance::Claimed));
         assert!(parse_script_output("{\"id\": \"a\", \"provenance\": \"witnessed\"}").is_err());
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::Provenance;
+use crate::evidence::Provenance;
 use crate::manifest::{Aggregate, Manifest, Mode, NamedSource, Source};
 
 /// A detected failure-catalog entry.

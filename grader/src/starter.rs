@@ -5,9 +5,10 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
-use crate::grade::EnvProbe;
+use crate::env::EnvProbe;
 use crate::manifest::TIME_BASE;
-use crate::packet::{Packet, apply_seed, copy_path};
+use crate::packet::{Packet, apply_seed};
+use crate::tree::copy_path;
 
 /// Writes the starter zip for `seed` to `out`: the starter files with
 /// `{{seed}}` filled in the packet's seed files, plus the prompt as
@@ -24,12 +25,12 @@ pub fn write_starter(packet: &Packet, seed: &str, out: &Path) -> io::Result<()> 
 fn lay_starter(packet: &Packet, seed: &str, tree: &Path) -> io::Result<()> {
     copy_path(&packet.starter_dir(), tree)?;
     for f in &packet.manifest.packet.seed_files {
-        let path = crate::packet::safe_join(tree, f)?;
+        let path = crate::tree::safe_join(tree, f)?;
         let text = fs::read_to_string(&path)?;
         fs::write(&path, apply_seed(&text, seed))?;
     }
     let prompt = packet.prompt()?;
-    crate::packet::write_file(&crate::packet::safe_join(tree, &packet.manifest.packet.brief)?, apply_seed(&prompt, seed).as_bytes())
+    crate::tree::write_file(&crate::tree::safe_join(tree, &packet.manifest.packet.brief)?, apply_seed(&prompt, seed).as_bytes())
 }
 
 /// The pin file shipped in the starter: the environment the platform uses
@@ -41,6 +42,51 @@ pub const PIN_FILE: &str = "GATEHOUSE_PIN.toml";
 /// and never graded.
 pub fn platform_files(m: &crate::manifest::Manifest) -> std::collections::BTreeSet<String> {
     [PIN_FILE.to_string(), m.packet.brief.clone()].into_iter().collect()
+}
+
+/// A workspace as grading and witnessed runs see it.
+#[derive(Debug, Clone, Default)]
+pub struct Assembled {
+    /// Paths the submission itself contained, with the times it claims
+    /// (its `.gatehouse/` folder and the platform's files left out).
+    pub submission: std::collections::BTreeMap<String, Option<i64>>,
+    /// Platform files (the pin file, the brief) the submission handed back:
+    /// set aside, listed, never graded.
+    pub platform_files: Vec<crate::ingest::IngestedFile>,
+}
+
+/// Assembles `workspace` (which must not exist): the packet's starter,
+/// overlaid by the ingested submission. The submission's `.gatehouse/`
+/// folder (the grader's own) is never taken, and the platform's files it
+/// hands back are set aside. The one assembly grading and witnessed runs
+/// share, so both see the same tree.
+pub fn assemble(packet: &Packet, ingested: &crate::ingest::Ingested, workspace: &Path) -> io::Result<Assembled> {
+    let io = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    copy_path(&packet.starter_dir(), workspace).map_err(io("copying the starter".into()))?;
+    let dir = &ingested.dir;
+    let remove = |p: &Path| match fs::symlink_metadata(p) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
+        Ok(_) => fs::remove_file(p),
+    };
+    remove(&dir.join(".gatehouse")).map_err(io("setting the submission's .gatehouse/ aside".into()))?;
+    let platform = platform_files(&packet.manifest);
+    let mut platform_handed_back = Vec::new();
+    for f in &ingested.files {
+        if platform.contains(&f.path) {
+            remove(&dir.join(&f.path)).map_err(io(format!("setting the platform file {} aside", f.path)))?;
+            platform_handed_back.push(f.clone());
+        }
+    }
+    copy_path(dir, workspace).map_err(io("laying the submission over the starter".into()))?;
+    let submission = ingested
+        .files
+        .iter()
+        .filter(|f| !f.path.starts_with(".gatehouse/") && !platform.contains(&f.path))
+        .map(|f| (f.path.clone(), f.mtime))
+        .collect();
+    Ok(Assembled { submission, platform_files: platform_handed_back })
 }
 
 /// The environment variable the pin file's `curl` lines read the link
@@ -118,7 +164,7 @@ pub fn pin_file(packet: &Packet, probe: &EnvProbe, gate: &Gate) -> String {
     for (name, pin) in &m.environment.tools {
         out.push_str(&format!("{} = {}\n", q(name), q(pin)));
     }
-    let report = crate::grade::env_report(m, probe);
+    let report = crate::env::env_report(m, probe);
     out.push_str("\n# ... and what the platform's sandbox has (probed).\n[environment.probed]\n");
     for t in &report.tools {
         out.push_str(&format!("{} = {}\n", q(&t.name), q(t.probed.as_deref().unwrap_or("unknown"))));

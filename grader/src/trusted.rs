@@ -29,8 +29,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::{TestOutcome, TestStatus};
+use crate::evidence::{TestOutcome, TestStatus};
 use crate::sandbox::{Exit, RunReport};
+
+/// The harness packet driver scripts import (`packets/FORMAT.md`).
+pub const HARNESS: &str = include_str!("../harness/gatehouse_harness.py");
 
 /// Where the grader's tools are mounted, read-only, inside every run.
 pub const TOOLS_MOUNT: &str = "/gatehouse";
@@ -158,7 +161,7 @@ fn shell_quote(s: &str) -> String {
 /// Writes the tools mounted at [`TOOLS_MOUNT`] into `dir`.
 pub fn write_tools(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    for (name, text) in [("gatehouse_runner.py", RUNNER), ("pytest.ini", RUNNER_INI), ("gatehouse_harness.py", crate::run::HARNESS)] {
+    for (name, text) in [("gatehouse_runner.py", RUNNER), ("pytest.ini", RUNNER_INI), ("gatehouse_harness.py", HARNESS)] {
         std::fs::write(dir.join(name), text)?;
     }
     Ok(())
@@ -436,7 +439,7 @@ pub fn nonce() -> String {
         let _ = f.read_exact(&mut bytes);
     }
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
-    crate::packet::sha256_hex(&[&bytes[..], &t.to_le_bytes()[..]].concat())[..32].to_string()
+    crate::tree::sha256_hex(&[&bytes[..], &t.to_le_bytes()[..]].concat())[..32].to_string()
 }
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::{Hit, Provenance, failed_nodes, format_time};
+use crate::clock::format_time;
+use crate::evidence::{Hit, Provenance};
+use crate::pytest::failed_nodes;
 use crate::manifest::WitnessCheck;
 
 /// What the platform witnessed for one assignment up to its submission.
@@ -78,7 +80,7 @@ impl Witness {
 
     /// The SHA-256 of this witness's canonical JSON, for the receipt.
     pub fn digest(&self) -> String {
-        crate::packet::sha256_hex(serde_json::to_string(self).unwrap_or_default().as_bytes())
+        crate::tree::sha256_hex(serde_json::to_string(self).unwrap_or_default().as_bytes())
     }
 }
 

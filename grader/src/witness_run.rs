@@ -2,14 +2,15 @@
 //! on a candidate's current tree, in the grading sandbox, and reports how it
 //! ended. The server stores the outcome as a red or green step of the gate.
 
-use std::fs;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::grade::{EnvReport, GradeError, Grader, default_limits, env_report};
+use crate::grade::{GradeError, Grader, default_limits};
+use crate::env::{EnvReport, env_report};
 use crate::ingest::ingest_with;
-use crate::packet::{Packet, copy_path, list_files, tree_digest};
+use crate::packet::Packet;
+use crate::tree::{list_files, tree_digest};
 use crate::run::run_on_copy;
 use crate::sandbox::Exit;
 
@@ -51,12 +52,9 @@ impl Grader {
         let work = tempfile::Builder::new().prefix("gatehouse-witness-").tempdir().map_err(io("creating a work folder"))?;
         let ingested = ingest_with(tree_zip, &work.path().join("submission"), &self.ingest_limits, &crate::grade::ingest_options(packet)?)?;
 
-        // Assemble as grading does: the starter, overlaid by the upload,
-        // whose `.gatehouse/` folder is never taken.
+        // Assembled exactly as grading does.
         let workspace = work.path().join("workspace");
-        copy_path(&packet.starter_dir(), &workspace).map_err(io("copying the starter"))?;
-        let _ = fs::remove_dir_all(ingested.dir.join(".gatehouse"));
-        copy_path(&ingested.dir, &workspace).map_err(io("laying the upload over the starter"))?;
+        crate::starter::assemble(packet, &ingested, &workspace).map_err(io("assembling the workspace"))?;
         let tree_sha256 = tree_digest(&list_files(&workspace).map_err(io("listing the workspace"))?);
 
         let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
@@ -179,7 +177,7 @@ mod tests {
         let zip = dir.path().join("evil.zip");
         {
             use std::io::Write;
-            let mut z = zip::ZipWriter::new(fs::File::create(&zip).unwrap());
+            let mut z = zip::ZipWriter::new(std::fs::File::create(&zip).unwrap());
             z.start_file("../escape.py", zip::write::SimpleFileOptions::default()).unwrap();
             z.write_all(b"x").unwrap();
             z.finish().unwrap();

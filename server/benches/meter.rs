@@ -90,7 +90,7 @@ async fn main() {
     // takes the full path: budget check under the lock, ledger row, usage.
     let rel = format!("packets/{SLUG}/bench/{SLUG}");
     let pdir = state.config.data_dir.join(&rel);
-    grader::packet::copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(SLUG), &pdir).expect("copying the packet");
+    grader::tree::copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(SLUG), &pdir).expect("copying the packet");
     let toml = std::fs::read_to_string(pdir.join("packet.toml")).unwrap();
     let (start, end) = (toml.find("[budgets]").unwrap(), toml.find("[limits]").unwrap());
     let toml = format!("{}[budgets]\nmodel_calls = 100000000\ntokens = 100000000000\nrequest_bytes = 100000000000\n\n{}", &toml[..start], &toml[end..]);

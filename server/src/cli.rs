@@ -166,7 +166,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("gatehouse: warning: the sandbox probe failed ({e:#}); the pin file says \"unknown\"");
-                    grader::grade::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default(), runner_modules: Default::default() }
+                    grader::env::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default(), runner_modules: Default::default() }
                 }
             };
             let gate = grader::starter::Gate::placeholders();

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use grader::check::check_packet;
 use grader::ingest::{IngestLimits, ingest};
-use grader::packet::{Packet, PacketError, copy_path};
+use grader::packet::{Packet, PacketError};
+use grader::tree::copy_path;
 
 use crate::db::{NewVersion, PacketVersion, VersionState};
 use crate::error::AppError;

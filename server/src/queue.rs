@@ -86,7 +86,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
     if job.attempts > job.max_attempts {
         let message = format!("grading was interrupted {} times", job.attempts - 1);
         if state.db.finish_job(job.id, owner, false, Some(&message)).await.unwrap_or(false) && job.kind == "grade" {
-            let _ = state.db.set_submission_state(&job.subject, "failed", Some(&message)).await;
+            logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "failed", Some(&message)).await);
         }
         metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
         tracing::warn!(job = job.id, "{message}; failed");
@@ -121,8 +121,14 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
 
     let result = match job.kind.as_str() {
         "grade" => {
-            let _ = state.db.set_submission_state(&job.subject, "grading", None).await;
+            logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "grading", None).await);
             match grade_submission(state, &job.subject).await {
+                // Another worker owns the job now; its result is the one kept.
+                Ok(_) if lost.load(Ordering::SeqCst) => {
+                    tracing::warn!(job = job.id, "the lease was lost while grading; the result is discarded");
+                    heartbeat.abort();
+                    return;
+                }
                 Ok(outcome) => {
                     let stored = match &outcome {
                         GradeOutcome::Graded { scorecard_json, receipt_json, decision, score } => {
@@ -163,7 +169,6 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
         other => Err(anyhow::anyhow!("unknown job kind {other:?}")),
     };
     heartbeat.abort();
-    let _ = lost;
 
     match result {
         Ok(()) => {
@@ -177,15 +182,15 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                 Ok(s) if s == "failed" => {
                     metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
                     if job.kind == "grade" {
-                        let _ = state.db.set_submission_state(&job.subject, "failed", Some(&message)).await;
+                        logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "failed", Some(&message)).await);
                     } else if let Ok(id) = job.subject.parse::<i64>() {
-                        let _ = state.db.set_check(id, "failed", None).await;
+                        logged(job.id, "set_check", state.db.set_check(id, "failed", None).await);
                     }
                 }
                 Ok(s) if s == "queued" => {
                     metrics::counter!("gatehouse_jobs_retried_total", "kind" => job.kind.clone()).increment(1);
                     if job.kind == "grade" {
-                        let _ = state.db.set_submission_state(&job.subject, "queued", Some(&message)).await;
+                        logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "queued", Some(&message)).await);
                     }
                     wake();
                 }
@@ -193,5 +198,13 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                 Err(e) => tracing::error!(job = job.id, error = %e, "releasing the job failed"),
             }
         }
+    }
+}
+
+/// Logs a database write of job `id` that failed: the job goes on (its own
+/// state is the queue's), but the failure is never dropped silently.
+fn logged<T, E: std::fmt::Display>(id: i64, what: &str, result: Result<T, E>) {
+    if let Err(e) = result {
+        tracing::error!(job = id, error = %e, "{what} failed");
     }
 }

@@ -258,42 +258,11 @@ pub(super) fn local_data_start(file: &File, entry: &RawEntry, entry_name: &str) 
     Ok(entry.local_header_offset + LOCAL_HEADER_LEN + variable)
 }
 
-/// Converts an MS-DOS date and time (read as UTC) to Unix seconds.
+/// Converts an MS-DOS date and time (read as UTC) to Unix seconds; `None`
+/// for a date or time that does not exist (month 13, 31 February, 25:00).
 pub(super) fn dos_to_unix(date: u16, time: u16) -> Option<i64> {
-    let year = i64::from(date >> 9) + 1980;
-    let month = i64::from((date >> 5) & 0xF);
-    let day = i64::from(date & 0x1F);
-    let hour = i64::from(time >> 11);
-    let minute = i64::from((time >> 5) & 0x3F);
-    let second = i64::from(time & 0x1F) * 2;
-    if !(1..=12).contains(&month) || day == 0 || hour > 23 || minute > 59 || second > 59 {
-        return None;
-    }
-    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// algorithm).
-pub(super) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`]: (year, month, day) of a day number.
-pub(super) fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    let month = ::time::Month::try_from(((date >> 5) & 0xF) as u8).ok()?;
+    let day = ::time::Date::from_calendar_date(i32::from(date >> 9) + 1980, month, (date & 0x1F) as u8).ok()?;
+    let at = ::time::Time::from_hms((time >> 11) as u8, ((time >> 5) & 0x3F) as u8, ((time & 0x1F) * 2) as u8).ok()?;
+    Some(::time::PrimitiveDateTime::new(day, at).assume_utc().unix_timestamp())
 }

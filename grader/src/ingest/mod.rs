@@ -849,22 +849,13 @@ pub fn write_zip_from_dir(dir: &Path, out: &Path, times: &BTreeMap<String, i64>,
 /// Unix seconds to a DOS date and time in UTC, clamped to the range DOS
 /// times can hold (1980 to 2107).
 fn dos_time(unix: i64) -> zip::DateTime {
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400);
-    let (year, month, day) = directory::civil_from_days(days);
-    let clamped = if year < 1980 {
-        zip::DateTime::from_date_and_time(1980, 1, 1, 0, 0, 0)
-    } else if year > 2107 {
-        zip::DateTime::from_date_and_time(2107, 12, 31, 23, 59, 58)
-    } else {
-        zip::DateTime::from_date_and_time(
-            year as u16,
-            month as u8,
-            day as u8,
-            (secs / 3600) as u8,
-            (secs / 60 % 60) as u8,
-            (secs % 60) as u8,
-        )
+    let (low, high) = (zip::DateTime::from_date_and_time(1980, 1, 1, 0, 0, 0), zip::DateTime::from_date_and_time(2107, 12, 31, 23, 59, 58));
+    let clamped = match ::time::OffsetDateTime::from_unix_timestamp(unix) {
+        Ok(t) if t.year() < 1980 => low,
+        Ok(t) if t.year() <= 2107 => zip::DateTime::from_date_and_time(t.year() as u16, u8::from(t.month()), t.day(), t.hour(), t.minute(), t.second()),
+        Ok(_) => high,
+        Err(_) if unix < 0 => low,
+        Err(_) => high,
     };
     clamped.unwrap_or_default()
 }

@@ -13,10 +13,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use grader::detect::Provenance;
+use grader::evidence::Provenance;
 use grader::grade::{GradeError, GradeOptions, Grader, Scorecard};
 use grader::manifest::TIME_BASE;
-use grader::packet::{Packet, copy_path};
+use grader::packet::Packet;
+use grader::tree::copy_path;
 
 /// One grader per test binary: probing the host and the interpreter happens
 /// once, and the grader is shared by every test thread.

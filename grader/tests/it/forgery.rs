@@ -9,9 +9,10 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use grader::detect::Provenance;
+use grader::evidence::Provenance;
 use grader::grade::{GradeOptions, Scorecard};
-use grader::packet::{Packet, copy_path};
+use grader::packet::Packet;
+use grader::tree::copy_path;
 use grader::score::HumanScore;
 
 use crate::grader;

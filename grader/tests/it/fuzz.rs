@@ -11,10 +11,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use grader::detect::{failed_nodes, parse_ledger, parse_time, parse_unified_diff, pytest_log_problems};
+use grader::detect::parse_ledger;
+use grader::clock::parse_time;
+use grader::diff::parse_unified_diff;
+use grader::pytest::{failed_nodes, pytest_log_problems};
 use grader::ingest::{IngestLimits, IngestOptions, ingest_with};
 use grader::manifest::{FieldType, LogExpect, Manifest};
-use grader::packet::{apply_diff, split_diff};
+use grader::diff::{apply_diff, split_diff};
 use grader::run::{normalize_output, parse_script_output, read_junit};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -92,7 +95,7 @@ fn snapshot(root: &Path) -> BTreeMap<String, String> {
         } else if kind.is_dir() {
             "dir".to_owned()
         } else {
-            format!("file {}", grader::packet::sha256_hex(&std::fs::read(entry.path()).expect("reading")))
+            format!("file {}", grader::tree::sha256_hex(&std::fs::read(entry.path()).expect("reading")))
         };
         out.insert(rel, what);
     }
@@ -138,7 +141,7 @@ fn ingest_holds_its_promises(bytes: &[u8]) -> Result<(), TestCaseError> {
             prop_assert!(got.total_bytes <= limits.max_total_bytes);
             prop_assert!(got.files.len() <= limits.max_entries);
             for f in &got.files {
-                prop_assert!(grader::manifest::is_safe_relative(&f.path), "unsafe path {:?}", f.path);
+                prop_assert!(grader::tree::is_safe_relative(&f.path), "unsafe path {:?}", f.path);
                 prop_assert!(!f.path.contains('\\'), "a backslash survived in {:?}", f.path);
                 prop_assert!(f.size <= limits.max_entry_bytes);
             }
@@ -538,7 +541,7 @@ fn fuzz_unified_diffs() {
         }
         if let Ok(parts) = split_diff(&diff) {
             for (path, part) in parts {
-                prop_assert!(grader::manifest::is_safe_relative(&path), "split_diff gave {:?}", path);
+                prop_assert!(grader::tree::is_safe_relative(&path), "split_diff gave {:?}", path);
                 let _ = apply_diff(&original, &part);
             }
         }

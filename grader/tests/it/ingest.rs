@@ -1110,7 +1110,8 @@ fn ingest_record_without_normalised_still_parses_and_flat_omits_it() {
 fn ingest_token_bucket_zipped_by_finder_grades_as_flat() {
     use grader::grade::GradeOptions;
     use grader::manifest::TIME_BASE;
-    use grader::packet::{Packet, copy_path};
+    use grader::packet::Packet;
+    use grader::tree::copy_path;
 
     let packet = Packet::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket")).expect("loading token-bucket");
     let tmp = tempfile::tempdir().unwrap();

@@ -9,6 +9,7 @@ mod mechanisms;
 mod packets;
 mod pipeline;
 mod sandbox;
+mod tidy;
 mod witness;
 
 use std::sync::OnceLock;

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use grader::grade::{GradeOptions, Scorecard};
-use grader::packet::{Packet, sha256_hex};
+use grader::packet::Packet;
+use grader::tree::sha256_hex;
 
 use crate::detectors::{fixture, grade_with};
 

@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 use grader::check::check_packet;
 use grader::grade::{FrozenEntry, GradeError, GradeOptions, Grader, Scorecard, receipt_digest};
 use grader::manifest::TIME_BASE;
-use grader::packet::{Packet, copy_path, sha256_hex};
+use grader::packet::Packet;
+use grader::tree::{copy_path, sha256_hex};
 use grader::sandbox::Exit;
 use grader::score::{HumanScore, Status};
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use grader::detect::Provenance;
+use grader::evidence::Provenance;
 use grader::grade::{GradeOptions, Scorecard};
 use grader::packet::Packet;
 use grader::witness::{MeteredCall, Witness, WitnessedRun};

@@ -22,7 +22,7 @@ pub struct WitnessRunRow {
     pub exit_code: Option<i64>,
     pub log: String,
     pub tree_sha256: String,
-    /// The environment probe against the packet's pins (`grader::grade::EnvReport`).
+    /// The environment probe against the packet's pins (`grader::env::EnvReport`).
     pub env_json: String,
     /// Why the run was not accepted, in a sentence.
     pub refusal: Option<String>,

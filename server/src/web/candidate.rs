@@ -286,7 +286,7 @@ async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Re
         // withholding the starter.
         let probe = grader.probe(&tools).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "the sandbox probe failed; the pin file says unknown");
-            grader::grade::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default(), runner_modules: Default::default() }
+            grader::env::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default(), runner_modules: Default::default() }
         });
         grader::starter::write_starter_pinned(&packet, &seed, &probe, &gate, &out)?;
         Ok(std::fs::read(&out)?)

@@ -24,7 +24,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use grader::grade::{Scorecard, rescore};
 use grader::manifest::{Manifest, Mode};
-use grader::packet::{Tree, list_files};
+use grader::tree::{Tree, list_files};
 use grader::score::{HumanScore, Status};
 use grader::witness::{Witness, format_ms};
 use leptos::prelude::*;
@@ -187,11 +187,11 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
             let duration = r.timings.runs.iter().find(|t| t.id == run.id).map(|t| format!("{:.2} s", t.wall_ms / 1000.0)).unwrap_or_default();
             let (tests, failed_tests) = match &run.tests {
                 Some(t) => {
-                    let counted: Vec<_> = t.iter().filter(|t| t.status != grader::run::TestStatus::Skipped).collect();
-                    let passed = counted.iter().filter(|t| t.status == grader::run::TestStatus::Passed).count();
+                    let counted: Vec<_> = t.iter().filter(|t| t.status != grader::evidence::TestStatus::Skipped).collect();
+                    let passed = counted.iter().filter(|t| t.status == grader::evidence::TestStatus::Passed).count();
                     let failed = counted
                         .iter()
-                        .filter(|t| t.status != grader::run::TestStatus::Passed)
+                        .filter(|t| t.status != grader::evidence::TestStatus::Passed)
                         .map(|t| format!("{}::{}: {}", t.classname, t.name, t.status.word()))
                         .collect();
                     (Some(format!("{passed} / {} passed", counted.len())), failed)

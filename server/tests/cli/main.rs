@@ -22,8 +22,8 @@ fn text(b: &[u8]) -> String {
 fn submission(slug: &str, overlay: &str, edit: impl FnOnce(&Path), out: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
-    grader::packet::copy_path(&packet(slug).join("starter"), &tree).unwrap();
-    grader::packet::copy_path(&packet(slug).join(overlay), &tree).unwrap();
+    grader::tree::copy_path(&packet(slug).join("starter"), &tree).unwrap();
+    grader::tree::copy_path(&packet(slug).join(overlay), &tree).unwrap();
     edit(&tree);
     let m = grader::packet::Packet::load(&packet(slug)).unwrap().manifest;
     let times: BTreeMap<String, i64> = m.sample.times.iter().map(|(k, v)| (k.clone(), grader::manifest::TIME_BASE + v)).collect();
@@ -108,7 +108,7 @@ fn grader_failure_exits_1() {
 fn packet_check_names_manifest_line() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("refund-invoices");
-    grader::packet::copy_path(&packet("refund-invoices"), &copy).unwrap();
+    grader::tree::copy_path(&packet("refund-invoices"), &copy).unwrap();
     let manifest = copy.join("packet.toml");
     let src = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&manifest, src.replacen("[commands]", "[commands]\nlint = true", 1)).unwrap();
@@ -134,7 +134,7 @@ fn starter_zip_is_deterministic_and_hides_the_answers() {
     // The pin file names the sandbox's environment and, from the command
     // line, placeholders for the assignment's URL and token.
     assert!(names.contains(&"GATEHOUSE_PIN.toml".to_string()), "{names:?}");
-    let starter: Vec<String> = grader::packet::list_paths(&packet("refund-invoices").join("starter"));
+    let starter: Vec<String> = grader::tree::list_paths(&packet("refund-invoices").join("starter"));
     for n in &names {
         assert!(n == "PROMPT.md" || n == "GATEHOUSE_PIN.toml" || starter.contains(n), "{n} is not a starter file");
     }

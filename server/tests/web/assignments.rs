@@ -11,7 +11,7 @@ use crate::support::TestApp;
 /// An app with null-status published as a built-in.
 async fn app_with_packet() -> (TestApp, tempfile::TempDir) {
     let packets = tempfile::tempdir().unwrap();
-    grader::packet::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
     let dir = packets.path().to_path_buf();
     let app = TestApp::spawn_with(move |c| c.packets_dir = dir).await;
     gatehouse::library::load_builtin(&app.state).await.unwrap();

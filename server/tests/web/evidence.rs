@@ -11,7 +11,8 @@ use gatehouse::grading::{GradeOutcome, grade_submission};
 use gatehouse::invites::{self, Invite};
 use gatehouse::web::session::DbSessionStore;
 use grader::manifest::TIME_BASE;
-use grader::packet::{Packet, copy_path};
+use grader::packet::Packet;
+use grader::tree::copy_path;
 use tower_sessions::session::{Id, Record};
 use tower_sessions::session_store::SessionStore;
 
@@ -53,7 +54,7 @@ async fn submitted(app: &TestApp) -> (String, i64) {
     let times: BTreeMap<String, i64> = packet.manifest.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
     grader::ingest::write_zip_from_dir(&packet.sample_dir(), &zip, &times, TIME_BASE).unwrap();
     let bytes = std::fs::read(&zip).unwrap();
-    let sha = grader::packet::sha256_hex(&bytes);
+    let sha = grader::tree::sha256_hex(&bytes);
     let blob = gatehouse::blobs::blob_path(&app.state.config.data_dir, &sha);
     std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
     std::fs::write(&blob, &bytes).unwrap();
@@ -129,7 +130,7 @@ async fn the_scorecard_shows_witnessed_findings_the_ledger_and_the_timeline() {
     };
     let card: grader::grade::Scorecard = serde_json::from_str(&scorecard_json).unwrap();
     let finding = card.findings.iter().find(|f| f.id == "model-before-red").unwrap_or_else(|| panic!("no model-before-red: {:?}", card.findings));
-    assert_eq!(finding.provenance, grader::detect::Provenance::Witnessed);
+    assert_eq!(finding.provenance, grader::evidence::Provenance::Witnessed);
     assert!(finding.evidence.iter().any(|e| e.contains("model call 1 ")), "{:?}", finding.evidence);
     assert!(!finding.evidence.iter().any(|e| e.contains("model call 2 ")), "{:?}", finding.evidence);
     // The claimed red log is the one the platform witnessed.

@@ -68,7 +68,7 @@ fn files_under(dir: &Path) -> usize {
 #[tokio::test]
 async fn built_in_packets_load_once_and_list() {
     let packets = tempfile::tempdir().unwrap();
-    grader::packet::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
     std::fs::create_dir_all(packets.path().join("not-a-packet")).unwrap();
     let dir = packets.path().to_path_buf();
     let app = TestApp::spawn_with(move |c| c.packets_dir = dir).await;

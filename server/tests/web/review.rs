@@ -15,7 +15,8 @@ use gatehouse::invites::{self, Invite};
 use gatehouse::web::session::DbSessionStore;
 use grader::grade::Scorecard;
 use grader::manifest::TIME_BASE;
-use grader::packet::{Packet, copy_path};
+use grader::packet::Packet;
+use grader::tree::copy_path;
 use tokio::sync::OnceCell;
 use tower_sessions::session::{Id, Record};
 use tower_sessions::session_store::SessionStore;
@@ -479,7 +480,7 @@ async fn a_reviewer_overrides_the_tampering_veto_with_a_reason() {
     tampered.findings.push(grader::score::Finding {
         id: "evidence-tampering".into(),
         title: "Evidence tampering".into(),
-        provenance: grader::detect::Provenance::Replayed,
+        provenance: grader::evidence::Provenance::Replayed,
         evidence: vec!["pytest.py: shadows the test runner's own module `pytest`".into()],
     });
     tampered.receipt.findings = tampered.findings.clone();
@@ -531,7 +532,7 @@ async fn scorecard_diffs_are_capped_in_total() {
         card.receipt.submission.files.push(grader::ingest::IngestedFile {
             path: path.clone(),
             size: big.len() as u64,
-            sha256: grader::packet::sha256_hex(big.as_bytes()),
+            sha256: grader::tree::sha256_hex(big.as_bytes()),
             mtime: None,
         });
         entries.push((path, big.clone().into_bytes()));
@@ -547,7 +548,7 @@ async fn scorecard_diffs_are_capped_in_total() {
         w.finish().unwrap();
     }
     let zip_bytes = zip_bytes.into_inner();
-    let sha = grader::packet::sha256_hex(&zip_bytes);
+    let sha = grader::tree::sha256_hex(&zip_bytes);
     card.receipt.submission.archive_sha256 = sha.clone();
     let blob = f.app.state.config.data_dir.join("blobs").join(&sha[..2]).join(&sha);
     std::fs::create_dir_all(blob.parent().unwrap()).unwrap();

@@ -98,7 +98,7 @@ pub async fn publish_copy(state: &AppState, slug: &str, key: &str, edit: impl Fn
 pub async fn publish_copy_with(state: &AppState, slug: &str, key: &str, edit: impl FnOnce(&std::path::Path)) -> PacketVersion {
     let rel = format!("packets/{slug}/{key}/{slug}");
     let dir = state.config.data_dir.join(&rel);
-    grader::packet::copy_path(&repo_root().join("packets").join(slug), &dir).expect("copying the packet");
+    grader::tree::copy_path(&repo_root().join("packets").join(slug), &dir).expect("copying the packet");
     edit(&dir);
     let packet = grader::packet::Packet::load(&dir).expect("the copied packet loads");
     state
