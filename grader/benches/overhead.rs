@@ -79,12 +79,11 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
     let mut n = 0;
     for f in &m.failures {
         f.detect.walk(&mut |d| {
-            if let Detector::Script { run, lay, .. } = d {
-                if !commands.iter().any(|(c, _)| c == run) {
+            if let Detector::Script { run, lay, .. } = d
+                && !commands.iter().any(|(c, _)| c == run) {
                     n += 1;
                     commands.push((run.clone(), prepare(&format!("script-{n}"), lay, None)));
                 }
-            }
         });
     }
     if let Some(mu) = &m.mutation {

@@ -626,11 +626,10 @@ pub fn parse_ledger(text: &str, required: &[String], schema: &BTreeMap<String, c
                     bad.push(format!("line {}: missing {}", n + 1, missing.join(", ")));
                 }
                 for (field, ty) in schema {
-                    if let Some(v) = map.get(field) {
-                        if !ty.accepts(v) {
+                    if let Some(v) = map.get(field)
+                        && !ty.accepts(v) {
                             bad.push(format!("line {}: {field} is {v}, not {}", n + 1, format!("{ty:?}").to_lowercase()));
                         }
-                    }
                 }
                 rows.push(map);
             }

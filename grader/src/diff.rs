@@ -115,11 +115,10 @@ pub fn split_diff(text: &str) -> Result<Vec<(String, String)>, String> {
             parts.push((path, format!("{}{}", lines[i], lines[i + 1])));
             i += 2;
         } else {
-            if let Some((_, part)) = parts.last_mut() {
-                if !lines[i].starts_with("diff ") {
+            if let Some((_, part)) = parts.last_mut()
+                && !lines[i].starts_with("diff ") {
                     part.push_str(lines[i]);
                 }
-            }
             i += 1;
         }
     }

@@ -518,11 +518,10 @@ impl Grader {
                     // A file the runner wrote elsewhere (after a `cd`) is not comparable.
                     let comparable = junit.as_ref().filter(|_| ran.plan.in_workspace());
                     let signs = r.cross_check(kind, &report, comparable, expected);
-                    if fixed_tests(step, &ran.plan) {
-                        if let Some(ids) = &r.collected {
+                    if fixed_tests(step, &ran.plan)
+                        && let Some(ids) = &r.collected {
                             collected.insert(step.id.clone(), ids.clone());
                         }
-                    }
                     if !signs.is_empty() {
                         contain(&mut report);
                         tamper_runs.insert(format!("step:{}", step.id), signs);
@@ -552,11 +551,10 @@ impl Grader {
         let mut script_specs: Vec<(String, Vec<Lay>, crate::manifest::LimitSpec)> = Vec::new();
         for f in &m.failures {
             f.detect.walk(&mut |d| {
-                if let Detector::Script { run, lay, limits } = d {
-                    if !script_specs.iter().any(|(r, l, _)| r == run && l == lay) {
+                if let Detector::Script { run, lay, limits } = d
+                    && !script_specs.iter().any(|(r, l, _)| r == run && l == lay) {
                         script_specs.push((run.clone(), lay.clone(), limits.clone()));
                     }
-                }
             });
         }
         for (i, (run, lay, limit_spec)) in script_specs.iter().enumerate() {

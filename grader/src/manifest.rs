@@ -537,6 +537,7 @@ pub enum WitnessCheck {
 /// A failure detector. See `packets/FORMAT.md` for each kind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per packet; boxing `Ledger` would only complicate every match")]
 pub enum Detector {
     Missing {
         paths: Vec<String>,
@@ -879,11 +880,10 @@ impl Manifest {
                     return Err(err(&quoted(&cond.criterion), "a cap condition needs `at_most` or `at_least`".into()));
                 }
             }
-            if let Some(f) = &cap.failure {
-                if self.failure(f).is_none() {
+            if let Some(f) = &cap.failure
+                && self.failure(f).is_none() {
                     return Err(err(&quoted(f), format!("cap names failure {f:?}, which is not in the catalog")));
                 }
-            }
             if !known_decision(&cap.decision) {
                 return Err(err(&quoted(&cap.decision), format!("cap decision {:?} is not one of the rubric's decisions", cap.decision)));
             }
@@ -900,11 +900,10 @@ impl Manifest {
             }
         }
 
-        if let Some(m) = &self.mutation {
-            if self.step(&m.hidden_step).is_none() {
+        if let Some(m) = &self.mutation
+            && self.step(&m.hidden_step).is_none() {
                 return Err(err(&quoted(&m.hidden_step), format!("mutation.hidden_step {:?} is not a step", m.hidden_step)));
             }
-        }
 
         let mut seen = BTreeSet::new();
         for v in &self.variants {
@@ -1140,7 +1139,7 @@ impl Manifest {
                     if self.step(&c.with_step).is_some_and(|s| s.keep.is_empty()) {
                         return Some((quoted(&c.with_step), format!("compare reads a file of step {:?}, which keeps none", c.with_step)));
                     }
-                    if !(c.tolerance_pct >= 0.0) {
+                    if c.tolerance_pct.is_nan() || c.tolerance_pct < 0.0 {
                         return Some((quoted(file), "compare.tolerance_pct must be zero or more".into()));
                     }
                 }

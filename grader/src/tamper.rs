@@ -84,12 +84,11 @@ pub fn scan(workspace: &Path, changed: &BTreeSet<String>, runner_modules: &BTree
             continue;
         }
         // A package directory of a tool's name, anywhere.
-        if let Some(dir) = parts[..parts.len().saturating_sub(1)].iter().find(|d| TOOL_MODULES.contains(d)) {
-            if name.ends_with(".py") {
+        if let Some(dir) = parts[..parts.len().saturating_sub(1)].iter().find(|d| TOOL_MODULES.contains(d))
+            && name.ends_with(".py") {
                 signs.push(format!("{path}: a `{dir}` package shadows the test runner's own module"));
                 continue;
             }
-        }
         if name.ends_with(".py") && TOOL_MODULES.contains(&module) {
             signs.push(format!("{path}: shadows the test runner's own module `{module}`"));
             continue;
@@ -121,11 +120,10 @@ pub fn scan_source(path: &str, text: &str) -> Vec<String> {
             signs.push(format!("{path}:{n}: {} (`{}`)", rule.what, line.trim().chars().take(100).collect::<String>()));
         }
     }
-    if path.rsplit('/').next() == Some("conftest.py") {
-        if let Some((n, caps)) = code.iter().find_map(|(n, l)| OUTCOME_HOOKS.captures(l).map(|c| (*n, c))) {
+    if path.rsplit('/').next() == Some("conftest.py")
+        && let Some((n, caps)) = code.iter().find_map(|(n, l)| OUTCOME_HOOKS.captures(l).map(|c| (*n, c))) {
             signs.push(format!("{path}:{n}: the hook `{}` rewrites test outcomes after the tests ran", &caps[1]));
         }
-    }
     let (atexit, exit) = &*EXIT_AT_EXIT;
     if !test {
         let at = code.iter().find(|(_, l)| atexit.is_match(l));

@@ -162,7 +162,7 @@ impl Default for Config {
 impl Config {
     /// Loads the configuration; `file` overrides `GATEHOUSE_CONFIG`, which
     /// overrides `./gatehouse.toml` (read only when present).
-    pub fn load(file: Option<&Path>) -> Result<Config, figment::Error> {
+    pub fn load(file: Option<&Path>) -> Result<Config, Box<figment::Error>> {
         let file = file
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("GATEHOUSE_CONFIG").map(PathBuf::from))
@@ -171,6 +171,7 @@ impl Config {
             .merge(Toml::file(file))
             .merge(Env::prefixed("GATEHOUSE_").ignore(&["CONFIG", "SANDBOX_PHASES", "LOG", "PASSWORD"]))
             .extract()
+            .map_err(Box::new)
     }
 
     /// The upstream (base URL, key) for a packet: its own, else the global.

@@ -746,6 +746,7 @@ grep Seccomp: /proc/self/status"#;
     assert_eq!(r.stdout_tail, "thread, fork 7, sub, http 200\nSeccomp:\t2\n", "{r:?}");
 }
 
+#[expect(clippy::zombie_processes, reason = "the child is handed to the caller, which waits for it")]
 fn helper(mode: &str) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
@@ -759,7 +760,11 @@ fn helper(mode: &str) -> (std::process::Child, std::io::BufReader<std::process::
     let mut line = String::new();
     loop {
         line.clear();
-        assert!(out.read_line(&mut line).expect("read") > 0, "helper ended before ready");
+        if out.read_line(&mut line).expect("read") == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("helper ended before ready");
+        }
         // libtest prints "test <name> ... " on the same line first.
         if let Some((_, id)) = line.split_once("ready ") {
             let id = id.trim().to_string();

@@ -92,7 +92,9 @@ async fn witness(app: &TestApp, assignment: &str, submitted: i64) -> i64 {
         .await
         .unwrap();
     }
-    let calls: [(i64, i64, i64, Option<&str>, i64, Option<i64>); 4] = [
+    // (n, at, status, refused, tokens, duplicate_of)
+    type Call<'a> = (i64, i64, i64, Option<&'a str>, i64, Option<i64>);
+    let calls: [Call; 4] = [
         (1, red_at - 120_000, 200, None, 300, None),
         (2, red_at + 60_000, 200, None, 400, None),
         (3, red_at + 61_000, 429, Some("calls"), 0, Some(2)),
