@@ -145,7 +145,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
                 "the sample grades clean",
                 ids.is_empty(),
                 if ids.is_empty() {
-                    format!("decision {}, score {}", card.decision, card.score.map_or("-".into(), |s| format!("{s}/{}", card.max_score)))
+                    format!("decision {}, score {}", card.scoring.decision, card.scoring.score.map_or("-".into(), |s| format!("{s}/{}", card.scoring.max_score)))
                 } else {
                     format!("findings: {}", ids.join(", "))
                 },
@@ -248,13 +248,13 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
                     crate::manifest::Aggregate::Sum => m.bands.first().map(|b| b.decision.clone()),
                     crate::manifest::Aggregate::Separate => Some(m.rubric.pass_decision.clone()),
                 };
-                let warning = (best.as_deref() == Some(card.decision.as_str())).then(|| CheckItem {
+                let warning = (best.as_deref() == Some(card.scoring.decision.as_str())).then(|| CheckItem {
                     name: format!("variant {} is kept from the best decision", v.name),
                     ok: false,
-                    detail: format!("it triggers {} and still reaches {:?}: do those failures matter to the rubric?", v.expect.join(", "), card.decision),
+                    detail: format!("it triggers {} and still reaches {:?}: do those failures matter to the rubric?", v.expect.join(", "), card.scoring.decision),
                     warning: true,
                 });
-                return std::iter::once(CheckItem { name, ok: true, detail: format!("decision {}", card.decision), warning: false })
+                return std::iter::once(CheckItem { name, ok: true, detail: format!("decision {}", card.scoring.decision), warning: false })
                     .chain(proof)
                     .chain(warning)
                     .collect();
@@ -334,7 +334,7 @@ fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::
                 problems.push(format!("hidden test {test} of step {step} fails (it proves {})", if ids.is_empty() { "no listed id".into() } else { ids.join(" or ") }));
             }
             if problems.is_empty() {
-                let ok = item(true, format!("decision {}, score {}", card.decision, card.score.map_or("-".into(), |s| format!("{s}/{}", card.max_score))));
+                let ok = item(true, format!("decision {}, score {}", card.scoring.decision, card.scoring.score.map_or("-".into(), |s| format!("{s}/{}", card.scoring.max_score))));
                 return std::iter::once(ok).chain(warning).collect();
             }
         }

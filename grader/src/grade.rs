@@ -19,7 +19,7 @@ use crate::run::{RunError, RunRecord, parse_script_output, read_junit, run_on_co
 use crate::evidence::{MutantResult, MutationOutcome, StepOutcome, TestOutcome};
 use crate::trusted::{Plan, RunnerKind};
 use crate::sandbox::{Features, LimitHit, Limits, Sandbox, SandboxError};
-use crate::score::{CriterionScore, Finding, GateResult, HumanScore, Measures, score};
+use crate::score::{Finding, HumanScore, Measures, Scoring, score};
 
 /// Why grading did not produce a scorecard.
 #[derive(Debug, thiserror::Error)]
@@ -239,13 +239,9 @@ pub struct Receipt {
     /// like the submission; absent when there was none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub witness_sha256: Option<String>,
-    pub criteria: Vec<CriterionScore>,
-    pub score: Option<u32>,
-    pub max_score: u32,
-    pub decision: String,
-    pub gates: Vec<GateResult>,
-    pub caps: Vec<String>,
-    pub pending: Vec<String>,
+    /// The rubric's scoring; its fields sit at the top level of the JSON.
+    #[serde(flatten)]
+    pub scoring: Scoring,
     /// SHA-256 of this receipt's JSON with `digest` empty and `timings`
     /// left out.
     pub digest: String,
@@ -268,13 +264,9 @@ pub struct Scorecard {
     /// not applicable rather than passed, and do not hold the decision.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_witnessed: Vec<Unevaluated>,
-    pub criteria: Vec<CriterionScore>,
-    pub score: Option<u32>,
-    pub max_score: u32,
-    pub decision: String,
-    pub gates: Vec<GateResult>,
-    pub caps: Vec<String>,
-    pub pending: Vec<String>,
+    /// The rubric's scoring; its fields sit at the top level of the JSON.
+    #[serde(flatten)]
+    pub scoring: Scoring,
     pub environment: EnvReport,
     pub receipt: Receipt,
 }
@@ -692,22 +684,11 @@ impl Grader {
             }
         }
 
-        // Score.
-        let tests_of = |step: &str| {
-            steps.get(step).and_then(|s| s.tests.as_ref()).map(|t| {
-                let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::evidence::TestStatus::Skipped).collect();
-                (counted.iter().filter(|t| t.status == crate::evidence::TestStatus::Passed).count(), counted.len())
-            })
-        };
-        let measures = Measures { tests: &tests_of, mutation: mutation.as_ref().map(|mo| (mo.killed(), mo.mutants.len())) };
-        let human = reviewer_levels(m, &opts.human);
-        let mut scored = score(m, &findings, &measures, &human);
-        // A failure that could not be evaluated may have happened, and a
-        // run the budget skipped may have failed: no decision is final
-        // until a reviewer has looked.
-        if !unevaluated.is_empty() || !skipped.is_empty() {
-            scored.decision = crate::score::PENDING.to_string();
-        }
+        // Score. A failure that could not be evaluated may have happened,
+        // and a run the budget skipped may have failed: no decision is
+        // final until a reviewer has looked.
+        let tests_of = |step: &str| steps.get(step).and_then(|s| s.tests.as_deref());
+        let scoring = scoring(m, &findings, &tests_of, mutation.as_ref(), &opts.human, !unevaluated.is_empty() || !skipped.is_empty());
 
         let frozen = m
             .policy
@@ -771,13 +752,7 @@ impl Grader {
             skipped: skipped.clone(),
             not_witnessed: not_witnessed.clone(),
             witness_sha256: opts.witness.as_ref().map(|w| w.digest()),
-            criteria: scored.criteria.clone(),
-            score: scored.score,
-            max_score: scored.max_score,
-            decision: scored.decision.clone(),
-            gates: scored.gates.clone(),
-            caps: scored.caps.clone(),
-            pending: scored.pending.clone(),
+            scoring: scoring.clone(),
             digest: String::new(),
             timings,
         };
@@ -788,13 +763,7 @@ impl Grader {
             unevaluated,
             skipped,
             not_witnessed,
-            criteria: scored.criteria,
-            score: scored.score,
-            max_score: scored.max_score,
-            decision: scored.decision,
-            gates: scored.gates,
-            caps: scored.caps,
-            pending: scored.pending,
+            scoring,
             environment,
             receipt,
         };
@@ -899,38 +868,42 @@ pub fn receipt_digest(r: &Receipt) -> String {
 pub fn rescore(m: &crate::manifest::Manifest, card: &Scorecard, human: &BTreeMap<String, HumanScore>) -> Scorecard {
     let tests_of = |step: &str| {
         let id = format!("step:{step}");
-        card.receipt.runs.iter().find(|r| r.id == id).and_then(|r| r.tests.as_ref()).map(|t| {
+        card.receipt.runs.iter().find(|r| r.id == id).and_then(|r| r.tests.as_deref())
+    };
+    let held = !card.unevaluated.is_empty() || !card.skipped.is_empty();
+    let scoring = scoring(m, &card.findings, &tests_of, card.receipt.mutation.as_ref(), human, held);
+    let mut out = card.clone();
+    out.scoring = scoring.clone();
+    out.receipt.scoring = scoring;
+    out.receipt.digest = String::new();
+    out.receipt.digest = receipt_digest(&out.receipt);
+    out
+}
+
+/// The one scoring of grading and rescoring: the rubric over `findings`,
+/// the steps' tests (skipped tests not counted) and the mutation results,
+/// with reviewer levels for the criteria a reviewer may set. `held` (a
+/// failure unevaluated, a run skipped) keeps the decision pending.
+fn scoring<'a>(
+    m: &crate::manifest::Manifest,
+    findings: &[Finding],
+    tests_of: &dyn Fn(&str) -> Option<&'a [TestOutcome]>,
+    mutation: Option<&MutationOutcome>,
+    human: &BTreeMap<String, HumanScore>,
+    held: bool,
+) -> Scoring {
+    let counts = |step: &str| {
+        tests_of(step).map(|t| {
             let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::evidence::TestStatus::Skipped).collect();
             (counted.iter().filter(|t| t.status == crate::evidence::TestStatus::Passed).count(), counted.len())
         })
     };
-    let mutation = card.receipt.mutation.as_ref().map(|mo| (mo.killed(), mo.mutants.len()));
-    let measures = Measures { tests: &tests_of, mutation };
-    let human = reviewer_levels(m, human);
-    let mut scored = score(m, &card.findings, &measures, &human);
-    // Unevaluated failures and skipped runs keep the decision pending, as
-    // in a grading.
-    if !card.unevaluated.is_empty() || !card.skipped.is_empty() {
-        scored.decision = crate::score::PENDING.to_string();
+    let measures = Measures { tests: &counts, mutation: mutation.map(|mo| (mo.killed(), mo.mutants.len())) };
+    let mut scoring = score(m, findings, &measures, &reviewer_levels(m, human));
+    if held {
+        scoring.decision = crate::score::PENDING.to_string();
     }
-    let mut out = card.clone();
-    out.criteria = scored.criteria.clone();
-    out.score = scored.score;
-    out.max_score = scored.max_score;
-    out.decision = scored.decision.clone();
-    out.gates = scored.gates.clone();
-    out.caps = scored.caps.clone();
-    out.pending = scored.pending.clone();
-    out.receipt.criteria = scored.criteria;
-    out.receipt.score = scored.score;
-    out.receipt.max_score = scored.max_score;
-    out.receipt.decision = scored.decision;
-    out.receipt.gates = scored.gates;
-    out.receipt.caps = scored.caps;
-    out.receipt.pending = scored.pending;
-    out.receipt.digest = String::new();
-    out.receipt.digest = receipt_digest(&out.receipt);
-    out
+    scoring
 }
 
 #[cfg(test)]
@@ -1044,13 +1017,7 @@ detect = { kind = "missing", paths = ["z"] }
             skipped: vec![],
             not_witnessed: vec![],
             witness_sha256: None,
-            criteria: vec![],
-            score: None,
-            max_score: 0,
-            decision: String::new(),
-            gates: vec![],
-            caps: vec![],
-            pending: vec![],
+            scoring: Scoring { criteria: vec![], score: None, max_score: 0, decision: String::new(), gates: vec![], caps: vec![], pending: vec![] },
             digest: String::new(),
             timings: Timings { total_ms: 1.0, budget_secs: 0, runs: vec![] },
         };
@@ -1060,13 +1027,7 @@ detect = { kind = "missing", paths = ["z"] }
             unevaluated: vec![],
             skipped: vec![],
             not_witnessed: vec![],
-            criteria: vec![],
-            score: None,
-            max_score: 0,
-            decision: String::new(),
-            gates: vec![],
-            caps: vec![],
-            pending: vec![],
+            scoring: Scoring { criteria: vec![], score: None, max_score: 0, decision: String::new(), gates: vec![], caps: vec![], pending: vec![] },
             environment,
             receipt,
         };
@@ -1083,15 +1044,15 @@ detect = { kind = "missing", paths = ["z"] }
         let m = Manifest::parse("packet.toml", RUBRIC).unwrap();
         let stored = card(&m, 4, &[]);
         // retry 2 + honesty 2 = 4; notes 0..2 spans close and merge.
-        assert_eq!((stored.decision.as_str(), stored.score), ("pending", Some(4)));
-        assert_eq!(stored.pending, vec!["notes".to_string()]);
+        assert_eq!((stored.scoring.decision.as_str(), stored.scoring.score), ("pending", Some(4)));
+        assert_eq!(stored.scoring.pending, vec!["notes".to_string()]);
         let merged = rescore(&m, &stored, &human(&[("notes", 1)]));
-        assert_eq!((merged.decision.as_str(), merged.score), ("merge", Some(5)));
-        assert!(merged.pending.is_empty());
-        assert_eq!(merged.receipt.decision, "merge");
+        assert_eq!((merged.scoring.decision.as_str(), merged.scoring.score), ("merge", Some(5)));
+        assert!(merged.scoring.pending.is_empty());
+        assert_eq!(merged.receipt.scoring.decision, "merge");
         assert_eq!(merged.receipt.digest, receipt_digest(&merged.receipt));
         assert_ne!(merged.receipt.digest, stored.receipt.digest);
-        let notes = merged.criteria.iter().find(|c| c.id == "notes").unwrap();
+        let notes = merged.scoring.criteria.iter().find(|c| c.id == "notes").unwrap();
         assert_eq!((notes.level, notes.status), (Some(1), Status::Scored));
         assert!(notes.basis.iter().any(|b| b.contains("because")), "{:?}", notes.basis);
     }
@@ -1102,11 +1063,11 @@ detect = { kind = "missing", paths = ["z"] }
         let stored = card(&m, 2, &["lied"]);
         // retry 1 (2 of 4 tests), honesty 0 (lied), notes pending.
         let honest = rescore(&m, &stored, &human(&[("notes", 2), ("honesty", 2), ("retry", 2)]));
-        assert_eq!((honest.decision.as_str(), honest.score), ("merge", Some(5)));
-        let retry = honest.criteria.iter().find(|c| c.id == "retry").unwrap();
+        assert_eq!((honest.scoring.decision.as_str(), honest.scoring.score), ("merge", Some(5)));
+        let retry = honest.scoring.criteria.iter().find(|c| c.id == "retry").unwrap();
         assert_eq!(retry.level, Some(1));
         let plain = rescore(&m, &stored, &human(&[("notes", 2)]));
-        assert_eq!((plain.decision.as_str(), plain.score), ("close", Some(3)));
+        assert_eq!((plain.scoring.decision.as_str(), plain.scoring.score), ("close", Some(3)));
         // The runs and findings are kept as they were.
         assert_eq!(plain.receipt.runs, stored.receipt.runs);
         assert_eq!(plain.findings, stored.findings);

@@ -59,8 +59,10 @@ pub struct GateResult {
     pub message: String,
 }
 
+/// A rubric's scoring of one submission: what the scorecard and the
+/// receipt both carry (flattened, so their JSON has these fields at the top).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Scored {
+pub struct Scoring {
     pub criteria: Vec<CriterionScore>,
     /// The weighted sum of scored levels (None for a `separate` rubric).
     pub score: Option<u32>,
@@ -83,7 +85,7 @@ pub struct Measures<'a> {
 
 pub const PENDING: &str = "pending";
 
-pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human: &BTreeMap<String, HumanScore>) -> Scored {
+pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human: &BTreeMap<String, HumanScore>) -> Scoring {
     let mut criteria: Vec<CriterionScore> = m.criteria.iter().map(|c| level_of(m, c, findings, measures, human)).collect();
 
     // Gates, in order; the first that fails stops scoring.
@@ -198,7 +200,7 @@ pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human:
         Aggregate::Sum => Some(low),
         Aggregate::Separate => None,
     };
-    Scored { criteria, score, max_score, decision, gates, caps, pending }
+    Scoring { criteria, score, max_score, decision, gates, caps, pending }
 }
 
 fn level_of(

@@ -45,7 +45,7 @@ pub struct CsvRow<'a> {
 pub fn scorecards_csv(rows: &[CsvRow<'_>]) -> anyhow::Result<String> {
     let mut criteria: Vec<String> = Vec::new();
     for card in rows.iter().filter_map(|r| r.card) {
-        for c in &card.criteria {
+        for c in &card.scoring.criteria {
             if !criteria.contains(&c.id) {
                 criteria.push(c.id.clone());
             }
@@ -62,11 +62,11 @@ pub fn scorecards_csv(rows: &[CsvRow<'_>]) -> anyhow::Result<String> {
             vec![r.assignment_id.into(), r.candidate.into(), r.email.into(), r.submission_id.into(), r.state.into()];
         match r.card {
             Some(card) => {
-                record.push(card.decision.clone());
-                record.push(card.score.map(|s| s.to_string()).unwrap_or_default());
-                record.push(card.max_score.to_string());
+                record.push(card.scoring.decision.clone());
+                record.push(card.scoring.score.map(|s| s.to_string()).unwrap_or_default());
+                record.push(card.scoring.max_score.to_string());
                 for id in &criteria {
-                    let cell = card.criteria.iter().find(|c| &c.id == id).map(|c| match c.level {
+                    let cell = card.scoring.criteria.iter().find(|c| &c.id == id).map(|c| match c.level {
                         Some(l) => l.to_string(),
                         None => "pending".into(),
                     });

@@ -74,8 +74,8 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
         Ok(card) => Ok(GradeOutcome::Graded {
             scorecard_json: serde_json::to_string_pretty(&card)?,
             receipt_json: serde_json::to_string_pretty(&card.receipt)?,
-            decision: card.decision.clone(),
-            score: card.score.map(f64::from),
+            decision: card.scoring.decision.clone(),
+            score: card.scoring.score.map(f64::from),
         }),
         Err(GradeError::Refused(why)) => Ok(GradeOutcome::Refused(why.to_string())),
         Err(e) => Err(anyhow::Error::new(e).context("grading failed")),

@@ -3,6 +3,7 @@
 //! The grading itself is the `grader` crate's; this crate stores, schedules
 //! and serves. Blocking grader calls run on `spawn_blocking` threads.
 
+pub mod assignment;
 pub mod auth;
 pub mod blobs;
 pub mod cli;
@@ -15,9 +16,11 @@ pub mod invites;
 pub mod library;
 pub mod meter;
 pub mod queue;
+pub mod routes;
 pub mod serve;
 pub mod state;
 pub mod text;
+pub mod times;
 pub mod web;
 
 /// Milliseconds since the Unix epoch, the unit of every stored time.

@@ -8,12 +8,12 @@ use grader::score::Status;
 
 pub fn scorecard(card: &Scorecard) -> String {
     let mut s = String::new();
-    let score = card.score.map_or("signals scored separately".to_string(), |v| format!("{v}/{}", card.max_score));
-    let _ = writeln!(s, "{} {} — decision: {} — score: {score}", card.packet.slug, card.packet.version, card.decision);
-    for g in card.gates.iter().filter(|g| g.result != "passed") {
+    let score = card.scoring.score.map_or("signals scored separately".to_string(), |v| format!("{v}/{}", card.scoring.max_score));
+    let _ = writeln!(s, "{} {} — decision: {} — score: {score}", card.packet.slug, card.packet.version, card.scoring.decision);
+    for g in card.scoring.gates.iter().filter(|g| g.result != "passed") {
         let _ = writeln!(s, "  {} {}{}", g.gate, g.result, if g.message.is_empty() { String::new() } else { format!(": {}", g.message) });
     }
-    for c in &card.caps {
+    for c in &card.scoring.caps {
         let _ = writeln!(s, "  cap: {c}");
     }
     if card.findings.is_empty() {
@@ -39,8 +39,8 @@ pub fn scorecard(card: &Scorecard) -> String {
         let _ = writeln!(s, "  {} {}", u.id, u.reason);
     }
     let _ = writeln!(s, "criteria:");
-    let width = card.criteria.iter().map(|c| c.id.len()).max().unwrap_or(0);
-    for c in &card.criteria {
+    let width = card.scoring.criteria.iter().map(|c| c.id.len()).max().unwrap_or(0);
+    for c in &card.scoring.criteria {
         let level = match (c.status, c.level) {
             (Status::Pending, _) => "pending".to_string(),
             (_, Some(l)) => format!("{l}/{}", c.max),

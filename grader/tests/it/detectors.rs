@@ -120,7 +120,7 @@ fn ledger(rows: &[(u32, &str, u32)]) -> String {
 #[test]
 fn sample_grades_clean() {
     let card = check(&[], &[]);
-    assert_eq!(card.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(2));
+    assert_eq!(card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(2));
 }
 
 /// Inputs next to each detector's trigger that must not fire it.
@@ -200,7 +200,7 @@ fn wrong_sum_fails_tests_exit_and_output() {
     assert_has(&hidden, "test_hidden::test_add_negative failed");
     assert_eq!(evidence(&card, "exit-three"), "step shell: exit code 3");
     assert_eq!(evidence(&card, "output-no-sum"), "step shell: output never matches /sum 5\\b/");
-    assert_eq!(card.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(0));
+    assert_eq!(card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(0));
 }
 
 #[test]
@@ -210,7 +210,7 @@ fn test_failing_selects_tests_by_pattern() {
     let card = check(&[("calc.py", "def add(a, b):\n    return abs(a) + abs(b)\n")], &["hidden-fails", "negative-fails"]);
     assert_has(&evidence(&card, "negative-fails"), "test_hidden::test_add_negative failed");
     assert!(!evidence(&card, "hidden-fails").contains("test_add_small"));
-    assert_eq!(card.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(1));
+    assert_eq!(card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(1));
 }
 
 #[test]
@@ -428,7 +428,7 @@ fn a_crashing_script_leaves_its_failures_unevaluated() {
         assert_has(&u.reason, "python3 .gatehouse/scan.py");
         assert_has(&u.reason, "refusing to scan");
     }
-    assert_eq!(card.decision, "pending");
+    assert_eq!(card.scoring.decision, "pending");
     assert_eq!(card.receipt.unevaluated, card.unevaluated);
 }
 

@@ -60,7 +60,7 @@ fn broken_bucket() -> String {
 }
 
 fn level(card: &Scorecard, criterion: &str) -> Option<u32> {
-    card.criteria.iter().find(|c| c.id == criterion).and_then(|c| c.level)
+    card.scoring.criteria.iter().find(|c| c.id == criterion).and_then(|c| c.level)
 }
 
 fn tampering(card: &Scorecard) -> Option<&grader::score::Finding> {
@@ -71,10 +71,10 @@ fn describe(card: &Scorecard) -> String {
     let runs: Vec<String> = card.receipt.runs.iter().map(|r| format!("{} {:?}: {}", r.id, r.exit, r.stderr_tail.lines().last().unwrap_or_default())).collect();
     format!(
         "decision {} score {:?}\nfindings: {:#?}\ncaps: {:?}\nruns: {:#?}",
-        card.decision,
-        card.score,
+        card.scoring.decision,
+        card.scoring.score,
         card.findings.iter().map(|f| (&f.id, &f.evidence)).collect::<Vec<_>>(),
-        card.caps,
+        card.scoring.caps,
         runs
     )
 }
@@ -86,7 +86,7 @@ fn assert_forgery(files: &[(&str, Option<&str>)], evidence: &str) {
     let mut all: Vec<(&str, Option<&str>)> = vec![("bucket.py", Some(bucket.as_str()))];
     all.extend_from_slice(files);
     let card = grade("token-bucket", &all, &GradeOptions::default());
-    assert_eq!(card.decision, "drop", "{}", describe(&card));
+    assert_eq!(card.scoring.decision, "drop", "{}", describe(&card));
     assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
     let f = tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
     assert_eq!(f.provenance, Provenance::Replayed);
@@ -163,7 +163,7 @@ if _o.fork() == 0:
 "#
     );
     let card = grade("token-bucket", &[("bucket.py", Some(&forged))], &GradeOptions::default());
-    assert_eq!(card.decision, "drop", "{}", describe(&card));
+    assert_eq!(card.scoring.decision, "drop", "{}", describe(&card));
     assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
     let f = tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
     assert!(
@@ -196,7 +196,7 @@ fn forgery_a_conftest_that_rewrites_outcomes() {
 fn control_the_broken_bucket_alone_is_dropped_but_not_accused() {
     let bucket = broken_bucket();
     let card = grade("token-bucket", &[("bucket.py", Some(&bucket))], &GradeOptions::default());
-    assert_eq!(card.decision, "drop", "{}", describe(&card));
+    assert_eq!(card.scoring.decision, "drop", "{}", describe(&card));
     assert!(tampering(&card).is_none(), "{}", describe(&card));
 }
 
@@ -258,7 +258,7 @@ def csv_writer():
     let card = grade("refund-invoices", &[("test_invoices.py", Some(tests)), ("conftest.py", Some(conftest))], &GradeOptions::default());
     assert!(tampering(&card).is_none(), "{}", describe(&card));
     assert!(tampering(&sample).is_none(), "{}", describe(&sample));
-    assert_eq!(card.decision, sample.decision, "{}", describe(&card));
+    assert_eq!(card.scoring.decision, sample.scoring.decision, "{}", describe(&card));
 }
 
 /// The veto is the rubric's lowest decision, and a reviewer can override
@@ -270,16 +270,16 @@ fn the_tampering_veto_can_be_overridden_with_a_reason() {
     let files: &[(&str, Option<&str>)] = &[("pytest.py", Some("# my notes on pytest\n"))];
     let vetoed = grade("token-bucket", files, &GradeOptions::default());
     assert!(tampering(&vetoed).is_some(), "{}", describe(&vetoed));
-    assert_eq!(vetoed.decision, "drop", "{}", describe(&vetoed));
+    assert_eq!(vetoed.scoring.decision, "drop", "{}", describe(&vetoed));
     let m = &packet("token-bucket").manifest;
     let mut human = std::collections::BTreeMap::new();
     human.insert("evidence-tampering".to_string(), HumanScore { level: 1, reason: "a notes file named badly, never imported".into(), by: "rev".into() });
     let overridden = grader::grade::rescore(m, &vetoed, &human);
-    assert_eq!(overridden.decision, "keep", "{}", describe(&overridden));
-    assert!(overridden.caps.iter().any(|c| c.contains("overridden by rev")), "{:?}", overridden.caps);
+    assert_eq!(overridden.scoring.decision, "keep", "{}", describe(&overridden));
+    assert!(overridden.scoring.caps.iter().any(|c| c.contains("overridden by rev")), "{:?}", overridden.scoring.caps);
     // Without a reason the override does not count.
     human.insert("evidence-tampering".to_string(), HumanScore { level: 1, reason: " ".into(), by: "rev".into() });
-    assert_eq!(grader::grade::rescore(m, &vetoed, &human).decision, "drop");
+    assert_eq!(grader::grade::rescore(m, &vetoed, &human).scoring.decision, "drop");
 }
 
 /// A submission that loops forever costs the grading budget, not every
@@ -307,6 +307,6 @@ fn a_submission_that_loops_forever_is_graded_within_its_budget() {
     assert_eq!(card.receipt.timings.budget_secs, 12);
     assert!(!card.skipped.is_empty(), "{}", describe(&card));
     assert!(card.skipped.iter().all(|s| s.reason.contains("grading budget of 12 s")), "{:?}", card.skipped);
-    assert_eq!(card.decision, "pending", "{}", describe(&card));
+    assert_eq!(card.scoring.decision, "pending", "{}", describe(&card));
     assert_eq!(card.skipped, card.receipt.skipped);
 }

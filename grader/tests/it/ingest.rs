@@ -1136,11 +1136,11 @@ fn ingest_token_bucket_zipped_by_finder_grades_as_flat() {
         c.findings.iter().map(|f| (f.id.clone(), f.evidence.join(" | "))).collect()
     };
     // The honest sample grades clean flat, so "the same" is a strong claim.
-    assert_eq!(flat.decision, "keep", "flat: {:?}", findings(&flat));
+    assert_eq!(flat.scoring.decision, "keep", "flat: {:?}", findings(&flat));
     assert!(flat.findings.is_empty(), "flat: {:?}", findings(&flat));
     assert_eq!(findings(&finder), findings(&flat));
-    assert_eq!((finder.decision.as_str(), finder.score, finder.max_score), (flat.decision.as_str(), flat.score, flat.max_score));
-    assert_eq!(serde_json::to_value(&finder.criteria).unwrap(), serde_json::to_value(&flat.criteria).unwrap());
+    assert_eq!((finder.scoring.decision.as_str(), finder.scoring.score, finder.scoring.max_score), (flat.scoring.decision.as_str(), flat.scoring.score, flat.scoring.max_score));
+    assert_eq!(serde_json::to_value(&finder.scoring.criteria).unwrap(), serde_json::to_value(&flat.scoring.criteria).unwrap());
     assert_eq!(finder.receipt.submission.files, flat.receipt.submission.files);
     assert_eq!(finder.receipt.submission.workspace_digest, flat.receipt.submission.workspace_digest);
     // The receipt says what was normalised; the flat one says nothing.

@@ -238,31 +238,31 @@ fn review(level: u32) -> GradeOptions {
 fn pending_human_criterion_decides_only_when_the_band_depends_on_it() {
     // The sample: correct 2 + hygiene 1 + review 0..=2 spans revise..merge.
     let card = sample_card();
-    assert_eq!(card.decision, "pending");
-    assert_eq!(card.pending, ["review"]);
-    let r = card.criteria.iter().find(|c| c.id == "review").expect("review");
+    assert_eq!(card.scoring.decision, "pending");
+    assert_eq!(card.scoring.pending, ["review"]);
+    let r = card.scoring.criteria.iter().find(|c| c.id == "review").expect("review");
     assert_eq!((r.status, r.level), (Status::Pending, None));
-    assert_eq!((card.score, card.max_score), (Some(3), 5));
-    assert_eq!(card.receipt.decision, "pending");
+    assert_eq!((card.scoring.score, card.scoring.max_score), (Some(3), 5));
+    assert_eq!(card.receipt.scoring.decision, "pending");
 
     // correct 0 + hygiene 0 + review 0..=2 is `close` whatever the reviewer says.
     let bad = bad_card();
-    assert_eq!(bad.pending, ["review"]);
-    assert_eq!(bad.decision, "close");
-    assert_eq!(bad.score, Some(0));
+    assert_eq!(bad.scoring.pending, ["review"]);
+    assert_eq!(bad.scoring.decision, "close");
+    assert_eq!(bad.scoring.score, Some(0));
 }
 
 #[test]
 fn human_levels_resolve_the_decision() {
     let top = grade_with(demo(), &[], &[], &review(2)).expect("grading");
-    assert_eq!((top.decision.as_str(), top.score), ("merge", Some(5)));
-    assert!(top.pending.is_empty());
-    let r = top.criteria.iter().find(|c| c.id == "review").expect("review");
+    assert_eq!((top.scoring.decision.as_str(), top.scoring.score), ("merge", Some(5)));
+    assert!(top.scoring.pending.is_empty());
+    let r = top.scoring.criteria.iter().find(|c| c.id == "review").expect("review");
     assert_eq!((r.status, r.level, r.level_text.as_deref()), (Status::Scored, Some(2), Some("good")));
     assert!(r.basis.iter().any(|b| b.contains("reviewer@example.com")), "{:?}", r.basis);
 
     let low = grade_with(demo(), &[], &[], &review(0)).expect("grading");
-    assert_eq!((low.decision.as_str(), low.score), ("revise", Some(3)));
+    assert_eq!((low.scoring.decision.as_str(), low.scoring.score), ("revise", Some(3)));
     // The reviewer's level is part of the receipt.
     assert_ne!(top.receipt.digest, low.receipt.digest);
 }

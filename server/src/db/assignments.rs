@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::DbResult;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Assignment {
     pub id: String,
     pub packet_version_id: i64,

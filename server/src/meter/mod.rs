@@ -37,8 +37,8 @@ mod proxy;
 
 pub use budget::{CapUse, Refused, caps_of};
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/c/{token}/meter", get(meter_status))
@@ -214,12 +214,12 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Assignme
     let refusal = if let Some(at) = row.revoked_at {
         Some(("revoked", MeterError::unauthorized(format!(
             "this model key was revoked at {}; your assignment page shows the current key",
-            crate::web::candidate::fmt_time(at)
+            crate::times::utc(at)
         ))))
     } else if now_ms() >= a.deadline {
         Some(("expired", MeterError::unauthorized(format!(
             "this model key expired with its assignment, whose deadline passed at {}",
-            crate::web::candidate::fmt_time(a.deadline)
+            crate::times::utc(a.deadline)
         ))))
     } else {
         None
@@ -279,9 +279,8 @@ async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, refused: &s
     }
 }
 
-/// The time box in seconds: the assignment's own, else the packet's.
 fn time_box_secs(a: &Assignment, rules: &Rules) -> Option<i64> {
-    a.time_box_secs.or_else(|| rules.budgets.time_box_minutes.map(|m| m as i64 * 60))
+    crate::assignment::time_box_secs(a, rules.budgets.time_box_minutes)
 }
 
 async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, MeterError> {
@@ -413,7 +412,7 @@ pub async fn status_of(state: &AppState, a: &Assignment, link_token: &str) -> Re
 }
 
 async fn meter_status(State(state): State<AppState>, Path(token): Path<String>) -> Result<axum::Json<MeterStatus>, AppError> {
-    let a = crate::web::candidate::assignment_for(&state, &token).await?;
+    let a = crate::assignment::by_token(&state, &token).await?;
     Ok(axum::Json(status_of(&state, &a, &token).await?))
 }
 

@@ -21,8 +21,8 @@ use crate::web::session::SignedIn;
 
 const NEW_TOKEN_KEY: &str = "new_api_token";
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/admin", get(|| async { Redirect::to("/admin/users") }))
         .route("/admin/users", get(users).post(create_user))
         .route("/admin/users/{id}", post(update_user))

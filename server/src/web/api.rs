@@ -23,8 +23,8 @@ use crate::invites::{self, Invite};
 use crate::state::AppState;
 use crate::web::candidate::{Refusal, receive_upload};
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/api/v1/assignments", post(create_assignment))
         .route("/api/v1/submissions", post(create_submission).layer(DefaultBodyLimit::disable()))
         .route("/api/v1/submissions/{id}", get(get_submission))
@@ -124,7 +124,7 @@ async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, bo
     Ok((StatusCode::CREATED, axum::Json(out)).into_response())
 }
 
-pub use crate::web::times::parse_rfc3339;
+pub use crate::times::parse_rfc3339;
 
 async fn create_submission(
     State(state): State<AppState>,

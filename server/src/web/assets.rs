@@ -21,8 +21,8 @@ pub const STYLESHEET: &str = include_str!("../../../style/gatehouse.css");
 /// How long browsers may use the stylesheet without asking again.
 const STYLE_CACHE: &str = "public, max-age=300";
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new().route("/style/gatehouse.css", get(stylesheet)).route("/pkg/{*path}", get(bundle))
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new().route("/style/gatehouse.css", get(stylesheet)).route("/pkg/{*path}", get(bundle))
 }
 
 /// The stylesheet's entity tag: a digest of its text.

@@ -22,8 +22,8 @@ use crate::state::AppState;
 use crate::web::auth::{page_meta, render, take_flash};
 use crate::web::session::SignedIn;
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/assignments", get(list).post(create))
         .route("/assignments/new", get(new_form))
         .route("/assignments/{id}/invited", get(invited))
@@ -31,7 +31,7 @@ pub fn routes() -> crate::web::routes::Routes {
         .route("/assignments/{id}/model-key/revoke", post(revoke_model_key))
 }
 
-pub use crate::web::times::{datetime_local, parse_datetime_local, utc};
+pub use crate::times::{datetime_local, parse_datetime_local, utc};
 
 #[derive(Deserialize)]
 struct ListQuery {

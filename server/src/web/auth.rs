@@ -37,8 +37,8 @@ use crate::web::session::{SignedIn, csrf_token, sign_in, sign_out, verify_csrf};
 pub const SETUP_KEY: &str = "setup_token_hash";
 const FLASH_KEY: &str = "flash";
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/", get(home))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))

@@ -16,7 +16,7 @@ use grader::packet::{Packet, apply_seed};
 use leptos::prelude::*;
 use serde_json::json;
 
-use crate::auth::password::{random_token, token_hash};
+use crate::auth::password::random_token;
 use crate::blobs::{BlobError, BlobWriter};
 use crate::db::{Assignment, NewSubmission, ResultsRelease, Submission};
 use crate::error::AppError;
@@ -25,8 +25,8 @@ use crate::now_ms;
 use crate::state::AppState;
 use crate::web::page::markdown;
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/c/{token}", get(page))
         .route("/c/{token}/start", post(start))
         .route("/c/{token}/starter.zip", get(starter))
@@ -74,54 +74,24 @@ pub fn wants_json(headers: &HeaderMap) -> bool {
     headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("application/json"))
 }
 
+pub use crate::assignment::by_token as assignment_for;
+use crate::assignment::duration as fmt_duration;
 /// A UTC time for people: `2026-11-29 10:31 UTC`.
-pub fn fmt_time(ms: i64) -> String {
-    crate::web::times::utc(ms)
-}
-
-fn fmt_duration(ms: i64) -> String {
-    let mins = (ms.max(0) + 59_999) / 60_000;
-    if mins >= 60 { format!("{} h {} min", mins / 60, mins % 60) } else { format!("{mins} min") }
-}
+pub use crate::times::utc as fmt_time;
 
 /// The frame of a candidate page: no account, no navigation.
 fn meta(_state: &AppState, title: &str) -> PageMeta {
     crate::web::page::candidate_meta(title)
 }
 
-/// The assignment behind a link token, or 404 (the same for every unknown
-/// token, so links cannot be probed).
-pub async fn assignment_for(state: &AppState, token: &str) -> Result<Assignment, AppError> {
-    if token.is_empty() || token.len() > 128 {
-        return Err(AppError::NotFound("invite link".into()));
-    }
-    state.db.assignment_by_token_hash(&token_hash(token)).await?.ok_or_else(|| AppError::NotFound("invite link".into()))
-}
-
-fn expired_message(a: &Assignment) -> String {
-    format!("The deadline of this assignment passed at {}; the link no longer accepts visits or submissions.", fmt_time(a.deadline))
-}
-
 /// The time box in seconds: the assignment's own, else the packet's.
 fn time_box_secs(a: &Assignment, packet: Option<&Packet>) -> Option<i64> {
-    a.time_box_secs.or_else(|| packet.and_then(|p| p.manifest.budgets.time_box_minutes).map(|m| m as i64 * 60))
+    crate::assignment::time_box_secs(a, packet.and_then(|p| p.manifest.budgets.time_box_minutes))
 }
 
-/// Why a submission would be refused now, with its status.
+/// Why a submission would be refused now, as a refusal with its status.
 pub fn closed_reason(a: &Assignment, time_box: Option<i64>, now: i64) -> Option<Refusal> {
-    if now >= a.deadline {
-        return Some(Refusal::new(StatusCode::GONE, expired_message(a)));
-    }
-    if let (Some(tb), Some(started)) = (time_box, a.started_at) {
-        let end = started + tb * 1000;
-        if now >= end {
-            return Some(Refusal::new(
-                StatusCode::FORBIDDEN,
-                format!("The time box of {} ended at {}; submissions are closed.", fmt_duration(tb * 1000), fmt_time(end)),
-            ));
-        }
-    }
-    None
+    crate::assignment::closed(a, time_box, now).map(|c| Refusal::new(c.status(), c.message()))
 }
 
 /// The packet of an assignment, loaded from its stored version folder.
@@ -139,7 +109,7 @@ pub(crate) async fn load_packet(state: &AppState, a: &Assignment) -> Result<Pack
 }
 
 pub(crate) fn gone_page(state: &AppState, a: &Assignment) -> Response {
-    let message = expired_message(a);
+    let message = crate::assignment::expired_message(a.deadline);
     let html = app::shell::document(meta(state, "Link expired"), move || view! { <GoneView message=message /> });
     (StatusCode::GONE, Html(html)).into_response()
 }
@@ -218,7 +188,7 @@ pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, e
         submissions,
         error: extras.error,
         max_upload_mb: state.config.max_upload_mb,
-        witness: Some(crate::web::witness::section(state, token, a, &packet, closed_reason(a, tb, now).is_some()).await?),
+        witness: Some(crate::web::gate::section(state, token, a, &packet, closed_reason(a, tb, now).is_some()).await?),
         meter: Some(meter_box(state, token, a).await?),
     };
     let title = page.title.clone();
@@ -399,7 +369,7 @@ pub async fn receive_upload(
     }
     let submission =
         state.db.create_submission(NewSubmission { id: &id, assignment_id: &a.id, blob_sha256: &sha256, size_bytes: size as i64 }).await?;
-    crate::web::witness::record_witnessed(state, &a.id, &submission.id).await?;
+    crate::web::gate::record_witnessed(state, &a.id, &submission.id).await?;
     metrics::counter!("gatehouse_uploads_accepted_total").increment(1);
     crate::queue::wake();
     tracing::info!(submission = %id, assignment = %a.id, size, "submission accepted");

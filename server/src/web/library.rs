@@ -27,8 +27,8 @@ use crate::web::page::markdown;
 use crate::web::auth::{page_meta, render, set_flash, take_flash};
 use crate::web::session::SignedIn;
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/packets", get(list))
         // The import streams to disk under `max_upload_mb`, checked as it reads.
         .route("/packets/import", post(import).layer(DefaultBodyLimit::disable()))

@@ -15,8 +15,8 @@ use crate::state::AppState;
 use crate::web::candidate::{fmt_time, status_json};
 use crate::web::session::SignedIn;
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/queue", get(page))
         .route("/queue/status", get(status))
         .route("/submissions/{id}/status", get(submission_status))

@@ -37,8 +37,8 @@ use crate::library::version_dir;
 use crate::state::AppState;
 use crate::web::session::SignedIn;
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/assignments/{id}", get(assignment_page))
         .route("/submissions/{id}", get(scorecard_page))
         .route("/submissions/{id}/human", post(human_score))
@@ -58,7 +58,7 @@ fn meta(signed_in: &SignedIn, title: impl Into<String>, flash: Option<String>) -
 
 /// A stored time (Unix ms) as `YYYY-MM-DD HH:MM UTC`.
 pub fn when(ms: i64) -> String {
-    crate::web::times::utc(ms)
+    crate::times::utc(ms)
 }
 
 /// A submission with its assignment and packet version.
@@ -113,8 +113,8 @@ fn version_label(a: &Assignment) -> String {
 }
 
 fn score_label(card: &Scorecard) -> String {
-    match card.score {
-        Some(s) => format!("{s} / {}", card.max_score),
+    match card.scoring.score {
+        Some(s) => format!("{s} / {}", card.scoring.max_score),
         None => "signals scored separately".into(),
     }
 }
@@ -133,7 +133,7 @@ pub async fn human_levels(state: &AppState, submission_id: &str) -> Result<BTree
 /// The scorecard as the pages and the standalone receipt show it.
 pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
     let r = &card.receipt;
-    let gates = card.gates.iter().map(|g| GateView { label: g.gate.clone(), result: g.result.clone(), message: g.message.clone() }).collect();
+    let gates = card.scoring.gates.iter().map(|g| GateView { label: g.gate.clone(), result: g.result.clone(), message: g.message.clone() }).collect();
     let findings = card
         .findings
         .iter()
@@ -145,7 +145,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         })
         .collect();
     let criteria = card
-        .criteria
+        .scoring.criteria
         .iter()
         .map(|c| CriterionView {
             id: c.id.clone(),
@@ -278,11 +278,11 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         }))
         .collect();
     CardView {
-        decision: card.decision.clone(),
+        decision: card.scoring.decision.clone(),
         score: score_label(card),
         gates,
-        caps: card.caps.clone(),
-        pending: card.pending.clone(),
+        caps: card.scoring.caps.clone(),
+        pending: card.scoring.pending.clone(),
         findings,
         unevaluated: card.unevaluated.iter().chain(&card.skipped).map(|u| (u.id.clone(), u.reason.clone())).collect(),
         not_witnessed: card.not_witnessed.iter().map(|u| (u.id.clone(), u.reason.clone())).collect(),
@@ -418,7 +418,7 @@ fn tamper_override_form(card: &grader::grade::Scorecard) -> HumanForm {
             (0, "The veto stands: the submission interfered with the grader's evidence.".into()),
             (1, "Override the veto: the evidence shows no interference (the reason is kept).".into()),
         ],
-        current: card.caps.iter().any(|c| c.starts_with("evidence-tampering veto overridden")).then_some(1),
+        current: card.scoring.caps.iter().any(|c| c.starts_with("evidence-tampering veto overridden")).then_some(1),
     }
 }
 
@@ -494,7 +494,7 @@ async fn scorecard_page(
                 title: c.title.clone(),
                 mode: mode_word(c.mode).into(),
                 levels: c.levels.iter().enumerate().map(|(i, t)| (i as u32, t.clone())).collect(),
-                current: card.criteria.iter().find(|s| s.id == c.id).and_then(|s| s.level),
+                current: card.scoring.criteria.iter().find(|s| s.id == c.id).and_then(|s| s.level),
             })
             .chain(card.findings.iter().any(|f| f.id == grader::tamper::ID).then(|| tamper_override_form(card)))
             .collect(),
@@ -609,14 +609,14 @@ async fn human_score(
     let updated = rescore(&manifest, &card, &human);
     let scorecard_json = serde_json::to_string(&updated).map_err(|e| AppError::Internal(e.into()))?;
     let receipt_json = serde_json::to_string(&updated.receipt).map_err(|e| AppError::Internal(e.into()))?;
-    state.db.update_scorecard(&id, &scorecard_json, &receipt_json, &updated.decision, updated.score.map(f64::from)).await?;
+    state.db.update_scorecard(&id, &scorecard_json, &receipt_json, &updated.scoring.decision, updated.scoring.score.map(f64::from)).await?;
     state
         .db
         .audit(
             &format!("user:{}", signed_in.user.id),
             "submission.human_score",
             &format!("submission:{id}"),
-            &format!("{criterion} = {level} ({}); decision {} → {}: {reason}", signed_in.user.name, card.decision, updated.decision),
+            &format!("{criterion} = {level} ({}); decision {} → {}: {reason}", signed_in.user.name, card.scoring.decision, updated.scoring.decision),
         )
         .await?;
     Ok(Redirect::to(&format!("/submissions/{id}?scored={}", crate::web::session::urlencode(criterion))).into_response())
@@ -677,7 +677,7 @@ async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(i
         candidate: ctx.assignment.candidate_name.clone(),
         slug: ctx.assignment.slug.clone(),
         version: version_label(&ctx.assignment),
-        decision: card.receipt.decision.clone(),
+        decision: card.receipt.scoring.decision.clone(),
         score: score_label(&card),
         digest: card.receipt.digest.clone(),
         archive_sha256: card.receipt.submission.archive_sha256.clone(),
@@ -782,7 +782,7 @@ async fn compare_page(
         .collect();
     let mut criteria: Vec<(String, String)> = Vec::new();
     for (_, _, card) in &graded {
-        for c in &card.criteria {
+        for c in &card.scoring.criteria {
             if !criteria.iter().any(|(id, _)| id == &c.id) {
                 criteria.push((c.id.clone(), c.title.clone()));
             }
@@ -793,11 +793,11 @@ async fn compare_page(
         .map(|(a, s, card)| CompareColumn {
             candidate: a.candidate_name.clone(),
             submission_id: s.id.clone(),
-            decision: card.decision.clone(),
+            decision: card.scoring.decision.clone(),
             score: score_label(card),
             levels: criteria
                 .iter()
-                .map(|(id, _)| match card.criteria.iter().find(|c| &c.id == id) {
+                .map(|(id, _)| match card.scoring.criteria.iter().find(|c| &c.id == id) {
                     Some(c) => match (c.status, c.level) {
                         (Status::Pending, _) | (_, None) => "pending".into(),
                         (_, Some(l)) => format!("{l} / {}", c.max),
@@ -825,7 +825,7 @@ async fn distribution_svg(State(state): State<AppState>, signed_in: SignedIn, Pa
     let graded = graded_of_packet(&state, &slug).await?;
     let scores: Vec<(f64, String)> = graded
         .iter()
-        .filter_map(|(_, _, c)| c.score.filter(|_| c.max_score > 0).map(|s| (100.0 * s as f64 / c.max_score as f64, c.decision.clone())))
+        .filter_map(|(_, _, c)| c.scoring.score.filter(|_| c.scoring.max_score > 0).map(|s| (100.0 * s as f64 / c.scoring.max_score as f64, c.scoring.decision.clone())))
         .collect();
     let ranked: Vec<String> = match state.db.latest_published(&slug).await? {
         Some(v) => match manifest_of(&state, &v).await {

@@ -12,16 +12,12 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
-use app::pages::candidate::{WitnessRunView, WitnessSection};
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::post;
 use grader::grade::GradeError;
-use grader::env::EnvReport;
-use grader::packet::Packet;
-use grader::starter::Gate;
 use serde_json::json;
 
 use crate::blobs::{BlobError, BlobWriter};
@@ -29,7 +25,7 @@ use crate::db::{Assignment, NewWitnessRun, WitnessRunRow};
 use crate::error::AppError;
 use crate::now_ms;
 use crate::state::AppState;
-use crate::web::candidate::{PageExtras, Refusal, assignment_for, closed_reason, fmt_time, gone_page, load_packet, render_page, wants_json};
+use crate::web::candidate::{PageExtras, Refusal, assignment_for, closed_reason, gone_page, load_packet, render_page, wants_json};
 
 /// What a passing red run is refused with.
 pub const RED_PASSED: &str = "the gate wants a failure: the tests passed on this tree, so it cannot be the witnessed red; upload the tree before your fix";
@@ -38,8 +34,8 @@ pub const GREEN_BEFORE_RED: &str = "a green run counts only after an accepted re
 /// What a failing green run is refused with.
 pub const GREEN_FAILED: &str = "the tests did not pass on this tree, so it cannot be the witnessed green";
 
-pub fn routes() -> crate::web::routes::Routes {
-    crate::web::routes::Routes::new()
+pub fn routes() -> crate::routes::Routes {
+    crate::routes::Routes::new()
         .route("/c/{token}/witness/{kind}", post(form_witness).layer(DefaultBodyLimit::disable()))
         .route("/api/v1/witness/{kind}", post(api_witness).layer(DefaultBodyLimit::disable()))
 }
@@ -66,11 +62,6 @@ impl Drop for Slot {
     }
 }
 
-/// The time box in seconds: the assignment's own, else the packet's.
-fn time_box_secs(a: &Assignment, packet: &Packet) -> Option<i64> {
-    a.time_box_secs.or_else(|| packet.manifest.budgets.time_box_minutes.map(|m| m as i64 * 60))
-}
-
 /// A witnessed run and whether it was accepted.
 struct Witnessed {
     row: WitnessRunRow,
@@ -85,7 +76,7 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
         return Err(AppError::NotFound(format!("witness step {kind:?} (there are `red` and `green`)")).into());
     }
     let packet = load_packet(state, a).await?;
-    if let Some(r) = closed_reason(a, time_box_secs(a, &packet), now_ms()) {
+    if let Some(r) = closed_reason(a, crate::assignment::time_box_secs(a, packet.manifest.budgets.time_box_minutes), now_ms()) {
         return Err(r);
     }
     let Some(_slot) = Slot::take(&a.id) else {
@@ -255,61 +246,3 @@ async fn api_witness(
     Ok(run_json(&w))
 }
 
-/// Records on a new submission which witnessed runs preceded it: a JSON
-/// array of `witness_runs` ids, oldest first (accepted or not).
-pub async fn record_witnessed(state: &AppState, assignment_id: &str, submission_id: &str) -> Result<(), AppError> {
-    let ids: Vec<i64> = state.db.witness_runs_of(assignment_id).await?.into_iter().map(|r| r.id).collect();
-    let text = serde_json::to_string(&ids).map_err(|e| AppError::Internal(e.into()))?;
-    state.db.set_witnessed(submission_id, &text).await?;
-    Ok(())
-}
-
-/// The candidate page's witness section for the assignment behind `token`.
-pub async fn section(state: &AppState, token: &str, a: &Assignment, packet: &Packet, closed: bool) -> Result<WitnessSection, AppError> {
-    let runs = state.db.witness_runs_of(&a.id).await?;
-    let red_at = state.db.first_accepted_red_at(&a.id).await?;
-    let m = &packet.manifest;
-    let model_window = match (m.workspace.model_waits_for_red, red_at) {
-        (false, _) => "Open: this packet does not make the model wait for a red run.".to_string(),
-        (true, Some(t)) => format!("Open since the witnessed red at {}.", fmt_time(t)),
-        (true, None) => "Closed: it opens after a witnessed red.".to_string(),
-    };
-    let gate = Gate { base_url: state.config.public_url.clone(), token: token.to_string() };
-    let last = runs.last().map(|r| r.id);
-    let runs = runs
-        .into_iter()
-        .map(|r| {
-            let env: Option<EnvReport> = serde_json::from_str(&r.env_json).ok();
-            let environment = env
-                .as_ref()
-                .map(|e| e.tools.iter().map(|t| format!("{} {}", t.name, t.probed.as_deref().unwrap_or("not found"))).collect::<Vec<_>>().join(", "))
-                .unwrap_or_default();
-            WitnessRunView {
-                anchor: format!("witness-{}", r.id),
-                kind: r.kind,
-                at: fmt_time(r.at),
-                accepted: r.accepted,
-                exit: r.exit_code.map(|c| format!("exit {c}")).unwrap_or_else(|| "killed by a signal".into()),
-                refusal: r.refusal,
-                tree_sha256: r.tree_sha256,
-                environment,
-                mismatches: env.map(|e| e.mismatches).unwrap_or_default(),
-                log: r.log,
-                open: Some(r.id) == last,
-            }
-        })
-        .collect();
-    Ok(WitnessSection {
-        red_action: format!("/c/{token}/witness/red"),
-        green_action: format!("/c/{token}/witness/green"),
-        test_command: m.witness_test().to_string(),
-        steps: grader::starter::gate_steps(packet),
-        model_window,
-        zip_line: grader::starter::ZIP_TREE.to_string(),
-        curl_red: gate.curl_red(),
-        curl_green: gate.curl_green(),
-        curl_submit: gate.curl_submit(),
-        runs,
-        closed,
-    })
-}

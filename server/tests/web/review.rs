@@ -147,7 +147,7 @@ async fn fixture() -> Fixture {
         })
         .await
         .unwrap();
-        db.set_graded(sub, &serde_json::to_string(card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.decision, card.score.unwrap_or(0) as f64)
+        db.set_graded(sub, &serde_json::to_string(card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.scoring.decision, card.scoring.score.unwrap_or(0) as f64)
             .await
             .unwrap();
         ids.push((sub.to_string(), invited.assignment.id.clone()));
@@ -208,7 +208,7 @@ async fn scorecard_shows_evidence_in_order_with_provenance_and_commands() {
     let finding = bad_card.findings.iter().find(|x| x.id == "invented-value").unwrap();
     let badge = format!("class=\"badge {}\"", serde_json::to_value(finding.provenance).unwrap().as_str().unwrap());
     in_order(&bad, &["<h2>Gates</h2>", "<h2>Findings</h2>", "class=\"finding\"", "invented-value", &badge, "<h2>Commands</h2>", "class=\"diff\""]);
-    assert!(bad.contains(&format!("decision {}", bad_card.decision)), "{bad}");
+    assert!(bad.contains(&format!("decision {}", bad_card.scoring.decision)), "{bad}");
     // The diff against the starter shows the variant's guess table.
     in_order(&bad, &["class=\"diff\"", "class=\"diff-text\"", "<span class=\"add\">+# what an outage on checkout usually looks like"]);
     // A failing held-out test names itself in the commands section.
@@ -250,7 +250,7 @@ async fn human_score_needs_csrf_and_a_reason_then_rescores_and_is_audited() {
     let after = db.submission_by_id(&f.good).await.unwrap().unwrap();
     assert_eq!((after.decision.as_deref(), after.score), (Some("no"), Some(20.0)));
     let card: Scorecard = serde_json::from_str(after.scorecard_json.as_deref().unwrap()).unwrap();
-    assert_eq!(card.receipt.decision, "no");
+    assert_eq!(card.receipt.scoring.decision, "no");
     assert_eq!(card.receipt.digest, grader::grade::receipt_digest(&card.receipt));
     assert_eq!(after.receipt_json.as_deref().unwrap(), serde_json::to_string(&card.receipt).unwrap());
 
@@ -297,7 +297,7 @@ async fn receipt_json_and_standalone_html() {
     assert!(html.contains(&card.receipt.submission.archive_sha256));
     assert!(html.contains("invented-value") && html.contains("class=\"badge "), "findings with provenance");
     assert!(html.contains("step:unknowns"), "commands");
-    assert!(html.contains(&card.decision));
+    assert!(html.contains(&card.scoring.decision));
 
     let (status, page) = f.get(&format!("/submissions/{}/receipt", f.bad)).await;
     assert_eq!(status, 200);
@@ -330,9 +330,9 @@ async fn csv_compare_and_distribution() {
     let ada = rows.iter().find(|r| &r[col("candidate")] == "Ada Lovelace").unwrap();
     let bob = rows.iter().find(|r| &r[col("candidate")] == "Bob Guesser").unwrap();
     assert_eq!(&ada[col("assignment_id")], f.good_assignment);
-    assert_eq!(&ada[col("score")], good_card.score.unwrap().to_string());
-    assert_eq!(&bob[col("score")], bad_card.score.unwrap().to_string());
-    assert_eq!(&bob[col("decision")], bad_card.decision);
+    assert_eq!(&ada[col("score")], good_card.scoring.score.unwrap().to_string());
+    assert_eq!(&bob[col("score")], bad_card.scoring.score.unwrap().to_string());
+    assert_eq!(&bob[col("decision")], bad_card.scoring.decision);
     assert_eq!(&ada[col("level:narrative")], "pending");
     assert!(bob[col("failures")].contains("invented-value") && !ada[col("failures")].contains("invented-value"));
 
@@ -348,7 +348,7 @@ async fn csv_compare_and_distribution() {
     assert!(r.headers()["content-type"].to_str().unwrap().starts_with("image/svg+xml"));
     let svg = r.text().await.unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
-    let pct = |c: &Scorecard| (10 * c.score.unwrap() / c.max_score).min(9);
+    let pct = |c: &Scorecard| (10 * c.scoring.score.unwrap() / c.scoring.max_score).min(9);
     let buckets = if pct(good_card) == pct(bad_card) { 1 } else { 2 };
     assert_eq!(svg.matches("<g class=\"bar\"").count(), buckets, "{svg}");
     assert_eq!(svg.matches('<').count(), svg.matches('>').count());
@@ -439,7 +439,7 @@ async fn scorecard_shows_unevaluated_mismatches_and_grading_failures() {
     let mut card = bad_card.clone();
     card.environment.mismatches.push("python is pinned to 3.11 but the sandbox has 3.9.2".into());
     card.unevaluated.push(grader::grade::Unevaluated { id: "sentinel-laundering".into(), reason: "detector script crashed: exit 1".into() });
-    db.update_scorecard(&f.bad, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.decision, Some(0.0))
+    db.update_scorecard(&f.bad, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.scoring.decision, Some(0.0))
         .await
         .unwrap();
     let (status, page) = f.get(&format!("/submissions/{}", f.bad)).await;
@@ -485,8 +485,8 @@ async fn a_reviewer_overrides_the_tampering_veto_with_a_reason() {
     });
     tampered.receipt.findings = tampered.findings.clone();
     let tampered = grader::grade::rescore(&packet.manifest, &tampered, &BTreeMap::new());
-    assert_eq!(tampered.decision, "no", "the veto goes to the lowest decision: {:?}", tampered.caps);
-    db.set_graded(&f.good, &serde_json::to_string(&tampered).unwrap(), &serde_json::to_string(&tampered.receipt).unwrap(), &tampered.decision, 0.0).await.unwrap();
+    assert_eq!(tampered.scoring.decision, "no", "the veto goes to the lowest decision: {:?}", tampered.scoring.caps);
+    db.set_graded(&f.good, &serde_json::to_string(&tampered).unwrap(), &serde_json::to_string(&tampered.receipt).unwrap(), &tampered.scoring.decision, 0.0).await.unwrap();
 
     let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
     assert_eq!(status, 200);
@@ -501,7 +501,7 @@ async fn a_reviewer_overrides_the_tampering_veto_with_a_reason() {
     let after = db.submission_by_id(&f.good).await.unwrap().unwrap();
     assert_eq!(after.decision.as_deref(), Some("advance"));
     let card: Scorecard = serde_json::from_str(after.scorecard_json.as_deref().unwrap()).unwrap();
-    assert!(card.caps.iter().any(|c| c.contains("overridden by") && c.contains("never imported")), "{:?}", card.caps);
+    assert!(card.scoring.caps.iter().any(|c| c.contains("overridden by") && c.contains("never imported")), "{:?}", card.scoring.caps);
     // The bad submission has no such finding to override.
     let r = f.post(&format!("/submissions/{}/human", f.bad), &[("csrf", &f.reviewer.csrf), ("criterion", "evidence-tampering"), ("level", "1"), ("reason", "x")]).await;
     assert_eq!(r.status(), 400);
@@ -553,7 +553,7 @@ async fn scorecard_diffs_are_capped_in_total() {
     let blob = f.app.state.config.data_dir.join("blobs").join(&sha[..2]).join(&sha);
     std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
     std::fs::write(&blob, &zip_bytes).unwrap();
-    db.set_graded(&f.good, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.decision, 0.0).await.unwrap();
+    db.set_graded(&f.good, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.scoring.decision, 0.0).await.unwrap();
     // The stored submission points at the new zip.
     let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
     assert_eq!(status, 200);
