@@ -615,6 +615,34 @@ EOF"#,
 }
 
 #[test]
+fn sandbox_no_key_outlives_a_run_in_the_uids_keyrings() {
+    // Run after run: each tries to leave a key in its uid's user and
+    // user-session keyrings (which the kernel keeps per uid, beyond the
+    // run), then looks for what an earlier run left.
+    let script = format!(
+        r#"python3 - <<'EOF'
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for ring in (-4, -5):
+    found = libc.syscall({keyctl}, 10, ring, b'user', b'gh-left-behind', 0)
+    print('found', ring, found)
+    k = libc.syscall({add_key}, b'user', b'gh-left-behind', b'LEFT', 4, ring)
+    print('add', ring, 'refused' if k < 0 else 'kept')
+EOF"#,
+        keyctl = libc::SYS_keyctl,
+        add_key = libc::SYS_add_key,
+    );
+    for round in 0..3 {
+        let r = run(&script, small_limits());
+        assert!(r.success(), "round {round}: {r:?}");
+        for ring in ["-4", "-5"] {
+            assert!(r.stdout_tail.contains(&format!("found {ring} -1\n")), "round {round}: a key of an earlier run was found in keyring {ring}: {r:?}");
+            assert!(r.stdout_tail.contains(&format!("add {ring} refused\n")), "round {round}: a run could leave a key in keyring {ring}: {r:?}");
+        }
+    }
+}
+
+#[test]
 fn sandbox_init_does_not_show_the_grader_argv() {
     let exe = std::env::current_exe().expect("exe").to_string_lossy().into_owned();
     let r = run("(cat /proc/1/cmdline 2>&1 || true) | tr '\\0\\n' '  '; echo; ls /proc | grep -c '^[0-9]'; cat /proc/1/environ 2>/dev/null | wc -c", small_limits());
