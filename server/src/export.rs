@@ -221,47 +221,32 @@ pub fn distribution_svg(title: &str, scores: &[(f64, String)], ranked: &[String]
 /// `'+'` only in the new one, `'@'` a run of unchanged lines left out.
 pub type DiffLine = (char, String);
 
-/// Largest old × new line product diffed (the table is that many cells).
-const DIFF_CELLS: usize = 4_000_000;
+/// Most lines a side may have to be diffed here.
+const DIFF_LINES: usize = 50_000;
 
-/// A line diff of `old` against `new` (longest common subsequence) with
-/// `context` unchanged lines kept around each change; None when the texts
-/// are too long to diff here.
+/// A line diff of `old` against `new` (Myers, with the `similar` crate, so
+/// linear memory) with `context` unchanged lines kept around each change;
+/// None when a text is too long to diff here.
 pub fn line_diff(old: &str, new: &str, context: usize) -> Option<Vec<DiffLine>> {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
-    // The common head and tail need no table.
-    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let tail = a[head..].iter().rev().zip(b[head..].iter().rev()).take_while(|(x, y)| x == y).count();
-    let (am, bm) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
-    if am.len().saturating_mul(bm.len()) > DIFF_CELLS {
+    if a.len() > DIFF_LINES || b.len() > DIFF_LINES {
         return None;
     }
-    let (n, m) = (am.len(), bm.len());
-    // lcs[i * (m + 1) + j]: the longest common subsequence of am[i..], bm[j..].
-    let mut lcs = vec![0u32; (n + 1) * (m + 1)];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i * (m + 1) + j] =
-                if am[i] == bm[j] { lcs[(i + 1) * (m + 1) + j + 1] + 1 } else { lcs[(i + 1) * (m + 1) + j].max(lcs[i * (m + 1) + j + 1]) };
+    // A page view never waits long on a pathological pair: past the
+    // deadline `similar` finishes with a coarser (still correct) diff.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(250);
+    let mut all: Vec<DiffLine> = Vec::with_capacity(a.len().max(b.len()));
+    for op in similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &a, &b, Some(deadline)) {
+        for change in similar::DiffOp::iter_changes(&op, &a, &b) {
+            let mark = match change.tag() {
+                similar::ChangeTag::Equal => ' ',
+                similar::ChangeTag::Delete => '-',
+                similar::ChangeTag::Insert => '+',
+            };
+            all.push((mark, change.value().to_string()));
         }
     }
-    let mut all: Vec<DiffLine> = a[..head].iter().map(|l| (' ', l.to_string())).collect();
-    let (mut i, mut j) = (0, 0);
-    while i < n || j < m {
-        if i < n && j < m && am[i] == bm[j] {
-            all.push((' ', am[i].to_string()));
-            i += 1;
-            j += 1;
-        } else if j == m || (i < n && lcs[(i + 1) * (m + 1) + j] >= lcs[i * (m + 1) + j + 1]) {
-            all.push(('-', am[i].to_string()));
-            i += 1;
-        } else {
-            all.push(('+', bm[j].to_string()));
-            j += 1;
-        }
-    }
-    all.extend(a[a.len() - tail..].iter().map(|l| (' ', l.to_string())));
     // Keep `context` lines around changes; fold the other unchanged runs.
     let near: Vec<bool> = (0..all.len())
         .map(|k| {
@@ -302,6 +287,13 @@ mod tests {
         assert_eq!(text, ["@… 2 unchanged lines", " c", "-d", "+D", " e", "@… 2 unchanged lines", " h", "+i"]);
         assert_eq!(line_diff("same\n", "same\n", 3).unwrap(), vec![('@', "… 1 unchanged line".to_string())]);
         assert_eq!(line_diff("", "x\ny", 3).unwrap(), vec![('+', "x".to_string()), ('+', "y".to_string())]);
+        // Large and wholly different: still a diff (the old table refused
+        // 4,000 × 4,000), in linear memory; past the line cap, none.
+        let (x, y): (String, String) = ((0..4000).map(|i| format!("old {i}\n")).collect(), (0..4000).map(|i| format!("new {i}\n")).collect());
+        let d = line_diff(&x, &y, 3).unwrap();
+        assert_eq!((d.iter().filter(|(c, _)| *c == '-').count(), d.iter().filter(|(c, _)| *c == '+').count()), (4000, 4000));
+        let huge: String = "l\n".repeat(DIFF_LINES + 1);
+        assert!(line_diff(&huge, "l\n", 3).is_none());
     }
 
     #[test]
