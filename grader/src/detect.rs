@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex::Regex;
@@ -569,8 +570,9 @@ fn failing_tests(outcome: &StepOutcome, patterns: &[String]) -> Vec<String> {
 /// Top-level modules imported by a Python source, with line numbers.
 /// Relative imports are left out.
 fn imports(src: &str) -> Vec<(usize, String)> {
-    let import = Regex::new(r"^\s*import\s+(.+)$").expect("static regex");
-    let from = Regex::new(r"^\s*from\s+([A-Za-z_][\w.]*)\s+import\b").expect("static regex");
+    static IMPORT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*import\s+(.+)$").expect("static regex"));
+    static FROM: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*from\s+([A-Za-z_][\w.]*)\s+import\b").expect("static regex"));
+    let (import, from) = (&*IMPORT, &*FROM);
     let mut out = Vec::new();
     for (n, line) in src.lines().enumerate() {
         let line = line.split('#').next().unwrap_or_default();

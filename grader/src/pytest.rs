@@ -2,7 +2,7 @@
 //! a real run, which nodes it reports failed, and which nodes it names that
 //! a starter does not define.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 use std::sync::LazyLock;
@@ -18,6 +18,8 @@ static SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
 static COUNT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(\d+) (passed|failed|errors|error|skipped)\b").expect("static regex"));
 static FAILED_LINE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^FAILED \S+::\S+").expect("static regex"));
 static NODE_LINE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^(?:FAILED|ERROR) (\S+::\S+)").expect("static regex"));
+static DEF: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^\s*(?:async\s+)?def\s+(\w+)\s*[(:]").expect("static regex"));
+static CLASS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^\s*class\s+(\w+)\s*[(:]").expect("static regex"));
 // `path::name`, or `path::Class::name` for a test method.
 static NODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"([\w/.-]+\.py)((?:::\w+)+)").expect("static regex"));
 
@@ -60,8 +62,12 @@ pub fn failed_nodes(text: &str) -> BTreeSet<String> {
     NODE_LINE.captures_iter(text).map(|c| c[1].to_string()).collect()
 }
 
-/// Test nodes named in a log that the starter does not define.
+/// Test nodes named in a log that the starter does not define. Each
+/// starter file is read and scanned once, however many nodes a (claimed,
+/// so untrusted) log names.
 pub(crate) fn unknown_nodes(text: &str, starter: &Path) -> Vec<String> {
+    // Per file: the functions and the classes it defines (None: no such file).
+    let mut defined: BTreeMap<String, Option<(BTreeSet<String>, BTreeSet<String>)>> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     let mut problems = Vec::new();
     for c in NODE.captures_iter(text) {
@@ -71,14 +77,13 @@ pub(crate) fn unknown_nodes(text: &str, starter: &Path) -> Vec<String> {
         }
         let parts: Vec<&str> = rest.split("::").filter(|p| !p.is_empty()).collect();
         let Some((name, classes)) = parts.split_last() else { continue };
-        let defines = |src: &str, keyword: &str, name: &str| {
-            Regex::new(&format!(r"(?m)^\s*{keyword}\s+{}\s*[(:]", regex::escape(name))).expect("escaped").is_match(src)
-        };
-        let defined = crate::tree::is_safe_relative(&file)
-            && fs::read_to_string(starter.join(&file))
-                .map(|src| defines(&src, "(?:async\\s+)?def", name) && classes.iter().all(|k| defines(&src, "class", k)))
-                .unwrap_or(false);
-        if !defined {
+        let names = defined.entry(file.clone()).or_insert_with(|| {
+            let src = crate::tree::is_safe_relative(&file).then(|| fs::read_to_string(starter.join(&file)).ok()).flatten()?;
+            let all = |re: &Regex| re.captures_iter(&src).map(|c| c[1].to_string()).collect::<BTreeSet<String>>();
+            Some((all(&DEF), all(&CLASS)))
+        });
+        let known = names.as_ref().is_some_and(|(defs, kinds)| defs.contains(*name) && classes.iter().all(|k| kinds.contains(*k)));
+        if !known {
             problems.push(format!("names {file}{rest}, which the starter does not define"));
         }
     }
@@ -107,5 +112,24 @@ mod tests {
         check_log(&RED.replace("1 failed", "1 passed"), LogExpect::Failed, &["reports no failure"]);
         check_log(&RED.replace("1 failed", "1 passed"), LogExpect::Passed, &[]);
         check_log(RED, LogExpect::Passed, &["not a clean pass"]);
+    }
+
+    #[test]
+    fn nodes_the_starter_does_not_define() {
+        let starter = tempfile::tempdir().expect("tempdir");
+        std::fs::write(starter.path().join("test_x.py"), "def test_a():\n    pass\n\nclass TestK:\n    async def test_m(self):\n        pass\n").expect("write");
+        let log = "test_x.py::test_a PASSED\ntest_x.py::TestK::test_m PASSED\nFAILED test_x.py::test_zz\nother.py::test_a\n../up.py::test_a\ntest_x.py::TestZ::test_m\n";
+        let got = unknown_nodes(log, starter.path());
+        assert_eq!(
+            got,
+            [
+                "names test_x.py::test_zz, which the starter does not define",
+                "names other.py::test_a, which the starter does not define",
+                "names ../up.py::test_a, which the starter does not define",
+                "names test_x.py::TestZ::test_m, which the starter does not define",
+            ],
+            "{got:?}"
+        );
+        assert!(unknown_nodes("test_x.py::test_a\ntest_x.py::TestK::test_m\n", starter.path()).is_empty());
     }
 }
