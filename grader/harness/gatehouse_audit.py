@@ -309,7 +309,10 @@ def mutate(defn, path, rule):
             node.value = v * 2 if v else 1.0
         return new, "constant", f"line {line}: constant `{v!r}` nudged to `{node.value!r}` in {defn.name}"
     if kind == "negate":
-        node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+        if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not):
+            node.test = node.test.operand
+        else:
+            node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
         what = type(node).__name__.lower().replace("ifexp", "conditional expression")
         return new, "negated", f"line {line}: the {what} condition is negated in {defn.name}"
     if kind == "guard":
@@ -345,6 +348,8 @@ def edited(source_lines, defn, new_defn, path, rule):
     text = b"".join(lines)
     shift = start - 1
     node, new_node = follow(defn, path), follow(new_defn, path)
+    if rule[0] == "negate":
+        node, new_node = node.test, new_node.test  # only the condition's span
     if rule[0] == "guard":
         a = offset(lines, node.lineno - shift, 0)
         b = offset(lines, node.end_lineno - shift + 1, 0) if node.end_lineno - shift < len(lines) else len(text)
