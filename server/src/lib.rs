@@ -3,6 +3,7 @@
 //! The grading itself is the `grader` crate's; this crate stores, schedules
 //! and serves. Blocking grader calls run on `spawn_blocking` threads.
 
+pub mod audit;
 pub mod auth;
 pub mod blobs;
 pub mod cli;
