@@ -347,7 +347,8 @@ def edited(source_lines, defn, new_defn, path, rule):
     lines = [l.encode() for l in source_lines[start - 1 : end]]
     text = b"".join(lines)
     shift = start - 1
-    node, new_node = follow(defn, path), follow(new_defn, path)
+    node = follow(defn, path)
+    new_node = None if rule[0] == "guard" else follow(new_defn, path)  # a removed guard has no node left
     if rule[0] == "negate":
         node, new_node = node.test, new_node.test  # only the condition's span
     if rule[0] == "guard":

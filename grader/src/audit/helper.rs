@@ -172,6 +172,11 @@ mod tests {
             // One hunk: the rule changed one place.
             assert_eq!(a.diff.matches("\n@@").count(), 1, "{}: {}", p.id, a.diff);
         }
+        // A guard that is the last statement of its body is removed too.
+        let last = "def f(x):\n    y = x\n    if y:\n        raise ValueError(y)\n";
+        let guards: Vec<Proposal> = h.rules(last, &[], 0).unwrap().into_iter().filter(|p| p.id.ends_with("-guard")).collect();
+        assert_eq!(guards.len(), 1, "{guards:?}");
+        assert_eq!(guards[0].code, "def f(x):\n    y = x\n");
         let only = h.rules(SRC, &["Box".into()], 2).unwrap();
         assert!(only.len() <= 2 && only.iter().all(|p| p.id.starts_with("rule-Box-")), "{only:?}");
         assert!(h.rules(SRC, &["nope".into()], 0).unwrap_err().contains("no top-level definition named nope"));

@@ -75,7 +75,7 @@ pub fn hidden_steps(packet: &Packet, named: &[String]) -> Result<Vec<String>, Au
 
 /// The file the audit mutates: `[mutation] target`, else the first sample
 /// file the hidden tests of `steps` import, else the sample's only Python
-/// file outside its tests.
+/// file outside its tests (test files, `tests/`, `test/` and `fixtures/`).
 pub fn default_target(packet: &Packet, steps: &[String], helper: &Helper) -> Result<String, AuditError> {
     let m = &packet.manifest;
     if let Some(mu) = &m.mutation {
@@ -103,7 +103,15 @@ pub fn default_target(packet: &Packet, steps: &[String], helper: &Helper) -> Res
     }
     let mut own: Vec<String> = crate::packet::list_paths(&sample)
         .into_iter()
-        .filter(|p| p.ends_with(".py") && !p.contains('/') && !p.starts_with("test_") && !p.ends_with("_test.py") && p != "conftest.py")
+        .filter(|p| {
+            let parts: Vec<&str> = p.split('/').collect();
+            let name = parts.last().copied().unwrap_or_default();
+            p.ends_with(".py")
+                && !parts[..parts.len() - 1].iter().any(|d| *d == "tests" || *d == "test" || *d == "fixtures")
+                && !name.starts_with("test_")
+                && !name.ends_with("_test.py")
+                && name != "conftest.py"
+        })
         .collect();
     if own.len() == 1 {
         return Ok(own.remove(0));
