@@ -321,5 +321,8 @@ pub fn text(r: &AuditReport) -> String {
     for e in &r.errors {
         out.push_str(&format!("error: {e}\n"));
     }
+    for w in &r.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
     out
 }

@@ -93,4 +93,7 @@ pub struct AuditReport {
     /// that is down, a call refused by the cap.
     #[serde(default)]
     pub errors: Vec<String>,
+    /// About the audit itself: hidden steps that never run the target.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }

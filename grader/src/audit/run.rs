@@ -41,6 +41,9 @@ pub struct Audit<'a> {
     local_modules: Vec<String>,
     /// Per step, the test ids the sample's run reported.
     expected: BTreeMap<String, BTreeSet<String>>,
+    /// What the author should know about the audit itself (a canary that
+    /// survived).
+    pub warnings: Vec<String>,
 }
 
 /// Whether a lay puts a hidden test file (`hidden/.../test_*.py`) in place.
@@ -127,8 +130,9 @@ pub fn default_target(packet: &Packet, steps: &[String], helper: &Helper) -> Res
 
 impl<'a> Audit<'a> {
     /// Resolves the target and the steps, lays the sample over the starter a
-    /// candidate receives, and runs the hidden tests once on the sample: an
-    /// audit needs a green baseline.
+    /// candidate receives, and runs the hidden tests once on the sample (an
+    /// audit needs a green baseline) and once on a canary target that fails
+    /// to import (which they must notice, else a warning says so).
     pub fn prepare(grader: &'a Grader, packet: &'a Packet, target: Option<&str>, steps: &[String]) -> Result<Audit<'a>, AuditError> {
         let helper = Helper::new().map_err(err)?;
         let steps = hidden_steps(packet, steps)?;
@@ -179,6 +183,7 @@ impl<'a> Audit<'a> {
             tree,
             local_modules: local_modules.into_iter().collect(),
             expected: BTreeMap::new(),
+            warnings: Vec::new(),
         };
         // The baseline: the unmutated sample passes every hidden-test step.
         let baseline = audit.run_steps(None, "baseline")?;
@@ -188,6 +193,18 @@ impl<'a> Audit<'a> {
                 return Err(err(format!("the sample does not pass hidden step {} ({reason}): an audit needs the hidden tests green on the sample", r.step)));
             }
             audit.expected.insert(r.step.clone(), ids.clone());
+        }
+        // The canary: a target that cannot even be imported must be
+        // noticed, or the steps never run the target and every mutant
+        // would survive for nothing.
+        let canary = format!("raise ImportError(\"gatehouse audit canary: {} cannot be imported\")\n{}", audit.target, audit.source);
+        let runs: Vec<StepResult> = audit.run_steps(Some(&canary), "canary")?.into_iter().map(|(r, _)| r).collect();
+        if classify(&runs).0 == Outcome::Survived {
+            audit.warnings.push(format!(
+                "the hidden steps ({}) pass even when {} cannot be imported: they never run it, so its mutants survive whatever the tests check; audit the file they do run (--target) or other steps (--step)",
+                audit.steps.join(", "),
+                audit.target
+            ));
         }
         Ok(audit)
     }
@@ -316,6 +333,7 @@ impl<'a> Audit<'a> {
             mutants,
             calls,
             errors,
+            warnings: self.warnings.clone(),
         }
     }
 

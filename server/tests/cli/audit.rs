@@ -229,3 +229,18 @@ fn audit_names_bad_input() {
     let out = audit(&["/nonexistent/packet", "--rules"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn audit_warns_when_the_hidden_steps_never_run_the_target() {
+    // tax-rounding's oracle applies the candidate's patch.diff to a pristine
+    // starter: the tree's compute.py is never what its hidden tests run.
+    let packet = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/tax-rounding");
+    let out = audit(&[packet.to_str().unwrap(), "--rules", "--mutants", "1", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["target"], "taxlib/compute.py");
+    assert!(v["warnings"][0].as_str().unwrap().contains("pass even when taxlib/compute.py cannot be imported: they never run it"), "{v:#}");
+    // Quiet where the hidden tests import the target.
+    let out = audit(&[fixture().to_str().unwrap(), "--rules", "--function", "add", "--format", "json"]);
+    assert_eq!(json_of(&out)["warnings"], json!([]));
+}
