@@ -2,6 +2,7 @@
 //! scoring and receipts. This crate knows nothing of the web, the database or
 //! the UI.
 
+pub mod audit;
 pub mod check;
 pub mod clock;
 pub mod detect;

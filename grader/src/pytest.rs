@@ -67,7 +67,8 @@ pub fn failed_nodes(text: &str) -> BTreeSet<String> {
 /// so untrusted) log names.
 pub(crate) fn unknown_nodes(text: &str, starter: &Path) -> Vec<String> {
     // Per file: the functions and the classes it defines (None: no such file).
-    let mut defined: BTreeMap<String, Option<(BTreeSet<String>, BTreeSet<String>)>> = BTreeMap::new();
+    type Names = Option<(BTreeSet<String>, BTreeSet<String>)>;
+    let mut defined: BTreeMap<String, Names> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     let mut problems = Vec::new();
     for c in NODE.captures_iter(text) {

@@ -88,6 +88,10 @@ enum PacketCommand {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Mutation audit of a packet's hidden tests: mutants of the sample
+    /// (from the configured model, or `--rules`) are classified killed,
+    /// survived, crashed or invalid, each run in the grading sandbox.
+    Audit(crate::audit::AuditArgs),
     /// Self-test packets: the starter is red, the sample is green and clean,
     /// every known-bad variant triggers exactly its failure ids, every mutant
     /// is killed. Exit 0 only when every packet passes.
@@ -175,6 +179,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("wrote {} ({} starter for seed {seed})", out.display(), packet.manifest.packet.slug);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Packet { command: PacketCommand::Audit(args) } => crate::audit::run(args),
         Command::Packet { command: PacketCommand::Check { packets, format } } => {
             let grader = Grader::for_host()?;
             let mut all_ok = true;

@@ -169,7 +169,7 @@ impl Config {
             .unwrap_or_else(|| PathBuf::from("gatehouse.toml"));
         Figment::from(Serialized::defaults(Config::default()))
             .merge(Toml::file(file))
-            .merge(Env::prefixed("GATEHOUSE_").ignore(&["CONFIG", "SANDBOX_PHASES", "LOG", "PASSWORD"]))
+            .merge(Env::prefixed("GATEHOUSE_").ignore(&["CONFIG", "SANDBOX_PHASES", "LOG", "PASSWORD", "AUDIT_API_KEY"]))
             .extract()
             .map_err(Box::new)
     }

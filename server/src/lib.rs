@@ -4,6 +4,7 @@
 //! and serves. Blocking grader calls run on `spawn_blocking` threads.
 
 pub mod assignment;
+pub mod audit;
 pub mod auth;
 pub mod blobs;
 pub mod cli;

@@ -1,5 +1,7 @@
 //! Tests of the `gatehouse` command line, run as a real process.
 
+mod audit;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,184 @@
+//! The Python helper (`harness/gatehouse_audit.py`): it parses the target
+//! file with `ast`, never imports or runs it. It runs as the host's
+//! `python3 -I` (the interpreter the sandbox binds), with one JSON request
+//! on stdin and one JSON answer on stdout.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::Proposal;
+
+pub const HELPER: &str = include_str!("../../harness/gatehouse_audit.py");
+
+/// A top-level definition of the target file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Def {
+    pub name: String,
+    /// `function` or `class`.
+    pub kind: String,
+    pub line: usize,
+    pub end_line: usize,
+    pub signature: String,
+}
+
+/// A mutant applied to the target: the mutated file and its diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub name: String,
+    pub source: String,
+    pub diff: String,
+}
+
+pub struct Helper {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Helper {
+    pub fn new() -> Result<Helper, String> {
+        let dir = tempfile::Builder::new().prefix("gatehouse-audit-").tempdir().map_err(|e| format!("creating the audit helper's folder: {e}"))?;
+        let path = dir.path().join("gatehouse_audit.py");
+        std::fs::write(&path, HELPER).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        Ok(Helper { _dir: dir, path })
+    }
+
+    fn call(&self, command: &str, request: &Value) -> Result<Value, String> {
+        let mut child = Command::new("python3")
+            .arg("-I")
+            .arg(&self.path)
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("running python3 for the audit helper: {e}"))?;
+        let input = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+        let mut stdin = child.stdin.take().ok_or("the audit helper has no stdin")?;
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let out = child.wait_with_output().map_err(|e| format!("waiting for the audit helper: {e}"))?;
+        let _ = writer.join();
+        let v: Value = serde_json::from_slice(&out.stdout).map_err(|_| {
+            format!("the audit helper ({command}) answered no JSON: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("no output"))
+        })?;
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            return Err(e.to_string());
+        }
+        Ok(v)
+    }
+
+    /// The top-level functions and classes of `source`.
+    pub fn defs(&self, source: &str) -> Result<Vec<Def>, String> {
+        let v = self.call("defs", &json!({ "source": source }))?;
+        serde_json::from_value(v["defs"].clone()).map_err(|e| format!("the audit helper's defs: {e}"))
+    }
+
+    /// The modules `source` imports (absolute imports, dotted names).
+    pub fn imports(&self, source: &str) -> Result<Vec<String>, String> {
+        let v = self.call("imports", &json!({ "source": source }))?;
+        serde_json::from_value(v["modules"].clone()).map_err(|e| format!("the audit helper's imports: {e}"))
+    }
+
+    /// Replaces the same-named top-level definition of `source` (the file
+    /// at `path`) by `code`. `Ok(Err(reason))` is an invalid mutant.
+    pub fn apply(&self, source: &str, code: &str, path: &str, local_modules: &[String]) -> Result<Result<Applied, String>, String> {
+        let v = self.call("apply", &json!({ "source": source, "code": code, "path": path, "local_modules": local_modules }))?;
+        if v["ok"] == json!(true) {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            Ok(Ok(Applied { name: s("name"), source: s("source"), diff: s("diff") }))
+        } else {
+            Ok(Err(v["reason"].as_str().unwrap_or("the helper gave no reason").to_string()))
+        }
+    }
+
+    /// Rule mutants of the named top-level definitions (all when empty),
+    /// at most `per_function` of each (0: all), evenly spread.
+    pub fn rules(&self, source: &str, functions: &[String], per_function: usize) -> Result<Vec<Proposal>, String> {
+        let v = self.call("rules", &json!({ "source": source, "functions": functions, "per_function": per_function }))?;
+        serde_json::from_value(v["mutants"].clone()).map_err(|e| format!("the audit helper's rule mutants: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "import csv\n\nLIMIT = 3\n\n\ndef total(path: str) -> int:\n    \"\"\"Sum.\"\"\"\n    s = 0\n    for r in csv.reader(open(path)):\n        if not r:\n            continue\n        s += int(r[0])\n    return s if s >= 0 else 0\n\n\nclass Box:\n    def get(self, n=1):\n        return n + 1\n";
+
+    #[test]
+    fn lists_top_level_definitions_with_signatures() {
+        let h = Helper::new().unwrap();
+        let defs = h.defs(SRC).unwrap();
+        let got: Vec<(&str, &str, usize, usize, &str)> = defs.iter().map(|d| (d.name.as_str(), d.kind.as_str(), d.line, d.end_line, d.signature.as_str())).collect();
+        assert_eq!(got, vec![("total", "function", 6, 13, "def total(path: str) -> int"), ("Box", "class", 16, 18, "class Box(): def get(self, n=1)")]);
+        assert!(h.defs("def broken(:\n").unwrap_err().contains("does not parse"));
+    }
+
+    #[test]
+    fn apply_accepts_one_behavioural_change_and_names_every_invalid_kind() {
+        let h = Helper::new().unwrap();
+        let check = |code: &str, expect: Result<&str, &str>| {
+            let got = h.apply(SRC, code, "inv.py", &[]).unwrap();
+            match (got, expect) {
+                (Ok(a), Ok(line)) => {
+                    assert!(a.diff.contains(line), "{code}: {}", a.diff);
+                    assert!(a.diff.starts_with("--- a/inv.py\n+++ b/inv.py\n"), "{}", a.diff);
+                    assert_eq!(crate::diff::apply_diff(SRC, &a.diff).unwrap(), a.source);
+                }
+                (Err(why), Err(want)) => assert!(why.contains(want), "{code}: {why}"),
+                (got, want) => panic!("{code}: got {got:?}, want {want:?}"),
+            }
+        };
+        check("def total(path: str) -> int:\n    return 0\n", Ok("+    return 0"));
+        check("class Box:\n    def get(self, n=1):\n        return n + 2\n", Ok("+        return n + 2"));
+        check("def total(path: str) -> int:\n    import json\n    return 0\n", Ok("+    import json"));
+        // Invalid, each kind with its reason.
+        check("def total(path: str) -> int:\n    return (\n", Err("does not parse"));
+        check("x = 1\n", Err("not one function or class definition"));
+        check("def total(path: str) -> int:\n    return 0\ndef extra():\n    pass\n", Err("not one function or class definition"));
+        check("def summe(path: str) -> int:\n    return 0\n", Err("'summe', which is not a top-level definition"));
+        check("def total(path: str, strict=False) -> int:\n    return 0\n", Err("changes the signature"));
+        check("def total(path) -> int:\n    return 0\n", Err("changes the signature"));
+        check("class Box:\n    def get(self, n=1):\n        return n + 1\n    def put(self):\n        pass\n", Err("changes the signature"));
+        check("def total(path: str) -> int:\n    import numpy_but_not_installed\n    return 0\n", Err("numpy_but_not_installed, which does not exist"));
+        check("def total(path: str) -> int:\n    global LIMITS\n    LIMITS = 1\n    return 0\n", Ok("LIMITS = 1"));
+        // Only comments, quotes and spacing differ: identical after normalisation.
+        check("def total(path: str) -> int:\n    'Sum.'\n    s = 0  # zero\n    for r in csv.reader(open(path)):\n        if not r:\n            continue\n        s += int(r[0])\n    return (s if s >= 0 else 0)\n", Err("identical to the sample"));
+        check("", Err("empty"));
+    }
+
+    #[test]
+    fn local_modules_count_as_importable() {
+        let h = Helper::new().unwrap();
+        let code = "def total(path: str) -> int:\n    import hidden_partner\n    return 0\n";
+        assert!(h.apply(SRC, code, "inv.py", &[]).unwrap().is_err());
+        assert!(h.apply(SRC, code, "inv.py", &["hidden_partner".into()]).unwrap().is_ok());
+    }
+
+    #[test]
+    fn rule_mutants_cover_the_grammar_and_stay_valid() {
+        let h = Helper::new().unwrap();
+        let all = h.rules(SRC, &[], 0).unwrap();
+        let families: std::collections::BTreeSet<String> = all.iter().map(|p| p.id.rsplit('-').next().unwrap().to_string()).collect();
+        for f in ["guard", "negated", "constant", "arithmetic", "boundary", "comparison"] {
+            assert!(families.contains(f), "no {f} mutant in {families:?}");
+        }
+        for p in &all {
+            let applied = h.apply(SRC, &p.code, "inv.py", &[]).unwrap();
+            let a = applied.unwrap_or_else(|e| panic!("{}: {e}", p.id));
+            // One hunk: the rule changed one place.
+            assert_eq!(a.diff.matches("\n@@").count(), 1, "{}: {}", p.id, a.diff);
+        }
+        // A guard that is the last statement of its body is removed too.
+        let last = "def f(x):\n    y = x\n    if y:\n        raise ValueError(y)\n";
+        let guards: Vec<Proposal> = h.rules(last, &[], 0).unwrap().into_iter().filter(|p| p.id.ends_with("-guard")).collect();
+        assert_eq!(guards.len(), 1, "{guards:?}");
+        assert_eq!(guards[0].code, "def f(x):\n    y = x\n");
+        let only = h.rules(SRC, &["Box".into()], 2).unwrap();
+        assert!(only.len() <= 2 && only.iter().all(|p| p.id.starts_with("rule-Box-")), "{only:?}");
+        assert!(h.rules(SRC, &["nope".into()], 0).unwrap_err().contains("no top-level definition named nope"));
+    }
+}

@@ -1,0 +1,99 @@
+//! `packet audit`: a mutation audit of a packet's hidden tests.
+//!
+//! Mutants of the sample's target file come from a fixed grammar of rules
+//! (`--rules`) or from a model (the server's CLI asks it, see
+//! `gatehouse::audit`); either way each is a replacement of one top-level
+//! function or class, applied and validated by a Python parser
+//! (`harness/gatehouse_audit.py`, [`helper`]), then laid over the sample and
+//! run through the packet's hidden-test steps in the grading sandbox with the
+//! packet's limits ([`run`]), and classified ([`classify`]):
+//!
+//! - **invalid**: the replacement does not parse as one definition, renames
+//!   it, changes its signature or the file's public names, imports a module
+//!   the pinned environment lacks, or equals the sample after normalisation;
+//! - **crashed**: the mutated file fails to import, or every hidden test
+//!   errors rather than fails;
+//! - **killed**: at least one hidden test fails (or the run hits its limit);
+//! - **survived**: every hidden test passes.
+//!
+//! A kept mutant ([`save`]) is a `mutants/<id>.diff` against `[mutation]
+//! target`, so `packet check` requires the hidden tests to kill it.
+
+pub mod classify;
+pub mod helper;
+pub mod model;
+pub mod run;
+pub mod save;
+
+use serde::{Deserialize, Serialize};
+
+pub use classify::{Outcome, StepResult, classify};
+pub use helper::{Def, Helper};
+pub use run::{AuditError, Audit};
+
+/// One proposed mutant: the full replacement of one top-level definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub id: String,
+    pub code: String,
+    pub fault: String,
+}
+
+/// One mutant's verdict, as in the audit's JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MutantReport {
+    pub id: String,
+    pub fault: String,
+    pub outcome: Outcome,
+    pub reason: String,
+    /// Unified diff against the sample's target (empty when invalid).
+    pub diff: String,
+    /// The hidden tests that failed (`step: classname::name`).
+    pub killed_by: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub killed: usize,
+    pub survived: usize,
+    pub crashed: usize,
+    pub invalid: usize,
+}
+
+impl Counts {
+    pub fn of(mutants: &[MutantReport]) -> Counts {
+        let mut c = Counts::default();
+        for m in mutants {
+            match m.outcome {
+                Outcome::Killed => c.killed += 1,
+                Outcome::Survived => c.survived += 1,
+                Outcome::Crashed => c.crashed += 1,
+                Outcome::Invalid => c.invalid += 1,
+            }
+        }
+        c
+    }
+}
+
+/// The audit's result: `{"target", "mutants", "counts", "calls"}` plus the
+/// steps that ran and what went wrong outside any one mutant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditReport {
+    pub packet: String,
+    pub target: String,
+    /// `rules` or `model`.
+    pub mode: String,
+    /// The hidden-test steps every mutant ran through.
+    pub steps: Vec<String>,
+    pub mutants: Vec<MutantReport>,
+    pub counts: Counts,
+    /// The author ledger: one object per model call (empty for `--rules`).
+    pub calls: Vec<serde_json::Value>,
+    /// Problems that are no mutant's: a malformed model answer, an upstream
+    /// that is down, a call refused by the cap.
+    #[serde(default)]
+    pub errors: Vec<String>,
+    /// About the audit itself: hidden steps that never run the target.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,345 @@
+//! Running an audit: the target and the hidden-test steps resolved, a green
+//! baseline of the sample, then each mutant laid over the sample and run
+//! through every hidden-test step in the grading sandbox, with the packet's
+//! limits and through the trusted runner, exactly as `packet check` runs the
+//! packet's own mutants.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::classify::{Outcome, StepResult, classify};
+use super::helper::{Def, Helper};
+use super::{AuditReport, Counts, MutantReport, Proposal};
+use crate::grade::{Grader, default_limits};
+use crate::manifest::{Lay, Step};
+use crate::packet::Packet;
+use crate::tree::{copy_path, safe_join, write_file};
+use crate::run::{read_junit, run_on_copy, step_env};
+
+/// An audit that could not run: bad input (named) or the machinery failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AuditError(pub String);
+
+fn err(s: impl Into<String>) -> AuditError {
+    AuditError(s.into())
+}
+
+/// A prepared audit of one packet's target file.
+pub struct Audit<'a> {
+    pub grader: &'a Grader,
+    pub packet: &'a Packet,
+    /// The workspace path of the mutated file.
+    pub target: String,
+    /// The sample's copy of the target.
+    pub source: String,
+    pub defs: Vec<Def>,
+    pub steps: Vec<String>,
+    pub helper: Helper,
+    work: tempfile::TempDir,
+    tree: PathBuf,
+    local_modules: Vec<String>,
+    /// Per step, the test ids the sample's run reported.
+    expected: BTreeMap<String, BTreeSet<String>>,
+    /// What the author should know about the audit itself (a canary that
+    /// survived).
+    pub warnings: Vec<String>,
+}
+
+/// Whether a lay puts a hidden test file (`hidden/.../test_*.py`) in place.
+fn lays_hidden_test(lay: &Lay) -> bool {
+    let (from, _) = lay.paths();
+    let name = from.rsplit('/').next().unwrap_or_default();
+    from.starts_with("hidden/") && name.starts_with("test_") && name.ends_with(".py")
+}
+
+/// The steps whose tests judge a mutant: those named, else `[mutation]
+/// hidden_step`, else every step that lays a hidden test file.
+pub fn hidden_steps(packet: &Packet, named: &[String]) -> Result<Vec<String>, AuditError> {
+    let m = &packet.manifest;
+    let ids: Vec<&str> = m.steps.iter().map(|s| s.id.as_str()).collect();
+    if !named.is_empty() {
+        for n in named {
+            if m.step(n).is_none() {
+                return Err(err(format!("--step {n:?} is not a step of {} (its steps: {})", m.packet.slug, ids.join(", "))));
+            }
+        }
+        return Ok(named.to_vec());
+    }
+    if let Some(mu) = &m.mutation {
+        return Ok(vec![mu.hidden_step.clone()]);
+    }
+    let found: Vec<String> = m.steps.iter().filter(|s| s.lay.iter().any(lays_hidden_test)).map(|s| s.id.clone()).collect();
+    if found.is_empty() {
+        return Err(err(format!("{}: no step lays a hidden test file (hidden/test_*.py); name the steps with --step (its steps: {})", m.packet.slug, ids.join(", "))));
+    }
+    Ok(found)
+}
+
+/// The file the audit mutates: `[mutation] target`, else the first sample
+/// file the hidden tests of `steps` import, else the sample's only Python
+/// file outside its tests (test files, `tests/`, `test/` and `fixtures/`).
+pub fn default_target(packet: &Packet, steps: &[String], helper: &Helper) -> Result<String, AuditError> {
+    let m = &packet.manifest;
+    if let Some(mu) = &m.mutation {
+        return Ok(mu.target.clone());
+    }
+    let sample = packet.sample_dir();
+    for id in steps {
+        let Some(step) = m.step(id) else { continue };
+        for lay in &step.lay {
+            let (from, _) = lay.paths();
+            if !(from.starts_with("hidden/") && from.ends_with(".py")) {
+                continue;
+            }
+            let Ok(text) = fs::read_to_string(safe_join(&packet.root, &from).map_err(|e| err(e.to_string()))?) else { continue };
+            let Ok(modules) = helper.imports(&text) else { continue };
+            for module in modules {
+                let base = module.replace('.', "/");
+                for cand in [format!("{base}.py"), format!("{base}/__init__.py")] {
+                    if safe_join(&sample, &cand).is_ok_and(|p| p.is_file()) {
+                        return Ok(cand);
+                    }
+                }
+            }
+        }
+    }
+    let mut own: Vec<String> = crate::tree::list_paths(&sample)
+        .into_iter()
+        .filter(|p| {
+            let parts: Vec<&str> = p.split('/').collect();
+            let name = parts.last().copied().unwrap_or_default();
+            p.ends_with(".py")
+                && !parts[..parts.len() - 1].iter().any(|d| *d == "tests" || *d == "test" || *d == "fixtures")
+                && !name.starts_with("test_")
+                && !name.ends_with("_test.py")
+                && name != "conftest.py"
+        })
+        .collect();
+    if own.len() == 1 {
+        return Ok(own.remove(0));
+    }
+    Err(err(format!(
+        "{}: the hidden tests of {} import no file of the sample and the sample has {} Python files of its own ({}); name the file to mutate with --target",
+        m.packet.slug,
+        steps.join(", "),
+        own.len(),
+        own.join(", ")
+    )))
+}
+
+impl<'a> Audit<'a> {
+    /// Resolves the target and the steps, lays the sample over the starter a
+    /// candidate receives, and runs the hidden tests once on the sample (an
+    /// audit needs a green baseline) and once on a canary target that fails
+    /// to import (which they must notice, else a warning says so).
+    pub fn prepare(grader: &'a Grader, packet: &'a Packet, target: Option<&str>, steps: &[String]) -> Result<Audit<'a>, AuditError> {
+        let helper = Helper::new().map_err(err)?;
+        let steps = hidden_steps(packet, steps)?;
+        let target = match target {
+            Some(t) => t.to_string(),
+            None => default_target(packet, &steps, &helper)?,
+        };
+        if !target.ends_with(".py") {
+            return Err(err(format!("--target {target:?}: packet audit mutates Python files")));
+        }
+        let read = |dir: PathBuf| safe_join(&dir, &target).ok().and_then(|p| fs::read_to_string(p).ok());
+        let source = read(packet.sample_dir())
+            .or_else(|| read(packet.starter_dir()))
+            .ok_or_else(|| err(format!("--target {target:?}: neither the sample nor the starter of {} has that file", packet.manifest.packet.slug)))?;
+        let defs = helper.defs(&source).map_err(|e| err(format!("{target}: {e}")))?;
+        if defs.is_empty() {
+            return Err(err(format!("{target} has no top-level function or class to mutate")));
+        }
+        let work = tempfile::Builder::new().prefix("gatehouse-audit-").tempdir().map_err(|e| err(format!("creating a work folder: {e}")))?;
+        let tree = work.path().join("sample-tree");
+        let tools: Vec<String> = packet.manifest.environment.tools.keys().cloned().collect();
+        let probe = grader.probe(&tools).map_err(|e| err(e.to_string()))?;
+        crate::starter::lay_received(packet, crate::check::CHECK_SEED, &probe, &crate::starter::Gate::placeholders(), &tree)
+            .map_err(|e| err(format!("laying the starter a candidate receives: {e}")))?;
+        if packet.sample_dir().is_dir() {
+            copy_path(&packet.sample_dir(), &tree).map_err(|e| err(format!("laying the sample: {e}")))?;
+        }
+        let mut local_modules: BTreeSet<String> = BTreeSet::new();
+        for dir in [tree.clone(), packet.root.join("hidden")] {
+            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().to_string();
+                if let Some(stem) = name.strip_suffix(".py") {
+                    local_modules.insert(stem.to_string());
+                } else if entry.path().is_dir() {
+                    local_modules.insert(name);
+                }
+            }
+        }
+        let mut audit = Audit {
+            grader,
+            packet,
+            target,
+            source,
+            defs,
+            steps,
+            helper,
+            work,
+            tree,
+            local_modules: local_modules.into_iter().collect(),
+            expected: BTreeMap::new(),
+            warnings: Vec::new(),
+        };
+        // The baseline: the unmutated sample passes every hidden-test step.
+        let baseline = audit.run_steps(None, "baseline")?;
+        for (r, ids) in &baseline {
+            let (outcome, reason, _) = classify(std::slice::from_ref(r));
+            if outcome != Outcome::Survived {
+                return Err(err(format!("the sample does not pass hidden step {} ({reason}): an audit needs the hidden tests green on the sample", r.step)));
+            }
+            audit.expected.insert(r.step.clone(), ids.clone());
+        }
+        // The canary: a target that cannot even be imported must be
+        // noticed, or the steps never run the target and every mutant
+        // would survive for nothing.
+        let canary = format!("raise ImportError(\"gatehouse audit canary: {} cannot be imported\")\n{}", audit.target, audit.source);
+        let runs: Vec<StepResult> = audit.run_steps(Some(&canary), "canary")?.into_iter().map(|(r, _)| r).collect();
+        if classify(&runs).0 == Outcome::Survived {
+            audit.warnings.push(format!(
+                "the hidden steps ({}) pass even when {} cannot be imported: they never run it, so its mutants survive whatever the tests check; audit the file they do run (--target) or other steps (--step)",
+                audit.steps.join(", "),
+                audit.target
+            ));
+        }
+        Ok(audit)
+    }
+
+    /// The definitions named (all when empty); an unknown name is an error
+    /// naming the file's definitions.
+    pub fn select(&self, functions: &[String]) -> Result<Vec<&Def>, AuditError> {
+        let names: Vec<&str> = self.defs.iter().map(|d| d.name.as_str()).collect();
+        for f in functions {
+            if !names.contains(&f.as_str()) {
+                return Err(err(format!("--function {f:?}: {} has no top-level function or class of that name (it has {})", self.target, names.join(", "))));
+            }
+        }
+        Ok(self.defs.iter().filter(|d| functions.is_empty() || functions.contains(&d.name)).collect())
+    }
+
+    /// Rule mutants of the selected definitions, at most `per_function`
+    /// each (0: all).
+    pub fn rule_proposals(&self, functions: &[String], per_function: usize) -> Result<Vec<Proposal>, AuditError> {
+        self.select(functions)?;
+        self.helper.rules(&self.source, functions, per_function).map_err(|e| err(format!("{}: {e}", self.target)))
+    }
+
+    fn step(&self, id: &str) -> Result<&Step, AuditError> {
+        self.packet.manifest.step(id).ok_or_else(|| err(format!("{id} is not a step")))
+    }
+
+    /// Runs every hidden-test step on the sample with `mutated` as the
+    /// target (`None`: the sample's own), each on a fresh copy.
+    fn run_steps(&self, mutated: Option<&str>, label: &str) -> Result<Vec<(StepResult, BTreeSet<String>)>, AuditError> {
+        let m = &self.packet.manifest;
+        let limits = m.limits.apply(&default_limits());
+        let mut out = Vec::new();
+        for id in &self.steps {
+            let step = self.step(id)?;
+            let scratch = self.work.path().join("runs").join(label).join(id);
+            if let Some(parent) = scratch.parent() {
+                fs::create_dir_all(parent).map_err(|e| err(format!("{}: {e}", parent.display())))?;
+            }
+            let target = &self.target;
+            let ran = run_on_copy(
+                self.grader.sandbox(),
+                &self.tree,
+                &scratch,
+                |w| {
+                    self.packet.lay_into(&step.lay, w)?;
+                    match mutated {
+                        Some(src) => write_file(&safe_join(w, target)?, src.as_bytes()),
+                        None => Ok(()),
+                    }
+                },
+                &step.run,
+                &step.limits.apply(&limits),
+                step_env(&step.env),
+            )
+            .map_err(|e| err(format!("running step {id}: {e}")))?;
+            let report = &ran.report;
+            let mut r = StepResult {
+                step: id.clone(),
+                exit_ok: report.success() && ran.runner.as_ref().is_none_or(|r| r.passed()),
+                limit: (report.timed_out || report.limit_hit.is_some()).then(|| report.describe()),
+                ..StepResult::default()
+            };
+            let mut ids = BTreeSet::new();
+            if let Some(runner) = &ran.runner {
+                r.collect_errors = runner.collect_errors.clone();
+                r.tests = runner.outcomes(self.expected.get(id), report);
+                ids = runner.cases.iter().map(|(id, _)| id.clone()).collect();
+            } else if let Some(junit) = &step.junit
+                && let Ok(tests) = safe_join(&scratch, junit).map_err(|e| e.to_string()).and_then(|p| read_junit(&p))
+            {
+                r.tests = tests;
+            }
+            let _ = fs::remove_dir_all(&scratch);
+            out.push((r, ids));
+        }
+        Ok(out)
+    }
+
+    /// Applies, runs and classifies one proposal.
+    pub fn judge_one(&self, p: &Proposal, label: &str) -> Result<MutantReport, AuditError> {
+        let applied = self.helper.apply(&self.source, &p.code, &self.target, &self.local_modules).map_err(err)?;
+        let applied = match applied {
+            Ok(a) => a,
+            Err(reason) => {
+                return Ok(MutantReport { id: p.id.clone(), fault: p.fault.clone(), outcome: Outcome::Invalid, reason, diff: String::new(), killed_by: Vec::new() });
+            }
+        };
+        let runs: Vec<StepResult> = self.run_steps(Some(&applied.source), label)?.into_iter().map(|(r, _)| r).collect();
+        let (outcome, reason, killed_by) = classify(&runs);
+        Ok(MutantReport { id: p.id.clone(), fault: p.fault.clone(), outcome, reason, diff: applied.diff, killed_by })
+    }
+
+    /// Judges every proposal, side by side (one per core), in order.
+    pub fn judge(&self, proposals: &[Proposal]) -> Result<Vec<MutantReport>, AuditError> {
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(proposals.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut done: Vec<(usize, Result<MutantReport, AuditError>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(p) = proposals.get(i) else { break };
+                            done.push((i, self.judge_one(p, &format!("m{i}"))));
+                        }
+                        done
+                    })
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        });
+        done.sort_by_key(|(i, _)| *i);
+        done.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// The report of judged mutants.
+    pub fn report(&self, mode: &str, mutants: Vec<MutantReport>, calls: Vec<serde_json::Value>, errors: Vec<String>) -> AuditReport {
+        AuditReport {
+            packet: self.packet.manifest.packet.slug.clone(),
+            target: self.target.clone(),
+            mode: mode.into(),
+            steps: self.steps.clone(),
+            counts: Counts::of(&mutants),
+            mutants,
+            calls,
+            errors,
+            warnings: self.warnings.clone(),
+        }
+    }
+
+    /// The packet folder.
+    pub fn root(&self) -> &Path {
+        &self.packet.root
+    }
+}

@@ -1,0 +1,328 @@
+//! `gatehouse packet audit`: the command line of the grader's mutation audit
+//! (`grader::audit`), and its model side: the calls to the packet's
+//! configured upstream (OpenAI format), capped in calls and tokens, each
+//! one a row of the audit's author ledger (`calls`), with usage counted as
+//! the candidates' meter counts it (the answer's `usage`, else estimated).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use grader::audit::{Audit, AuditReport, MutantReport, Outcome, Proposal};
+use grader::grade::Grader;
+use grader::packet::Packet;
+
+/// The key for the upstream, when the configuration gives none.
+pub const KEY_VAR: &str = "GATEHOUSE_AUDIT_API_KEY";
+
+#[derive(clap::Args)]
+pub struct AuditArgs {
+    /// The packet folder (a draft or a built-in packet).
+    pub packet: PathBuf,
+    /// The workspace file to mutate (default: `[mutation] target`, else the
+    /// sample file the hidden tests import).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Mutate only this top-level function or class (repeatable).
+    #[arg(long = "function")]
+    pub functions: Vec<String>,
+    /// Mutants per function: asked of the model (default 5), or rule
+    /// mutants kept, evenly spread (default 8; 0 keeps all).
+    #[arg(long)]
+    pub mutants: Option<usize>,
+    /// Mutants from a fixed grammar instead of a model (offline).
+    #[arg(long)]
+    pub rules: bool,
+    /// The hidden-test steps that judge a mutant (repeatable; default:
+    /// `[mutation] hidden_step`, else every step laying a hidden test).
+    #[arg(long = "step")]
+    pub steps: Vec<String>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Keep a killed or survived mutant as `mutants/<ID>.diff` of the
+    /// packet, so `packet check` requires the hidden tests to kill it.
+    #[arg(long = "save", value_name = "ID")]
+    pub save: Vec<String>,
+    /// The model upstream's OpenAI-compatible base URL (default: the
+    /// configured `model_upstreams.<slug>`, else `model_upstream_url`).
+    #[arg(long)]
+    pub upstream: Option<String>,
+    /// The model name sent upstream.
+    #[arg(long, default_value = "default")]
+    pub model: String,
+    /// Most model calls of this audit.
+    #[arg(long, default_value_t = 8)]
+    pub max_calls: usize,
+    /// Most tokens (prompt and completion) of this audit.
+    #[arg(long, default_value_t = 60_000)]
+    pub max_tokens: i64,
+    /// How long one model call may take, in seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout_secs: u64,
+    /// Configuration file, for the upstream (default: $GATEHOUSE_CONFIG or ./gatehouse.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Where and how the audit calls a model.
+#[derive(Debug, Clone)]
+pub struct ModelSettings {
+    /// Base URL; `/chat/completions` is appended.
+    pub url: String,
+    pub key: Option<String>,
+    pub model: String,
+    pub max_calls: usize,
+    pub max_tokens: i64,
+    pub timeout: Duration,
+}
+
+/// The author ledger of one audit and what it has spent.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    pub calls: Vec<Value>,
+    pub tokens: i64,
+}
+
+/// Why a call gave no usable content.
+enum CallError {
+    /// The audit's cap refused it; no request was sent.
+    Refused(String),
+    /// The upstream failed or could not be reached.
+    Upstream(String),
+    /// The upstream answered, but not with an assistant message.
+    Malformed(String),
+}
+
+/// Tokens of one answer: its `usage`, else estimated as the meter does
+/// (about four characters a token, rounded up).
+fn usage(answer: Option<&Value>, prompt: &str, content: &str) -> (i64, i64, bool) {
+    let estimate = |t: &str| (t.chars().count() as i64 + 3) / 4;
+    match answer.and_then(|a| a.get("usage")).and_then(|u| Some((u.get("prompt_tokens")?.as_i64()?, u.get("completion_tokens").and_then(Value::as_i64).unwrap_or(0)))) {
+        Some((p, c)) => (p, c, false),
+        None => (estimate(prompt), estimate(content), true),
+    }
+}
+
+/// One call through the upstream, recorded in `ledger` whatever happens.
+async fn call(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, function: &str, prompt: &str) -> Result<String, CallError> {
+    let n = ledger.calls.len() + 1;
+    let mut row = json!({ "n": n, "function": function, "model": s.model });
+    let refuse = |row: &mut Value, why: String| {
+        row["outcome"] = json!("refused");
+        row["error"] = json!(why);
+        CallError::Refused(why)
+    };
+    if ledger.calls.iter().filter(|c| c["outcome"] != "refused").count() >= s.max_calls {
+        let e = refuse(&mut row, format!("the audit's cap of {} model calls is reached", s.max_calls));
+        ledger.calls.push(row);
+        return Err(e);
+    }
+    let remaining = s.max_tokens - ledger.tokens;
+    let prompt_estimate = (prompt.chars().count() as i64 + 3) / 4;
+    if remaining <= prompt_estimate {
+        let e = refuse(&mut row, format!("the audit's cap of {} tokens leaves {remaining}, not enough for this prompt (about {prompt_estimate})", s.max_tokens));
+        ledger.calls.push(row);
+        return Err(e);
+    }
+    let body = json!({
+        "model": s.model,
+        "messages": [{ "role": "user", "content": prompt }],
+        "temperature": 0,
+        "max_tokens": (remaining - prompt_estimate).min(4096),
+    });
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    row["request_bytes"] = json!(bytes.len());
+    let url = format!("{}/chat/completions", s.url.trim_end_matches('/'));
+    let mut req = client.post(&url).header("content-type", "application/json").timeout(s.timeout).body(bytes);
+    if let Some(k) = &s.key {
+        req = req.bearer_auth(k);
+    }
+    let answer = match req.send().await {
+        Ok(r) => {
+            let status = r.status();
+            let text = r.bytes().await;
+            (status, text)
+        }
+        Err(e) => {
+            let why = if e.is_timeout() { format!("the upstream {url} did not answer within {} s", s.timeout.as_secs()) } else { format!("the upstream {url} could not be reached: {e}") };
+            row["outcome"] = json!("unreachable");
+            row["error"] = json!(why);
+            ledger.calls.push(row);
+            return Err(CallError::Upstream(why));
+        }
+    };
+    let (status, text) = answer;
+    row["status"] = json!(status.as_u16());
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => {
+            let why = format!("reading the upstream's answer: {e}");
+            row["outcome"] = json!("unreachable");
+            row["error"] = json!(why);
+            ledger.calls.push(row);
+            return Err(CallError::Upstream(why));
+        }
+    };
+    row["response_bytes"] = json!(text.len());
+    if !status.is_success() {
+        let why = format!("the upstream answered {status}: {}", String::from_utf8_lossy(&text).chars().take(200).collect::<String>());
+        row["outcome"] = json!("upstream-error");
+        row["error"] = json!(why);
+        ledger.calls.push(row);
+        return Err(CallError::Upstream(why));
+    }
+    let answer: Option<Value> = serde_json::from_slice(&text).ok();
+    let content = answer.as_ref().and_then(|v| v.pointer("/choices/0/message/content").and_then(Value::as_str).map(str::to_string));
+    let (prompt_tokens, completion_tokens, estimated) = usage(answer.as_ref(), prompt, content.as_deref().unwrap_or_default());
+    row["prompt_tokens"] = json!(prompt_tokens);
+    row["completion_tokens"] = json!(completion_tokens);
+    row["tokens_estimated"] = json!(estimated);
+    ledger.tokens += prompt_tokens.max(0) + completion_tokens.max(0);
+    match content {
+        Some(c) => {
+            row["outcome"] = json!("answered");
+            ledger.calls.push(row);
+            Ok(c)
+        }
+        None => {
+            let why = "the upstream's answer has no choices[0].message.content".to_string();
+            row["outcome"] = json!("malformed");
+            row["error"] = json!(why);
+            ledger.calls.push(row);
+            Err(CallError::Malformed(why))
+        }
+    }
+}
+
+/// Asks the model for `n` mutants of each selected definition, one call
+/// each, within the caps. Returns the proposals, the ledger and the
+/// problems (a malformed answer is reported, never guessed at; an upstream
+/// failure or a cap stops the calls).
+pub async fn model_proposals(audit: &Audit<'_>, s: &ModelSettings, functions: &[String], n: usize) -> anyhow::Result<(Vec<Proposal>, Ledger, Vec<String>)> {
+    let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build().context("building the upstream client")?;
+    let mut ledger = Ledger::default();
+    let mut proposals = Vec::new();
+    let mut errors = Vec::new();
+    for def in audit.select(functions)? {
+        let prompt = grader::audit::model::prompt(&audit.target, &audit.source, def, n);
+        match call(&client, s, &mut ledger, &def.name, &prompt).await {
+            Ok(content) => match grader::audit::model::parse_answer(&content, n) {
+                Ok(items) => {
+                    for (k, (code, fault)) in items.into_iter().enumerate() {
+                        proposals.push(Proposal { id: format!("model-{}-{}", def.name, k + 1), code, fault });
+                    }
+                }
+                Err(e) => {
+                    if let Some(row) = ledger.calls.last_mut() {
+                        row["outcome"] = json!("malformed");
+                        row["error"] = json!(e);
+                    }
+                    errors.push(format!("the model's answer for {} is malformed: {e}", def.name));
+                }
+            },
+            Err(CallError::Malformed(e)) => errors.push(format!("the model's answer for {} is malformed: {e}", def.name)),
+            Err(CallError::Refused(e) | CallError::Upstream(e)) => {
+                errors.push(format!("no mutants for {}: {e}", def.name));
+                break;
+            }
+        }
+    }
+    Ok((proposals, ledger, errors))
+}
+
+/// The upstream for `slug`: `--upstream`, else the configuration's.
+fn settings(args: &AuditArgs, slug: &str) -> anyhow::Result<ModelSettings> {
+    let (url, config_key) = match &args.upstream {
+        Some(u) => (u.clone(), None),
+        None => {
+            let config = crate::config::Config::load(args.config.as_deref()).context("loading the configuration for the model upstream")?;
+            config.model_upstream(slug).ok_or_else(|| {
+                anyhow::anyhow!("no model upstream for {slug}: pass --upstream URL, configure model_upstreams.{slug} or model_upstream_url, or audit offline with --rules")
+            })?
+        }
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        anyhow::bail!("--upstream {url:?}: the model upstream must be an http:// or https:// base URL such as http://127.0.0.1:9999/v1");
+    }
+    let key = std::env::var(KEY_VAR).ok().filter(|k| !k.is_empty()).or(config_key);
+    Ok(ModelSettings { url, key, model: args.model.clone(), max_calls: args.max_calls, max_tokens: args.max_tokens, timeout: Duration::from_secs(args.timeout_secs) })
+}
+
+/// Runs `gatehouse packet audit`. Exit 0 when the audit ran (whatever the
+/// verdicts), 1 when it could not run, no model call gave mutants, or a
+/// `--save` failed.
+pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let packet = Packet::load(&args.packet)?;
+    let slug = packet.manifest.packet.slug.clone();
+    let model = if args.rules { None } else { Some(settings(&args, &slug)?) };
+    let grader = Grader::for_host()?;
+    let audit = Audit::prepare(&grader, &packet, args.target.as_deref(), &args.steps)?;
+    let (proposals, calls, errors, mode) = match &model {
+        None => (audit.rule_proposals(&args.functions, args.mutants.unwrap_or(8))?, Vec::new(), Vec::new(), "rules"),
+        Some(s) => {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
+            let (p, ledger, errors) = rt.block_on(model_proposals(&audit, s, &args.functions, args.mutants.unwrap_or(5).max(1)))?;
+            (p, ledger.calls, errors, "model")
+        }
+    };
+    let mutants = audit.judge(&proposals)?;
+    let report = audit.report(mode, mutants, calls, errors);
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Text => print!("{}", text(&report)),
+    }
+    let mut ok = !(model.is_some() && report.mutants.is_empty());
+    for id in &args.save {
+        match grader::audit::save::save(&packet, &report, id, &audit.source) {
+            Ok(path) => eprintln!("gatehouse: kept mutant {id} as {}; `packet check` now requires the hidden tests to kill it", path.display()),
+            Err(e) => {
+                eprintln!("gatehouse: {e}");
+                ok = false;
+            }
+        }
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn indent(s: &str, by: &str) -> String {
+    s.lines().map(|l| format!("{by}{l}\n")).collect()
+}
+
+/// The audit for people: one block per mutant, then the counts and calls.
+pub fn text(r: &AuditReport) -> String {
+    let mut out = format!("audit of {}: {} ({}; hidden steps: {})\n", r.packet, r.target, r.mode, r.steps.join(", "));
+    for m in &r.mutants {
+        let MutantReport { id, fault, outcome, reason, diff, killed_by } = m;
+        out.push_str(&format!("\n{:<8} {id}: {fault}\n         {reason}\n", outcome.word()));
+        if !killed_by.is_empty() {
+            let shown: Vec<&str> = killed_by.iter().take(5).map(String::as_str).collect();
+            let more = if killed_by.len() > 5 { format!(" and {} more", killed_by.len() - 5) } else { String::new() };
+            out.push_str(&format!("         killed by: {}{more}\n", shown.join(", ")));
+        }
+        if *outcome != Outcome::Invalid && !diff.is_empty() {
+            out.push_str(&indent(diff, "         "));
+        }
+    }
+    let c = r.counts;
+    out.push_str(&format!("\ncounts: {} killed, {} survived, {} crashed, {} invalid\n", c.killed, c.survived, c.crashed, c.invalid));
+    if !r.calls.is_empty() {
+        let tokens: i64 = r.calls.iter().map(|c| c["prompt_tokens"].as_i64().unwrap_or(0) + c["completion_tokens"].as_i64().unwrap_or(0)).sum();
+        out.push_str(&format!("model calls: {} ({tokens} tokens)\n", r.calls.len()));
+    }
+    for e in &r.errors {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    for w in &r.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
