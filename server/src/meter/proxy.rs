@@ -415,4 +415,53 @@ mod tests {
         let answer = br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#;
         assert_eq!(usage_of(false, None, answer), Usage { prompt: 3, completion: 1, estimated: false });
     }
+
+    #[test]
+    fn estimates_count_tools_and_tool_call_arguments() {
+        let text = |v: serde_json::Value| estimate_prompt(&v);
+        assert_eq!(text(serde_json::json!({"messages": [{"role": "user", "content": "12345678"}]})), 2);
+        // Tool definitions count as their JSON text.
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "f"}}]);
+        let with_tools = serde_json::json!({"messages": [{"role": "user", "content": "12345678"}], "tools": tools});
+        assert_eq!(text(with_tools), (8 + tools.to_string().len() as i64).div_ceil(4));
+        // An assistant's earlier tool call (name and arguments) and text parts count.
+        let history = serde_json::json!({"messages": [
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "abcd", "arguments": "{\"x\":1}"}}]},
+            {"role": "user", "content": [{"type": "text", "text": "1234"}]},
+        ]});
+        assert_eq!(text(history), 4);
+        // A non-streaming tool-call answer without usage: the arguments are the completion.
+        let answer = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"abcd","arguments":"1234"}}]}}]}"#;
+        assert_eq!(usage_of(false, None, answer), Usage { prompt: 0, completion: 2, estimated: true });
+        // A streamed one: the deltas' pieces are joined.
+        let sse = b"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"name\":\"abcd\",\"arguments\":\"\"}}]}}]}\n\ndata: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"1234\"}}]}}]}\n\ndata: [DONE]\n\n";
+        assert_eq!(usage_of(true, None, sse), Usage { prompt: 0, completion: 2, estimated: true });
+    }
+
+    #[test]
+    fn the_usage_chunk_is_stripped_across_chunk_boundaries() {
+        let content = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n";
+        let usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n";
+        let done = "data: [DONE]\n\n";
+        let whole = format!("{content}{usage}{done}");
+        // Cut at every byte: the client always gets content and [DONE], never the usage chunk.
+        for cut in 0..whole.len() {
+            let mut s = UsageStripper::default();
+            let mut out = s.push(&whole.as_bytes()[..cut]);
+            out.extend(s.push(&whole.as_bytes()[cut..]));
+            out.extend(s.finish());
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{content}{done}"), "cut at {cut}");
+        }
+        // CRLF framing, and an unterminated last event, pass too.
+        let mut s = UsageStripper::default();
+        let crlf = format!("{}{}", content.replace("\n\n", "\r\n\r\n"), usage.replace("\n\n", "\r\n\r\n"));
+        let mut out = s.push(crlf.as_bytes());
+        out.extend(s.push(b"data: [DONE]"));
+        out.extend(s.finish());
+        assert_eq!(String::from_utf8(out).unwrap(), format!("{}data: [DONE]", content.replace("\n\n", "\r\n\r\n")));
+        // A usage carried with choices (not usage-only) is left alone.
+        let mut s = UsageStripper::default();
+        let both = "data: {\"choices\":[{\"delta\":{}}],\"usage\":{\"prompt_tokens\":1}}\n\n";
+        assert_eq!(s.push(both.as_bytes()), both.as_bytes());
+    }
 }

@@ -139,7 +139,9 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
     up.hits.fetch_add(1, Ordering::SeqCst);
     *up.last_auth.lock().unwrap() = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
     *up.last_body.lock().unwrap() = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let b = up.behaviour.lock().unwrap().clone();
+    let mut b = up.behaviour.lock().unwrap().clone();
+    // A request that offers tools gets a tool call.
+    b.tool_call |= serde_json::from_slice::<Value>(&body).is_ok_and(|r| r.get("tools").is_some());
     if !b.delay.is_zero() {
         tokio::time::sleep(b.delay).await;
     }
@@ -1056,4 +1058,31 @@ async fn a_body_that_is_not_json_is_refused_and_recorded() {
     assert_eq!(body["error"]["type"], "invalid_request_error");
     assert_eq!(up.hits(), 0);
     assert_eq!(ledger(&m.app, &m.assignment).await[0].refused.as_deref(), Some("invalid_request"));
+}
+
+#[tokio::test]
+async fn the_official_openai_package_works_unchanged() {
+    let (url, up) = spawn_upstream().await;
+    let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
+    // A second version whose model waits for a red run, and a candidate on it.
+    crate::support::publish_copy(&m.app.state, SLUG, "m2", |toml| toml.replace("[budgets]", "[workspace]\nmodel_waits_for_red = true\n\n[budgets]")).await;
+    let closed = invite(&m.app.state, "Grace").await;
+    let closed_key = key_of(&m.app, &closed.token).await;
+    let script = crate::support::repo_root().join("server/tests/web/openai_client.py");
+    let mut command = std::process::Command::new("python3");
+    command.arg(&script).env("GATEHOUSE_BASE", m.app.url("/v1")).env("GATEHOUSE_KEY", &m.key).env("GATEHOUSE_CLOSED_KEY", &closed_key);
+    let out = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("python3 runs (scripts/setup installs requirements-host.txt)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().count(), 7, "{stdout}");
+    // Five forwarded, one refusal, recorded once: the SDK did not retry it.
+    assert_eq!(up.hits(), 5);
+    let calls = settled(&m).await;
+    assert_eq!(calls.len(), 6, "{calls:?}");
+    assert_eq!(calls[5].refused.as_deref(), Some("model_calls"));
+    // The stream that did not ask for usage was counted from the provider's.
+    assert!(calls[..5].iter().all(|c| c.status == 200 && !c.tokens_estimated && c.prompt_tokens + c.completion_tokens == 15), "{calls:?}");
+    let closed_calls = ledger(&m.app, &closed.assignment.id).await;
+    assert_eq!(closed_calls.len(), 1);
+    assert_eq!(closed_calls[0].refused.as_deref(), Some("model_window"));
 }
