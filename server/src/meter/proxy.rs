@@ -423,7 +423,7 @@ mod tests {
         // Tool definitions count as their JSON text.
         let tools = serde_json::json!([{"type": "function", "function": {"name": "f"}}]);
         let with_tools = serde_json::json!({"messages": [{"role": "user", "content": "12345678"}], "tools": tools});
-        assert_eq!(text(with_tools), (8 + tools.to_string().len() as i64).div_ceil(4));
+        assert_eq!(text(with_tools), (8 + tools.to_string().len() as i64 + 3) / 4);
         // An assistant's earlier tool call (name and arguments) and text parts count.
         let history = serde_json::json!({"messages": [
             {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "abcd", "arguments": "{\"x\":1}"}}]},

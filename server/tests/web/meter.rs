@@ -18,6 +18,7 @@ use gatehouse::db::ModelCall;
 use gatehouse::invites::{self, Invite, Invited};
 use gatehouse::now_ms;
 use gatehouse::state::AppState;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::support::TestApp;
@@ -37,11 +38,13 @@ pub struct Behaviour {
     pub echo_max_tokens: bool,
     /// Answer with a tool call (`get_weather`) instead of text.
     pub tool_call: bool,
+    /// A stream's pause after its first chunk.
+    pub stream_pause: Duration,
 }
 
 impl Default for Behaviour {
     fn default() -> Behaviour {
-        Behaviour { usage: Some((10, 5)), delay: Duration::ZERO, status: 200, echo_max_tokens: false, tool_call: false }
+        Behaviour { usage: Some((10, 5)), delay: Duration::ZERO, status: 200, echo_max_tokens: false, tool_call: false, stream_pause: Duration::ZERO }
     }
 }
 
@@ -68,10 +71,15 @@ impl Upstream {
 
 /// Starts the fake upstream; returns its `/v1` base URL.
 pub async fn spawn_upstream() -> (String, Upstream) {
+    use axum::serve::ListenerExt;
     let upstream = Upstream::default();
     let app = upstream_app(&upstream);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    // A provider's server writes each chunk at once (no Nagle), as the meter must.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}/v1"), upstream)
 }
@@ -179,7 +187,15 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
             chunks.push(format!("data: {}\n\n", json!({"object": "chat.completion.chunk", "model": model, "choices": [], "usage": u})));
         }
         chunks.push("data: [DONE]\n\n".into());
-        let stream = futures_util::stream::iter(chunks.into_iter().map(|c| Ok::<_, Infallible>(Bytes::from(c))));
+        let pause = b.stream_pause;
+        let stream = futures_util::stream::iter(chunks.into_iter().enumerate()).then(move |(i, c)| async move {
+            // The headers go out first, the first chunk a moment later
+            // (as a model thinks), the rest after `pause`.
+            if !pause.is_zero() && i <= 1 {
+                tokio::time::sleep(if i == 0 { Duration::from_millis(5) } else { pause }).await;
+            }
+            Ok::<_, Infallible>(Bytes::from(c))
+        });
         return ([("content-type", "text/event-stream")], Body::from_stream(stream)).into_response();
     }
     let message = if b.tool_call {
@@ -1085,4 +1101,34 @@ async fn the_official_openai_package_works_unchanged() {
     let closed_calls = ledger(&m.app, &closed.assignment.id).await;
     assert_eq!(closed_calls.len(), 1);
     assert_eq!(closed_calls[0].refused.as_deref(), Some("model_window"));
+}
+
+#[tokio::test]
+async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
+    let (url, up) = spawn_upstream().await;
+    let m = setup(Some(&url), "model_calls = 50", false, |_| {}).await;
+    // The upstream sends its headers, its first chunk 5 ms later and the
+    // rest 300 ms later: the first chunk must not wait for the client's
+    // (delayed) ACK of the headers.
+    up.set(|b| b.stream_pause = Duration::from_millis(300));
+    let client = reqwest::Client::new();
+    let mut firsts = Vec::new();
+    for i in 0..6 {
+        let mut body = chat(&format!("stream {i}"));
+        body["stream"] = json!(true);
+        let sent = std::time::Instant::now();
+        let mut r = client.post(m.app.url("/v1/chat/completions")).bearer_auth(&m.key).json(&body).send().await.unwrap();
+        let first = r.chunk().await.unwrap().expect("a first chunk");
+        let took = sent.elapsed();
+        assert!(String::from_utf8_lossy(&first).contains("Hel"), "{first:?}");
+        while r.chunk().await.unwrap().is_some() {}
+        // The first request opens the connection; the rest reuse it.
+        if i > 0 {
+            firsts.push(took);
+        }
+    }
+    firsts.sort();
+    let median = firsts[firsts.len() / 2];
+    // Nagle plus the client's delayed ACK held it ~40 ms; with TCP_NODELAY it is a few ms.
+    assert!(median < Duration::from_millis(25), "first chunk after {firsts:?}");
 }
