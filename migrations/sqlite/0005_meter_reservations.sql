@@ -14,8 +14,9 @@ ALTER TABLE model_calls ADD COLUMN counted INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE model_calls ADD COLUMN client_retry INTEGER NOT NULL DEFAULT 0;
 UPDATE model_calls SET counted = 0 WHERE refused IS NOT NULL OR status >= 500;
 
--- The duplicate lookup of every call.
+-- The duplicate lookup of every call, and the count of refusals written.
 CREATE INDEX model_calls_by_request ON model_calls (assignment_id, request_sha256);
+CREATE INDEX model_calls_refused ON model_calls (assignment_id) WHERE refused IS NOT NULL;
 
 -- Running totals of the counted calls of an assignment, kept in the same
 -- transaction as the rows, so admission reads one row instead of summing

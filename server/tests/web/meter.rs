@@ -1132,3 +1132,33 @@ async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
     // Nagle plus the client's delayed ACK held it ~40 ms; with TCP_NODELAY it is a few ms.
     assert!(median < Duration::from_millis(25), "first chunk after {firsts:?}");
 }
+
+#[tokio::test]
+async fn per_call_queries_use_indexes_not_the_ledger() {
+    let (url, _up) = spawn_upstream().await;
+    let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
+    let pool = sqlx::SqlitePool::connect(&m.app.state.config.database_url).await.unwrap();
+    let plan = |q: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(&format!("EXPLAIN QUERY PLAN {q}")).fetch_all(&pool).await.unwrap();
+            rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("; ")
+        }
+    };
+    let dup = plan("SELECT MIN(id) FROM model_calls WHERE assignment_id = 'a' AND request_sha256 = 'x'").await;
+    assert!(dup.contains("model_calls_by_request"), "{dup}");
+    let refused = plan("SELECT COUNT(*) FROM model_calls WHERE assignment_id = 'a' AND refused IS NOT NULL").await;
+    assert!(refused.contains("model_calls_refused"), "{refused}");
+    let totals = plan("SELECT calls, tokens, request_bytes FROM meter_totals WHERE assignment_id = 'a'").await;
+    assert!(totals.contains("USING INDEX") && !totals.contains("model_calls"), "{totals}");
+    // And the totals agree with the ledger they summarise.
+    for i in 0..3 {
+        assert_eq!(call(&m.app, &m.key, &chat(&format!("q{i}"))).await.0, 200);
+    }
+    let usage = m.app.state.db.meter_usage(&m.assignment).await.unwrap();
+    let calls = settled(&m).await;
+    assert_eq!(usage.calls, calls.len() as i64);
+    assert_eq!(usage.tokens, calls.iter().map(|c| c.prompt_tokens + c.completion_tokens).sum::<i64>());
+    assert_eq!(usage.request_bytes, calls.iter().map(|c| c.request_bytes).sum::<i64>());
+    pool.close().await;
+}
