@@ -272,7 +272,8 @@ impl IntoResponse for MeterError {
         // OpenAI SDKs read `x-should-retry` before their own rules (which
         // would retry 429 and 5xx twice), so they raise at once instead of
         // sending the same request three times.
-        if self.kind != "upstream_timeout" && self.kind != "upstream_unreachable" {
+        // (Upstream failures and the meter's own internal errors may pass.)
+        if !matches!(self.kind, "upstream_timeout" | "upstream_unreachable" | "server_error") {
             response.headers_mut().insert("x-should-retry", axum::http::HeaderValue::from_static("false"));
         }
         response

@@ -1162,3 +1162,90 @@ async fn per_call_queries_use_indexes_not_the_ledger() {
     assert_eq!(usage.request_bytes, calls.iter().map(|c| c.request_bytes).sum::<i64>());
     pool.close().await;
 }
+
+/// `gatehouse serve` as a child process over `dir`, metering to `upstream`.
+fn serve_child(dir: &std::path::Path, port: u16, upstream: &str) -> std::process::Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("child.log")).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("serve")
+        .current_dir(dir)
+        .env("GATEHOUSE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("GATEHOUSE_PUBLIC_URL", format!("http://127.0.0.1:{port}"))
+        .env("GATEHOUSE_DATABASE_URL", format!("sqlite://{}", dir.join("gatehouse.db").display()))
+        .env("GATEHOUSE_DATA_DIR", dir.join("data"))
+        .env("GATEHOUSE_PACKETS_DIR", "")
+        .env("GATEHOUSE_WORKERS", "0")
+        .env("GATEHOUSE_MODEL_UPSTREAM_URL", upstream)
+        .env("GATEHOUSE_LOG", "info,sqlx=warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+async fn wait_healthy(port: u16, dir: &std::path::Path) {
+    for _ in 0..300 {
+        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await
+            && r.status() == 200
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the child did not start: {}", std::fs::read_to_string(dir.join("child.log")).unwrap_or_default());
+}
+
+#[tokio::test]
+async fn a_kill_9_mid_call_leaves_no_stuck_reservation() {
+    let (url, up) = spawn_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = Config {
+        database_url: format!("sqlite://{}", dir.path().join("gatehouse.db").display()),
+        data_dir: dir.path().join("data"),
+        packets_dir: std::path::PathBuf::new(),
+        ..Config::default()
+    };
+    let state = gatehouse::serve::state(config).await.unwrap();
+    meter_packet(&state, "tokens = 1000", false).await;
+    let invited = invite(&state, "Ada").await;
+    let (_, key) = gatehouse::meter::current_key(&state, &invited.assignment, &invited.token).await.unwrap().unwrap();
+    let assignment = invited.assignment.id.clone();
+
+    let mut child = serve_child(dir.path(), port, &url);
+    wait_healthy(port, dir.path()).await;
+    up.set(|b| b.delay = Duration::from_secs(3));
+    let endpoint = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let pending = tokio::spawn({
+        let (endpoint, key) = (endpoint.clone(), key.clone());
+        async move {
+            let mut body = chat("a long question");
+            body["max_tokens"] = json!(500);
+            reqwest::Client::new().post(endpoint).bearer_auth(key).json(&body).send().await
+        }
+    });
+    for _ in 0..200 {
+        if !state.db.model_calls_of(&assignment).await.unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(state.db.meter_usage(&assignment).await.unwrap().tokens, 504, "the reservation is held");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(pending.await.unwrap().is_err(), "the server died mid-call");
+    let row = &state.db.model_calls_of(&assignment).await.unwrap()[0];
+    assert_eq!((row.status, row.reserved_tokens), (0, 504), "the killed server left it in flight");
+
+    // The next start settles it before admitting any call.
+    up.set(|b| b.delay = Duration::ZERO);
+    let mut child = serve_child(dir.path(), port, &url);
+    wait_healthy(port, dir.path()).await;
+    let row = &state.db.model_calls_of(&assignment).await.unwrap()[0];
+    assert_eq!((row.status, row.prompt_tokens, row.reserved_tokens, row.tokens_estimated), (499, 4, 0, true));
+    assert_eq!(state.db.meter_usage(&assignment).await.unwrap().tokens, 4);
+    let r = reqwest::Client::new().post(&endpoint).bearer_auth(&key).json(&chat("after the restart")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let _ = child.kill();
+    let _ = child.wait();
+}
