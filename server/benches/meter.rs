@@ -90,13 +90,16 @@ async fn main() {
     tokio::spawn(gatehouse::serve::serve_app(listener, gatehouse::web::router(state.clone()), Duration::from_secs(10), std::future::pending()));
 
     // A packet whose caps are high enough never to refuse, so every call
-    // takes the full path: budget check under the lock, ledger row, usage.
+    // takes the full path: budget check and reservation under the lock,
+    // ledger row, settlement. `max_tokens_default` keeps each call's
+    // reservation small; without it a call that sends no max_tokens holds
+    // all that is left of the tokens budget until it ends.
     let rel = format!("packets/{SLUG}/bench/{SLUG}");
     let pdir = state.config.data_dir.join(&rel);
     grader::packet::copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(SLUG), &pdir).expect("copying the packet");
     let toml = std::fs::read_to_string(pdir.join("packet.toml")).unwrap();
     let (start, end) = (toml.find("[budgets]").unwrap(), toml.find("[limits]").unwrap());
-    let toml = format!("{}[budgets]\nmodel_calls = 100000000\ntokens = 100000000000\nrequest_bytes = 100000000000\n\n{}", &toml[..start], &toml[end..]);
+    let toml = format!("{}[budgets]\nmodel_calls = 100000000\ntokens = 100000000000\nrequest_bytes = 100000000000\nmax_tokens_default = 64\n\n{}", &toml[..start], &toml[end..]);
     std::fs::write(pdir.join("packet.toml"), toml).unwrap();
     state
         .db
