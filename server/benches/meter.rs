@@ -173,11 +173,11 @@ async fn main() {
     if let Some(litellm) = std::env::var_os("METER_LITELLM") {
         match litellm_proxy(&litellm, &upstream_url, dir.path()).await {
             Ok((url, mut child)) => {
-                sequential(&client, &url, Some("sk-bench"), 50).await;
-                let l = sequential(&client, &url, Some("sk-bench"), n.min(1000)).await;
+                sequential(&client, &url, Some(LITELLM_KEY), 50).await;
+                let l = sequential(&client, &url, Some(LITELLM_KEY), n.min(1000)).await;
                 let (l50, l99) = (percentile(&l, 0.50), percentile(&l, 0.99));
                 println!("  LiteLLM proxy        p50 {:7.3} ms   p99 {:7.3} ms   (added p50 {:.3} ms)", ms(l50), ms(l99), ms(l50) - ms(d50));
-                let lt = throughput(&client, &url, &vec![Some("sk-bench".to_string()); clients]).await;
+                let lt = throughput(&client, &url, &vec![Some(LITELLM_KEY.to_string()); clients]).await;
                 println!("  throughput LiteLLM proxy               {clients} clients x 5 s: {lt:.0} calls/s");
                 println!(
                     "  ratios: added latency LiteLLM / meter {:.1}x; throughput meter ({clients} keys) / LiteLLM {:.1}x",
@@ -228,6 +228,9 @@ async fn throughput(client: &reqwest::Client, url: &str, keys: &[Option<String>]
     done.load(Ordering::Relaxed) as f64 / 5.0
 }
 
+/// The master key LiteLLM's proxy insists on (it refuses to start without one).
+const LITELLM_KEY: &str = "sk-gatehouse-bench-3f9c1a7e5b2d4c6f8a0e1b3d5f7a9c2e";
+
 /// Starts LiteLLM's proxy (one worker, no database) in front of `upstream`
 /// and waits until it answers; returns its chat completions URL.
 async fn litellm_proxy(cmd: &std::ffi::OsStr, upstream: &str, dir: &std::path::Path) -> Result<(String, std::process::Child), String> {
@@ -241,20 +244,21 @@ async fn litellm_proxy(cmd: &std::ffi::OsStr, upstream: &str, dir: &std::path::P
     let child = std::process::Command::new(cmd)
         .args(["--config", &config.display().to_string(), "--host", "127.0.0.1", "--port", &port.to_string(), "--num_workers", "1"])
         .env("LITELLM_LOG", "ERROR")
+        .env("LITELLM_MASTER_KEY", LITELLM_KEY)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .map_err(|e| format!("starting {}: {e}", cmd.to_string_lossy()))?;
     let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
     let client = reqwest::Client::new();
-    for _ in 0..600 {
+    for _ in 0..1800 {
         let body = json!({"model": "bench", "messages": [{"role": "user", "content": "ready?"}]});
-        if let Ok(r) = client.post(&url).bearer_auth("sk-bench").json(&body).send().await
+        if let Ok(r) = client.post(&url).bearer_auth(LITELLM_KEY).json(&body).send().await
             && r.status() == 200
         {
             return Ok((url, child));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err("LiteLLM did not answer within 60 s".into())
+    Err("LiteLLM did not answer within 180 s".into())
 }
