@@ -125,6 +125,15 @@ pub struct Budgets {
     pub wall_clock_secs: Option<u64>,
     pub time_box_minutes: Option<u64>,
     pub request_bytes: Option<u64>,
+    /// The model names a candidate may request through the meter (unset: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<Vec<String>>,
+    /// The meter's `max_tokens` for a call that sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_default: Option<u64>,
+    /// The most `max_tokens` one call may ask for; more is lowered to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_ceiling: Option<u64>,
 }
 
 impl Budgets {

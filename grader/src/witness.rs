@@ -59,6 +59,14 @@ pub struct MeteredCall {
     pub request_sha256: String,
     /// The earlier call with the same request, if any.
     pub duplicate_of: Option<i64>,
+    /// The retry number the client library sent with the call
+    /// (`x-stainless-retry-count`); 0 for a first attempt.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub client_retry: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 impl Witness {
@@ -234,7 +242,10 @@ fn usage_missing(w: &Witness, file: &str, claimed: &ClaimedFile) -> Vec<String> 
 
 /// Groups of identical requests (linked by `duplicate_of`, whether each
 /// points at the first occurrence or at the one before) of at least
-/// `min_chain` calls.
+/// `min_chain` calls. A client library's automatic retry of a refusal (a
+/// call the library marked as a retry, right after a refused identical
+/// call) is the library's, not the candidate's: it is left out of the
+/// count and named in the evidence.
 fn retry_storm(w: &Witness, min_chain: u32) -> Vec<String> {
     let parent: BTreeMap<i64, Option<i64>> = w.calls.iter().map(|c| (c.id, c.duplicate_of)).collect();
     let root = |mut id: i64| {
@@ -253,11 +264,26 @@ fn retry_storm(w: &Witness, min_chain: u32) -> Vec<String> {
     }
     groups
         .values()
-        .filter(|g| g.len() >= min_chain.max(2) as usize)
-        .map(|g| {
+        .filter_map(|g| {
+            let mut g = g.clone();
+            g.sort_by_key(|c| (c.at, c.id));
+            let auto: Vec<i64> =
+                g.windows(2).filter(|p| p[1].client_retry > 0 && p[0].refused.is_some()).map(|p| p[1].id).collect();
+            let g: Vec<&MeteredCall> = g.into_iter().filter(|c| !auto.contains(&c.id)).collect();
+            (g.len() >= min_chain.max(2) as usize).then_some((g, auto))
+        })
+        .map(|(g, auto)| {
             let refused = g.iter().filter(|c| c.refused.is_some()).count();
+            let auto = if auto.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (not counted: the client library's automatic retries {} of a refusal)",
+                    auto.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+                )
+            };
             format!(
-                "{} identical requests (calls {}), {} to {}, {refused} refused",
+                "{} identical requests (calls {}), {} to {}, {refused} refused{auto}",
                 g.len(),
                 g.iter().map(|c| c.id.to_string()).collect::<Vec<_>>().join(", "),
                 format_ms(g[0].at),
@@ -287,6 +313,7 @@ mod tests {
             request_bytes: 100,
             request_sha256: format!("r{}", duplicate_of.unwrap_or(id)),
             duplicate_of,
+            client_retry: 0,
         }
     }
 
@@ -386,6 +413,20 @@ mod tests {
         check_case("higher threshold", CheckSpec { min_chain: Some(4), ..spec(S) }, &w(star), None, false, &[]);
         let cycle = vec![call(1, 1, None, (1, 1), Some(2)), call(2, 2, None, (1, 1), Some(1))];
         check_case("a cycle terminates", spec(S), &w(cycle), None, false, &[]);
+        // One call past a cap, retried twice by the SDK: the library's, quiet.
+        let retried = |n| MeteredCall { client_retry: n, ..call(1 + n, 1 + n, Some("calls"), (0, 0), if n == 0 { None } else { Some(1) }) };
+        let sdk = vec![retried(0), retried(1), retried(2)];
+        check_case("an SDK's retries of a refusal", spec(S), &w(sdk.clone()), None, false, &[]);
+        // The candidate's own loop of the same refused request still fires,
+        // and the SDK's retries inside it are named and not counted.
+        let mut looped = sdk;
+        for id in [4, 5, 6] {
+            looped.push(call(id, id * 1_000, Some("calls"), (0, 0), Some(1)));
+        }
+        check_case("a loop around an SDK", spec(S), &w(looped), None, true, &["4 identical requests", "calls 1, 4, 5, 6", "automatic retries 2, 3"]);
+        // A retry marked by the SDK after a forwarded (not refused) call counts.
+        let after_ok = vec![call(1, 1, None, (1, 1), None), MeteredCall { client_retry: 1, ..call(2, 2, None, (1, 1), Some(1)) }, call(3, 3, None, (1, 1), Some(1))];
+        check_case("retries of an answered call", spec(S), &w(after_ok), None, true, &["3 identical"]);
     }
 
     #[test]

@@ -68,8 +68,10 @@ pub struct Config {
     #[serde(default = "default_refused_call_rows")]
     pub max_refused_call_rows: usize,
     /// The model meter's upstream: an OpenAI-compatible base URL such as
-    /// `http://127.0.0.1:9999/v1` (plain HTTP; `/chat/completions` and
-    /// `/models` are appended). Without one, the meter answers 503.
+    /// `https://api.openai.com/v1` or `http://127.0.0.1:9999/v1`
+    /// (`/chat/completions` and `/models` are appended). HTTPS is verified
+    /// against the built-in web PKI roots and `model_ca_file`. Without one,
+    /// the meter answers 503.
     #[serde(default)]
     pub model_upstream_url: Option<String>,
     /// The bearer key sent to the global upstream.
@@ -81,6 +83,17 @@ pub struct Config {
     /// How long the meter waits for a non-streaming upstream answer.
     #[serde(default = "default_model_timeout")]
     pub model_timeout_secs: u64,
+    /// A PEM file of CA certificates the meter trusts for HTTPS upstreams
+    /// besides the built-in web PKI roots (a private gateway, a corporate
+    /// proxy). `GATEHOUSE_MODEL_CA_FILE`. An unreadable file or one without
+    /// a certificate stops the server at start.
+    #[serde(default)]
+    pub model_ca_file: Option<PathBuf>,
+    /// The largest request body the meter reads; a packet's
+    /// `request_bytes` budget lowers it. Larger requests are refused (413)
+    /// and recorded.
+    #[serde(default = "default_model_max_request_bytes")]
+    pub model_max_request_bytes: u64,
 }
 
 /// One upstream of the model meter.
@@ -90,6 +103,10 @@ pub struct ModelUpstream {
     pub url: String,
     #[serde(default)]
     pub key: Option<String>,
+}
+
+fn default_model_max_request_bytes() -> u64 {
+    4 << 20
 }
 
 fn default_model_timeout() -> u64 {
@@ -155,6 +172,8 @@ impl Default for Config {
             model_upstream_key: None,
             model_upstreams: BTreeMap::new(),
             model_timeout_secs: default_model_timeout(),
+            model_ca_file: None,
+            model_max_request_bytes: default_model_max_request_bytes(),
         }
     }
 }

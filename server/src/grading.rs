@@ -120,6 +120,7 @@ pub async fn witness_of(state: &AppState, assignment_id: &str, submitted_at: i64
             request_bytes: c.request_bytes,
             request_sha256: c.request_sha256,
             duplicate_of: c.duplicate_of,
+            client_retry: c.client_retry,
         })
         .collect();
     if runs.is_empty() && calls.is_empty() {

@@ -43,7 +43,8 @@ pub async fn state(config: Config) -> anyhow::Result<AppState> {
         })
         .clone();
     let gates = Arc::new(crate::state::Gates::new(&config));
-    Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle, gates })
+    let model_client = crate::meter::upstream_client(&config)?;
+    Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle, gates, model_client })
 }
 
 pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -58,6 +59,9 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
             Ok(n) => tracing::info!(removed = n, "removed unfinished uploads of an earlier run"),
             Err(e) => tracing::warn!(error = %e, "sweeping the temporary folder failed"),
         }
+        // Model calls left in flight by an earlier run are settled before
+        // any new call is admitted.
+        crate::meter::settle_interrupted(&state).await.context("settling model calls an earlier run left in flight")?;
         crate::queue::spawn_workers(&state, state.config.workers);
         // Expired sessions are deleted hourly (and at each sign-in).
         let purge = state.clone();
@@ -111,6 +115,11 @@ pub async fn serve_app(listener: TcpListener, app: axum::Router, header_timeout:
             },
             _ = &mut shutdown => return,
         };
+        // Without TCP_NODELAY, Nagle's algorithm and the client's delayed
+        // ACK hold small writes (the first SSE line of a stream) ~40 ms.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, %peer, "setting TCP_NODELAY failed");
+        }
         let app = app.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {

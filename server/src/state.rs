@@ -18,6 +18,9 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Global bounds on work any candidate can cause (uploads, sandbox runs).
     pub gates: Arc<Gates>,
+    /// The model meter's upstream client (one connection pool; rustls with
+    /// the web PKI roots and the configured `model_ca_file`).
+    pub model_client: reqwest::Client,
 }
 
 /// Global bounds shared by every candidate: concurrent uploads being

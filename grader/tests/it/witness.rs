@@ -43,6 +43,7 @@ fn call(id: i64, at: i64) -> MeteredCall {
         request_bytes: 900,
         request_sha256: format!("{id:064}"),
         duplicate_of: None,
+        client_retry: 0,
     }
 }
 

@@ -25,6 +25,12 @@ pub struct ModelCall {
     pub refused: Option<String>,
     pub request_sha256: String,
     pub duplicate_of: Option<i64>,
+    /// Tokens reserved while the call is in flight (status 0); 0 once settled.
+    pub reserved_tokens: i64,
+    /// Whether the call counts against the budgets.
+    pub counted: bool,
+    /// The retry number a client library sent (`x-stainless-retry-count`).
+    pub client_retry: i64,
 }
 
 /// A call as it is first recorded: refused (final) or forwarded (pending,
@@ -39,6 +45,14 @@ pub struct NewModelCall<'a> {
     pub error: Option<&'a str>,
     pub refused: Option<&'a str>,
     pub request_sha256: &'a str,
+    /// For a forwarded call: the prompt's estimated tokens, kept in
+    /// `prompt_tokens` (marked estimated) until the call is settled.
+    pub prompt_estimate: i64,
+    /// For a forwarded call: the worst case admission reserved.
+    pub reserved_tokens: i64,
+    /// For a forwarded call: it counts against the budgets until settled.
+    pub counted: bool,
+    pub client_retry: i64,
 }
 
 /// What the upstream answered, recorded when a forwarded call ends.
@@ -50,6 +64,9 @@ pub struct ModelCallOutcome {
     pub tokens_estimated: bool,
     pub latency_ms: i64,
     pub error: Option<String>,
+    /// Whether the call counts against the budgets: false only when the
+    /// upstream never saw it (the connection failed).
+    pub counted: bool,
 }
 
 /// One row of `model_keys`.
@@ -63,9 +80,10 @@ pub struct ModelKey {
     pub revoked_at: Option<i64>,
 }
 
-/// What an assignment has used of its budgets. Only calls that were
-/// forwarded and not answered with an upstream failure (status 5xx or a
-/// connection error) count; refused calls never do.
+/// What an assignment has used of its budgets: the counted calls (forwarded
+/// and seen by the upstream, whatever it answered, 5xx and time-outs
+/// included; refused calls and connection failures never count), with the
+/// reservations of calls still in flight in `tokens`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct MeterUsage {
     pub calls: i64,
@@ -82,8 +100,15 @@ pub trait MeterStore {
     async fn insert_model_call(&self, call: NewModelCall<'_>) -> DbResult<i64>;
     /// How many refused calls the assignment's ledger holds.
     async fn refused_call_count(&self, assignment_id: &str) -> DbResult<i64>;
-    async fn finish_model_call(&self, id: i64, outcome: ModelCallOutcome) -> DbResult<()>;
+    /// Settles a call in flight: its reservation is replaced by the
+    /// outcome's tokens, in the row and the assignment's totals, in one
+    /// transaction. Returns false (and changes nothing) when the call was
+    /// settled already.
+    async fn finish_model_call(&self, id: i64, outcome: ModelCallOutcome) -> DbResult<bool>;
+    /// The assignment's running totals (one row read, no scan of the ledger).
     async fn meter_usage(&self, assignment_id: &str) -> DbResult<MeterUsage>;
+    /// The calls still in flight (status 0), oldest first.
+    async fn pending_model_calls(&self) -> DbResult<Vec<ModelCall>>;
     /// The key row with this hash, revoked or not.
     async fn model_key_by_hash(&self, key_hash: &str) -> DbResult<Option<ModelKey>>;
     /// The assignment's keys, oldest generation first.

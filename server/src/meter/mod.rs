@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -27,7 +27,7 @@ use sha2::Digest;
 
 use crate::auth::password::token_hash;
 use crate::db::meter::NewModelCall;
-use crate::db::{Assignment, MeterUsage, ModelKey};
+use crate::db::{Assignment, ModelKey};
 use crate::error::AppError;
 use crate::now_ms;
 use crate::state::AppState;
@@ -36,10 +36,13 @@ mod budget;
 mod proxy;
 
 pub use budget::{CapUse, Refused, caps_of};
+pub use proxy::{Usage, estimate_prompt, usage_of};
 
 pub fn routes() -> crate::routes::Routes {
     crate::routes::Routes::new()
-        .route("/v1/chat/completions", post(chat_completions))
+        // The handler reads the body itself, up to the packet's and the
+        // configured cap, so an oversized request is a recorded refusal.
+        .route("/v1/chat/completions", post(chat_completions).layer(DefaultBodyLimit::disable()))
         .route("/v1/models", get(models))
         .route("/c/{token}/meter", get(meter_status))
 }
@@ -80,6 +83,59 @@ pub async fn reissue_key(state: &AppState, a: &Assignment, link_token: &str) -> 
     Ok(key)
 }
 
+/// The upstream client: rustls with the web PKI roots, plus the CA
+/// certificates of `model_ca_file` when set.
+pub fn upstream_client(config: &crate::config::Config) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(true)
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .pool_idle_timeout(std::time::Duration::from_secs(60))
+        .tcp_nodelay(true);
+    if let Some(path) = &config.model_ca_file {
+        let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("model_ca_file {}: {e}", path.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| anyhow::anyhow!("model_ca_file {}: {e}", path.display()))?;
+        if certs.is_empty() {
+            anyhow::bail!("model_ca_file {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file", path.display());
+        }
+        for cert in certs {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder.build().map_err(|e| anyhow::anyhow!("building the model upstream client: {e}"))
+}
+
+/// Settles the calls an earlier run of the server left in flight (it
+/// stopped before their upstream answered): each is finished with status
+/// 499 and an error saying so, and charged its prompt estimate, so its
+/// reservation neither blocks the candidate nor frees tokens the upstream
+/// may have spent reading the prompt. Run once at start, before any call
+/// is admitted. Returns how many were settled.
+pub async fn settle_interrupted(state: &AppState) -> Result<usize, AppError> {
+    let mut n = 0;
+    for c in state.db.pending_model_calls().await? {
+        // A call in flight holds its prompt estimate in prompt_tokens.
+        let prompt = c.prompt_tokens.min(c.reserved_tokens);
+        let outcome = crate::db::meter::ModelCallOutcome {
+            status: 499,
+            response_bytes: 0,
+            prompt_tokens: prompt,
+            completion_tokens: 0,
+            tokens_estimated: true,
+            latency_ms: (now_ms() - c.at).max(0),
+            error: Some("the server stopped before the upstream answered; the call is charged its prompt estimate".into()),
+            counted: true,
+        };
+        if state.db.finish_model_call(c.id, outcome).await? {
+            n += 1;
+        }
+    }
+    if n > 0 {
+        tracing::warn!(settled = n, "settled model calls an earlier run left in flight");
+    }
+    Ok(n)
+}
+
 /// What the meter needs from a packet version, read once per version
 /// (published versions never change).
 #[derive(Debug, Clone, Default)]
@@ -87,6 +143,12 @@ pub struct Rules {
     pub budgets: Budgets,
     /// `[workspace] model_waits_for_red`: no model calls before a witnessed red.
     pub waits_for_red: bool,
+    /// `[budgets] models`: the model names a candidate may request (None: any).
+    pub models: Option<Vec<String>>,
+    /// `[budgets] max_tokens_default`: sent as `max_tokens` when the client sends none.
+    pub max_tokens_default: Option<u64>,
+    /// `[budgets] max_tokens_ceiling`: the most `max_tokens` a call may ask.
+    pub max_tokens_ceiling: Option<u64>,
 }
 
 impl Rules {
@@ -104,8 +166,29 @@ impl Rules {
                 wall_clock_secs: budget("wall_clock_secs"),
                 time_box_minutes: budget("time_box_minutes"),
                 request_bytes: budget("request_bytes"),
+                ..Budgets::default()
             },
             waits_for_red: doc.get("workspace").and_then(|t| t.get("model_waits_for_red")).and_then(|v| v.as_bool()).unwrap_or(false),
+            models: doc.get("budgets").and_then(|t| t.get("models")).and_then(|v| v.as_array()).map(|a| {
+                a.iter().filter_map(|m| m.as_str().map(str::to_string)).collect()
+            }),
+            max_tokens_default: budget("max_tokens_default"),
+            max_tokens_ceiling: budget("max_tokens_ceiling"),
+        })
+    }
+
+    /// The refusal of a request for a model the packet does not allow.
+    fn model_refusal(&self, model: &str) -> Option<MeterError> {
+        let allowed = self.models.as_ref()?;
+        if allowed.iter().any(|m| m == model) {
+            return None;
+        }
+        let shown = if model.is_empty() { "no model".to_string() } else { format!("the model {model:?}") };
+        Some(MeterError {
+            status: StatusCode::BAD_REQUEST,
+            kind: "model_not_allowed",
+            message: format!("this assignment may not use {shown}; it may use: {}", allowed.join(", ")),
+            extra: Some(json!({ "allowed": allowed })),
         })
     }
 }
@@ -184,7 +267,16 @@ impl From<sqlx::Error> for MeterError {
 
 impl IntoResponse for MeterError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body())).into_response()
+        let mut response = (self.status, axum::Json(self.body())).into_response();
+        // A refusal is final: asking again gets the same answer. The
+        // OpenAI SDKs read `x-should-retry` before their own rules (which
+        // would retry 429 and 5xx twice), so they raise at once instead of
+        // sending the same request three times.
+        // (Upstream failures and the meter's own internal errors may pass.)
+        if !matches!(self.kind, "upstream_timeout" | "upstream_unreachable" | "server_error") {
+            response.headers_mut().insert("x-should-retry", axum::http::HeaderValue::from_static("false"));
+        }
+        response
     }
 }
 
@@ -233,16 +325,35 @@ struct RequestInfo {
     stream: bool,
     sha256: String,
     bytes: i64,
+    /// The retry number a client library says this request is.
+    client_retry: i64,
 }
 
 impl RequestInfo {
-    fn of(body: &[u8]) -> (RequestInfo, Option<Value>) {
-        let json: Option<Value> = serde_json::from_slice(body).ok();
+    fn of(body: &[u8], headers: &HeaderMap) -> (RequestInfo, Option<Value>) {
+        let json: Option<Value> = serde_json::from_slice(body).ok().filter(Value::is_object);
         let model = json.as_ref().and_then(|j| j.get("model")).and_then(Value::as_str).unwrap_or_default().to_string();
         let stream = json.as_ref().and_then(|j| j.get("stream")).and_then(Value::as_bool).unwrap_or(false);
-        let info = RequestInfo { model, stream, sha256: hex::encode(sha2::Sha256::digest(body)), bytes: body.len() as i64 };
+        let info = RequestInfo {
+            model,
+            stream,
+            sha256: hex::encode(sha2::Sha256::digest(body)),
+            bytes: body.len() as i64,
+            client_retry: client_retry(headers),
+        };
         (info, json)
     }
+}
+
+/// The retry number a client library sent: the OpenAI SDKs'
+/// `x-stainless-retry-count` (0 on a first attempt), else 0.
+fn client_retry(headers: &HeaderMap) -> i64 {
+    headers
+        .get("x-stainless-retry-count")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .map(|n| n.clamp(0, 1000))
+        .unwrap_or(0)
 }
 
 /// Records a refused call and hands the refusal back. Past
@@ -270,6 +381,10 @@ async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, refused: &s
             error: Some(&error.message),
             refused: Some(refused),
             request_sha256: &req.sha256,
+            prompt_estimate: 0,
+            reserved_tokens: 0,
+            counted: false,
+            client_retry: req.client_retry,
         })
         .await;
     metrics::counter!("gatehouse_model_calls_refused_total", "refused" => refused.to_string()).increment(1);
@@ -283,10 +398,57 @@ fn time_box_secs(a: &Assignment, rules: &Rules) -> Option<i64> {
     crate::assignment::time_box_secs(a, rules.budgets.time_box_minutes)
 }
 
-async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, MeterError> {
+/// The largest request body the meter reads for this packet: the
+/// configured maximum, lowered to the packet's `request_bytes` budget.
+fn request_limit(state: &AppState, rules: &Rules) -> u64 {
+    let configured = state.config.model_max_request_bytes.max(1);
+    rules.budgets.request_bytes.map_or(configured, |b| b.min(configured))
+}
+
+/// Reads the body up to `limit` bytes; past it, Err(bytes seen so far).
+async fn read_body(body: Body, limit: u64) -> Result<Result<Bytes, Vec<u8>>, MeterError> {
+    let mut stream = body.into_data_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
+        let chunk = chunk.map_err(|e| MeterError::new(StatusCode::BAD_REQUEST, "invalid_request_error", format!("reading the request body failed: {e}")))?;
+        out.extend_from_slice(&chunk);
+        if out.len() as u64 > limit {
+            return Ok(Err(out));
+        }
+    }
+    Ok(Ok(Bytes::from(out)))
+}
+
+/// The completion limit the client asked for: (field name, value).
+fn requested_max(json: &Value) -> Option<(&'static str, i64)> {
+    ["max_completion_tokens", "max_tokens"]
+        .into_iter()
+        .find_map(|k| json.get(k).and_then(Value::as_i64).map(|v| (k, v.max(0))))
+}
+
+async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, MeterError> {
     let started = Instant::now();
     let (a, refusal) = authenticate(&state, &headers).await?;
-    let (req, json) = RequestInfo::of(&body);
+    let rules = rules_for(&state, &a).await?;
+    let limit = request_limit(&state, &rules);
+    let body = match read_body(body, limit).await? {
+        Ok(b) => b,
+        Err(seen) => {
+            // The bytes read so far are hashed; the size is the declared
+            // length when the client sent one.
+            let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok());
+            let (mut req, _) = RequestInfo::of(&seen, &headers);
+            req.bytes = declared.unwrap_or(req.bytes).max(req.bytes);
+            let error = MeterError {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                kind: "request_too_large",
+                message: format!("this request is larger than the {limit} bytes a model call may send"),
+                extra: Some(json!({ "cap": "request_size", "limit": limit })),
+            };
+            return Err(refuse(&state, &a, &req, "request_size", error).await);
+        }
+    };
+    let (req, json) = RequestInfo::of(&body, &headers);
     if let Some((why, error)) = refusal {
         return Err(refuse(&state, &a, &req, why, error).await);
     }
@@ -300,7 +462,14 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             Some(t)
         }
     };
-    let rules = rules_for(&state, &a).await?;
+    let Some(json) = json else {
+        let error = MeterError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "the request body is not a JSON object; send a chat completion request (`{\"model\": ..., \"messages\": [...]}`)",
+        );
+        return Err(refuse(&state, &a, &req, "invalid_request", error).await);
+    };
     if rules.waits_for_red && state.db.red_witnessed_at(&a.id).await?.is_none() {
         let error = MeterError::new(
             StatusCode::FORBIDDEN,
@@ -317,6 +486,9 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         let error = budget::exceeded("time_box_minutes", limit, (now - start) / 60_000, format!("the time box of {limit} min is over"));
         return Err(refuse(&state, &a, &req, "time_box_minutes", error).await);
     }
+    if let Some(error) = rules.model_refusal(&req.model) {
+        return Err(refuse(&state, &a, &req, "model", error).await);
+    }
     let Some((base, upstream_key)) = state.config.model_upstream(&a.slug) else {
         let error = MeterError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -326,19 +498,63 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         return Err(refuse(&state, &a, &req, "no_upstream", error).await);
     };
 
-    // Check the counted caps and record the call under the assignment's
-    // lock, so the cap holds under concurrent calls.
-    let counted = rules.budgets.model_calls.is_some() || rules.budgets.tokens.is_some() || rules.budgets.request_bytes.is_some();
-    let lock = counted.then(|| assignment_lock(&a.id));
-    let guard = match &lock {
-        Some(l) => Some(l.lock().await),
-        None => None,
-    };
-    let usage = if counted { state.db.meter_usage(&a.id).await? } else { MeterUsage::default() };
+    // Admission: check the caps and reserve the worst case under the
+    // assignment's lock, in one transaction with the call's row, so
+    // concurrent calls cannot together pass a cap.
+    let prompt_estimate = proxy::estimate_prompt(&json);
+    let mut forwarded = json;
+    let mut rewritten = false;
+    let lock = assignment_lock(&a.id);
+    let guard = lock.lock().await;
+    let usage = state.db.meter_usage(&a.id).await?;
     if let Some(r) = budget::check(&rules.budgets, usage, req.bytes) {
         let error = budget::exceeded(r.cap, r.limit, r.used, r.message);
         return Err(refuse(&state, &a, &req, r.cap, error).await);
     }
+    let asked = requested_max(&forwarded);
+    let (field, mut max) = match asked {
+        Some((field, v)) => (field, Some(v)),
+        None => ("max_tokens", rules.max_tokens_default.map(|v| v as i64)),
+    };
+    // The packet's ceiling clamps what was asked (or stands in for it).
+    if let Some(ceiling) = rules.max_tokens_ceiling.map(|v| v as i64) {
+        max = Some(max.map_or(ceiling, |m| m.min(ceiling)));
+    }
+    if let Some(limit) = rules.budgets.tokens.map(|v| v as i64) {
+        let left = limit - usage.tokens;
+        let room = left - prompt_estimate;
+        if room < 1 {
+            let error = budget::exceeded(
+                "tokens",
+                limit,
+                usage.tokens,
+                format!(
+                    "this request's prompt is about {prompt_estimate} tokens and only {left} of the budget of {limit} tokens are left (calls in flight hold their max_tokens until they end)"
+                ),
+            );
+            return Err(refuse(&state, &a, &req, "tokens", error).await);
+        }
+        max = Some(max.map_or(room, |m| m.min(room)));
+    }
+    if max != asked.map(|(_, v)| v)
+        && let Some(m) = max
+    {
+        forwarded[field] = json!(m);
+        rewritten = true;
+    }
+    // Every stream is counted from the provider's own usage chunk: ask for
+    // it when the client did not, and keep it from the client.
+    let strip_usage = req.stream && forwarded.pointer("/stream_options/include_usage").and_then(Value::as_bool) != Some(true);
+    if strip_usage {
+        match forwarded.get_mut("stream_options") {
+            Some(Value::Object(o)) => {
+                o.insert("include_usage".into(), Value::Bool(true));
+            }
+            _ => forwarded["stream_options"] = json!({ "include_usage": true }),
+        }
+        rewritten = true;
+    }
+    let reserved = prompt_estimate + max.unwrap_or(0);
     let id = state
         .db
         .insert_model_call(NewModelCall {
@@ -351,12 +567,17 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             error: None,
             refused: None,
             request_sha256: &req.sha256,
+            prompt_estimate,
+            reserved_tokens: reserved,
+            counted: true,
+            client_retry: req.client_retry,
         })
         .await?;
     drop(guard);
     metrics::counter!("gatehouse_model_calls_total").increment(1);
-    let call = proxy::Call { state: state.clone(), id, stream: req.stream, request: json, started };
-    Ok(proxy::forward(call, &base, upstream_key.as_deref(), body).await)
+    let upstream_body = if rewritten { Bytes::from(serde_json::to_vec(&forwarded).expect("JSON serializes")) } else { body };
+    let call = proxy::Call { state: state.clone(), id, stream: req.stream, strip_usage, request: Some(forwarded), prompt_estimate, started };
+    Ok(proxy::forward(call, base, upstream_key, upstream_body).await)
 }
 
 async fn models(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, MeterError> {

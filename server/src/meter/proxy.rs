@@ -2,7 +2,6 @@
 //! failures are passed through with their status (502 when the upstream
 //! could not be reached, 504 on a timeout), never replaced by an answer.
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -18,32 +17,43 @@ use crate::state::AppState;
 /// How much of a response the meter keeps to read usage from.
 const KEEP_BYTES: usize = 16 << 20;
 
-/// The one upstream client, sharing its connection pool across calls.
-fn client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .expect("the upstream HTTP client")
-    })
-}
-
 /// A forwarded call being answered.
 pub struct Call {
     pub state: AppState,
     /// The pending `model_calls` row.
     pub id: i64,
     pub stream: bool,
-    /// The request body as JSON, for estimating prompt tokens.
+    /// The meter asked for the stream's usage chunk; it is kept from the client.
+    pub strip_usage: bool,
+    /// The request body as forwarded, for estimating tokens.
     pub request: Option<Value>,
+    /// The prompt's estimated tokens (what admission reserved besides max_tokens).
+    pub prompt_estimate: i64,
     pub started: Instant,
 }
 
+/// How a forwarded call ended, for the ledger.
+enum End {
+    /// The upstream answered (whatever its status).
+    Answered,
+    /// The upstream never saw the request (the connection failed).
+    NotSent,
+    /// The request was sent and no complete answer came (time-out, broken
+    /// connection): charged the prompt's estimate.
+    Lost,
+}
+
 impl Call {
-    async fn finish(&self, status: StatusCode, response: &[u8], response_bytes: usize, error: Option<String>) {
-        let usage = if status.is_success() { usage_of(self.stream, self.request.as_ref(), response) } else { Usage::default() };
+    async fn finish(&self, status: StatusCode, response: &[u8], response_bytes: usize, error: Option<String>, end: End) {
+        let usage = match end {
+            End::Answered if status.is_success() => usage_of(self.stream, self.request.as_ref(), response),
+            // An error answer counts only the usage it reports (providers
+            // do not bill failed calls).
+            End::Answered => reported_usage(self.stream, response).unwrap_or_default(),
+            End::NotSent => Usage::default(),
+            End::Lost => reported_usage(self.stream, response)
+                .unwrap_or(Usage { prompt: self.prompt_estimate, completion: estimate(&completion_text(self.stream, response)), estimated: true }),
+        };
         let outcome = ModelCallOutcome {
             status: i64::from(status.as_u16()),
             response_bytes: response_bytes as i64,
@@ -52,6 +62,7 @@ impl Call {
             tokens_estimated: usage.estimated,
             latency_ms: self.started.elapsed().as_millis() as i64,
             error,
+            counted: !matches!(end, End::NotSent),
         };
         if let Err(e) = self.state.db.finish_model_call(self.id, outcome).await {
             tracing::error!(error = %e, call = self.id, "recording a model call failed");
@@ -66,7 +77,8 @@ impl Call {
             (StatusCode::BAD_GATEWAY, "upstream_unreachable")
         };
         let message = format!("the model upstream failed: {}", error_chain(&e));
-        self.finish(status, &[], 0, Some(message.clone())).await;
+        let end = if e.is_connect() { End::NotSent } else { End::Lost };
+        self.finish(status, &[], 0, Some(message.clone()), end).await;
         MeterError::new(status, kind, message).into_response()
     }
 }
@@ -76,8 +88,12 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
+        let text = c.to_string();
+        // hyper and rustls repeat their cause in their own message.
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         cause = c.source();
     }
     out
@@ -87,10 +103,22 @@ fn content_type(resp: &reqwest::Response) -> Option<HeaderValue> {
     resp.headers().get(header::CONTENT_TYPE).and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok())
 }
 
-/// Forwards a chat completion and answers with what the upstream said.
-pub async fn forward(call: Call, base: &str, key: Option<&str>, body: Bytes) -> Response {
+/// Forwards a chat completion and answers with what the upstream said. The
+/// call runs in its own task, so its row is finished with the upstream's
+/// answer even when the client goes away before it comes.
+pub async fn forward(call: Call, base: String, key: Option<String>, body: Bytes) -> Response {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let _ = tx.send(forward_now(call, &base, key.as_deref(), body).await);
+    });
+    rx.await.unwrap_or_else(|_| {
+        MeterError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "the meter's call to the upstream ended unexpectedly").into_response()
+    })
+}
+
+async fn forward_now(call: Call, base: &str, key: Option<&str>, body: Bytes) -> Response {
     let url = format!("{}/chat/completions", base.trim_end_matches('/'));
-    let mut request = client().post(url).header(header::CONTENT_TYPE, "application/json").body(body);
+    let mut request = call.state.model_client.post(url).header(header::CONTENT_TYPE, "application/json").body(body);
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
@@ -111,7 +139,7 @@ pub async fn forward(call: Call, base: &str, key: Option<&str>, body: Bytes) -> 
         Err(e) => return call.failed(e).await,
     };
     let error = (!status.is_success()).then(|| upstream_error(status, &bytes));
-    call.finish(status, &bytes, bytes.len(), error).await;
+    call.finish(status, &bytes, bytes.len(), error, End::Answered).await;
     let mut response = (status, bytes).into_response();
     if let Some(ct) = ctype {
         response.headers_mut().insert(header::CONTENT_TYPE, ct);
@@ -125,8 +153,56 @@ fn upstream_error(status: StatusCode, body: &[u8]) -> String {
     format!("the upstream answered {status}: {text}")
 }
 
-/// Passes an SSE answer through chunk by chunk, and records the call when
-/// the upstream ends (or the client goes away).
+/// Removes the usage-only chunk (`"choices": []` with a `usage`) the meter
+/// asked for from a stream, event by event; everything else passes
+/// unchanged. Keeps an incomplete event until its end arrives.
+#[derive(Default)]
+pub struct UsageStripper {
+    pending: Vec<u8>,
+}
+
+impl UsageStripper {
+    /// The complete events of `pending + chunk`, less usage-only ones.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some((end, sep)) = event_end(&self.pending) {
+            let event: Vec<u8> = self.pending.drain(..end + sep).collect();
+            if !is_usage_only(&event[..end]) {
+                out.extend_from_slice(&event);
+            }
+        }
+        out
+    }
+
+    /// What is left when the stream ends (an unterminated last event).
+    pub fn finish(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.pending);
+        if is_usage_only(&rest) { Vec::new() } else { rest }
+    }
+}
+
+/// Where the first event of `buf` ends: (index of its blank line, length of
+/// the separator).
+fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn is_usage_only(event: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(event);
+    let data: String = text.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
+    let Ok(chunk) = serde_json::from_str::<Value>(&data) else { return false };
+    chunk.get("usage").is_some_and(Value::is_object) && chunk.get("choices").and_then(Value::as_array).is_some_and(|c| c.is_empty())
+}
+
+/// Passes an SSE answer through chunk by chunk (less the usage chunk the
+/// meter asked for), and records the call when the upstream ends (or the
+/// client goes away).
 fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, resp: reqwest::Response) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     tokio::spawn(async move {
@@ -134,6 +210,9 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
         let mut kept = Vec::new();
         let mut total = 0usize;
         let mut error = None;
+        let mut end = End::Answered;
+        let mut stripper = call.strip_usage.then(UsageStripper::default);
+        let mut client_gone = false;
         while let Some(chunk) = upstream.next().await {
             match chunk {
                 Ok(bytes) => {
@@ -141,21 +220,36 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
                     if kept.len() < KEEP_BYTES {
                         kept.extend_from_slice(&bytes);
                     }
-                    if tx.send(Ok(bytes)).await.is_err() {
+                    if client_gone {
+                        // The upstream's usage still comes: read on to it.
+                        continue;
+                    }
+                    let out = match &mut stripper {
+                        Some(s) => Bytes::from(s.push(&bytes)),
+                        None => bytes,
+                    };
+                    if !out.is_empty() && tx.send(Ok(out)).await.is_err() {
                         error = Some("the client went away before the stream ended".to_string());
-                        break;
+                        client_gone = true;
                     }
                 }
                 Err(e) => {
                     let message = format!("the upstream stream broke: {}", error_chain(&e));
                     let _ = tx.send(Err(std::io::Error::other(message.clone()))).await;
                     error = Some(message);
+                    end = End::Lost;
                     break;
                 }
             }
         }
+        if let Some(s) = &mut stripper {
+            let rest = s.finish();
+            if !rest.is_empty() && !client_gone {
+                let _ = tx.send(Ok(Bytes::from(rest))).await;
+            }
+        }
         drop(tx);
-        call.finish(status, &kept, total, error).await;
+        call.finish(status, &kept, total, error, end).await;
     });
     let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }));
     let mut response = (status, body).into_response();
@@ -168,7 +262,7 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
 /// `GET /models` of the upstream, passed through.
 pub async fn models(state: &AppState, base: &str, key: Option<&str>) -> Response {
     let url = format!("{}/models", base.trim_end_matches('/'));
-    let mut request = client().get(url).timeout(Duration::from_secs(state.config.model_timeout_secs));
+    let mut request = state.model_client.get(url).timeout(Duration::from_secs(state.config.model_timeout_secs));
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
@@ -214,59 +308,97 @@ fn usage_field(v: &Value) -> Option<(i64, i64)> {
     Some((prompt, completion))
 }
 
-/// The text of the request's messages (string contents and text parts).
-fn prompt_text(request: Option<&Value>) -> String {
-    let mut out = String::new();
-    for m in request.and_then(|r| r.get("messages")).and_then(Value::as_array).into_iter().flatten() {
-        match m.get("content") {
-            Some(Value::String(s)) => out.push_str(s),
-            Some(Value::Array(parts)) => {
-                for p in parts {
-                    if let Some(t) = p.get("text").and_then(Value::as_str) {
-                        out.push_str(t);
-                    }
+/// Appends the text of a message's content (a string or text parts) and of
+/// its tool calls (names and arguments, the legacy `function_call` too).
+fn message_text(m: &Value, out: &mut String) {
+    match m.get("content") {
+        Some(Value::String(s)) => out.push_str(s),
+        Some(Value::Array(parts)) => {
+            for p in parts {
+                if let Some(t) = p.get("text").and_then(Value::as_str) {
+                    out.push_str(t);
                 }
             }
-            _ => {}
+        }
+        _ => {}
+    }
+    let calls = m.get("tool_calls").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c.get("function"));
+    for f in calls.chain(m.get("function_call")) {
+        for key in ["name", "arguments"] {
+            if let Some(t) = f.get(key).and_then(Value::as_str) {
+                out.push_str(t);
+            }
+        }
+    }
+}
+
+/// The estimated prompt tokens of a request: its messages (text, tool
+/// calls and their arguments) and the tool and function definitions it
+/// sends, at about four characters a token.
+pub fn estimate_prompt(request: &Value) -> i64 {
+    let mut text = String::new();
+    for m in request.get("messages").and_then(Value::as_array).into_iter().flatten() {
+        message_text(m, &mut text);
+    }
+    for key in ["tools", "functions", "response_format"] {
+        if let Some(v) = request.get(key).filter(|v| !v.is_null()) {
+            text.push_str(&v.to_string());
+        }
+    }
+    estimate(&text)
+}
+
+/// The answer's text: content and tool calls (streams: reassembled from
+/// the deltas).
+fn completion_text(stream: bool, response: &[u8]) -> String {
+    let mut out = String::new();
+    if stream {
+        for chunk in sse_chunks(response) {
+            for c in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
+                if let Some(d) = c.get("delta") {
+                    message_text(d, &mut out);
+                }
+            }
+        }
+    } else if let Ok(answer) = serde_json::from_slice::<Value>(response) {
+        for c in answer.get("choices").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(m) = c.get("message") {
+                message_text(m, &mut out);
+            }
         }
     }
     out
 }
 
+/// The JSON `data:` chunks of an SSE answer.
+fn sse_chunks(response: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(response)
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:").map(str::trim))
+        .filter(|data| *data != "[DONE]")
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .collect()
+}
+
+/// The usage the upstream reported (for a stream, the last chunk carrying one).
+fn reported_usage(stream: bool, response: &[u8]) -> Option<Usage> {
+    let reported = if stream {
+        sse_chunks(response).iter().filter_map(usage_field).next_back()
+    } else {
+        serde_json::from_slice::<Value>(response).ok().as_ref().and_then(usage_field)
+    };
+    reported.map(|(prompt, completion)| Usage { prompt, completion, estimated: false })
+}
+
 /// Usage from the upstream's answer: its `usage` (for a stream, the last
-/// chunk carrying one), else estimated from the request's and the
-/// answer's text.
+/// chunk carrying one), else estimated from the request (messages, tools)
+/// and the answer (content, tool calls).
 pub fn usage_of(stream: bool, request: Option<&Value>, response: &[u8]) -> Usage {
-    let mut reported = None;
-    let mut completion_text = String::new();
-    if stream {
-        for line in String::from_utf8_lossy(response).lines() {
-            let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
-            if data == "[DONE]" {
-                continue;
-            }
-            let Ok(chunk) = serde_json::from_str::<Value>(data) else { continue };
-            if let Some(u) = usage_field(&chunk) {
-                reported = Some(u);
-            }
-            for c in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
-                if let Some(t) = c.get("delta").and_then(|d| d.get("content")).and_then(Value::as_str) {
-                    completion_text.push_str(t);
-                }
-            }
-        }
-    } else if let Ok(answer) = serde_json::from_slice::<Value>(response) {
-        reported = usage_field(&answer);
-        for c in answer.get("choices").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(t) = c.get("message").and_then(|m| m.get("content")).and_then(Value::as_str) {
-                completion_text.push_str(t);
-            }
-        }
-    }
-    match reported {
-        Some((prompt, completion)) => Usage { prompt, completion, estimated: false },
-        None => Usage { prompt: estimate(&prompt_text(request)), completion: estimate(&completion_text), estimated: true },
-    }
+    reported_usage(stream, response).unwrap_or_else(|| Usage {
+        prompt: request.map(estimate_prompt).unwrap_or(0),
+        completion: estimate(&completion_text(stream, response)),
+        estimated: true,
+    })
 }
 
 #[cfg(test)]
@@ -282,5 +414,54 @@ mod tests {
         assert_eq!(usage_of(true, Some(&req), sse), Usage { prompt: 2, completion: 2, estimated: true });
         let answer = br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#;
         assert_eq!(usage_of(false, None, answer), Usage { prompt: 3, completion: 1, estimated: false });
+    }
+
+    #[test]
+    fn estimates_count_tools_and_tool_call_arguments() {
+        let text = |v: serde_json::Value| estimate_prompt(&v);
+        assert_eq!(text(serde_json::json!({"messages": [{"role": "user", "content": "12345678"}]})), 2);
+        // Tool definitions count as their JSON text.
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "f"}}]);
+        let with_tools = serde_json::json!({"messages": [{"role": "user", "content": "12345678"}], "tools": tools});
+        assert_eq!(text(with_tools), (8 + tools.to_string().len() as i64 + 3) / 4);
+        // An assistant's earlier tool call (name and arguments) and text parts count.
+        let history = serde_json::json!({"messages": [
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "abcd", "arguments": "{\"x\":1}"}}]},
+            {"role": "user", "content": [{"type": "text", "text": "1234"}]},
+        ]});
+        assert_eq!(text(history), 4);
+        // A non-streaming tool-call answer without usage: the arguments are the completion.
+        let answer = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"abcd","arguments":"1234"}}]}}]}"#;
+        assert_eq!(usage_of(false, None, answer), Usage { prompt: 0, completion: 2, estimated: true });
+        // A streamed one: the deltas' pieces are joined.
+        let sse = b"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"name\":\"abcd\",\"arguments\":\"\"}}]}}]}\n\ndata: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"1234\"}}]}}]}\n\ndata: [DONE]\n\n";
+        assert_eq!(usage_of(true, None, sse), Usage { prompt: 0, completion: 2, estimated: true });
+    }
+
+    #[test]
+    fn the_usage_chunk_is_stripped_across_chunk_boundaries() {
+        let content = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n";
+        let usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n";
+        let done = "data: [DONE]\n\n";
+        let whole = format!("{content}{usage}{done}");
+        // Cut at every byte: the client always gets content and [DONE], never the usage chunk.
+        for cut in 0..whole.len() {
+            let mut s = UsageStripper::default();
+            let mut out = s.push(&whole.as_bytes()[..cut]);
+            out.extend(s.push(&whole.as_bytes()[cut..]));
+            out.extend(s.finish());
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{content}{done}"), "cut at {cut}");
+        }
+        // CRLF framing, and an unterminated last event, pass too.
+        let mut s = UsageStripper::default();
+        let crlf = format!("{}{}", content.replace("\n\n", "\r\n\r\n"), usage.replace("\n\n", "\r\n\r\n"));
+        let mut out = s.push(crlf.as_bytes());
+        out.extend(s.push(b"data: [DONE]"));
+        out.extend(s.finish());
+        assert_eq!(String::from_utf8(out).unwrap(), format!("{}data: [DONE]", content.replace("\n\n", "\r\n\r\n")));
+        // A usage carried with choices (not usage-only) is left alone.
+        let mut s = UsageStripper::default();
+        let both = "data: {\"choices\":[{\"delta\":{}}],\"usage\":{\"prompt_tokens\":1}}\n\n";
+        assert_eq!(s.push(both.as_bytes()), both.as_bytes());
     }
 }

@@ -23,6 +23,9 @@ struct ModelCallDb {
     refused: Option<String>,
     request_sha256: String,
     duplicate_of: Option<i64>,
+    reserved_tokens: i64,
+    counted: i64,
+    client_retry: i64,
 }
 
 impl From<ModelCallDb> for ModelCall {
@@ -44,6 +47,9 @@ impl From<ModelCallDb> for ModelCall {
             refused: r.refused,
             request_sha256: r.request_sha256,
             duplicate_of: r.duplicate_of,
+            reserved_tokens: r.reserved_tokens,
+            counted: r.counted != 0,
+            client_retry: r.client_retry,
         }
     }
 }
@@ -71,6 +77,9 @@ impl From<ModelKeyDb> for ModelKey {
     }
 }
 
+const CALL_COLUMNS: &str = "id, assignment_id, at, model, stream, request_bytes, response_bytes, prompt_tokens, completion_tokens,
+    tokens_estimated, latency_ms, status, error, refused, request_sha256, duplicate_of, reserved_tokens, counted, client_retry";
+
 const KEY_COLUMNS: &str = "id, assignment_id, generation, key_hash, created_at, revoked_at";
 
 #[async_trait]
@@ -80,21 +89,40 @@ impl MeterStore for SqliteStore {
     }
 
     async fn model_calls_of(&self, assignment_id: &str) -> DbResult<Vec<ModelCall>> {
-        let rows: Vec<ModelCallDb> = sqlx::query_as(
-            "SELECT id, assignment_id, at, model, stream, request_bytes, response_bytes, prompt_tokens, completion_tokens,
-                tokens_estimated, latency_ms, status, error, refused, request_sha256, duplicate_of
-             FROM model_calls WHERE assignment_id = ? ORDER BY at, id",
-        )
-        .bind(assignment_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows: Vec<ModelCallDb> = sqlx::query_as(&format!("SELECT {CALL_COLUMNS} FROM model_calls WHERE assignment_id = ? ORDER BY at, id"))
+            .bind(assignment_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(ModelCall::from).collect())
+    }
+
+    async fn pending_model_calls(&self) -> DbResult<Vec<ModelCall>> {
+        let rows: Vec<ModelCallDb> = sqlx::query_as(&format!("SELECT {CALL_COLUMNS} FROM model_calls WHERE status = 0 ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.into_iter().map(ModelCall::from).collect())
     }
 
     async fn insert_model_call(&self, c: NewModelCall<'_>) -> DbResult<i64> {
+        let mut tx = self.pool.begin().await?;
+        if c.counted {
+            // The write comes first, so the transaction takes the write lock
+            // at once (a read first could not upgrade under WAL).
+            sqlx::query(
+                "INSERT INTO meter_totals (assignment_id, calls, tokens, request_bytes) VALUES (?, 1, ?, ?)
+                 ON CONFLICT (assignment_id) DO UPDATE SET calls = calls + 1, tokens = tokens + excluded.tokens,
+                    request_bytes = request_bytes + excluded.request_bytes",
+            )
+            .bind(c.assignment_id)
+            .bind(c.reserved_tokens)
+            .bind(c.request_bytes)
+            .execute(&mut *tx)
+            .await?;
+        }
         let (id,): (i64,) = sqlx::query_as(
-            "INSERT INTO model_calls (assignment_id, at, model, stream, request_bytes, status, error, refused, request_sha256, duplicate_of)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?,
+            "INSERT INTO model_calls (assignment_id, at, model, stream, request_bytes, status, error, refused, request_sha256,
+                prompt_tokens, tokens_estimated, reserved_tokens, counted, client_retry, duplicate_of)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                 (SELECT MIN(id) FROM model_calls WHERE assignment_id = ? AND request_sha256 = ?))
              RETURNING id",
         )
@@ -107,17 +135,41 @@ impl MeterStore for SqliteStore {
         .bind(c.error)
         .bind(c.refused)
         .bind(c.request_sha256)
+        .bind(c.prompt_estimate)
+        .bind(i64::from(c.prompt_estimate > 0))
+        .bind(if c.counted { c.reserved_tokens } else { 0 })
+        .bind(i64::from(c.counted))
+        .bind(c.client_retry)
         .bind(c.assignment_id)
         .bind(c.request_sha256)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(id)
     }
 
-    async fn finish_model_call(&self, id: i64, o: ModelCallOutcome) -> DbResult<()> {
+    async fn finish_model_call(&self, id: i64, o: ModelCallOutcome) -> DbResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        // The totals first (a write, so the transaction holds the write lock
+        // before it reads the row): the reservation out, the tokens in, and
+        // the call and its bytes out when it no longer counts.
+        let tokens = o.prompt_tokens + o.completion_tokens;
+        let uncount = i64::from(!o.counted);
         sqlx::query(
+            "UPDATE meter_totals SET
+                tokens = tokens - (SELECT reserved_tokens FROM model_calls WHERE id = ?1) + ?2 * (1 - ?3),
+                calls = calls - ?3,
+                request_bytes = request_bytes - ?3 * (SELECT request_bytes FROM model_calls WHERE id = ?1)
+             WHERE assignment_id = (SELECT assignment_id FROM model_calls WHERE id = ?1 AND status = 0 AND counted = 1)",
+        )
+        .bind(id)
+        .bind(tokens)
+        .bind(uncount)
+        .execute(&mut *tx)
+        .await?;
+        let done = sqlx::query(
             "UPDATE model_calls SET status = ?, response_bytes = ?, prompt_tokens = ?, completion_tokens = ?, tokens_estimated = ?,
-                latency_ms = ?, error = ? WHERE id = ?",
+                latency_ms = ?, error = ?, counted = counted * ?, reserved_tokens = 0 WHERE id = ? AND status = 0",
         )
         .bind(o.status)
         .bind(o.response_bytes)
@@ -126,21 +178,21 @@ impl MeterStore for SqliteStore {
         .bind(i64::from(o.tokens_estimated))
         .bind(o.latency_ms)
         .bind(o.error)
+        .bind(i64::from(o.counted))
         .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(done == 1)
     }
 
     async fn meter_usage(&self, assignment_id: &str) -> DbResult<MeterUsage> {
-        let (calls, tokens, request_bytes): (i64, i64, i64) = sqlx::query_as(
-            "SELECT COUNT(*), COALESCE(SUM(prompt_tokens + completion_tokens), 0), COALESCE(SUM(request_bytes), 0)
-             FROM model_calls WHERE assignment_id = ? AND refused IS NULL AND status < 500",
-        )
-        .bind(assignment_id)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(MeterUsage { calls, tokens, request_bytes })
+        let row: Option<(i64, i64, i64)> = sqlx::query_as("SELECT calls, tokens, request_bytes FROM meter_totals WHERE assignment_id = ?")
+            .bind(assignment_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|(calls, tokens, request_bytes)| MeterUsage { calls, tokens, request_bytes }).unwrap_or_default())
     }
 
     async fn model_key_by_hash(&self, key_hash: &str) -> DbResult<Option<ModelKey>> {
