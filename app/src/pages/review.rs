@@ -717,6 +717,7 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
         .collect_view();
     view! {
         <h1>{title}</h1>
+        <div class="compare-scroll">
         <table class="compare">
             <thead><tr><th>"Criterion"</th>{heads}</tr></thead>
             <tbody>
@@ -726,6 +727,7 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
                 <tr class="failures-row"><th scope="row">"Failures"</th>{failures}</tr>
             </tbody>
         </table>
+        </div>
         <h2>"Score distribution"</h2>
         <img class="distribution" src=view.chart alt="Histogram of scores, colored by decision" />
         <p><a href=view.csv>"Download all scorecards (CSV)"</a></p>

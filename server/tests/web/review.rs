@@ -561,3 +561,54 @@ async fn scorecard_diffs_are_capped_in_total() {
     assert!(page.contains("more file(s) not shown"), "no note on the files left out");
     assert!(page.contains("GATEHOUSE_PIN.toml") && page.contains(">platform<"), "the pin file is listed as the platform's");
 }
+
+/// Signs `email` (password "correct horse battery") in through the real
+/// sign-in form of a headless Chromium.
+async fn browser_sign_in(app: &TestApp, email: &str) -> crate::webdriver::Browser {
+    let b = crate::webdriver::Browser::new(&app.base).await;
+    b.goto("/login").await;
+    b.fill("form[action^='/login'] input[name='email']", email).await;
+    b.fill("form[action^='/login'] input[name='password']", "correct horse battery").await;
+    b.click("form[action^='/login'] button[type='submit']").await;
+    b.wait(".signout").await;
+    b
+}
+
+/// The compare table, rendered by Chromium: every header cell sits over the
+/// cells of its column (same left edge and width), for every body row.
+#[tokio::test]
+async fn compare_columns_line_up_in_a_real_browser() {
+    let _one = crate::webdriver::exclusive().await;
+    let f = fixture().await;
+    let b = browser_sign_in(&f.app, "rita@example.com").await;
+    b.goto(&format!("/packets/{SLUG}/compare")).await;
+    b.wait("table.compare tbody tr").await;
+    let boxes = b
+        .script(
+            "const t = document.querySelector('table.compare');
+             const rows = [...t.querySelectorAll('tr')];
+             return { display: getComputedStyle(t).display,
+                      rows: rows.map(r => [...r.children].map(c => { const b = c.getBoundingClientRect(); return [b.left, b.width, b.top]; })) };",
+        )
+        .await;
+    assert_eq!(boxes["display"], "table", "the compare table is laid out as a table: {boxes}");
+    let rows = boxes["rows"].as_array().unwrap();
+    assert!(rows.len() >= 4, "a header row and criterion, decision, score, failures rows: {boxes}");
+    let head = rows[0].as_array().unwrap();
+    assert_eq!(head.len(), 3, "Criterion and two candidates: {boxes}");
+    for (r, row) in rows.iter().enumerate().skip(1) {
+        let row = row.as_array().unwrap();
+        assert_eq!(row.len(), head.len(), "row {r} has one cell per column: {boxes}");
+        for (c, (cell, th)) in row.iter().zip(head).enumerate() {
+            for (k, what) in [(0, "left edge"), (1, "width")] {
+                let (a, b) = (cell[k].as_f64().unwrap(), th[k].as_f64().unwrap());
+                assert!((a - b).abs() < 1.0, "row {r} column {c}: {what} {a} under a header at {b}: {boxes}");
+            }
+        }
+        // Each body row is below the one before it (no grid flow).
+        let prev = rows[r - 1].as_array().unwrap()[0][2].as_f64().unwrap();
+        assert!(row[0][2].as_f64().unwrap() > prev, "row {r} is below row {}: {boxes}", r - 1);
+    }
+    b.snapshot("compare").await;
+    b.close().await;
+}
