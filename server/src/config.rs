@@ -81,6 +81,25 @@ pub struct Config {
     /// How long the meter waits for a non-streaming upstream answer.
     #[serde(default = "default_model_timeout")]
     pub model_timeout_secs: u64,
+    /// The SMTP server invite emails go through (`GATEHOUSE_SMTP_HOST`).
+    /// Unset, invites are not emailed and the link is only shown.
+    #[serde(default)]
+    pub smtp_host: Option<String>,
+    /// Its port; unset: 587 for `starttls`, 465 for `tls`, 25 for `off`.
+    #[serde(default)]
+    pub smtp_port: Option<u16>,
+    /// The sender, `Name <address>` or an address (`GATEHOUSE_SMTP_FROM`).
+    #[serde(default)]
+    pub smtp_from: Option<String>,
+    /// Sign-in to the SMTP server, when it asks for one.
+    #[serde(default)]
+    pub smtp_user: Option<String>,
+    #[serde(default)]
+    pub smtp_password: Option<String>,
+    /// `starttls` (default), `tls` (implicit TLS) or `off` (plain text,
+    /// for a relay on the same host or tests).
+    #[serde(default)]
+    pub smtp_tls: Option<String>,
 }
 
 /// One upstream of the model meter.
@@ -155,6 +174,12 @@ impl Default for Config {
             model_upstream_key: None,
             model_upstreams: BTreeMap::new(),
             model_timeout_secs: default_model_timeout(),
+            smtp_host: None,
+            smtp_port: None,
+            smtp_from: None,
+            smtp_user: None,
+            smtp_password: None,
+            smtp_tls: None,
         }
     }
 }

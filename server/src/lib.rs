@@ -13,6 +13,7 @@ pub mod export;
 pub mod grading;
 pub mod invites;
 pub mod library;
+pub mod mail;
 pub mod meter;
 pub mod queue;
 pub mod serve;
