@@ -116,6 +116,9 @@ pub struct NewAssignmentView {
     /// The "email the link" box (checked by default when email works).
     #[serde(default)]
     pub send_email: bool,
+    /// Blind review of this assignment.
+    #[serde(default)]
+    pub blind_review: bool,
 }
 
 /// What a packet's time box is, in words.
@@ -172,6 +175,7 @@ pub fn NewAssignmentPage(vm: NewAssignmentView) -> impl IntoView {
                 </select>
             </label>
             <label>"Submissions accepted (empty: 3)" <input type="number" name="max_submissions" min="1" max="100" value=vm.max_submissions /></label>
+            <label class="inline"><input type="checkbox" name="blind_review" value="on" checked=vm.blind_review />" Blind review: reviewers see a pseudonym, not the name or email, until they have saved their scores"</label>
             {email_box}
             {no_email}
             <button type="submit">"Create invite link"</button>

@@ -159,6 +159,9 @@ pub struct PacketDetailView {
     pub publish_pending: bool,
     /// Why the version's folder could not be read, if it could not.
     pub load_error: Option<String>,
+    /// The packet has a published version, so candidates can be invited.
+    #[serde(default)]
+    pub can_invite: bool,
 }
 
 #[component]
@@ -199,7 +202,11 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
                 </form>
             }
         });
-        view! { <div class="actions">{check}{publish}{new_draft}</div> }
+        let invite = vm.can_invite.then(|| {
+            let href = format!("/assignments/new?packet={}", vm.slug);
+            view! { <a class="button invite" href=href>"Invite a candidate"</a> }
+        });
+        view! { <div class="actions">{invite}{check}{publish}{new_draft}</div> }
     });
 
     let check_items = vm

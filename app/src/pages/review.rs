@@ -217,6 +217,10 @@ pub struct HumanForm {
     /// (level, description), 0 to max.
     pub levels: Vec<(u32, String)>,
     pub current: Option<u32>,
+    /// The submitted file the criterion is about (named in its title or
+    /// levels, e.g. NOTES.md), shown beside the form: (path, text).
+    #[serde(default)]
+    pub file: Option<(String, String)>,
 }
 
 /// One row of the human-score history (the audit trail).
@@ -250,6 +254,9 @@ pub struct ScorecardView {
     /// submission; `None` when it witnessed nothing.
     #[serde(default)]
     pub ledger: Option<LedgerView>,
+    /// Blind review hides the candidate from this reviewer for now.
+    #[serde(default)]
+    pub blind: bool,
 }
 
 /// A red or green run the platform witnessed, as the ledger shows it.
@@ -393,6 +400,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
     let history = history_view(view.history);
     view! {
         <h1>"Scorecard: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
+        {view.blind.then(|| view! { <p class="notice blind-review">"Blind review: the candidate's name and email are hidden from you until you have saved your scores."</p> })}
         <p class="meta">"Submission " <code>{view.id.clone()}</code> ", received " {view.received_at}
             {view.graded_at.map(|g| format!(", graded {g}"))}</p>
         {links}
@@ -470,8 +478,9 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
         .into_iter()
         .map(|cr| {
             let form = forms.iter().find(|f| f.criterion == cr.id).cloned().map(|f| human_form(f, csrf.clone(), id.clone()));
+            let anchor = format!("criterion-{}", cr.id);
             view! {
-                <tr class=format!("criterion {}", cr.status)>
+                <tr class=format!("criterion {}", cr.status) id=anchor>
                     <td><code>{cr.id}</code> " " {cr.title}</td>
                     <td>{cr.mode}</td>
                     <td class="level">{cr.level} " / " {cr.max}</td>
@@ -598,14 +607,28 @@ fn human_form(f: HumanForm, csrf: String, id: String) -> impl IntoView {
             view! { <option value=l.to_string() selected=selected>{format!("{l}: {text}")}</option> }
         })
         .collect_view();
-    view! {
+    let form = view! {
         <form class="human-score" method="post" action=action>
             <CsrfField token=csrf />
             <input type="hidden" name="criterion" value=f.criterion.clone() />
             <label>{label} " (" {f.title} ") " <select name="level" required=true>{placeholder}{options}</select></label>
-            <label>"Reason (required) " <textarea name="reason" required=true rows="2"></textarea></label>
+            <label>"Reason (required) " <textarea name="reason" required=true rows="2" maxlength="4000"></textarea></label>
             <button type="submit">"Save score"</button>
         </form>
+    };
+    match f.file {
+        // The file the criterion is about, beside the form that scores it.
+        Some((path, text)) => view! {
+            <div class="score-beside">
+                <figure class="scored-file">
+                    <figcaption>"Submitted " <code>{path}</code></figcaption>
+                    <pre>{text}</pre>
+                </figure>
+                {form}
+            </div>
+        }
+        .into_any(),
+        None => form.into_any(),
     }
 }
 

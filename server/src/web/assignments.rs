@@ -45,10 +45,15 @@ async fn list(State(state): State<AppState>, signed_in: SignedIn, Query(q): Quer
         .list_assignments(filter.as_deref())
         .await?
         .into_iter()
-        .map(|a| AssignmentRow {
+        .map(|a| {
+            // Reviewers do not see who a blind assignment is for here.
+            let blind = a.blind_review && signed_in.user.role == Role::Reviewer;
+            (a, blind)
+        })
+        .map(|(a, blind)| AssignmentRow {
             id: a.id,
-            candidate: a.candidate_name,
-            email: a.email,
+            candidate: if blind { "Candidate (blind review)".into() } else { a.candidate_name },
+            email: if blind { String::new() } else { a.email },
             slug: a.slug,
             version: a.version.map(|v| format!("v{v}")).unwrap_or_default(),
             state: a.state,
@@ -161,6 +166,9 @@ struct InviteForm {
     /// "on" when the link is to be emailed.
     #[serde(default)]
     send_email: String,
+    /// "on" for blind review.
+    #[serde(default)]
+    blind_review: String,
 }
 
 /// The session key holding an invite link until its page shows it once.
@@ -205,6 +213,9 @@ async fn create(State(state): State<AppState>, signed_in: SignedIn, Form(f): For
             let id = invited.assignment.id.clone();
             let (results, max_submissions) = policy.map_err(AppError::BadRequest)?;
             state.db.set_assignment_policy(&id, results, max_submissions).await?;
+            if f.blind_review == "on" {
+                state.db.set_blind_review(&id, true).await?;
+            }
             if f.send_email == "on" {
                 let a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
                 let outcome = email_invite(&state, signed_in.user.id, &a, &invited.url).await?;
@@ -228,6 +239,7 @@ async fn create(State(state): State<AppState>, signed_in: SignedIn, Form(f): For
                 error: Some(message),
                 can_email: crate::mail::configured(&state.config),
                 send_email: f.send_email == "on",
+                blind_review: f.blind_review == "on",
             };
             let page = render(page_meta(&state, Some(&signed_in), "Invite a candidate", None), move || view! { <NewAssignmentPage vm=vm /> });
             Ok((StatusCode::BAD_REQUEST, page).into_response())

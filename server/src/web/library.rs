@@ -124,6 +124,7 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
         versions: versions.iter().map(|v| VersionLink { id: v.id, label: label(v), current: v.id == version.id }).collect(),
         check_state: check_state(&state, &version).await?,
         publish_pending: state.db.publish_request(version.id).await?.is_some(),
+        can_invite: signed_in.user.role >= Role::Author && versions.iter().any(|v| v.state == VersionState::Published),
         ..PacketDetailView::default()
     };
     if let Some(json) = &version.check_report

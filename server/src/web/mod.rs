@@ -20,6 +20,7 @@ pub mod assets;
 pub mod assignments;
 pub mod auth;
 pub mod candidate;
+pub mod inbox;
 pub mod library;
 pub mod page;
 pub mod queue;
@@ -46,6 +47,7 @@ pub fn routes() -> routes::Routes {
         .merge(api::routes())
         .merge(review::routes())
         .merge(queue::routes())
+        .merge(inbox::routes())
         .merge(assets::routes())
         .merge(crate::meter::routes())
         .merge(witness::routes())

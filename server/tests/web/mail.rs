@@ -298,3 +298,74 @@ async fn no_email_unless_asked_or_set_up_and_a_down_mail_server_is_said() {
     assert!(html.contains("was not sent") && invite_url(&html).is_some(), "{html}");
     assert_eq!(down.state.db.list_assignments(None).await.unwrap().len(), 1);
 }
+
+/// The invite flow in a real headless Chromium: the packet page's "Invite a
+/// candidate", a form whose fresh required fields are not red and whose
+/// packet menu shows whole names, the email going out, and the Copy button
+/// on the link. Screenshots: the invite page and the email as rendered.
+#[tokio::test]
+async fn invite_in_a_real_browser_copy_and_email() {
+    let _one = crate::webdriver::exclusive().await;
+    crate::browser::require_bundle();
+    let sink = SmtpSink::start().await;
+    let (app, _p) = app_with(|c| sink.configure(c)).await;
+    app.user("author@example.com", Role::Author, "author-password-1").await;
+    let b = crate::webdriver::Browser::new(&app.base).await;
+    crate::e2e::sign_in(&b, "author@example.com", "author-password-1").await;
+    b.goto("/packets/null-status").await;
+    b.click("a.button.invite").await;
+    b.wait_path("/assignments/new?packet=null-status").await;
+    b.wait("form.invite-form").await;
+    let looks = b
+        .script(
+            "const bad = getComputedStyle(document.querySelector('select[name=packet]')).borderColor;
+             const req = [...document.querySelectorAll('form.invite-form [required]')];
+             const name = document.querySelector('input[name=candidate_name]');
+             const sel = document.querySelector('select[name=packet]');
+             const ctx = document.createElement('canvas').getContext('2d');
+             ctx.font = getComputedStyle(sel).font;
+             const widest = Math.max(...[...sel.options].map(o => ctx.measureText(o.text).width));
+             return { colors: req.map(e => getComputedStyle(e).borderColor), plain: bad,
+                      empty: name.value, select: sel.getBoundingClientRect().width, widest,
+                      timeBox: document.querySelector('input[name=time_box_minutes]').value };",
+        )
+        .await;
+    assert_eq!(looks["empty"], "", "{looks}");
+    for c in looks["colors"].as_array().unwrap() {
+        assert_ne!(c.as_str().unwrap(), "rgb(176, 38, 29)", "a required field is red before any input: {looks}");
+    }
+    assert!(looks["select"].as_f64().unwrap() >= looks["widest"].as_f64().unwrap() + 16.0, "the packet menu cuts its names off: {looks}");
+    assert_eq!(looks["timeBox"], "90", "{looks}");
+
+    b.fill("input[name='candidate_name']", "Ada Candidate").await;
+    b.fill("input[name='email']", "ada@example.test").await;
+    b.script("document.querySelector(\"input[name='deadline']\").value = '2099-01-01T12:00';").await;
+    b.click("form.invite-form button[type='submit']").await;
+    b.wait_path("/assignments/").await;
+    let url = b.find("input#invite-url").await.prop("value").await.unwrap().expect("the link");
+    assert!(b.text(".mail-sent").await.contains("Emailed the link to ada@example.test"));
+    b.wait("#copy-link[data-hydrated='true']").await;
+    b.click("#copy-link").await;
+    b.wait("#copy-link[data-copied]").await;
+    let said = b.text("#copy-link").await;
+    assert!(said == "Copied" || said.starts_with("Selected"), "{said}");
+    let selected = b.script("const i = document.getElementById('invite-url'); return i.value.substring(i.selectionStart, i.selectionEnd);").await;
+    assert_eq!(selected.as_str().unwrap(), url, "the link is selected for copying");
+    assert!(!b.exists("details.reissue[open]").await, "reissue is folded away");
+    b.snapshot("invite-page").await;
+
+    let taken = sink.taken();
+    assert_eq!(taken.len(), 1);
+    let html = taken[0].part("text/html").unwrap();
+    assert!(html.contains(&url));
+    let shots = std::env::var_os("GATEHOUSE_SCREENSHOTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::support::repo_root().join("target/screenshots"));
+    std::fs::create_dir_all(&shots).unwrap();
+    let file = shots.join("invite-email.html");
+    std::fs::write(&file, &html).unwrap();
+    b.goto(&format!("file://{}", file.canonicalize().unwrap().display())).await;
+    b.wait("a[href]").await;
+    b.snapshot("invite-email").await;
+    b.close().await;
+}
