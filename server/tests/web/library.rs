@@ -98,7 +98,7 @@ async fn built_in_packets_load_once_and_list() {
     let html = page(&author, app.url("/packets/null-status")).await.text().await.unwrap();
     assert!(html.contains("Run self-test") && html.contains("Edit as new draft") && !html.contains("Save budgets"));
     // A published packet's page invites a candidate straight away.
-    assert!(html.contains(r#"<a class="button invite" href="/assignments/new?packet=null-status">Invite a candidate</a>"#), "{html}");
+    assert!(html.contains(r#"href="/assignments/new?packet=null-status""#) && html.contains(">Invite a candidate</a>"), "{html}");
     for _ in 0..2 {
         let r = author.post(app.url(&format!("/packets/null-status/versions/{}/check", v.id))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::SEE_OTHER);

@@ -245,7 +245,8 @@ async fn human_score_needs_csrf_and_a_reason_then_rescores_and_is_audited() {
     // An override to 0 on the 70-point criterion: 20 points, decision no.
     let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "unknowns_stop"), ("level", "0"), ("reason", "The gate guesses the owner on a hand-made incident.")]).await;
     assert_eq!(r.status(), 303);
-    assert_eq!(r.headers()["location"], format!("/submissions/{}?scored=unknowns_stop", f.good));
+    // Saving keeps the reader where they were: back at the criterion's row.
+    assert_eq!(r.headers()["location"], format!("/submissions/{}?scored=unknowns_stop#criterion-unknowns_stop", f.good));
     let after = db.submission_by_id(&f.good).await.unwrap().unwrap();
     assert_eq!((after.decision.as_deref(), after.score), (Some("no"), Some(20.0)));
     let card: Scorecard = serde_json::from_str(after.scorecard_json.as_deref().unwrap()).unwrap();

@@ -142,7 +142,7 @@ impl Browser {
     }
 
     pub fn url(&self, path: &str) -> String {
-        if path.starts_with("http") { path.to_string() } else { format!("{}{path}", self.base) }
+        if path.starts_with("http") || path.starts_with("file:") { path.to_string() } else { format!("{}{path}", self.base) }
     }
 
     pub async fn goto(&self, path: &str) {
