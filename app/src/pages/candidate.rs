@@ -333,6 +333,18 @@ pub fn ReceiptView(page: ReceiptPage) -> impl IntoView {
     }
 }
 
+/// The page of a link that matches no assignment.
+#[component]
+pub fn InvalidLinkView() -> impl IntoView {
+    view! {
+        <section class="gone invalid-link" id="invalid-link">
+            <h1>"This invite link is not valid"</h1>
+            <p>"The link may be mistyped or cut short, or the hiring team may have replaced it with a new one (an older link stops working when a new one is sent)."</p>
+            <p>"Ask the person at the company who invited you for a new link. There is no account to sign in to: the link is all you need."</p>
+        </section>
+    }
+}
+
 /// The page an expired or closed link shows.
 #[component]
 pub fn GoneView(message: String) -> impl IntoView {

@@ -477,8 +477,16 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
         .criteria
         .into_iter()
         .map(|cr| {
-            let form = forms.iter().find(|f| f.criterion == cr.id).cloned().map(|f| human_form(f, csrf.clone(), id.clone()));
+            let found = forms.iter().find(|f| f.criterion == cr.id).cloned();
+            // A form with its file spans the whole table in a row of its own,
+            // the file beside the form; other forms stay in the row's cell.
+            let (inline, wide) = match found {
+                Some(f) if f.file.is_some() => (None, Some(human_form(f, csrf.clone(), id.clone()))),
+                Some(f) => (Some(human_form(f, csrf.clone(), id.clone())), None),
+                None => (None, None),
+            };
             let anchor = format!("criterion-{}", cr.id);
+            let status = cr.status.clone();
             view! {
                 <tr class=format!("criterion {}", cr.status) id=anchor>
                     <td><code>{cr.id}</code> " " {cr.title}</td>
@@ -488,9 +496,10 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
                     <td>
                         {cr.level_text.map(|t| view! { <p class="level-text">{t}</p> })}
                         <ul class="basis">{cr.basis.into_iter().map(|b| view! { <li>{b}</li> }).collect_view()}</ul>
-                        {form}
+                        {inline}
                     </td>
                 </tr>
+                {wide.map(|w| view! { <tr class=format!("criterion-scoring {status}")><td colspan="5">{w}</td></tr> })}
             }
         })
         .collect_view();

@@ -247,7 +247,16 @@ async fn meter_box(state: &AppState, token: &str, a: &Assignment) -> Result<Mete
 /// preview's GET must not start a candidate's clock): the Start button, the
 /// starter download, a model call, a witnessed run or a submission do.
 async fn page(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
-    let a = assignment_for(&state, &token).await?;
+    let a = match assignment_for(&state, &token).await {
+        Ok(a) => a,
+        // A candidate has no account: say the link is not valid and whom to
+        // ask, not "sign in".
+        Err(AppError::NotFound(_)) => {
+            let html = app::shell::document(meta(&state, "Invite link not valid"), || view! { <app::pages::candidate::InvalidLinkView /> });
+            return Ok((StatusCode::NOT_FOUND, Html(html)).into_response());
+        }
+        Err(e) => return Err(e),
+    };
     if now_ms() >= a.deadline {
         return Ok(gone_page(&state, &a));
     }

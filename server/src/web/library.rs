@@ -49,6 +49,32 @@ pub fn label(v: &PacketVersion) -> String {
     }
 }
 
+/// Self-test details stored before they were written in words say how a
+/// command ended as Rust debug text (`Code(1)`, `Signal(9)`): read them as
+/// "exit code 1", "killed by signal 9".
+pub fn readable_exit(detail: &str) -> String {
+    let mut out = String::with_capacity(detail.len());
+    let mut rest = detail;
+    'scan: while !rest.is_empty() {
+        for (word, say) in [("Code(", "exit code "), ("Signal(", "killed by signal ")] {
+            let after_word = out.chars().last().is_none_or(|c| !c.is_alphanumeric() && c != '_');
+            if after_word && let Some(tail) = rest.strip_prefix(word) {
+                let digits: String = tail.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+                if !digits.is_empty() && tail[digits.len()..].starts_with(')') {
+                    out.push_str(say);
+                    out.push_str(&digits);
+                    rest = &tail[digits.len() + 1..];
+                    continue 'scan;
+                }
+            }
+        }
+        let c = rest.chars().next().expect("not empty");
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
 /// A version's self-test state as shown: a pending job reads "queued".
 async fn check_state(state: &AppState, v: &PacketVersion) -> Result<String, AppError> {
     if v.check_state == "none" {
@@ -136,7 +162,7 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
             .map(|i| CheckItemView {
                 name: i.name.clone(),
                 status: if i.ok { "ok" } else if i.warning { "warning" } else { "failed" }.into(),
-                detail: i.detail.clone(),
+                detail: readable_exit(&i.detail),
             })
             .collect();
     }
@@ -371,4 +397,14 @@ async fn edit_failure(
     library::edit_draft(&state, &v, DraftEdit::Failure { index, title: f.title, description: f.description }, Some(signed_in.user.id)).await?;
     set_flash(&signed_in.session, format!("Failure catalog entry #{} saved.", index + 1)).await;
     Ok(back_to(&v))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn debug_exits_read_as_words() {
+        assert_eq!(super::readable_exit("`pytest -q`: Code(1)\n1 failed"), "`pytest -q`: exit code 1\n1 failed");
+        assert_eq!(super::readable_exit("Signal(9)"), "killed by signal 9");
+        assert_eq!(super::readable_exit("exit code 0; NoCode(3), Code(x)"), "exit code 0; NoCode(3), Code(x)");
+    }
 }

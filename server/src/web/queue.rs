@@ -127,6 +127,7 @@ mod tests {
             kind: "grade".into(),
             subject: "abc".into(),
             subject_href: Some("/submissions/abc".into()),
+            label: None,
             state: "running".into(),
             attempts: 1,
             max_attempts: 3,

@@ -314,9 +314,13 @@ async fn expired_link_answers_410() {
     assert_eq!(r.status(), 410);
     let r = client.get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
     assert_eq!(r.status(), 410);
-    // An unknown token is a plain 404.
+    // An unknown token is a 404 that says the link is not valid and whom
+    // to ask, with no sign-in or start page a candidate cannot use.
     let r = client.get(app.url("/c/not-a-real-token")).send().await.unwrap();
     assert_eq!(r.status(), 404);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("This invite link is not valid") && html.contains("Ask the person at the company who invited you"), "{html}");
+    assert!(!html.contains("Go to the start page") && !html.contains("href=\"/login\""), "{html}");
 }
 
 #[tokio::test]
