@@ -35,6 +35,9 @@ pub struct AssignmentView {
     pub can_manage: bool,
     /// Whether the assignment has a model key that still works.
     pub model_key_active: bool,
+    /// Uploads refused at the door (never graded): (when, reason), newest first.
+    #[serde(default)]
+    pub refusals: Vec<(String, String)>,
 }
 
 #[component]
@@ -56,6 +59,19 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
             }
         })
         .collect_view();
+    let refused = (!view.refusals.is_empty()).then(|| {
+        let rows = view.refusals.iter().map(|(when, why)| view! { <tr><td>{when.clone()}</td><td class="refusal-reason">{why.clone()}</td></tr> }).collect_view();
+        view! {
+            <section class="refused-uploads">
+                <h2>"Refused uploads"</h2>
+                <p class="hint">"Uploads turned away before grading (nothing of them is kept but this line)."</p>
+                <table class="refusals">
+                    <thead><tr><th>"When"</th><th>"Reason"</th></tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </section>
+        }
+    });
     let compare = format!("/packets/{}/compare", view.slug);
     let manage = view.can_manage.then(|| {
         let reissue = format!("/assignments/{}/reissue", view.id);
@@ -71,12 +87,16 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
         });
         view! {
             <div class="actions">
-                <form id="reissue-link" method="post" action=reissue>
-                    <crate::shell::CsrfField token=view.csrf.clone() />
-                    <button type="submit">"Reissue the link (and model key)"</button>
-                </form>
                 {revoke_form}
             </div>
+            <details class="secondary-action reissue">
+                <summary>"Reissue the link (and model key)…"</summary>
+                <form id="reissue-link" method="post" action=reissue>
+                    <crate::shell::CsrfField token=view.csrf.clone() />
+                    <label class="inline"><input type="checkbox" name="confirm" value="yes" required />" Yes, stop the current link and model key"</label>
+                    <button type="submit" class="secondary">"Reissue the link"</button>
+                </form>
+            </details>
         }
     });
     view! {
@@ -93,6 +113,7 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
             <thead><tr><th>"Submission"</th><th>"Received"</th><th>"State"</th><th>"Decision"</th><th>"Score"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
+        {refused}
         <p><a href=compare>"Compare this packet's candidates"</a></p>
         {manage}
     }
@@ -670,6 +691,10 @@ pub struct ReceiptView {
     pub digest: String,
     pub archive_sha256: String,
     pub json: String,
+    /// The standalone receipt's document body (its sections, no JSON),
+    /// rendered and escaped by the server's template.
+    #[serde(default)]
+    pub body_html: String,
 }
 
 #[component]
@@ -685,8 +710,8 @@ pub fn ReceiptPage(view: ReceiptView) -> impl IntoView {
             <dt>"Archive SHA-256"</dt><dd><code>{view.archive_sha256}</code></dd>
             <dt>"Receipt digest"</dt><dd><code class="receipt-digest">{view.digest}</code></dd>
         </dl>
-        <p class="links"><a href=card>"Scorecard"</a> " · " <a href=json>"JSON"</a> " · " <a href=html download="">"Standalone HTML"</a></p>
-        <pre class="receipt-json">{view.json}</pre>
+        <p class="links"><a href=card>"Scorecard"</a> " · " <a href=json class="receipt-json-link">"Receipt JSON"</a> " · " <a href=html download="">"Standalone HTML"</a></p>
+        <article class="receipt-doc" inner_html=view.body_html></article>
     }
 }
 

@@ -566,6 +566,14 @@ async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Pat
         state: a.state.clone(),
         submissions,
         csrf: signed_in.csrf.clone(),
+        refusals: state
+            .db
+            .audit_entries(Some(&format!("assignment:{}", a.id)), 1000)
+            .await?
+            .into_iter()
+            .filter(|e| e.action == "submission.refused")
+            .map(|e| (when(e.at), e.detail))
+            .collect(),
         can_manage: signed_in.user.role >= Role::Author,
         model_key_active: state.db.model_keys_of(&a.id).await?.iter().any(|k| k.revoked_at.is_none()),
     };
@@ -781,10 +789,14 @@ fn stored_receipt(ctx: &Context) -> Result<String, AppError> {
 async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let mut ctx = context(&state, &id).await?;
-    let json = stored_receipt(&ctx)?;
+    stored_receipt(&ctx)?;
     let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
     blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
-    let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
+    // The same document as the standalone receipt, minus its title and the
+    // JSON (a link away): askama escaped every value in it.
+    let doc = standalone_receipt(&state, &ctx, &card, "").await?;
+    let body = doc.split_once("<h1>Gatehouse receipt</h1>").map(|(_, b)| b).unwrap_or(&doc);
+    let body = body.split_once("<h2>Receipt JSON</h2>").map(|(b, _)| b).unwrap_or(body).to_string();
     let view = ReceiptView {
         id: id.clone(),
         candidate: ctx.assignment.candidate_name.clone(),
@@ -794,10 +806,29 @@ async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(i
         score: score_label(&card),
         digest: card.receipt.digest.clone(),
         archive_sha256: card.receipt.submission.archive_sha256.clone(),
-        json: pretty,
+        json: String::new(),
+        body_html: body,
     };
     let meta = meta(&signed_in, format!("Receipt {}", ctx.assignment.candidate_name), None);
     Ok(Html(app::shell::document(meta, move || view! { <ReceiptPage view=view /> })).into_response())
+}
+
+/// The standalone HTML receipt of a graded submission, with `json`.
+async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, json: &str) -> Result<String, AppError> {
+    let starter = starter_of(state, &ctx.version).await;
+    let view = card_view(card, starter.as_ref());
+    let version = version_label(&ctx.assignment);
+    let received = when(ctx.submission.received_at);
+    export::receipt_html(&export::ReceiptHtml {
+        candidate: &ctx.assignment.candidate_name,
+        slug: &ctx.assignment.slug,
+        version: &version,
+        submission_id: &ctx.submission.id,
+        received_at: &received,
+        card: &view,
+        json,
+    })
+    .map_err(AppError::Internal)
 }
 
 async fn receipt_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
@@ -812,21 +843,8 @@ async fn receipt_html(State(state): State<AppState>, signed_in: SignedIn, Path(i
     let ctx = context(&state, &id).await?;
     let json = stored_receipt(&ctx)?;
     let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
-    let starter = starter_of(&state, &ctx.version).await;
-    let view = card_view(&card, starter.as_ref());
     let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
-    let version = version_label(&ctx.assignment);
-    let received = when(ctx.submission.received_at);
-    let html = export::receipt_html(&export::ReceiptHtml {
-        candidate: &ctx.assignment.candidate_name,
-        slug: &ctx.assignment.slug,
-        version: &version,
-        submission_id: &id,
-        received_at: &received,
-        card: &view,
-        json: &pretty,
-    })
-    .map_err(AppError::Internal)?;
+    let html = standalone_receipt(&state, &ctx, &card, &pretty).await?;
     let disposition = format!("attachment; filename=\"gatehouse-receipt-{}.html\"", id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
     Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)], html).into_response())
 }

@@ -302,6 +302,11 @@ async fn receipt_json_and_standalone_html() {
     let (status, page) = f.get(&format!("/submissions/{}/receipt", f.bad)).await;
     assert_eq!(status, 200);
     assert!(page.contains(&card.receipt.digest) && page.contains("receipt.json"), "{page}");
+    // Readable, in the standalone receipt's layout; the JSON is a link away.
+    let doc = &page[page.find("class=\"receipt-doc\"").expect("the receipt document")..];
+    in_order(doc, &["<h2>Gates</h2>", "<h2>Criteria</h2>", "<h2>Findings</h2>", "<h2>Commands</h2>", "<h2>Digests</h2>"]);
+    assert!(doc.contains("invented-value") && doc.contains("step:unknowns"), "{doc}");
+    assert!(!page.contains("<h2>Receipt JSON</h2>") && !page.contains("&quot;archive_sha256&quot;") && !page.contains("\"archive_sha256\":"), "no raw JSON on the page: {page}");
 
     // A submission not graded yet has no receipt.
     f.app.state.db.set_submission_state(&f.good, "grading", None).await.unwrap();
