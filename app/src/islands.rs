@@ -26,6 +26,10 @@
 //! - `<LiveQueue url="/queue/status".to_string() />` renders a small "live"
 //!   note; hydrated, it polls `url` (`{"jobs": [...]}`) and reloads the page
 //!   when any job's state changes.
+//! - `<CopyButton target="invite-url".to_string() />` renders
+//!   `<button id="copy-link" hidden>`; hydrated, it shows, and a click
+//!   selects the `<input id=target>` and writes its value to the clipboard,
+//!   then reads "Copied" (`data-copied="true"`) or how to copy by hand.
 
 use leptos::prelude::*;
 

@@ -29,6 +29,9 @@ pub struct PacketListRow {
     pub newest: String,
     /// The id of the newest draft, when there is one.
     pub draft: Option<i64>,
+    /// Its label: "draft of v3".
+    #[serde(default)]
+    pub draft_label: String,
     /// The newest version's self-test: not run, queued, running, passed, failed.
     pub check: String,
     pub builtin: bool,
@@ -48,9 +51,10 @@ pub fn PacketListPage(vm: PacketListView) -> impl IntoView {
         .into_iter()
         .map(|p| {
             let href = format!("/packets/{}", p.slug);
+            let draft_label = p.draft_label.clone();
             let draft = p.draft.map(|id| {
                 let href = format!("/packets/{}?version={id}", p.slug);
-                view! { <a href=href>"draft #"{id}</a> }
+                view! { <a href=href>{draft_label}</a> }
             });
             let check_class = format!("check check-{}", p.check.replace(' ', "-"));
             view! {
@@ -140,7 +144,7 @@ pub struct PacketDetailView {
     pub title: String,
     pub summary: String,
     pub version_id: i64,
-    /// "v2" or "draft #7".
+    /// "v2" or "draft of v3".
     pub label: String,
     pub is_draft: bool,
     /// Authors may edit, publish and run the self-test.

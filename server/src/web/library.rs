@@ -41,12 +41,27 @@ pub fn routes() -> crate::web::routes::Routes {
         .route("/packets/{slug}/versions/{id}/failures/{index}", post(edit_failure))
 }
 
-/// The label of a version: "v2" or "draft #7".
+/// The label of a version on its own: "v2", or "draft" (see [`label_in`]).
 pub fn label(v: &PacketVersion) -> String {
     match (v.state, v.version) {
         (VersionState::Published, Some(n)) => format!("v{n}"),
-        _ => format!("draft #{}", v.id),
+        _ => "draft".to_string(),
     }
+}
+
+/// The label of a version among its packet's versions, one scheme
+/// everywhere: "v2", or "draft of v3" for a draft (the number it gets when
+/// published), never a database id.
+pub fn label_in(v: &PacketVersion, versions: &[PacketVersion]) -> String {
+    match (v.state, v.version) {
+        (VersionState::Published, Some(n)) => format!("v{n}"),
+        _ => format!("draft of v{}", versions.iter().filter_map(|o| o.version).max().unwrap_or(0) + 1),
+    }
+}
+
+/// [`label_in`], reading the packet's versions.
+pub async fn label_of(state: &AppState, v: &PacketVersion) -> Result<String, AppError> {
+    Ok(label_in(v, &state.db.versions_of(v.packet_id).await?))
 }
 
 /// Self-test details stored before they were written in words say how a
@@ -103,6 +118,7 @@ async fn list(State(state): State<AppState>, signed_in: SignedIn) -> Result<Resp
             title: p.title.clone(),
             newest: newest_published.map(label).unwrap_or_else(|| "none".into()),
             draft: draft.map(|d| d.id),
+            draft_label: draft.map(|d| label_in(d, &versions)).unwrap_or_default(),
             check,
             builtin: p.builtin,
         });
@@ -144,10 +160,10 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
         slug: packet.slug.clone(),
         title: packet.title.clone(),
         version_id: version.id,
-        label: label(&version),
+        label: label_in(&version, &versions),
         is_draft: version.state == VersionState::Draft,
         can_edit: signed_in.user.role >= Role::Author,
-        versions: versions.iter().map(|v| VersionLink { id: v.id, label: label(v), current: v.id == version.id }).collect(),
+        versions: versions.iter().map(|v| VersionLink { id: v.id, label: label_in(v, &versions), current: v.id == version.id }).collect(),
         check_state: check_state(&state, &version).await?,
         publish_pending: state.db.publish_request(version.id).await?.is_some(),
         can_invite: signed_in.user.role >= Role::Author && versions.iter().any(|v| v.state == VersionState::Published),
@@ -276,7 +292,7 @@ async fn import(State(state): State<AppState>, signed_in: SignedIn, mut multipar
         return Err(AppError::BadRequest("choose a zip of a packet folder to import (the file field was empty)".into()));
     }
     let version = library::import_zip(&state, tmp.path(), Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, format!("Imported {} as draft #{}.", version.slug, version.id)).await;
+    set_flash(&signed_in.session, format!("Imported {} as a {}.", version.slug, label_of(&state, &version).await?)).await;
     Ok(Redirect::to(&format!("/packets/{}?version={}", version.slug, version.id)).into_response())
 }
 
@@ -316,7 +332,7 @@ async fn run_check(State(state): State<AppState>, signed_in: SignedIn, Path((slu
 async fn new_draft(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<CsrfForm>) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     let draft = library::new_draft_from(&state, &v, Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, format!("Draft #{} made from {}.", draft.id, label(&v))).await;
+    set_flash(&signed_in.session, format!("Made a {} from {}.", label_of(&state, &draft).await?, label(&v))).await;
     Ok(back_to(&draft))
 }
 

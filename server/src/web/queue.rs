@@ -58,7 +58,10 @@ async fn label(state: &AppState, r: &JobRow) -> Result<Option<String>, AppError>
             None => None,
         },
         "check" => match r.subject.parse::<i64>().ok() {
-            Some(id) => state.db.version_by_id(id).await?.map(|v| format!("self-test of {} {}", v.slug, crate::web::library::label(&v))),
+            Some(id) => match state.db.version_by_id(id).await? {
+                Some(v) => Some(format!("self-test of {} {}", v.slug, crate::web::library::label_of(state, &v).await?)),
+                None => None,
+            },
             None => None,
         },
         _ => None,

@@ -122,10 +122,11 @@ async fn import_of_a_packet_zip_creates_a_draft() {
     assert_eq!(versions.len(), 2);
     assert!(versions.iter().all(|v| v.state == VersionState::Draft && v.version.is_none()));
     let html = page(&client, app.url(&format!("/packets/null-status?version={}", versions[0].id))).await.text().await.unwrap();
-    for want in ["draft #", "unknowns_stop", "Run self-test", "Publish", "starter/tools.py", "Save budgets", "<h1>", "<textarea name=\"prompt\""] {
+    for want in ["draft of v1", "unknowns_stop", "Run self-test", "Publish", "starter/tools.py", "Save budgets", "<h1>", "<textarea name=\"prompt\""] {
         assert!(html.contains(want), "{want}");
     }
     assert!(!html.contains("Invite a candidate"), "nothing published yet, so no invite: {html}");
+    assert!(!html.contains("draft #"), "one version scheme: no database ids: {html}");
     assert_eq!(files_under(&app.state.config.data_dir.join("tmp")), 0, "no scratch left behind");
 }
 
