@@ -17,6 +17,7 @@ pub mod mail;
 pub mod meter;
 pub mod queue;
 pub mod serve;
+pub mod similarity;
 pub mod state;
 pub mod text;
 pub mod web;
