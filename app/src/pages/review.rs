@@ -735,6 +735,11 @@ pub struct CompareView {
     pub columns: Vec<CompareColumn>,
     /// The distribution chart's URL.
     pub chart: String,
+    /// Pairs of submissions whose code (less the starter's) shares most of
+    /// its token fingerprints: (candidate, candidate, "87 %"). A signal for
+    /// the reviewer, never a finding.
+    #[serde(default)]
+    pub similar: Vec<(String, String, String)>,
     pub csv: String,
 }
 
@@ -785,6 +790,19 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
             </tbody>
         </table>
         </div>
+        <h2>"Similar submissions"</h2>
+        {if view.similar.is_empty() {
+            view! { <p class="empty similar-none">"No pair of these submissions shares most of its code (the starter's excluded)."</p> }.into_any()
+        } else {
+            view! {
+                <p class="hint">"Share of token fingerprints in common, the starter's code excluded; robust to renamed names, reordered functions and comments. A signal to read both, not a finding: it changes no score."</p>
+                <table class="similar">
+                    <thead><tr><th>"Submission"</th><th>"And"</th><th class="num">"Shared"</th></tr></thead>
+                    <tbody>{view.similar.iter().map(|(a, b, pct)| view! { <tr class="similar-pair"><td>{a.clone()}</td><td>{b.clone()}</td><td class="num">{pct.clone()}</td></tr> }).collect_view()}</tbody>
+                </table>
+            }
+            .into_any()
+        }}
         <h2>"Score distribution"</h2>
         <img class="distribution" src=view.chart alt="Histogram of scores, colored by decision" />
         <p><a href=view.csv>"Download all scorecards (CSV)"</a></p>

@@ -928,7 +928,7 @@ async fn compare_page(
     for (a, s, card) in &graded {
         names.push(if hides_candidate(&state, a, &s.id, Some(card), signed_in.user.id).await? { blind_label(&s.id) } else { a.candidate_name.clone() });
     }
-    let columns = graded
+    let columns: Vec<CompareColumn> = graded
         .iter()
         .zip(names)
         .map(|((_, s, card), name)| CompareColumn {
@@ -949,7 +949,12 @@ async fn compare_page(
             failures: card.findings.iter().map(|f| f.id.clone()).collect(),
         })
         .collect();
+    let similar = similar_pairs(&state, &graded).await
+        .into_iter()
+        .map(|(i, j, sim)| (columns_name(&columns, i), columns_name(&columns, j), format!("{:.0} %", sim * 100.0)))
+        .collect();
     let view = CompareView {
+        similar,
         slug: slug.clone(),
         criteria,
         columns,
@@ -958,6 +963,67 @@ async fn compare_page(
     };
     let meta = meta(&signed_in, format!("Compare {slug}"), None);
     Ok(Html(app::shell::document(meta, move || view! { <ComparePage view=view /> })).into_response())
+}
+
+fn columns_name(columns: &[CompareColumn], i: usize) -> String {
+    columns.get(i).map(|c| c.candidate.clone()).unwrap_or_default()
+}
+
+/// Source files read for similarity: these extensions, each at most 256 KiB.
+const SIMILARITY_EXTENSIONS: [&str; 12] = ["py", "rs", "js", "ts", "go", "java", "rb", "c", "h", "cpp", "cs", "sh"];
+const SIMILARITY_MAX_FILE: u64 = 256 << 10;
+
+/// The similar pairs among `graded` (indices into it), by
+/// `crate::similarity`, each submission's starter excluded.
+async fn similar_pairs(state: &AppState, graded: &[(Assignment, Submission, Scorecard)]) -> Vec<(usize, usize, f64)> {
+    let inputs: Vec<(PathBuf, PathBuf, Option<String>)> = {
+        let mut v = Vec::new();
+        for (a, _, card) in graded {
+            let starter = match state.db.version_by_id(a.packet_version_id).await {
+                Ok(Some(ver)) => version_dir(state, &ver.dir).join("starter"),
+                _ => PathBuf::new(),
+            };
+            v.push((stored_zip(state, &card.receipt.submission.archive_sha256), starter, card.receipt.submission.normalised.unwrapped.clone()));
+        }
+        v
+    };
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let is_code = |name: &str| name.rsplit_once('.').is_some_and(|(_, e)| SIMILARITY_EXTENSIONS.contains(&e));
+        let mut starters: std::collections::HashMap<PathBuf, std::collections::HashSet<u64>> = std::collections::HashMap::new();
+        let mut prints = Vec::new();
+        for (zip_path, starter_dir, _unwrapped) in inputs {
+            let starter = starters
+                .entry(starter_dir.clone())
+                .or_insert_with(|| {
+                    list_files(&starter_dir)
+                        .unwrap_or_default()
+                        .keys()
+                        .filter(|p| is_code(p))
+                        .filter_map(|p| std::fs::read_to_string(starter_dir.join(p)).ok())
+                        .flat_map(|t| crate::similarity::fingerprints(&t))
+                        .collect()
+                })
+                .clone();
+            let mut texts = Vec::new();
+            if let Some(mut archive) = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok()) {
+                for i in 0..archive.len() {
+                    let Ok(entry) = archive.by_index(i) else { continue };
+                    if !entry.is_file() || entry.size() > SIMILARITY_MAX_FILE || !entry.name().is_ok_and(|n| is_code(&n)) {
+                        continue;
+                    }
+                    let mut text = String::new();
+                    if entry.take(SIMILARITY_MAX_FILE).read_to_string(&mut text).is_ok() {
+                        texts.push(text);
+                    }
+                }
+            }
+            prints.push(crate::similarity::submission_prints(texts.iter().map(String::as_str), &starter));
+        }
+        crate::similarity::similar_pairs(&prints)
+    })
+    .await
+    .unwrap_or_default()
 }
 
 async fn distribution_svg(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {

@@ -347,6 +347,13 @@ async fn csv_compare_and_distribution() {
     assert!(page.contains("invented-value") && page.contains(&format!("/packets/{SLUG}/distribution.svg")));
     let (_, only_bob) = f.get(&format!("/packets/{SLUG}/compare?ids={}", f.bad_assignment)).await;
     assert!(only_bob.contains("Bob Guesser") && !only_bob.contains("Ada Lovelace"), "{only_bob}");
+    // Similarity: the variant is the sample with a few lines changed, so
+    // the pair is shown; alone, Bob has no pair.
+    let similar = &page[page.find("Similar submissions").expect("a similarity section")..];
+    let row = &similar[similar.find("class=\"similar-pair\"").unwrap_or_else(|| panic!("the near-copy pair is shown: {similar}"))..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("Ada Lovelace") && row.contains("Bob Guesser") && row.contains(" %"), "{row}");
+    assert!(only_bob.contains("No pair of these submissions shares most of its code"), "{only_bob}");
 
     let r = f.reviewer.client.get(f.app.url(&format!("/packets/{SLUG}/distribution.svg"))).send().await.unwrap();
     assert_eq!(r.status(), 200);
