@@ -49,7 +49,7 @@ pub fn InboxPage(vm: InboxView) -> impl IntoView {
                     <tr class="waiting">
                         {candidate_cell(r)}
                         <td class="packet">{r.packet_title.clone()}" "<span class="muted">"("{r.slug.clone()}" "{r.version.clone()}")"</span></td>
-                        <td class="pending num">{r.pending}</td>
+                        <td class="to-score num">{r.pending}</td>
                         <td class="age" title=r.when.clone()>{r.age.clone()}</td>
                     </tr>
                 }
