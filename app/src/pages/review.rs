@@ -278,6 +278,10 @@ pub struct ScorecardView {
     /// Blind review hides the candidate from this reviewer for now.
     #[serde(default)]
     pub blind: bool,
+    /// Other submissions of the packet whose code is similar: (candidate,
+    /// submission id, "92 %"). A signal, never a finding.
+    #[serde(default)]
+    pub similar: Vec<(String, String, String)>,
 }
 
 /// A red or green run the platform witnessed, as the ledger shows it.
@@ -425,6 +429,17 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
         <p class="meta">"Submission " <code>{view.id.clone()}</code> ", received " {view.received_at}
             {view.graded_at.map(|g| format!(", graded {g}"))}</p>
         {links}
+        {(!view.similar.is_empty()).then(|| view! {
+            <section class="similar notice">
+                <h2>"Similar submissions"</h2>
+                <p class="hint">"Code sharing most of its token fingerprints with this one (the starter's excluded): read both. It changes no score."</p>
+                <ul>{view.similar.iter().map(|(who, sid, pct)| {
+                    let href = format!("/submissions/{sid}");
+                    let share = format!(" · {pct} shared");
+                    view! { <li class="similar-pair"><a href=href>{who.clone()}</a>{share}</li> }
+                }).collect_view()}</ul>
+            </section>
+        })}
         {status}
         {card}
         {ledger}

@@ -656,6 +656,7 @@ async fn scorecard_page(
             .await?
             .map(|w| ledger_view(&w)),
         blind,
+        similar: similar_to(&state, &ctx.assignment.slug, &ctx.submission.id, signed_in.user.id).await?,
     };
     let meta = meta(&signed_in, format!("Scorecard {}", ctx.assignment.candidate_name), flash);
     Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> })).into_response())
@@ -963,6 +964,21 @@ async fn compare_page(
     };
     let meta = meta(&signed_in, format!("Compare {slug}"), None);
     Ok(Html(app::shell::document(meta, move || view! { <ComparePage view=view /> })).into_response())
+}
+
+/// The submissions of `slug` similar to `submission_id`: (name as the viewer
+/// may see it, submission id, share).
+async fn similar_to(state: &AppState, slug: &str, submission_id: &str, viewer: i64) -> Result<Vec<(String, String, String)>, AppError> {
+    let graded = graded_of_packet(state, slug).await?;
+    let Some(me) = graded.iter().position(|(_, s, _)| s.id == submission_id) else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for (i, j, sim) in similar_pairs(state, &graded).await {
+        let other = if i == me { j } else if j == me { i } else { continue };
+        let (a, s, card) = &graded[other];
+        let name = if hides_candidate(state, a, &s.id, Some(card), viewer).await? { blind_label(&s.id) } else { a.candidate_name.clone() };
+        out.push((name, s.id.clone(), format!("{:.0} %", sim * 100.0)));
+    }
+    Ok(out)
 }
 
 fn columns_name(columns: &[CompareColumn], i: usize) -> String {

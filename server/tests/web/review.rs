@@ -354,6 +354,13 @@ async fn csv_compare_and_distribution() {
     let row = &row[..row.find("</tr>").unwrap()];
     assert!(row.contains("Ada Lovelace") && row.contains("Bob Guesser") && row.contains(" %"), "{row}");
     assert!(only_bob.contains("No pair of these submissions shares most of its code"), "{only_bob}");
+    // And on both scorecards, each naming the other.
+    for (me, other, name) in [(&f.good, &f.bad, "Bob Guesser"), (&f.bad, &f.good, "Ada Lovelace")] {
+        let (_, card) = f.get(&format!("/submissions/{me}")).await;
+        let at = card.find("class=\"similar-pair\"").unwrap_or_else(|| panic!("no similar pair on {me}: {card}"));
+        let li = &card[at..at + card[at..].find("</li>").unwrap()];
+        assert!(li.contains(name) && li.contains(&format!("/submissions/{other}")) && li.contains(" % shared"), "{li}");
+    }
 
     let r = f.reviewer.client.get(f.app.url(&format!("/packets/{SLUG}/distribution.svg"))).send().await.unwrap();
     assert_eq!(r.status(), 200);
