@@ -841,9 +841,10 @@ async fn receipt_json(State(state): State<AppState>, signed_in: SignedIn, Path(i
 
 async fn receipt_html(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    let ctx = context(&state, &id).await?;
+    let mut ctx = context(&state, &id).await?;
     let json = stored_receipt(&ctx)?;
     let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
+    blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
     let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
     let html = standalone_receipt(&state, &ctx, &card, &pretty).await?;
     let disposition = format!("attachment; filename=\"gatehouse-receipt-{}.html\"", id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));

@@ -687,7 +687,7 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
     db.set_blind_review(&f.good_assignment, true).await.unwrap();
     let alias = gatehouse::web::review::blind_label(&f.good);
     assert!(alias.starts_with("Candidate ") && alias.len() == "Candidate ".len() + 6, "{alias}");
-    for path in [format!("/submissions/{}", f.good), "/inbox".into(), format!("/packets/{SLUG}/compare"), format!("/assignments/{}", f.good_assignment), format!("/submissions/{}/receipt", f.good), "/queue".into(), "/assignments".into()] {
+    for path in [format!("/submissions/{}", f.good), format!("/submissions/{}/receipt.html", f.good), "/inbox".into(), format!("/packets/{SLUG}/compare"), format!("/assignments/{}", f.good_assignment), format!("/submissions/{}/receipt", f.good), "/queue".into(), "/assignments".into()] {
         let (status, page) = f.get(&path).await;
         assert_eq!(status, 200, "{path}");
         assert!(!page.contains("Ada Lovelace") && !page.contains("ada@example.com"), "{path} shows the candidate under blind review:\n{page}");
