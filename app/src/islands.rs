@@ -26,6 +26,10 @@
 //! - `<LiveQueue url="/queue/status".to_string() />` renders a small "live"
 //!   note; hydrated, it polls `url` (`{"jobs": [...]}`) and reloads the page
 //!   when any job's state changes.
+//! - `<CopyButton target="invite-url".to_string() />` renders
+//!   `<button id="copy-link" hidden>`; hydrated, it shows, and a click
+//!   selects the `<input id=target>` and writes its value to the clipboard,
+//!   then reads "Copied" (`data-copied="true"`) or how to copy by hand.
 
 use leptos::prelude::*;
 
@@ -232,6 +236,41 @@ pub fn LiveQueue(
     }
 }
 
+/// A Copy button for a read-only field (an invite link). It is hidden until
+/// hydrated (with JavaScript off the field is there to select and copy by
+/// hand); clicked, it selects the field's text and writes it to the
+/// clipboard, then says "Copied" (or how to copy when the browser refused).
+#[island]
+pub fn CopyButton(
+    /// The id of the `<input>` whose value is copied.
+    target: String,
+) -> impl IntoView {
+    let (hydrated, set_hydrated) = signal(false);
+    let (said, set_said) = signal(None::<&'static str>);
+    Effect::new(move |_| set_hydrated.set(true));
+    let on_click = move |_| {
+        #[cfg(feature = "hydrate")]
+        client::copy_field(&target, move |ok| set_said.set(Some(if ok { "Copied" } else { "Selected: press Ctrl+C to copy" })));
+        #[cfg(not(feature = "hydrate"))]
+        {
+            let _ = (&target, set_said);
+        }
+    };
+    view! {
+        <button
+            type="button"
+            class="copy"
+            id="copy-link"
+            hidden=move || !hydrated.get()
+            data-hydrated=move || hydrated.get().then_some("true")
+            data-copied=move || said.get().map(|s| if s == "Copied" { "true" } else { "false" })
+            on:click=on_click
+        >
+            {move || said.get().unwrap_or("Copy link")}
+        </button>
+    }
+}
+
 /// The part of a queue answer that matters for a reload: each job's id,
 /// state and attempts.
 pub fn queue_signature(body: &serde_json::Value) -> String {
@@ -336,6 +375,24 @@ mod client {
         if let Some(e) = leptos::prelude::document().get_element_by_id(id) {
             e.scroll_into_view();
         }
+    }
+
+    /// Selects the text of the input `id` and writes it to the clipboard;
+    /// `then(true)` once written, `then(false)` when the browser refused.
+    pub fn copy_field(id: &str, then: impl Fn(bool) + Clone + 'static) {
+        let Some(input) = leptos::prelude::document().get_element_by_id(id).and_then(|e| e.dyn_into::<web_sys::HtmlInputElement>().ok()) else {
+            then(false);
+            return;
+        };
+        input.select();
+        let text = input.value();
+        let clipboard = leptos::prelude::window().navigator().clipboard();
+        let ok = then.clone();
+        let on_ok = Closure::once(move |_: wasm_bindgen::JsValue| ok(true));
+        let on_err = Closure::once(move |_: wasm_bindgen::JsValue| then(false));
+        let _ = clipboard.write_text(&text).then2(&on_ok, &on_err);
+        on_ok.forget();
+        on_err.forget();
     }
 
     pub fn go_to(url: &str) {

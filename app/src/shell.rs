@@ -105,6 +105,7 @@ fn nav(meta: &PageMeta) -> impl IntoView + use<> {
                 let admin = (u.role == "admin").then(|| view! { <a href="/admin/users">"Users"</a> });
                 view! {
                     <nav>
+                        <a href="/inbox">"Inbox"</a>
                         <a href="/packets">"Packets"</a>
                         <a href="/assignments">"Assignments"</a>
                         <a href="/queue">"Queue"</a>

@@ -106,7 +106,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     report.push(
         "the starter is red",
         red_ok,
-        format!("`{}`: {:?}{}{}", m.commands.test, red.report.exit, if red.report.timed_out { ", timed out" } else { "" }, tail(&red.report.stdout_tail)),
+        format!("`{}`: {}{}", m.commands.test, red.report.describe(), tail(&red.report.stdout_tail)),
     );
 
     let sample = work.path().join("sample-tree");
@@ -119,7 +119,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     report.push(
         "the sample passes the test command",
         green.report.success() && green.runner.as_ref().is_none_or(|r| r.passed()),
-        format!("`{}`: {:?}{}", m.commands.test, green.report.exit, tail(&green.report.stdout_tail)),
+        format!("`{}`: {}{}", m.commands.test, green.report.describe(), tail(&green.report.stdout_tail)),
     );
 
     // The sample's hidden tests define the test ids a grading expects.
@@ -206,7 +206,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
             .map_err(|e| e.to_string())?;
             let _ = fs::remove_dir_all(&dir);
             let killed = !r.report.success() || r.runner.as_ref().is_some_and(|r| !r.passed());
-            report.push(format!("mutant {id} is killed by step {}", step.id), killed, format!("{:?}", r.report.exit));
+            report.push(format!("mutant {id} is killed by step {}", step.id), killed, r.report.describe());
         }
     }
     Ok(())

@@ -94,6 +94,25 @@ pub struct Config {
     /// and recorded.
     #[serde(default = "default_model_max_request_bytes")]
     pub model_max_request_bytes: u64,
+    /// The SMTP server invite emails go through (`GATEHOUSE_SMTP_HOST`).
+    /// Unset, invites are not emailed and the link is only shown.
+    #[serde(default)]
+    pub smtp_host: Option<String>,
+    /// Its port; unset: 587 for `starttls`, 465 for `tls`, 25 for `off`.
+    #[serde(default)]
+    pub smtp_port: Option<u16>,
+    /// The sender, `Name <address>` or an address (`GATEHOUSE_SMTP_FROM`).
+    #[serde(default)]
+    pub smtp_from: Option<String>,
+    /// Sign-in to the SMTP server, when it asks for one.
+    #[serde(default)]
+    pub smtp_user: Option<String>,
+    #[serde(default)]
+    pub smtp_password: Option<String>,
+    /// `starttls` (default), `tls` (implicit TLS) or `off` (plain text,
+    /// for a relay on the same host or tests).
+    #[serde(default)]
+    pub smtp_tls: Option<String>,
 }
 
 /// One upstream of the model meter.
@@ -174,6 +193,12 @@ impl Default for Config {
             model_timeout_secs: default_model_timeout(),
             model_ca_file: None,
             model_max_request_bytes: default_model_max_request_bytes(),
+            smtp_host: None,
+            smtp_port: None,
+            smtp_from: None,
+            smtp_user: None,
+            smtp_password: None,
+            smtp_tls: None,
         }
     }
 }

@@ -34,6 +34,10 @@ pub struct AdminView {
     /// A token just created, shown this once.
     pub new_token: Option<String>,
     pub error: Option<String>,
+    /// The model meter's upstreams as configured: (which packets, URL,
+    /// whether a key is set). The key itself is never shown.
+    #[serde(default)]
+    pub upstreams: Vec<(String, String, bool)>,
 }
 
 const ROLES: [&str; 3] = ["reviewer", "author", "admin"];
@@ -61,6 +65,19 @@ pub fn AdminPage(vm: AdminView) -> impl IntoView {
                     </form>
                 }
             });
+            let reset = format!("/admin/users/{}/password", u.id);
+            let reset_label = format!("New password for {}", u.email);
+            let reset_form = view! {
+                <details class="reset-password">
+                    <summary>"Reset password…"</summary>
+                    <form method="post" action=reset class="inline">
+                        <CsrfField token=csrf.clone() />
+                        <label class="sr-only" for=format!("password-{}", u.id)>{reset_label}</label>
+                        <input type="password" id=format!("password-{}", u.id) name="password" required minlength="8" maxlength="1024" autocomplete="new-password" placeholder="new password (8+ characters)" />
+                        <button type="submit">"Set password"</button>
+                    </form>
+                </details>
+            };
             view! {
                 <tr>
                     <td>{u.email.clone()}</td>
@@ -68,7 +85,7 @@ pub fn AdminPage(vm: AdminView) -> impl IntoView {
                     <td>{u.role.clone()}</td>
                     <td>{status}</td>
                     <td>{u.created.clone()}</td>
-                    <td>{edit}</td>
+                    <td>{edit}{reset_form}</td>
                 </tr>
             }
         })
@@ -104,7 +121,7 @@ pub fn AdminPage(vm: AdminView) -> impl IntoView {
         <h1>"Users"</h1>
         {vm.error.map(|e| view! { <p class="error" role="alert">{e}</p> })}
         <table class="users">
-            <thead><tr><th>"Email"</th><th>"Name"</th><th>"Role"</th><th>"Status"</th><th>"Created"</th><th></th></tr></thead>
+            <thead><tr><th>"Email"</th><th>"Name"</th><th>"Role"</th><th>"Status"</th><th>"Created"</th><th>"Change"</th></tr></thead>
             <tbody>{users}</tbody>
         </table>
         <section>
@@ -118,11 +135,28 @@ pub fn AdminPage(vm: AdminView) -> impl IntoView {
                 <button type="submit">"Add user"</button>
             </form>
         </section>
+        <section class="model-upstream">
+            <h2>"Model upstream"</h2>
+            {if vm.upstreams.is_empty() {
+                view! { <p class="empty">"No model upstream is configured: the meter refuses candidates' model calls (503). Set GATEHOUSE_MODEL_UPSTREAM_URL (and GATEHOUSE_MODEL_UPSTREAM_KEY), or model_upstreams per packet in gatehouse.toml, and restart."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="upstreams">
+                        <thead><tr><th>"For"</th><th>"Upstream URL"</th><th>"Key"</th></tr></thead>
+                        <tbody>{vm.upstreams.iter().map(|(scope, url, key)| view! {
+                            <tr><td>{scope.clone()}</td><td><code>{url.clone()}</code></td><td>{if *key { "set (not shown)" } else { "none" }}</td></tr>
+                        }).collect_view()}</tbody>
+                    </table>
+                    <p class="hint">"Set in the server's configuration (gatehouse.toml or GATEHOUSE_MODEL_UPSTREAM_*); keys are never shown."</p>
+                }
+                .into_any()
+            }}
+        </section>
         <section>
             <h2>"API tokens"</h2>
             {new_token}
             <table class="tokens">
-                <thead><tr><th>"Name"</th><th>"Acts as"</th><th>"Created"</th><th></th></tr></thead>
+                <thead><tr><th>"Name"</th><th>"Acts as"</th><th>"Created"</th><th>"Revoke"</th></tr></thead>
                 <tbody>{tokens}</tbody>
             </table>
             <form method="post" action="/admin/tokens" class="narrow">

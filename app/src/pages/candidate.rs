@@ -93,10 +93,26 @@ pub struct WitnessSection {
     pub closed: bool,
 }
 
+/// A step's text without its own "1. " (the list numbers it), with
+/// `backticks` as code.
+pub fn step_parts(step: &str) -> Vec<(bool, String)> {
+    let t = step.trim_start();
+    let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
+    let t = if digits > 0 && t[digits..].starts_with(". ") { &t[digits + 2..] } else { t };
+    t.split('`').enumerate().filter(|(_, p)| !p.is_empty()).map(|(i, p)| (i % 2 == 1, p.to_string())).collect()
+}
+
+fn inline_code(step: &str) -> impl IntoView + use<> {
+    step_parts(step)
+        .into_iter()
+        .map(|(code, text)| if code { view! { <code>{text}</code> }.into_any() } else { view! { <span>{text}</span> }.into_any() })
+        .collect_view()
+}
+
 /// The gate: steps, model window, witnessed runs, forms and `curl` lines.
 #[component]
 pub fn WitnessView(section: WitnessSection) -> impl IntoView {
-    let steps = section.steps.iter().map(|s| view! { <li>{s.clone()}</li> }).collect_view();
+    let steps = section.steps.iter().map(|s| view! { <li>{inline_code(s)}</li> }).collect_view();
     let runs = (!section.runs.is_empty()).then(|| {
         let items = section
             .runs
@@ -139,7 +155,16 @@ pub fn WitnessView(section: WitnessSection) -> impl IntoView {
             </form>
         }
     });
-    let terminal = format!("{}\n{}\n{}\n{}", section.zip_line, section.curl_red, section.curl_green, section.curl_submit);
+    // Each terminal command labelled with what it does, wrapped, never clipped.
+    let terminal = [
+        ("zip", "1. Zip your tree", section.zip_line.clone()),
+        ("red", "2. Witness red (before the fix)", section.curl_red.clone()),
+        ("green", "3. Witness green (after the fix)", section.curl_green.clone()),
+        ("submit", "4. Submit", section.curl_submit.clone()),
+    ]
+    .into_iter()
+    .map(|(id, label, line)| view! { <dt>{label}</dt><dd><pre class=format!("curl curl-{id}")><code>{line}</code></pre></dd> })
+    .collect_view();
     view! {
         <section id="witness" class="witness">
             <h2>"The gate, witnessed"</h2>
@@ -149,7 +174,7 @@ pub fn WitnessView(section: WitnessSection) -> impl IntoView {
             {runs}
             {forms}
             <h3>"From a terminal"</h3>
-            <pre class="curl">{terminal}</pre>
+            <dl class="terminal">{terminal}</dl>
         </section>
     }
 }
@@ -194,7 +219,7 @@ pub fn MeterSection(meter: MeterBox) -> impl IntoView {
                 </tbody>
             </table>
             {note}
-            <pre class="command"><code>{example}</code></pre>
+            <pre class="command wrap"><code>{example}</code></pre>
             {caps}
         </section>
     }
@@ -329,6 +354,18 @@ pub fn ReceiptView(page: ReceiptPage) -> impl IntoView {
             </table>
             {note}
             <p><a href=page.back.clone()>"Back to the assignment"</a></p>
+        </section>
+    }
+}
+
+/// The page of a link that matches no assignment.
+#[component]
+pub fn InvalidLinkView() -> impl IntoView {
+    view! {
+        <section class="gone invalid-link" id="invalid-link">
+            <h1>"This invite link is not valid"</h1>
+            <p>"The link may be mistyped or cut short, or the hiring team may have replaced it with a new one (an older link stops working when a new one is sent)."</p>
+            <p>"Ask the person at the company who invited you for a new link. There is no account to sign in to: the link is all you need."</p>
         </section>
     }
 }

@@ -29,6 +29,9 @@ pub struct PacketListRow {
     pub newest: String,
     /// The id of the newest draft, when there is one.
     pub draft: Option<i64>,
+    /// Its label: "draft of v3".
+    #[serde(default)]
+    pub draft_label: String,
     /// The newest version's self-test: not run, queued, running, passed, failed.
     pub check: String,
     pub builtin: bool,
@@ -48,9 +51,10 @@ pub fn PacketListPage(vm: PacketListView) -> impl IntoView {
         .into_iter()
         .map(|p| {
             let href = format!("/packets/{}", p.slug);
+            let draft_label = p.draft_label.clone();
             let draft = p.draft.map(|id| {
                 let href = format!("/packets/{}?version={id}", p.slug);
-                view! { <a href=href>"draft #"{id}</a> }
+                view! { <a href=href>{draft_label}</a> }
             });
             let check_class = format!("check check-{}", p.check.replace(' ', "-"));
             view! {
@@ -140,7 +144,7 @@ pub struct PacketDetailView {
     pub title: String,
     pub summary: String,
     pub version_id: i64,
-    /// "v2" or "draft #7".
+    /// "v2" or "draft of v3".
     pub label: String,
     pub is_draft: bool,
     /// Authors may edit, publish and run the self-test.
@@ -159,6 +163,9 @@ pub struct PacketDetailView {
     pub publish_pending: bool,
     /// Why the version's folder could not be read, if it could not.
     pub load_error: Option<String>,
+    /// The packet has a published version, so candidates can be invited.
+    #[serde(default)]
+    pub can_invite: bool,
 }
 
 #[component]
@@ -199,7 +206,11 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
                 </form>
             }
         });
-        view! { <div class="actions">{check}{publish}{new_draft}</div> }
+        let invite = vm.can_invite.then(|| {
+            let href = format!("/assignments/new?packet={}", vm.slug);
+            view! { <a class="button invite" href=href>"Invite a candidate"</a> }
+        });
+        view! { <div class="actions">{invite}{check}{publish}{new_draft}</div> }
     });
 
     let check_items = vm

@@ -6,3 +6,4 @@ pub mod assignments;
 pub mod candidate;
 pub mod review;
 pub mod queue;
+pub mod inbox;

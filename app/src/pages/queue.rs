@@ -10,6 +10,9 @@ pub struct JobRow {
     pub subject: String,
     /// A link to what the job works on, when there is a page for it.
     pub subject_href: Option<String>,
+    /// The subject in words: "Ada Lovelace · null-status v1".
+    #[serde(default)]
+    pub label: Option<String>,
     pub state: String,
     pub attempts: i64,
     pub max_attempts: i64,
@@ -30,9 +33,11 @@ fn job_table(rows: Vec<JobRow>) -> impl IntoView {
     let body = rows
         .into_iter()
         .map(|j| {
+            let text = j.label.clone().unwrap_or_else(|| j.subject.clone());
+            let id = j.label.is_some().then(|| view! { " " <code class="subject-id muted small">{j.subject.clone()}</code> });
             let subject = match j.subject_href {
-                Some(h) => view! { <a href=h>{j.subject.clone()}</a> }.into_any(),
-                None => view! { <span>{j.subject.clone()}</span> }.into_any(),
+                Some(h) => view! { <a href=h class="subject">{text}</a>{id} }.into_any(),
+                None => view! { <span class="subject">{text}</span>{id} }.into_any(),
             };
             view! {
                 <tr class=format!("job {}", j.state)>

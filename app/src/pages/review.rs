@@ -35,6 +35,9 @@ pub struct AssignmentView {
     pub can_manage: bool,
     /// Whether the assignment has a model key that still works.
     pub model_key_active: bool,
+    /// Uploads refused at the door (never graded): (when, reason), newest first.
+    #[serde(default)]
+    pub refusals: Vec<(String, String)>,
 }
 
 #[component]
@@ -56,6 +59,19 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
             }
         })
         .collect_view();
+    let refused = (!view.refusals.is_empty()).then(|| {
+        let rows = view.refusals.iter().map(|(when, why)| view! { <tr><td>{when.clone()}</td><td class="refusal-reason">{why.clone()}</td></tr> }).collect_view();
+        view! {
+            <section class="refused-uploads">
+                <h2>"Refused uploads"</h2>
+                <p class="hint">"Uploads turned away before grading (nothing of them is kept but this line)."</p>
+                <table class="refusals">
+                    <thead><tr><th>"When"</th><th>"Reason"</th></tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </section>
+        }
+    });
     let compare = format!("/packets/{}/compare", view.slug);
     let manage = view.can_manage.then(|| {
         let reissue = format!("/assignments/{}/reissue", view.id);
@@ -71,12 +87,16 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
         });
         view! {
             <div class="actions">
-                <form id="reissue-link" method="post" action=reissue>
-                    <crate::shell::CsrfField token=view.csrf.clone() />
-                    <button type="submit">"Reissue the link (and model key)"</button>
-                </form>
                 {revoke_form}
             </div>
+            <details class="secondary-action reissue">
+                <summary>"Reissue the link (and model key)…"</summary>
+                <form id="reissue-link" method="post" action=reissue>
+                    <crate::shell::CsrfField token=view.csrf.clone() />
+                    <label class="inline"><input type="checkbox" name="confirm" value="yes" required />" Yes, stop the current link and model key"</label>
+                    <button type="submit" class="secondary">"Reissue the link"</button>
+                </form>
+            </details>
         }
     });
     view! {
@@ -93,6 +113,7 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
             <thead><tr><th>"Submission"</th><th>"Received"</th><th>"State"</th><th>"Decision"</th><th>"Score"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
+        {refused}
         <p><a href=compare>"Compare this packet's candidates"</a></p>
         {manage}
     }
@@ -217,6 +238,10 @@ pub struct HumanForm {
     /// (level, description), 0 to max.
     pub levels: Vec<(u32, String)>,
     pub current: Option<u32>,
+    /// The submitted file the criterion is about (named in its title or
+    /// levels, e.g. NOTES.md), shown beside the form: (path, text).
+    #[serde(default)]
+    pub file: Option<(String, String)>,
 }
 
 /// One row of the human-score history (the audit trail).
@@ -250,6 +275,13 @@ pub struct ScorecardView {
     /// submission; `None` when it witnessed nothing.
     #[serde(default)]
     pub ledger: Option<LedgerView>,
+    /// Blind review hides the candidate from this reviewer for now.
+    #[serde(default)]
+    pub blind: bool,
+    /// Other submissions of the packet whose code is similar: (candidate,
+    /// submission id, "92 %"). A signal, never a finding.
+    #[serde(default)]
+    pub similar: Vec<(String, String, String)>,
 }
 
 /// A red or green run the platform witnessed, as the ledger shows it.
@@ -393,9 +425,21 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
     let history = history_view(view.history);
     view! {
         <h1>"Scorecard: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
+        {view.blind.then(|| view! { <p class="notice blind-review">"Blind review: the candidate's name and email are hidden from you until you have saved your scores."</p> })}
         <p class="meta">"Submission " <code>{view.id.clone()}</code> ", received " {view.received_at}
             {view.graded_at.map(|g| format!(", graded {g}"))}</p>
         {links}
+        {(!view.similar.is_empty()).then(|| view! {
+            <section class="similar notice">
+                <h2>"Similar submissions"</h2>
+                <p class="hint">"Code sharing most of its token fingerprints with this one (the starter's excluded): read both. It changes no score."</p>
+                <ul>{view.similar.iter().map(|(who, sid, pct)| {
+                    let href = format!("/submissions/{sid}");
+                    let share = format!(" · {pct} shared");
+                    view! { <li class="similar-pair"><a href=href>{who.clone()}</a>{share}</li> }
+                }).collect_view()}</ul>
+            </section>
+        })}
         {status}
         {card}
         {ledger}
@@ -469,9 +513,18 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
         .criteria
         .into_iter()
         .map(|cr| {
-            let form = forms.iter().find(|f| f.criterion == cr.id).cloned().map(|f| human_form(f, csrf.clone(), id.clone()));
+            let found = forms.iter().find(|f| f.criterion == cr.id).cloned();
+            // A form with its file spans the whole table in a row of its own,
+            // the file beside the form; other forms stay in the row's cell.
+            let (inline, wide) = match found {
+                Some(f) if f.file.is_some() => (None, Some(human_form(f, csrf.clone(), id.clone()))),
+                Some(f) => (Some(human_form(f, csrf.clone(), id.clone())), None),
+                None => (None, None),
+            };
+            let anchor = format!("criterion-{}", cr.id);
+            let status = cr.status.clone();
             view! {
-                <tr class=format!("criterion {}", cr.status)>
+                <tr class=format!("criterion {}", cr.status) id=anchor>
                     <td><code>{cr.id}</code> " " {cr.title}</td>
                     <td>{cr.mode}</td>
                     <td class="level">{cr.level} " / " {cr.max}</td>
@@ -479,9 +532,10 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
                     <td>
                         {cr.level_text.map(|t| view! { <p class="level-text">{t}</p> })}
                         <ul class="basis">{cr.basis.into_iter().map(|b| view! { <li>{b}</li> }).collect_view()}</ul>
-                        {form}
+                        {inline}
                     </td>
                 </tr>
+                {wide.map(|w| view! { <tr class=format!("criterion-scoring {status}")><td colspan="5">{w}</td></tr> })}
             }
         })
         .collect_view();
@@ -598,14 +652,28 @@ fn human_form(f: HumanForm, csrf: String, id: String) -> impl IntoView {
             view! { <option value=l.to_string() selected=selected>{format!("{l}: {text}")}</option> }
         })
         .collect_view();
-    view! {
+    let form = view! {
         <form class="human-score" method="post" action=action>
             <CsrfField token=csrf />
             <input type="hidden" name="criterion" value=f.criterion.clone() />
             <label>{label} " (" {f.title} ") " <select name="level" required=true>{placeholder}{options}</select></label>
-            <label>"Reason (required) " <textarea name="reason" required=true rows="2"></textarea></label>
+            <label>"Reason (required) " <textarea name="reason" required=true rows="2" maxlength="4000"></textarea></label>
             <button type="submit">"Save score"</button>
         </form>
+    };
+    match f.file {
+        // The file the criterion is about, beside the form that scores it.
+        Some((path, text)) => view! {
+            <div class="score-beside">
+                <figure class="scored-file">
+                    <figcaption>"Submitted " <code>{path}</code></figcaption>
+                    <pre>{text}</pre>
+                </figure>
+                {form}
+            </div>
+        }
+        .into_any(),
+        None => form.into_any(),
     }
 }
 
@@ -638,6 +706,10 @@ pub struct ReceiptView {
     pub digest: String,
     pub archive_sha256: String,
     pub json: String,
+    /// The standalone receipt's document body (its sections, no JSON),
+    /// rendered and escaped by the server's template.
+    #[serde(default)]
+    pub body_html: String,
 }
 
 #[component]
@@ -653,8 +725,8 @@ pub fn ReceiptPage(view: ReceiptView) -> impl IntoView {
             <dt>"Archive SHA-256"</dt><dd><code>{view.archive_sha256}</code></dd>
             <dt>"Receipt digest"</dt><dd><code class="receipt-digest">{view.digest}</code></dd>
         </dl>
-        <p class="links"><a href=card>"Scorecard"</a> " · " <a href=json>"JSON"</a> " · " <a href=html download="">"Standalone HTML"</a></p>
-        <pre class="receipt-json">{view.json}</pre>
+        <p class="links"><a href=card>"Scorecard"</a> " · " <a href=json class="receipt-json-link">"Receipt JSON"</a> " · " <a href=html download="">"Standalone HTML"</a></p>
+        <article class="receipt-doc" inner_html=view.body_html></article>
     }
 }
 
@@ -678,6 +750,11 @@ pub struct CompareView {
     pub columns: Vec<CompareColumn>,
     /// The distribution chart's URL.
     pub chart: String,
+    /// Pairs of submissions whose code (less the starter's) shares most of
+    /// its token fingerprints: (candidate, candidate, "87 %"). A signal for
+    /// the reviewer, never a finding.
+    #[serde(default)]
+    pub similar: Vec<(String, String, String)>,
     pub csv: String,
 }
 
@@ -717,6 +794,7 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
         .collect_view();
     view! {
         <h1>{title}</h1>
+        <div class="compare-scroll">
         <table class="compare">
             <thead><tr><th>"Criterion"</th>{heads}</tr></thead>
             <tbody>
@@ -726,6 +804,20 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
                 <tr class="failures-row"><th scope="row">"Failures"</th>{failures}</tr>
             </tbody>
         </table>
+        </div>
+        <h2>"Similar submissions"</h2>
+        {if view.similar.is_empty() {
+            view! { <p class="empty similar-none">"No pair of these submissions shares most of its code (the starter's excluded)."</p> }.into_any()
+        } else {
+            view! {
+                <p class="hint">"Share of token fingerprints in common, the starter's code excluded; robust to renamed names, reordered functions and comments. A signal to read both, not a finding: it changes no score."</p>
+                <table class="similar">
+                    <thead><tr><th>"Submission"</th><th>"And"</th><th class="num">"Shared"</th></tr></thead>
+                    <tbody>{view.similar.iter().map(|(a, b, pct)| view! { <tr class="similar-pair"><td>{a.clone()}</td><td>{b.clone()}</td><td class="num">{pct.clone()}</td></tr> }).collect_view()}</tbody>
+                </table>
+            }
+            .into_any()
+        }}
         <h2>"Score distribution"</h2>
         <img class="distribution" src=view.chart alt="Histogram of scores, colored by decision" />
         <p><a href=view.csv>"Download all scorecards (CSV)"</a></p>

@@ -25,6 +25,8 @@ pub struct Assignment {
     pub results: ResultsRelease,
     /// How many submissions the assignment accepts.
     pub max_submissions: i64,
+    /// Reviewers see a pseudonym until they have saved their scores.
+    pub blind_review: bool,
 }
 
 /// When a candidate sees the decision and score of a graded submission.
@@ -89,4 +91,6 @@ pub trait AssignmentStore {
     async fn reissue_token(&self, id: &str, token_hash: &str) -> DbResult<()>;
     /// Sets what the candidate sees of results and the submission limit.
     async fn set_assignment_policy(&self, id: &str, results: ResultsRelease, max_submissions: i64) -> DbResult<()>;
+    /// Turns blind review of the assignment on or off.
+    async fn set_blind_review(&self, id: &str, blind: bool) -> DbResult<()>;
 }

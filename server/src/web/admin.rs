@@ -26,6 +26,7 @@ pub fn routes() -> crate::routes::Routes {
         .route("/admin", get(|| async { Redirect::to("/admin/users") }))
         .route("/admin/users", get(users).post(create_user))
         .route("/admin/users/{id}", post(update_user))
+        .route("/admin/users/{id}/password", post(reset_password))
         .route("/admin/tokens", post(create_token))
         .route("/admin/tokens/{id}/revoke", post(revoke_token))
 }
@@ -54,7 +55,7 @@ async fn view_model(state: &AppState, signed_in: &SignedIn, error: Option<String
         .map(|t| TokenRowView { id: t.id, name: t.name, user_email: t.user_email, created: utc(t.created_at), revoked: t.revoked_at.map(utc) })
         .collect();
     let new_token = crate::web::session::take_shown_once(&signed_in.session, NEW_TOKEN_KEY).await?;
-    Ok(AdminView { csrf: signed_in.csrf.clone(), users, tokens, new_token, error })
+    Ok(AdminView { csrf: signed_in.csrf.clone(), users, tokens, new_token, error, upstreams: upstreams(&state.config) })
 }
 
 async fn users(State(state): State<AppState>, signed_in: SignedIn) -> Result<Response, AppError> {
@@ -62,6 +63,53 @@ async fn users(State(state): State<AppState>, signed_in: SignedIn) -> Result<Res
     let vm = view_model(&state, &signed_in, None).await?;
     let flash = take_flash(&signed_in.session).await;
     Ok(render(page_meta(&state, Some(&signed_in), "Users", flash), move || view! { <AdminPage vm=vm /> }).into_response())
+}
+
+/// The configured model upstreams, URLs without any credentials in them and
+/// never a key: ("all packets" | slug, URL, key set).
+pub fn upstreams(config: &crate::config::Config) -> Vec<(String, String, bool)> {
+    let strip = |u: &str| match u.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((_, host)) if !host.contains('/') || rest.find('@') < rest.find('/') => format!("{scheme}://{host}"),
+            _ => u.to_string(),
+        },
+        None => u.to_string(),
+    };
+    let mut out = Vec::new();
+    if let Some(url) = config.model_upstream_url.as_deref().filter(|u| !u.is_empty()) {
+        out.push(("all packets".to_string(), strip(url), config.model_upstream_key.as_deref().is_some_and(|k| !k.is_empty())));
+    }
+    for (slug, u) in &config.model_upstreams {
+        out.push((slug.clone(), strip(&u.url), u.key.as_deref().is_some_and(|k| !k.is_empty())));
+    }
+    out
+}
+
+#[derive(Deserialize)]
+struct PasswordForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    password: String,
+}
+
+/// An admin sets a new password for an account (told to its owner out of
+/// band); audited, the password itself never.
+async fn reset_password(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<i64>, Form(f): Form<PasswordForm>) -> Result<Response, AppError> {
+    signed_in.require(Role::Admin)?;
+    signed_in.verify_csrf(Some(&f.csrf)).await?;
+    let user = state.db.user_by_id(id).await?.ok_or_else(|| AppError::NotFound(format!("user {id}")))?;
+    if f.password.len() > 1024 {
+        return Err(AppError::BadRequest("the password is longer than 1024 bytes".into()));
+    }
+    if let Some(problem) = validate_account(&user.email, &user.name, &f.password) {
+        return Err(AppError::BadRequest(problem));
+    }
+    let hash = password::hash_async(f.password).await?;
+    state.db.set_password(user.id, &hash).await?;
+    state.db.audit(&actor(&signed_in), "user.password_reset", &format!("user:{}", user.id), &format!("{}: new password set by an admin", user.email)).await?;
+    set_flash(&signed_in.session, format!("Set a new password for {}.", user.email)).await;
+    Ok(Redirect::to("/admin/users").into_response())
 }
 
 fn actor(s: &SignedIn) -> String {

@@ -148,7 +148,7 @@ fn too_many(wait: Duration) -> AppError {
 pub fn safe_next(next: Option<&str>) -> String {
     match next {
         Some(n) if is_local_path(n) => n.to_string(),
-        _ => "/packets".to_string(),
+        _ => "/".to_string(),
     }
 }
 
@@ -161,8 +161,13 @@ fn is_local_path(n: &str) -> bool {
         && !n.contains("://")
 }
 
+/// The landing page: a reviewer's inbox, an author's or admin's packets.
 async fn home(signed_in: Result<SignedIn, crate::web::session::NotSignedIn>) -> Redirect {
-    Redirect::to(if signed_in.is_ok() { "/packets" } else { "/login" })
+    Redirect::to(match signed_in {
+        Ok(s) if s.user.role == Role::Reviewer => "/inbox",
+        Ok(_) => "/packets",
+        Err(_) => "/login",
+    })
 }
 
 #[derive(Deserialize)]
@@ -373,8 +378,8 @@ mod tests {
             "/\n/evil.example", "/\r/evil.example", " //evil.example", "/ /evil", "javascript:alert(1)", "evil.example",
             "/x\u{7f}", "/x\u{2028}", "/\u{a0}/evil.example", "/a/b\\c",
         ] {
-            check(bad, "/packets");
+            check(bad, "/");
         }
-        assert_eq!(safe_next(None), "/packets");
+        assert_eq!(safe_next(None), "/");
     }
 }

@@ -217,7 +217,16 @@ async fn meter_box(state: &AppState, token: &str, a: &Assignment) -> Result<Mete
 /// preview's GET must not start a candidate's clock): the Start button, the
 /// starter download, a model call, a witnessed run or a submission do.
 async fn page(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
-    let a = assignment_for(&state, &token).await?;
+    let a = match assignment_for(&state, &token).await {
+        Ok(a) => a,
+        // A candidate has no account: say the link is not valid and whom to
+        // ask, not "sign in".
+        Err(AppError::NotFound(_)) => {
+            let html = app::shell::document(meta(&state, "Invite link not valid"), || view! { <app::pages::candidate::InvalidLinkView /> });
+            return Ok((StatusCode::NOT_FOUND, Html(html)).into_response());
+        }
+        Err(e) => return Err(e),
+    };
     if now_ms() >= a.deadline {
         return Ok(gone_page(&state, &a));
     }
@@ -267,10 +276,39 @@ async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Re
     Ok(([(header::CONTENT_TYPE, "application/zip".to_string()), (header::CONTENT_DISPOSITION, name)], bytes).into_response())
 }
 
+/// Refused uploads recorded per assignment for the hiring team; later
+/// refusals are only counted in the metrics.
+pub const REFUSALS_RECORDED: usize = 50;
+
 /// Streams the multipart field `file` into the blob store, validates it with
 /// the grader's ingestion, and records the submission and its grading job.
-/// Shared by the upload form and `POST /api/v1/submissions`.
+/// Shared by the upload form and `POST /api/v1/submissions`. A refusal the
+/// candidate caused (4xx) is kept in the audit log as `submission.refused`
+/// (time and reason, at most [`REFUSALS_RECORDED`] per assignment), so the
+/// author sees it on the assignment.
 pub async fn receive_upload(
+    state: &AppState,
+    a: &Assignment,
+    headers: &HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Submission, Refusal> {
+    let outcome = receive_checked(state, a, headers, multipart).await;
+    if let Err(r) = &outcome
+        && r.status.is_client_error()
+    {
+        let subject = format!("assignment:{}", a.id);
+        let recorded = state.db.audit_entries(Some(&subject), 1000).await.map(|e| e.iter().filter(|e| e.action == "submission.refused").count()).unwrap_or(0);
+        if recorded < REFUSALS_RECORDED {
+            let reason: String = r.message.chars().take(500).collect();
+            if let Err(e) = state.db.audit("candidate", "submission.refused", &subject, &reason).await {
+                tracing::warn!(assignment = %a.id, "recording a refused upload: {e}");
+            }
+        }
+    }
+    outcome
+}
+
+async fn receive_checked(
     state: &AppState,
     a: &Assignment,
     headers: &HeaderMap,

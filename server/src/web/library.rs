@@ -42,12 +42,53 @@ pub fn routes() -> crate::routes::Routes {
         .route("/packets/{slug}/versions/{id}/failures/{index}", post(edit_failure))
 }
 
-/// The label of a version: "v2" or "draft #7".
+/// The label of a version on its own: "v2", or "draft" (see [`label_in`]).
 pub fn label(v: &PacketVersion) -> String {
     match (v.state, v.version) {
         (VersionState::Published, Some(n)) => format!("v{n}"),
-        _ => format!("draft #{}", v.id),
+        _ => "draft".to_string(),
     }
+}
+
+/// The label of a version among its packet's versions, one scheme
+/// everywhere: "v2", or "draft of v3" for a draft (the number it gets when
+/// published), never a database id.
+pub fn label_in(v: &PacketVersion, versions: &[PacketVersion]) -> String {
+    match (v.state, v.version) {
+        (VersionState::Published, Some(n)) => format!("v{n}"),
+        _ => format!("draft of v{}", versions.iter().filter_map(|o| o.version).max().unwrap_or(0) + 1),
+    }
+}
+
+/// [`label_in`], reading the packet's versions.
+pub async fn label_of(state: &AppState, v: &PacketVersion) -> Result<String, AppError> {
+    Ok(label_in(v, &state.db.versions_of(v.packet_id).await?))
+}
+
+/// Self-test details stored before they were written in words say how a
+/// command ended as Rust debug text (`Code(1)`, `Signal(9)`): read them as
+/// "exit code 1", "killed by signal 9".
+pub fn readable_exit(detail: &str) -> String {
+    let mut out = String::with_capacity(detail.len());
+    let mut rest = detail;
+    'scan: while !rest.is_empty() {
+        for (word, say) in [("Code(", "exit code "), ("Signal(", "killed by signal ")] {
+            let after_word = out.chars().last().is_none_or(|c| !c.is_alphanumeric() && c != '_');
+            if after_word && let Some(tail) = rest.strip_prefix(word) {
+                let digits: String = tail.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+                if !digits.is_empty() && tail[digits.len()..].starts_with(')') {
+                    out.push_str(say);
+                    out.push_str(&digits);
+                    rest = &tail[digits.len() + 1..];
+                    continue 'scan;
+                }
+            }
+        }
+        let c = rest.chars().next().expect("not empty");
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 /// A version's self-test state as shown: a pending job reads "queued".
@@ -78,6 +119,7 @@ async fn list(State(state): State<AppState>, signed_in: SignedIn) -> Result<Resp
             title: p.title.clone(),
             newest: newest_published.map(label).unwrap_or_else(|| "none".into()),
             draft: draft.map(|d| d.id),
+            draft_label: draft.map(|d| label_in(d, &versions)).unwrap_or_default(),
             check,
             builtin: p.builtin,
         });
@@ -119,12 +161,13 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
         slug: packet.slug.clone(),
         title: packet.title.clone(),
         version_id: version.id,
-        label: label(&version),
+        label: label_in(&version, &versions),
         is_draft: version.state == VersionState::Draft,
         can_edit: signed_in.user.role >= Role::Author,
-        versions: versions.iter().map(|v| VersionLink { id: v.id, label: label(v), current: v.id == version.id }).collect(),
+        versions: versions.iter().map(|v| VersionLink { id: v.id, label: label_in(v, &versions), current: v.id == version.id }).collect(),
         check_state: check_state(&state, &version).await?,
         publish_pending: state.db.publish_request(version.id).await?.is_some(),
+        can_invite: signed_in.user.role >= Role::Author && versions.iter().any(|v| v.state == VersionState::Published),
         ..PacketDetailView::default()
     };
     if let Some(json) = &version.check_report
@@ -136,7 +179,7 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
             .map(|i| CheckItemView {
                 name: i.name.clone(),
                 status: if i.ok { "ok" } else if i.warning { "warning" } else { "failed" }.into(),
-                detail: i.detail.clone(),
+                detail: readable_exit(&i.detail),
             })
             .collect();
     }
@@ -250,7 +293,7 @@ async fn import(State(state): State<AppState>, signed_in: SignedIn, mut multipar
         return Err(AppError::BadRequest("choose a zip of a packet folder to import (the file field was empty)".into()));
     }
     let version = library::import_zip(&state, tmp.path(), Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, format!("Imported {} as draft #{}.", version.slug, version.id)).await;
+    set_flash(&signed_in.session, format!("Imported {} as a {}.", version.slug, label_of(&state, &version).await?)).await;
     Ok(Redirect::to(&format!("/packets/{}?version={}", version.slug, version.id)).into_response())
 }
 
@@ -290,7 +333,7 @@ async fn run_check(State(state): State<AppState>, signed_in: SignedIn, Path((slu
 async fn new_draft(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<CsrfForm>) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     let draft = library::new_draft_from(&state, &v, Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, format!("Draft #{} made from {}.", draft.id, label(&v))).await;
+    set_flash(&signed_in.session, format!("Made a {} from {}.", label_of(&state, &draft).await?, label(&v))).await;
     Ok(back_to(&draft))
 }
 
@@ -371,4 +414,14 @@ async fn edit_failure(
     library::edit_draft(&state, &v, DraftEdit::Failure { index, title: f.title, description: f.description }, Some(signed_in.user.id)).await?;
     set_flash(&signed_in.session, format!("Failure catalog entry #{} saved.", index + 1)).await;
     Ok(back_to(&v))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn debug_exits_read_as_words() {
+        assert_eq!(super::readable_exit("`pytest -q`: Code(1)\n1 failed"), "`pytest -q`: exit code 1\n1 failed");
+        assert_eq!(super::readable_exit("Signal(9)"), "killed by signal 9");
+        assert_eq!(super::readable_exit("exit code 0; NoCode(3), Code(x)"), "exit code 0; NoCode(3), Code(x)");
+    }
 }

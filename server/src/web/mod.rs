@@ -21,6 +21,7 @@ pub mod assignments;
 pub mod auth;
 pub mod candidate;
 pub mod gate;
+pub mod inbox;
 pub mod library;
 pub mod page;
 pub mod queue;
@@ -48,6 +49,7 @@ pub fn routes() -> crate::routes::Routes {
         .merge(api::routes())
         .merge(review::routes())
         .merge(queue::routes())
+        .merge(inbox::routes())
         .merge(assets::routes())
         .merge(crate::meter::routes())
         .merge(witness::routes())

@@ -35,6 +35,7 @@ fn row(j: Job) -> JobRow {
         kind: j.kind,
         subject: j.subject,
         subject_href,
+        label: None,
         state: j.state,
         attempts: j.attempts,
         max_attempts: j.max_attempts,
@@ -44,11 +45,43 @@ fn row(j: Job) -> JobRow {
     }
 }
 
+/// What a job works on, in words: the candidate and packet of a grading
+/// (a pseudonym under blind review), the packet version of a self-test.
+async fn label(state: &AppState, r: &JobRow) -> Result<Option<String>, AppError> {
+    Ok(match r.kind.as_str() {
+        "grade" => match state.db.submission_by_id(&r.subject).await? {
+            Some(s) => state.db.assignment_by_id(&s.assignment_id).await?.map(|a| {
+                let who = if a.blind_review { crate::web::review::blind_label(&s.id) } else { a.candidate_name.clone() };
+                let version = a.version.map(|v| format!(" v{v}")).unwrap_or_default();
+                format!("{who} · {}{version}", a.slug)
+            }),
+            None => None,
+        },
+        "check" => match r.subject.parse::<i64>().ok() {
+            Some(id) => match state.db.version_by_id(id).await? {
+                Some(v) => Some(format!("self-test of {} {}", v.slug, crate::web::library::label_of(state, &v).await?)),
+                None => None,
+            },
+            None => None,
+        },
+        _ => None,
+    })
+}
+
+async fn labelled(state: &AppState, jobs: Vec<Job>) -> Result<Vec<JobRow>, AppError> {
+    let mut out = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        let mut r = row(j);
+        r.label = label(state, &r).await?;
+        out.push(r);
+    }
+    Ok(out)
+}
+
 async fn page(State(state): State<AppState>, signed_in: SignedIn) -> Result<Html<String>, AppError> {
     signed_in.require(Role::Reviewer)?;
-    let pending: Vec<JobRow> = state.db.pending_jobs().await?.into_iter().map(row).collect();
-    let recent: Vec<JobRow> =
-        state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state == "done" || j.state == "failed").map(row).collect();
+    let pending = labelled(&state, state.db.pending_jobs().await?).await?;
+    let recent = labelled(&state, state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state == "done" || j.state == "failed").collect()).await?;
     let meta = PageMeta {
         title: "Grading queue".into(),
         user: Some(NavUser { name: signed_in.user.name.clone(), role: signed_in.user.role.as_str().to_string() }),
@@ -97,6 +130,7 @@ mod tests {
             kind: "grade".into(),
             subject: "abc".into(),
             subject_href: Some("/submissions/abc".into()),
+            label: None,
             state: "running".into(),
             attempts: 1,
             max_attempts: 3,

@@ -99,7 +99,7 @@ async fn starter_of(state: &AppState, version: &PacketVersion) -> Option<Tree> {
     tokio::task::spawn_blocking(move || list_files(&dir).ok()).await.ok().flatten()
 }
 
-fn parse_card(s: &Submission) -> Result<Option<Scorecard>, AppError> {
+pub(crate) fn parse_card(s: &Submission) -> Result<Option<Scorecard>, AppError> {
     match (&s.state[..], &s.scorecard_json) {
         ("graded", Some(json)) => serde_json::from_str(json)
             .map(Some)
@@ -108,11 +108,58 @@ fn parse_card(s: &Submission) -> Result<Option<Scorecard>, AppError> {
     }
 }
 
+
+/// Under blind review, the name a reviewer sees for a candidate: stable per
+/// submission, derived from its id, carrying nothing of the person.
+pub fn blind_label(submission_id: &str) -> String {
+    format!("Candidate {}", blind_key(submission_id)[..6].to_ascii_uppercase())
+}
+
+/// The stable pseudo-random sort key of a submission under blind review.
+pub fn blind_key(submission_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(format!("gatehouse-blind-review:{submission_id}").as_bytes()))
+}
+
+/// Whether `viewer` sees a pseudonym for the candidate of `a` on the
+/// submission `submission_id` (graded as `card`): blind review is on and
+/// the viewer has not yet saved a score of their own for every
+/// human-scored criterion (for any one, when no criterion is human-only).
+pub(crate) async fn hides_candidate(state: &AppState, a: &Assignment, submission_id: &str, card: Option<&Scorecard>, viewer: i64) -> Result<bool, AppError> {
+    if !a.blind_review {
+        return Ok(false);
+    }
+    let scores = state.db.human_scores(submission_id).await?;
+    let mine: std::collections::BTreeSet<&str> = scores.iter().filter(|h| h.reviewer_id == viewer).map(|h| h.criterion.as_str()).collect();
+    let required: Vec<&str> = card.map(|c| c.scoring.criteria.iter().filter(|c| c.mode == Mode::Human).map(|c| c.id.as_str()).collect()).unwrap_or_default();
+    let revealed = if required.is_empty() { !mine.is_empty() } else { required.iter().all(|c| mine.contains(c)) };
+    Ok(!revealed)
+}
+
+/// Replaces the candidate's name and email in `ctx` by the pseudonym when
+/// the viewer must not see them yet; returns whether it did.
+async fn blind_for(state: &AppState, ctx: &mut Context, card: Option<&Scorecard>, viewer: i64) -> Result<bool, AppError> {
+    let hide = hides_candidate(state, &ctx.assignment, &ctx.submission.id, card, viewer).await?;
+    if hide {
+        ctx.assignment.candidate_name = blind_label(&ctx.submission.id);
+        ctx.assignment.email = "hidden under blind review".into();
+    }
+    Ok(hide)
+}
+
+/// The inbox's order of two waiting rows (graded at `ta` and `tb`): rows
+/// under blind review after the others, in their stable pseudo-random
+/// order; the others oldest first.
+pub fn inbox_order(ta: &i64, a: &app::pages::inbox::InboxRow, tb: &i64, b: &app::pages::inbox::InboxRow) -> std::cmp::Ordering {
+    let key = |t: &i64, r: &app::pages::inbox::InboxRow| if r.blind { (1, blind_key(&r.submission_id)) } else { (0, format!("{:020}", t)) };
+    key(ta, a).cmp(&key(tb, b))
+}
+
 fn version_label(a: &Assignment) -> String {
     a.version.map_or("draft".to_string(), |v| v.to_string())
 }
 
-fn score_label(card: &Scorecard) -> String {
+pub(crate) fn score_label(card: &Scorecard) -> String {
     match card.scoring.score {
         Some(s) => format!("{s} / {}", card.scoring.max_score),
         None => "signals scored separately".into(),
@@ -391,6 +438,49 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
     view.files = files;
 }
 
+/// The submitted file a criterion is about: the first path of the
+/// submission named in the criterion's title or levels (e.g. NOTES.md).
+pub fn file_named_by<'a>(title: &str, levels: &[String], paths: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let text = std::iter::once(title).chain(levels.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
+    let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | ')' | '`' | '"' | '\'')).map(|w| w.trim_end_matches('.')).collect();
+    let mut paths: Vec<&str> = paths.collect();
+    // The longest path first, so `docs/NOTES.md` wins over a bare `NOTES.md` mention of it.
+    paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    paths.into_iter().find(|p| {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        name.contains('.') && words.iter().any(|w| w == p || *w == name)
+    })
+}
+
+/// Puts beside each human form the submitted file its criterion names
+/// (text only, capped at `DIFF_MAX_BYTES`).
+async fn attach_scored_files(state: &AppState, manifest: &Manifest, archive_sha256: &str, unwrapped: Option<String>, view: &CardView, forms: &mut [HumanForm]) {
+    let paths: Vec<String> = view.files.iter().filter(|f| f.change != "platform").map(|f| f.path.clone()).collect();
+    let wanted: Vec<(usize, String)> = forms
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let c = manifest.criterion(&f.criterion)?;
+            file_named_by(&c.title, &c.levels, paths.iter().map(String::as_str)).map(|p| (i, p.to_string()))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let zip_path = stored_zip(state, archive_sha256);
+    let read = tokio::task::spawn_blocking(move || {
+        let mut archive = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok())?;
+        Some(wanted.into_iter().filter_map(|(i, p)| read_entry(&mut archive, &p, unwrapped.as_deref()).and_then(|b| String::from_utf8(b).ok()).map(|t| (i, p, t))).collect::<Vec<_>>())
+    })
+    .await
+    .ok()
+    .flatten()
+    .unwrap_or_default();
+    for (i, path, text) in read {
+        forms[i].file = Some((path, text));
+    }
+}
+
 /// The bytes of the archive entry for `path`, capped at `DIFF_MAX_BYTES`.
 /// The entry is looked up as ingestion named it: under the unwrapped top
 /// folder, and with `\` read as `/`.
@@ -419,6 +509,7 @@ fn tamper_override_form(card: &grader::grade::Scorecard) -> HumanForm {
             (1, "Override the veto: the evidence shows no interference (the reason is kept).".into()),
         ],
         current: card.scoring.caps.iter().any(|c| c.starts_with("evidence-tampering veto overridden")).then_some(1),
+        file: None,
     }
 }
 
@@ -432,8 +523,23 @@ fn mode_word(m: Mode) -> &'static str {
 
 async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    let a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
+    let mut a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
     let mut all = state.db.submissions_of(&id).await?;
+    // Blind review: a reviewer (authors manage the invite and know the
+    // candidate) sees the pseudonym of the latest graded submission until
+    // they have scored it.
+    if a.blind_review && signed_in.user.role == Role::Reviewer {
+        let latest = all.iter().find(|s| s.state == "graded");
+        let card = latest.and_then(|s| parse_card(s).ok().flatten());
+        let hide = match latest {
+            Some(s) => hides_candidate(&state, &a, &s.id, card.as_ref(), signed_in.user.id).await?,
+            None => true,
+        };
+        if hide {
+            a.candidate_name = latest.map(|s| blind_label(&s.id)).unwrap_or_else(|| "Candidate (blind review)".into());
+            a.email = "hidden under blind review".into();
+        }
+    }
     // The last graded submission first, then the rest newest first (the
     // sort is stable over the newest-first list); every one is kept.
     all.sort_by_key(|s| s.state != "graded");
@@ -460,6 +566,14 @@ async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Pat
         state: a.state.clone(),
         submissions,
         csrf: signed_in.csrf.clone(),
+        refusals: state
+            .db
+            .audit_entries(Some(&format!("assignment:{}", a.id)), 1000)
+            .await?
+            .into_iter()
+            .filter(|e| e.action == "submission.refused")
+            .map(|e| (when(e.at), e.detail))
+            .collect(),
         can_manage: signed_in.user.role >= Role::Author,
         model_key_active: state.db.model_keys_of(&a.id).await?.iter().any(|k| k.revoked_at.is_none()),
     };
@@ -480,11 +594,12 @@ async fn scorecard_page(
     Query(q): Query<FlashQuery>,
 ) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    let ctx = context(&state, &id).await?;
+    let mut ctx = context(&state, &id).await?;
     let card = parse_card(&ctx.submission)?;
+    let blind = blind_for(&state, &mut ctx, card.as_ref(), signed_in.user.id).await?;
     let manifest = manifest_of(&state, &ctx.version).await?;
     let starter = starter_of(&state, &ctx.version).await;
-    let forms = match &card {
+    let mut forms = match &card {
         Some(card) => manifest
             .criteria
             .iter()
@@ -495,6 +610,7 @@ async fn scorecard_page(
                 mode: mode_word(c.mode).into(),
                 levels: c.levels.iter().enumerate().map(|(i, t)| (i as u32, t.clone())).collect(),
                 current: card.scoring.criteria.iter().find(|s| s.id == c.id).and_then(|s| s.level),
+                file: None,
             })
             .chain(card.findings.iter().any(|f| f.id == grader::tamper::ID).then(|| tamper_override_form(card)))
             .collect(),
@@ -528,6 +644,7 @@ async fn scorecard_page(
             Some(c) => {
                 let mut v = card_view(c, starter.as_ref());
                 attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &mut v).await;
+                attach_scored_files(&state, &manifest, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &v, &mut forms).await;
                 Some(v)
             }
             None => None,
@@ -538,6 +655,8 @@ async fn scorecard_page(
         ledger: crate::grading::witness_of(&state, &ctx.assignment.id, ctx.submission.received_at)
             .await?
             .map(|w| ledger_view(&w)),
+        blind,
+        similar: similar_to(&state, &ctx.assignment.slug, &ctx.submission.id, signed_in.user.id).await?,
     };
     let meta = meta(&signed_in, format!("Scorecard {}", ctx.assignment.candidate_name), flash);
     Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> })).into_response())
@@ -619,7 +738,9 @@ async fn human_score(
             &format!("{criterion} = {level} ({}); decision {} → {}: {reason}", signed_in.user.name, card.scoring.decision, updated.scoring.decision),
         )
         .await?;
-    Ok(Redirect::to(&format!("/submissions/{id}?scored={}", crate::web::session::urlencode(criterion))).into_response())
+    // Back to the criterion just scored, not the top of a long page.
+    let anchor = format!("criterion-{}", crate::web::session::urlencode(criterion));
+    Ok(Redirect::to(&format!("/submissions/{id}?scored={}#{anchor}", crate::web::session::urlencode(criterion))).into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -668,10 +789,15 @@ fn stored_receipt(ctx: &Context) -> Result<String, AppError> {
 
 async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    let ctx = context(&state, &id).await?;
-    let json = stored_receipt(&ctx)?;
+    let mut ctx = context(&state, &id).await?;
+    stored_receipt(&ctx)?;
     let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
-    let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
+    blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
+    // The same document as the standalone receipt, minus its title and the
+    // JSON (a link away): askama escaped every value in it.
+    let doc = standalone_receipt(&state, &ctx, &card, "").await?;
+    let body = doc.split_once("<h1>Gatehouse receipt</h1>").map(|(_, b)| b).unwrap_or(&doc);
+    let body = body.split_once("<h2>Receipt JSON</h2>").map(|(b, _)| b).unwrap_or(body).to_string();
     let view = ReceiptView {
         id: id.clone(),
         candidate: ctx.assignment.candidate_name.clone(),
@@ -681,10 +807,29 @@ async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(i
         score: score_label(&card),
         digest: card.receipt.digest.clone(),
         archive_sha256: card.receipt.submission.archive_sha256.clone(),
-        json: pretty,
+        json: String::new(),
+        body_html: body,
     };
     let meta = meta(&signed_in, format!("Receipt {}", ctx.assignment.candidate_name), None);
     Ok(Html(app::shell::document(meta, move || view! { <ReceiptPage view=view /> })).into_response())
+}
+
+/// The standalone HTML receipt of a graded submission, with `json`.
+async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, json: &str) -> Result<String, AppError> {
+    let starter = starter_of(state, &ctx.version).await;
+    let view = card_view(card, starter.as_ref());
+    let version = version_label(&ctx.assignment);
+    let received = when(ctx.submission.received_at);
+    export::receipt_html(&export::ReceiptHtml {
+        candidate: &ctx.assignment.candidate_name,
+        slug: &ctx.assignment.slug,
+        version: &version,
+        submission_id: &ctx.submission.id,
+        received_at: &received,
+        card: &view,
+        json,
+    })
+    .map_err(AppError::Internal)
 }
 
 async fn receipt_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
@@ -696,24 +841,12 @@ async fn receipt_json(State(state): State<AppState>, signed_in: SignedIn, Path(i
 
 async fn receipt_html(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    let ctx = context(&state, &id).await?;
+    let mut ctx = context(&state, &id).await?;
     let json = stored_receipt(&ctx)?;
     let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
-    let starter = starter_of(&state, &ctx.version).await;
-    let view = card_view(&card, starter.as_ref());
+    blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
     let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
-    let version = version_label(&ctx.assignment);
-    let received = when(ctx.submission.received_at);
-    let html = export::receipt_html(&export::ReceiptHtml {
-        candidate: &ctx.assignment.candidate_name,
-        slug: &ctx.assignment.slug,
-        version: &version,
-        submission_id: &id,
-        received_at: &received,
-        card: &view,
-        json: &pretty,
-    })
-    .map_err(AppError::Internal)?;
+    let html = standalone_receipt(&state, &ctx, &card, &pretty).await?;
     let disposition = format!("attachment; filename=\"gatehouse-receipt-{}.html\"", id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
     Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)], html).into_response())
 }
@@ -788,10 +921,20 @@ async fn compare_page(
             }
         }
     }
-    let columns = graded
+    // Under blind review a candidate is a pseudonym to a reviewer who has not
+    // scored them yet, and blind columns come in their stable pseudo-random
+    // order after the others.
+    let mut graded = graded;
+    graded.sort_by_key(|(a, s, _)| if a.blind_review { (1, blind_key(&s.id)) } else { (0, String::new()) });
+    let mut names = Vec::with_capacity(graded.len());
+    for (a, s, card) in &graded {
+        names.push(if hides_candidate(&state, a, &s.id, Some(card), signed_in.user.id).await? { blind_label(&s.id) } else { a.candidate_name.clone() });
+    }
+    let columns: Vec<CompareColumn> = graded
         .iter()
-        .map(|(a, s, card)| CompareColumn {
-            candidate: a.candidate_name.clone(),
+        .zip(names)
+        .map(|((_, s, card), name)| CompareColumn {
+            candidate: name,
             submission_id: s.id.clone(),
             decision: card.scoring.decision.clone(),
             score: score_label(card),
@@ -808,7 +951,12 @@ async fn compare_page(
             failures: card.findings.iter().map(|f| f.id.clone()).collect(),
         })
         .collect();
+    let similar = similar_pairs(&state, &graded).await
+        .into_iter()
+        .map(|(i, j, sim)| (columns_name(&columns, i), columns_name(&columns, j), format!("{:.0} %", sim * 100.0)))
+        .collect();
     let view = CompareView {
+        similar,
         slug: slug.clone(),
         criteria,
         columns,
@@ -817,6 +965,82 @@ async fn compare_page(
     };
     let meta = meta(&signed_in, format!("Compare {slug}"), None);
     Ok(Html(app::shell::document(meta, move || view! { <ComparePage view=view /> })).into_response())
+}
+
+/// The submissions of `slug` similar to `submission_id`: (name as the viewer
+/// may see it, submission id, share).
+async fn similar_to(state: &AppState, slug: &str, submission_id: &str, viewer: i64) -> Result<Vec<(String, String, String)>, AppError> {
+    let graded = graded_of_packet(state, slug).await?;
+    let Some(me) = graded.iter().position(|(_, s, _)| s.id == submission_id) else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for (i, j, sim) in similar_pairs(state, &graded).await {
+        let other = if i == me { j } else if j == me { i } else { continue };
+        let (a, s, card) = &graded[other];
+        let name = if hides_candidate(state, a, &s.id, Some(card), viewer).await? { blind_label(&s.id) } else { a.candidate_name.clone() };
+        out.push((name, s.id.clone(), format!("{:.0} %", sim * 100.0)));
+    }
+    Ok(out)
+}
+
+fn columns_name(columns: &[CompareColumn], i: usize) -> String {
+    columns.get(i).map(|c| c.candidate.clone()).unwrap_or_default()
+}
+
+/// Source files read for similarity: these extensions, each at most 256 KiB.
+const SIMILARITY_EXTENSIONS: [&str; 12] = ["py", "rs", "js", "ts", "go", "java", "rb", "c", "h", "cpp", "cs", "sh"];
+const SIMILARITY_MAX_FILE: u64 = 256 << 10;
+
+/// The similar pairs among `graded` (indices into it), by
+/// `crate::similarity`, each submission's starter excluded.
+async fn similar_pairs(state: &AppState, graded: &[(Assignment, Submission, Scorecard)]) -> Vec<(usize, usize, f64)> {
+    let inputs: Vec<(PathBuf, PathBuf, Option<String>)> = {
+        let mut v = Vec::new();
+        for (a, _, card) in graded {
+            let starter = match state.db.version_by_id(a.packet_version_id).await {
+                Ok(Some(ver)) => version_dir(state, &ver.dir).join("starter"),
+                _ => PathBuf::new(),
+            };
+            v.push((stored_zip(state, &card.receipt.submission.archive_sha256), starter, card.receipt.submission.normalised.unwrapped.clone()));
+        }
+        v
+    };
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let is_code = |name: &str| name.rsplit_once('.').is_some_and(|(_, e)| SIMILARITY_EXTENSIONS.contains(&e));
+        let mut starters: std::collections::HashMap<PathBuf, std::collections::HashSet<u64>> = std::collections::HashMap::new();
+        let mut prints = Vec::new();
+        for (zip_path, starter_dir, _unwrapped) in inputs {
+            let starter = starters
+                .entry(starter_dir.clone())
+                .or_insert_with(|| {
+                    list_files(&starter_dir)
+                        .unwrap_or_default()
+                        .keys()
+                        .filter(|p| is_code(p))
+                        .filter_map(|p| std::fs::read_to_string(starter_dir.join(p)).ok())
+                        .flat_map(|t| crate::similarity::fingerprints(&t))
+                        .collect()
+                })
+                .clone();
+            let mut texts = Vec::new();
+            if let Some(mut archive) = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok()) {
+                for i in 0..archive.len() {
+                    let Ok(entry) = archive.by_index(i) else { continue };
+                    if !entry.is_file() || entry.size() > SIMILARITY_MAX_FILE || !entry.name().is_ok_and(|n| is_code(&n)) {
+                        continue;
+                    }
+                    let mut text = String::new();
+                    if entry.take(SIMILARITY_MAX_FILE).read_to_string(&mut text).is_ok() {
+                        texts.push(text);
+                    }
+                }
+            }
+            prints.push(crate::similarity::submission_prints(texts.iter().map(String::as_str), &starter));
+        }
+        crate::similarity::similar_pairs(&prints)
+    })
+    .await
+    .unwrap_or_default()
 }
 
 async fn distribution_svg(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {

@@ -18,10 +18,13 @@ async fn app_with_packet() -> (TestApp, tempfile::TempDir) {
     (app, packets)
 }
 
-/// The invite link on an "invited" page, if shown.
-fn invite_url(html: &str) -> Option<String> {
-    let at = html.find(r#"<code class="invite-url">"#)?;
-    Some(html[at + r#"<code class="invite-url">"#.len()..].split('<').next().unwrap().to_string())
+/// The invite link on an "invited" page, if shown (the copyable field's value).
+pub fn invite_url(html: &str) -> Option<String> {
+    let at = html.find(r#"id="invite-url""#)?;
+    let start = html[..at].rfind('<')?;
+    let tag = &html[start..at + html[at..].find('>')?];
+    let v = tag.find(r#"value=""#)? + r#"value=""#.len();
+    Some(tag[v..].split('"').next().unwrap().to_string())
 }
 
 #[tokio::test]
@@ -62,7 +65,7 @@ async fn invite_stores_only_the_token_hash_and_shows_the_link_once() {
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let to = r.headers()["location"].to_str().unwrap().to_string();
     let html = page(&client, app.url(&to)).await.text().await.unwrap();
-    let url = invite_url(&html).expect("the link is shown the first time");
+    let url = invite_url(&html).unwrap_or_else(|| panic!("the link is shown the first time: {html}"));
     let token = url.rsplit_once("/c/").unwrap().1.to_string();
     assert!(url.starts_with(&app.base), "{url}");
     assert_eq!(token.len(), 64);
@@ -81,8 +84,15 @@ async fn invite_stores_only_the_token_hash_and_shows_the_link_once() {
     let html = page(&client, app.url("/assignments?packet=other")).await.text().await.unwrap();
     assert!(!html.contains("Cy Candidate"));
 
-    // Reissue: a new link, the old one dies.
+    // Reissue is a secondary action that asks for a confirmation: without
+    // it nothing changes.
+    assert!(html_reissue_is_secondary(&page(&client, app.url(&to)).await.text().await.unwrap()));
     let r = client.post(app.url(&format!("/assignments/{}/reissue", a.id))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("to confirm"));
+    assert!(app.state.db.assignment_by_token_hash(&token_hash(&token)).await.unwrap().is_some(), "an unconfirmed reissue keeps the link");
+    // Reissue: a new link, the old one dies.
+    let r = client.post(app.url(&format!("/assignments/{}/reissue", a.id))).form(&[("csrf", csrf.as_str()), ("confirm", "yes")]).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let html = page(&client, app.url(&to)).await.text().await.unwrap();
     let new_url = invite_url(&html).expect("the new link is shown");
@@ -92,6 +102,14 @@ async fn invite_stores_only_the_token_hash_and_shows_the_link_once() {
     assert_eq!(app.state.db.assignment_by_token_hash(&token_hash(new_token)).await.unwrap().unwrap().id, a.id);
     let actions: Vec<String> = app.state.db.audit_entries(Some(&format!("assignment:{}", a.id)), 10).await.unwrap().into_iter().map(|e| e.action).collect();
     assert_eq!(actions, ["assignment.reissue", "assignment.create"]);
+}
+
+/// The reissue form sits in a closed `<details>`, its button is secondary,
+/// and it needs the confirmation box.
+fn html_reissue_is_secondary(html: &str) -> bool {
+    let Some(at) = html.find(r#"<details class="secondary-action reissue""#) else { return false };
+    let part = &html[at..];
+    part.contains(r#"name="confirm""#) && part.contains("required") && part.contains(r#"class="secondary""#)
 }
 
 #[tokio::test]

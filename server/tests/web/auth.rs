@@ -80,10 +80,10 @@ async fn sign_in_follows_only_local_next_paths() {
         assert_eq!(location(&r), expect, "next={next}");
     };
     check("/assignments?packet=x", "/assignments?packet=x").await;
-    check("https://evil.example/", "/packets").await;
-    check("//evil.example/", "/packets").await;
-    check("/\\evil.example", "/packets").await;
-    check("", "/packets").await;
+    check("https://evil.example/", "/").await;
+    check("//evil.example/", "/").await;
+    check("/\\evil.example", "/").await;
+    check("", "/").await;
 }
 
 #[tokio::test]
@@ -318,4 +318,48 @@ async fn admin_manages_users_and_api_tokens_with_an_audit_trail() {
     for a in ["user.create", "user.update", "api-token.create", "api-token.revoke"] {
         assert!(actions.iter().any(|x| x == a), "{a} in {actions:?}");
     }
+}
+
+#[tokio::test]
+async fn an_admin_resets_a_password_and_sees_the_model_upstream_but_never_its_key() {
+    let app = TestApp::spawn_with(|c| {
+        c.model_upstream_url = Some("http://meter-user:url-secret@127.0.0.1:9/v1".into());
+        c.model_upstream_key = Some("sk-never-shown".into());
+    })
+    .await;
+    let (admin, csrf) = signed_in(&app, Role::Admin).await;
+    let bea = app.user("bea@example.test", Role::Reviewer, PASSWORD).await;
+    let path = app.url(&format!("/admin/users/{}/password", bea.id));
+    let html = page(&admin, app.url("/admin/users")).await.text().await.unwrap();
+    assert!(html.contains("<th>Change</th>") && !html.contains("<th></th>"), "every column has a heading: {html}");
+    assert!(html.contains(&format!("/admin/users/{}/password", bea.id)), "{html}");
+    // The upstream is shown, its key and any credentials in the URL never.
+    assert!(html.contains("http://127.0.0.1:9/v1") && html.contains("set (not shown)"), "{html}");
+    assert!(!html.contains("sk-never-shown") && !html.contains("url-secret"), "{html}");
+
+    // Refused without the CSRF token, with a short password, or by a non-admin.
+    let r = admin.post(&path).form(&[("password", "a new password 1")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = admin.post(&path).form(&[("csrf", csrf.as_str()), ("password", "short")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("at least 8 characters"));
+    let (reviewer, rcsrf) = signed_in(&app, Role::Reviewer).await;
+    let r = reviewer.post(&path).form(&[("csrf", rcsrf.as_str()), ("password", "a new password 1")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(post_login(&app, &TestApp::client(), "bea@example.test", PASSWORD, "/").await.status(), StatusCode::SEE_OTHER, "nothing changed yet");
+
+    let r = admin.post(&path).form(&[("csrf", csrf.as_str()), ("password", "a new password 1")]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(post_login(&app, &TestApp::client(), "bea@example.test", PASSWORD, "/").await.status(), StatusCode::UNAUTHORIZED);
+    let r = post_login(&app, &TestApp::client(), "bea@example.test", "a new password 1", "/").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let audit = app.state.db.audit_entries(Some(&format!("user:{}", bea.id)), 10).await.unwrap();
+    assert!(audit.iter().any(|e| e.action == "user.password_reset"), "{audit:?}");
+    assert!(!format!("{audit:?}").contains("a new password 1"), "the password is never in the audit log");
+
+    // With no upstream configured, the admin is told what that means.
+    let plain = TestApp::spawn().await;
+    let (admin, _) = signed_in(&plain, Role::Admin).await;
+    let html = page(&admin, plain.url("/admin/users")).await.text().await.unwrap();
+    assert!(html.contains("No model upstream is configured"), "{html}");
 }

@@ -264,6 +264,20 @@ async fn hostile_zips_are_refused_with_the_reason_and_nothing_is_stored() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400, "a form without `file`");
+
+    // The author sees each refusal on the assignment: when and why.
+    let (author, _) = crate::auth::signed_in(&app, gatehouse::db::Role::Author).await;
+    let html = crate::auth::page(&author, app.url(&format!("/assignments/{}", invited.assignment.id))).await.text().await.unwrap();
+    let section = &html[html.find("Refused uploads").unwrap_or_else(|| panic!("no refused uploads on {html}"))..];
+    assert_eq!(section.matches("class=\"refusal-reason\"").count(), 9, "eight hostile uploads and the form without a file: {section}");
+    for reason in ["`..`", "absolute path", "ratio", "could not be read", "has no `file` field"] {
+        assert!(section.contains(reason) || section.contains(&reason.replace('`', "&#x60;")), "{reason} in {section}");
+    }
+    assert!(section.contains(" UTC"), "with the time: {section}");
+    // A clean assignment shows no such section.
+    let other = invite(&app.state, "Clean").await;
+    let html = crate::auth::page(&author, app.url(&format!("/assignments/{}", other.assignment.id))).await.text().await.unwrap();
+    assert!(!html.contains("Refused uploads"), "{html}");
 }
 
 #[tokio::test]
@@ -314,9 +328,13 @@ async fn expired_link_answers_410() {
     assert_eq!(r.status(), 410);
     let r = client.get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
     assert_eq!(r.status(), 410);
-    // An unknown token is a plain 404.
+    // An unknown token is a 404 that says the link is not valid and whom
+    // to ask, with no sign-in or start page a candidate cannot use.
     let r = client.get(app.url("/c/not-a-real-token")).send().await.unwrap();
     assert_eq!(r.status(), 404);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("This invite link is not valid") && html.contains("Ask the person at the company who invited you"), "{html}");
+    assert!(!html.contains("Go to the start page") && !html.contains("href=\"/login\""), "{html}");
 }
 
 #[tokio::test]

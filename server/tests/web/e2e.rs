@@ -50,7 +50,7 @@ fn zip_names(bytes: &[u8]) -> Vec<String> {
 }
 
 /// Signs in through the sign-in form.
-async fn sign_in(b: &Browser, email: &str, password: &str) {
+pub async fn sign_in(b: &Browser, email: &str, password: &str) {
     b.goto("/login").await;
     b.fill("form[action^='/login'] input[name='email']", email).await;
     b.fill("form[action^='/login'] input[name='password']", password).await;

@@ -91,11 +91,14 @@ async fn built_in_packets_load_once_and_list() {
         assert!(html.contains(want), "{want} in the detail page");
     }
     assert!(!html.contains("Run self-test"), "reviewers do not run the self-test");
+    assert!(!html.contains("/assignments/new?packet=null-status"), "reviewers do not invite");
 
     // An author's "Run self-test" enqueues one `check` job, however often pressed.
     let (author, csrf) = signed_in(&app, Role::Author).await;
     let html = page(&author, app.url("/packets/null-status")).await.text().await.unwrap();
     assert!(html.contains("Run self-test") && html.contains("Edit as new draft") && !html.contains("Save budgets"));
+    // A published packet's page invites a candidate straight away.
+    assert!(html.contains(r#"href="/assignments/new?packet=null-status""#) && html.contains(">Invite a candidate</a>"), "{html}");
     for _ in 0..2 {
         let r = author.post(app.url(&format!("/packets/null-status/versions/{}/check", v.id))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::SEE_OTHER);
@@ -119,9 +122,11 @@ async fn import_of_a_packet_zip_creates_a_draft() {
     assert_eq!(versions.len(), 2);
     assert!(versions.iter().all(|v| v.state == VersionState::Draft && v.version.is_none()));
     let html = page(&client, app.url(&format!("/packets/null-status?version={}", versions[0].id))).await.text().await.unwrap();
-    for want in ["draft #", "unknowns_stop", "Run self-test", "Publish", "starter/tools.py", "Save budgets", "<h1>", "<textarea name=\"prompt\""] {
+    for want in ["draft of v1", "unknowns_stop", "Run self-test", "Publish", "starter/tools.py", "Save budgets", "<h1>", "<textarea name=\"prompt\""] {
         assert!(html.contains(want), "{want}");
     }
+    assert!(!html.contains("Invite a candidate"), "nothing published yet, so no invite: {html}");
+    assert!(!html.contains("draft #"), "one version scheme: no database ids: {html}");
     assert_eq!(files_under(&app.state.config.data_dir.join("tmp")), 0, "no scratch left behind");
 }
 

@@ -9,6 +9,7 @@ mod e2e_witnessed;
 mod frame;
 mod hardening;
 mod library;
+mod mail;
 mod meter;
 mod review;
 mod support;

@@ -607,7 +607,7 @@ async fn authors_revoke_the_key_and_a_reissued_link_brings_a_new_one() {
     assert!(audit.iter().any(|e| e.action == "assignment.model_key.revoke"), "{audit:?}");
 
     // Reissuing the link kills the old link and brings a key derived from the new one.
-    let r = author.post(m.app.url(&format!("/assignments/{}/reissue", m.assignment))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    let r = author.post(m.app.url(&format!("/assignments/{}/reissue", m.assignment))).form(&[("csrf", csrf.as_str()), ("confirm", "yes")]).send().await.unwrap();
     assert_eq!(r.status(), 303);
     let invited = author.get(m.app.url(&format!("/assignments/{}/invited", m.assignment))).send().await.unwrap().text().await.unwrap();
     let start = invited.find("/c/").expect("the invited page shows the new link");

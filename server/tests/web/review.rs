@@ -246,7 +246,8 @@ async fn human_score_needs_csrf_and_a_reason_then_rescores_and_is_audited() {
     // An override to 0 on the 70-point criterion: 20 points, decision no.
     let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "unknowns_stop"), ("level", "0"), ("reason", "The gate guesses the owner on a hand-made incident.")]).await;
     assert_eq!(r.status(), 303);
-    assert_eq!(r.headers()["location"], format!("/submissions/{}?scored=unknowns_stop", f.good));
+    // Saving keeps the reader where they were: back at the criterion's row.
+    assert_eq!(r.headers()["location"], format!("/submissions/{}?scored=unknowns_stop#criterion-unknowns_stop", f.good));
     let after = db.submission_by_id(&f.good).await.unwrap().unwrap();
     assert_eq!((after.decision.as_deref(), after.score), (Some("no"), Some(20.0)));
     let card: Scorecard = serde_json::from_str(after.scorecard_json.as_deref().unwrap()).unwrap();
@@ -302,6 +303,11 @@ async fn receipt_json_and_standalone_html() {
     let (status, page) = f.get(&format!("/submissions/{}/receipt", f.bad)).await;
     assert_eq!(status, 200);
     assert!(page.contains(&card.receipt.digest) && page.contains("receipt.json"), "{page}");
+    // Readable, in the standalone receipt's layout; the JSON is a link away.
+    let doc = &page[page.find("class=\"receipt-doc\"").expect("the receipt document")..];
+    in_order(doc, &["<h2>Gates</h2>", "<h2>Criteria</h2>", "<h2>Findings</h2>", "<h2>Commands</h2>", "<h2>Digests</h2>"]);
+    assert!(doc.contains("invented-value") && doc.contains("step:unknowns"), "{doc}");
+    assert!(!page.contains("<h2>Receipt JSON</h2>") && !page.contains("&quot;archive_sha256&quot;") && !page.contains("\"archive_sha256\":"), "no raw JSON on the page: {page}");
 
     // A submission not graded yet has no receipt.
     f.app.state.db.set_submission_state(&f.good, "grading", None).await.unwrap();
@@ -342,6 +348,20 @@ async fn csv_compare_and_distribution() {
     assert!(page.contains("invented-value") && page.contains(&format!("/packets/{SLUG}/distribution.svg")));
     let (_, only_bob) = f.get(&format!("/packets/{SLUG}/compare?ids={}", f.bad_assignment)).await;
     assert!(only_bob.contains("Bob Guesser") && !only_bob.contains("Ada Lovelace"), "{only_bob}");
+    // Similarity: the variant is the sample with a few lines changed, so
+    // the pair is shown; alone, Bob has no pair.
+    let similar = &page[page.find("Similar submissions").expect("a similarity section")..];
+    let row = &similar[similar.find("class=\"similar-pair\"").unwrap_or_else(|| panic!("the near-copy pair is shown: {similar}"))..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("Ada Lovelace") && row.contains("Bob Guesser") && row.contains(" %"), "{row}");
+    assert!(only_bob.contains("No pair of these submissions shares most of its code"), "{only_bob}");
+    // And on both scorecards, each naming the other.
+    for (me, other, name) in [(&f.good, &f.bad, "Bob Guesser"), (&f.bad, &f.good, "Ada Lovelace")] {
+        let (_, card) = f.get(&format!("/submissions/{me}")).await;
+        let at = card.find("class=\"similar-pair\"").unwrap_or_else(|| panic!("no similar pair on {me}: {card}"));
+        let li = &card[at..at + card[at..].find("</li>").unwrap()];
+        assert!(li.contains(name) && li.contains(&format!("/submissions/{other}")) && li.contains(" % shared"), "{li}");
+    }
 
     let r = f.reviewer.client.get(f.app.url(&format!("/packets/{SLUG}/distribution.svg"))).send().await.unwrap();
     assert_eq!(r.status(), 200);
@@ -561,4 +581,223 @@ async fn scorecard_diffs_are_capped_in_total() {
     assert!(shown <= 20_000, "{shown} diff lines shown");
     assert!(page.contains("more file(s) not shown"), "no note on the files left out");
     assert!(page.contains("GATEHOUSE_PIN.toml") && page.contains(">platform<"), "the pin file is listed as the platform's");
+}
+
+/// Signs `email` (password "correct horse battery") in through the real
+/// sign-in form of a headless Chromium.
+async fn browser_sign_in(app: &TestApp, email: &str) -> crate::webdriver::Browser {
+    let b = crate::webdriver::Browser::new(&app.base).await;
+    b.goto("/login").await;
+    b.fill("form[action^='/login'] input[name='email']", email).await;
+    b.fill("form[action^='/login'] input[name='password']", "correct horse battery").await;
+    b.click("form[action^='/login'] button[type='submit']").await;
+    b.wait(".signout").await;
+    b
+}
+
+/// The compare table, rendered by Chromium: every header cell sits over the
+/// cells of its column (same left edge and width), for every body row.
+#[tokio::test]
+async fn compare_columns_line_up_in_a_real_browser() {
+    let _one = crate::webdriver::exclusive().await;
+    let f = fixture().await;
+    let b = browser_sign_in(&f.app, "rita@example.com").await;
+    b.goto(&format!("/packets/{SLUG}/compare")).await;
+    b.wait("table.compare tbody tr").await;
+    let boxes = b
+        .script(
+            "const t = document.querySelector('table.compare');
+             const rows = [...t.querySelectorAll('tr')];
+             return { display: getComputedStyle(t).display,
+                      rows: rows.map(r => [...r.children].map(c => { const b = c.getBoundingClientRect(); return [b.left, b.width, b.top]; })) };",
+        )
+        .await;
+    assert_eq!(boxes["display"], "table", "the compare table is laid out as a table: {boxes}");
+    let rows = boxes["rows"].as_array().unwrap();
+    assert!(rows.len() >= 4, "a header row and criterion, decision, score, failures rows: {boxes}");
+    let head = rows[0].as_array().unwrap();
+    assert_eq!(head.len(), 3, "Criterion and two candidates: {boxes}");
+    for (r, row) in rows.iter().enumerate().skip(1) {
+        let row = row.as_array().unwrap();
+        assert_eq!(row.len(), head.len(), "row {r} has one cell per column: {boxes}");
+        for (c, (cell, th)) in row.iter().zip(head).enumerate() {
+            for (k, what) in [(0, "left edge"), (1, "width")] {
+                let (a, b) = (cell[k].as_f64().unwrap(), th[k].as_f64().unwrap());
+                assert!((a - b).abs() < 1.0, "row {r} column {c}: {what} {a} under a header at {b}: {boxes}");
+            }
+        }
+        // Each body row is below the one before it (no grid flow).
+        let prev = rows[r - 1].as_array().unwrap()[0][2].as_f64().unwrap();
+        assert!(row[0][2].as_f64().unwrap() > prev, "row {r} is below row {}: {boxes}", r - 1);
+    }
+    b.snapshot("compare").await;
+    b.close().await;
+}
+
+/// Where a `GET` answers with a redirect.
+async fn landing(client: &reqwest::Client, url: String) -> String {
+    let r = client.get(url).header("accept", "text/html").send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    r.headers()["location"].to_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn the_inbox_lists_waiting_then_recently_graded_and_is_a_reviewers_landing_page() {
+    let f = fixture().await;
+    assert_eq!(landing(&f.reviewer.client, f.app.url("/")).await, "/inbox");
+    let author = sign_in(&f.app, "arthur@example.com", Role::Author).await;
+    assert_eq!(landing(&author.client, f.app.url("/")).await, "/packets", "authors land on their packets");
+
+    let (status, page) = f.get("/inbox").await;
+    assert_eq!(status, 200);
+    // Both graded submissions wait for the human `narrative` score, by
+    // candidate and packet name, with their age.
+    let waiting = &page[page.find("Waiting for a human score").unwrap()..page.find("Recently graded").unwrap()];
+    for want in ["Ada Lovelace", "Bob Guesser", "null-status", "Don&#x27;t page on a null status", "under a minute", &format!("/submissions/{}", f.good)] {
+        assert!(waiting.contains(want) || waiting.contains(&want.replace("&#x27;", "'")), "{want} waiting in {page}");
+    }
+    assert!(page.contains("No graded submission yet."), "nothing is fully scored yet: {page}");
+
+    // Scored, Ada moves to "recently graded" with her decision.
+    let r = f.post(&format!("/submissions/{}/human", f.good), &[("csrf", &f.reviewer.csrf), ("criterion", "narrative"), ("level", "2"), ("reason", "Names the blanks.")]).await;
+    assert_eq!(r.status(), 303);
+    let (_, page) = f.get("/inbox").await;
+    let split = page.find("Recently graded").unwrap();
+    assert!(page[..split].contains("Bob Guesser") && !page[..split].contains("Ada Lovelace"), "{page}");
+    assert!(page[split..].contains("Ada Lovelace") && page[split..].contains("class=\"decision"), "{page}");
+
+    // Without a session: the sign-in page, like every reviewer page.
+    let r = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap().get(f.app.url("/inbox")).send().await.unwrap();
+    assert!(r.status() == 303 || r.status() == 401, "{}", r.status());
+}
+
+#[tokio::test]
+async fn the_queue_names_the_candidate_and_packet_of_each_job() {
+    let f = fixture().await;
+    let (status, page) = f.get("/queue").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Ada Lovelace · null-status v1") && page.contains("Bob Guesser · null-status v1"), "{page}");
+    // The id is still there, small, for whoever needs it.
+    assert!(page.contains(&format!("<code class=\"subject-id muted small\">{}</code>", f.good)), "{page}");
+}
+
+#[tokio::test]
+async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    db.set_blind_review(&f.good_assignment, true).await.unwrap();
+    let alias = gatehouse::web::review::blind_label(&f.good);
+    assert!(alias.starts_with("Candidate ") && alias.len() == "Candidate ".len() + 6, "{alias}");
+    for path in [format!("/submissions/{}", f.good), format!("/submissions/{}/receipt.html", f.good), "/inbox".into(), format!("/packets/{SLUG}/compare"), format!("/assignments/{}", f.good_assignment), format!("/submissions/{}/receipt", f.good), "/queue".into(), "/assignments".into()] {
+        let (status, page) = f.get(&path).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(!page.contains("Ada Lovelace") && !page.contains("ada@example.com"), "{path} shows the candidate under blind review:\n{page}");
+        assert!(page.contains("Bob Guesser") || path.contains(&f.good) || path.contains(&f.good_assignment), "{path}: other candidates are named");
+    }
+    let (_, card) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert!(card.contains(&alias) && card.contains("Blind review: the candidate"), "{card}");
+
+    // Scoring the auto-override row is not enough: the human row is theirs to score.
+    let score = async |who: &Browser, criterion: &str| {
+        let r = who
+            .client
+            .post(f.app.url(&format!("/submissions/{}/human", f.good)))
+            .form(&[("csrf", who.csrf.as_str()), ("criterion", criterion), ("level", "1"), ("reason", "Read it through.")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303);
+    };
+    score(&f.reviewer, "unknowns_stop").await;
+    assert!(!f.get(&format!("/submissions/{}", f.good)).await.1.contains("Ada Lovelace"));
+    score(&f.reviewer, "narrative").await;
+    let (_, card) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert!(card.contains("Ada Lovelace") && !card.contains("Blind review: the candidate"), "revealed once their scores are saved: {card}");
+    // Who scored what is recorded, by name, in the history and the audit log.
+    assert!(card.contains("rita") && card.contains("Read it through."), "{card}");
+    let audit = db.audit_entries(Some(&format!("submission:{}", f.good)), 10).await.unwrap();
+    assert!(audit.iter().filter(|e| e.action == "submission.human_score").count() == 2, "{audit:?}");
+
+    // Another reviewer still sees the pseudonym.
+    let other = sign_in(&f.app, "otto@example.com", Role::Reviewer).await;
+    let page = other.client.get(f.app.url(&format!("/submissions/{}", f.good))).send().await.unwrap().text().await.unwrap();
+    assert!(!page.contains("Ada Lovelace") && page.contains(&alias), "{page}");
+
+    // Blind columns come in a stable pseudo-random order, not by arrival:
+    // the same on every load, sorted by the submission's blind key.
+    db.set_blind_review(&f.bad_assignment, true).await.unwrap();
+    let order = async || {
+        let page = other.client.get(f.app.url(&format!("/packets/{SLUG}/compare"))).send().await.unwrap().text().await.unwrap();
+        let (a, b) = (page.find(&format!("/submissions/{}", f.good)).unwrap(), page.find(&format!("/submissions/{}", f.bad)).unwrap());
+        a < b
+    };
+    let want = gatehouse::web::review::blind_key(&f.good) < gatehouse::web::review::blind_key(&f.bad);
+    assert_eq!(order().await, want);
+    assert_eq!(order().await, want);
+}
+
+#[tokio::test]
+async fn the_file_a_criterion_names_is_shown_beside_its_form() {
+    let f = fixture().await;
+    let (_, page) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert_eq!(page.matches("class=\"score-beside\"").count(), 1, "only `narrative` names a file (NOTES.md): {page}");
+    let at = page.find("class=\"score-beside\"").unwrap();
+    let beside = &page[at..];
+    let form = beside.find("class=\"human-score\"").unwrap();
+    let notes = std::fs::read_to_string(repo_root().join("packets").join(SLUG).join("sample/NOTES.md")).unwrap();
+    let first = notes.lines().nth(2).unwrap();
+    assert!(beside[..form].contains("<code>NOTES.md</code>") && beside[..form].contains(first.split('`').next().unwrap()), "{beside}");
+    assert!(beside[form..].contains("value=\"narrative\""), "the form beside it scores narrative");
+    assert!(page.contains("id=\"criterion-narrative\""), "the row is an anchor to come back to");
+}
+
+#[test]
+fn the_file_a_criterion_is_about_is_found_by_name() {
+    use gatehouse::web::review::file_named_by;
+    let paths = ["gate.py", "NOTES.md", "docs/NOTES.md", "transcript.jsonl"];
+    let find = |title: &str, levels: &[&str]| file_named_by(title, &levels.iter().map(|s| s.to_string()).collect::<Vec<_>>(), paths.iter().copied());
+    assert_eq!(find("Narrative: NOTES.md says what blocked", &[]), Some("docs/NOTES.md"));
+    assert_eq!(find("Replay", &["transcript.jsonl is exactly what the CLI prints."]), Some("transcript.jsonl"));
+    assert_eq!(find("Unknowns and stop (70): a record for every missing field", &["no AssumptionRecord at all."]), None);
+    assert_eq!(find("Notes in `gate.py`", &[]), Some("gate.py"));
+}
+
+/// The reviewer's day in Chromium: signing in lands on the inbox; the
+/// scorecard shows NOTES.md beside the form that scores it; saving comes
+/// back to the criterion, not the top of the page. Screenshots: inbox,
+/// scorecard with the file beside the form.
+#[tokio::test]
+async fn a_reviewer_lands_on_the_inbox_and_scores_beside_the_file_in_a_real_browser() {
+    let _one = crate::webdriver::exclusive().await;
+    let f = fixture().await;
+    let b = browser_sign_in(&f.app, "rita@example.com").await;
+    b.wait_path("/inbox").await;
+    b.wait("table.inbox.waiting").await;
+    b.snapshot("inbox").await;
+    b.click(&format!("table.inbox.waiting a[href='/submissions/{}']", f.good)).await;
+    b.wait_path(&format!("/submissions/{}", f.good)).await;
+    b.wait(".score-beside figure.scored-file").await;
+    let boxes = b
+        .script(
+            "const f = document.querySelector('.score-beside figure.scored-file').getBoundingClientRect();
+             const m = document.querySelector('.score-beside form.human-score').getBoundingClientRect();
+             document.querySelector('.score-beside').scrollIntoView();
+             return { file: [f.left, f.right, f.top, f.bottom], form: [m.left, m.right, m.top, m.bottom] };",
+        )
+        .await;
+    let (file, form) = (&boxes["file"], &boxes["form"]);
+    let n = |v: &serde_json::Value, i: usize| v[i].as_f64().unwrap();
+    assert!(n(file, 1) <= n(form, 0) + 1.0, "the file is left of the form: {boxes}");
+    assert!(n(form, 2) < n(file, 3) && n(file, 2) < n(form, 3), "side by side, not one under the other: {boxes}");
+    b.snapshot("scorecard-file-beside").await;
+    let form = b.find(".score-beside form.human-score").await;
+    form.find(fantoccini::Locator::Css("select[name='level']")).await.unwrap().select_by_value("2").await.unwrap();
+    form.find(fantoccini::Locator::Css("textarea[name='reason']")).await.unwrap().send_keys("Names the blanks and a limitation.").await.unwrap();
+    form.find(fantoccini::Locator::Css("button[type='submit']")).await.unwrap().click().await.unwrap();
+    b.wait_text(".score-history .reason", "Names the blanks", std::time::Duration::from_secs(20)).await;
+    let url = b.client.current_url().await.unwrap();
+    assert_eq!(url.fragment(), Some("criterion-narrative"), "{url}");
+    let y = b.script("return window.scrollY;").await;
+    assert!(y.as_f64().unwrap() > 200.0, "the page came back at the criterion, not the top: {y}");
+    b.close().await;
 }

@@ -142,7 +142,7 @@ impl Browser {
     }
 
     pub fn url(&self, path: &str) -> String {
-        if path.starts_with("http") { path.to_string() } else { format!("{}{path}", self.base) }
+        if path.starts_with("http") || path.starts_with("file:") { path.to_string() } else { format!("{}{path}", self.base) }
     }
 
     pub async fn goto(&self, path: &str) {
@@ -179,15 +179,17 @@ impl Browser {
         }
     }
 
+    /// Finds the element matching `css`, polling until it appears (at most
+    /// [`WAIT`]): the page may still be changing after a form post, a
+    /// redirect or hydration, so nothing is looked up only once.
     pub async fn find(&self, css: &str) -> Element {
-        match self.client.find(Locator::Css(css)).await {
-            Ok(e) => e,
-            Err(e) => {
-                let page = self.source().await;
-                let path = self.path().await;
-                panic!("no {css:?} on {path}: {e}\n--- page ---\n{}", tail(&page, 6000));
-            }
-        }
+        self.wait_for(css, WAIT).await
+    }
+
+    /// Finds the element matching `css` now, without waiting (for pages
+    /// known to be settled).
+    pub async fn find_now(&self, css: &str) -> Option<Element> {
+        self.client.find(Locator::Css(css)).await.ok()
     }
 
     pub async fn exists(&self, css: &str) -> bool {
@@ -250,9 +252,12 @@ impl Browser {
     }
 
     /// Saves a full-window PNG as `<name>.png` under the directory named by
-    /// `GATEHOUSE_SCREENSHOTS`, when it is set (for looking at the pages).
+    /// `GATEHOUSE_SCREENSHOTS`, or `target/screenshots` (ignored by git), for
+    /// looking at the pages.
     pub async fn snapshot(&self, name: &str) {
-        let Some(dir) = std::env::var_os("GATEHOUSE_SCREENSHOTS") else { return };
+        let dir = std::env::var_os("GATEHOUSE_SCREENSHOTS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| crate::support::repo_root().join("target/screenshots"));
         let png = self.client.screenshot().await.expect("screenshot");
         std::fs::create_dir_all(&dir).expect("screenshot dir");
         std::fs::write(Path::new(&dir).join(format!("{name}.png")), png).expect("write screenshot");

@@ -85,6 +85,17 @@ async fn red_on_the_starter_is_accepted_through_the_plain_form() {
     assert!(before.contains(&format!("curl -fsS -H &quot;Authorization: Bearer {token}&quot; -F file=@tree.zip {}/api/v1/witness/red", app.base))
         || before.contains(&format!("curl -fsS -H \"Authorization: Bearer {token}\" -F file=@tree.zip {}/api/v1/witness/red", app.base)), "{before}");
     assert!(before.contains("/api/v1/witness/green") && before.contains("/api/v1/submissions"), "{before}");
+    // The steps are numbered once (by the list), with the command as code;
+    // each terminal line says what it is for.
+    let steps = &before[before.find("class=\"gate-steps\"").unwrap()..];
+    let steps = &steps[..steps.find("</ol>").unwrap()];
+    assert!(!steps.contains("1. ") && !steps.contains("2. ") && !steps.contains('`'), "{steps}");
+    assert!(steps.contains("<code>") && steps.matches("<li>").count() == 3, "{steps}");
+    let terminal = &before[before.find("class=\"terminal\"").expect("a labelled terminal list")..];
+    for label in ["Zip your tree", "Witness red (before the fix)", "Witness green (after the fix)", "Submit"] {
+        assert!(terminal.contains(label), "{label} in {terminal}");
+    }
+    assert!(terminal.contains("curl-red") && terminal.contains("curl-green") && terminal.contains("curl-submit"), "{terminal}");
 
     let started = Instant::now();
     let r = TestApp::client().post(app.url(&format!("/c/{token}/witness/red"))).multipart(form(tree_zip("starter"))).send().await.unwrap();

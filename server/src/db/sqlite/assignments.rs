@@ -23,6 +23,7 @@ struct AssignmentDb {
     created_at: i64,
     results: String,
     max_submissions: i64,
+    blind_review: bool,
 }
 
 impl From<AssignmentDb> for Assignment {
@@ -44,12 +45,13 @@ impl From<AssignmentDb> for Assignment {
             // An unknown stored value shows nothing (the safe reading).
             results: ResultsRelease::parse(&r.results).unwrap_or_default(),
             max_submissions: r.max_submissions,
+            blind_review: r.blind_review,
         }
     }
 }
 
 const SELECT: &str = "SELECT a.id, a.packet_version_id, p.slug, v.version, a.candidate_name, a.email, a.deadline, a.time_box_secs,
-    a.seed, a.state, a.started_at, a.created_by, a.created_at, a.results, a.max_submissions
+    a.seed, a.state, a.started_at, a.created_by, a.created_at, a.results, a.max_submissions, a.blind_review
     FROM assignments a JOIN packet_versions v ON v.id = a.packet_version_id JOIN packets p ON p.id = v.packet_id";
 
 #[async_trait]
@@ -120,6 +122,11 @@ impl AssignmentStore for SqliteStore {
             .bind(id)
             .execute(&self.pool)
             .await?;
+        Ok(())
+    }
+
+    async fn set_blind_review(&self, id: &str, blind: bool) -> DbResult<()> {
+        sqlx::query("UPDATE assignments SET blind_review = ? WHERE id = ?").bind(blind).bind(id).execute(&self.pool).await?;
         Ok(())
     }
 
