@@ -1,11 +1,15 @@
-"""Resolve one issue fixture with a chat model, inside a hard budget.
+"""One model call per issue, under the published caps.
+
+Usage (the rehearsal model from fake_model.py):
 
     OPENAI_BASE_URL=http://127.0.0.1:8765/v1 python3 agent.py fixtures/issue_142.json
+
+Every answered or refused model call becomes one line of usage.jsonl; any cap
+that would be crossed ends the run with give_up.json and exit status 0.
 """
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -13,125 +17,154 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-MAX_TOKENS_TOTAL = 40_000
-MAX_TOOL_CALLS = 25
-MAX_WALL_SECONDS = 300
-ANSWER_TOKENS = 2_000          # max_tokens we ask for on each call
-THROTTLE_TRIES = 3             # attempts in all for a throttled call
-WORKDIR = Path.cwd()
-CODE_SHA = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-FENCE = re.compile(r"```python\n(.*?)```", re.S)
-
-started = time.monotonic()
-spent_tokens = 0
-tool_calls = 0
+CAPS = {"tokens": 40_000, "tool_calls": 25, "seconds": 300}
+REPLY_LIMIT = 2_000     # max_tokens asked of the model, reserved before each call
+ATTEMPTS = 3            # a throttled (429/503) call is sent at most this many times
+HERE = Path.cwd()
+RECEIPT = HERE / "usage.jsonl"
+SELF_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
-class GiveUp(Exception):
-    pass
+class CapHit(Exception):
+    """A cap (or an unusable answer) ends the run cleanly."""
 
 
-def give_up(reason):
-    raise GiveUp(reason)
+class Meter:
+    """What this run has spent so far, checked before anything is spent."""
+
+    def __init__(self):
+        self.t0 = time.monotonic()
+        self.tokens = 0
+        self.tools = 0
+
+    def elapsed(self):
+        return time.monotonic() - self.t0
+
+    def remaining(self):
+        left = CAPS["seconds"] - self.elapsed()
+        if left <= 5:
+            raise CapHit("300 s wall clock nearly spent")
+        return left
+
+    def take_tool(self, what):
+        if self.tools >= CAPS["tool_calls"]:
+            raise CapHit(f"25 tool calls spent before {what}")
+        self.tools += 1
+
+    def reserve(self, request_bytes):
+        estimate = -(-request_bytes // 4) + REPLY_LIMIT
+        if self.tokens + estimate > CAPS["tokens"]:
+            raise CapHit(f"{self.tokens} tokens spent; another call could pass 40,000")
+
+    def summary(self):
+        return {"tokens": self.tokens, "tool_calls": self.tools, "seconds": round(self.elapsed(), 2)}
 
 
-def tool():
-    global tool_calls
-    if tool_calls + 1 > MAX_TOOL_CALLS:
-        give_up(f"tool-call cap: {MAX_TOOL_CALLS} used")
-    tool_calls += 1
+def log_call(prompt_tokens, completion_tokens, status):
+    line = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "status": status, "code_sha256": SELF_DIGEST}
+    with RECEIPT.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
 
 
-def seconds_left():
-    left = MAX_WALL_SECONDS - (time.monotonic() - started)
-    if left <= 5:
-        give_up("wall-clock cap reached")
-    return left
+def endpoint():
+    base = os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8765/v1"
+    return base.rstrip("/") + "/chat/completions"
 
 
-def inside(rel):
-    path = (WORKDIR / rel).resolve()
-    if WORKDIR.resolve() not in path.parents:
-        give_up(f"fixture path {rel!r} leaves the working folder")
-    return path
-
-
-def record(prompt_tokens, completion_tokens, status):
-    with open(WORKDIR / "usage.jsonl", "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                             "status": status, "code_sha256": CODE_SHA}) + "\n")
-
-
-def chat(messages):
-    global spent_tokens
-    body = json.dumps({"model": "gpt-4o-mini", "messages": messages, "temperature": 0,
-                       "max_tokens": ANSWER_TOKENS}).encode("utf-8")
-    if spent_tokens + len(body) // 4 + 1 + ANSWER_TOKENS > MAX_TOKENS_TOTAL:
-        give_up("token cap: the next call could pass 40,000 tokens")
-    url = os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8765/v1").rstrip("/") + "/chat/completions"
+def post_once(payload, meter):
     headers = {"Content-Type": "application/json"}
-    if os.environ.get("OPENAI_API_KEY"):
-        headers["Authorization"] = "Bearer " + os.environ["OPENAI_API_KEY"]
-    for attempt in range(1, THROTTLE_TRIES + 1):
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    req = urllib.request.Request(endpoint(), data=payload, headers=headers, method="POST")
+    with urllib.request.urlopen(req, timeout=min(60.0, meter.remaining())) as resp:
+        return json.loads(resp.read().decode("utf-8"))
+
+
+def ask(meter, prompt):
+    payload = json.dumps({
+        "model": "gpt-4o-mini",
+        "temperature": 0,
+        "max_tokens": REPLY_LIMIT,
+        "messages": [
+            {"role": "system", "content": "Fix the bug described. Reply with the complete corrected file inside a single ```python fence."},
+            {"role": "user", "content": prompt},
+        ],
+    }).encode("utf-8")
+    meter.reserve(len(payload))
+    attempt = 0
+    while True:
+        attempt += 1
         try:
-            with urllib.request.urlopen(request, timeout=min(60, seconds_left())) as resp:
-                reply = json.loads(resp.read())
-        except urllib.error.HTTPError as err:
-            record(0, 0, err.code)
-            if err.code in (429, 503) and attempt < THROTTLE_TRIES:
-                time.sleep(0.5 * attempt)
-                continue
-            give_up(f"model endpoint answered HTTP {err.code} (attempt {attempt})")
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            record(0, 0, "error")
-            give_up(f"model endpoint unreachable or unreadable: {err}")
-        usage = reply.get("usage") or {}
-        p, c = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-        record(p, c, 200)
-        spent_tokens += p + c
-        return reply["choices"][0]["message"]["content"]
-    give_up("unreachable")
+            data = post_once(payload, meter)
+        except urllib.error.HTTPError as refused:
+            log_call(0, 0, refused.code)
+            throttled = refused.code in (429, 503)
+            if not throttled or attempt >= ATTEMPTS:
+                raise CapHit(f"model answered HTTP {refused.code} on attempt {attempt} of {ATTEMPTS}")
+            time.sleep(0.5 * attempt)
+            continue
+        except (urllib.error.URLError, OSError, ValueError) as broken:
+            log_call(0, 0, "error")
+            raise CapHit(f"no usable answer from the model: {broken}")
+        usage = data.get("usage") or {}
+        spent = [int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)]
+        log_call(spent[0], spent[1], 200)
+        meter.tokens += sum(spent)
+        return data["choices"][0]["message"]["content"]
 
 
-def main(argv):
-    if len(argv) != 2:
-        print("usage: python3 agent.py FIXTURE.json", file=sys.stderr)
+def python_block(text):
+    start = text.find("```python\n")
+    if start < 0:
+        return None
+    start += len("```python\n")
+    end = text.find("```", start)
+    return text[start:end] if end >= 0 else None
+
+
+def resolve(fixture_path, meter):
+    meter.take_tool("reading the fixture")
+    issue = json.loads(Path(fixture_path).read_text(encoding="utf-8"))
+    target = (HERE / issue["source"]).resolve()
+    if HERE.resolve() not in target.parents:
+        raise CapHit(f"source {issue['source']!r} is outside the workspace")
+    meter.take_tool("reading the source")
+    before = target.read_text(encoding="utf-8")
+    prompt = (f"Issue JSON:\n{json.dumps(issue, indent=2)}\n\n"
+              f"File {issue['source']} as it is now:\n```python\n{before}```")
+    fixed = python_block(ask(meter, prompt))
+    if fixed is None:
+        raise CapHit("the answer carried no ```python block")
+    meter.take_tool("writing the fix")
+    target.write_text(fixed, encoding="utf-8")
+    meter.take_tool("running the issue's tests")
+    check = subprocess.run(issue["test"], cwd=HERE, capture_output=True, text=True, timeout=meter.remaining())
+    if check.returncode != 0:
+        meter.take_tool("restoring the original")
+        target.write_text(before, encoding="utf-8")
+        raise CapHit("tests still fail with the proposed file; the original is back")
+    return issue.get("id")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: python3 agent.py FIXTURE.json\n")
         return 2
+    meter = Meter()
     try:
-        tool()
-        fixture = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-        source = inside(fixture["source"])
-        tool()
-        original = source.read_text(encoding="utf-8")
-        messages = [
-            {"role": "system", "content": "You fix one bug. Answer with the whole new file in one ```python block."},
-            {"role": "user", "content": "Issue:\n" + json.dumps(fixture, indent=2)
-             + f"\n\nCurrent {fixture['source']}:\n```python\n{original}```"},
-        ]
-        found = FENCE.search(chat(messages))
-        if not found:
-            give_up("the model's answer held no ```python block")
-        tool()
-        source.write_text(found.group(1), encoding="utf-8")
-        tool()
-        result = subprocess.run(fixture["test"], cwd=WORKDIR, capture_output=True, text=True,
-                                timeout=seconds_left())
-        if result.returncode != 0:
-            tool()
-            source.write_text(original, encoding="utf-8")
-            give_up("the model's patch did not pass the test command; original restored")
-        print(f"resolved issue {fixture.get('id')}: {spent_tokens} tokens, {tool_calls} tool calls")
-    except GiveUp as stop:
-        (WORKDIR / "give_up.json").write_text(json.dumps({
-            "reason": str(stop), "tokens": spent_tokens, "tool_calls": tool_calls,
-            "seconds": round(time.monotonic() - started, 2)}, indent=2) + "\n", encoding="utf-8")
-        print("gave up:", stop)
-    except subprocess.TimeoutExpired:
-        (WORKDIR / "give_up.json").write_text(json.dumps({"reason": "test command ran past the wall clock"}) + "\n")
-        print("gave up: test command ran past the wall clock")
+        issue_id = resolve(sys.argv[1], meter)
+    except (CapHit, subprocess.TimeoutExpired) as stop:
+        reason = "the test command outlived the wall clock" if isinstance(stop, subprocess.TimeoutExpired) else str(stop)
+        report = dict(reason=reason, **meter.summary())
+        (HERE / "give_up.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"gave up: {reason}")
+        return 0
+    spent = meter.summary()
+    print(f"issue {issue_id} resolved with {spent['tokens']} tokens and {spent['tool_calls']} tool calls")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())
