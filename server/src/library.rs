@@ -8,6 +8,7 @@
 //! after the edited copy validated.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use grader::check::check_packet;
@@ -401,4 +402,25 @@ pub async fn run_check(state: &AppState, version_id: i64) -> anyhow::Result<bool
         }
     }
     Ok(ok)
+}
+
+/// The packet of a published version, from this app's memory or loaded
+/// (and kept) from its version folder.
+pub async fn packet_of(state: &AppState, version_id: i64) -> Result<Arc<Packet>, AppError> {
+    if let Some(p) = state.memo.packet(version_id) {
+        return Ok(p);
+    }
+    let version = state
+        .db
+        .version_by_id(version_id)
+        .await?
+        .ok_or_else(|| AppError::Internal(anyhow::anyhow!("packet version {version_id} is missing")))?;
+    let dir = version_dir(state, &version.dir);
+    let packet = tokio::task::spawn_blocking(move || Packet::load(&dir).map_err(|e| anyhow::anyhow!("loading packet {}: {e}", dir.display())))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))?
+        .map_err(AppError::Internal)?;
+    let packet = Arc::new(packet);
+    state.memo.keep_packet(version_id, packet.clone());
+    Ok(packet)
 }

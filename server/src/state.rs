@@ -1,8 +1,10 @@
 //! What every handler and worker shares.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use grader::grade::Grader;
+use grader::packet::Packet;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::config::Config;
@@ -21,6 +23,71 @@ pub struct AppState {
     /// The model meter's upstream client (one connection pool; rustls with
     /// the web PKI roots and the configured `model_ca_file`).
     pub model_client: reqwest::Client,
+    /// What this app keeps between requests (never process-wide statics, so
+    /// two apps in one process, as in tests, share nothing).
+    pub memo: Arc<Memo>,
+}
+
+/// Per-app memory: loaded packets and per-assignment locks.
+#[derive(Default)]
+pub struct Memo {
+    /// Published packet versions by id; a version's folder never changes,
+    /// so it is loaded (and its files hashed) once.
+    packets: Mutex<HashMap<i64, Arc<Packet>>>,
+    /// One lock per assignment, for the meter's admission.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Assignments with a witnessed run in progress: one at a time each.
+    running: Mutex<HashSet<String>>,
+}
+
+/// Holds an assignment's witnessed-run slot until dropped.
+pub struct Slot {
+    memo: Arc<Memo>,
+    assignment_id: String,
+}
+
+impl Slot {
+    /// The slot of `assignment_id`, unless a run of it holds the slot now.
+    pub fn take(memo: &Arc<Memo>, assignment_id: &str) -> Option<Slot> {
+        let mut set = memo.running.lock().unwrap_or_else(|e| e.into_inner());
+        set.insert(assignment_id.to_string()).then(|| Slot { memo: memo.clone(), assignment_id: assignment_id.to_string() })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.memo.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.assignment_id);
+    }
+}
+
+/// Locks kept before idle ones (held by nobody) are dropped.
+const LOCKS_KEPT: usize = 1024;
+
+impl Memo {
+    pub fn packet(&self, version_id: i64) -> Option<Arc<Packet>> {
+        self.packets.lock().unwrap_or_else(|e| e.into_inner()).get(&version_id).cloned()
+    }
+
+    pub fn keep_packet(&self, version_id: i64, packet: Arc<Packet>) {
+        self.packets.lock().unwrap_or_else(|e| e.into_inner()).insert(version_id, packet);
+    }
+
+    /// The lock of `key`. The table does not grow without bound: past
+    /// `LOCKS_KEPT` entries, the locks nobody holds or waits for are dropped
+    /// (a dropped one is made afresh when next asked for, and no one can be
+    /// holding the old one).
+    pub fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        if locks.len() >= LOCKS_KEPT && !locks.contains_key(key) {
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        locks.entry(key.to_string()).or_default().clone()
+    }
+
+    /// How many locks are kept (for tests).
+    pub fn locks_kept(&self) -> usize {
+        self.locks.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
 }
 
 /// Global bounds shared by every candidate: concurrent uploads being
@@ -44,5 +111,35 @@ impl Gates {
         gate.clone()
             .try_acquire_owned()
             .map_err(|_| crate::error::AppError::Unavailable(format!("the server is busy with other {what}; try again in a minute")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_locks_are_dropped_and_held_ones_kept() {
+        let memo = Memo::default();
+        let held = memo.lock_for("held");
+        for i in 0..LOCKS_KEPT * 2 {
+            drop(memo.lock_for(&format!("a{i}")));
+        }
+        assert!(memo.locks_kept() <= LOCKS_KEPT, "{}", memo.locks_kept());
+        assert!(Arc::ptr_eq(&held, &memo.lock_for("held")), "a held lock is never replaced");
+        assert!(Arc::ptr_eq(&memo.lock_for("x"), &memo.lock_for("x")));
+    }
+
+    #[test]
+    fn one_witnessed_run_slot_per_assignment() {
+        let memo = Arc::new(Memo::default());
+        let slot = Slot::take(&memo, "a").expect("free");
+        assert!(Slot::take(&memo, "a").is_none(), "taken while held");
+        assert!(Slot::take(&memo, "b").is_some(), "another assignment is apart");
+        drop(slot);
+        assert!(Slot::take(&memo, "a").is_some(), "free again once dropped");
+        let other = Arc::new(Memo::default());
+        let _held = Slot::take(&memo, "c").expect("free");
+        assert!(Slot::take(&other, "c").is_some(), "two apps share nothing");
     }
 }

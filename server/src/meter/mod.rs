@@ -10,9 +10,6 @@
 //! generation (see [`model_key`]); only its hash is stored, so the
 //! candidate page (which has the link token) can always show it.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
@@ -152,29 +149,18 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// Reads `[budgets]` and `[workspace] model_waits_for_red` from a
-    /// packet.toml without the full manifest, so a newer manifest field
-    /// never stops the meter.
-    pub fn parse(src: &str) -> Result<Rules, String> {
-        let doc: toml_edit::DocumentMut = src.parse().map_err(|e| format!("packet.toml: {e}"))?;
-        let budget = |name: &str| doc.get("budgets").and_then(|t| t.get(name)).and_then(|v| v.as_integer()).map(|v| v.max(0) as u64);
-        Ok(Rules {
-            budgets: Budgets {
-                model_calls: budget("model_calls"),
-                tokens: budget("tokens"),
-                tool_calls: budget("tool_calls"),
-                wall_clock_secs: budget("wall_clock_secs"),
-                time_box_minutes: budget("time_box_minutes"),
-                request_bytes: budget("request_bytes"),
-                ..Budgets::default()
-            },
-            waits_for_red: doc.get("workspace").and_then(|t| t.get("model_waits_for_red")).and_then(|v| v.as_bool()).unwrap_or(false),
-            models: doc.get("budgets").and_then(|t| t.get("models")).and_then(|v| v.as_array()).map(|a| {
-                a.iter().filter_map(|m| m.as_str().map(str::to_string)).collect()
-            }),
-            max_tokens_default: budget("max_tokens_default"),
-            max_tokens_ceiling: budget("max_tokens_ceiling"),
-        })
+    /// The meter's rules of a packet: its budgets (the allowed models and
+    /// `max_tokens` default and ceiling among them) and whether the model
+    /// waits for a witnessed red.
+    pub fn of(m: &grader::manifest::Manifest) -> Rules {
+        let b = &m.budgets;
+        Rules {
+            budgets: b.clone(),
+            waits_for_red: m.workspace.model_waits_for_red,
+            models: b.models.clone(),
+            max_tokens_default: b.max_tokens_default,
+            max_tokens_ceiling: b.max_tokens_ceiling,
+        }
     }
 
     /// The refusal of a request for a model the packet does not allow.
@@ -193,33 +179,10 @@ impl Rules {
     }
 }
 
-/// The rules of the assignment's packet version, cached by data folder and
-/// version id (several apps in one process, as in tests, never share one).
-pub async fn rules_for(state: &AppState, a: &Assignment) -> Result<Arc<Rules>, AppError> {
-    type Cache = Mutex<HashMap<(PathBuf, i64), Arc<Rules>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let id = (state.config.data_dir.clone(), a.packet_version_id);
-    if let Some(r) = cache.lock().expect("rules cache").get(&id) {
-        return Ok(r.clone());
-    }
-    let version = state
-        .db
-        .version_by_id(a.packet_version_id)
-        .await?
-        .ok_or_else(|| AppError::Internal(anyhow::anyhow!("packet version {} of assignment {} is missing", a.packet_version_id, a.id)))?;
-    let path = crate::library::version_dir(state, &version.dir).join("packet.toml");
-    let src = tokio::fs::read_to_string(&path).await.map_err(|e| AppError::Internal(anyhow::anyhow!("reading {}: {e}", path.display())))?;
-    let rules = Arc::new(Rules::parse(&src).map_err(|e| AppError::Internal(anyhow::anyhow!("{}: {e}", path.display())))?);
-    cache.lock().expect("rules cache").insert(id, rules.clone());
-    Ok(rules)
-}
-
-/// One lock per assignment, held while a call's budgets are checked and its
-/// row is written, so concurrent calls cannot both take the last unit.
-fn assignment_lock(id: &str) -> Arc<tokio::sync::Mutex<()>> {
-    static LOCKS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
-    LOCKS.get_or_init(Default::default).lock().expect("meter locks").entry(id.to_string()).or_default().clone()
+/// The rules of the assignment's packet version, from the app's packet
+/// cache.
+pub async fn rules_for(state: &AppState, a: &Assignment) -> Result<Rules, AppError> {
+    Ok(Rules::of(&crate::library::packet_of(state, a.packet_version_id).await?.manifest))
 }
 
 /// An error in the OpenAI shape: `{"error": {"message", "type", ...}}`.
@@ -504,7 +467,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     let prompt_estimate = proxy::estimate_prompt(&json);
     let mut forwarded = json;
     let mut rewritten = false;
-    let lock = assignment_lock(&a.id);
+    let lock = state.memo.lock_for(&a.id);
     let guard = lock.lock().await;
     let usage = state.db.meter_usage(&a.id).await?;
     if let Some(r) = budget::check(&rules.budgets, usage, req.bytes) {
@@ -652,11 +615,10 @@ mod tests {
 
     #[test]
     fn rules_read_budgets_and_window() {
-        let r = Rules::parse("[budgets]\nmodel_calls = 3\ntokens = 10\n[workspace]\nmodel_waits_for_red = true\n").unwrap();
-        assert_eq!(r.budgets.model_calls, Some(3));
-        assert_eq!(r.budgets.tokens, Some(10));
-        assert_eq!(r.budgets.request_bytes, None);
-        assert!(r.waits_for_red);
-        assert!(!Rules::parse("[packet]\nslug = \"x\"\n").unwrap().waits_for_red);
+        let packet = grader::packet::Packet::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/null-status")).unwrap();
+        let r = Rules::of(&packet.manifest);
+        assert_eq!(r.budgets, packet.manifest.budgets);
+        assert_eq!(r.waits_for_red, packet.manifest.workspace.model_waits_for_red);
+        assert_eq!((r.models.clone(), r.max_tokens_default, r.max_tokens_ceiling), (packet.manifest.budgets.models.clone(), packet.manifest.budgets.max_tokens_default, packet.manifest.budgets.max_tokens_ceiling));
     }
 }

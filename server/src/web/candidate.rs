@@ -20,7 +20,6 @@ use crate::auth::password::random_token;
 use crate::blobs::{BlobError, BlobWriter};
 use crate::db::{Assignment, NewSubmission, ResultsRelease, Submission};
 use crate::error::AppError;
-use crate::library::version_dir;
 use crate::now_ms;
 use crate::state::AppState;
 use crate::web::page::markdown;
@@ -94,18 +93,9 @@ pub fn closed_reason(a: &Assignment, time_box: Option<i64>, now: i64) -> Option<
     crate::assignment::closed(a, time_box, now).map(|c| Refusal::new(c.status(), c.message()))
 }
 
-/// The packet of an assignment, loaded from its stored version folder.
-pub(crate) async fn load_packet(state: &AppState, a: &Assignment) -> Result<Packet, AppError> {
-    let version = state
-        .db
-        .version_by_id(a.packet_version_id)
-        .await?
-        .ok_or_else(|| AppError::Internal(anyhow::anyhow!("packet version {} of assignment {} is missing", a.packet_version_id, a.id)))?;
-    let dir = version_dir(state, &version.dir);
-    tokio::task::spawn_blocking(move || Packet::load(&dir).map_err(|e| anyhow::anyhow!("loading packet {}: {e}", dir.display())))
-        .await
-        .map_err(|e| AppError::Internal(e.into()))?
-        .map_err(AppError::Internal)
+/// The packet of an assignment (loaded once per version and app).
+pub(crate) async fn load_packet(state: &AppState, a: &Assignment) -> Result<std::sync::Arc<Packet>, AppError> {
+    crate::library::packet_of(state, a.packet_version_id).await
 }
 
 pub(crate) fn gone_page(state: &AppState, a: &Assignment) -> Response {
@@ -318,7 +308,7 @@ async fn receive_checked(
     let now = now_ms();
     let tb = match a.time_box_secs {
         Some(t) => Some(t),
-        None => time_box_secs(a, load_packet(state, a).await.ok().as_ref()),
+        None => time_box_secs(a, load_packet(state, a).await.ok().as_deref()),
     };
     if let Some(r) = closed_reason(a, tb, now) {
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "closed").increment(1);

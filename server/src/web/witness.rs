@@ -9,9 +9,6 @@
 //! application/json`) and the terminal (`POST /api/v1/witness/{red|green}`
 //! with the link token as the bearer).
 
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
-
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -40,28 +37,6 @@ pub fn routes() -> crate::routes::Routes {
         .route("/api/v1/witness/{kind}", post(api_witness).layer(DefaultBodyLimit::disable()))
 }
 
-/// Assignments with a witnessed run in progress: one at a time each.
-fn running() -> &'static Mutex<HashSet<String>> {
-    static RUNNING: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    RUNNING.get_or_init(|| Mutex::new(HashSet::new()))
-}
-
-/// Holds an assignment's slot in [`running`] until dropped.
-struct Slot(String);
-
-impl Slot {
-    fn take(assignment_id: &str) -> Option<Slot> {
-        let mut set = running().lock().unwrap_or_else(|e| e.into_inner());
-        set.insert(assignment_id.to_string()).then(|| Slot(assignment_id.to_string()))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        running().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
-    }
-}
-
 /// A witnessed run and whether it was accepted.
 struct Witnessed {
     row: WitnessRunRow,
@@ -79,7 +54,7 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
     if let Some(r) = closed_reason(a, crate::assignment::time_box_secs(a, packet.manifest.budgets.time_box_minutes), now_ms()) {
         return Err(r);
     }
-    let Some(_slot) = Slot::take(&a.id) else {
+    let Some(_slot) = crate::state::Slot::take(&state.memo, &a.id) else {
         return Err(Refusal::new(StatusCode::TOO_MANY_REQUESTS, "a witnessed run of this assignment is already in progress; wait for it to finish"));
     };
     let done = state.db.witness_runs_of(&a.id).await?.len();
