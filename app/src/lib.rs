@@ -12,6 +12,7 @@
 pub mod islands;
 pub mod pages;
 pub mod shell;
+pub mod text;
 
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]

@@ -159,31 +159,11 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     // graded side by side, one per core.
     let alternates = alternates(packet)?;
     let jobs = m.variants.len() + alternates.len();
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut items: Vec<(usize, Vec<CheckItem>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if let Some(v) = m.variants.get(i) {
-                            done.push((i, check_variant(grader, packet, v, work.path())));
-                        } else if let Some(a) = alternates.get(i - m.variants.len()) {
-                            done.push((i, check_alternate(grader, packet, a, &probe, &gate, work.path())));
-                        } else {
-                            break;
-                        }
-                    }
-                    done
-                })
-            })
-            .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    let items = crate::par::map_indexed(jobs, |i| match m.variants.get(i) {
+        Some(v) => check_variant(grader, packet, v, work.path()),
+        None => check_alternate(grader, packet, &alternates[i - m.variants.len()], &probe, &gate, work.path()),
     });
-    items.sort_by_key(|(i, _)| *i);
-    report.items.extend(items.into_iter().flat_map(|(_, items)| items));
+    report.items.extend(items.into_iter().flatten());
 
     // Every mutant is killed by the hidden tests.
     if let Some(mu) = &m.mutation {

@@ -14,6 +14,7 @@ pub mod ingest;
 pub mod lint;
 pub mod manifest;
 pub mod packet;
+pub mod par;
 pub mod pytest;
 pub mod run;
 pub mod sandbox;

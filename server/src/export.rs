@@ -84,20 +84,7 @@ pub fn scorecards_csv(rows: &[CsvRow<'_>]) -> anyhow::Result<String> {
 }
 
 /// Escapes text for XML content and attribute values.
-pub fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use app::text::escape_html as xml_escape;
 
 /// Colors for decisions ranked best first; pending and unknown decisions
 /// are grey.

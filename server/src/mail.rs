@@ -133,20 +133,7 @@ pub fn invite_bodies(mail: &InviteMail<'_>) -> (String, String) {
     (text, html)
 }
 
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use app::text::escape_html as escape;
 
 /// Sends the invite through the configured SMTP server.
 pub async fn send_invite(config: &Config, mail: &InviteMail<'_>) -> Result<(), MailError> {

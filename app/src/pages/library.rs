@@ -7,19 +7,7 @@ use crate::shell::CsrfField;
 
 /// Escapes text for a `<textarea>`, whose children Leptos writes unescaped
 /// (a prompt holding `</textarea><script>` must stay text).
-pub fn escape_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            other => out.push(other),
-        }
-    }
-    out
-}
+pub use crate::text::escape_html as escape_text;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PacketListRow {

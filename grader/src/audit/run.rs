@@ -301,26 +301,7 @@ impl<'a> Audit<'a> {
 
     /// Judges every proposal, side by side (one per core), in order.
     pub fn judge(&self, proposals: &[Proposal]) -> Result<Vec<MutantReport>, AuditError> {
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(proposals.len().max(1));
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let mut done: Vec<(usize, Result<MutantReport, AuditError>)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(p) = proposals.get(i) else { break };
-                            done.push((i, self.judge_one(p, &format!("m{i}"))));
-                        }
-                        done
-                    })
-                })
-                .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
-        });
-        done.sort_by_key(|(i, _)| *i);
-        done.into_iter().map(|(_, r)| r).collect()
+        crate::par::map_indexed(proposals.len(), |i| self.judge_one(&proposals[i], &format!("m{i}"))).into_iter().collect()
     }
 
     /// The report of judged mutants.
