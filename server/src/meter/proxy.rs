@@ -153,33 +153,60 @@ fn upstream_error(status: StatusCode, body: &[u8]) -> String {
     format!("the upstream answered {status}: {text}")
 }
 
-/// Removes the usage-only chunk (`"choices": []` with a `usage`) the meter
-/// asked for from a stream, event by event; everything else passes
-/// unchanged. Keeps an incomplete event until its end arrives.
+/// Filters a stream event by event on its way to the client: removes the
+/// usage-only chunk (`"choices": []` with a `usage`) when the meter asked
+/// for it, and holds back the `[DONE]` event (and anything after it) until
+/// `finish`, so the call is settled before the client can see the stream
+/// end and send the next one. Everything else passes unchanged. Keeps an
+/// incomplete event until its end arrives.
 #[derive(Default)]
-pub struct UsageStripper {
+pub struct StreamFilter {
+    strip_usage: bool,
     pending: Vec<u8>,
+    held: Vec<u8>,
 }
 
-impl UsageStripper {
-    /// The complete events of `pending + chunk`, less usage-only ones.
+impl StreamFilter {
+    pub fn new(strip_usage: bool) -> StreamFilter {
+        StreamFilter { strip_usage, ..StreamFilter::default() }
+    }
+
+    /// The complete events of `pending + chunk` the client may have now.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if !self.held.is_empty() {
+            self.held.extend_from_slice(chunk);
+            return Vec::new();
+        }
         self.pending.extend_from_slice(chunk);
         let mut out = Vec::new();
         while let Some((end, sep)) = event_end(&self.pending) {
             let event: Vec<u8> = self.pending.drain(..end + sep).collect();
-            if !is_usage_only(&event[..end]) {
+            if is_done(&event[..end]) {
+                self.held = event;
+                self.held.append(&mut self.pending);
+                break;
+            }
+            if !(self.strip_usage && is_usage_only(&event[..end])) {
                 out.extend_from_slice(&event);
             }
         }
         out
     }
 
-    /// What is left when the stream ends (an unterminated last event).
+    /// What is left when the stream ends: an unterminated last event and
+    /// the held `[DONE]`.
     pub fn finish(&mut self) -> Vec<u8> {
-        let rest = std::mem::take(&mut self.pending);
-        if is_usage_only(&rest) { Vec::new() } else { rest }
+        let mut rest = std::mem::take(&mut self.pending);
+        if self.strip_usage && is_usage_only(&rest) {
+            rest.clear();
+        }
+        rest.append(&mut self.held);
+        rest
     }
+}
+
+fn is_done(event: &[u8]) -> bool {
+    String::from_utf8_lossy(event).lines().any(|l| l.strip_prefix("data:").is_some_and(|d| d.trim() == "[DONE]"))
 }
 
 /// Where the first event of `buf` ends: (index of its blank line, length of
@@ -211,7 +238,7 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
         let mut total = 0usize;
         let mut error = None;
         let mut end = End::Answered;
-        let mut stripper = call.strip_usage.then(UsageStripper::default);
+        let mut filter = StreamFilter::new(call.strip_usage);
         let mut client_gone = false;
         while let Some(chunk) = upstream.next().await {
             match chunk {
@@ -224,32 +251,31 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
                         // The upstream's usage still comes: read on to it.
                         continue;
                     }
-                    let out = match &mut stripper {
-                        Some(s) => Bytes::from(s.push(&bytes)),
-                        None => bytes,
-                    };
+                    let out = Bytes::from(filter.push(&bytes));
                     if !out.is_empty() && tx.send(Ok(out)).await.is_err() {
                         error = Some("the client went away before the stream ended".to_string());
                         client_gone = true;
                     }
                 }
                 Err(e) => {
-                    let message = format!("the upstream stream broke: {}", error_chain(&e));
-                    let _ = tx.send(Err(std::io::Error::other(message.clone()))).await;
-                    error = Some(message);
+                    error = Some(format!("the upstream stream broke: {}", error_chain(&e)));
                     end = End::Lost;
                     break;
                 }
             }
         }
-        if let Some(s) = &mut stripper {
-            let rest = s.finish();
-            if !rest.is_empty() && !client_gone {
-                let _ = tx.send(Ok(Bytes::from(rest))).await;
-            }
+        // Settled before the client sees the end: its next call is
+        // admitted against what this one really used.
+        let rest = filter.finish();
+        let broke = matches!(end, End::Lost).then(|| error.clone()).flatten();
+        call.finish(status, &kept, total, error, end).await;
+        if !rest.is_empty() && !client_gone {
+            let _ = tx.send(Ok(Bytes::from(rest))).await;
+        }
+        if let Some(message) = broke {
+            let _ = tx.send(Err(std::io::Error::other(message))).await;
         }
         drop(tx);
-        call.finish(status, &kept, total, error, end).await;
     });
     let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }));
     let mut response = (status, body).into_response();
@@ -446,22 +472,45 @@ mod tests {
         let whole = format!("{content}{usage}{done}");
         // Cut at every byte: the client always gets content and [DONE], never the usage chunk.
         for cut in 0..whole.len() {
-            let mut s = UsageStripper::default();
+            let mut s = StreamFilter::new(true);
             let mut out = s.push(&whole.as_bytes()[..cut]);
             out.extend(s.push(&whole.as_bytes()[cut..]));
             out.extend(s.finish());
             assert_eq!(String::from_utf8(out).unwrap(), format!("{content}{done}"), "cut at {cut}");
         }
         // CRLF framing, and an unterminated last event, pass too.
-        let mut s = UsageStripper::default();
+        let mut s = StreamFilter::new(true);
         let crlf = format!("{}{}", content.replace("\n\n", "\r\n\r\n"), usage.replace("\n\n", "\r\n\r\n"));
         let mut out = s.push(crlf.as_bytes());
         out.extend(s.push(b"data: [DONE]"));
         out.extend(s.finish());
         assert_eq!(String::from_utf8(out).unwrap(), format!("{}data: [DONE]", content.replace("\n\n", "\r\n\r\n")));
         // A usage carried with choices (not usage-only) is left alone.
-        let mut s = UsageStripper::default();
+        let mut s = StreamFilter::new(true);
         let both = "data: {\"choices\":[{\"delta\":{}}],\"usage\":{\"prompt_tokens\":1}}\n\n";
         assert_eq!(s.push(both.as_bytes()), both.as_bytes());
+    }
+
+    #[test]
+    fn done_and_what_follows_it_wait_for_finish() {
+        let check = |strip: bool, chunks: &[&str], now: &str, at_end: &str| {
+            let mut f = StreamFilter::new(strip);
+            let mut out = Vec::new();
+            for c in chunks {
+                out.extend(f.push(c.as_bytes()));
+            }
+            assert_eq!(String::from_utf8(out).unwrap(), now, "{chunks:?}");
+            assert_eq!(String::from_utf8(f.finish()).unwrap(), at_end, "{chunks:?}");
+        };
+        let content = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+        let usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\n";
+        check(false, &[content, "data: [DONE]\n\n"], content, "data: [DONE]\n\n");
+        check(false, &[content, "data: [DO", "NE]\n\n: trailing\n\n"], content, "data: [DONE]\n\n: trailing\n\n");
+        check(false, &[content, usage, "data: [DONE]\n\n"], &format!("{content}{usage}"), "data: [DONE]\n\n");
+        check(true, &[content, usage, "data: [DONE]\n\n"], content, "data: [DONE]\n\n");
+        check(false, &[content], content, "");
+        // Content that merely mentions [DONE] is not the end.
+        let mention = "data: {\"choices\":[{\"delta\":{\"content\":\"[DONE]\"}}]}\n\n";
+        check(false, &[mention], mention, "");
     }
 }

@@ -928,6 +928,10 @@ async fn a_stream_that_asked_for_usage_gets_it_and_one_without_a_provider_usage_
     let r = reqwest::Client::new().post(m.app.url("/v1/chat/completions")).bearer_auth(&m.key).json(&body).send().await.unwrap();
     let text = r.text().await.unwrap();
     assert!(text.contains("\"usage\""), "{text}");
+    // Settled before the stream ended: the next call is admitted against
+    // what this one used, not its reservation of the whole budget.
+    let row = &ledger(&m.app, &m.assignment).await[0];
+    assert_eq!((row.status, row.reserved_tokens), (200, 0), "settled when the client saw the end");
     // A tool call, streamed by a provider that sends no usage: estimated
     // from the tools and the call's arguments.
     up.set(|b| {
