@@ -133,39 +133,32 @@ pub async fn settle_interrupted(state: &AppState) -> Result<usize, AppError> {
     Ok(n)
 }
 
-/// What the meter needs from a packet version, read once per version
-/// (published versions never change).
-#[derive(Debug, Clone, Default)]
+/// What the meter needs from a packet version: a view of the cached
+/// packet (published versions never change), so nothing is copied per call.
+#[derive(Debug, Clone)]
 pub struct Rules {
-    pub budgets: Budgets,
-    /// `[workspace] model_waits_for_red`: no model calls before a witnessed red.
-    pub waits_for_red: bool,
-    /// `[budgets] models`: the model names a candidate may request (None: any).
-    pub models: Option<Vec<String>>,
-    /// `[budgets] max_tokens_default`: sent as `max_tokens` when the client sends none.
-    pub max_tokens_default: Option<u64>,
-    /// `[budgets] max_tokens_ceiling`: the most `max_tokens` a call may ask.
-    pub max_tokens_ceiling: Option<u64>,
+    packet: std::sync::Arc<grader::packet::Packet>,
 }
 
 impl Rules {
-    /// The meter's rules of a packet: its budgets (the allowed models and
-    /// `max_tokens` default and ceiling among them) and whether the model
-    /// waits for a witnessed red.
-    pub fn of(m: &grader::manifest::Manifest) -> Rules {
-        let b = &m.budgets;
-        Rules {
-            budgets: b.clone(),
-            waits_for_red: m.workspace.model_waits_for_red,
-            models: b.models.clone(),
-            max_tokens_default: b.max_tokens_default,
-            max_tokens_ceiling: b.max_tokens_ceiling,
-        }
+    pub fn of(packet: std::sync::Arc<grader::packet::Packet>) -> Rules {
+        Rules { packet }
+    }
+
+    /// `[budgets]`: the caps, the allowed models and the `max_tokens`
+    /// default and ceiling.
+    pub fn budgets(&self) -> &Budgets {
+        &self.packet.manifest.budgets
+    }
+
+    /// `[workspace] model_waits_for_red`: no model calls before a witnessed red.
+    pub fn waits_for_red(&self) -> bool {
+        self.packet.manifest.workspace.model_waits_for_red
     }
 
     /// The refusal of a request for a model the packet does not allow.
     fn model_refusal(&self, model: &str) -> Option<MeterError> {
-        let allowed = self.models.as_ref()?;
+        let allowed = self.budgets().models.as_ref()?;
         if allowed.iter().any(|m| m == model) {
             return None;
         }
@@ -182,7 +175,7 @@ impl Rules {
 /// The rules of the assignment's packet version, from the app's packet
 /// cache.
 pub async fn rules_for(state: &AppState, a: &Assignment) -> Result<Rules, AppError> {
-    Ok(Rules::of(&crate::library::packet_of(state, a.packet_version_id).await?.manifest))
+    Ok(Rules::of(crate::library::packet_of(state, a.packet_version_id).await?))
 }
 
 /// An error in the OpenAI shape: `{"error": {"message", "type", ...}}`.
@@ -358,14 +351,14 @@ async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, refused: &s
 }
 
 fn time_box_secs(a: &Assignment, rules: &Rules) -> Option<i64> {
-    crate::assignment::time_box_secs(a, rules.budgets.time_box_minutes)
+    crate::assignment::time_box_secs(a, rules.budgets().time_box_minutes)
 }
 
 /// The largest request body the meter reads for this packet: the
 /// configured maximum, lowered to the packet's `request_bytes` budget.
 fn request_limit(state: &AppState, rules: &Rules) -> u64 {
     let configured = state.config.model_max_request_bytes.max(1);
-    rules.budgets.request_bytes.map_or(configured, |b| b.min(configured))
+    rules.budgets().request_bytes.map_or(configured, |b| b.min(configured))
 }
 
 /// Reads the body up to `limit` bytes; past it, Err(bytes seen so far).
@@ -433,7 +426,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         );
         return Err(refuse(&state, &a, &req, "invalid_request", error).await);
     };
-    if rules.waits_for_red && state.db.red_witnessed_at(&a.id).await?.is_none() {
+    if rules.waits_for_red() && state.db.red_witnessed_at(&a.id).await?.is_none() {
         let error = MeterError::new(
             StatusCode::FORBIDDEN,
             "model_window_closed",
@@ -470,20 +463,20 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     let lock = state.memo.lock_for(&a.id);
     let guard = lock.lock().await;
     let usage = state.db.meter_usage(&a.id).await?;
-    if let Some(r) = budget::check(&rules.budgets, usage, req.bytes) {
+    if let Some(r) = budget::check(rules.budgets(), usage, req.bytes) {
         let error = budget::exceeded(r.cap, r.limit, r.used, r.message);
         return Err(refuse(&state, &a, &req, r.cap, error).await);
     }
     let asked = requested_max(&forwarded);
     let (field, mut max) = match asked {
         Some((field, v)) => (field, Some(v)),
-        None => ("max_tokens", rules.max_tokens_default.map(|v| v as i64)),
+        None => ("max_tokens", rules.budgets().max_tokens_default.map(|v| v as i64)),
     };
     // The packet's ceiling clamps what was asked (or stands in for it).
-    if let Some(ceiling) = rules.max_tokens_ceiling.map(|v| v as i64) {
+    if let Some(ceiling) = rules.budgets().max_tokens_ceiling.map(|v| v as i64) {
         max = Some(max.map_or(ceiling, |m| m.min(ceiling)));
     }
-    if let Some(limit) = rules.budgets.tokens.map(|v| v as i64) {
+    if let Some(limit) = rules.budgets().tokens.map(|v| v as i64) {
         let left = limit - usage.tokens;
         let room = left - prompt_estimate;
         if room < 1 {
@@ -579,7 +572,7 @@ pub struct MeterStatus {
 pub async fn status_of(state: &AppState, a: &Assignment, link_token: &str) -> Result<MeterStatus, AppError> {
     let key = current_key(state, a, link_token).await?.map(|(_, k)| k);
     let rules = rules_for(state, a).await?;
-    let window_open = !rules.waits_for_red || state.db.red_witnessed_at(&a.id).await?.is_some();
+    let window_open = !rules.waits_for_red() || state.db.red_witnessed_at(&a.id).await?.is_some();
     let usage = state.db.meter_usage(&a.id).await?;
     let recorded = state.db.model_calls_of(&a.id).await?.len() as i64;
     let elapsed_min = a.started_at.map(|s| (now_ms() - s).max(0) / 60_000);
@@ -588,9 +581,9 @@ pub async fn status_of(state: &AppState, a: &Assignment, link_token: &str) -> Re
         key,
         endpoint: format!("{}/v1", state.config.public_url.trim_end_matches('/')),
         upstream_configured: state.config.model_upstream(&a.slug).is_some(),
-        waits_for_red: rules.waits_for_red,
+        waits_for_red: rules.waits_for_red(),
         window_open,
-        caps: caps_of(&rules.budgets, usage, tb_min, elapsed_min),
+        caps: caps_of(rules.budgets(), usage, tb_min, elapsed_min),
         calls_recorded: recorded,
     })
 }
@@ -614,11 +607,18 @@ mod tests {
     }
 
     #[test]
-    fn rules_read_budgets_and_window() {
-        let packet = grader::packet::Packet::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/null-status")).unwrap();
-        let r = Rules::of(&packet.manifest);
-        assert_eq!(r.budgets, packet.manifest.budgets);
-        assert_eq!(r.waits_for_red, packet.manifest.workspace.model_waits_for_red);
-        assert_eq!((r.models.clone(), r.max_tokens_default, r.max_tokens_ceiling), (packet.manifest.budgets.models.clone(), packet.manifest.budgets.max_tokens_default, packet.manifest.budgets.max_tokens_ceiling));
+    fn only_the_packets_models_are_allowed() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/null-status");
+        let mut packet = grader::packet::Packet::load(&root).unwrap();
+        let check = |packet: &grader::packet::Packet, model: &str, expect: Option<&str>| {
+            let refusal = Rules::of(std::sync::Arc::new(packet.clone())).model_refusal(model).map(|e| e.message);
+            assert_eq!(refusal.as_deref(), expect, "{model:?}");
+        };
+        packet.manifest.budgets.models = None;
+        check(&packet, "anything", None);
+        packet.manifest.budgets.models = Some(vec!["small".into(), "large".into()]);
+        check(&packet, "small", None);
+        check(&packet, "huge", Some("this assignment may not use the model \"huge\"; it may use: small, large"));
+        check(&packet, "", Some("this assignment may not use no model; it may use: small, large"));
     }
 }
