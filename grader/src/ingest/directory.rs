@@ -266,3 +266,34 @@ pub(super) fn dos_to_unix(date: u16, time: u16) -> Option<i64> {
     let at = ::time::Time::from_hms((time >> 11) as u8, ((time >> 5) & 0x3F) as u8, ((time & 0x1F) * 2) as u8).ok()?;
     Some(::time::PrimitiveDateTime::new(day, at).assume_utc().unix_timestamp())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::dos_to_unix;
+
+    /// An MS-DOS date and time from their parts.
+    fn dos(year: u16, month: u16, day: u16, h: u16, m: u16, s: u16) -> (u16, u16) {
+        (((year - 1980) << 9) | (month << 5) | day, (h << 11) | (m << 5) | (s / 2))
+    }
+
+    fn check((date, time): (u16, u16), expect: Option<i64>) {
+        assert_eq!(dos_to_unix(date, time), expect, "date {date:#06x} time {time:#06x}");
+    }
+
+    #[test]
+    fn dos_times_that_exist_and_that_do_not() {
+        check(dos(1980, 1, 1, 0, 0, 0), Some(315_532_800));
+        check(dos(2026, 1, 5, 9, 0, 0), Some(1_767_603_600));
+        check(dos(2024, 2, 29, 23, 59, 58), Some(1_709_251_198));
+        // Month 0 and 13, day 0, 31 February, 29 February of a common year.
+        check(dos(2026, 0, 1, 0, 0, 0), None);
+        check(dos(2026, 13, 1, 0, 0, 0), None);
+        check(dos(2026, 1, 0, 0, 0, 0), None);
+        check(dos(2026, 2, 31, 0, 0, 0), None);
+        check(dos(2025, 2, 29, 0, 0, 0), None);
+        // 24:00, minute 60, second 60 (stored as 30 two-second units).
+        check(dos(2026, 1, 5, 24, 0, 0), None);
+        check(dos(2026, 1, 5, 9, 60, 0), None);
+        check(dos(2026, 1, 5, 9, 0, 60), None);
+    }
+}
