@@ -116,3 +116,36 @@ async fn queue_pages_need_a_session_and_workers_wake_promptly() {
     assert!(metrics.contains("/c/{token}/submit"), "{metrics}");
     assert!(!metrics.contains(&invited.token), "the token leaked into metrics");
 }
+
+#[tokio::test]
+async fn a_worker_that_lost_its_lease_mid_grading_stores_nothing() {
+    let app = TestApp::spawn_with(|c| c.lease_secs = 1).await;
+    publish_packet(&app.state).await;
+    let db = &app.state.db;
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    let first = invite(&app.state, "Stolen").await;
+    let r = upload(&app.base, &first.token, sample_zip(), true).await;
+    assert_eq!(r.status(), 201);
+    let id = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let start = std::time::Instant::now();
+    while db.submission_by_id(&id).await.unwrap().unwrap().state != "grading" {
+        assert!(start.elapsed() < Duration::from_secs(30), "the worker never started grading");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Another worker takes the job over (as if the lease had lapsed).
+    let stolen = db.claim_job("thief", now_ms() + 3_600_000, 3_600_000).await.unwrap().expect("the running job");
+    assert_eq!((stolen.subject.as_str(), stolen.attempts), (id.as_str(), 2));
+    // The one worker takes a second submission only once the first grading
+    // is over, so when that is graded the first worker's result was had.
+    let second = invite(&app.state, "After").await;
+    let r = upload(&app.base, &second.token, sample_zip(), true).await;
+    let after = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    assert_eq!(wait_final(&app.state, &after, Duration::from_secs(120)).await.state, "graded");
+    let s = db.submission_by_id(&id).await.unwrap().unwrap();
+    assert_eq!(s.state, "grading", "the lost worker's result was not stored");
+    let job = &db.jobs_for("grade", &id).await.unwrap()[0];
+    assert_eq!((job.state.as_str(), job.lease_owner.as_deref()), ("running", Some("thief")), "the job is the new owner's");
+    // The new owner completes it once.
+    assert!(db.complete_grade_job(job.id, "thief", &id, GradeResult::Refused { reason: "test" }).await.unwrap());
+    assert_eq!(db.submission_by_id(&id).await.unwrap().unwrap().state, "refused");
+}
