@@ -484,3 +484,25 @@ fn check_packet_maps_failing_hidden_tests_to_the_ids_they_prove() {
     // A variant that fails no hidden test has nothing to prove.
     assert!(report.items.iter().any(|i| i.name == "variant no-notes's failing hidden tests prove only its ids" && i.ok));
 }
+
+#[test]
+fn a_witnessed_run_sets_aside_the_platform_files_a_tree_hands_back() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    // A starter test that fails when any file of the tree holds the marker.
+    let check = "import os\n\nMARK = 'FOR' + 'GED'\n\n\ndef test_no_marked_file():\n    for name in os.listdir('.'):\n        if os.path.isfile(name):\n            assert MARK not in open(name, errors='replace').read(), name\n";
+    write(&root, "starter/test_tree.py", check);
+    let packet = Packet::load(&root).expect("loading the packet");
+    let (_a, plain) = zip_submission(&packet, &[], &[]);
+    let (_b, handed_back) =
+        zip_submission(&packet, &[("GATEHOUSE_PIN.toml", "FORGED pin\n"), ("PROMPT.md", "FORGED brief\n")], &[]);
+    let honest = grader().witness_run(&packet, &plain).expect("a witnessed run");
+    assert!(honest.passed, "{}", honest.log);
+    let run = grader().witness_run(&packet, &handed_back).expect("a witnessed run");
+    assert!(run.passed, "the platform files the tree handed back were not set aside: {}", run.log);
+    assert_eq!(run.tree_sha256, honest.tree_sha256, "the same tree as grading would assemble");
+    // A file of the candidate's own with the marker still counts.
+    let (_c, own) = zip_submission(&packet, &[("mine.txt", "FORGED\n")], &[]);
+    let run = grader().witness_run(&packet, &own).expect("a witnessed run");
+    assert!(!run.passed && run.log.contains("mine.txt"), "{}", run.log);
+}
