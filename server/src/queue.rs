@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::db::{GradeResult, Job};
@@ -18,17 +17,8 @@ use crate::grading::{GradeOutcome, grade_submission};
 use crate::now_ms;
 use crate::state::AppState;
 
-/// Wakes idle workers of this process when a job is enqueued; workers also
-/// poll, so jobs enqueued by other processes are found too.
-static WAKE: Notify = Notify::const_new();
-
 /// How often an idle worker looks for work without being woken.
 const POLL: Duration = Duration::from_secs(1);
-
-/// Tells this process's idle workers that a job is waiting.
-pub fn wake() {
-    WAKE.notify_waiters();
-}
 
 /// Starts `n` workers on the current runtime.
 pub fn spawn_workers(state: &AppState, n: usize) -> Vec<JoinHandle<()>> {
@@ -46,7 +36,7 @@ pub fn spawn_workers(state: &AppState, n: usize) -> Vec<JoinHandle<()>> {
 async fn worker_loop(state: AppState, owner: String) {
     tracing::info!(%owner, "grading worker started");
     loop {
-        let notified = WAKE.notified();
+        let notified = state.memo.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let lease_ms = lease_ms(&state);
@@ -192,7 +182,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                     if job.kind == "grade" {
                         logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "queued", Some(&message)).await);
                     }
-                    wake();
+                    state.wake_workers();
                 }
                 Ok(_) => tracing::warn!(job = job.id, "the lease was lost before release"),
                 Err(e) => tracing::error!(job = job.id, error = %e, "releasing the job failed"),

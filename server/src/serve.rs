@@ -44,7 +44,8 @@ pub async fn state(config: Config) -> anyhow::Result<AppState> {
         .clone();
     let gates = Arc::new(crate::state::Gates::new(&config));
     let model_client = crate::meter::upstream_client(&config)?;
-    Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle, gates, model_client, memo: Arc::default() })
+    let hydrate = crate::state::hydrate_bundle_built(&config.site_dir);
+    Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle, gates, model_client, memo: Arc::default(), hydrate })
 }
 
 pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {

@@ -26,6 +26,27 @@ pub struct AppState {
     /// What this app keeps between requests (never process-wide statics, so
     /// two apps in one process, as in tests, share nothing).
     pub memo: Arc<Memo>,
+    /// Whether pages load the hydrate bundle (`<site_dir>/pkg/gatehouse.js`
+    /// and its wasm were found when the app was built). Pages work without
+    /// it: every form is a plain form.
+    pub hydrate: bool,
+}
+
+impl AppState {
+    /// Tells this app's idle workers that a job is waiting; workers also
+    /// poll, so jobs enqueued by other processes are found too.
+    pub fn wake_workers(&self) {
+        self.memo.wake.notify_waiters();
+    }
+}
+
+/// Whether the hydrate bundle is built in `site_dir`.
+pub fn hydrate_bundle_built(site_dir: &std::path::Path) -> bool {
+    let built = site_dir.join("pkg/gatehouse.js").is_file() && site_dir.join("pkg/gatehouse_bg.wasm").is_file();
+    if !built {
+        tracing::info!(site_dir = %site_dir.display(), "no hydrate bundle; pages are served without scripts (build it with `cargo run -p site --release`)");
+    }
+    built
 }
 
 /// Per-app memory: loaded packets and per-assignment locks.
@@ -38,6 +59,8 @@ pub struct Memo {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Assignments with a witnessed run in progress: one at a time each.
     running: Mutex<HashSet<String>>,
+    /// Wakes this app's idle grading workers when a job is enqueued.
+    pub(crate) wake: tokio::sync::Notify,
 }
 
 /// Holds an assignment's witnessed-run slot until dropped.

@@ -48,10 +48,10 @@ pub fn routes() -> crate::routes::Routes {
 
 /// The frame of a page for `signed_in` (or for nobody, on the sign-in and
 /// setup pages), with the session's flash notice.
-pub fn page_meta(_state: &AppState, signed_in: Option<&SignedIn>, title: &str, flash: Option<String>) -> PageMeta {
+pub fn page_meta(state: &AppState, signed_in: Option<&SignedIn>, title: &str, flash: Option<String>) -> PageMeta {
     let base = match signed_in {
         Some(s) => crate::web::page::meta(s, title),
-        None => crate::web::page::candidate_meta(title),
+        None => crate::web::page::candidate_meta(state, title),
     };
     PageMeta { flash, ..base }
 }

@@ -79,8 +79,8 @@ use crate::assignment::duration as fmt_duration;
 pub use crate::times::utc as fmt_time;
 
 /// The frame of a candidate page: no account, no navigation.
-fn meta(_state: &AppState, title: &str) -> PageMeta {
-    crate::web::page::candidate_meta(title)
+fn meta(state: &AppState, title: &str) -> PageMeta {
+    crate::web::page::candidate_meta(state, title)
 }
 
 /// The time box in seconds: the assignment's own, else the packet's.
@@ -399,7 +399,7 @@ async fn receive_checked(
         state.db.create_submission(NewSubmission { id: &id, assignment_id: &a.id, blob_sha256: &sha256, size_bytes: size as i64 }).await?;
     crate::web::gate::record_witnessed(state, &a.id, &submission.id).await?;
     metrics::counter!("gatehouse_uploads_accepted_total").increment(1);
-    crate::queue::wake();
+    state.wake_workers();
     tracing::info!(submission = %id, assignment = %a.id, size, "submission accepted");
     Ok(submission)
 }

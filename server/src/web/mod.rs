@@ -59,7 +59,6 @@ pub fn routes() -> crate::routes::Routes {
 /// panics, body timeout, security headers): what [`router`] serves. Tests
 /// add routes of their own before the layers with it.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
-    page::init(&state.config.site_dir);
     let body_idle = std::time::Duration::from_secs(state.config.body_idle_timeout_secs.max(1));
     routes
         .fallback(not_found)

@@ -1,32 +1,11 @@
 //! What every page handler needs around its body: the page frame's
 //! [`PageMeta`] for a signed-in user or a candidate, and the HTML error page.
 
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use app::shell::{ErrorPage, NavUser, PageMeta};
 use axum::http::StatusCode;
 use leptos::prelude::*;
 
 use crate::web::session::SignedIn;
-
-/// Whether the hydrate bundle was built; set once when the router is built.
-static HYDRATE: AtomicBool = AtomicBool::new(false);
-
-/// Looks for `<site_dir>/pkg/gatehouse.js` and remembers whether pages
-/// should load it. Pages work without it (every form is a plain form).
-pub fn init(site_dir: &Path) {
-    let built = site_dir.join("pkg/gatehouse.js").is_file() && site_dir.join("pkg/gatehouse_bg.wasm").is_file();
-    HYDRATE.store(built, Ordering::Relaxed);
-    if !built {
-        tracing::info!(site_dir = %site_dir.display(), "no hydrate bundle; pages are served without scripts (build it with `cargo run -p site --release`)");
-    }
-}
-
-/// Whether pages load the hydrate bundle.
-pub fn hydrate() -> bool {
-    HYDRATE.load(Ordering::Relaxed)
-}
 
 /// The frame of a page for a signed-in user: navigation, sign-out form with
 /// the session's CSRF token.
@@ -36,14 +15,14 @@ pub fn meta(signed_in: &SignedIn, title: impl Into<String>) -> PageMeta {
         user: Some(NavUser { name: signed_in.user.name.clone(), role: signed_in.user.role.as_str().to_string() }),
         csrf: signed_in.csrf.clone(),
         flash: None,
-        hydrate: hydrate(),
+        hydrate: signed_in.hydrate,
     }
 }
 
 /// The frame of a candidate's page: no navigation and no session (the link
 /// is the only credential).
-pub fn candidate_meta(title: impl Into<String>) -> PageMeta {
-    PageMeta { title: title.into(), user: None, csrf: String::new(), flash: None, hydrate: hydrate() }
+pub fn candidate_meta(state: &crate::state::AppState, title: impl Into<String>) -> PageMeta {
+    PageMeta { title: title.into(), user: None, csrf: String::new(), flash: None, hydrate: state.hydrate }
 }
 
 /// Renders Markdown (prompts, rules) to HTML. Raw HTML in the source is shown

@@ -2,7 +2,6 @@
 //! one submission.
 
 use app::pages::queue::{JobRow, QueuePage, QueueView};
-use app::shell::{NavUser, PageMeta};
 use axum::extract::{Path, State};
 use axum::response::Html;
 use axum::routing::get;
@@ -82,13 +81,7 @@ async fn page(State(state): State<AppState>, signed_in: SignedIn) -> Result<Html
     signed_in.require(Role::Reviewer)?;
     let pending = labelled(&state, state.db.pending_jobs().await?).await?;
     let recent = labelled(&state, state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state == "done" || j.state == "failed").collect()).await?;
-    let meta = PageMeta {
-        title: "Grading queue".into(),
-        user: Some(NavUser { name: signed_in.user.name.clone(), role: signed_in.user.role.as_str().to_string() }),
-        csrf: signed_in.csrf.clone(),
-        flash: None,
-        hydrate: state.config.site_dir.join("pkg/gatehouse.js").is_file(),
-    };
+    let meta = crate::web::page::meta(&signed_in, "Grading queue");
     let page = QueuePage { pending, recent };
     Ok(Html(app::shell::document(meta, move || view! { <QueueView page=page /> })))
 }
@@ -139,7 +132,7 @@ mod tests {
             created: "2026-11-29 09:59 UTC".into(),
         };
         let page = QueuePage { pending: vec![job], recent: vec![] };
-        let html = app::shell::document(PageMeta::default(), move || view! { <QueueView page=page /> });
+        let html = app::shell::document(app::shell::PageMeta::default(), move || view! { <QueueView page=page /> });
         assert!(html.contains("/submissions/abc"), "{html}");
         assert!(html.contains("boom &lt;b&gt;"), "{html}");
     }

@@ -261,6 +261,8 @@ pub struct SignedIn {
     pub user: User,
     pub session: Session,
     pub csrf: String,
+    /// Whether this app's pages load the hydrate bundle (`AppState::hydrate`).
+    pub hydrate: bool,
 }
 
 impl SignedIn {
@@ -319,7 +321,7 @@ where
         let user = state.db.user_by_id(id).await.map_err(|e| NotSignedIn::Error(e.into()))?;
         let Some(user) = user.filter(|u| !u.disabled) else { return Err(refuse()) };
         let csrf = csrf_token(&session).await.map_err(NotSignedIn::Error)?;
-        Ok(SignedIn { user, session, csrf })
+        Ok(SignedIn { user, session, csrf, hydrate: state.hydrate })
     }
 }
 

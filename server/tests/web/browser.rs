@@ -88,8 +88,9 @@ async fn spawn_fixture() -> Fixture {
     Fixture { base: format!("http://{addr}"), _dir: dir, server }
 }
 
+/// A fixture page's frame: the bundle is built (`Fixture` checks it).
 fn meta(title: &str) -> app::shell::PageMeta {
-    gatehouse::web::page::candidate_meta(title)
+    app::shell::PageMeta { title: title.into(), hydrate: true, ..Default::default() }
 }
 
 async fn upload_page() -> Html<String> {
