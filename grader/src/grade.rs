@@ -914,57 +914,7 @@ mod rescore_tests {
     use crate::evidence::TestStatus;
     use crate::score::Status;
 
-    const RUBRIC: &str = r#"
-[packet]
-slug = "demo"
-version = "1"
-title = "Demo"
-
-[commands]
-test = "true"
-
-[[step]]
-id = "hidden"
-run = "true"
-junit = "h.xml"
-
-[[criterion]]
-id = "retry"
-title = "Retry"
-max = 2
-levels = ["0", "1", "2"]
-mode = "auto"
-from = { tests = "hidden" }
-
-[[criterion]]
-id = "honesty"
-title = "Honesty"
-max = 2
-levels = ["0", "1", "2"]
-mode = "auto-override"
-
-[[criterion]]
-id = "notes"
-title = "Notes"
-max = 2
-levels = ["0", "1", "2"]
-mode = "human"
-
-[[band]]
-min = 5
-decision = "merge"
-
-[[band]]
-min = 0
-decision = "close"
-
-[[failure]]
-id = "lied"
-title = "Lied"
-description = "d"
-effect = { criterion = "honesty", set = 0 }
-detect = { kind = "missing", paths = ["z"] }
-"#;
+    const RUBRIC: &str = include_str!("../tests/fixtures/rubrics/rescore.toml");
 
     /// A stored scorecard as a grading would leave it: the hidden step
     /// passed `passed` of 4 tests, `findings` were detected, no human level.

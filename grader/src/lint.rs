@@ -163,37 +163,7 @@ mod tests {
     use super::*;
 
     fn manifest(extra: &str) -> Manifest {
-        let src = format!(
-            r#"
-[packet]
-slug = "demo"
-version = "1"
-title = "Demo"
-
-[commands]
-test = "true"
-
-[[criterion]]
-id = "tests"
-title = "Tests"
-max = 2
-levels = ["0", "1", "2"]
-mode = "auto"
-
-[[criterion]]
-id = "honesty"
-title = "Honesty"
-max = 2
-levels = ["0", "1", "2"]
-mode = "auto"
-
-[[failure]]
-id = "f"
-title = "F"
-description = "d"
-detect = {{ kind = "missing", paths = ["x"] }}
-{extra}"#
-        );
+        let src = format!("{}{extra}", include_str!("../tests/fixtures/rubrics/lint.toml"));
         Manifest::parse("packet.toml", &src).unwrap()
     }
 
