@@ -174,6 +174,33 @@ impl Fixture {
     }
 }
 
+/// Asserts that `page` shows an aligned excerpt whose two sides are both
+/// `gate.py` with a line range, side `sample_side`'s lines being those
+/// lines of `gate` (the sample's file).
+fn excerpts_shown(page: &str, gate: &str, sample_side: usize, what: &str) {
+    let at = page.find("class=\"excerpt\"").unwrap_or_else(|| panic!("no aligned excerpt on the {what} page: {page}"));
+    let excerpt = &page[at..];
+    let sides: Vec<&str> = excerpt.split("class=\"excerpt-side\"").skip(1).take(2).collect();
+    assert_eq!(sides.len(), 2, "two sides: {excerpt}");
+    for side in &sides {
+        assert!(side.contains("class=\"excerpt-path\">gate.py<"), "{what}: {side}");
+    }
+    let lines = sides[sample_side].split("class=\"excerpt-lines\">").nth(1).unwrap();
+    let lines = &lines[..lines.find('<').unwrap()];
+    let range = lines.trim_start_matches("lines ").trim_start_matches("line ");
+    let (first, last) = range.split_once('–').unwrap_or((range, range));
+    let (first, last): (usize, usize) = (first.parse().unwrap(), last.parse().unwrap());
+    assert!(last > first, "{what}: a fragment of several lines, not {lines}");
+    let text = sides[sample_side].split("class=\"excerpt-text\">").nth(1).unwrap();
+    let text = &text[..text.find("</pre>").unwrap()];
+    // At most 40 lines are shown, then a note says the fragment goes on.
+    let shown = (last - first + 1).min(40);
+    assert_eq!(last - first + 1 > 40, sides[sample_side].contains("goes on past these lines"), "{what}: {lines}");
+    let want: Vec<&str> = gate.lines().skip(first - 1).take(shown).collect();
+    let text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&");
+    assert_eq!(text, want.join("\n"), "{what}: the excerpt shows {lines} of gate.py");
+}
+
 /// Asserts that `parts` occur in `text` in this order.
 fn in_order(text: &str, parts: &[&str]) {
     let mut at = 0;
@@ -355,12 +382,17 @@ async fn csv_compare_and_distribution() {
     let row = &row[..row.find("</tr>").unwrap()];
     assert!(row.contains("Ada Lovelace") && row.contains("Bob Guesser") && row.contains(" %"), "{row}");
     assert!(only_bob.contains("No pair of these submissions shares most of its code"), "{only_bob}");
+    // With aligned excerpts: the shared fragments of both, side by side,
+    // each side naming its file and line range and showing those lines.
+    let sample_gate = std::fs::read_to_string(repo_root().join("packets").join(SLUG).join("sample/gate.py")).unwrap();
+    excerpts_shown(similar, &sample_gate, 0, "compare");
     // And on both scorecards, each naming the other.
-    for (me, other, name) in [(&f.good, &f.bad, "Bob Guesser"), (&f.bad, &f.good, "Ada Lovelace")] {
+    for (me, other, name, sample_side) in [(&f.good, &f.bad, "Bob Guesser", 0), (&f.bad, &f.good, "Ada Lovelace", 1)] {
         let (_, card) = f.get(&format!("/submissions/{me}")).await;
         let at = card.find("class=\"similar-pair\"").unwrap_or_else(|| panic!("no similar pair on {me}: {card}"));
         let li = &card[at..at + card[at..].find("</li>").unwrap()];
         assert!(li.contains(name) && li.contains(&format!("/submissions/{other}")) && li.contains(" % shared"), "{li}");
+        excerpts_shown(&card[at..], &sample_gate, sample_side, "scorecard");
     }
 
     let r = f.reviewer.client.get(f.app.url(&format!("/packets/{SLUG}/distribution.svg"))).send().await.unwrap();
