@@ -103,7 +103,7 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
         <h1>"Assignment: " {view.candidate.clone()}</h1>
         <dl class="facts">
             <dt>"Candidate"</dt><dd>{view.candidate} " <" {view.email} ">"</dd>
-            <dt>"Packet"</dt><dd>{view.slug} " version " {view.version}</dd>
+            <dt>"Packet"</dt><dd>{view.slug} " " {view.version}</dd>
             <dt>"Deadline"</dt><dd>{view.deadline}</dd>
             <dt>"State"</dt><dd><span class=format!("state {}", view.state)>{view.state.clone()}</span></dd>
         </dl>
@@ -490,7 +490,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
     let ledger = view.ledger.map(ledger_section);
     let history = history_view(view.history);
     view! {
-        <h1>"Scorecard: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
+        <h1>"Scorecard: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
         {view.blind.then(|| view! { <p class="notice blind-review">"Blind review: the candidate's name and email are hidden from you until you have saved your scores."</p> })}
         <p class="meta">"Submission " <code>{view.id.clone()}</code> ", received " {view.received_at}
             {view.graded_at.map(|g| format!(", graded {g}"))}</p>
@@ -784,7 +784,7 @@ pub fn ReceiptPage(view: ReceiptView) -> impl IntoView {
     let html = format!("/submissions/{}/receipt.html", view.id);
     let card = format!("/submissions/{}", view.id);
     view! {
-        <h1>"Receipt: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
+        <h1>"Receipt: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
         <dl class="facts">
             <dt>"Decision"</dt><dd><span class=format!("decision {}", view.decision)>{view.decision.clone()}</span></dd>
             <dt>"Score"</dt><dd>{view.score}</dd>

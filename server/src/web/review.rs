@@ -156,8 +156,10 @@ pub fn inbox_order(ta: &i64, a: &app::pages::inbox::InboxRow, tb: &i64, b: &app:
     key(ta, a).cmp(&key(tb, b))
 }
 
+/// The assignment's packet version as every page and receipt says it: "v2"
+/// (assignments are only made of published versions).
 fn version_label(a: &Assignment) -> String {
-    a.version.map_or("draft".to_string(), |v| v.to_string())
+    a.version.map_or("draft".to_string(), |v| format!("v{v}"))
 }
 
 pub(crate) fn score_label(card: &Scorecard) -> String {
@@ -821,10 +823,15 @@ async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, j
     let view = card_view(card, starter.as_ref());
     let version = version_label(&ctx.assignment);
     let received = when(ctx.submission.received_at);
+    // Receipts written before they named the published version record the
+    // packet.toml version; they are kept as they are (their digest covers
+    // it) and the page says so.
+    let recorded = if card.receipt.packet.version == version { "" } else { card.receipt.packet.version.as_str() };
     export::receipt_html(&export::ReceiptHtml {
         candidate: &ctx.assignment.candidate_name,
         slug: &ctx.assignment.slug,
         version: &version,
+        recorded_version: recorded,
         submission_id: &ctx.submission.id,
         received_at: &received,
         card: &view,
@@ -858,8 +865,16 @@ async fn scorecards_csv(State(state): State<AppState>, signed_in: SignedIn, Path
     let submissions = state.db.latest_submissions_for_packet(&slug).await?;
     let mut loaded = Vec::new();
     for s in submissions {
-        let a = state.db.assignment_by_id(&s.assignment_id).await?;
+        let mut a = state.db.assignment_by_id(&s.assignment_id).await?;
         let card = parse_card(&s)?;
+        // Blind review holds for exports as for the pages: the pseudonym and
+        // no email until this reviewer's scores are saved.
+        if let Some(a) = a.as_mut()
+            && hides_candidate(&state, a, &s.id, card.as_ref(), signed_in.user.id).await?
+        {
+            a.candidate_name = blind_label(&s.id);
+            a.email = String::new();
+        }
         loaded.push((s, a, card));
     }
     let rows: Vec<export::CsvRow<'_>> = loaded

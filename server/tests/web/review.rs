@@ -326,10 +326,19 @@ async fn receipt_json_and_standalone_html() {
     assert!(html.contains("invented-value") && html.contains("class=\"badge "), "findings with provenance");
     assert!(html.contains("step:unknowns"), "commands");
     assert!(html.contains(&card.scoring.decision));
+    // One version scheme: "null-status v1" as on the pages. This fixture's
+    // receipt was graded outside the platform, as receipts were before they
+    // named the published version: it keeps its packet.toml version (its
+    // digest covers it), and the receipt says so.
+    assert_eq!(card.receipt.packet.version, "1.0.0");
+    assert!(html.contains("null-status v1 (") && !html.contains("version 1 ("), "{html}");
+    assert!(html.contains("records the packet.toml version <code>1.0.0</code>"), "{html}");
+    assert_eq!(grader::grade::receipt_digest(&card.receipt), card.receipt.digest, "an old receipt still verifies");
 
     let (status, page) = f.get(&format!("/submissions/{}/receipt", f.bad)).await;
     assert_eq!(status, 200);
     assert!(page.contains(&card.receipt.digest) && page.contains("receipt.json"), "{page}");
+    assert!(page.contains("null-status<!> <!>v1</h1>") && !page.contains("vv1") && !page.contains("version 1"), "{page}");
     // Readable, in the standalone receipt's layout; the JSON is a link away.
     let doc = &page[page.find("class=\"receipt-doc\"").expect("the receipt document")..];
     in_order(doc, &["<h2>Gates</h2>", "<h2>Criteria</h2>", "<h2>Findings</h2>", "<h2>Commands</h2>", "<h2>Digests</h2>"]);
@@ -720,7 +729,7 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
     db.set_blind_review(&f.good_assignment, true).await.unwrap();
     let alias = gatehouse::web::review::blind_label(&f.good);
     assert!(alias.starts_with("Candidate ") && alias.len() == "Candidate ".len() + 6, "{alias}");
-    for path in [format!("/submissions/{}", f.good), format!("/submissions/{}/receipt.html", f.good), "/inbox".into(), format!("/packets/{SLUG}/compare"), format!("/assignments/{}", f.good_assignment), format!("/submissions/{}/receipt", f.good), "/queue".into(), "/assignments".into()] {
+    for path in [format!("/submissions/{}", f.good), format!("/submissions/{}/receipt.html", f.good), "/inbox".into(), format!("/packets/{SLUG}/compare"), format!("/assignments/{}", f.good_assignment), format!("/submissions/{}/receipt", f.good), "/queue".into(), "/assignments".into(), format!("/packets/{SLUG}/scorecards.csv")] {
         let (status, page) = f.get(&path).await;
         assert_eq!(status, 200, "{path}");
         assert!(!page.contains("Ada Lovelace") && !page.contains("ada@example.com"), "{path} shows the candidate under blind review:\n{page}");
@@ -745,6 +754,9 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
     score(&f.reviewer, "narrative").await;
     let (_, card) = f.get(&format!("/submissions/{}", f.good)).await;
     assert!(card.contains("Ada Lovelace") && !card.contains("Blind review: the candidate"), "revealed once their scores are saved: {card}");
+    // The CSV export follows the same rule: named, with the email, now.
+    let (_, csv) = f.get(&format!("/packets/{SLUG}/scorecards.csv")).await;
+    assert!(csv.contains("Ada Lovelace") && csv.contains("ada@example.com") && !csv.contains(&alias), "{csv}");
     // Who scored what is recorded, by name, in the history and the audit log.
     assert!(card.contains("rita") && card.contains("Read it through."), "{card}");
     let audit = db.audit_entries(Some(&format!("submission:{}", f.good)), 10).await.unwrap();
@@ -754,6 +766,8 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
     let other = sign_in(&f.app, "otto@example.com", Role::Reviewer).await;
     let page = other.client.get(f.app.url(&format!("/submissions/{}", f.good))).send().await.unwrap().text().await.unwrap();
     assert!(!page.contains("Ada Lovelace") && page.contains(&alias), "{page}");
+    let csv = other.client.get(f.app.url(&format!("/packets/{SLUG}/scorecards.csv"))).send().await.unwrap().text().await.unwrap();
+    assert!(!csv.contains("Ada Lovelace") && !csv.contains("ada@example.com") && csv.contains(&alias) && csv.contains("Bob Guesser"), "{csv}");
 
     // Blind columns come in a stable pseudo-random order, not by arrival:
     // the same on every load, sorted by the submission's blind key.
