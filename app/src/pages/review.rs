@@ -331,11 +331,12 @@ pub fn SimilarExcerpts(pair: SimilarPair) -> impl IntoView {
                 {more}
             </div>
         }
+        .into_any()
     };
     let rows = pair
         .excerpts
         .into_iter()
-        .map(|e| view! { <div class="excerpt">{side(pair.a.clone(), e.a)}{side(pair.b.clone(), e.b)}</div> })
+        .map(|e| view! { <div class="excerpt">{side(pair.a.clone(), e.a)}{side(pair.b.clone(), e.b)}</div> }.into_any())
         .collect_view();
     let summary = if count == 0 {
         "No single stretch of code is shared; the fingerprints in common are spread out.".to_string()
@@ -348,6 +349,7 @@ pub fn SimilarExcerpts(pair: SimilarPair) -> impl IntoView {
             {rows}
         </details>
     }
+    .into_any()
 }
 
 /// A red or green run the platform witnessed, as the ledger shows it.
@@ -502,7 +504,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
                 <ul>{view.similar.iter().map(|p| {
                     let href = format!("/submissions/{}", p.b_id);
                     let share = format!(" · {} shared", p.share);
-                    view! { <li class="similar-pair"><a href=href>{p.b.clone()}</a>{share}<SimilarExcerpts pair=p.clone() /></li> }
+                    view! { <li class="similar-pair"><a href=href>{p.b.clone()}</a>{share}<SimilarExcerpts pair=p.clone() /></li> }.into_any()
                 }).collect_view()}</ul>
             </section>
         })}
@@ -886,7 +888,7 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
                             <td class="num">{p.share.clone()}</td>
                         </tr>
                         <tr class="similar-excerpts"><td colspan="3"><SimilarExcerpts pair=p.clone() /></td></tr>
-                    }).collect_view()}</tbody>
+                    }.into_any()).collect_view()}</tbody>
                 </table>
             }
             .into_any()
