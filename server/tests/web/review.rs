@@ -672,6 +672,20 @@ async fn compare_columns_line_up_in_a_real_browser() {
         assert!(row[0][2].as_f64().unwrap() > prev, "row {r} is below row {}: {boxes}", r - 1);
     }
     b.snapshot("compare").await;
+    // The similar pair's shared fragments sit side by side: each excerpt's
+    // two sides on one row, left then right, neither overflowing the other.
+    let sides = b
+        .script(
+            "const e = document.querySelector('.excerpt'); e.scrollIntoView();
+             return [...e.querySelectorAll('.excerpt-side')].map(s => { const r = s.getBoundingClientRect(); return [r.left, r.right, r.top]; });",
+        )
+        .await;
+    let sides = sides.as_array().unwrap();
+    assert_eq!(sides.len(), 2, "{sides:?}");
+    let (a, c) = (sides[0].as_array().unwrap(), sides[1].as_array().unwrap());
+    assert!((a[2].as_f64().unwrap() - c[2].as_f64().unwrap()).abs() < 1.0, "both sides start on one row: {sides:?}");
+    assert!(a[1].as_f64().unwrap() <= c[0].as_f64().unwrap(), "the first side is left of the second: {sides:?}");
+    b.snapshot("compare-excerpts").await;
     b.close().await;
 }
 
