@@ -16,13 +16,16 @@
 //!   hidden `csrf` field), `label` (the field's label), `button` (the
 //!   button's text). With `accept_json`, the hydrated form sends the file
 //!   with `Accept: application/json`, shows `<progress id="upload-progress">`
-//!   while it uploads, shows the server's `{"error"}` in `#upload-error` on a
+//!   with the share of the body sent (XMLHttpRequest upload progress events,
+//!   not the browser's buffer) and `#upload-phase` ("Uploading: 40 %", then
+//!   "Uploaded; checking the zip…" while the server checks it), shows the server's `{"error"}` in `#upload-error` on a
 //!   refusal, and goes to the `receipt_url` of a 201 answer.
 //! - `<LiveStatus url=format!("/c/{token}/submissions/{id}/status")
 //!   initial_state=submission.state />` renders the state pill
 //!   `<span id="live-state" class="state state-<state>">`; hydrated, it polls
 //!   `url` (which answers `{"state", ...}`) every 1.5 s, updates the pill,
-//!   and reloads the page once the state is final (graded, failed, refused).
+//!   and reloads the page once the state is final (graded, failed, refused;
+//!   or the `final_states` given, as the self-test's passed and failed).
 //! - `<LiveQueue url="/queue/status".to_string() />` renders a small "live"
 //!   note; hydrated, it polls `url` (`{"jobs": [...]}`) and reloads the page
 //!   when any job's state changes.
@@ -68,6 +71,8 @@ pub fn UploadForm(
     let (progress, set_progress) = signal(None::<f64>);
     let (error, set_error) = signal(None::<String>);
     let (busy, set_busy) = signal(false);
+    // The whole file has reached the server, which is checking it now.
+    let (sent, set_sent) = signal(false);
     // Effects run only in the browser, so this marks hydration.
     Effect::new(move |_| set_hydrated.set(true));
 
@@ -87,11 +92,16 @@ pub fn UploadForm(
             let Some(form) = client::form_of(&ev) else { return };
             set_error.set(None);
             set_progress.set(Some(0.0));
+            set_sent.set(false);
             set_busy.set(true);
             let started = client::upload(
                 &form,
                 &target,
                 move |pct| set_progress.set(Some(pct)),
+                move || {
+                    set_progress.set(Some(100.0));
+                    set_sent.set(true);
+                },
                 move |outcome| match outcome {
                     Ok(receipt_url) => {
                         set_progress.set(Some(100.0));
@@ -99,6 +109,7 @@ pub fn UploadForm(
                     }
                     Err(message) => {
                         set_progress.set(None);
+                        set_sent.set(false);
                         set_busy.set(false);
                         set_error.set(Some(message));
                         // The message renders on the next frame; bring it into view.
@@ -113,7 +124,7 @@ pub fn UploadForm(
             }
         }
         #[cfg(not(feature = "hydrate"))]
-        let _ = (ev, accept_json, &target, set_progress, set_error, set_busy);
+        let _ = (ev, accept_json, &target, set_progress, set_error, set_busy, set_sent);
     };
 
     view! {
@@ -134,10 +145,14 @@ pub fn UploadForm(
                 progress
                     .get()
                     .map(|pct| {
+                        // The bytes the browser has sent, from the upload's
+                        // progress events; then the server checks the zip.
+                        let phase = if sent.get() { "Uploaded; checking the zip…".to_string() } else { format!("Uploading: {pct:.0} %") };
                         view! {
                             <progress id="upload-progress" max="100" value=format!("{pct:.0}")>
                                 {format!("{pct:.0}%")}
                             </progress>
+                            <span id="upload-phase" role="status" data-sent=move || sent.get().then_some("true")>{phase}</span>
                         }
                     })
             }}
@@ -153,24 +168,30 @@ pub fn LiveStatus(
     url: String,
     /// The state the server rendered.
     initial_state: String,
+    /// The states after which polling stops and the page reloads, when not
+    /// a submission's [`FINAL_STATES`] (a self-test: passed, failed).
+    #[prop(optional)]
+    final_states: Option<Vec<String>>,
 ) -> impl IntoView {
     let (state, set_state) = signal(initial_state.clone());
     let (hydrated, set_hydrated) = signal(false);
     Effect::new(move |_| set_hydrated.set(true));
+    let finals = final_states.unwrap_or_else(|| FINAL_STATES.iter().map(|s| s.to_string()).collect());
 
     #[cfg(feature = "hydrate")]
-    if !is_final(&initial_state) {
+    if !finals.contains(&initial_state) {
         let handle = std::rc::Rc::new(std::cell::Cell::new(None::<IntervalHandle>));
         let keep = handle.clone();
         let started = set_interval_with_handle(
             move || {
                 let handle = keep.clone();
+                let finals = finals.clone();
                 client::get_json(&url, move |body| {
                     let Some(now) = body.get("state").and_then(|s| s.as_str()) else { return };
                     if now != state.get_untracked() {
                         set_state.set(now.to_string());
                     }
-                    if is_final(now) {
+                    if finals.iter().any(|f| f == now) {
                         if let Some(h) = handle.take() {
                             h.clear();
                         }
@@ -183,7 +204,7 @@ pub fn LiveStatus(
         handle.set(started.ok());
     }
     #[cfg(not(feature = "hydrate"))]
-    let _ = (&url, set_state);
+    let _ = (&url, set_state, finals);
 
     view! {
         <span
@@ -302,12 +323,15 @@ mod client {
     }
 
     /// Posts `form` to `action` as multipart with `Accept: application/json`.
-    /// `progress` gets percentages; `done` gets the receipt URL of a 201, or
-    /// the message to show.
+    /// `progress` gets the percentage of the body sent (the upload's
+    /// progress events); `sent` is called once the whole body is sent (the
+    /// server is checking it); `done` gets the receipt URL of a 201, or the
+    /// message to show.
     pub fn upload(
         form: &HtmlFormElement,
         action: &str,
         progress: impl Fn(f64) + 'static,
+        sent: impl Fn() + 'static,
         done: impl FnOnce(Result<String, String>) + 'static,
     ) -> Result<(), String> {
         let data = FormData::new_with_form(form).map_err(js_error("reading the form"))?;
@@ -320,8 +344,12 @@ mod client {
                 progress((e.loaded() / e.total() * 100.0).clamp(0.0, 100.0));
             }
         });
-        xhr.upload().map_err(js_error("watching the upload"))?.set_onprogress(Some(on_progress.as_ref().unchecked_ref()));
+        let watch = xhr.upload().map_err(js_error("watching the upload"))?;
+        watch.set_onprogress(Some(on_progress.as_ref().unchecked_ref()));
         on_progress.forget();
+        let on_sent = Closure::<dyn FnMut()>::new(move || sent());
+        watch.set_onload(Some(on_sent.as_ref().unchecked_ref()));
+        on_sent.forget();
 
         // Exactly one of load and error fires; the callback is taken once.
         let done = Rc::new(RefCell::new(Some(done)));

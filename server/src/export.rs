@@ -14,7 +14,11 @@ use grader::grade::Scorecard;
 pub struct ReceiptHtml<'a> {
     pub candidate: &'a str,
     pub slug: &'a str,
+    /// "v2", as the pages say it.
     pub version: &'a str,
+    /// The version an older receipt records instead (the packet.toml
+    /// version, e.g. "1.0.0"); empty when the receipt says `version`.
+    pub recorded_version: &'a str,
     pub submission_id: &'a str,
     pub received_at: &'a str,
     pub card: &'a CardView,

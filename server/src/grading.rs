@@ -71,12 +71,22 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
     .context("the grading thread panicked")??;
     metrics::histogram!("gatehouse_grading_seconds").record(started.elapsed().as_secs_f64());
     match result {
-        Ok(card) => Ok(GradeOutcome::Graded {
+        Ok(mut card) => {
+            // The receipt names the version as the pages do ("v2"), not the
+            // packet.toml's own version string; the digest is taken again.
+            if let Some(n) = version.version {
+                card.packet.version = format!("v{n}");
+                card.receipt.packet.version = card.packet.version.clone();
+                card.receipt.digest = String::new();
+                card.receipt.digest = grader::grade::receipt_digest(&card.receipt);
+            }
+            Ok(GradeOutcome::Graded {
             scorecard_json: serde_json::to_string_pretty(&card)?,
             receipt_json: serde_json::to_string_pretty(&card.receipt)?,
             decision: card.scoring.decision.clone(),
             score: card.scoring.score.map(f64::from),
-        }),
+            })
+        }
         Err(GradeError::Refused(why)) => Ok(GradeOutcome::Refused(why.to_string())),
         Err(e) => Err(anyhow::Error::new(e).context("grading failed")),
     }

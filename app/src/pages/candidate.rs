@@ -254,7 +254,13 @@ pub fn CandidateView(page: CandidatePage) -> impl IntoView {
         let items = page.rules.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view();
         view! { <h2>"Rules"</h2><ul class="rules">{items}</ul> }
     });
-    let error = page.error.clone().map(|e| view! { <p class="error refusal" role="alert">"Your upload was refused: "{e}</p> });
+    // With JavaScript off a refused upload answers with this page again: the
+    // refusal takes the focus (`autofocus`, focusable by `tabindex`), so the
+    // browser scrolls to it instead of showing the top of the page.
+    let error = page
+        .error
+        .clone()
+        .map(|e| view! { <p class="error refusal" id="upload-refusal" role="alert" tabindex="-1" autofocus=true>"Your upload was refused: "{e}</p> });
     let upload = match page.closed.clone() {
         Some(why) => view! { <p class="closed" role="status">{why}</p> }.into_any(),
         None => view! {

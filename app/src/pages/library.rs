@@ -3,6 +3,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::islands::LiveStatus;
 use crate::shell::CsrfField;
 
 /// Escapes text for a `<textarea>`, whose children Leptos writes unescaped
@@ -154,6 +155,11 @@ pub struct PacketDetailView {
     /// The packet has a published version, so candidates can be invited.
     #[serde(default)]
     pub can_invite: bool,
+    /// While the self-test is queued or running: its status URL, which the
+    /// page follows live (`{"state"}`); with JavaScript off, a reload shows
+    /// the state.
+    #[serde(default)]
+    pub check_status_url: Option<String>,
 }
 
 #[component]
@@ -323,7 +329,15 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
         <nav class="versions"><ul>{versions}</ul></nav>
         {actions}
         <section class="self-test">
-            <h2>"Self-test: "<span class=check_class>{vm.check_state.clone()}</span></h2>
+            <h2>"Self-test: "{match vm.check_status_url.clone() {
+                Some(url) => view! {
+                    <span class=check_class>
+                        <LiveStatus url=url initial_state=vm.check_state.clone() final_states=vec!["passed".to_string(), "failed".to_string(), "not run".to_string()] />
+                    </span>
+                    <noscript>" (reload the page to see it change)"</noscript>
+                }.into_any(),
+                None => view! { <span class=check_class>{vm.check_state.clone()}</span> }.into_any(),
+            }}</h2>
             {pending}
             <ul>{check_items}</ul>
         </section>

@@ -103,7 +103,7 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
         <h1>"Assignment: " {view.candidate.clone()}</h1>
         <dl class="facts">
             <dt>"Candidate"</dt><dd>{view.candidate} " <" {view.email} ">"</dd>
-            <dt>"Packet"</dt><dd>{view.slug} " version " {view.version}</dd>
+            <dt>"Packet"</dt><dd>{view.slug} " " {view.version}</dd>
             <dt>"Deadline"</dt><dd>{view.deadline}</dd>
             <dt>"State"</dt><dd><span class=format!("state {}", view.state)>{view.state.clone()}</span></dd>
         </dl>
@@ -278,10 +278,78 @@ pub struct ScorecardView {
     /// Blind review hides the candidate from this reviewer for now.
     #[serde(default)]
     pub blind: bool,
-    /// Other submissions of the packet whose code is similar: (candidate,
-    /// submission id, "92 %"). A signal, never a finding.
+    /// Other submissions of the packet whose code is similar, this one as
+    /// side `a`. A signal, never a finding.
     #[serde(default)]
-    pub similar: Vec<(String, String, String)>,
+    pub similar: Vec<SimilarPair>,
+}
+
+/// One side of an aligned excerpt: where the fragment is and its lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ExcerptSide {
+    /// The file, as in the submission.
+    pub path: String,
+    /// "lines 12–30".
+    pub lines: String,
+    pub text: String,
+    /// The fragment is longer than the lines shown.
+    pub cut: bool,
+}
+
+/// A fragment two similar submissions share, side by side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SimilarExcerpt {
+    pub a: ExcerptSide,
+    pub b: ExcerptSide,
+}
+
+/// Two submissions whose code (less the starter's) shares most of its token
+/// fingerprints, with the fragments they share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SimilarPair {
+    /// The candidates (or pseudonyms under blind review) and submissions.
+    pub a: String,
+    pub a_id: String,
+    pub b: String,
+    pub b_id: String,
+    /// "87 %".
+    pub share: String,
+    pub excerpts: Vec<SimilarExcerpt>,
+}
+
+/// The shared fragments of a pair, each as two columns (file and line
+/// range above each side's lines).
+#[component]
+pub fn SimilarExcerpts(pair: SimilarPair) -> impl IntoView {
+    let count = pair.excerpts.len();
+    let side = |who: String, s: ExcerptSide| {
+        let more = s.cut.then(|| view! { <p class="hint">"(the fragment goes on past these lines)"</p> });
+        view! {
+            <div class="excerpt-side">
+                <p class="excerpt-where"><strong>{who}</strong>" · "<code class="excerpt-path">{s.path}</code>" "<span class="excerpt-lines">{s.lines}</span></p>
+                <pre class="excerpt-text">{s.text}</pre>
+                {more}
+            </div>
+        }
+        .into_any()
+    };
+    let rows = pair
+        .excerpts
+        .into_iter()
+        .map(|e| view! { <div class="excerpt">{side(pair.a.clone(), e.a)}{side(pair.b.clone(), e.b)}</div> }.into_any())
+        .collect_view();
+    let summary = if count == 0 {
+        "No single stretch of code is shared; the fingerprints in common are spread out.".to_string()
+    } else {
+        format!("{count} shared fragment(s), side by side")
+    };
+    view! {
+        <details class="excerpts" open=true>
+            <summary>{summary}</summary>
+            {rows}
+        </details>
+    }
+    .into_any()
 }
 
 /// A red or green run the platform witnessed, as the ledger shows it.
@@ -424,7 +492,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
     let ledger = view.ledger.map(ledger_section);
     let history = history_view(view.history);
     view! {
-        <h1>"Scorecard: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
+        <h1>"Scorecard: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
         {view.blind.then(|| view! { <p class="notice blind-review">"Blind review: the candidate's name and email are hidden from you until you have saved your scores."</p> })}
         <p class="meta">"Submission " <code>{view.id.clone()}</code> ", received " {view.received_at}
             {view.graded_at.map(|g| format!(", graded {g}"))}</p>
@@ -433,10 +501,10 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
             <section class="similar notice">
                 <h2>"Similar submissions"</h2>
                 <p class="hint">"Code sharing most of its token fingerprints with this one (the starter's excluded): read both. It changes no score."</p>
-                <ul>{view.similar.iter().map(|(who, sid, pct)| {
-                    let href = format!("/submissions/{sid}");
-                    let share = format!(" · {pct} shared");
-                    view! { <li class="similar-pair"><a href=href>{who.clone()}</a>{share}</li> }
+                <ul>{view.similar.iter().map(|p| {
+                    let href = format!("/submissions/{}", p.b_id);
+                    let share = format!(" · {} shared", p.share);
+                    view! { <li class="similar-pair"><a href=href>{p.b.clone()}</a>{share}<SimilarExcerpts pair=p.clone() /></li> }.into_any()
                 }).collect_view()}</ul>
             </section>
         })}
@@ -718,7 +786,7 @@ pub fn ReceiptPage(view: ReceiptView) -> impl IntoView {
     let html = format!("/submissions/{}/receipt.html", view.id);
     let card = format!("/submissions/{}", view.id);
     view! {
-        <h1>"Receipt: " {view.candidate} " · " {view.slug} " v" {view.version}</h1>
+        <h1>"Receipt: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
         <dl class="facts">
             <dt>"Decision"</dt><dd><span class=format!("decision {}", view.decision)>{view.decision.clone()}</span></dd>
             <dt>"Score"</dt><dd>{view.score}</dd>
@@ -751,10 +819,10 @@ pub struct CompareView {
     /// The distribution chart's URL.
     pub chart: String,
     /// Pairs of submissions whose code (less the starter's) shares most of
-    /// its token fingerprints: (candidate, candidate, "87 %"). A signal for
-    /// the reviewer, never a finding.
+    /// its token fingerprints, with their shared fragments. A signal for the
+    /// reviewer, never a finding.
     #[serde(default)]
-    pub similar: Vec<(String, String, String)>,
+    pub similar: Vec<SimilarPair>,
     pub csv: String,
 }
 
@@ -813,7 +881,14 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
                 <p class="hint">"Share of token fingerprints in common, the starter's code excluded; robust to renamed names, reordered functions and comments. A signal to read both, not a finding: it changes no score."</p>
                 <table class="similar">
                     <thead><tr><th>"Submission"</th><th>"And"</th><th class="num">"Shared"</th></tr></thead>
-                    <tbody>{view.similar.iter().map(|(a, b, pct)| view! { <tr class="similar-pair"><td>{a.clone()}</td><td>{b.clone()}</td><td class="num">{pct.clone()}</td></tr> }).collect_view()}</tbody>
+                    <tbody>{view.similar.iter().map(|p| view! {
+                        <tr class="similar-pair">
+                            <td><a href=format!("/submissions/{}", p.a_id)>{p.a.clone()}</a></td>
+                            <td><a href=format!("/submissions/{}", p.b_id)>{p.b.clone()}</a></td>
+                            <td class="num">{p.share.clone()}</td>
+                        </tr>
+                        <tr class="similar-excerpts"><td colspan="3"><SimilarExcerpts pair=p.clone() /></td></tr>
+                    }.into_any()).collect_view()}</tbody>
                 </table>
             }
             .into_any()

@@ -35,6 +35,7 @@ pub fn routes() -> crate::routes::Routes {
         .route("/packets/{slug}", get(detail))
         .route("/packets/{slug}/versions/{id}/publish", post(publish))
         .route("/packets/{slug}/versions/{id}/check", post(run_check))
+        .route("/packets/{slug}/versions/{id}/check/status", get(check_status))
         .route("/packets/{slug}/versions/{id}/draft", post(new_draft))
         .route("/packets/{slug}/versions/{id}/prompt", post(edit_prompt))
         .route("/packets/{slug}/versions/{id}/budgets", post(edit_budgets))
@@ -91,16 +92,25 @@ pub fn readable_exit(detail: &str) -> String {
     out
 }
 
-/// A version's self-test state as shown: a pending job reads "queued".
+/// A version's self-test state as shown: "running" while a check runs,
+/// "queued" while one waits (also over an earlier result), else the last
+/// result or "not run".
 async fn check_state(state: &AppState, v: &PacketVersion) -> Result<String, AppError> {
-    if v.check_state == "none" {
-        let jobs = state.db.jobs_for("check", &v.id.to_string()).await?;
-        if jobs.iter().any(|j| j.state == "queued" || j.state == "running") {
-            return Ok("queued".into());
-        }
-        return Ok("not run".into());
+    let jobs = state.db.jobs_for("check", &v.id.to_string()).await?;
+    if v.check_state == "running" || jobs.iter().any(|j| j.state == "running") {
+        return Ok("running".into());
     }
-    Ok(v.check_state.clone())
+    if jobs.iter().any(|j| j.state == "queued") {
+        return Ok("queued".into());
+    }
+    Ok(if v.check_state == "none" { "not run".into() } else { v.check_state.clone() })
+}
+
+/// `GET /packets/{slug}/versions/{id}/check/status`: `{"state"}` of the
+/// version's self-test, which its page follows live.
+async fn check_status(State(state): State<AppState>, _signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>) -> Result<Response, AppError> {
+    let (_, version, _) = find_version(&state, &slug, Some(id)).await?;
+    Ok(axum::Json(serde_json::json!({ "state": check_state(&state, &version).await? })).into_response())
 }
 
 async fn list(State(state): State<AppState>, signed_in: SignedIn) -> Result<Response, AppError> {
@@ -166,10 +176,14 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
         can_edit: signed_in.user.role >= Role::Author,
         versions: versions.iter().map(|v| VersionLink { id: v.id, label: label_in(v, &versions), current: v.id == version.id }).collect(),
         check_state: check_state(&state, &version).await?,
+        check_status_url: None,
         publish_pending: state.db.publish_request(version.id).await?.is_some(),
         can_invite: signed_in.user.role >= Role::Author && versions.iter().any(|v| v.state == VersionState::Published),
         ..PacketDetailView::default()
     };
+    if vm.check_state == "queued" || vm.check_state == "running" {
+        vm.check_status_url = Some(format!("/packets/{}/versions/{}/check/status", packet.slug, version.id));
+    }
     if let Some(json) = &version.check_report
         && let Ok(report) = serde_json::from_str::<CheckReport>(json)
     {

@@ -15,7 +15,8 @@ use std::path::PathBuf;
 
 use app::pages::review::{
     AssignmentPage, AssignmentView, CardView, CompareColumn, ComparePage, CompareView, CriterionView, FileChange, FindingView, GateView,
-    HistoryRow, HumanForm, LedgerCall, LedgerRun, LedgerView, ReceiptPage, ReceiptView, RunView, ScorecardPage, ScorecardView, SubmissionLine, ToolView,
+    HistoryRow, HumanForm, LedgerCall, LedgerRun, LedgerView, ExcerptSide, ReceiptPage, ReceiptView, RunView, ScorecardPage, ScorecardView, SimilarExcerpt, SimilarPair, SubmissionLine,
+    ToolView,
 };
 use app::shell::PageMeta;
 use axum::extract::{Path, Query, State};
@@ -155,8 +156,10 @@ pub fn inbox_order(ta: &i64, a: &app::pages::inbox::InboxRow, tb: &i64, b: &app:
     key(ta, a).cmp(&key(tb, b))
 }
 
+/// The assignment's packet version as every page and receipt says it: "v2"
+/// (assignments are only made of published versions).
 fn version_label(a: &Assignment) -> String {
-    a.version.map_or("draft".to_string(), |v| v.to_string())
+    a.version.map_or("draft".to_string(), |v| format!("v{v}"))
 }
 
 pub(crate) fn score_label(card: &Scorecard) -> String {
@@ -820,10 +823,15 @@ async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, j
     let view = card_view(card, starter.as_ref());
     let version = version_label(&ctx.assignment);
     let received = when(ctx.submission.received_at);
+    // Receipts written before they named the published version record the
+    // packet.toml version; they are kept as they are (their digest covers
+    // it) and the page says so.
+    let recorded = if card.receipt.packet.version == version { "" } else { card.receipt.packet.version.as_str() };
     export::receipt_html(&export::ReceiptHtml {
         candidate: &ctx.assignment.candidate_name,
         slug: &ctx.assignment.slug,
         version: &version,
+        recorded_version: recorded,
         submission_id: &ctx.submission.id,
         received_at: &received,
         card: &view,
@@ -857,8 +865,16 @@ async fn scorecards_csv(State(state): State<AppState>, signed_in: SignedIn, Path
     let submissions = state.db.latest_submissions_for_packet(&slug).await?;
     let mut loaded = Vec::new();
     for s in submissions {
-        let a = state.db.assignment_by_id(&s.assignment_id).await?;
+        let mut a = state.db.assignment_by_id(&s.assignment_id).await?;
         let card = parse_card(&s)?;
+        // Blind review holds for exports as for the pages: the pseudonym and
+        // no email until this reviewer's scores are saved.
+        if let Some(a) = a.as_mut()
+            && hides_candidate(&state, a, &s.id, card.as_ref(), signed_in.user.id).await?
+        {
+            a.candidate_name = blind_label(&s.id);
+            a.email = String::new();
+        }
         loaded.push((s, a, card));
     }
     let rows: Vec<export::CsvRow<'_>> = loaded
@@ -951,9 +967,13 @@ async fn compare_page(
             failures: card.findings.iter().map(|f| f.id.clone()).collect(),
         })
         .collect();
-    let similar = similar_pairs(&state, &graded).await
+    let similar = similar_found(&state, &graded, None)
+        .await
         .into_iter()
-        .map(|(i, j, sim)| (columns_name(&columns, i), columns_name(&columns, j), format!("{:.0} %", sim * 100.0)))
+        .map(|f| {
+            let (a, b) = (&graded[f.i].1, &graded[f.j].1);
+            pair_view(columns_name(&columns, f.i), a.id.clone(), columns_name(&columns, f.j), b.id.clone(), f.share, &f.excerpts, false)
+        })
         .collect();
     let view = CompareView {
         similar,
@@ -967,19 +987,38 @@ async fn compare_page(
     Ok(Html(app::shell::document(meta, move || view! { <ComparePage view=view /> })).into_response())
 }
 
-/// The submissions of `slug` similar to `submission_id`: (name as the viewer
-/// may see it, submission id, share).
-async fn similar_to(state: &AppState, slug: &str, submission_id: &str, viewer: i64) -> Result<Vec<(String, String, String)>, AppError> {
+/// The submissions of `slug` similar to `submission_id`, this one as side
+/// `a` (names as the viewer may see them).
+async fn similar_to(state: &AppState, slug: &str, submission_id: &str, viewer: i64) -> Result<Vec<SimilarPair>, AppError> {
     let graded = graded_of_packet(state, slug).await?;
     let Some(me) = graded.iter().position(|(_, s, _)| s.id == submission_id) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
-    for (i, j, sim) in similar_pairs(state, &graded).await {
-        let other = if i == me { j } else if j == me { i } else { continue };
-        let (a, s, card) = &graded[other];
-        let name = if hides_candidate(state, a, &s.id, Some(card), viewer).await? { blind_label(&s.id) } else { a.candidate_name.clone() };
-        out.push((name, s.id.clone(), format!("{:.0} %", sim * 100.0)));
+    for f in similar_found(state, &graded, Some(me)).await {
+        let (other, swap) = if f.i == me { (f.j, false) } else { (f.i, true) };
+        let name_of = async |k: usize| -> Result<String, AppError> {
+            let (a, s, card) = &graded[k];
+            Ok(if hides_candidate(state, a, &s.id, Some(card), viewer).await? { blind_label(&s.id) } else { a.candidate_name.clone() })
+        };
+        let (mine, theirs) = (name_of(me).await?, name_of(other).await?);
+        out.push(pair_view(mine, graded[me].1.id.clone(), theirs, graded[other].1.id.clone(), f.share, &f.excerpts, swap));
     }
     Ok(out)
+}
+
+/// A similar pair as the pages show it; `swap` puts the excerpts' side `b`
+/// first (the pair was found the other way round).
+fn pair_view(a: String, a_id: String, b: String, b_id: String, share: f64, excerpts: &[crate::similarity::Excerpt], swap: bool) -> SimilarPair {
+    let side = |s: &crate::similarity::Side| ExcerptSide {
+        path: s.path.clone(),
+        lines: if s.first_line == s.last_line { format!("line {}", s.first_line) } else { format!("lines {}–{}", s.first_line, s.last_line) },
+        text: s.text.clone(),
+        cut: s.cut,
+    };
+    let excerpts = excerpts
+        .iter()
+        .map(|e| if swap { SimilarExcerpt { a: side(&e.b), b: side(&e.a) } } else { SimilarExcerpt { a: side(&e.a), b: side(&e.b) } })
+        .collect();
+    SimilarPair { a, a_id, b, b_id, share: format!("{:.0} %", share * 100.0), excerpts }
 }
 
 fn columns_name(columns: &[CompareColumn], i: usize) -> String {
@@ -989,10 +1028,23 @@ fn columns_name(columns: &[CompareColumn], i: usize) -> String {
 /// Source files read for similarity: these extensions, each at most 256 KiB.
 const SIMILARITY_EXTENSIONS: [&str; 12] = ["py", "rs", "js", "ts", "go", "java", "rb", "c", "h", "cpp", "cs", "sh"];
 const SIMILARITY_MAX_FILE: u64 = 256 << 10;
+/// Shared fragments shown per pair.
+const SIMILARITY_EXCERPTS: usize = 6;
 
-/// The similar pairs among `graded` (indices into it), by
-/// `crate::similarity`, each submission's starter excluded.
-async fn similar_pairs(state: &AppState, graded: &[(Assignment, Submission, Scorecard)]) -> Vec<(usize, usize, f64)> {
+/// A similar pair among a packet's graded submissions (indices into them),
+/// with its aligned excerpts.
+struct Found {
+    i: usize,
+    j: usize,
+    share: f64,
+    excerpts: Vec<crate::similarity::Excerpt>,
+}
+
+/// The similar pairs among `graded`, by `crate::similarity`, each
+/// submission's starter excluded; the excerpts of every pair, or only of
+/// the pairs of submission `about`.
+async fn similar_found(state: &AppState, graded: &[(Assignment, Submission, Scorecard)], about: Option<usize>) -> Vec<Found> {
+    use crate::similarity::{SourceFile, excerpts, prints_of};
     let inputs: Vec<(PathBuf, PathBuf, Option<String>)> = {
         let mut v = Vec::new();
         for (a, _, card) in graded {
@@ -1008,36 +1060,51 @@ async fn similar_pairs(state: &AppState, graded: &[(Assignment, Submission, Scor
         use std::io::Read;
         let is_code = |name: &str| name.rsplit_once('.').is_some_and(|(_, e)| SIMILARITY_EXTENSIONS.contains(&e));
         let mut starters: std::collections::HashMap<PathBuf, std::collections::HashSet<u64>> = std::collections::HashMap::new();
-        let mut prints = Vec::new();
-        for (zip_path, starter_dir, _unwrapped) in inputs {
-            let starter = starters
-                .entry(starter_dir.clone())
-                .or_insert_with(|| {
-                    list_files(&starter_dir)
-                        .unwrap_or_default()
-                        .keys()
-                        .filter(|p| is_code(p))
-                        .filter_map(|p| std::fs::read_to_string(starter_dir.join(p)).ok())
-                        .flat_map(|t| crate::similarity::fingerprints(&t))
-                        .collect()
-                })
-                .clone();
+        let mut files: Vec<Vec<SourceFile>> = Vec::new();
+        let mut starter_of: Vec<PathBuf> = Vec::new();
+        for (zip_path, starter_dir, unwrapped) in inputs {
+            starters.entry(starter_dir.clone()).or_insert_with(|| {
+                list_files(&starter_dir)
+                    .unwrap_or_default()
+                    .keys()
+                    .filter(|p| is_code(p))
+                    .filter_map(|p| std::fs::read_to_string(starter_dir.join(p)).ok())
+                    .flat_map(|t| crate::similarity::fingerprints(&t))
+                    .collect()
+            });
             let mut texts = Vec::new();
             if let Some(mut archive) = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok()) {
                 for i in 0..archive.len() {
                     let Ok(entry) = archive.by_index(i) else { continue };
-                    if !entry.is_file() || entry.size() > SIMILARITY_MAX_FILE || !entry.name().is_ok_and(|n| is_code(&n)) {
+                    let Ok(name) = entry.name().map(|n| n.to_string()) else { continue };
+                    if !entry.is_file() || entry.size() > SIMILARITY_MAX_FILE || !is_code(&name) {
                         continue;
                     }
+                    // The path as the workspace has it: a wrapping folder dropped.
+                    let path = match &unwrapped {
+                        Some(folder) => name.strip_prefix(&format!("{folder}/")).unwrap_or(&name).to_string(),
+                        None => name.clone(),
+                    };
                     let mut text = String::new();
                     if entry.take(SIMILARITY_MAX_FILE).read_to_string(&mut text).is_ok() {
-                        texts.push(text);
+                        texts.push(SourceFile { path, text });
                     }
                 }
             }
-            prints.push(crate::similarity::submission_prints(texts.iter().map(String::as_str), &starter));
+            texts.sort_by(|a, b| a.path.cmp(&b.path));
+            files.push(texts);
+            starter_of.push(starter_dir);
         }
+        let prints: Vec<_> = files.iter().zip(&starter_of).map(|(f, s)| prints_of(f, &starters[s])).collect();
         crate::similarity::similar_pairs(&prints)
+            .into_iter()
+            .filter(|(i, j, _)| about.is_none_or(|k| k == *i || k == *j))
+            .map(|(i, j, share)| {
+                let mut starter = starters[&starter_of[i]].clone();
+                starter.extend(&starters[&starter_of[j]]);
+                Found { i, j, share, excerpts: excerpts(&files[i], &files[j], &starter, SIMILARITY_EXCERPTS) }
+            })
+            .collect()
     })
     .await
     .unwrap_or_default()

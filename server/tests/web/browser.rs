@@ -76,6 +76,8 @@ async fn spawn_fixture() -> Fixture {
     let state = gatehouse::serve::state(config).await.expect("app state");
     let fixtures = Router::new()
         .route("/fixture/upload", get(upload_page))
+        .route("/fixture/upload-slow", get(slow_upload_page))
+        .route("/fixture/slow-submit", post(slow_submit).layer(axum::extract::DefaultBodyLimit::disable()))
         .route("/fixture/submit", post(submit))
         .route("/fixture/receipt", get(receipt_page))
         .route("/fixture/status", get(status))
@@ -105,6 +107,37 @@ async fn upload_page() -> Html<String> {
             </form>
         }
     }))
+}
+
+async fn slow_upload_page() -> Html<String> {
+    Html(app::shell::document(meta("Upload"), || {
+        view! {
+            <h1>"Slow upload fixture"</h1>
+            <UploadForm action="/fixture/slow-submit".to_string() accept_json=true />
+        }
+    }))
+}
+
+/// Reads the upload at about [`SLOW_BYTES_PER_SEC`] (a throttled link:
+/// once the socket buffers are full, the browser can only send as fast as
+/// this reads), then takes a moment to "check the zip" before it answers.
+const SLOW_BYTES_PER_SEC: u64 = 3 << 20;
+
+async fn slow_submit(mut form: Multipart) -> Response {
+    let started = std::time::Instant::now();
+    let mut read: u64 = 0;
+    while let Some(mut field) = form.next_field().await.expect("multipart") {
+        while let Some(chunk) = field.chunk().await.expect("chunk") {
+            read += chunk.len() as u64;
+            let due = Duration::from_secs_f64(read as f64 / SLOW_BYTES_PER_SEC as f64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let receipt = format!("/fixture/receipt?via=json&bytes={read}");
+    (StatusCode::CREATED, axum::Json(serde_json::json!({ "id": 1, "receipt_url": receipt, "sha256": "0", "received_at": 0 }))).into_response()
 }
 
 /// Plays `POST /c/{token}/submit`: a file whose bytes mention `../evil` is
@@ -215,6 +248,73 @@ async fn islands_hydrate_upload_with_progress_and_follow_status() {
     b.wait("#live-state[data-hydrated='true']").await;
     b.wait_for("#live-state[data-state='graded']", Duration::from_secs(15)).await;
     assert_eq!(b.text("#live-state").await, "graded");
+    b.close().await;
+}
+
+/// The progress bar follows the bytes actually sent: over a throttled
+/// upload (the fixture reads 3 MiB/s) of a 24 MiB zip, the test sees values
+/// strictly between 0 and 100, never going back, then "checking the zip"
+/// while the server holds its answer, then the receipt.
+#[tokio::test]
+async fn the_upload_progress_bar_follows_the_transfer_then_says_checking() {
+    let _one = exclusive().await;
+    let app = spawn_fixture().await;
+    let files = tempfile::tempdir().unwrap();
+    let big = files.path().join("big.zip");
+    // Incompressible bytes (xorshift), so the zip is as large as its content.
+    let mut x: u64 = 0x9E3779B97F4A7C15;
+    let noise: Vec<u8> = (0..24 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    write_zip(&big, &[("solution.py", b"print('hi')\n"), ("noise.bin", &noise)]);
+
+    let b = Browser::new(&app.base).await;
+    b.goto("/fixture/upload-slow").await;
+    b.wait("#upload-form[data-hydrated='true']").await;
+    b.choose_file("#upload-file", &big).await;
+    b.click("#upload-submit").await;
+    b.wait("#upload-progress").await;
+    let mut seen: Vec<f64> = Vec::new();
+    let mut checking = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        let now = b
+            .script(
+                "const p = document.getElementById('upload-progress'); const s = document.getElementById('upload-phase');
+                 return { value: p ? Number(p.value) : null, phase: s ? s.textContent : '', sent: s ? s.dataset.sent === 'true' : false, path: location.pathname };",
+            )
+            .await;
+        if now["path"] != "/fixture/upload-slow" {
+            break;
+        }
+        if let Some(v) = now["value"].as_f64()
+            && seen.last() != Some(&v)
+        {
+            seen.push(v);
+        }
+        let phase = now["phase"].as_str().unwrap_or_default().to_string();
+        if now["sent"] == true {
+            assert!(phase.contains("checking the zip"), "{phase}");
+            checking = true;
+            break;
+        }
+        assert!(phase.starts_with("Uploading: "), "{phase}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let between: Vec<f64> = seen.iter().copied().filter(|v| *v > 0.0 && *v < 100.0).collect();
+    println!("upload progress values seen: {seen:?}");
+    assert!(between.len() >= 3, "intermediate progress values were seen: {seen:?}");
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "progress never goes back: {seen:?}");
+    assert!(checking, "the page said it was checking the zip after the transfer: {seen:?}");
+    assert_eq!(b.find("#upload-progress").await.attr("value").await.unwrap().as_deref(), Some("100"));
+    b.wait_path("/fixture/receipt?via=json").await;
+    let bytes: usize = b.text("#receipt").await.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(bytes > 24 << 20, "the whole body arrived: {bytes}");
     b.close().await;
 }
 

@@ -181,7 +181,23 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
 
     // The stored scorecard is what the CLI prints for the same zip.
     let stored: Value = serde_json::from_str(s.scorecard_json.as_deref().unwrap()).unwrap();
-    let cli = cli_scorecard(&app.state.config.data_dir.join(&version.dir), &zip);
+    let mut cli = cli_scorecard(&app.state.config.data_dir.join(&version.dir), &zip);
+    // One version scheme: the platform's receipt names the published
+    // version as the pages do ("v1"), where the CLI, which has no published
+    // versions, names the packet.toml's ("1.0.0"); the digest covers it and
+    // verifies.
+    assert_eq!(stored["packet"]["version"], "v1");
+    assert_eq!(stored["receipt"]["packet"]["version"], "v1");
+    assert_ne!(cli["receipt"]["packet"]["version"], "v1");
+    let receipt: grader::grade::Receipt = serde_json::from_value(stored["receipt"].clone()).unwrap();
+    assert_eq!(grader::grade::receipt_digest(&receipt), receipt.digest, "the stored receipt's digest verifies");
+    let stored_json: grader::grade::Receipt = serde_json::from_str(s.receipt_json.as_deref().unwrap()).unwrap();
+    assert_eq!(stored_json, receipt);
+    cli["packet"]["version"] = "v1".into();
+    cli["receipt"]["packet"]["version"] = "v1".into();
+    let mut cli_receipt: grader::grade::Receipt = serde_json::from_value(cli["receipt"].clone()).unwrap();
+    cli_receipt.digest = grader::grade::receipt_digest(&cli_receipt);
+    cli["receipt"]["digest"] = cli_receipt.digest.into();
     assert_eq!(without_timings(stored.clone()), without_timings(cli));
     assert_eq!(s.decision.as_deref(), stored["decision"].as_str());
 
@@ -228,6 +244,48 @@ fn zip_bomb() -> Vec<u8> {
     out.into_inner()
 }
 
+/// Asserts that the refusal paragraph of a candidate page answer is the one
+/// element with `autofocus` (and focusable).
+fn refusal_has_the_focus(html: &str, what: &str) {
+    let at = html.find("id=\"upload-refusal\"").unwrap_or_else(|| panic!("{what}: no #upload-refusal: {html}"));
+    let start = html[..at].rfind('<').unwrap();
+    let tag = &html[start..start + html[start..].find('>').unwrap()];
+    assert!(tag.contains("autofocus") && tag.contains("tabindex=\"-1\""), "{what}: {tag}");
+    assert_eq!(html.matches("autofocus").count(), 1, "{what}: one autofocus target");
+}
+
+/// With JavaScript off, a refused upload answers with the page again, and
+/// Chromium shows it scrolled to the refusal (far down the page), not at
+/// the top.
+#[tokio::test]
+async fn a_refused_upload_lands_at_the_refusal_with_javascript_off() {
+    let _one = crate::webdriver::exclusive().await;
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let invited = invite(&app.state, "Mallory").await;
+    let files = tempfile::tempdir().unwrap();
+    let evil = files.path().join("evil.zip");
+    std::fs::write(&evil, zip_with_name("../x.py")).unwrap();
+    let b = crate::webdriver::Browser::without_js(&app.base).await;
+    b.goto(&format!("/c/{}", invited.token)).await;
+    b.choose_file("#upload-file", &evil).await;
+    b.click("#upload-submit").await;
+    b.wait("#upload-refusal").await;
+    let seen = b
+        .script(
+            "const r = document.getElementById('upload-refusal').getBoundingClientRect();
+             return { active: document.activeElement ? document.activeElement.id : '', top: r.top, bottom: r.bottom,
+                      inner: window.innerHeight, scrolled: window.scrollY, offset: r.top + window.scrollY };",
+        )
+        .await;
+    assert_eq!(seen["active"], "upload-refusal", "{seen}");
+    let (top, bottom, inner) = (seen["top"].as_f64().unwrap(), seen["bottom"].as_f64().unwrap(), seen["inner"].as_f64().unwrap());
+    assert!(seen["offset"].as_f64().unwrap() > inner, "the refusal is below the first screen, so landing on it means scrolling: {seen}");
+    assert!(top >= 0.0 && bottom <= inner && seen["scrolled"].as_f64().unwrap() > 0.0, "the refusal is in view: {seen}");
+    assert!(b.text("#upload-refusal").await.contains("`..`"));
+    b.close().await;
+}
+
 #[tokio::test]
 async fn hostile_zips_are_refused_with_the_reason_and_nothing_is_stored() {
     let app = TestApp::spawn().await;
@@ -251,7 +309,12 @@ async fn hostile_zips_are_refused_with_the_reason_and_nothing_is_stored() {
         assert_eq!(r.status(), 422, "{what}");
         let html = r.text().await.unwrap();
         assert!(html.contains("Your upload was refused"), "{what}: {html}");
+        // With JavaScript off the page lands at the refusal: it takes the
+        // focus, and it is the only thing on the page that does.
+        refusal_has_the_focus(&html, what);
     }
+    let page = TestApp::client().get(app.url(&format!("/c/{}", invited.token))).send().await.unwrap().text().await.unwrap();
+    assert!(!page.contains("autofocus") && !page.contains("upload-refusal"), "no refusal, nothing takes the focus: {page}");
     assert!(app.state.db.submissions_of(&invited.assignment.id).await.unwrap().is_empty());
     let data = &app.state.config.data_dir;
     assert_eq!(files_under(&data.join("blobs")), Vec::<PathBuf>::new());

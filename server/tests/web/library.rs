@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::time::Duration;
 
 use gatehouse::db::{Role, VersionState};
 use reqwest::StatusCode;
@@ -56,6 +57,17 @@ pub async fn import_draft(app: &TestApp, client: &reqwest::Client, csrf: &str, t
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
     let to = r.headers()["location"].to_str().unwrap().to_string();
     to.rsplit_once("version=").unwrap().1.parse().unwrap()
+}
+
+/// Does what a worker does with version `id`'s queued `check` job: claims
+/// it, runs the check and finishes the job. Returns whether it passed.
+pub async fn work_check(app: &TestApp, id: i64) -> bool {
+    let db = &app.state.db;
+    let job = db.claim_job("library-test", gatehouse::now_ms(), 600_000).await.unwrap().expect("a queued job");
+    assert_eq!((job.kind.as_str(), job.subject.as_str()), ("check", id.to_string().as_str()), "the next job is {id}'s check");
+    let passed = gatehouse::library::run_check(&app.state, id).await.unwrap();
+    assert!(db.finish_job(job.id, "library-test", true, None).await.unwrap());
+    passed
 }
 
 fn files_under(dir: &Path) -> usize {
@@ -238,14 +250,25 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
         assert!(html.contains("queued") && html.contains("Publish requested"), "{id}");
     }
 
+    // The page follows the self-test live: its status URL, in the page.
+    let status_url = format!("/packets/null-status/versions/{good}/check/status");
+    let html = page(&client, app.url(&format!("/packets/null-status?version={good}"))).await.text().await.unwrap();
+    assert!(html.contains(&format!("url&quot;:&quot;{status_url}")) || html.contains(&status_url), "{html}");
+    let status: serde_json::Value = client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(status["state"], "queued");
+
     // What a worker does with the `check` jobs.
-    assert!(gatehouse::library::run_check(&app.state, good).await.unwrap());
-    assert!(!gatehouse::library::run_check(&app.state, bad).await.unwrap());
+    assert!(work_check(&app, good).await);
+    assert!(!work_check(&app, bad).await);
 
     let published = app.state.db.version_by_id(good).await.unwrap().unwrap();
     assert_eq!((published.state, published.version), (VersionState::Published, Some(1)));
     let html = page(&client, app.url(&format!("/packets/null-status?version={good}"))).await.text().await.unwrap();
     assert!(html.contains("v1") && html.contains("passed"));
+    // Settled: no live status any more (JavaScript off, a reload showed it).
+    assert!(!html.contains(&status_url), "{html}");
+    let status: serde_json::Value = client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(status["state"], "passed");
 
     let refused = app.state.db.version_by_id(bad).await.unwrap().unwrap();
     assert_eq!((refused.state, refused.check_state.as_str()), (VersionState::Draft, "failed"));
@@ -271,4 +294,42 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     let r = client.post(app.url(&format!("/packets/null-status/versions/{draft}/budgets"))).form(&[("csrf", csrf.as_str()), ("model_calls", "3")]).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(app.state.db.version_by_id(good).await.unwrap().unwrap().digest, published.digest, "the published version is untouched");
+}
+
+/// The self-test's state follows live on the draft's page: "queued" after
+/// the click, "running" while a worker checks (the same page, not
+/// reloaded), then the page reloads with the result.
+#[tokio::test]
+async fn the_self_test_state_follows_live_in_a_real_browser() {
+    let _one = crate::webdriver::exclusive().await;
+    let app = TestApp::spawn().await;
+    let (client, csrf) = signed_in(&app, Role::Author).await;
+    let id = import_draft(&app, &client, &csrf, |_, b| Some(b)).await;
+    let b = crate::webdriver::Browser::new(&app.base).await;
+    crate::e2e::sign_in(&b, "author@example.test", crate::auth::PASSWORD).await;
+    b.goto(&format!("/packets/null-status?version={id}")).await;
+    assert_eq!(b.text(".self-test h2 .check").await, "not run");
+    assert!(!b.exists("#live-state").await, "nothing to follow before a self-test is asked for");
+    b.click(&format!("form[action='/packets/null-status/versions/{id}/check'] button")).await;
+    b.wait("#live-state[data-hydrated='true'][data-state='queued']").await;
+    // A mark on this page: a reload drops it.
+    b.script("window.__same_page = 'yes'; return null;").await;
+
+    let state = app.state.clone();
+    let worker = tokio::spawn(async move {
+        let job = state.db.claim_job("browser-test", gatehouse::now_ms(), 600_000).await.unwrap().expect("the check job");
+        let passed = gatehouse::library::run_check(&state, id).await.unwrap();
+        state.db.finish_job(job.id, "browser-test", true, None).await.unwrap();
+        passed
+    });
+    b.wait_for("#live-state[data-state='running']", Duration::from_secs(30)).await;
+    assert_eq!(b.script("return window.__same_page || null;").await, "yes", "running shown without a reload");
+    assert!(worker.await.unwrap(), "the check passes");
+    // The reloaded page renders the result's own class (the live page kept
+    // the class it was rendered with).
+    b.wait_for(".self-test h2 .check-passed", Duration::from_secs(30)).await;
+    assert_eq!(b.text(".self-test h2 .check").await, "passed");
+    assert!(b.script("return window.__same_page || null;").await.is_null(), "the page reloaded with the result");
+    assert!(!b.exists("#live-state").await);
+    b.close().await;
 }

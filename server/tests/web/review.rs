@@ -174,6 +174,33 @@ impl Fixture {
     }
 }
 
+/// Asserts that `page` shows an aligned excerpt whose two sides are both
+/// `gate.py` with a line range, side `sample_side`'s lines being those
+/// lines of `gate` (the sample's file).
+fn excerpts_shown(page: &str, gate: &str, sample_side: usize, what: &str) {
+    let at = page.find("class=\"excerpt\"").unwrap_or_else(|| panic!("no aligned excerpt on the {what} page: {page}"));
+    let excerpt = &page[at..];
+    let sides: Vec<&str> = excerpt.split("class=\"excerpt-side\"").skip(1).take(2).collect();
+    assert_eq!(sides.len(), 2, "two sides: {excerpt}");
+    for side in &sides {
+        assert!(side.contains("class=\"excerpt-path\">gate.py<"), "{what}: {side}");
+    }
+    let lines = sides[sample_side].split("class=\"excerpt-lines\">").nth(1).unwrap();
+    let lines = &lines[..lines.find('<').unwrap()];
+    let range = lines.trim_start_matches("lines ").trim_start_matches("line ");
+    let (first, last) = range.split_once('–').unwrap_or((range, range));
+    let (first, last): (usize, usize) = (first.parse().unwrap(), last.parse().unwrap());
+    assert!(last > first, "{what}: a fragment of several lines, not {lines}");
+    let text = sides[sample_side].split("class=\"excerpt-text\">").nth(1).unwrap();
+    let text = &text[..text.find("</pre>").unwrap()];
+    // At most 40 lines are shown, then a note says the fragment goes on.
+    let shown = (last - first + 1).min(40);
+    assert_eq!(last - first + 1 > 40, sides[sample_side].contains("goes on past these lines"), "{what}: {lines}");
+    let want: Vec<&str> = gate.lines().skip(first - 1).take(shown).collect();
+    let text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&");
+    assert_eq!(text, want.join("\n"), "{what}: the excerpt shows {lines} of gate.py");
+}
+
 /// Asserts that `parts` occur in `text` in this order.
 fn in_order(text: &str, parts: &[&str]) {
     let mut at = 0;
@@ -299,10 +326,19 @@ async fn receipt_json_and_standalone_html() {
     assert!(html.contains("invented-value") && html.contains("class=\"badge "), "findings with provenance");
     assert!(html.contains("step:unknowns"), "commands");
     assert!(html.contains(&card.scoring.decision));
+    // One version scheme: "null-status v1" as on the pages. This fixture's
+    // receipt was graded outside the platform, as receipts were before they
+    // named the published version: it keeps its packet.toml version (its
+    // digest covers it), and the receipt says so.
+    assert_eq!(card.receipt.packet.version, "1.0.0");
+    assert!(html.contains("null-status v1 (") && !html.contains("version 1 ("), "{html}");
+    assert!(html.contains("records the packet.toml version <code>1.0.0</code>"), "{html}");
+    assert_eq!(grader::grade::receipt_digest(&card.receipt), card.receipt.digest, "an old receipt still verifies");
 
     let (status, page) = f.get(&format!("/submissions/{}/receipt", f.bad)).await;
     assert_eq!(status, 200);
     assert!(page.contains(&card.receipt.digest) && page.contains("receipt.json"), "{page}");
+    assert!(page.contains("null-status<!> <!>v1</h1>") && !page.contains("vv1") && !page.contains("version 1"), "{page}");
     // Readable, in the standalone receipt's layout; the JSON is a link away.
     let doc = &page[page.find("class=\"receipt-doc\"").expect("the receipt document")..];
     in_order(doc, &["<h2>Gates</h2>", "<h2>Criteria</h2>", "<h2>Findings</h2>", "<h2>Commands</h2>", "<h2>Digests</h2>"]);
@@ -355,12 +391,17 @@ async fn csv_compare_and_distribution() {
     let row = &row[..row.find("</tr>").unwrap()];
     assert!(row.contains("Ada Lovelace") && row.contains("Bob Guesser") && row.contains(" %"), "{row}");
     assert!(only_bob.contains("No pair of these submissions shares most of its code"), "{only_bob}");
+    // With aligned excerpts: the shared fragments of both, side by side,
+    // each side naming its file and line range and showing those lines.
+    let sample_gate = std::fs::read_to_string(repo_root().join("packets").join(SLUG).join("sample/gate.py")).unwrap();
+    excerpts_shown(similar, &sample_gate, 0, "compare");
     // And on both scorecards, each naming the other.
-    for (me, other, name) in [(&f.good, &f.bad, "Bob Guesser"), (&f.bad, &f.good, "Ada Lovelace")] {
+    for (me, other, name, sample_side) in [(&f.good, &f.bad, "Bob Guesser", 0), (&f.bad, &f.good, "Ada Lovelace", 1)] {
         let (_, card) = f.get(&format!("/submissions/{me}")).await;
         let at = card.find("class=\"similar-pair\"").unwrap_or_else(|| panic!("no similar pair on {me}: {card}"));
         let li = &card[at..at + card[at..].find("</li>").unwrap()];
         assert!(li.contains(name) && li.contains(&format!("/submissions/{other}")) && li.contains(" % shared"), "{li}");
+        excerpts_shown(&card[at..], &sample_gate, sample_side, "scorecard");
     }
 
     let r = f.reviewer.client.get(f.app.url(&format!("/packets/{SLUG}/distribution.svg"))).send().await.unwrap();
@@ -631,6 +672,20 @@ async fn compare_columns_line_up_in_a_real_browser() {
         assert!(row[0][2].as_f64().unwrap() > prev, "row {r} is below row {}: {boxes}", r - 1);
     }
     b.snapshot("compare").await;
+    // The similar pair's shared fragments sit side by side: each excerpt's
+    // two sides on one row, left then right, neither overflowing the other.
+    let sides = b
+        .script(
+            "const e = document.querySelector('.excerpt'); e.scrollIntoView();
+             return [...e.querySelectorAll('.excerpt-side')].map(s => { const r = s.getBoundingClientRect(); return [r.left, r.right, r.top]; });",
+        )
+        .await;
+    let sides = sides.as_array().unwrap();
+    assert_eq!(sides.len(), 2, "{sides:?}");
+    let (a, c) = (sides[0].as_array().unwrap(), sides[1].as_array().unwrap());
+    assert!((a[2].as_f64().unwrap() - c[2].as_f64().unwrap()).abs() < 1.0, "both sides start on one row: {sides:?}");
+    assert!(a[1].as_f64().unwrap() <= c[0].as_f64().unwrap(), "the first side is left of the second: {sides:?}");
+    b.snapshot("compare-excerpts").await;
     b.close().await;
 }
 
@@ -688,7 +743,7 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
     db.set_blind_review(&f.good_assignment, true).await.unwrap();
     let alias = gatehouse::web::review::blind_label(&f.good);
     assert!(alias.starts_with("Candidate ") && alias.len() == "Candidate ".len() + 6, "{alias}");
-    for path in [format!("/submissions/{}", f.good), format!("/submissions/{}/receipt.html", f.good), "/inbox".into(), format!("/packets/{SLUG}/compare"), format!("/assignments/{}", f.good_assignment), format!("/submissions/{}/receipt", f.good), "/queue".into(), "/assignments".into()] {
+    for path in [format!("/submissions/{}", f.good), format!("/submissions/{}/receipt.html", f.good), "/inbox".into(), format!("/packets/{SLUG}/compare"), format!("/assignments/{}", f.good_assignment), format!("/submissions/{}/receipt", f.good), "/queue".into(), "/assignments".into(), format!("/packets/{SLUG}/scorecards.csv")] {
         let (status, page) = f.get(&path).await;
         assert_eq!(status, 200, "{path}");
         assert!(!page.contains("Ada Lovelace") && !page.contains("ada@example.com"), "{path} shows the candidate under blind review:\n{page}");
@@ -713,6 +768,9 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
     score(&f.reviewer, "narrative").await;
     let (_, card) = f.get(&format!("/submissions/{}", f.good)).await;
     assert!(card.contains("Ada Lovelace") && !card.contains("Blind review: the candidate"), "revealed once their scores are saved: {card}");
+    // The CSV export follows the same rule: named, with the email, now.
+    let (_, csv) = f.get(&format!("/packets/{SLUG}/scorecards.csv")).await;
+    assert!(csv.contains("Ada Lovelace") && csv.contains("ada@example.com") && !csv.contains(&alias), "{csv}");
     // Who scored what is recorded, by name, in the history and the audit log.
     assert!(card.contains("rita") && card.contains("Read it through."), "{card}");
     let audit = db.audit_entries(Some(&format!("submission:{}", f.good)), 10).await.unwrap();
@@ -722,6 +780,8 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
     let other = sign_in(&f.app, "otto@example.com", Role::Reviewer).await;
     let page = other.client.get(f.app.url(&format!("/submissions/{}", f.good))).send().await.unwrap().text().await.unwrap();
     assert!(!page.contains("Ada Lovelace") && page.contains(&alias), "{page}");
+    let csv = other.client.get(f.app.url(&format!("/packets/{SLUG}/scorecards.csv"))).send().await.unwrap().text().await.unwrap();
+    assert!(!csv.contains("Ada Lovelace") && !csv.contains("ada@example.com") && csv.contains(&alias) && csv.contains("Bob Guesser"), "{csv}");
 
     // Blind columns come in a stable pseudo-random order, not by arrival:
     // the same on every load, sorted by the submission's blind key.
