@@ -295,10 +295,10 @@ fn AuditSection(vm: PacketDetailView) -> impl IntoView {
             .iter()
             .map(|m| {
                 let class = format!("mutant outcome-{}", m.outcome);
-                let killed_by = (!m.killed_by.is_empty()).then(|| view! { <p class="killed-by">"Killed by: "{m.killed_by.join(", ")}</p> });
+                let killed_by = (!m.killed_by.is_empty()).then(|| view! { <p class="killed-by">{format!("Killed by: {}", m.killed_by.join(", "))}</p> });
                 let diff = (!m.diff.is_empty()).then(|| view! { <pre class="diff">{m.diff.clone()}</pre> });
                 let keep = if m.kept {
-                    Some(view! { <p class="kept">"Kept as mutants/"{m.id.clone()}".diff"</p> }.into_any())
+                    Some(view! { <p class="kept">{format!("Kept as mutants/{}.diff", m.id)}</p> }.into_any())
                 } else if m.keepable {
                     Some(
                         view! {

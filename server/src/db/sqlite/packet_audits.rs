@@ -78,7 +78,7 @@ impl PacketAuditStore for SqliteStore {
         let now = now_ms();
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO packet_audits (version_id, requested_by, mode, functions, mutants, model, max_calls, max_tokens, digest, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(new.version_id)
         .bind(new.requested_by)
