@@ -285,6 +285,14 @@ mod tests {
     }
 
     #[test]
+    fn a_parse_past_the_cpu_limit_is_killed_with_a_clear_error() {
+        let h = Helper::with_limits(HelperLimits { cpu_secs: 1, ..HelperLimits::default() }).unwrap();
+        let e = h.defs(&"x = 1\n".repeat(600_000)).unwrap_err();
+        assert!(e.contains("went past its CPU limit of 1 s and was killed"), "{e}");
+        assert_eq!(h.defs(SRC).unwrap().len(), 2, "a small file parses well within the CPU limit");
+    }
+
+    #[test]
     fn a_parse_past_the_memory_limit_names_the_limit() {
         let h = Helper::with_limits(HelperLimits { memory_bytes: 128 << 20, ..HelperLimits::default() }).unwrap();
         let e = h.defs(&"x = 1\n".repeat(2_000_000)).unwrap_err();
