@@ -297,3 +297,29 @@ async fn the_audit_status_follows_live_in_a_browser_and_the_page_reloads_with_th
     assert_eq!(b.text("#live-state").await, "done");
     b.close().await;
 }
+
+/// An audit that cannot run is stored as failed with its reason, shown on
+/// the page; the next one may start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audit_that_cannot_run_is_failed_with_its_reason() {
+    let app = TestApp::spawn().await;
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    let (client, csrf) = signed_in(&app, Role::Author).await;
+    let draft = draft_of_token_bucket(&app, &client, &csrf).await;
+    let r = start(&app, &client, draft, &[("csrf", csrf.as_str()), ("mutants", "1"), ("functions", "no_such_function")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let audit = audit_of(&r);
+    assert_eq!(follow(&app, &client, draft, audit, Vec::new()).await.last().map(String::as_str), Some("failed"));
+    let row = app.state.db.packet_audit(audit).await.unwrap().unwrap();
+    let error = row.error.unwrap();
+    assert!(error.contains("no_such_function") && error.contains("has no top-level function or class of that name"), "{error}");
+    assert!(row.report_json.is_none());
+    assert_eq!(status(&app, &client, draft, audit).await["error"], error.as_str());
+    let html = page(&client, app.url(&format!("/packets/token-bucket?version={draft}"))).await.text().await.unwrap();
+    assert!(html.contains("data-state=\"failed\"") && html.contains("has no top-level function or class of that name"), "{html}");
+    let jobs = app.state.db.jobs_for("audit", &audit.to_string()).await.unwrap();
+    assert_eq!(jobs.iter().map(|j| j.state.as_str()).collect::<Vec<_>>(), ["done"], "the job ran; the audit is what failed");
+    // A finished audit does not block the next one.
+    let r = start(&app, &client, draft, &[("csrf", csrf.as_str()), ("mutants", "1"), ("functions", "_finite")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+}
