@@ -24,8 +24,10 @@
 //!   initial_state=submission.state />` renders the state pill
 //!   `<span id="live-state" class="state state-<state>">`; hydrated, it polls
 //!   `url` (which answers `{"state", ...}`) every 1.5 s, updates the pill,
-//!   and reloads the page once the state is final (graded, failed, refused;
-//!   or the `final_states` given, as the self-test's passed and failed).
+//!   and reloads the page once the state is final (graded, failed, refused,
+//!   done; or the `final_states` given, as the self-test's passed and
+//!   failed). The packet page uses it for the self-test's and a mutation
+//!   audit's status.
 //! - `<LiveQueue url="/queue/status".to_string() />` renders a small "live"
 //!   note; hydrated, it polls `url` (`{"jobs": [...]}`) and reloads the page
 //!   when any job's state changes.
@@ -36,8 +38,9 @@
 
 use leptos::prelude::*;
 
-/// Submission states after which nothing changes without a regrade.
-pub const FINAL_STATES: [&str; 3] = ["graded", "failed", "refused"];
+/// States after which nothing changes: a submission's (graded, failed,
+/// refused, until a regrade) and a job's or packet audit's (done, failed).
+pub const FINAL_STATES: [&str; 4] = ["graded", "failed", "refused", "done"];
 
 /// Whether `state` is final (see [`FINAL_STATES`]).
 pub fn is_final(state: &str) -> bool {
@@ -464,8 +467,8 @@ mod tests {
 
     #[test]
     fn final_states() {
-        assert!(is_final("graded") && is_final("failed") && is_final("refused"));
-        assert!(!is_final("queued") && !is_final("grading"));
+        assert!(is_final("graded") && is_final("failed") && is_final("refused") && is_final("done"));
+        assert!(!is_final("queued") && !is_final("grading") && !is_final("running"));
     }
 }
 

@@ -115,22 +115,28 @@ fn usage(answer: Option<&Value>, prompt: &str, content: &str) -> (i64, i64, bool
 /// One call through the upstream, recorded in `ledger` whatever happens.
 async fn call(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, function: &str, prompt: &str) -> Result<String, CallError> {
     let n = ledger.calls.len() + 1;
-    let mut row = json!({ "n": n, "function": function, "model": s.model });
+    let mut row = json!({ "n": n, "function": function, "model": s.model, "started_ms": crate::now_ms() });
+    let result = send(client, s, ledger, &mut row, prompt).await;
+    row["ended_ms"] = json!(crate::now_ms());
+    ledger.calls.push(row);
+    result
+}
+
+/// The body of [`call`]: fills `row` and returns the content or why not.
+async fn send(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, row: &mut Value, prompt: &str) -> Result<String, CallError> {
     let refuse = |row: &mut Value, why: String| {
         row["outcome"] = json!("refused");
         row["error"] = json!(why);
         CallError::Refused(why)
     };
     if ledger.calls.iter().filter(|c| c["outcome"] != "refused").count() >= s.max_calls {
-        let e = refuse(&mut row, format!("the audit's cap of {} model calls is reached", s.max_calls));
-        ledger.calls.push(row);
+        let e = refuse(row, format!("the audit's cap of {} model calls is reached", s.max_calls));
         return Err(e);
     }
     let remaining = s.max_tokens - ledger.tokens;
     let prompt_estimate = (prompt.chars().count() as i64 + 3) / 4;
     if remaining <= prompt_estimate {
-        let e = refuse(&mut row, format!("the audit's cap of {} tokens leaves {remaining}, not enough for this prompt (about {prompt_estimate})", s.max_tokens));
-        ledger.calls.push(row);
+        let e = refuse(row, format!("the audit's cap of {} tokens leaves {remaining}, not enough for this prompt (about {prompt_estimate})", s.max_tokens));
         return Err(e);
     }
     let body = json!({
@@ -156,7 +162,6 @@ async fn call(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
             let why = if e.is_timeout() { format!("the upstream {url} did not answer within {} s", s.timeout.as_secs()) } else { format!("the upstream {url} could not be reached: {e}") };
             row["outcome"] = json!("unreachable");
             row["error"] = json!(why);
-            ledger.calls.push(row);
             return Err(CallError::Upstream(why));
         }
     };
@@ -168,7 +173,6 @@ async fn call(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
             let why = format!("reading the upstream's answer: {e}");
             row["outcome"] = json!("unreachable");
             row["error"] = json!(why);
-            ledger.calls.push(row);
             return Err(CallError::Upstream(why));
         }
     };
@@ -177,7 +181,6 @@ async fn call(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
         let why = format!("the upstream answered {status}: {}", String::from_utf8_lossy(&text).chars().take(200).collect::<String>());
         row["outcome"] = json!("upstream-error");
         row["error"] = json!(why);
-        ledger.calls.push(row);
         return Err(CallError::Upstream(why));
     }
     let answer: Option<Value> = serde_json::from_slice(&text).ok();
@@ -190,50 +193,77 @@ async fn call(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
     match content {
         Some(c) => {
             row["outcome"] = json!("answered");
-            ledger.calls.push(row);
             Ok(c)
         }
         None => {
             let why = "the upstream's answer has no choices[0].message.content".to_string();
             row["outcome"] = json!("malformed");
             row["error"] = json!(why);
-            ledger.calls.push(row);
             Err(CallError::Malformed(why))
         }
     }
 }
 
+/// Where an audit's finished ledger rows go as they happen (the server
+/// writes each to the author ledger in the database).
+pub type CallSink<'a> = &'a (dyn Fn(Value) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync);
+
 /// Asks the model for `n` mutants of each selected definition, one call
-/// each, within the caps. Returns the proposals, the ledger and the
-/// problems (a malformed answer is reported, never guessed at; an upstream
-/// failure or a cap stops the calls).
-pub async fn model_proposals(audit: &Audit<'_>, s: &ModelSettings, functions: &[String], n: usize) -> anyhow::Result<(Vec<Proposal>, Ledger, Vec<String>)> {
-    let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build().context("building the upstream client")?;
+/// each, within the caps, through `client`. Returns the proposals, the
+/// ledger and the problems (a malformed answer is reported, never guessed
+/// at; an upstream failure or a cap stops the calls). Each ledger row is
+/// handed to `sink`, when given, once the call and the reading of its
+/// answer are over.
+pub async fn model_proposals(
+    audit: &Audit<'_>,
+    client: &reqwest::Client,
+    s: &ModelSettings,
+    functions: &[String],
+    n: usize,
+    sink: Option<CallSink<'_>>,
+) -> anyhow::Result<(Vec<Proposal>, Ledger, Vec<String>)> {
     let mut ledger = Ledger::default();
     let mut proposals = Vec::new();
     let mut errors = Vec::new();
+    let mut sent = 0;
     for def in audit.select(functions)? {
         let prompt = grader::audit::model::prompt(&audit.target, &audit.source, def, n);
-        match call(&client, s, &mut ledger, &def.name, &prompt).await {
-            Ok(content) => match grader::audit::model::parse_answer(&content, n) {
-                Ok(items) => {
-                    for (k, (code, fault)) in items.into_iter().enumerate() {
-                        proposals.push(Proposal { id: format!("model-{}-{}", def.name, k + 1), code, fault });
+        let outcome = call(client, s, &mut ledger, &def.name, &prompt).await;
+        let stop = match outcome {
+            Ok(content) => {
+                match grader::audit::model::parse_answer(&content, n) {
+                    Ok(items) => {
+                        for (k, (code, fault)) in items.into_iter().enumerate() {
+                            proposals.push(Proposal { id: format!("model-{}-{}", def.name, k + 1), code, fault });
+                        }
+                    }
+                    Err(e) => {
+                        if let Some(row) = ledger.calls.last_mut() {
+                            row["outcome"] = json!("malformed");
+                            row["error"] = json!(e);
+                        }
+                        errors.push(format!("the model's answer for {} is malformed: {e}", def.name));
                     }
                 }
-                Err(e) => {
-                    if let Some(row) = ledger.calls.last_mut() {
-                        row["outcome"] = json!("malformed");
-                        row["error"] = json!(e);
-                    }
-                    errors.push(format!("the model's answer for {} is malformed: {e}", def.name));
-                }
-            },
-            Err(CallError::Malformed(e)) => errors.push(format!("the model's answer for {} is malformed: {e}", def.name)),
+                false
+            }
+            Err(CallError::Malformed(e)) => {
+                errors.push(format!("the model's answer for {} is malformed: {e}", def.name));
+                false
+            }
             Err(CallError::Refused(e) | CallError::Upstream(e)) => {
                 errors.push(format!("no mutants for {}: {e}", def.name));
-                break;
+                true
             }
+        };
+        if let Some(sink) = sink {
+            for row in &ledger.calls[sent..] {
+                sink(row.clone()).await;
+            }
+        }
+        sent = ledger.calls.len();
+        if stop {
+            break;
         }
     }
     Ok((proposals, ledger, errors))
@@ -270,7 +300,8 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         None => (audit.rule_proposals(&args.functions, args.mutants.unwrap_or(8))?, Vec::new(), Vec::new(), "rules"),
         Some(s) => {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
-            let (p, ledger, errors) = rt.block_on(model_proposals(&audit, s, &args.functions, args.mutants.unwrap_or(5).max(1)))?;
+            let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build().context("building the upstream client")?;
+            let (p, ledger, errors) = rt.block_on(model_proposals(&audit, &client, s, &args.functions, args.mutants.unwrap_or(5).max(1), None))?;
             (p, ledger.calls, errors, "model")
         }
     };
@@ -325,4 +356,106 @@ pub fn text(r: &AuditReport) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     out
+}
+
+/// The model settings of a web audit of `slug`: the configured upstream
+/// (`model_upstreams.<slug>`, else the global one) and the audit's caps.
+pub fn web_settings(config: &crate::config::Config, slug: &str, model: &str, max_calls: usize, max_tokens: i64) -> Option<ModelSettings> {
+    let (url, key) = config.model_upstream(slug)?;
+    Some(ModelSettings { url, key, model: model.to_string(), max_calls, max_tokens, timeout: Duration::from_secs(config.model_timeout_secs.max(1)) })
+}
+
+/// A ledger row of the report as a row of the author ledger.
+fn ledger_row(a: &crate::db::PacketAudit, row: &Value) -> crate::db::AuditCall {
+    let int = |k: &str| row[k].as_i64().unwrap_or(0);
+    crate::db::AuditCall {
+        audit_id: a.id,
+        version_id: a.version_id,
+        author_id: a.requested_by,
+        n: int("n"),
+        function: row["function"].as_str().unwrap_or_default().to_string(),
+        model: row["model"].as_str().unwrap_or_default().to_string(),
+        outcome: row["outcome"].as_str().unwrap_or("unknown").to_string(),
+        status: row["status"].as_i64(),
+        prompt_tokens: int("prompt_tokens"),
+        completion_tokens: int("completion_tokens"),
+        tokens_estimated: row["tokens_estimated"].as_bool().unwrap_or(false),
+        request_bytes: int("request_bytes"),
+        response_bytes: int("response_bytes"),
+        started_at: int("started_ms"),
+        ended_at: int("ended_ms"),
+        error: row["error"].as_str().map(str::to_string),
+    }
+}
+
+/// Runs the `audit` job of packet audit `audit_id`: audits a copy of the
+/// version's folder (an edit of the draft meanwhile does not disturb it),
+/// with rule mutants or the configured model's, writes every model call to
+/// the author ledger as it finishes, and stores the report with the
+/// version. An audit that cannot run (the sample is not green, no
+/// upstream, ...) is stored as failed with the reason; `Err` is the
+/// machinery's.
+pub async fn run_job(state: &crate::state::AppState, audit_id: i64) -> anyhow::Result<()> {
+    let a = state.db.packet_audit(audit_id).await?.with_context(|| format!("packet audit {audit_id} does not exist"))?;
+    let version = state.db.version_by_id(a.version_id).await?.with_context(|| format!("packet version {} does not exist", a.version_id))?;
+    state.db.start_packet_audit(a.id).await?;
+    state.db.clear_audit_calls(a.id).await?;
+    let model = match a.mode.as_str() {
+        "model" => match web_settings(&state.config, &version.slug, &a.model, usize::try_from(a.max_calls).unwrap_or(0), a.max_tokens) {
+            Some(s) => Some(s),
+            None => {
+                let why = format!("no model upstream is configured for {} (model_upstreams.{} or model_upstream_url); audit with rules instead", version.slug, version.slug);
+                state.db.fail_packet_audit(a.id, &why).await?;
+                return Ok(());
+            }
+        },
+        _ => None,
+    };
+    let base = state.config.data_dir.join("tmp");
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    let work = tempfile::Builder::new().prefix("audit-").tempdir_in(&base).with_context(|| format!("creating a scratch folder in {}", base.display()))?;
+    let copy = work.path().join(&version.slug);
+    let from = crate::library::version_dir(state, &version.dir);
+    let to = copy.clone();
+    tokio::task::spawn_blocking(move || grader::tree::copy_path(&from, &to)).await?.context("copying the packet version for its audit")?;
+
+    let functions: Vec<String> = a.functions.split_whitespace().map(str::to_string).collect();
+    let per_function = usize::try_from(a.mutants).unwrap_or(1);
+    let grader = state.grader.clone();
+    let client = state.model_client.clone();
+    let handle = tokio::runtime::Handle::current();
+    let db = state.db.clone();
+    let row_of = a.clone();
+    let ran = tokio::task::spawn_blocking(move || -> Result<AuditReport, String> {
+        let packet = Packet::load(&copy).map_err(|e| crate::library::describe_packet_error(&e, &copy))?;
+        let audit = Audit::prepare(&grader, &packet, None, &[]).map_err(|e| e.to_string())?;
+        let (proposals, calls, errors, mode) = match &model {
+            None => (audit.rule_proposals(&functions, per_function).map_err(|e| e.to_string())?, Vec::new(), Vec::new(), "rules"),
+            Some(s) => {
+                let sink = move |row: Value| -> futures_util::future::BoxFuture<'static, ()> {
+                    let (db, call) = (db.clone(), ledger_row(&row_of, &row));
+                    Box::pin(async move {
+                        if let Err(e) = db.record_audit_call(&call).await {
+                            tracing::error!(audit = call.audit_id, error = %e, "recording an audit's model call failed");
+                        }
+                    })
+                };
+                let (p, ledger, errors) = handle.block_on(model_proposals(&audit, &client, s, &functions, per_function.max(1), Some(&sink))).map_err(|e| e.to_string())?;
+                (p, ledger.calls, errors, "model")
+            }
+        };
+        let mutants = audit.judge(&proposals).map_err(|e| e.to_string())?;
+        Ok(audit.report(mode, mutants, calls, errors))
+    })
+    .await?;
+    match ran {
+        Ok(report) => {
+            let c = report.counts;
+            let counts = crate::db::AuditCounts { killed: c.killed as i64, survived: c.survived as i64, crashed: c.crashed as i64, invalid: c.invalid as i64 };
+            state.db.finish_packet_audit(a.id, &serde_json::to_string(&report)?, counts).await?;
+            state.db.audit("system", "packet.audit", &format!("packet:{}", version.slug), &format!("audit {} of version id {}: {} killed, {} survived, {} crashed, {} invalid", a.id, version.id, c.killed, c.survived, c.crashed, c.invalid)).await?;
+        }
+        Err(why) => state.db.fail_packet_audit(a.id, &why).await?,
+    }
+    Ok(())
 }

@@ -94,6 +94,13 @@ pub struct Config {
     /// and recorded.
     #[serde(default = "default_model_max_request_bytes")]
     pub model_max_request_bytes: u64,
+    /// The most model calls one "Audit the hidden tests" may make; an
+    /// author may ask for fewer.
+    #[serde(default = "default_audit_max_calls")]
+    pub audit_max_calls: usize,
+    /// The most tokens (prompt and completion) one audit may spend.
+    #[serde(default = "default_audit_max_tokens")]
+    pub audit_max_tokens: i64,
     /// The SMTP server invite emails go through (`GATEHOUSE_SMTP_HOST`).
     /// Unset, invites are not emailed and the link is only shown.
     #[serde(default)]
@@ -126,6 +133,14 @@ pub struct ModelUpstream {
 
 fn default_model_max_request_bytes() -> u64 {
     4 << 20
+}
+
+fn default_audit_max_calls() -> usize {
+    8
+}
+
+fn default_audit_max_tokens() -> i64 {
+    60_000
 }
 
 fn default_model_timeout() -> u64 {
@@ -187,6 +202,8 @@ impl Default for Config {
             max_witness_runs: default_witness_runs(),
             max_pending_jobs: default_pending_jobs(),
             max_refused_call_rows: default_refused_call_rows(),
+            audit_max_calls: default_audit_max_calls(),
+            audit_max_tokens: default_audit_max_tokens(),
             model_upstream_url: None,
             model_upstream_key: None,
             model_upstreams: BTreeMap::new(),

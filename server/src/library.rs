@@ -211,6 +211,10 @@ pub enum DraftEdit {
     Criterion { index: usize, title: String, max: u32, levels: Vec<String> },
     /// A failure catalog entry by index: title and description.
     Failure { index: usize, title: String, description: String },
+    /// Keeps mutant `id` of an audit of this draft as `mutants/<id>.diff`
+    /// (what `packet audit --save` does), so the self-test requires the
+    /// hidden tests to kill it.
+    KeepMutant { id: String, report: Box<grader::audit::AuditReport> },
 }
 
 /// The budget names the editor offers, as in `[budgets]`.
@@ -256,6 +260,7 @@ pub async fn edit_draft(state: &AppState, version: &PacketVersion, edit: DraftEd
         DraftEdit::Budgets(_) => "budgets".to_string(),
         DraftEdit::Criterion { index, .. } => format!("criterion #{}", index + 1),
         DraftEdit::Failure { index, .. } => format!("failure #{}", index + 1),
+        DraftEdit::KeepMutant { id, .. } => format!("kept audit mutant {id} as mutants/{id}.diff"),
     };
     audit(state, by, "packet.edit", &version.slug, &format!("draft {}: {what}", version.id)).await
 }
@@ -272,11 +277,14 @@ fn apply_edit(dir: &Path, edit: &DraftEdit) -> Result<(), AppError> {
         let text = text.replace("\r\n", "\n");
         return std::fs::write(dir.join("prompt.md"), text).map_err(|e| AppError::Internal(e.into()));
     }
+    if let DraftEdit::KeepMutant { id, report } = edit {
+        return keep_mutant(dir, id, report);
+    }
     let path = dir.join("packet.toml");
     let src = std::fs::read_to_string(&path).map_err(|e| AppError::Internal(e.into()))?;
     let mut doc: DocumentMut = src.parse().map_err(|e| bad(format!("packet.toml does not parse: {e}")))?;
     match edit {
-        DraftEdit::Prompt(_) => unreachable!("handled above"),
+        DraftEdit::Prompt(_) | DraftEdit::KeepMutant { .. } => unreachable!("handled above"),
         DraftEdit::Budgets(values) => {
             if !doc.contains_key("budgets") {
                 doc["budgets"] = toml_edit::table();
@@ -313,6 +321,21 @@ fn apply_edit(dir: &Path, edit: &DraftEdit) -> Result<(), AppError> {
         }
     }
     std::fs::write(&path, doc.to_string()).map_err(|e| AppError::Internal(e.into()))
+}
+
+/// Writes mutant `id` of `report` into the packet copy `dir` with the
+/// grader's `audit::save` (the diff must still apply to the draft's sample
+/// of the audited file, and the packet must read it back as that mutant).
+fn keep_mutant(dir: &Path, id: &str, report: &grader::audit::AuditReport) -> Result<(), AppError> {
+    let packet = Packet::load(dir).map_err(|e| bad(describe_packet_error(&e, dir)))?;
+    let read = |d: PathBuf| grader::tree::safe_join(&d, &report.target).ok().and_then(|p| std::fs::read_to_string(p).ok());
+    let source = read(packet.sample_dir())
+        .or_else(|| read(packet.starter_dir()))
+        .ok_or_else(|| bad(format!("the draft has no {} any more, so mutant {id} of the audit cannot be kept; audit the draft again", report.target)))?;
+    grader::audit::save::save(&packet, report, id, &source).map(|_| ()).map_err(|e| {
+        let e = e.strip_prefix(&format!("--save {id:?}: ")).map(str::to_string).unwrap_or(e);
+        bad(format!("mutant {id} cannot be kept: {}", e.replace(&format!("{}/", dir.display()), "")))
+    })
 }
 
 /// Makes a new draft of `slug` from a version's folder (the way to change a

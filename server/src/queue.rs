@@ -75,8 +75,15 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
     tracing::info!(job = job.id, kind = %job.kind, subject = %job.subject, attempt = job.attempts, "job claimed");
     if job.attempts > job.max_attempts {
         let message = format!("grading was interrupted {} times", job.attempts - 1);
-        if state.db.finish_job(job.id, owner, false, Some(&message)).await.unwrap_or(false) && job.kind == "grade" {
-            logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "failed", Some(&message)).await);
+        if state.db.finish_job(job.id, owner, false, Some(&message)).await.unwrap_or(false) {
+            if job.kind == "grade" {
+                logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "failed", Some(&message)).await);
+            } else if job.kind == "audit"
+                && let Ok(id) = job.subject.parse::<i64>()
+            {
+                let message = "the audit was interrupted (the worker running it stopped); start it again";
+                logged(job.id, "fail_packet_audit", state.db.fail_packet_audit(id, message).await);
+            }
         }
         metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
         tracing::warn!(job = job.id, "{message}; failed");
@@ -156,6 +163,20 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
             },
             Err(_) => Err(anyhow::anyhow!("check job subject {:?} is not a packet version id", job.subject)),
         },
+        "audit" => match job.subject.parse::<i64>() {
+            Ok(id) => match crate::audit::run_job(state, id).await {
+                Ok(()) => {
+                    if state.db.finish_job(job.id, owner, true, None).await.unwrap_or(false) {
+                        Ok(())
+                    } else {
+                        heartbeat.abort();
+                        return;
+                    }
+                }
+                Err(e) => Err(e),
+            },
+            Err(_) => Err(anyhow::anyhow!("audit job subject {:?} is not a packet audit id", job.subject)),
+        },
         other => Err(anyhow::anyhow!("unknown job kind {other:?}")),
     };
     heartbeat.abort();
@@ -173,6 +194,10 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                     metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
                     if job.kind == "grade" {
                         logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "failed", Some(&message)).await);
+                    } else if job.kind == "audit"
+                        && let Ok(id) = job.subject.parse::<i64>()
+                    {
+                        logged(job.id, "fail_packet_audit", state.db.fail_packet_audit(id, &message).await);
                     } else if let Ok(id) = job.subject.parse::<i64>() {
                         logged(job.id, "set_check", state.db.set_check(id, "failed", None).await);
                     }

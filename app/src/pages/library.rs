@@ -126,6 +126,78 @@ pub struct CheckItemView {
     pub detail: String,
 }
 
+/// One mutant of an audit as its page shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditMutantView {
+    pub id: String,
+    pub fault: String,
+    /// killed, survived, crashed or invalid.
+    pub outcome: String,
+    pub reason: String,
+    pub diff: String,
+    pub killed_by: Vec<String>,
+    /// A killed or survived mutant of a draft the viewer may edit.
+    pub keepable: bool,
+    /// The draft already has `mutants/<id>.diff`.
+    pub kept: bool,
+}
+
+/// One row of an audit's author ledger.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditCallView {
+    pub n: i64,
+    pub function: String,
+    pub model: String,
+    pub outcome: String,
+    /// The upstream's HTTP status, or "—".
+    pub status: String,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub tokens_estimated: bool,
+    pub request_bytes: i64,
+    pub response_bytes: i64,
+    pub started: String,
+    pub ended: String,
+    pub error: String,
+}
+
+/// A mutation audit of the version ("Audit the hidden tests").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditView {
+    pub id: i64,
+    /// queued, running, done or failed.
+    pub state: String,
+    /// The JSON status endpoint the live status polls.
+    pub status_url: String,
+    /// rules or model.
+    pub mode: String,
+    /// "8 per definition", the definitions and, for a model, its caps.
+    pub asked: String,
+    pub requested: String,
+    pub finished: String,
+    /// Why a failed audit could not run.
+    pub error: Option<String>,
+    pub target: String,
+    pub steps: String,
+    pub killed: usize,
+    pub survived: usize,
+    pub crashed: usize,
+    pub invalid: usize,
+    pub mutants: Vec<AuditMutantView>,
+    pub calls: Vec<AuditCallView>,
+    /// Problems no one mutant's (a malformed answer, an upstream down).
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// An earlier audit of the version, linked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditLink {
+    pub id: i64,
+    pub label: String,
+    pub current: bool,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PacketDetailView {
     pub csrf: String,
@@ -160,6 +232,160 @@ pub struct PacketDetailView {
     /// the state.
     #[serde(default)]
     pub check_status_url: Option<String>,
+    /// The audit shown (the newest, or the one asked for).
+    #[serde(default)]
+    pub audit: Option<AuditView>,
+    /// Every audit of the version, newest first.
+    #[serde(default)]
+    pub audits: Vec<AuditLink>,
+    /// A model upstream is configured for the packet, so an audit may ask a model.
+    #[serde(default)]
+    pub audit_model: bool,
+    /// The audit caps an author may ask for at most.
+    #[serde(default)]
+    pub audit_max_calls: usize,
+    #[serde(default)]
+    pub audit_max_tokens: i64,
+}
+
+#[component]
+fn AuditSection(vm: PacketDetailView) -> impl IntoView {
+    let base = format!("/packets/{}/versions/{}", vm.slug, vm.version_id);
+    let form = vm.can_edit.then(|| {
+        let model = vm.audit_model.then(|| {
+            view! {
+                <label>"Mutants from"
+                    <select name="mode">
+                        <option value="rules" selected=true>"rules (offline)"</option>
+                        <option value="model">"the packet's model upstream"</option>
+                    </select>
+                </label>
+                <label>"Model" <input type="text" name="model" value="default" /></label>
+                <label>"Most model calls" <input type="number" name="max_calls" min="1" max=vm.audit_max_calls.to_string() value=vm.audit_max_calls.to_string() /></label>
+                <label>"Most tokens" <input type="number" name="max_tokens" min="1" max=vm.audit_max_tokens.to_string() value=vm.audit_max_tokens.to_string() /></label>
+            }
+        });
+        let rules_only = (!vm.audit_model).then(|| {
+            view! {
+                <input type="hidden" name="mode" value="rules" />
+                <p class="hint">"Rule mutants (comparison and boundary flips, operator swaps, constant nudges, negated conditions, removed guards). Configure a model upstream for this packet to ask a model too."</p>
+            }
+        });
+        view! {
+            <form method="post" action=format!("{base}/audit") class="edit audit-form">
+                <CsrfField token=vm.csrf.clone() />
+                {rules_only}
+                {model}
+                <label>"Mutants per definition" <input type="number" name="mutants" min="1" max="50" value="8" /></label>
+                <label>"Only these definitions (space-separated; empty: all)" <input type="text" name="functions" value="" /></label>
+                <button type="submit">"Audit the hidden tests"</button>
+            </form>
+        }
+    });
+    let history = (vm.audits.len() > 1).then(|| {
+        let items = vm
+            .audits
+            .iter()
+            .map(|l| {
+                let href = format!("/packets/{}?version={}&audit={}", vm.slug, vm.version_id, l.id);
+                let class = if l.current { "current" } else { "" };
+                view! { <li class=class><a href=href>{l.label.clone()}</a></li> }
+            })
+            .collect_view();
+        view! { <nav class="audits"><ul>{items}</ul></nav> }
+    });
+    let shown = vm.audit.clone().map(|a| {
+        let keep_base = format!("{base}/audits/{}/keep", a.id);
+        let mutants = a
+            .mutants
+            .iter()
+            .map(|m| {
+                let class = format!("mutant outcome-{}", m.outcome);
+                let killed_by = (!m.killed_by.is_empty()).then(|| view! { <p class="killed-by">{format!("Killed by: {}", m.killed_by.join(", "))}</p> });
+                let diff = (!m.diff.is_empty()).then(|| view! { <pre class="diff">{m.diff.clone()}</pre> });
+                let keep = if m.kept {
+                    Some(view! { <p class="kept">{format!("Kept as mutants/{}.diff", m.id)}</p> }.into_any())
+                } else if m.keepable {
+                    Some(
+                        view! {
+                            <form method="post" action=keep_base.clone() class="keep">
+                                <CsrfField token=vm.csrf.clone() />
+                                <input type="hidden" name="mutant" value=m.id.clone() />
+                                <button type="submit">"Keep as a packet mutant"</button>
+                            </form>
+                        }
+                        .into_any(),
+                    )
+                } else {
+                    None
+                };
+                view! {
+                    <li class=class data-mutant=m.id.clone()>
+                        <strong class="outcome">{m.outcome.clone()}</strong>" "<code>{m.id.clone()}</code>": "{m.fault.clone()}
+                        <p class="reason">{m.reason.clone()}</p>
+                        {killed_by}
+                        {diff}
+                        {keep}
+                    </li>
+                }
+            })
+            .collect_view();
+        let calls = (!a.calls.is_empty()).then(|| {
+            let rows = a
+                .calls
+                .iter()
+                .map(|c| {
+                    let tokens = format!("{} + {}{}", c.prompt_tokens, c.completion_tokens, if c.tokens_estimated { " (estimated)" } else { "" });
+                    view! {
+                        <tr class=format!("call call-{}", c.outcome)>
+                            <td>{c.n}</td><td><code>{c.function.clone()}</code></td><td>{c.model.clone()}</td><td>{c.outcome.clone()}</td>
+                            <td>{c.status.clone()}</td><td>{tokens}</td><td>{c.request_bytes}" / "{c.response_bytes}</td>
+                            <td>{c.started.clone()}</td><td>{c.ended.clone()}</td><td>{c.error.clone()}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            view! {
+                <h3>"Author ledger"</h3>
+                <table class="audit-calls">
+                    <thead><tr><th>"#"</th><th>"Definition"</th><th>"Model"</th><th>"Outcome"</th><th>"Status"</th><th>"Tokens (prompt + completion)"</th><th>"Bytes (sent / received)"</th><th>"Started"</th><th>"Ended"</th><th>"Error"</th></tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            }
+        });
+        let errors = a.errors.iter().map(|e| view! { <li class="audit-error">{e.clone()}</li> }).collect_view();
+        let warnings = a.warnings.iter().map(|w| view! { <li class="audit-warning">{w.clone()}</li> }).collect_view();
+        let done = a.state == "done";
+        let counts = done.then(|| {
+            view! {
+                <p class="audit-counts">{format!("{} killed, {} survived, {} crashed, {} invalid", a.killed, a.survived, a.crashed, a.invalid)}</p>
+                <p class="audit-target">"Target "<code>{a.target.clone()}</code>"; hidden steps: "{a.steps.clone()}</p>
+            }
+        });
+        let reload = (a.state == "queued" || a.state == "running").then(|| view! { <p class="hint">"Reload the page to see the result."</p> });
+        view! {
+            <div class="audit" id=format!("audit-{}", a.id)>
+                <p>"Audit #"{a.id}" ("{a.mode.clone()}", "{a.asked.clone()}"), requested "{a.requested.clone()}": "
+                    <crate::islands::LiveStatus url=a.status_url.clone() initial_state=a.state.clone() />
+                    {(!a.finished.is_empty()).then(|| view! { " finished "{a.finished.clone()} })}
+                </p>
+                {reload}
+                {a.error.clone().map(|e| view! { <p class="error" role="alert">{e}</p> })}
+                {counts}
+                <ul class="audit-problems">{errors}{warnings}</ul>
+                <ol class="mutants">{mutants}</ol>
+                {calls}
+            </div>
+        }
+    });
+    view! {
+        <section class="mutation-audit">
+            <h2>"Mutation audit of the hidden tests"</h2>
+            {form}
+            {history}
+            {shown}
+        </section>
+    }
 }
 
 #[component]
@@ -341,6 +567,7 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
             {pending}
             <ul>{check_items}</ul>
         </section>
+        <AuditSection vm=vm.clone() />
         <section><h2>"Prompt"</h2><div class="prompt" inner_html=vm.prompt_html.clone()></div>{prompt_edit}</section>
         <section>
             <h2>"Rubric"</h2>

@@ -2,10 +2,18 @@
 //! file with `ast`, never imports or runs it. It runs as the host's
 //! `python3 -I` (the interpreter the sandbox binds), with one JSON request
 //! on stdin and one JSON answer on stdout.
+//!
+//! The source it parses is the packet's (untrusted: a file can be made to
+//! blow up the parser), so each call runs under [`HelperLimits`]: an
+//! address-space and a CPU-time rlimit set before `exec`, its own process
+//! group, and a wall-clock deadline after which the whole group is killed.
+//! Going past a limit is an error naming the limit, never a hang.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -33,41 +41,146 @@ pub struct Applied {
     pub diff: String,
 }
 
+/// The limits of one helper call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HelperLimits {
+    /// Wall-clock time; past it the helper's process group is killed.
+    pub wall: Duration,
+    /// CPU seconds (`RLIMIT_CPU`).
+    pub cpu_secs: u64,
+    /// Address space in bytes (`RLIMIT_AS`).
+    pub memory_bytes: u64,
+    /// Bytes of its answer read; more is an error.
+    pub output_bytes: usize,
+}
+
+impl Default for HelperLimits {
+    fn default() -> HelperLimits {
+        HelperLimits { wall: Duration::from_secs(60), cpu_secs: 30, memory_bytes: 1 << 30, output_bytes: 64 << 20 }
+    }
+}
+
 pub struct Helper {
     _dir: tempfile::TempDir,
     path: PathBuf,
+    limits: HelperLimits,
+}
+
+/// Reads `from` to its end, keeping at most `cap` bytes (the rest is
+/// drained, so the writer never blocks); whether more came.
+fn read_capped(mut from: impl Read, cap: usize) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    let mut over = false;
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => return (out, over),
+            Ok(n) => {
+                if out.len() + n > cap {
+                    over = true;
+                    out.extend_from_slice(&buf[..cap.saturating_sub(out.len())]);
+                } else {
+                    out.extend_from_slice(&buf[..n]);
+                }
+            }
+        }
+    }
 }
 
 impl Helper {
     pub fn new() -> Result<Helper, String> {
+        Helper::with_limits(HelperLimits::default())
+    }
+
+    pub fn with_limits(limits: HelperLimits) -> Result<Helper, String> {
         let dir = tempfile::Builder::new().prefix("gatehouse-audit-").tempdir().map_err(|e| format!("creating the audit helper's folder: {e}"))?;
         let path = dir.path().join("gatehouse_audit.py");
         std::fs::write(&path, HELPER).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        Ok(Helper { _dir: dir, path })
+        Ok(Helper { _dir: dir, path, limits })
     }
 
     fn call(&self, command: &str, request: &Value) -> Result<Value, String> {
-        let mut child = Command::new("python3")
-            .arg("-I")
-            .arg(&self.path)
-            .arg(command)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("running python3 for the audit helper: {e}"))?;
+        let HelperLimits { wall, cpu_secs, memory_bytes, output_bytes } = self.limits;
+        let mut cmd = Command::new("python3");
+        cmd.arg("-I").arg(&self.path).arg(command).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let set = |what, soft: u64, hard: u64| {
+                    let r = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+                    if libc::setrlimit(what, &r) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+                };
+                set(libc::RLIMIT_AS, memory_bytes, memory_bytes)?;
+                set(libc::RLIMIT_CPU, cpu_secs, cpu_secs + 1)?;
+                set(libc::RLIMIT_CORE, 0, 0)
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("running python3 for the audit helper: {e}"))?;
+        let pid = child.id() as libc::pid_t;
         let input = serde_json::to_vec(request).map_err(|e| e.to_string())?;
         let mut stdin = child.stdin.take().ok_or("the audit helper has no stdin")?;
+        let stdout = child.stdout.take().ok_or("the audit helper has no stdout")?;
+        let stderr = child.stderr.take().ok_or("the audit helper has no stderr")?;
         let writer = std::thread::spawn(move || stdin.write_all(&input));
-        let out = child.wait_with_output().map_err(|e| format!("waiting for the audit helper: {e}"))?;
+        let out_reader = std::thread::spawn(move || read_capped(stdout, output_bytes));
+        let err_reader = std::thread::spawn(move || read_capped(stderr, 64 * 1024));
+        let deadline = Instant::now() + wall;
+        let (status, timed_out) = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break (status, false),
+                Ok(None) if Instant::now() >= deadline => {
+                    // SAFETY: kill(2) on the helper's own process group.
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    break (child.wait().map_err(|e| format!("waiting for the audit helper: {e}"))?, true);
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => {
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    let _ = child.wait();
+                    return Err(format!("waiting for the audit helper: {e}"));
+                }
+            }
+        };
+        // Whatever it left behind in its group goes too.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
         let _ = writer.join();
-        let v: Value = serde_json::from_slice(&out.stdout).map_err(|_| {
-            format!("the audit helper ({command}) answered no JSON: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("no output"))
+        let (stdout, over) = out_reader.join().unwrap_or_default();
+        let (stderr, _) = err_reader.join().unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&stderr);
+        use std::os::unix::process::ExitStatusExt;
+        if timed_out {
+            return Err(format!(
+                "the audit helper ({command}) ran past its wall-clock limit of {:.1} s and was killed: the target file is too large or too deeply nested to parse",
+                wall.as_secs_f64()
+            ));
+        }
+        if matches!(status.signal(), Some(libc::SIGXCPU | libc::SIGKILL)) {
+            return Err(format!("the audit helper ({command}) went past its CPU limit of {cpu_secs} s and was killed: the target file is too large or too deeply nested to parse"));
+        }
+        if stderr.contains("MemoryError") {
+            return Err(format!(
+                "the audit helper ({command}) went past its memory limit of {} MiB: the target file is too large or too deeply nested to parse",
+                memory_bytes >> 20
+            ));
+        }
+        if over {
+            return Err(format!("the audit helper ({command}) answered more than {} MiB", output_bytes >> 20));
+        }
+        let v: Value = serde_json::from_slice(&stdout).map_err(|_| {
+            format!("the audit helper ({command}) answered no JSON ({}): {}", describe_status(status), stderr.lines().last().unwrap_or("no output"))
         })?;
         if let Some(e) = v.get("error").and_then(Value::as_str) {
+            if e.contains("MemoryError") {
+                return Err(format!("{e} (the audit helper's memory limit is {} MiB)", memory_bytes >> 20));
+            }
             return Err(e.to_string());
         }
         Ok(v)
+    }
+
+    /// The limits each call runs under.
+    pub fn limits(&self) -> HelperLimits {
+        self.limits
     }
 
     /// The top-level functions and classes of `source`.
@@ -99,6 +212,15 @@ impl Helper {
     pub fn rules(&self, source: &str, functions: &[String], per_function: usize) -> Result<Vec<Proposal>, String> {
         let v = self.call("rules", &json!({ "source": source, "functions": functions, "per_function": per_function }))?;
         serde_json::from_value(v["mutants"].clone()).map_err(|e| format!("the audit helper's rule mutants: {e}"))
+    }
+}
+
+fn describe_status(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "no exit status".into(),
     }
 }
 
@@ -148,6 +270,39 @@ mod tests {
         // Only comments, quotes and spacing differ: identical after normalisation.
         check("def total(path: str) -> int:\n    'Sum.'\n    s = 0  # zero\n    for r in csv.reader(open(path)):\n        if not r:\n            continue\n        s += int(r[0])\n    return (s if s >= 0 else 0)\n", Err("identical to the sample"));
         check("", Err("empty"));
+    }
+
+    #[test]
+    fn a_parse_past_the_wall_clock_limit_is_killed_with_a_clear_error() {
+        let h = Helper::with_limits(HelperLimits { wall: Duration::from_millis(300), ..HelperLimits::default() }).unwrap();
+        let big = "x = 1\n".repeat(300_000);
+        let started = Instant::now();
+        let e = h.defs(&big).unwrap_err();
+        assert!(e.contains("ran past its wall-clock limit of 0.3 s and was killed"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10), "killed at the deadline, not at the end: {:?}", started.elapsed());
+        // The same helper, with time to spare, parses a small file.
+        assert_eq!(Helper::with_limits(HelperLimits { wall: Duration::from_secs(30), ..HelperLimits::default() }).unwrap().defs(SRC).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_parse_past_the_cpu_limit_is_killed_with_a_clear_error() {
+        let h = Helper::with_limits(HelperLimits { cpu_secs: 1, ..HelperLimits::default() }).unwrap();
+        let e = h.defs(&"x = 1\n".repeat(600_000)).unwrap_err();
+        assert!(e.contains("went past its CPU limit of 1 s and was killed"), "{e}");
+        assert_eq!(h.defs(SRC).unwrap().len(), 2, "a small file parses well within the CPU limit");
+    }
+
+    #[test]
+    fn a_parse_past_the_memory_limit_names_the_limit() {
+        let h = Helper::with_limits(HelperLimits { memory_bytes: 128 << 20, ..HelperLimits::default() }).unwrap();
+        let e = h.defs(&"x = 1\n".repeat(2_000_000)).unwrap_err();
+        assert!(e.contains("memory limit") && e.contains("128 MiB"), "{e}");
+        // Under the same limit an ordinary file parses.
+        assert_eq!(h.defs(SRC).unwrap().len(), 2);
+        // Pathological nesting is refused as a parse error, never a crash or a hang.
+        let nested = format!("x = {}y\n", "not ".repeat(200_000));
+        let e = Helper::new().unwrap().defs(&nested).unwrap_err();
+        assert!(e.contains("does not parse"), "{e}");
     }
 
     #[test]

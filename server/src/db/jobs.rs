@@ -11,7 +11,8 @@ use super::DbResult;
 #[derive(Debug, Clone, Serialize)]
 pub struct Job {
     pub id: i64,
-    /// `grade` (subject: submission id) or `check` (subject: packet version id).
+    /// `grade` (subject: submission id), `check` (subject: packet version id)
+    /// or `audit` (subject: packet audit id).
     pub kind: String,
     pub subject: String,
     pub state: String,

@@ -4,7 +4,7 @@
 //! without touching a handler).
 //!
 //! Each area of the schema has its own trait in its own file (users,
-//! packets, assignments, submissions, jobs, audit, sessions), and the backend
+//! packets, packet audits, assignments, submissions, jobs, audit, sessions), and the backend
 //! implements it in a file of the same name under the backend's module.
 
 use std::sync::Arc;
@@ -13,6 +13,7 @@ pub mod assignments;
 pub mod audit;
 pub mod jobs;
 pub mod meter;
+pub mod packet_audits;
 pub mod packets;
 pub mod sessions;
 pub mod sqlite;
@@ -24,6 +25,7 @@ pub use assignments::{Assignment, AssignmentStore, DEFAULT_MAX_SUBMISSIONS, NewA
 pub use audit::{AuditEntry, AuditStore};
 pub use jobs::{GradeResult, Job, JobStore};
 pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};
+pub use packet_audits::{AuditCall, AuditCounts, NewPacketAudit, PacketAudit, PacketAuditStore};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
 pub use sessions::SessionStore;
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
@@ -31,7 +33,7 @@ pub use users::{ApiToken, NewUser, Role, User, UserStore};
 pub use witness::{NewWitnessRun, WitnessRunRow, WitnessStore};
 
 /// Everything a backend provides.
-pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + WitnessStore + MeterStore + Send + Sync {
+pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + WitnessStore + MeterStore + PacketAuditStore + Send + Sync {
     /// Which backend this is, for logs and `/healthz`.
     fn backend(&self) -> &'static str;
 }

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
 use app::pages::library::{
-    BudgetView, CheckItemView, CriterionView, FailureView, FileGroup, PacketDetailPage, PacketDetailView, PacketListPage, PacketListRow,
+    AuditCallView, AuditLink, AuditMutantView, AuditView, BudgetView, CheckItemView, CriterionView, FailureView, FileGroup, PacketDetailPage, PacketDetailView, PacketListPage, PacketListRow,
     PacketListView, VersionLink,
 };
 
@@ -41,6 +41,9 @@ pub fn routes() -> crate::routes::Routes {
         .route("/packets/{slug}/versions/{id}/budgets", post(edit_budgets))
         .route("/packets/{slug}/versions/{id}/criteria/{index}", post(edit_criterion))
         .route("/packets/{slug}/versions/{id}/failures/{index}", post(edit_failure))
+        .route("/packets/{slug}/versions/{id}/audit", post(start_audit))
+        .route("/packets/{slug}/versions/{id}/audits/{audit}/status", get(audit_status))
+        .route("/packets/{slug}/versions/{id}/audits/{audit}/keep", post(keep_mutant))
 }
 
 /// The label of a version on its own: "v2", or "draft" (see [`label_in`]).
@@ -142,6 +145,8 @@ async fn list(State(state): State<AppState>, signed_in: SignedIn) -> Result<Resp
 #[derive(Deserialize)]
 struct VersionQuery {
     version: Option<i64>,
+    /// The audit to show (default: the newest).
+    audit: Option<i64>,
 }
 
 /// The version of `slug` a page or action is about.
@@ -244,10 +249,98 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
         }
         Err(e) => vm.load_error = Some(library::describe_packet_error(&e, &dir)),
     }
+    let kept: Vec<String> = paths.iter().filter_map(|p| p.strip_prefix("mutants/").and_then(|f| f.strip_suffix(".diff")).map(str::to_string)).collect();
     vm.files = group_files(paths);
+    let audits = state.db.packet_audits_of(version.id, 50).await?;
+    let shown = match q.audit {
+        Some(id) => Some(audits.iter().find(|a| a.id == id).ok_or_else(|| AppError::NotFound(format!("audit {id} of this version")))?),
+        None => audits.first(),
+    };
+    vm.audits = audits
+        .iter()
+        .map(|a| AuditLink { id: a.id, label: format!("#{} {} ({})", a.id, a.mode, a.state), current: shown.is_some_and(|s| s.id == a.id) })
+        .collect();
+    if let Some(a) = shown {
+        let editable = vm.can_edit && vm.is_draft;
+        vm.audit = Some(audit_view(&state, &packet.slug, a, editable, &kept).await?);
+    }
+    vm.audit_model = state.config.model_upstream(&packet.slug).is_some();
+    vm.audit_max_calls = state.config.audit_max_calls;
+    vm.audit_max_tokens = state.config.audit_max_tokens;
     let flash = take_flash(&signed_in.session).await;
     let title = format!("{} {}", packet.slug, vm.label);
     Ok(render(page_meta(&state, Some(&signed_in), &title, flash), move || view! { <PacketDetailPage vm=vm /> }).into_response())
+}
+
+/// An audit as the packet page shows it: its report and its author ledger.
+async fn audit_view(state: &AppState, slug: &str, a: &crate::db::PacketAudit, editable: bool, kept: &[String]) -> Result<AuditView, AppError> {
+    let when = |ms: Option<i64>| ms.map(crate::times::utc).unwrap_or_default();
+    let mut asked = format!("{} per definition", a.mutants);
+    if !a.functions.is_empty() {
+        asked.push_str(&format!(" of {}", a.functions));
+    }
+    if a.mode == "model" {
+        asked.push_str(&format!("; model {}, at most {} calls and {} tokens", a.model, a.max_calls, a.max_tokens));
+    }
+    let mut v = AuditView {
+        id: a.id,
+        state: a.state.clone(),
+        status_url: format!("/packets/{slug}/versions/{}/audits/{}/status", a.version_id, a.id),
+        mode: a.mode.clone(),
+        asked,
+        requested: crate::times::utc(a.created_at),
+        finished: when(a.finished_at),
+        error: a.error.clone(),
+        ..AuditView::default()
+    };
+    if let Some(report) = a.report_json.as_deref().and_then(|j| serde_json::from_str::<grader::audit::AuditReport>(j).ok()) {
+        v.target = report.target.clone();
+        v.steps = report.steps.join(", ");
+        let c = report.counts;
+        (v.killed, v.survived, v.crashed, v.invalid) = (c.killed, c.survived, c.crashed, c.invalid);
+        v.mutants = report
+            .mutants
+            .iter()
+            .map(|m| {
+                let alive = matches!(m.outcome, grader::audit::Outcome::Killed | grader::audit::Outcome::Survived);
+                let kept = kept.contains(&m.id);
+                AuditMutantView {
+                    id: m.id.clone(),
+                    fault: m.fault.clone(),
+                    outcome: m.outcome.word().to_string(),
+                    reason: m.reason.clone(),
+                    diff: m.diff.clone(),
+                    killed_by: m.killed_by.clone(),
+                    keepable: editable && alive && !kept,
+                    kept,
+                }
+            })
+            .collect();
+        v.errors = report.errors.clone();
+        v.warnings = report.warnings.clone();
+    }
+    v.calls = state
+        .db
+        .audit_calls(a.id)
+        .await?
+        .into_iter()
+        .map(|c| AuditCallView {
+            n: c.n,
+            function: c.function,
+            model: c.model,
+            outcome: c.outcome,
+            status: c.status.map(|s| s.to_string()).unwrap_or_else(|| "—".into()),
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
+            tokens_estimated: c.tokens_estimated,
+            request_bytes: c.request_bytes,
+            response_bytes: c.response_bytes,
+            started: crate::times::utc(c.started_at),
+            ended: crate::times::utc(c.ended_at),
+            error: c.error.unwrap_or_default(),
+        })
+        .collect();
+    Ok(v)
 }
 
 /// Groups a packet's files by their top folder, the packet's own files first.
@@ -428,6 +521,122 @@ async fn edit_failure(
     library::edit_draft(&state, &v, DraftEdit::Failure { index, title: f.title, description: f.description }, Some(signed_in.user.id)).await?;
     set_flash(&signed_in.session, format!("Failure catalog entry #{} saved.", index + 1)).await;
     Ok(back_to(&v))
+}
+
+#[derive(Deserialize)]
+struct AuditForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    mutants: String,
+    #[serde(default)]
+    functions: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    max_calls: String,
+    #[serde(default)]
+    max_tokens: String,
+}
+
+/// Reads a whole-number field of the audit form within `lo..=hi`; empty is `default`.
+fn audit_number(name: &str, raw: &str, lo: i64, hi: i64, default: i64) -> Result<i64, AppError> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(default);
+    }
+    match raw.parse::<i64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(AppError::BadRequest(format!("{name}: {raw:?} must be a whole number from {lo} to {hi}"))),
+    }
+}
+
+/// "Audit the hidden tests": queues an `audit` job of the version.
+async fn start_audit(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<AuditForm>) -> Result<Response, AppError> {
+    let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
+    let mode = match f.mode.trim() {
+        "" | "rules" => "rules",
+        "model" => "model",
+        other => return Err(AppError::BadRequest(format!("mode {other:?}: an audit's mutants come from \"rules\" or a \"model\""))),
+    };
+    let mutants = audit_number("mutants", &f.mutants, 1, 50, 8)?;
+    let names: Vec<&str> = f.functions.split(|c: char| c.is_whitespace() || c == ',').filter(|n| !n.is_empty()).collect();
+    if names.len() > 50 {
+        return Err(AppError::BadRequest(format!("functions: {} names, at most 50", names.len())));
+    }
+    if let Some(bad) = names.iter().find(|n| n.starts_with(|c: char| c.is_ascii_digit()) || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) {
+        return Err(AppError::BadRequest(format!("functions: {bad:?} is not the name of a Python function or class")));
+    }
+    let (model, max_calls, max_tokens) = if mode == "model" {
+        if state.config.model_upstream(&slug).is_none() {
+            return Err(AppError::BadRequest(format!(
+                "no model upstream is configured for {slug} (model_upstreams.{slug} or model_upstream_url); audit with rules instead"
+            )));
+        }
+        let model = f.model.trim();
+        let model = if model.is_empty() { "default" } else { model };
+        if model.len() > 200 || model.chars().any(char::is_control) {
+            return Err(AppError::BadRequest("model: a model name is at most 200 characters, with no control characters".into()));
+        }
+        let cap_calls = state.config.audit_max_calls as i64;
+        let cap_tokens = state.config.audit_max_tokens;
+        (model.to_string(), audit_number("max_calls", &f.max_calls, 1, cap_calls, cap_calls)?, audit_number("max_tokens", &f.max_tokens, 1, cap_tokens, cap_tokens)?)
+    } else {
+        (String::new(), 0, 0)
+    };
+    if state.db.packet_audits_of(v.id, 50).await?.iter().any(|a| a.state == "queued" || a.state == "running") {
+        return Err(AppError::Conflict("an audit of this version is already queued or running; wait for it to finish".into()));
+    }
+    let functions = names.join(" ");
+    let new = crate::db::NewPacketAudit {
+        version_id: v.id,
+        requested_by: Some(signed_in.user.id),
+        mode,
+        functions: &functions,
+        mutants,
+        model: &model,
+        max_calls,
+        max_tokens,
+        digest: &v.digest,
+    };
+    let (audit, job) = state.db.queue_packet_audit(new).await?;
+    state.wake_workers();
+    state.db.audit(&format!("user:{}", signed_in.user.id), "packet.audit-request", &format!("packet:{slug}"), &format!("audit {audit} of version id {} ({mode}, job {job})", v.id)).await?;
+    set_flash(&signed_in.session, "Audit queued: the hidden tests run against each mutant in the sandbox.").await;
+    Ok(Redirect::to(&format!("/packets/{}?version={}&audit={audit}", v.slug, v.id)).into_response())
+}
+
+/// The audit's state for the live status: `{"state", "counts", "error"}`.
+async fn audit_status(State(state): State<AppState>, _signed_in: SignedIn, Path((slug, id, audit)): Path<(String, i64, i64)>) -> Result<Response, AppError> {
+    let (_, v, _) = find_version(&state, &slug, Some(id)).await?;
+    let a = state.db.packet_audit(audit).await?.filter(|a| a.version_id == v.id).ok_or_else(|| AppError::NotFound(format!("audit {audit} of this version")))?;
+    let counts = a.report_json.as_deref().and_then(|j| serde_json::from_str::<grader::audit::AuditReport>(j).ok()).map(|r| r.counts);
+    Ok(axum::Json(serde_json::json!({ "state": a.state, "counts": counts, "error": a.error })).into_response())
+}
+
+#[derive(Deserialize)]
+struct KeepForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    mutant: String,
+}
+
+/// Keeps a killed or survived mutant of an audit as `mutants/<id>.diff` of the draft.
+async fn keep_mutant(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id, audit)): Path<(String, i64, i64)>, Form(f): Form<KeepForm>) -> Result<Response, AppError> {
+    let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
+    let a = state.db.packet_audit(audit).await?.filter(|a| a.version_id == v.id).ok_or_else(|| AppError::NotFound(format!("audit {audit} of this version")))?;
+    let report = a
+        .report_json
+        .as_deref()
+        .and_then(|j| serde_json::from_str::<grader::audit::AuditReport>(j).ok())
+        .ok_or_else(|| AppError::Conflict(format!("audit {audit} has no result yet ({})", a.state)))?;
+    let mutant = f.mutant.trim().to_string();
+    library::edit_draft(&state, &v, DraftEdit::KeepMutant { id: mutant.clone(), report: Box::new(report) }, Some(signed_in.user.id)).await?;
+    set_flash(&signed_in.session, format!("Kept {mutant} as mutants/{mutant}.diff: the self-test now requires the hidden tests to kill it.")).await;
+    Ok(Redirect::to(&format!("/packets/{}?version={}&audit={audit}", v.slug, v.id)).into_response())
 }
 
 #[cfg(test)]

@@ -339,6 +339,7 @@ fn concrete(path: &str, token: &str) -> String {
         .replace("{id}", "1")
         .replace("{slug}", SLUG)
         .replace("{index}", "0")
+        .replace("{audit}", "1")
         .replace("{kind}", "red")
         .replace("{*path}", "gatehouse.js")
 }
@@ -351,7 +352,15 @@ async fn every_unsafe_request_with_a_session_cookie_needs_the_csrf_token() {
     let (admin, csrf) = crate::auth::signed_in(&app, Role::Admin).await;
     let paths = gatehouse::web::routes().paths().to_vec();
     assert!(paths.len() >= 45, "the route table holds only {} paths: {paths:?}", paths.len());
-    for p in ["/logout", "/admin/tokens", "/assignments/{id}/reissue", "/packets/{slug}/versions/{id}/check", "/v1/chat/completions"] {
+    for p in [
+        "/logout",
+        "/admin/tokens",
+        "/assignments/{id}/reissue",
+        "/packets/{slug}/versions/{id}/check",
+        "/packets/{slug}/versions/{id}/audit",
+        "/packets/{slug}/versions/{id}/audits/{audit}/keep",
+        "/v1/chat/completions",
+    ] {
         assert!(paths.contains(&p), "{p} is missing from the route table");
     }
     let audit_before = app.state.db.audit_entries(None, 1000).await.unwrap().len();

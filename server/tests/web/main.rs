@@ -2,6 +2,7 @@
 //! the real app over a fresh SQLite file.
 
 mod assignments;
+mod audit;
 mod auth;
 mod browser;
 mod e2e;

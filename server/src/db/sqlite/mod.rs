@@ -9,6 +9,7 @@ mod assignments;
 mod audit;
 mod jobs;
 mod meter;
+mod packet_audits;
 mod packets;
 mod sessions;
 mod submissions;
