@@ -188,7 +188,7 @@ pub struct ChildCtx {
 /// into a memfd, init decodes it after the exec.
 #[derive(Debug, PartialEq)]
 pub struct CmdCtx {
-    pub rlimits: Vec<(u32, libc::rlimit)>,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
     pub drop_uid: bool,
@@ -974,7 +974,7 @@ fn command_main(ctx: &CmdRun) -> ! {
             libc::close(adj);
         }
         for (i, (res, lim)) in ctx.cmd.rlimits.iter().enumerate() {
-            if libc::setrlimit(*res as libc::__rlimit_resource_t, lim) != 0 {
+            if libc::setrlimit(*res, lim) != 0 {
                 fail(rep, STEP_CMD_SETRLIMIT + i as u32, errno());
             }
         }

@@ -139,6 +139,11 @@
 //!   secrets; so is `/gatehouse` (the tool folder);
 //! - timing between runs: two runs on the host share the CPUs and the page
 //!   cache; one candidate's load can slow another's (no CPU shares);
+//! - init's first image runs in the grader's memory until its exec (it
+//!   only issues the prepared system calls, before any command runs); the
+//!   exec'd init holds the run's own context (the command's argv and
+//!   environment, which the command gets anyway) and the executable's
+//!   image, so the executable itself must hold no secrets;
 //! - `/sys` is not mounted, but anything the kernel shows through the
 //!   allowed `/proc` files (meminfo, cpuinfo, the kernel version via uname)
 //!   stays visible;

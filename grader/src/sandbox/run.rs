@@ -377,7 +377,8 @@ fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, ids: (u32, u32), rl
         child::STEP_CGROUP_NS => "unshare(CLONE_NEWCGROUP) in init".into(),
         child::STEP_INIT_FDS => "fcntl(F_DUPFD_CLOEXEC, 9) / dup2(fd, 3..=8) of init's descriptors before its exec".into(),
         child::STEP_INIT_EXEC => format!(
-            "execveat(grader executable fd, \"\", [{:?}], [], AT_EMPTY_PATH) of the sandbox init",
+            "execveat(grader executable fd, \"\", [{:?}], [], AT_EMPTY_PATH) of the sandbox init \
+             (its dynamic loader and C library must be visible in the run's root: SandboxConfig::read_only_binds)",
             child::INIT_ARGV0
         ),
         child::STEP_INIT_CTX => format!("read of the command context (fd {}) in the exec'd init", child::FD_CTX),
@@ -550,7 +551,7 @@ impl Sandbox {
         // Resource limits of the command process.
         let mut rlimits = Vec::new();
         let mut add = |res: libc::__rlimit_resource_t, name: &str, soft: u64, hard: u64| {
-            rlimits.push((res as u32, libc::rlimit { rlim_cur: soft, rlim_max: hard }));
+            rlimits.push((res, libc::rlimit { rlim_cur: soft, rlim_max: hard }));
             rlimit_names.push(format!("setrlimit({name}, {{{soft}, {hard}}})"));
         };
         add(libc::RLIMIT_CPU, "RLIMIT_CPU", lim.cpu_secs, lim.cpu_secs + 1);

@@ -758,6 +758,19 @@ fn sandbox_init_holds_no_copy_of_the_grader_memory() {
     std::hint::black_box(&secret);
 }
 
+/// A root without the system folders has no dynamic loader for the exec'd
+/// init: that is a sandbox failure naming the exec, not a command's exit.
+#[test]
+fn sandbox_init_exec_failure_is_a_sandbox_error_naming_the_call() {
+    let config = grader::sandbox::SandboxConfig { read_only_binds: Vec::new(), ..Sandbox::host_default_config() };
+    let err = match Sandbox::new(config) {
+        Ok(_) => panic!("a sandbox without a loader in its root started"),
+        Err(e) => e,
+    };
+    assert!(err.call.contains("execveat(") && err.call.contains("gatehouse-sandbox-init"), "{err}");
+    assert!(err.detail.contains("ENOENT"), "{err}");
+}
+
 #[test]
 fn sandbox_cgroup_path_and_host_proc_files_are_masked() {
     let host_cmdline = fs::read_to_string("/proc/cmdline").expect("host cmdline");
