@@ -640,11 +640,14 @@ fn init_main(ctx: &ChildCtx) -> ! {
 /// Runs `exec_init_main` before `main` in the exec'd image (see the module
 /// documentation). `Sandbox::new` refers to it, so every binary that can
 /// start a sandbox links it. glibc passes argc, argv and envp to
-/// `.init_array` functions.
+/// `.init_array` functions (musl passes nothing: there the exec'd image
+/// would not be recognised, and `Sandbox::new`'s probe run fails).
+#[cfg(target_env = "gnu")]
 #[used]
 #[unsafe(link_section = ".init_array")]
 pub static EXEC_INIT: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = exec_init_ctor;
 
+#[cfg(target_env = "gnu")]
 extern "C" fn exec_init_ctor(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
     if argc != 1 || argv.is_null() {
         return;

@@ -473,6 +473,7 @@ impl Sandbox {
         // replaces the file later does not change what runs); its
         // `.init_array` constructor, referred to here so that every binary
         // starting a sandbox links it, turns it into the small init.
+        #[cfg(target_env = "gnu")]
         std::hint::black_box(&child::EXEC_INIT);
         let init_exe = std::fs::File::open("/proc/self/exe")
             .map_err(|e| SandboxError { call: "open(\"/proc/self/exe\", O_RDONLY|O_CLOEXEC)".into(), detail: e.to_string() })?
