@@ -1,14 +1,22 @@
-//! The code that runs after `clone`: the namespace init and the command
-//! process it forks.
+//! The code that runs after `clone`: the namespace init, in two images,
+//! and the command process it forks.
 //!
-//! Everything here runs in a copy of a possibly multi-threaded parent, so it
+//! `init_main` runs in the cloned child (CLONE_VM|CLONE_VFORK: it shares
+//! the parent's memory, on its own stack, while the parent waits) and so
 //! must not allocate, lock or call anything that may take a lock held by a
-//! thread that does not exist in the copy. Every string, path, argv and envp
-//! is prepared by the parent in a `ChildCtx` before the clone; this module
-//! only issues raw system calls and reports failures through a pipe as
-//! fixed-size `Record`s.
+//! thread that does not exist in the child. It joins the cgroups, builds
+//! the root, moves its descriptors to fixed numbers (`FD_*`) and execs the
+//! grader's own executable (an fd opened before the clone) with argv
+//! `[INIT_ARGV0]` and an empty environment. In the fresh image the
+//! `.init_array` constructor `EXEC_INIT` (linked into every binary that
+//! uses the sandbox) sees that argv in PID 1 of a new namespace and runs
+//! `exec_init_main` before any `main`: it reads the command's context
+//! (`CmdCtx`, written by the parent into a memfd) from `FD_CTX`, waits for
+//! the go byte, forks the command, reaps, reports and exits. Its memory
+//! holds the executable's image and that context, no copy of the grader's.
+//! Failures are reported through a pipe as fixed-size `Record`s.
 
-use std::ffi::{CString, c_char, c_int, c_ulong};
+use std::ffi::{CStr, CString, c_char, c_int, c_ulong};
 use std::os::fd::RawFd;
 use std::ptr;
 
@@ -41,6 +49,32 @@ pub const STEP_CMD_CHANNEL: u32 = 10_109;
 pub const STEP_CMD_KEYRING: u32 = 10_110;
 pub const STEP_CMD_SECCOMP: u32 = 10_111;
 pub const STEP_CGROUP_NS: u32 = 10_006;
+pub const STEP_INIT_FDS: u32 = 10_007;
+pub const STEP_INIT_EXEC: u32 = 10_008;
+pub const STEP_INIT_CTX: u32 = 10_009;
+
+/// argv[0] of the exec'd init, its whole command line.
+pub const INIT_ARGV0: &CStr = c"gatehouse-sandbox-init";
+/// The exec'd init's name (`/proc/<pid>/comm`, at most 15 bytes).
+pub const INIT_COMM: &CStr = c"gatehouse-init";
+
+/// The exec'd init's descriptors: the command's context (a memfd), the
+/// report pipe, the go pipe, stdout, stderr and the result channel (open
+/// only when the run has one).
+pub const FD_CTX: c_int = 3;
+pub const FD_REPORT: c_int = 4;
+pub const FD_GO: c_int = 5;
+pub const FD_OUT: c_int = 6;
+pub const FD_ERR: c_int = 7;
+pub const FD_CHAN: c_int = 8;
+
+/// The first 8 bytes of an encoded `CmdCtx`.
+const CTX_MAGIC: u64 = 0x7469_6e69_6573_7567; // "guesinit" little-endian
+/// Byte offset of the slot where the first image stores when it finished
+/// the root (CLOCK_MONOTONIC ns), just before the exec.
+const CTX_T_ROOT: usize = 8;
+/// The largest context the exec'd init reads.
+const CTX_MAX: usize = 64 << 20;
 /// `STEP_CMD_SETRLIMIT + i` is the i-th entry of `ChildCtx::rlimits`.
 pub const STEP_CMD_SETRLIMIT: u32 = 10_200;
 /// `STEP_CGROUP_JOIN + i` is the i-th entry of `ChildCtx::cgroup_tasks`.
@@ -75,9 +109,10 @@ pub struct Record {
     /// How many leftovers were found in total.
     pub total_left: u32,
     pub left: [LeftoverRecord; MAX_LEFTOVERS],
-    /// CLOCK_MONOTONIC (ns) when init: finished the root, got the go byte,
-    /// reaped the main process, finished the teardown.
-    pub t_ns: [i64; 4],
+    /// CLOCK_MONOTONIC (ns) when init: finished the root (before the
+    /// exec), started in the exec'd image, got the go byte, reaped the main
+    /// process, finished the teardown.
+    pub t_ns: [i64; 5],
 }
 
 const _: () = assert!(std::mem::size_of::<Record>() < 4096);
@@ -119,10 +154,10 @@ pub enum Op {
     Umount { target: CString, flags: c_int },
 }
 
-/// Everything the child needs, prepared before `clone`.
+/// Everything the first image of init needs, prepared before `clone`.
 pub struct ChildCtx {
     pub ops: Vec<Op>,
-    /// Init reads one byte from it before forking the command.
+    /// The exec'd init reads one byte from it before forking the command.
     pub go_r: RawFd,
     pub report_w: RawFd,
     pub out_w: RawFd,
@@ -130,34 +165,175 @@ pub struct ChildCtx {
     /// The result channel's write end, given to the command as fd 3; -1
     /// when the run has no channel.
     pub chan_w: RawFd,
+    /// The memfd holding the encoded `CmdCtx`.
+    pub ctx_fd: RawFd,
+    /// The executable init execs (the grader's own, opened at
+    /// `Sandbox::new`).
+    pub exe_fd: RawFd,
     pub loopback: Option<libc::ifreq>,
     pub hostname: Option<CString>,
-    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     /// The v1 `tasks` files of the run's cgroups; init writes "0" to each.
     pub cgroup_tasks: Vec<CString>,
-    /// The stack the command process runs on until it execs.
-    pub cmd_stack: Vec<u8>,
+    /// Init enters a new cgroup namespace after joining the run's cgroups,
+    /// so the command sees its cgroup as `/`.
+    pub cgroup_ns: bool,
+    /// The stack the first image runs on until it execs.
+    pub stack: Vec<u8>,
+    /// `[INIT_ARGV0, NULL]` and `[NULL]`.
+    pub init_argv: [*const c_char; 2],
+    pub init_envp: [*const c_char; 1],
+}
+
+/// What the exec'd init needs to start the command; the parent encodes it
+/// into a memfd, init decodes it after the exec.
+#[derive(Debug, PartialEq)]
+pub struct CmdCtx {
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
     pub drop_uid: bool,
+    /// The command gets `FD_CHAN` as fd 3.
+    pub channel: bool,
     pub sh: CString,
-    pub argv: Vec<*const c_char>,
-    pub envp: Vec<*const c_char>,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
     pub workspace: CString,
     pub tmp: CString,
     pub dev_null: CString,
     pub proc_dir: CString,
-    /// What init's `/proc/1/cmdline` shows instead of the grader's argv.
-    pub init_title: CString,
-    /// Init's argument and environment areas (the parent's, see
-    /// `title_areas`), overwritten with `init_title` and NULs.
-    pub title_areas: Option<[(usize, usize); 2]>,
-    /// Init enters a new cgroup namespace after joining the run's cgroups,
-    /// so the command sees its cgroup as `/`.
-    pub cgroup_ns: bool,
     /// The seccomp program installed in the command process right before
     /// exec (empty: none).
-    pub seccomp: Vec<libc::sock_filter>,
+    pub seccomp: Vec<(u16, u8, u8, u32)>,
+}
+
+impl CmdCtx {
+    /// The bytes `decode` reads: magic, the t_root slot, then each field
+    /// (integers little-endian, strings and lists length-prefixed).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(4096);
+        b.extend_from_slice(&CTX_MAGIC.to_le_bytes());
+        b.extend_from_slice(&0i64.to_le_bytes());
+        let u32_ = |b: &mut Vec<u8>, v: u32| b.extend_from_slice(&v.to_le_bytes());
+        let u64_ = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
+        let str_ = |b: &mut Vec<u8>, s: &CString| {
+            b.extend_from_slice(&(s.as_bytes().len() as u32).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        };
+        u32_(&mut b, self.uid);
+        u32_(&mut b, self.gid);
+        u32_(&mut b, self.drop_uid as u32);
+        u32_(&mut b, self.channel as u32);
+        u32_(&mut b, self.rlimits.len() as u32);
+        for (res, lim) in &self.rlimits {
+            u32_(&mut b, *res);
+            u64_(&mut b, lim.rlim_cur);
+            u64_(&mut b, lim.rlim_max);
+        }
+        u32_(&mut b, self.seccomp.len() as u32);
+        for (code, jt, jf, k) in &self.seccomp {
+            b.extend_from_slice(&code.to_le_bytes());
+            b.push(*jt);
+            b.push(*jf);
+            u32_(&mut b, *k);
+        }
+        for s in [&self.sh, &self.workspace, &self.tmp, &self.dev_null, &self.proc_dir] {
+            str_(&mut b, s);
+        }
+        for list in [&self.argv, &self.envp] {
+            u32_(&mut b, list.len() as u32);
+            for s in list {
+                str_(&mut b, s);
+            }
+        }
+        b
+    }
+
+    /// Decodes `encode`'s bytes; None when they are not exactly that.
+    pub fn decode(bytes: &[u8]) -> Option<(CmdCtx, i64)> {
+        struct Cur<'a>(&'a [u8]);
+        impl Cur<'_> {
+            fn take(&mut self, n: usize) -> Option<&[u8]> {
+                if self.0.len() < n {
+                    return None;
+                }
+                let (a, rest) = self.0.split_at(n);
+                self.0 = rest;
+                Some(a)
+            }
+            fn u8(&mut self) -> Option<u8> {
+                Some(self.take(1)?[0])
+            }
+            fn u16(&mut self) -> Option<u16> {
+                Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+            }
+            fn u32(&mut self) -> Option<u32> {
+                Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+            }
+            fn u64(&mut self) -> Option<u64> {
+                Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+            }
+            fn flag(&mut self) -> Option<bool> {
+                match self.u32()? {
+                    0 => Some(false),
+                    1 => Some(true),
+                    _ => None,
+                }
+            }
+            fn cstring(&mut self) -> Option<CString> {
+                let n = self.u32()? as usize;
+                CString::new(self.take(n)?.to_vec()).ok()
+            }
+            fn count(&mut self, each: usize) -> Option<usize> {
+                let n = self.u32()? as usize;
+                (n.checked_mul(each)? <= self.0.len()).then_some(n)
+            }
+        }
+        let mut c = Cur(bytes);
+        if c.u64()? != CTX_MAGIC {
+            return None;
+        }
+        let t_root = c.u64()? as i64;
+        let (uid, gid, drop_uid, channel) = (c.u32()?, c.u32()?, c.flag()?, c.flag()?);
+        let n = c.count(20)?;
+        let mut rlimits = Vec::with_capacity(n);
+        for _ in 0..n {
+            let res = c.u32()?;
+            rlimits.push((res, libc::rlimit { rlim_cur: c.u64()?, rlim_max: c.u64()? }));
+        }
+        let n = c.count(8)?;
+        let mut seccomp = Vec::with_capacity(n);
+        for _ in 0..n {
+            seccomp.push((c.u16()?, c.u8()?, c.u8()?, c.u32()?));
+        }
+        let (sh, workspace, tmp, dev_null, proc_dir) = (c.cstring()?, c.cstring()?, c.cstring()?, c.cstring()?, c.cstring()?);
+        let mut lists = [Vec::new(), Vec::new()];
+        for list in &mut lists {
+            let n = c.count(4)?;
+            for _ in 0..n {
+                list.push(c.cstring()?);
+            }
+        }
+        if !c.0.is_empty() {
+            return None;
+        }
+        let [argv, envp] = lists;
+        let ctx = CmdCtx { rlimits, uid, gid, drop_uid, channel, sh, argv, envp, workspace, tmp, dev_null, proc_dir, seccomp };
+        Some((ctx, t_root))
+    }
+}
+
+/// What the command process works from (it shares the exec'd init's
+/// memory until it execs).
+struct CmdRun<'a> {
+    cmd: &'a CmdCtx,
+    argv: Vec<*const c_char>,
+    envp: Vec<*const c_char>,
+    seccomp: Vec<libc::sock_filter>,
+    report_w: RawFd,
+    out_w: RawFd,
+    err_w: RawFd,
+    /// -1 when the run has no channel.
+    chan_w: RawFd,
 }
 
 fn errno() -> i32 {
@@ -242,7 +418,7 @@ fn run_op(op: &Op) -> Result<(), i32> {
 
 /// Closes every descriptor except stdio and the `keep` list (negative
 /// entries are ignored).
-fn close_other_fds(keep: &mut [RawFd; 5]) -> Result<(), i32> {
+fn close_other_fds(keep: &mut [RawFd; 7]) -> Result<(), i32> {
     keep.sort_unstable();
     let mut next: u32 = 3;
     for &fd in keep.iter() {
@@ -322,49 +498,6 @@ const KEYCTL_CLEAR: libc::c_long = 7;
 const KEY_SPEC_USER_KEYRING: libc::c_long = -4;
 const KEY_SPEC_USER_SESSION_KEYRING: libc::c_long = -5;
 
-/// Overwrites this process's argument area with `title` and NULs, and its
-/// environment area with NULs: what `/proc/<pid>/cmdline` and `environ`
-/// read. Init's memory is its own copy of the grader's, so the grader's
-/// own argv is untouched. (PR_SET_MM would move the areas instead, but it
-/// needs CAP_SYS_RESOURCE, which containers often drop.)
-fn set_title(title: &CString, areas: &[(usize, usize); 2]) {
-    let (arg_start, arg_end) = areas[0];
-    if arg_end > arg_start {
-        let t = title.as_bytes();
-        let n = t.len().min(arg_end - arg_start - 1);
-        // SAFETY: [arg_start, arg_end) is this process's argument area as
-        // the kernel reported it for the parent, whose memory this is a
-        // copy of; it lies on the writable initial stack.
-        unsafe {
-            ptr::copy_nonoverlapping(t.as_ptr(), arg_start as *mut u8, n);
-            ptr::write_bytes((arg_start + n) as *mut u8, 0, arg_end - arg_start - n);
-        }
-    }
-    let (env_start, env_end) = areas[1];
-    if env_end > env_start {
-        // SAFETY: as above, for the environment area.
-        unsafe { ptr::write_bytes(env_start as *mut u8, 0, env_end - env_start) };
-    }
-}
-
-/// The argument and environment areas of the calling process (fields 48
-/// to 51 of `/proc/self/stat`), or None when they cannot be read.
-pub fn title_areas() -> Option<[(usize, usize); 2]> {
-    parse_title_areas(&std::fs::read_to_string("/proc/self/stat").ok()?)
-}
-
-/// Fields 48 to 51 of a `/proc/<pid>/stat` line (the command name, field
-/// 2, may hold spaces and parentheses: the last ')' ends it).
-fn parse_title_areas(stat: &str) -> Option<[(usize, usize); 2]> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    // `after` starts at field 3 (the state).
-    let f: Vec<usize> = after.split_whitespace().skip(45).take(4).map(|x| x.parse().ok()).collect::<Option<_>>()?;
-    if f.len() != 4 || f[0] > f[1] || f[2] > f[3] {
-        return None;
-    }
-    Some([(f[0], f[1]), (f[2], f[3])])
-}
-
 /// CLOCK_MONOTONIC in nanoseconds (vDSO, no locks).
 pub fn mono_ns() -> i64 {
     // SAFETY: clock_gettime fills a stack struct.
@@ -375,25 +508,32 @@ pub fn mono_ns() -> i64 {
     }
 }
 
-/// The namespace init: builds the root, waits for the parent, forks the
-/// command, reaps, reports and exits. Never returns.
-pub fn init_main(ctx: &ChildCtx) -> ! {
-    let rep = ctx.report_w;
+/// The clone entry of init's first image.
+pub extern "C" fn init_entry(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the parent's `ChildCtx`; the parent waits (vfork)
+    // until this child execs or exits, so it stays alive and unchanged.
+    let ctx = unsafe { &*(arg as *const ChildCtx) };
+    init_main(ctx)
+}
+
+/// Init's first image: joins the cgroups, builds the root, moves its
+/// descriptors to the `FD_*` numbers and execs the fresh init. Never
+/// returns.
+fn init_main(ctx: &ChildCtx) -> ! {
+    let mut rep = ctx.report_w;
+    // Default dispositions and an empty mask first: nothing inherited may
+    // stay blocked or ignored across the exec (SIG_IGN and the mask
+    // survive it), and no handler of the parent may run in this child.
+    reset_signals();
     // SAFETY: the calls below are raw system calls on prepared data.
     unsafe {
         libc::umask(0o022);
+        // Survives the exec (init is not set-id).
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
     }
-    // Init reaps with blocking waitpid: SIGCHLD must not be ignored (that
-    // would auto-reap the command) and nothing inherited from the calling
-    // thread may stay blocked.
-    reset_signals();
-    let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w, ctx.chan_w];
+    let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w, ctx.chan_w, ctx.ctx_fd, ctx.exe_fd];
     if let Err(e) = close_other_fds(&mut keep) {
         fail(rep, STEP_CLOSE_FDS, e);
-    }
-    if let Some(areas) = &ctx.title_areas {
-        set_title(&ctx.init_title, areas);
     }
     // Join the run's cgroups before anything else; every process of the
     // run descends from init and inherits them.
@@ -441,33 +581,174 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
             fail(rep, STEP_SETHOSTNAME, errno());
         }
     }
+    // The descriptors the exec'd init finds at fixed numbers: first
+    // duplicate each above every target (F_DUPFD picks the lowest free
+    // number >= 9, and at most 9 descriptors are open), close the
+    // originals, then dup2 the copies onto 3..=8 (which clears their
+    // close-on-exec flag). The executable's copy keeps close-on-exec.
+    let srcs = [ctx.ctx_fd, ctx.report_w, ctx.go_r, ctx.out_w, ctx.err_w, ctx.chan_w, ctx.exe_fd];
+    let mut tmp = [-1 as RawFd; 7];
+    for (i, &fd) in srcs.iter().enumerate() {
+        if fd >= 0 {
+            // SAFETY: plain system call on a kept descriptor.
+            tmp[i] = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 9) };
+            if tmp[i] < 0 {
+                fail(rep, STEP_INIT_FDS, errno());
+            }
+        }
+    }
+    rep = tmp[1];
+    for &fd in srcs.iter().filter(|fd| **fd >= 0) {
+        // SAFETY: closing this process's own descriptor.
+        unsafe { libc::close(fd) };
+    }
+    for (i, &fd) in tmp[..6].iter().enumerate() {
+        if fd >= 0 {
+            // SAFETY: plain system calls on descriptors of this process.
+            unsafe {
+                if libc::dup2(fd, FD_CTX + i as c_int) < 0 {
+                    fail(rep, STEP_INIT_FDS, errno());
+                }
+                if i == 1 {
+                    rep = FD_REPORT;
+                }
+                libc::close(fd);
+            }
+        }
+    }
     let t_root = mono_ns();
+    // SAFETY: writes 8 bytes of a stack variable at a fixed offset of the
+    // context memfd (its size is larger); best effort, timing only.
+    unsafe {
+        libc::pwrite(FD_CTX, (&t_root as *const i64).cast(), 8, CTX_T_ROOT as libc::off_t);
+    }
+    // SAFETY: every pointer is live: a static C string and NULL-ended
+    // arrays owned by `ctx`.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            tmp[6],
+            c"".as_ptr(),
+            ctx.init_argv.as_ptr(),
+            ctx.init_envp.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        );
+    }
+    fail(rep, STEP_INIT_EXEC, errno());
+}
+
+/// Runs `exec_init_main` before `main` in the exec'd image (see the module
+/// documentation). `Sandbox::new` refers to it, so every binary that can
+/// start a sandbox links it. glibc passes argc, argv and envp to
+/// `.init_array` functions (musl passes nothing: there the exec'd image
+/// would not be recognised, and `Sandbox::new`'s probe run fails).
+#[cfg(target_env = "gnu")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+pub static EXEC_INIT: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = exec_init_ctor;
+
+#[cfg(target_env = "gnu")]
+extern "C" fn exec_init_ctor(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
+    if argc != 1 || argv.is_null() {
+        return;
+    }
+    // SAFETY: argv has argc (1) entries from the kernel, then NULL.
+    let arg0 = unsafe { *argv };
+    // SAFETY: argv[0] is a NUL-terminated string when not NULL.
+    if arg0.is_null() || unsafe { CStr::from_ptr(arg0) } != INIT_ARGV0 {
+        return;
+    }
+    // Only PID 1 of a fresh PID namespace (its parent is outside: 0).
+    // SAFETY: plain system calls.
+    if unsafe { libc::getpid() } != 1 || unsafe { libc::getppid() } != 0 {
+        return;
+    }
+    exec_init_main()
+}
+
+/// Reads the whole context memfd.
+fn read_ctx(fd: RawFd) -> Result<Vec<u8>, i32> {
+    // SAFETY: fstat fills a stack struct; pread fills the vector's
+    // initialized bytes.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return Err(errno());
+        }
+        let size = st.st_size as usize;
+        if size > CTX_MAX {
+            return Err(libc::EFBIG);
+        }
+        let mut buf = vec![0u8; size];
+        let mut off = 0;
+        while off < size {
+            let n = libc::pread(fd, buf[off..].as_mut_ptr().cast(), size - off, off as libc::off_t);
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            if n <= 0 {
+                return Err(if n == 0 { libc::EIO } else { errno() });
+            }
+            off += n as usize;
+        }
+        Ok(buf)
+    }
+}
+
+/// The exec'd init: reads the command's context, waits for the parent,
+/// forks the command, reaps, reports and exits. Never returns.
+fn exec_init_main() -> ! {
+    let t_start = mono_ns();
+    let rep = FD_REPORT;
+    // SAFETY: sets this process's name from a static string.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, INIT_COMM.as_ptr() as c_ulong, 0, 0, 0);
+    }
+    let bytes = read_ctx(FD_CTX).unwrap_or_else(|e| fail(rep, STEP_INIT_CTX, e));
+    let Some((cmd, t_root)) = CmdCtx::decode(&bytes) else { fail(rep, STEP_INIT_CTX, libc::EINVAL) };
+    drop(bytes);
+    // SAFETY: the context descriptor is no longer needed.
+    unsafe { libc::close(FD_CTX) };
+    let ptrs = |list: &[CString]| -> Vec<*const c_char> {
+        list.iter().map(|s| s.as_ptr()).chain(std::iter::once(ptr::null())).collect()
+    };
+    let run = CmdRun {
+        cmd: &cmd,
+        argv: ptrs(&cmd.argv),
+        envp: ptrs(&cmd.envp),
+        seccomp: cmd.seccomp.iter().map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k }).collect(),
+        report_w: FD_REPORT,
+        out_w: FD_OUT,
+        err_w: FD_ERR,
+        chan_w: if cmd.channel { FD_CHAN } else { -1 },
+    };
+    // The stack the command process runs on until it execs.
+    let cmd_stack = vec![0u8; 256 << 10];
     // Wait until the parent is ready (it holds the other pipe ends).
     let mut byte = 0u8;
     // SAFETY: reads one byte into a stack variable.
-    let n = unsafe { libc::read(ctx.go_r, (&mut byte as *mut u8).cast(), 1) };
+    let n = unsafe { libc::read(FD_GO, (&mut byte as *mut u8).cast(), 1) };
     if n != 1 {
         // SAFETY: the parent went away; exit quietly.
         unsafe { libc::_exit(1) }
     }
     let t_go = mono_ns();
     // The command process shares init's memory until it execs (like
-    // vfork/posix_spawn, on its own stack; init sleeps meanwhile): copying
-    // init's page tables, a copy of the whole parent's, cost about a
-    // millisecond per run. It has its own descriptors, fs and signal
-    // handlers, and only writes its stack and errno before exec or _exit.
+    // vfork/posix_spawn, on its own stack; init sleeps meanwhile). It has
+    // its own descriptors, fs and signal handlers, and only writes its
+    // stack and errno before exec or _exit.
     let stack_top = {
-        let base = ctx.cmd_stack.as_ptr() as usize;
-        (base + ctx.cmd_stack.len()) & !15usize
+        let base = cmd_stack.as_ptr() as usize;
+        (base + cmd_stack.len()) & !15usize
     };
-    // SAFETY: the stack is owned by `ctx` and unused by init while the
-    // child runs (CLONE_VFORK); `ctx` outlives the child's use of it.
+    // SAFETY: the stack is owned here and unused by init while the child
+    // runs (CLONE_VFORK); `run` outlives the child's use of it.
     let main = unsafe {
         libc::clone(
             command_entry,
             stack_top as *mut libc::c_void,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (ctx as *const ChildCtx).cast_mut().cast(),
+            (&run as *const CmdRun).cast_mut().cast(),
         )
     };
     if main < 0 {
@@ -475,17 +756,18 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
     }
     // SAFETY: closing this process's copies of descriptors it does not use.
     unsafe {
-        libc::close(ctx.out_w);
-        libc::close(ctx.err_w);
-        libc::close(ctx.go_r);
-        if ctx.chan_w >= 0 {
-            libc::close(ctx.chan_w);
+        libc::close(FD_OUT);
+        libc::close(FD_ERR);
+        libc::close(FD_GO);
+        if cmd.channel {
+            libc::close(FD_CHAN);
         }
     }
     let mut rec = Record::zeroed();
     rec.kind = KIND_RESULT;
     rec.t_ns[0] = t_root;
-    rec.t_ns[1] = t_go;
+    rec.t_ns[1] = t_start;
+    rec.t_ns[2] = t_go;
     // Reap everything until the main process ends.
     loop {
         let mut status = 0;
@@ -499,12 +781,12 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
             break;
         }
     }
-    rec.t_ns[2] = mono_ns();
+    rec.t_ns[3] = mono_ns();
     // Reap zombies so that only live processes are listed.
     // SAFETY: non-blocking waits.
     while unsafe { libc::waitpid(-1, ptr::null_mut(), libc::WNOHANG) } > 0 {}
-    scan_leftovers(ctx, &mut rec);
-    rec.disk_full = (fs_full(&ctx.tmp) || fs_full(&ctx.workspace)) as u32;
+    scan_leftovers(&cmd.proc_dir, &mut rec);
+    rec.disk_full = (fs_full(&cmd.tmp) || fs_full(&cmd.workspace)) as u32;
     // SAFETY: from PID 1, kill(-1) reaches every other process in the
     // namespace and nothing outside it.
     unsafe {
@@ -525,14 +807,14 @@ pub fn init_main(ctx: &ChildCtx) -> ! {
         rec.stime_us = ru.ru_stime.tv_sec * 1_000_000 + ru.ru_stime.tv_usec;
         rec.maxrss_kb = ru.ru_maxrss;
     }
-    rec.t_ns[3] = mono_ns();
+    rec.t_ns[4] = mono_ns();
     write_record(rep, &rec);
     // SAFETY: init is done.
     unsafe { libc::_exit(0) }
 }
 
 /// Whether the filesystem at `path` has no free blocks or inodes left.
-fn fs_full(path: &CString) -> bool {
+fn fs_full(path: &CStr) -> bool {
     // SAFETY: statvfs fills a stack struct.
     // (statfs, not glibc's statvfs, which may read /proc/mounts through
     // malloc'ing stdio.)
@@ -546,10 +828,10 @@ fn fs_full(path: &CString) -> bool {
 }
 
 /// Lists the processes alive in the namespace (other than init) into `rec`.
-fn scan_leftovers(ctx: &ChildCtx, rec: &mut Record) {
+fn scan_leftovers(proc_dir: &CStr, rec: &mut Record) {
     // SAFETY: raw directory reading into stack buffers.
     unsafe {
-        let dir = libc::open(ctx.proc_dir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+        let dir = libc::open(proc_dir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
         if dir < 0 {
             return;
         }
@@ -642,13 +924,13 @@ fn read_cmdline(pid: i32, out: &mut [u8; LEFTOVER_CMD_BYTES]) -> usize {
 }
 
 extern "C" fn command_entry(arg: *mut libc::c_void) -> c_int {
-    // SAFETY: `arg` is the `ChildCtx` init passed to clone; it is alive.
-    let ctx = unsafe { &*(arg as *const ChildCtx) };
+    // SAFETY: `arg` is the `CmdRun` init passed to clone; it is alive.
+    let ctx = unsafe { &*(arg as *const CmdRun) };
     command_main(ctx)
 }
 
 /// The command process: stdio, rlimits, privileges, exec. Never returns.
-fn command_main(ctx: &ChildCtx) -> ! {
+fn command_main(ctx: &CmdRun) -> ! {
     let mut rep = ctx.report_w;
     // SAFETY: raw system calls on prepared data in a single-threaded child.
     unsafe {
@@ -667,7 +949,7 @@ fn command_main(ctx: &ChildCtx) -> ! {
         if libc::dup2(ctx.out_w, 1) < 0 || libc::dup2(ctx.err_w, 2) < 0 {
             fail(rep, STEP_CMD_DUP2, errno());
         }
-        let null = libc::open(ctx.dev_null.as_ptr(), libc::O_RDONLY);
+        let null = libc::open(ctx.cmd.dev_null.as_ptr(), libc::O_RDONLY);
         if null < 0 || libc::dup2(null, 0) < 0 {
             fail(rep, STEP_CMD_DEVNULL, errno());
         }
@@ -686,27 +968,26 @@ fn command_main(ctx: &ChildCtx) -> ! {
             fail(rep, STEP_CMD_CLOEXEC, errno());
         }
         // The command and everything it starts go first when the memory
-        // cgroup runs out: init is a copy of the grader, so its resident
-        // set can outweigh a small command's, and an OOM kill of init would
-        // be a sandbox failure instead of the command's memory limit.
+        // cgroup runs out: an OOM kill of init would be a sandbox failure
+        // instead of the command's memory limit.
         // Raising the score needs no privilege; best effort.
         let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
         if adj >= 0 {
             let _ = libc::write(adj, b"1000".as_ptr().cast(), 4);
             libc::close(adj);
         }
-        for (i, (res, lim)) in ctx.rlimits.iter().enumerate() {
+        for (i, (res, lim)) in ctx.cmd.rlimits.iter().enumerate() {
             if libc::setrlimit(*res, lim) != 0 {
                 fail(rep, STEP_CMD_SETRLIMIT + i as u32, errno());
             }
         }
-        if libc::chdir(ctx.workspace.as_ptr()) != 0 {
+        if libc::chdir(ctx.cmd.workspace.as_ptr()) != 0 {
             fail(rep, STEP_CMD_CHDIR, errno());
         }
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             fail(rep, STEP_CMD_NO_NEW_PRIVS, errno());
         }
-        if ctx.drop_uid {
+        if ctx.cmd.drop_uid {
             // Raw system calls, NOT the glibc wrappers: glibc's setgroups,
             // setresgid and setresuid broadcast the change to every thread
             // of the process (`__nptl_setxid`). This copy still carries the
@@ -714,15 +995,15 @@ fn command_main(ctx: &ChildCtx) -> ! {
             // the middle of `pthread_create` at clone time is marked
             // "not started" (setxid_futex == -2) forever here, so the
             // wrapper waits on a futex nobody will ever wake: the command
-            // hangs before exec until the wall limit. The kernel calls
-            // change this (really single-threaded) process only.
+            // hangs before exec until the wall limit. (The exec'd init is
+            // single-threaded; the raw calls stay the safe choice.)
             if libc::syscall(libc::SYS_setgroups, 0usize, ptr::null::<libc::gid_t>()) != 0 {
                 fail(rep, STEP_CMD_SETGROUPS, errno());
             }
-            if libc::syscall(libc::SYS_setresgid, ctx.gid, ctx.gid, ctx.gid) != 0 {
+            if libc::syscall(libc::SYS_setresgid, ctx.cmd.gid, ctx.cmd.gid, ctx.cmd.gid) != 0 {
                 fail(rep, STEP_CMD_SETGID, errno());
             }
-            if libc::syscall(libc::SYS_setresuid, ctx.uid, ctx.uid, ctx.uid) != 0 {
+            if libc::syscall(libc::SYS_setresuid, ctx.cmd.uid, ctx.cmd.uid, ctx.cmd.uid) != 0 {
                 fail(rep, STEP_CMD_SETUID, errno());
             }
         }
@@ -744,27 +1025,68 @@ fn command_main(ctx: &ChildCtx) -> ! {
                 fail(rep, STEP_CMD_SECCOMP, errno());
             }
         }
-        libc::execve(ctx.sh.as_ptr(), ctx.argv.as_ptr(), ctx.envp.as_ptr());
+        libc::execve(ctx.cmd.sh.as_ptr(), ctx.argv.as_ptr(), ctx.envp.as_ptr());
         fail(rep, STEP_CMD_EXECVE, errno());
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_title_areas;
+    use super::CmdCtx;
+    use std::ffi::CString;
+
+    fn sample() -> CmdCtx {
+        let c = |s: &str| CString::new(s).unwrap();
+        CmdCtx {
+            rlimits: vec![(7, libc::rlimit { rlim_cur: 64, rlim_max: 65 }), (1, libc::rlimit { rlim_cur: u64::MAX, rlim_max: 0 })],
+            uid: 61003,
+            gid: 61004,
+            drop_uid: true,
+            channel: false,
+            sh: c("/bin/sh"),
+            argv: vec![c("/bin/sh"), c("-c"), c("echo 'ü' \"$x\"")],
+            envp: vec![c("PATH=/usr/bin"), c("")],
+            workspace: c("/workspace"),
+            tmp: c("/tmp"),
+            dev_null: c("/dev/null"),
+            proc_dir: c("/proc"),
+            seccomp: vec![(0x20, 0, 0, 4), (0x15, 1, 2, 0xc000_003e), (6, 0, 0, 0x7fff_0000)],
+        }
+    }
 
     #[test]
-    fn title_areas_come_from_fields_48_to_51() {
-        let tail: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
-        let line = |comm: &str| format!("1234 ({comm}) {}", tail.join(" "));
-        for (stat, expect) in [
-            (line("it"), Some([(48, 49), (50, 51)])),
-            (line("a) (b c"), Some([(48, 49), (50, 51)])),
-            ("1234 (it) R 1 2".to_string(), None),
-            ("no parenthesis".to_string(), None),
-            (line("it").replace(" 48 ", " 50 "), None),
-        ] {
-            assert_eq!(parse_title_areas(&stat), expect, "{stat}");
+    fn command_context_round_trips() {
+        let ctx = sample();
+        let mut bytes = ctx.encode();
+        bytes[8..16].copy_from_slice(&42i64.to_le_bytes());
+        assert_eq!(CmdCtx::decode(&bytes), Some((ctx, 42)));
+        let empty = CmdCtx { rlimits: vec![], seccomp: vec![], argv: vec![], envp: vec![], ..sample() };
+        assert_eq!(CmdCtx::decode(&empty.encode()).map(|(c, _)| c), Some(empty));
+    }
+
+    #[test]
+    fn command_context_refuses_anything_else() {
+        let bytes = sample().encode();
+        // Every truncation, a trailing byte, a wrong magic, a bad flag, a
+        // huge count and a NUL inside a string are refused.
+        for n in 0..bytes.len() {
+            assert!(CmdCtx::decode(&bytes[..n]).is_none(), "truncated to {n}");
         }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(CmdCtx::decode(&longer).is_none());
+        let mut magic = bytes.clone();
+        magic[0] ^= 1;
+        assert!(CmdCtx::decode(&magic).is_none());
+        let mut flag = bytes.clone();
+        flag[24] = 2;
+        assert!(CmdCtx::decode(&flag).is_none());
+        let mut count = bytes.clone();
+        count[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(CmdCtx::decode(&count).is_none());
+        let sh = bytes.windows(7).position(|w| w == b"/bin/sh").unwrap();
+        let mut nul = bytes;
+        nul[sh + 1] = 0;
+        assert!(CmdCtx::decode(&nul).is_none());
     }
 }

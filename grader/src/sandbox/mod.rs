@@ -18,7 +18,7 @@
 //!   an `Ok(RunReport)`.
 //!
 //! DESIGN. `run` clones an init process (raw `clone`, so no glibc atfork
-//! handlers run in a copy of a multi-threaded parent) into new PID, mount,
+//! handlers run in a child of a multi-threaded parent) into new PID, mount,
 //! net, IPC and UTS namespaces. Everything the child needs is prepared
 //! before the clone (`child::ChildCtx`); the child only issues raw system
 //! calls and reports failures as fixed-size records (step + errno) that the
@@ -26,9 +26,31 @@
 //! builds a root on a tmpfs (read-only binds, recreated top-level symlinks,
 //! a written /etc/passwd, group and hosts, a /dev of bound null, zero, full,
 //! random and urandom, a fresh /proc, a size-capped /tmp), pivots into it,
-//! brings loopback up, waits for the parent's go byte, then starts the
-//! command (rlimits, no_new_privs, per-run uid, a fresh session keyring,
-//! the seccomp filter).
+//! brings loopback up, then EXECS A FRESH INIT: see below. The exec'd init
+//! waits for the parent's go byte, then starts the command (rlimits,
+//! no_new_privs, per-run uid, a fresh session keyring, the seccomp filter),
+//! reaps it, lists and kills what is left, and reports.
+//!
+//! THE EXEC'D INIT. Init's first image is cloned with CLONE_VM|CLONE_VFORK
+//! on a stack of its own: it shares the grader's memory (no copy of its
+//! page tables) while the grader's thread waits, and only runs the
+//! prepared system calls. At the end it moves its descriptors to fixed
+//! numbers (`child::FD_*`: the command's context, report, go, stdout,
+//! stderr, channel) and `execveat`s the grader's own executable, opened
+//! as `/proc/self/exe` at `Sandbox::new`, with argv
+//! `["gatehouse-sandbox-init"]` and an empty environment. In the new image
+//! the `.init_array` constructor `child::EXEC_INIT`, in this library and so
+//! in every binary that can start a sandbox (the CLI, the server, the test
+//! binaries), recognises that argv in PID 1 of a fresh namespace and runs
+//! the init loop before any `main`; in any other process it returns at
+//! once. The command's argv, environment, rlimits, uid and seccomp program
+//! (`child::CmdCtx`) come through a memfd the parent wrote. So init's
+//! address space holds the executable's image (text and read-only data, as
+//! on disk), the C library and that context, and nothing of the grader's
+//! heap, stacks or other threads' data; `/proc/<init>/cmdline` is the fixed
+//! title, `environ` is empty and `comm` is `gatehouse-init`. The dynamic
+//! loader and C library it needs are found in the run's root (the system
+//! folders are bound there).
 //!
 //! Init moves ITSELF into the run's cgroups first thing, by writing "0" to
 //! each v1 `tasks` file: a migration by pid takes the global
@@ -37,14 +59,15 @@
 //! the calling thread does not. The command process is started with
 //! CLONE_VM|CLONE_VFORK on its own stack (no copy of init's page tables).
 //!
-//! Nothing after the clone may call a glibc function that assumes glibc's
-//! view of the process's threads: the copy still carries the parent's
-//! thread list. In particular setgroups/setresgid/setresuid must be raw
-//! system calls; glibc's wrappers broadcast to "all threads" and wait
-//! forever for a parent thread that was inside pthread_create at clone
-//! time (the `sandbox_stress_*` test hung on this about once a suite run).
-//! Signal dispositions and the mask are reset with raw rt_sigaction and
-//! rt_sigprocmask in init and again in the command before exec.
+//! Nothing in init's first image may call a glibc function that assumes
+//! glibc's view of the process's threads or takes a lock: it runs in the
+//! grader's memory, with the grader's thread list. (When init was a forked
+//! copy, glibc's setgroups/setresgid/setresuid wrappers, which broadcast
+//! to "all threads", waited forever for a parent thread caught inside
+//! pthread_create; the command still makes them raw system calls.) The
+//! parent blocks every signal around the clone; the first image resets
+//! dispositions and the mask with raw rt_sigaction and rt_sigprocmask
+//! before anything else, and the command does again before its exec.
 //!
 //! The workspace differs from a `/proc/<pid>/root` copy handshake: the
 //! parent mounts a size- and inode-capped tmpfs (`Limits::disk_bytes`,
@@ -91,8 +114,9 @@
 //! - the network: a new network namespace with loopback only; AF_VSOCK
 //!   and every socket family but UNIX, INET, INET6 and NETLINK refused;
 //! - other processes: a PID namespace whose init kills everything when the
-//!   command ends; `/proc` with `hidepid=2`; init shows a fixed command
-//!   line (`gatehouse-sandbox-init`), not the grader's;
+//!   command ends; `/proc` with `hidepid=2`; init is a freshly exec'd image
+//!   (no copy of the grader's memory) with a fixed command line
+//!   (`gatehouse-sandbox-init`) and no environment;
 //! - other candidates: a uid per live run, host-wide; a fresh session
 //!   keyring per run and the uid's user keyrings cleared before exec; key
 //!   system calls refused anyway;
@@ -115,9 +139,11 @@
 //!   secrets; so is `/gatehouse` (the tool folder);
 //! - timing between runs: two runs on the host share the CPUs and the page
 //!   cache; one candidate's load can slow another's (no CPU shares);
-//! - init is still a copy of the grader process (its memory is the
-//!   grader's, unreadable to the run uid under hidepid and ptrace rules,
-//!   but present); a small exec'd init would remove it;
+//! - init's first image runs in the grader's memory until its exec (it
+//!   only issues the prepared system calls, before any command runs); the
+//!   exec'd init holds the run's own context (the command's argv and
+//!   environment, which the command gets anyway) and the executable's
+//!   image, so the executable itself must hold no secrets;
 //! - `/sys` is not mounted, but anything the kernel shows through the
 //!   allowed `/proc` files (meminfo, cpuinfo, the kernel version via uname)
 //!   stays visible;
@@ -368,9 +394,9 @@ pub struct Sandbox {
     seccomp: Vec<libc::sock_filter>,
     /// Files of /proc hidden behind /dev/null in every run.
     proc_masks: Vec<&'static str>,
-    /// This process's argument and environment areas, which init
-    /// overwrites in its copy.
-    title_areas: Option<[(usize, usize); 2]>,
+    /// This process's executable (`/proc/self/exe`, opened at `new`):
+    /// what the sandbox's init execs.
+    init_exe: std::os::fd::OwnedFd,
     /// Held for the life of the sandbox; names its staging folders and
     /// cgroups.
     owner: owner::OwnerLock,
@@ -426,7 +452,7 @@ impl Sandbox {
         let ipc = optional(libc::CLONE_NEWIPC, "CLONE_NEWIPC", "the command shares the host System V IPC");
         let uts = optional(libc::CLONE_NEWUTS, "CLONE_NEWUTS", "the command sees the host name");
         let _ = ipc;
-        names.push_str("|SIGCHLD");
+        names.push_str("|CLONE_VM|CLONE_VFORK|SIGCHLD");
         let cgroup_ns = match probe_clone(libc::CLONE_NEWCGROUP) {
             Ok(()) => true,
             Err(e) => {
@@ -443,10 +469,15 @@ impl Sandbox {
                 Vec::new()
             }
         };
-        let title_areas = child::title_areas();
-        if title_areas.is_none() {
-            fallbacks.push("/proc/self/stat gave no argument area: the sandbox's init shows the grader's command line to root in the run".into());
-        }
+        // Init execs this very executable (opened now: an upgrade that
+        // replaces the file later does not change what runs); its
+        // `.init_array` constructor, referred to here so that every binary
+        // starting a sandbox links it, turns it into the small init.
+        #[cfg(target_env = "gnu")]
+        std::hint::black_box(&child::EXEC_INIT);
+        let init_exe = std::fs::File::open("/proc/self/exe")
+            .map_err(|e| SandboxError { call: "open(\"/proc/self/exe\", O_RDONLY|O_CLOEXEC)".into(), detail: e.to_string() })?
+            .into();
         let proc_masks = PROC_MASKS.iter().copied().filter(|m| Path::new("/proc").join(m).exists()).collect();
 
         let (cgroups, missing) = cgroup::CgroupRoots::probe();
@@ -483,7 +514,7 @@ impl Sandbox {
             cgroup_ns,
             seccomp,
             proc_masks,
-            title_areas,
+            init_exe,
             owner,
             swept,
         };

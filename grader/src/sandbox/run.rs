@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::cgroup::RunCgroups;
-use super::child::{self, ChildCtx, Op, Record};
+use super::child::{self, ChildCtx, CmdCtx, Op, Record};
 use super::{Exit, Leftover, LimitHit, RunReport, RunSpec, Sandbox, SandboxError};
 
 /// How many run uids there are: `config.uid .. config.uid + UID_RANGE`,
@@ -256,8 +256,22 @@ impl Plan {
 struct Prepared {
     ctx: ChildCtx,
     desc: Vec<String>,
-    _argv: Vec<CString>,
-    _envp: Vec<CString>,
+    /// The memfd holding the encoded `CmdCtx` (`ctx.ctx_fd`).
+    _ctx_file: OwnedFd,
+}
+
+/// A close-on-exec memfd holding `bytes`.
+fn memfd_with(bytes: &[u8]) -> Result<OwnedFd, SandboxError> {
+    // SAFETY: a static name; the descriptor is owned below.
+    let fd = unsafe { libc::memfd_create(c"gatehouse-init-ctx".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(os_err("memfd_create(\"gatehouse-init-ctx\", MFD_CLOEXEC)"));
+    }
+    // SAFETY: the descriptor was just created and is owned here.
+    let file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    std::io::Write::write_all(&mut &file, bytes)
+        .map_err(|e| io_err(format!("write(memfd, {} bytes of the init context)", bytes.len()), e))?;
+    Ok(file.into())
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
@@ -339,7 +353,7 @@ fn drain(fd: RawFd, mut sink: impl FnMut(&[u8])) -> bool {
 }
 
 /// Maps a child step number to the call it made.
-fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, rlimit_names: &[String]) -> String {
+fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, ids: (u32, u32), rlimit_names: &[String]) -> String {
     if let Some(d) = desc.get(step as usize) {
         return d.clone();
     }
@@ -355,12 +369,19 @@ fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, rlimit_names: &[Str
         child::STEP_CMD_CHDIR => "chdir(\"/workspace\")".into(),
         child::STEP_CMD_NO_NEW_PRIVS => "prctl(PR_SET_NO_NEW_PRIVS, 1)".into(),
         child::STEP_CMD_SETGROUPS => "setgroups(0, [])".into(),
-        child::STEP_CMD_SETGID => format!("setresgid({0}, {0}, {0})", ctx.gid),
-        child::STEP_CMD_SETUID => format!("setresuid({0}, {0}, {0})", ctx.uid),
+        child::STEP_CMD_SETGID => format!("setresgid({0}, {0}, {0})", ids.1),
+        child::STEP_CMD_SETUID => format!("setresuid({0}, {0}, {0})", ids.0),
         child::STEP_CMD_CHANNEL => "dup2(channel pipe, 3)".into(),
         child::STEP_CMD_KEYRING => "keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL) / keyctl(KEYCTL_CLEAR, user keyrings)".into(),
         child::STEP_CMD_SECCOMP => "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter)".into(),
         child::STEP_CGROUP_NS => "unshare(CLONE_NEWCGROUP) in init".into(),
+        child::STEP_INIT_FDS => "fcntl(F_DUPFD_CLOEXEC, 9) / dup2(fd, 3..=8) of init's descriptors before its exec".into(),
+        child::STEP_INIT_EXEC => format!(
+            "execveat(grader executable fd, \"\", [{:?}], [], AT_EMPTY_PATH) of the sandbox init \
+             (its dynamic loader and C library must be visible in the run's root: SandboxConfig::read_only_binds)",
+            child::INIT_ARGV0
+        ),
+        child::STEP_INIT_CTX => format!("read of the command context (fd {}) in the exec'd init", child::FD_CTX),
         child::STEP_CMD_EXECVE => "execve(\"/bin/sh\", [\"/bin/sh\", \"-c\", script], env)".into(),
         s if s >= child::STEP_CGROUP_JOIN => ctx
             .cgroup_tasks
@@ -526,10 +547,6 @@ impl Sandbox {
             env.push((k.clone(), v.clone()));
         }
         let envp: Vec<CString> = env.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect::<Result<_, _>>()?;
-        let mut argv_ptrs: Vec<_> = argv.iter().map(|s| s.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
-        let mut envp_ptrs: Vec<_> = envp.iter().map(|s| s.as_ptr()).collect();
-        envp_ptrs.push(std::ptr::null());
 
         // Resource limits of the command process.
         let mut rlimits = Vec::new();
@@ -560,6 +577,22 @@ impl Sandbox {
         } else {
             None
         };
+        let cmd = CmdCtx {
+            rlimits,
+            uid,
+            gid,
+            drop_uid: self.features.uid_drop,
+            channel: fds[4] >= 0,
+            sh: cstr("/bin/sh")?,
+            argv,
+            envp,
+            workspace: cstr("/workspace")?,
+            tmp: cstr("/tmp")?,
+            dev_null: cstr("/dev/null")?,
+            proc_dir: cstr("/proc")?,
+            seccomp: self.seccomp.iter().map(|f| (f.code, f.jt, f.jf, f.k)).collect(),
+        };
+        let ctx_file = memfd_with(&cmd.encode())?;
         let ctx = ChildCtx {
             ops: plan.ops,
             go_r: fds[0],
@@ -567,27 +600,17 @@ impl Sandbox {
             out_w: fds[2],
             err_w: fds[3],
             chan_w: fds[4],
+            ctx_fd: ctx_file.as_raw_fd(),
+            exe_fd: self.init_exe.as_raw_fd(),
             loopback,
             hostname: if self.uts_namespace { Some(cstr("gatehouse")?) } else { None },
-            rlimits,
             cgroup_tasks: cgroup_tasks.iter().map(|p| cpath(p)).collect::<Result<_, _>>()?,
-            cmd_stack: vec![0u8; 256 << 10],
-            uid,
-            gid,
-            drop_uid: self.features.uid_drop,
-            sh: cstr("/bin/sh")?,
-            argv: argv_ptrs,
-            envp: envp_ptrs,
-            workspace: cstr("/workspace")?,
-            tmp: cstr("/tmp")?,
-            dev_null: cstr("/dev/null")?,
-            proc_dir: cstr("/proc")?,
-            init_title: cstr("gatehouse-sandbox-init")?,
-            title_areas: self.title_areas,
             cgroup_ns: self.cgroup_ns,
-            seccomp: self.seccomp.clone(),
+            stack: vec![0u8; 256 << 10],
+            init_argv: [child::INIT_ARGV0.as_ptr(), std::ptr::null()],
+            init_envp: [std::ptr::null()],
         };
-        Ok(Prepared { ctx, desc: plan.desc, _argv: argv, _envp: envp })
+        Ok(Prepared { ctx, desc: plan.desc, _ctx_file: ctx_file })
     }
 
     pub(super) fn run_inner(&self, spec: &RunSpec) -> Result<RunReport, SandboxError> {
@@ -633,12 +656,9 @@ impl Sandbox {
         ph.mark("prepare");
         let start = Instant::now();
         let clone_ns = child::mono_ns();
-        let pid = child::raw_fork(self.clone_flags);
+        let pid = spawn_init(&prepared.ctx, self.clone_flags);
         if pid < 0 {
             return Err(os_err(format!("clone({})", self.clone_flag_names)));
-        }
-        if pid == 0 {
-            child::init_main(&prepared.ctx);
         }
         drop((go_r, rep_w, out_w, err_w));
         let chan_r = chan.map(|(r, w)| {
@@ -651,7 +671,12 @@ impl Sandbox {
         ph.mark("clone");
         // SAFETY: writes one byte from a stack variable.
         if unsafe { libc::write(go_w.as_raw_fd(), b"g".as_ptr().cast(), 1) } != 1 {
-            return Err(os_err("write(go pipe, \"g\", 1)"));
+            let e = std::io::Error::last_os_error();
+            // EPIPE: init already failed and exited (its first image runs
+            // before clone returns); its failure record tells why.
+            if e.raw_os_error() != Some(libc::EPIPE) {
+                return Err(io_err("write(go pipe, \"g\", 1)", e));
+            }
         }
         drop(go_w);
 
@@ -737,7 +762,7 @@ impl Sandbox {
             let Some(rec) = Record::from_bytes(chunk) else { continue };
             if rec.kind == child::KIND_FAILURE {
                 return Err(SandboxError {
-                    call: describe_step(rec.step, &prepared.desc, &prepared.ctx, &rlimit_names),
+                    call: describe_step(rec.step, &prepared.desc, &prepared.ctx, (uid, gid), &rlimit_names),
                     detail: errno_name(rec.errno),
                 });
             }
@@ -763,12 +788,13 @@ impl Sandbox {
             let us = |a: i64, b: i64| (b - a) / 1000;
             let t = rec.t_ns;
             ph.print(&format!(
-                " | init: root={} wait_go={} command={} teardown={} after_report={}",
+                " | init: root={} exec={} wait_go={} command={} teardown={} after_report={}",
                 us(clone_ns, t[0]),
                 us(t[0], t[1]),
                 us(t[1], t[2]),
                 us(t[2], t[3]),
-                us(t[3], child::mono_ns())
+                us(t[3], t[4]),
+                us(t[4], child::mono_ns())
             ));
         }
 
@@ -841,6 +867,38 @@ impl Sandbox {
             channel_bytes: chan_buf.total,
             channel: chan_buf.buf,
         })
+    }
+}
+
+/// Clones init's first image on its own stack, sharing this process's
+/// memory (CLONE_VM|CLONE_VFORK: no copy of the grader's page tables, and
+/// this thread waits until init has exec'd or exited), in the new
+/// namespaces. All signals are blocked around the clone so that no handler
+/// of this process runs in the child before it resets them. Returns the
+/// pid, or -1 with errno set.
+fn spawn_init(ctx: &ChildCtx, ns_flags: c_int) -> libc::pid_t {
+    let stack_top = (ctx.stack.as_ptr() as usize + ctx.stack.len()) & !15usize;
+    // SAFETY: sigset_t is plain data; the masks are stack variables; the
+    // stack is owned by `ctx`, which outlives the child's use of it (it
+    // execs or exits before clone returns).
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            child::init_entry,
+            stack_top as *mut libc::c_void,
+            ns_flags | libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (ctx as *const ChildCtx).cast_mut().cast(),
+        );
+        let e = std::io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            // Keep clone's errno for the caller's message.
+            *libc::__errno_location() = e.raw_os_error().unwrap_or(0);
+        }
+        pid
     }
 }
 

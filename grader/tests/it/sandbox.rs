@@ -665,6 +665,112 @@ fn sandbox_init_does_not_show_the_grader_argv() {
     assert!(titles.iter().all(|t| !t.contains(&exe)), "{titles:?}");
 }
 
+/// The host pid of the sandbox init running the command whose shell
+/// command line holds `marker` (the shell's parent), polling up to 5 s.
+fn init_host_pid_of(marker: &str) -> Option<u32> {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        for line in host_processes_with(marker) {
+            let pid = line.split(':').next().unwrap_or("");
+            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+            let ppid: u32 = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+            let title = fs::read(format!("/proc/{ppid}/cmdline")).unwrap_or_default();
+            if title.starts_with(b"gatehouse-sandbox-init\0") {
+                return Some(ppid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Every readable mapping of process `pid` (read as root through
+/// /proc/<pid>/mem): whether `needle` occurs in any, and how many bytes
+/// were read.
+fn memory_holds(pid: u32, needle: &[u8]) -> (bool, u64) {
+    use std::os::unix::fs::FileExt;
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let mem = fs::File::open(format!("/proc/{pid}/mem")).expect("open mem");
+    let mut read = 0u64;
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else { continue };
+        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
+            continue;
+        }
+        let (a, b) = range.split_once('-').expect("range");
+        let (a, b) = (u64::from_str_radix(a, 16).expect("start"), u64::from_str_radix(b, 16).expect("end"));
+        // In chunks of 1 MiB that overlap by the needle's length.
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = a;
+        while at < b {
+            let len = ((b - at) as usize).min(buf.len());
+            let Ok(n) = mem.read_at(&mut buf[..len], at) else { break };
+            if n == 0 {
+                break;
+            }
+            read += n as u64;
+            if buf[..n].windows(needle.len()).any(|w| w == needle) {
+                return (true, read);
+            }
+            if at + (n as u64) >= b {
+                break;
+            }
+            at += (n - needle.len().min(n - 1)) as u64;
+        }
+    }
+    (false, read)
+}
+
+/// Init is a freshly exec'd image (issue 17, item 7): a secret in this
+/// process's heap, which a forked init would carry in its copy of the
+/// grader's memory, is nowhere in init's memory; init's command line is
+/// the fixed title, its environment empty, its name `gatehouse-init`.
+#[test]
+fn sandbox_init_holds_no_copy_of_the_grader_memory() {
+    // Made at run time, so it is in no binary: only in this heap.
+    let mut seed = [0u8; 16];
+    fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed)).expect("urandom");
+    let secret: Vec<u8> = format!("gh-heap-secret-{}", seed.iter().map(|b| format!("{b:02x}")).collect::<String>()).into_bytes();
+    let marker = format!("gh_mem_probe_{:02x}{:02x}{:02x}{:02x}", seed[0], seed[1], seed[2], seed[3]);
+    // The method finds the secret where it is: in this process.
+    assert!(memory_holds(std::process::id(), &secret).0, "the probe cannot find the secret in its own heap");
+    let script = format!(": {marker}; sleep 6; true");
+    let h = std::thread::spawn(move || run(&script, small_limits()));
+    let pid = init_host_pid_of(&marker).expect("the run's sandbox init, seen from the host");
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let environ = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let (found, read) = memory_holds(pid, &secret);
+    // The whole scan happened while init was alive (the run still sleeps).
+    let scanned_live = !h.is_finished();
+    let r = h.join().expect("join");
+    assert!(scanned_live, "the run ended before init's memory was read");
+    assert!(r.success(), "{r:?}");
+    assert!(read > 0, "nothing of init's memory was readable");
+    assert!(!found, "the grader's heap secret is in the sandbox init's memory ({read} bytes read)");
+    assert_eq!(comm.trim_end(), "gatehouse-init", "init is not the exec'd small init");
+    assert!(environ.is_empty(), "init has an environment: {:?}", String::from_utf8_lossy(&environ));
+    assert_eq!(cmdline, b"gatehouse-sandbox-init\0", "init's whole command line is the title");
+    assert_eq!(exe, std::env::current_exe().ok(), "init runs this binary's image, exec'd afresh");
+    std::hint::black_box(&secret);
+}
+
+/// A root without the system folders has no dynamic loader for the exec'd
+/// init: that is a sandbox failure naming the exec, not a command's exit.
+#[test]
+fn sandbox_init_exec_failure_is_a_sandbox_error_naming_the_call() {
+    let config = grader::sandbox::SandboxConfig { read_only_binds: Vec::new(), ..Sandbox::host_default_config() };
+    let err = match Sandbox::new(config) {
+        Ok(_) => panic!("a sandbox without a loader in its root started"),
+        Err(e) => e,
+    };
+    assert!(err.call.contains("execveat(") && err.call.contains("gatehouse-sandbox-init"), "{err}");
+    assert!(err.detail.contains("ENOENT"), "{err}");
+}
+
 #[test]
 fn sandbox_cgroup_path_and_host_proc_files_are_masked() {
     let host_cmdline = fs::read_to_string("/proc/cmdline").expect("host cmdline");
