@@ -9,6 +9,8 @@
 //! Page components take plain serializable view models, so the server
 //! decides what a page shows and the components only lay it out.
 
+#[cfg(feature = "ssr")]
+pub mod charts;
 pub mod islands;
 pub mod pages;
 pub mod shell;

@@ -2,7 +2,6 @@
 //! no external asset, so it opens offline from disk), the CSV of a packet's
 //! scorecards, and the score distribution as a hand-written SVG.
 
-use std::collections::BTreeMap;
 
 use app::pages::review::CardView;
 use askama::Template;
@@ -87,125 +86,15 @@ pub fn scorecards_csv(rows: &[CsvRow<'_>]) -> anyhow::Result<String> {
     Ok(String::from_utf8(w.into_inner().map_err(|e| anyhow::anyhow!("writing the CSV: {e}"))?)?)
 }
 
-/// Escapes text for XML content and attribute values.
-pub use app::text::escape_html as xml_escape;
-
-/// Colors for decisions ranked best first; pending and unknown decisions
-/// are grey.
-const PALETTE: [&str; 5] = ["#2e7d32", "#f9a825", "#c62828", "#6a1b9a", "#00838f"];
-const GREY: &str = "#9e9e9e";
-
 /// The number of buckets of the histogram (10 % of the maximum each).
-pub const BUCKETS: usize = 10;
+pub use app::charts::BUCKETS;
 
 /// A histogram of `scores` (each a percentage of its maximum, with its
-/// decision) in `BUCKETS` buckets, each bar stacked by decision. `ranked`
-/// names the packet's decisions best first, for their colors and the
-/// legend. With no score it draws a short message instead of bars.
+/// decision) in `BUCKETS` buckets, each bar stacked by decision, drawn by
+/// `app::charts` (`pending` always grey). `ranked` names the packet's
+/// decisions best first, for their colors and the legend.
 pub fn distribution_svg(title: &str, scores: &[(f64, String)], ranked: &[String]) -> String {
-    let (w, h) = (640.0_f64, 300.0_f64);
-    let (left, right, top, bottom) = (40.0, 150.0, 30.0, 40.0);
-    let plot_w = w - left - right;
-    let plot_h = h - top - bottom;
-    let mut s = String::new();
-    s.push_str(&format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{}">"#,
-        xml_escape(title)
-    ));
-    s.push_str(&format!(r#"<title>{}</title>"#, xml_escape(title)));
-    s.push_str(&format!(r##"<rect class="frame" x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>"##));
-    if scores.is_empty() {
-        s.push_str(&format!(
-            r##"<text class="empty" x="{}" y="{}" text-anchor="middle" font-family="sans-serif" font-size="14" fill="#555555">No graded submission with a score yet.</text></svg>"##,
-            w / 2.0,
-            h / 2.0
-        ));
-        return s;
-    }
-    // Decisions in legend order: the packet's ranking, then any other.
-    let mut order: Vec<String> = ranked.to_vec();
-    for (_, d) in scores {
-        if !order.contains(d) {
-            order.push(d.clone());
-        }
-    }
-    let color = |d: &str| -> &'static str {
-        match ranked.iter().position(|r| r == d) {
-            Some(i) if d != grader::score::PENDING => PALETTE[i % PALETTE.len()],
-            _ => GREY,
-        }
-    };
-    let mut buckets: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); BUCKETS];
-    for (pct, d) in scores {
-        let b = ((pct.clamp(0.0, 100.0) / 100.0) * BUCKETS as f64).floor() as usize;
-        let b = b.min(BUCKETS - 1);
-        let rank = order.iter().position(|o| o == d).unwrap_or(0);
-        *buckets[b].entry(rank).or_insert(0) += 1;
-    }
-    let most = buckets.iter().map(|b| b.values().sum::<usize>()).max().unwrap_or(1).max(1);
-    let bar_w = plot_w / BUCKETS as f64;
-    // Axes and a count scale.
-    s.push_str(&format!(
-        r##"<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="#333333"/><line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="#333333"/>"##,
-        top + plot_h,
-        left + plot_w,
-        top + plot_h,
-        top + plot_h
-    ));
-    s.push_str(&format!(
-        r##"<text x="{}" y="{}" text-anchor="end" font-family="sans-serif" font-size="11" fill="#333333">{most}</text>"##,
-        left - 4.0,
-        top + 4.0
-    ));
-    for i in 0..=BUCKETS {
-        if i % 2 == 0 {
-            s.push_str(&format!(
-                r##"<text x="{:.1}" y="{}" text-anchor="middle" font-family="sans-serif" font-size="11" fill="#333333">{}%</text>"##,
-                left + bar_w * i as f64,
-                top + plot_h + 16.0,
-                i * 100 / BUCKETS
-            ));
-        }
-    }
-    for (i, bucket) in buckets.iter().enumerate() {
-        let total: usize = bucket.values().sum();
-        if total == 0 {
-            continue;
-        }
-        let (lo, hi) = (i * 100 / BUCKETS, (i + 1) * 100 / BUCKETS);
-        s.push_str(&format!(r#"<g class="bar" data-bucket="{lo}-{hi}" data-count="{total}">"#));
-        let mut y = top + plot_h;
-        for (rank, n) in bucket {
-            let d = &order[*rank];
-            let bh = plot_h * *n as f64 / most as f64;
-            y -= bh;
-            s.push_str(&format!(
-                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{lo}–{hi}%: {n} {}</title></rect>"#,
-                left + bar_w * i as f64 + 2.0,
-                y,
-                bar_w - 4.0,
-                bh,
-                color(d),
-                xml_escape(d)
-            ));
-        }
-        s.push_str("</g>");
-    }
-    // The legend, one line per decision present.
-    let present: Vec<&String> = order.iter().filter(|d| scores.iter().any(|(_, x)| x == *d)).collect();
-    for (i, d) in present.iter().enumerate() {
-        let y = top + 18.0 * i as f64;
-        s.push_str(&format!(
-            r##"<g class="legend"><rect x="{}" y="{y}" width="12" height="12" fill="{}"/><text x="{}" y="{}" font-family="sans-serif" font-size="12" fill="#333333">{}</text></g>"##,
-            w - right + 16.0,
-            color(d),
-            w - right + 34.0,
-            y + 10.0,
-            xml_escape(d)
-        ));
-    }
-    s.push_str("</svg>");
-    s
+    app::charts::distribution_svg(title, scores, ranked, grader::score::PENDING)
 }
 
 /// One line of a line diff: `' '` unchanged, `'-'` only in the old text,
@@ -285,24 +174,5 @@ mod tests {
         assert_eq!((d.iter().filter(|(c, _)| *c == '-').count(), d.iter().filter(|(c, _)| *c == '+').count()), (4000, 4000));
         let huge: String = "l\n".repeat(DIFF_LINES + 1);
         assert!(line_diff(&huge, "l\n", 3).is_none());
-    }
-
-    #[test]
-    fn svg_has_one_group_per_nonempty_bucket_and_escapes_text() {
-        let scores = vec![(95.0, "advance".to_string()), (100.0, "advance".into()), (20.0, "no".into()), (25.0, "<x>".into())];
-        let svg = distribution_svg("a & b", &scores, &["advance".into(), "conversation".into(), "no".into()]);
-        assert!(svg.starts_with("<svg"), "{svg}");
-        assert!(svg.ends_with("</svg>"));
-        assert_eq!(svg.matches(r#"<g class="bar""#).count(), 2, "{svg}");
-        assert!(svg.contains(r#"data-bucket="90-100" data-count="2""#), "{svg}");
-        assert!(svg.contains("a &amp; b"));
-        assert!(svg.contains("&lt;x&gt;") && !svg.contains("<x>"));
-    }
-
-    #[test]
-    fn empty_svg_says_so() {
-        let svg = distribution_svg("t", &[], &[]);
-        assert!(svg.starts_with("<svg") && svg.contains("No graded submission"));
-        assert!(!svg.contains(r#"class="bar""#));
     }
 }

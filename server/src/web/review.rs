@@ -1190,73 +1190,24 @@ fn span(secs: i64) -> String {
     }
 }
 
-/// Escapes text for SVG (XML) content and attributes.
-fn xml(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
-}
-
-/// The witnessed timeline as an SVG document: on one time axis, the red and
-/// green runs (filled when accepted, hollow when not), each model call (a
-/// tick; a cross when the meter refused it) and the submission (a line).
-/// Every mark has a `<title>` naming its id and time.
+/// The witnessed timeline as an SVG document (`app::charts::timeline_svg`):
+/// the red and green runs, each model call (refused ones marked) and the
+/// submission on one time axis, every mark titled with its id and time.
 pub fn timeline_svg(w: &Witness) -> String {
-    const WIDTH: f64 = 760.0;
-    const LEFT: f64 = 70.0;
-    const RIGHT: f64 = 20.0;
-    let times: Vec<i64> = w.runs.iter().map(|r| r.at).chain(w.calls.iter().map(|c| c.at)).chain([w.submitted_at]).collect();
-    let t0 = times.iter().copied().min().unwrap_or(w.submitted_at);
-    let t1 = times.iter().copied().max().unwrap_or(w.submitted_at).max(t0 + 1);
-    let x = |t: i64| LEFT + (t - t0) as f64 / (t1 - t0) as f64 * (WIDTH - LEFT - RIGHT);
-    let mut out = String::new();
-    out.push_str(&format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"witness-timeline\" viewBox=\"0 0 {WIDTH} 130\" width=\"{WIDTH}\" height=\"130\" role=\"img\" aria-label=\"Witnessed timeline\">"
-    ));
-    out.push_str("<title>Witnessed timeline: red and green runs, model calls, submission</title>");
-    out.push_str("<text x=\"4\" y=\"34\" font-size=\"11\">runs</text><text x=\"4\" y=\"74\" font-size=\"11\">model</text>");
-    out.push_str(&format!("<line class=\"axis\" x1=\"{LEFT}\" y1=\"100\" x2=\"{}\" y2=\"100\" stroke=\"#888\"/>", WIDTH - RIGHT));
-    out.push_str(&format!(
-        "<text x=\"{LEFT}\" y=\"118\" font-size=\"10\">{}</text><text x=\"{}\" y=\"118\" font-size=\"10\" text-anchor=\"end\">{} (+{})</text>",
-        xml(&format_ms(t0)),
-        WIDTH - RIGHT,
-        xml(&format_ms(t1)),
-        span((t1 - t0) / 1000)
-    ));
-    for r in &w.runs {
-        let color = if r.kind == "green" { "#2a8a3a" } else { "#c0392b" };
-        let fill = if r.accepted { color } else { "none" };
-        let accepted = if r.accepted { "accepted" } else { "not-accepted" };
-        out.push_str(&format!(
-            "<circle class=\"run {kind} {accepted}\" data-id=\"{id}\" cx=\"{cx:.1}\" cy=\"30\" r=\"6\" fill=\"{fill}\" stroke=\"{color}\" stroke-width=\"2\"><title>{kind} run {id} at {at}, {state}</title></circle>",
-            kind = xml(&r.kind),
-            id = r.id,
-            cx = x(r.at),
-            at = xml(&format_ms(r.at)),
-            state = if r.accepted { "accepted" } else { "not accepted" },
-        ));
-    }
-    for c in &w.calls {
-        let cx = x(c.at);
-        let title = match &c.refused {
-            Some(why) => format!("model call {} at {}, refused: {}", c.id, format_ms(c.at), why),
-            None => format!("model call {} at {}, HTTP {}, {} + {} tokens", c.id, format_ms(c.at), c.status, c.prompt_tokens, c.completion_tokens),
-        };
-        let mark = if c.refused.is_some() {
-            format!(
-                "<path d=\"M{a:.1} 64 L{b:.1} 76 M{a:.1} 76 L{b:.1} 64\" stroke=\"#b9770e\" stroke-width=\"2\"/>",
-                a = cx - 5.0,
-                b = cx + 5.0
-            )
-        } else {
-            format!("<line x1=\"{cx:.1}\" y1=\"60\" x2=\"{cx:.1}\" y2=\"80\" stroke=\"#2c5aa0\" stroke-width=\"2\"/>")
-        };
-        let class = if c.refused.is_some() { "call refused" } else { "call forwarded" };
-        out.push_str(&format!("<g class=\"{class}\" data-id=\"{}\">{mark}<title>{}</title></g>", c.id, xml(&title)));
-    }
-    let sx = x(w.submitted_at);
-    out.push_str(&format!(
-        "<g class=\"submission\"><line x1=\"{sx:.1}\" y1=\"14\" x2=\"{sx:.1}\" y2=\"100\" stroke=\"#222\" stroke-dasharray=\"4 3\"/><text x=\"{sx:.1}\" y=\"10\" font-size=\"10\" text-anchor=\"end\">submitted</text><title>submitted at {}</title></g>",
-        xml(&format_ms(w.submitted_at))
-    ));
-    out.push_str("</svg>");
-    out
+    use app::charts::{Timeline, TimelineCall, TimelineRun};
+    let runs = w.runs.iter().map(|r| TimelineRun { id: r.id, kind: r.kind.clone(), at: r.at, accepted: r.accepted }).collect();
+    let calls = w
+        .calls
+        .iter()
+        .map(|c| TimelineCall {
+            id: c.id,
+            at: c.at,
+            refused: c.refused.is_some(),
+            title: match &c.refused {
+                Some(why) => format!("model call {} at {}, refused: {}", c.id, format_ms(c.at), why),
+                None => format!("model call {} at {}, HTTP {}, {} + {} tokens", c.id, format_ms(c.at), c.status, c.prompt_tokens, c.completion_tokens),
+            },
+        })
+        .collect();
+    app::charts::timeline_svg(&Timeline { runs, calls, submitted_at: w.submitted_at, label: &format_ms, span: &span })
 }

@@ -166,16 +166,20 @@ async fn the_scorecard_shows_witnessed_findings_the_ledger_and_the_timeline() {
     assert!(svg.contains("model call 3 at") && svg.contains("refused: calls"), "{svg}");
     assert!(svg.contains("class=\"submission\""), "{svg}");
     // Red before the first forwarded call after it, on one axis: x grows with time.
-    let x_of = |needle: &str| -> f64 {
-        let at = svg.find(needle).unwrap_or_else(|| panic!("{needle} in {svg}"));
-        let rest = &svg[at..];
-        let attr = if rest.starts_with("<circle") || needle.contains("circle") { "cx=\"" } else { "x1=\"" };
-        let i = rest.find(attr).unwrap() + attr.len();
-        rest[i..i + rest[i..].find('"').unwrap()].parse().unwrap()
+    // The marks' positions, whatever order the renderer writes attributes in.
+    let mark = |kind: &str, class: &str| -> String {
+        let at = svg.find(&format!("class=\"{class}\"")).unwrap_or_else(|| panic!("{class} in {svg}"));
+        let start = svg[..at].rfind(&format!("<{kind}")).unwrap();
+        svg[start..].to_string()
     };
-    assert!(x_of("<g class=\"call forwarded\" data-id=\"1\"") < x_of("<circle class=\"run red"));
-    assert!(x_of("<circle class=\"run red") < x_of("<g class=\"call forwarded\" data-id=\"2\""));
-    assert!(x_of("<circle class=\"run green") < x_of("<g class=\"submission\""));
+    let x = |el: String, attr: &str| -> f64 {
+        let i = el.find(attr).unwrap() + attr.len();
+        el[i..i + el[i..].find('"').unwrap()].parse().unwrap()
+    };
+    let call = |id: i64| x(svg[svg.find(&format!("<g data-id=\"{id}\" class=\"call forwarded\"")).unwrap()..].to_string(), "x1=\"");
+    assert!(call(1) < x(mark("circle", "run red accepted"), "cx=\""));
+    assert!(x(mark("circle", "run red accepted"), "cx=\"") < call(2));
+    assert!(x(mark("circle", "run green accepted"), "cx=\"") < x(mark("g", "submission"), "x1=\""));
 }
 
 #[tokio::test]
