@@ -532,7 +532,7 @@ pub fn LiveBudget(
     {
         let _ = set_interval_with_handle(
             move || {
-                budget_client::get_json(&url, move |body| {
+                client::get_json(&url, move |body| {
                     let now = budget_rows(&body);
                     if now != rows.get_untracked() {
                         set_rows.set(now);
@@ -566,38 +566,5 @@ pub fn LiveBudget(
                 }}
             </tbody>
         </table>
-    }
-}
-
-/// The live budget's one browser call: GET JSON with XMLHttpRequest.
-#[cfg(feature = "hydrate")]
-mod budget_client {
-    use std::cell::RefCell;
-
-    use wasm_bindgen::JsCast;
-    use wasm_bindgen::prelude::Closure;
-    use web_sys::XmlHttpRequest;
-
-    /// Gets `url` as JSON and hands a 200 answer to `then`; failures are
-    /// ignored (the next poll tries again).
-    pub fn get_json(url: &str, then: impl FnOnce(serde_json::Value) + 'static) {
-        let Ok(xhr) = XmlHttpRequest::new() else { return };
-        if xhr.open_with_async("GET", url, true).is_err() || xhr.set_request_header("Accept", "application/json").is_err() {
-            return;
-        }
-        let request = xhr.clone();
-        let then = RefCell::new(Some(then));
-        let on_load = Closure::<dyn FnMut()>::new(move || {
-            if request.status().unwrap_or(0) != 200 {
-                return;
-            }
-            let text = request.response_text().ok().flatten().unwrap_or_default();
-            if let (Ok(body), Some(f)) = (serde_json::from_str(&text), then.borrow_mut().take()) {
-                f(body);
-            }
-        });
-        xhr.set_onload(Some(on_load.as_ref().unchecked_ref()));
-        on_load.forget();
-        let _ = xhr.send();
     }
 }

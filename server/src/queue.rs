@@ -149,33 +149,21 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                 Err(e) => Err(e),
             }
         }
-        "check" => match job.subject.parse::<i64>() {
-            Ok(id) => match crate::library::run_check(state, id).await {
-                Ok(_) => {
-                    if state.db.finish_job(job.id, owner, true, None).await.unwrap_or(false) {
-                        Ok(())
-                    } else {
+        // A packet version's self-test or one of its audits: the subject
+        // is the row's id, and the job ends with the work.
+        kind @ ("check" | "audit") => match job.subject.parse::<i64>() {
+            Ok(id) => {
+                let worked = if kind == "check" { crate::library::run_check(state, id).await.map(drop) } else { crate::audit::run_job(state, id).await };
+                match worked {
+                    Ok(()) if state.db.finish_job(job.id, owner, true, None).await.unwrap_or(false) => Ok(()),
+                    Ok(()) => {
                         heartbeat.abort();
                         return;
                     }
+                    Err(e) => Err(e),
                 }
-                Err(e) => Err(e),
-            },
-            Err(_) => Err(anyhow::anyhow!("check job subject {:?} is not a packet version id", job.subject)),
-        },
-        "audit" => match job.subject.parse::<i64>() {
-            Ok(id) => match crate::audit::run_job(state, id).await {
-                Ok(()) => {
-                    if state.db.finish_job(job.id, owner, true, None).await.unwrap_or(false) {
-                        Ok(())
-                    } else {
-                        heartbeat.abort();
-                        return;
-                    }
-                }
-                Err(e) => Err(e),
-            },
-            Err(_) => Err(anyhow::anyhow!("audit job subject {:?} is not a packet audit id", job.subject)),
+            }
+            Err(_) => Err(anyhow::anyhow!("{kind} job subject {:?} is not an id", job.subject)),
         },
         other => Err(anyhow::anyhow!("unknown job kind {other:?}")),
     };
