@@ -16,7 +16,6 @@ use gatehouse::web::session::DbSessionStore;
 use grader::grade::Scorecard;
 use grader::manifest::TIME_BASE;
 use grader::packet::Packet;
-use grader::tree::copy_path;
 use tokio::sync::OnceCell;
 use tower_sessions::session::{Id, Record};
 use tower_sessions::session_store::SessionStore;
@@ -104,24 +103,8 @@ struct Fixture {
 async fn fixture() -> Fixture {
     let app = TestApp::spawn().await;
     let ((good_card, good_zip), (bad_card, bad_zip)) = graded(&app).await.clone();
-    // `Packet::load` wants the folder named after the slug, so the version
-    // id is the parent folder here.
-    let rel = format!("packets/1/{SLUG}");
-    let dest = app.state.config.data_dir.join(&rel);
-    copy_path(&repo_root().join("packets").join(SLUG), &dest).unwrap();
-    let packet = Packet::load(&dest).unwrap();
+    crate::support::publish_copy_with(&app.state, SLUG, "1", |_| {}).await;
     let db = &app.state.db;
-    db.create_version(NewVersion {
-        slug: SLUG,
-        title: &packet.manifest.packet.title,
-        builtin: false,
-        dir: &rel,
-        digest: &packet.digest,
-        created_by: None,
-        publish: true,
-    })
-    .await
-    .unwrap();
     let mut ids = Vec::new();
     for (name, email, card, zip, sub) in [
         ("Ada Lovelace", "ada@example.com", &good_card, &good_zip, "sub-good-0001"),
