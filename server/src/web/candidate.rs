@@ -45,6 +45,19 @@ impl Refusal {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Refusal {
         Refusal { status, message: message.into() }
     }
+
+    /// An upload (a submission or a witnessed tree) over `cap` bytes.
+    pub fn too_large(cap: u64) -> Refusal {
+        Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the upload is larger than the limit of {} MiB", cap >> 20))
+    }
+
+    /// A multipart body that broke off or was malformed (or too large).
+    pub fn multipart(e: axum::extract::multipart::MultipartError, cap: u64) -> Refusal {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return Refusal::too_large(cap);
+        }
+        Refusal::new(e.status(), format!("the upload was cut off or malformed: {}", e.body_text()))
+    }
 }
 
 impl From<AppError> for Refusal {
@@ -323,7 +336,7 @@ async fn receive_checked(
         && len > cap + (64 << 10)
     {
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "too_large").increment(1);
-        return Err(too_large(cap));
+        return Err(Refusal::too_large(cap));
     }
     let mut multipart = multipart.map_err(|e| {
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "bad_form").increment(1);
@@ -331,20 +344,20 @@ async fn receive_checked(
     })?;
     let mut pending = None;
     loop {
-        let field = multipart.next_field().await.map_err(|e| multipart_error(e, cap))?;
+        let field = multipart.next_field().await.map_err(|e| Refusal::multipart(e, cap))?;
         let Some(mut field) = field else { break };
         if field.name() != Some("file") {
             continue;
         }
         let mut writer = BlobWriter::create(&state.config.data_dir, cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
         loop {
-            let chunk = field.chunk().await.map_err(|e| multipart_error(e, cap))?;
+            let chunk = field.chunk().await.map_err(|e| Refusal::multipart(e, cap))?;
             let Some(chunk) = chunk else { break };
             match writer.write(&chunk).await {
                 Ok(()) => {}
                 Err(BlobError::TooLarge { .. }) => {
                     metrics::counter!("gatehouse_uploads_refused_total", "reason" => "too_large").increment(1);
-                    return Err(too_large(cap));
+                    return Err(Refusal::too_large(cap));
                 }
                 Err(e) => return Err(AppError::Internal(e.into()).into()),
             }
@@ -429,17 +442,6 @@ async fn limit_reached(state: &AppState, a: &Assignment) -> Result<(), Refusal> 
         ));
     }
     Ok(())
-}
-
-fn too_large(cap: u64) -> Refusal {
-    Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the upload is larger than the limit of {} MiB", cap >> 20))
-}
-
-fn multipart_error(e: axum::extract::multipart::MultipartError, cap: u64) -> Refusal {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return too_large(cap);
-    }
-    Refusal::new(e.status(), format!("the upload was cut off or malformed: {}", e.body_text()))
 }
 
 async fn submit(

@@ -71,20 +71,20 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
     let cap = state.config.max_upload_bytes();
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > cap + (64 << 10)) {
-        return Err(too_large(cap));
+        return Err(Refusal::too_large(cap));
     }
     let mut multipart =
         multipart.map_err(|e| Refusal::new(StatusCode::BAD_REQUEST, format!("expected a multipart/form-data upload with a `file` field: {e}")))?;
     let mut pending = None;
-    while let Some(mut field) = multipart.next_field().await.map_err(|e| multipart_error(e, cap))? {
+    while let Some(mut field) = multipart.next_field().await.map_err(|e| Refusal::multipart(e, cap))? {
         if field.name() != Some("file") {
             continue;
         }
         let mut writer = BlobWriter::create(&state.config.data_dir, cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
-        while let Some(chunk) = field.chunk().await.map_err(|e| multipart_error(e, cap))? {
+        while let Some(chunk) = field.chunk().await.map_err(|e| Refusal::multipart(e, cap))? {
             match writer.write(&chunk).await {
                 Ok(()) => {}
-                Err(BlobError::TooLarge { .. }) => return Err(too_large(cap)),
+                Err(BlobError::TooLarge { .. }) => return Err(Refusal::too_large(cap)),
                 Err(e) => return Err(AppError::Internal(e.into()).into()),
             }
         }
@@ -137,17 +137,6 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
     }
     tracing::info!(assignment = %a.id, kind, accepted = row.accepted, wall_ms = outcome.wall_ms, "witnessed run");
     Ok(Witnessed { row, passed: outcome.passed, wall_ms: outcome.wall_ms })
-}
-
-fn too_large(cap: u64) -> Refusal {
-    Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the upload is larger than the limit of {} MiB", cap >> 20))
-}
-
-fn multipart_error(e: axum::extract::multipart::MultipartError, cap: u64) -> Refusal {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        return too_large(cap);
-    }
-    Refusal::new(e.status(), format!("the upload was cut off or malformed: {}", e.body_text()))
 }
 
 /// The JSON answer: 201 for an accepted run, 422 with `error` for a refused

@@ -1,5 +1,7 @@
 //! Tests of the `gatehouse` command line, run as a real process.
 
+#[path = "../common/fake_openai.rs"]
+mod fake_openai;
 mod audit;
 
 use std::collections::BTreeMap;

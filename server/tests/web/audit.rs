@@ -6,9 +6,6 @@
 //! OpenAI-format upstream started here, every call a row of the author
 //! ledger, within the audit's call cap.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gatehouse::db::{Role, VersionState};
@@ -167,43 +164,7 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
     assert!(r.text().await.unwrap().contains("published and cannot change"));
 }
 
-/// A fake OpenAI-format upstream on 127.0.0.1: each request's prompt goes to
-/// `answer`; returns the base URL and the requests it saw.
-fn fake_upstream(answer: impl Fn(&str) -> String + Send + 'static) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let (mut len, mut line) = (0usize, String::new());
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            reader.read_exact(&mut body).unwrap();
-            let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let prompt = req.pointer("/messages/0/content").and_then(Value::as_str).unwrap_or_default().to_string();
-            log.lock().unwrap().push(req);
-            let reply = json!({
-                "id": "x", "object": "chat.completion", "model": "fake",
-                "choices": [{ "index": 0, "message": { "role": "assistant", "content": answer(&prompt) }, "finish_reason": "stop" }],
-                "usage": { "prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150 },
-            })
-            .to_string();
-            let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}", reply.len());
-        }
-    });
-    (url, seen)
-}
+use crate::fake_openai::fake_upstream;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_audit_calls_the_packets_upstream_within_its_cap_and_writes_the_author_ledger() {
@@ -241,7 +202,7 @@ async fn a_model_audit_calls_the_packets_upstream_within_its_cap_and_writes_the_
     // One request reached the upstream, with the author's model name and key-less body.
     let requests = seen.lock().unwrap().clone();
     assert_eq!(requests.len(), 1, "the cap of one call holds: {requests:#?}");
-    assert_eq!(requests[0]["model"], "fake-m");
+    assert_eq!(requests[0]["body"]["model"], "fake-m");
 
     // The author ledger: the answered call and the one the cap refused.
     let calls = app.state.db.audit_calls(audit).await.unwrap();

@@ -1,6 +1,8 @@
 //! The web platform's integration tests: each binds port 0 and talks HTTP to
 //! the real app over a fresh SQLite file.
 
+#[path = "../common/fake_openai.rs"]
+mod fake_openai;
 mod assignments;
 mod audit;
 mod auth;
