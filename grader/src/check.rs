@@ -32,6 +32,11 @@ pub struct CheckItem {
 pub struct CheckReport {
     pub packet: String,
     pub items: Vec<CheckItem>,
+    /// What grading the sample measured (the hidden tests' ids, the
+    /// sample's times), recorded with the version so that every grading of
+    /// it expects exactly these ids (`GradeOptions::calibration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::grade::Calibration>,
 }
 
 impl CheckReport {
@@ -59,7 +64,7 @@ impl CheckReport {
 
 /// Runs every proposition of the self-test on the packet at `dir`.
 pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
-    let mut report = CheckReport { packet: dir.display().to_string(), items: Vec::new() };
+    let mut report = CheckReport { packet: dir.display().to_string(), items: Vec::new(), calibration: None };
     let packet = match Packet::load(dir) {
         Ok(p) => p,
         Err(e) => {
@@ -123,15 +128,25 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     );
 
     // The sample's hidden tests define the test ids a grading expects.
+    // Every step that runs only the packet's own test files through the
+    // trusted pytest runner must have reported a set of ids on the sample:
+    // an empty set would let any grading of the version run no test.
     let calibration = grader.calibration(packet);
-    if !calibration.expected.is_empty() {
+    let fixed: Vec<&str> = m.steps.iter().filter(|s| crate::grade::fixed_tests(s, &crate::trusted::plan(&s.run))).map(|s| s.id.as_str()).collect();
+    let unrecorded: Vec<&str> = fixed.iter().copied().filter(|id| calibration.expected.get(*id).is_none_or(|ids| ids.is_empty())).collect();
+    if !fixed.is_empty() {
         let counts: Vec<String> = calibration.expected.iter().map(|(step, ids)| format!("{step}: {}", ids.len())).collect();
         report.push(
             "the hidden tests' ids are recorded",
-            true,
-            format!("{}; grading budget {} s (sample graded in {:.1} s)", counts.join(", "), Grader::budget(packet, &calibration).as_secs(), calibration.sample_ms as f64 / 1000.0),
+            unrecorded.is_empty(),
+            if unrecorded.is_empty() {
+                format!("{}; grading budget {} s (sample graded in {:.1} s)", counts.join(", "), Grader::budget(packet, &calibration).as_secs(), calibration.sample_ms as f64 / 1000.0)
+            } else {
+                format!("grading the sample reported no test id for step(s) {}: the hidden tests did not run", unrecorded.join(", "))
+            },
         );
     }
+    report.calibration = Some((*calibration).clone());
 
     // The sample grades with no finding.
     let opts = GradeOptions::default();

@@ -100,6 +100,12 @@ pub struct GradeOptions {
     /// meter's ledger); `None` when the candidate worked offline or the
     /// grading is not the platform's (the CLI, self-tests).
     pub witness: Option<crate::witness::Witness>,
+    /// The calibration recorded when the packet version was self-tested
+    /// (`CheckReport::calibration`, stored with the published version): the
+    /// hidden tests' ids a grading must report, and the sample's times the
+    /// budget and the per-command wall limits derive from. `None`, or one
+    /// recorded for another digest: this grader measures its own, once.
+    pub calibration: Option<Arc<Calibration>>,
 }
 
 pub struct Grader {
@@ -229,7 +235,8 @@ pub struct Receipt {
     pub mutation: Option<MutationOutcome>,
     pub findings: Vec<Finding>,
     pub unevaluated: Vec<Unevaluated>,
-    /// Runs the grading budget left out, each with why.
+    /// Runs the grading budget left out, and runs cut at their sample-derived
+    /// wall limit, each with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Unevaluated>,
     /// Failures with `witness` detectors graded without a witness.
@@ -256,7 +263,8 @@ pub struct Scorecard {
     /// Failures whose detector could not run on this submission (for
     /// instance a detector script that crashed); the decision is `pending`.
     pub unevaluated: Vec<Unevaluated>,
-    /// Runs the grading budget left out; the decision stays pending.
+    /// Runs the grading budget left out or cut at their sample-derived wall
+    /// limit; the decision stays pending.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Unevaluated>,
     /// Failures whose `witness` detectors had nothing to look at because
@@ -277,16 +285,48 @@ pub fn default_limits() -> Limits {
 }
 
 /// What grading a packet version's sample measured: the test ids its
-/// hidden tests define (per step whose test files the packet lays), and how
-/// long grading took, from which the default grading budget derives.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// hidden tests define (per step whose test files the packet lays), how
+/// long grading took, from which the default grading budget derives, and
+/// how long each command took, from which a command's default wall limit
+/// derives. `packet check` records it (`CheckReport::calibration`) and the
+/// platform stores it with the published version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Calibration {
+    /// The packet digest the sample was graded under.
+    #[serde(default)]
+    pub digest: String,
     pub expected: BTreeMap<String, BTreeSet<String>>,
     pub sample_ms: u64,
+    /// Wall time of each command of the sample's grading, by run id
+    /// (`step:ID`, `script:N`, `mutant:ID`), in milliseconds.
+    #[serde(default)]
+    pub run_ms: BTreeMap<String, u64>,
 }
 
 /// The floor of the default grading budget.
 pub const BUDGET_FLOOR: Duration = Duration::from_secs(120);
+
+/// The floor of a command's sample-derived wall limit.
+pub const WALL_FLOOR: Duration = Duration::from_secs(20);
+
+/// How many times the sample's time a command's derived wall limit is.
+pub const WALL_FACTOR: u64 = 10;
+
+impl Calibration {
+    /// The sample-derived wall limit of run `id`: ten times what the same
+    /// command took on the sample, whole seconds, at least [`WALL_FLOOR`];
+    /// a mutant run takes the slowest mutant run of the sample. `None` when
+    /// the sample's grading did not time the command.
+    pub fn derived_wall(&self, id: &str) -> Option<(Duration, u64)> {
+        let ms = if id.starts_with("mutant:") {
+            self.run_ms.iter().filter(|(k, _)| k.starts_with("mutant:")).map(|(_, v)| *v).max()
+        } else {
+            self.run_ms.get(id).copied()
+        }?;
+        let secs = ms.saturating_mul(WALL_FACTOR).div_ceil(1000);
+        Some((WALL_FLOOR.max(Duration::from_secs(secs)), ms))
+    }
+}
 
 impl Grader {
     /// A grader over `sandbox`. Without the tools mount (see
@@ -363,8 +403,17 @@ impl Grader {
     pub fn grade_zip(&self, packet: &Packet, zip: &Path, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
         let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
         let ingested = ingest_with(zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
-        let calibration = self.calibration(packet);
+        let calibration = self.calibration_for(packet, opts);
         Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
+    }
+
+    /// The calibration a grading uses: the one recorded for this digest in
+    /// `opts`, else this grader's own measurement.
+    fn calibration_for(&self, packet: &Packet, opts: &GradeOptions) -> Arc<Calibration> {
+        match &opts.calibration {
+            Some(c) if c.digest == packet.digest => c.clone(),
+            _ => self.calibration(packet),
+        }
     }
 
     /// What grading `packet`'s sample teaches (its hidden tests' ids, its
@@ -389,11 +438,21 @@ impl Grader {
             crate::ingest::write_zip_from_dir(&packet.sample_dir(), &zip, &absolute, TIME_BASE).map_err(io("zipping the sample"))?;
             let ingested = ingest_with(&zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
             let started = Instant::now();
-            let (_, collected) = self.grade_ingested(packet, &ingested, work.path(), &GradeOptions::default(), None)?;
+            let (card, collected) = self.grade_ingested(packet, &ingested, work.path(), &GradeOptions::default(), None)?;
             let expected = collected.into_iter().filter(|(_, ids)| !ids.is_empty()).map(|(step, ids)| (step, ids.into_iter().collect())).collect();
-            Ok(Calibration { expected, sample_ms: started.elapsed().as_millis() as u64 })
+            // A command of the sample that hit a cap is no measure of it.
+            let run_ms = card
+                .receipt
+                .timings
+                .runs
+                .iter()
+                .zip(&card.receipt.runs)
+                .filter(|(_, r)| !r.timed_out && r.limit_hit.is_none())
+                .map(|(t, _)| (t.id.clone(), t.wall_ms.ceil() as u64))
+                .collect();
+            Ok(Calibration { digest: packet.digest.clone(), expected, sample_ms: started.elapsed().as_millis() as u64, run_ms })
         })();
-        measured.unwrap_or_default()
+        measured.unwrap_or_else(|_| Calibration { digest: packet.digest.clone(), ..Calibration::default() })
     }
 
     /// The grading budget: `[limits] grading_secs`, else ten times the
@@ -423,7 +482,7 @@ impl Grader {
         let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
         crate::ingest::write_zip_from_dir(overlay, &zip, &absolute, TIME_BASE).map_err(io(format!("zipping {}", overlay.display())))?;
         let ingested = ingest_with(&zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
-        let calibration = self.calibration(packet);
+        let calibration = self.calibration_for(packet, opts);
         Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
     }
 
@@ -447,16 +506,37 @@ impl Grader {
             None => Duration::from_secs(24 * 3600),
         };
         let mut skipped: Vec<Unevaluated> = Vec::new();
-        // The wall limit a run gets: its own, but never past the budget.
-        let within_budget = |limits: &Limits| -> Option<Limits> {
+        // The wall limit run `id` gets: its own when the manifest gives the
+        // command one (`own_wall`), else the sample-derived default (never
+        // above the packet's `[limits]`), and never past the budget. With
+        // the limits, the note to record when the run is cut at the
+        // derived limit (`None` when another limit binds).
+        let within_budget = |id: &str, own_wall: Option<u64>, limits: &Limits| -> Option<(Limits, Option<String>)> {
             let left = budget.checked_sub(started.elapsed())?;
             if left < Duration::from_millis(500) {
                 return None;
             }
             let mut l = limits.clone();
+            let mut note = None;
+            if own_wall.is_none()
+                && let Some((derived, ms)) = calibration.and_then(|c| c.derived_wall(id))
+                && derived < l.wall
+                && derived < left
+            {
+                l.wall = derived;
+                note = Some(format!(
+                    "cut: stopped at its wall limit of {} s, derived from the sample ({WALL_FACTOR}× its {:.1} s, at least {} s); what the rest of the run would have shown is unevaluated, never passed",
+                    derived.as_secs(),
+                    ms as f64 / 1000.0,
+                    WALL_FLOOR.as_secs()
+                ));
+            }
             l.wall = l.wall.min(left);
             l.cpu_secs = l.cpu_secs.min(left.as_secs().max(1));
-            Some(l)
+            Some((l, note))
+        };
+        let cut = |id: &str, note: &Option<String>, report: &crate::sandbox::RunReport| -> Option<Unevaluated> {
+            note.as_ref().filter(|_| report.timed_out).map(|n| Unevaluated { id: id.to_string(), reason: n.clone() })
         };
         let budget_note = |id: &str| Unevaluated {
             id: id.to_string(),
@@ -489,14 +569,16 @@ impl Grader {
         let mut collected: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut tamper_runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for step in &m.steps {
-            let Some(limits) = within_budget(&step.limits.apply(&base_limits)) else {
-                skipped.push(budget_note(&format!("step:{}", step.id)));
+            let run_id = format!("step:{}", step.id);
+            let Some((limits, cut_note)) = within_budget(&run_id, step.limits.wall_secs, &step.limits.apply(&base_limits)) else {
+                skipped.push(budget_note(&run_id));
                 continue;
             };
             let dir = scratch();
             let env = with_platform_env(step_env(&step.env), &platform);
             let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| packet.lay_into(&step.lay, w), &step.run, &limits, env)?;
             let mut report = ran.report;
+            skipped.extend(cut(&run_id, &cut_note, &report));
             // The result file: the step's `junit`, or the one the trusted
             // runner was told to write in the workspace.
             let junit_path = step.junit.clone().or_else(|| match &ran.plan {
@@ -550,8 +632,9 @@ impl Grader {
             });
         }
         for (i, (run, lay, limit_spec)) in script_specs.iter().enumerate() {
-            let Some(limits) = within_budget(&limit_spec.apply(&base_limits)) else {
-                skipped.push(budget_note(&format!("script:{}", i + 1)));
+            let run_id = format!("script:{}", i + 1);
+            let Some((limits, cut_note)) = within_budget(&run_id, limit_spec.wall_secs, &limit_spec.apply(&base_limits)) else {
+                skipped.push(budget_note(&run_id));
                 scripts.insert(script_key(run, lay), Err(format!("detector script `{run}` was not run: the grading budget was spent")));
                 continue;
             };
@@ -566,6 +649,7 @@ impl Grader {
             };
             let ran = run_on_copy(&self.sandbox, &workspace, &dir, lay_all, run, &limits, with_platform_env(Vec::new(), &platform))?;
             let mut report = ran.report;
+            skipped.extend(cut(&run_id, &cut_note, &report));
             if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
                 let signs = r.cross_check(kind, &report, None, None);
                 if !signs.is_empty() {
@@ -597,9 +681,17 @@ impl Grader {
                 let limits = mu.limits.apply(&base_limits);
                 let mut mutants = Vec::new();
                 let mut complete = true;
+                let mut cut_at: Option<String> = None;
                 for (id, mutant) in packet.mutants().map_err(io("reading mutants"))? {
-                    let Some(limits) = within_budget(&limits) else {
-                        skipped.push(budget_note(&format!("mutant:{id}")));
+                    let run_id = format!("mutant:{id}");
+                    // Once one mutant run was cut the mutation run is
+                    // incomplete: the rest would prove nothing either way.
+                    if let Some(first) = &cut_at {
+                        skipped.push(Unevaluated { id: run_id, reason: format!("not run: the mutation run is already incomplete ({first} was cut at its wall limit)") });
+                        continue;
+                    }
+                    let Some((limits, cut_note)) = within_budget(&run_id, mu.limits.wall_secs, &limits) else {
+                        skipped.push(budget_note(&run_id));
                         complete = false;
                         continue;
                     };
@@ -607,6 +699,13 @@ impl Grader {
                     let target = mu.target.clone();
                     let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| crate::tree::write_file(&crate::tree::safe_join(w, &target)?, &mutant), &mu.run, &limits, Vec::new())?;
                     let mut report = ran.report;
+                    // A run cut at its derived limit neither killed the
+                    // mutant nor spared it: the mutation run is incomplete.
+                    if let Some(note) = cut(&run_id, &cut_note, &report) {
+                        skipped.push(note);
+                        complete = false;
+                        cut_at = Some(run_id.clone());
+                    }
                     let mut passed = report.success();
                     if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
                         let signs = r.cross_check(kind, &report, None, None);
@@ -773,7 +872,7 @@ impl Grader {
 
 /// Whether a step's test ids are the packet's alone: a trusted pytest run
 /// whose every named test file is one the step lays from the packet.
-fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
+pub fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
     let Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } = plan else { return false };
     let paths = crate::trusted::pytest_paths(args);
     let laid: BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
@@ -987,6 +1086,26 @@ mod rescore_tests {
 
     fn human(levels: &[(&str, u32)]) -> BTreeMap<String, HumanScore> {
         levels.iter().map(|(id, l)| (id.to_string(), HumanScore { level: *l, reason: "because".into(), by: "rev".into() })).collect()
+    }
+
+    #[test]
+    fn derived_wall_limits_are_ten_times_the_sample_with_a_floor() {
+        let c = Calibration {
+            run_ms: BTreeMap::from([("step:a".into(), 300), ("step:b".into(), 2_345), ("mutant:m1".into(), 800), ("mutant:m2".into(), 2_600)]),
+            ..Calibration::default()
+        };
+        let secs = |id: &str| c.derived_wall(id).map(|(d, ms)| (d.as_secs(), ms));
+        assert_eq!(secs("step:a"), Some((20, 300)));
+        assert_eq!(secs("step:b"), Some((24, 2_345)));
+        // Every mutant run takes the slowest mutant run of the sample.
+        assert_eq!(secs("mutant:m1"), Some((26, 2_600)));
+        assert_eq!(secs("mutant:new"), Some((26, 2_600)));
+        assert_eq!(secs("script:1"), None);
+        // What `packet check` records reads back (older records lack times).
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Calibration>(&json).unwrap(), c);
+        let old: Calibration = serde_json::from_str(r#"{"expected":{"hidden":["t.py::test_a"]},"sample_ms":5}"#).unwrap();
+        assert!(old.run_ms.is_empty() && old.digest.is_empty());
     }
 
     #[test]

@@ -173,6 +173,25 @@ mod tests {
     }
 
     #[test]
+    fn junit_cases_and_their_text_are_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.xml");
+        let long = "n".repeat(1000);
+        let mut xml = String::from("<testsuites><testsuite name=\"s\">");
+        for i in 0..crate::trusted::MAX_CASES + 100 {
+            xml.push_str(&format!("<testcase classname=\"c{long}\" name=\"t{i}\"><failure message=\"{long}\"/></testcase>"));
+        }
+        xml.push_str("</testsuite></testsuites>");
+        fs::write(&path, xml).unwrap();
+        let cases = read_junit(&path).unwrap();
+        assert_eq!(cases.len(), crate::trusted::MAX_CASES);
+        assert!(cases.iter().all(|c| c.classname.chars().count() == 300 && c.message.as_ref().is_some_and(|m| m.chars().count() == 200)));
+        // A handful stays a handful.
+        fs::write(&path, "<testsuites><testsuite name=\"s\"><testcase classname=\"c\" name=\"t\"/></testsuite></testsuites>").unwrap();
+        assert_eq!(read_junit(&path).unwrap().len(), 1);
+    }
+
+    #[test]
     fn script_output_must_be_objects() {
         assert_eq!(parse_script_output("{\"id\": \"a\", \"evidence\": \"x\"}\n\n").unwrap(), vec![ScriptFinding { id: "a".into(), evidence: "x".into(), provenance: None }]);
         assert!(parse_script_output("found a problem\n").unwrap_err().contains("line 1"));

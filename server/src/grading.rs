@@ -62,10 +62,15 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
 
     let zip = blobs::blob_path(&state.config.data_dir, &submission.blob_sha256);
     anyhow::ensure!(zip.is_file(), "the stored zip {} of submission {submission_id} is missing", zip.display());
+    // The calibration recorded when the version was self-tested (the
+    // hidden tests' ids every grading must report, the sample's times);
+    // built-in versions, which are checked in CI rather than here, have
+    // none and the grader measures its own.
+    let calibration = recorded_calibration(version.check_report.as_deref());
     let grader = state.grader.clone();
     let result = tokio::task::spawn_blocking(move || {
         let packet = Packet::load(&dir).with_context(|| format!("loading the packet version at {}", dir.display()))?;
-        Ok::<_, anyhow::Error>(grader.grade_zip(&packet, &zip, &GradeOptions { human, witness }))
+        Ok::<_, anyhow::Error>(grader.grade_zip(&packet, &zip, &GradeOptions { human, witness, calibration }))
     })
     .await
     .context("the grading thread panicked")??;
@@ -90,6 +95,12 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
         Err(GradeError::Refused(why)) => Ok(GradeOutcome::Refused(why.to_string())),
         Err(e) => Err(anyhow::Error::new(e).context("grading failed")),
     }
+}
+
+/// The calibration in a version's stored self-test report, if it has one.
+pub fn recorded_calibration(check_report: Option<&str>) -> Option<std::sync::Arc<grader::grade::Calibration>> {
+    let report: grader::check::CheckReport = serde_json::from_str(check_report?).ok()?;
+    report.calibration.map(std::sync::Arc::new)
 }
 
 /// What the platform witnessed for an assignment up to `submitted_at` (Unix
@@ -137,4 +148,23 @@ pub async fn witness_of(state: &AppState, assignment_id: &str, submitted_at: i64
         return Ok(None);
     }
     Ok(Some(Witness { runs, calls, submitted_at }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recorded_calibration;
+
+    #[test]
+    fn the_recorded_calibration_is_read_from_the_stored_check_report() {
+        let report = r#"{"packet":"p","items":[],"calibration":{"digest":"d1","expected":{"hidden":["t.py::test_a"]},"sample_ms":7,"run_ms":{"step:hidden":3}}}"#;
+        let c = recorded_calibration(Some(report)).expect("a calibration");
+        assert_eq!(c.digest, "d1");
+        assert_eq!(c.expected["hidden"].iter().collect::<Vec<_>>(), ["t.py::test_a"]);
+        assert_eq!(c.run_ms["step:hidden"], 3);
+        // No report, a report from before calibrations were recorded, or
+        // one that does not parse: the grader measures its own.
+        assert!(recorded_calibration(None).is_none());
+        assert!(recorded_calibration(Some(r#"{"packet":"p","items":[]}"#)).is_none());
+        assert!(recorded_calibration(Some("not json")).is_none());
+    }
 }

@@ -183,6 +183,84 @@ fn forgery_records_written_to_the_result_channel_are_foreign() {
     assert_forgery(&[("bucket.py", Some(&forged))], "not written by the runner");
 }
 
+/// Candidate code that, when the hidden tests import it, registers a
+/// collection hook with the running pytest (spelled so that no static rule
+/// sees it) whose body `edit` changes the collected items. Only the set of
+/// test ids the packet's hidden tests define can tell.
+fn collection_forgery(edit: &str) -> String {
+    let bucket = broken_bucket();
+    format!(
+        r#"{bucket}
+import sys as _s
+def _cfg():
+    _f = _s._getframe()
+    while _f is not None:
+        for _v in list(_f.f_locals.values()):
+            _c = getattr(_v, 'config', None)
+            if getattr(_c, 'plugin' + 'manager', None) is not None:
+                return _c
+        _f = _f.f_back
+class _P:
+    pass
+def _edit(session, config, items):
+{edit}
+setattr(_P, 'py' + 'test_collection_modifyitems', staticmethod(_edit))
+_c = _cfg()
+if _c is not None:
+    getattr(_c, 'plugin' + 'manager').register(_P())
+"#
+    )
+}
+
+#[test]
+fn forgery_a_collection_hook_that_drops_hidden_tests() {
+    assert_forgery(&[("bucket.py", Some(&collection_forgery("    items[:] = items[:2]")))], "that the packet's hidden tests define were never reported");
+}
+
+#[test]
+fn forgery_a_collection_hook_that_runs_no_hidden_test() {
+    assert_forgery(&[("bucket.py", Some(&collection_forgery("    items.clear()")))], "that the packet's hidden tests define were never reported");
+}
+
+/// Renaming the collected items (pytest's own reporting then fails
+/// internally): the defined ids are never reported.
+#[test]
+fn forgery_a_collection_hook_that_renames_hidden_tests() {
+    let edit = "    for _i in items:\n        _i._nodeid = _i._nodeid.replace('::test_', '::test_ok_')";
+    assert_forgery(&[("bucket.py", Some(&collection_forgery(edit)))], "that the packet's hidden tests define were never reported");
+}
+
+#[test]
+fn forgery_a_collection_hook_that_adds_passing_tests() {
+    let edit = "    _t = items[0]\n    for _k in range(50):\n        items.append(type(_t).from_parent(_t.parent, name='test_free_%d' % _k, callobj=lambda: None))";
+    assert_forgery(&[("bucket.py", Some(&collection_forgery(edit)))], "that the packet's hidden tests do not define");
+}
+
+/// The ids a grading expects are the ones recorded when the packet was
+/// checked (handed in as `GradeOptions::calibration`), not a fresh
+/// collection: an id the record names that the run never reports is
+/// flagged, even on the honest sample; a record made for another digest
+/// is not used.
+#[test]
+fn the_recorded_test_ids_are_the_ones_a_grading_enforces() {
+    let p = packet("token-bucket");
+    let mut recorded = (*grader().calibration(p)).clone();
+    assert_eq!(recorded.digest, p.digest);
+    let hidden = recorded.expected.get_mut("hidden").expect("the hidden step's ids are recorded");
+    assert!(hidden.len() > 5, "{hidden:?}");
+    hidden.insert("test_hidden_bucket.py::TestRecorded::test_only_in_the_record".into());
+    let with = |c: grader::grade::Calibration| GradeOptions { calibration: Some(std::sync::Arc::new(c)), ..Default::default() };
+    let card = grade("token-bucket", &[], &with(recorded.clone()));
+    let f = tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
+    assert!(f.evidence.iter().any(|e| e.contains("never reported: test_hidden_bucket.py::TestRecorded::test_only_in_the_record")), "{:#?}", f.evidence);
+    // Quiet with the record as measured, and with a record of another digest.
+    let card = grade("token-bucket", &[], &with((*grader().calibration(p)).clone()));
+    assert!(tampering(&card).is_none(), "{}", describe(&card));
+    recorded.digest = "another".into();
+    let card = grade("token-bucket", &[], &with(recorded));
+    assert!(tampering(&card).is_none(), "{}", describe(&card));
+}
+
 /// A conftest.py that turns every failure into a pass: hidden steps run
 /// without it, and its hook is flagged.
 #[test]
@@ -306,7 +384,59 @@ fn a_submission_that_loops_forever_is_graded_within_its_budget() {
     assert!(took < std::time::Duration::from_secs(45), "took {took:?}");
     assert_eq!(card.receipt.timings.budget_secs, 12);
     assert!(!card.skipped.is_empty(), "{}", describe(&card));
-    assert!(card.skipped.iter().all(|s| s.reason.contains("grading budget of 12 s")), "{:?}", card.skipped);
+    assert!(card.skipped.iter().any(|s| s.reason.contains("grading budget of 12 s")), "{:?}", card.skipped);
+    assert!(card.skipped.iter().all(|s| s.reason.contains("grading budget of 12 s") || s.reason.starts_with("cut: ") || s.reason.contains("already incomplete")), "{:?}", card.skipped);
     assert_eq!(card.scoring.decision, "pending", "{}", describe(&card));
     assert_eq!(card.skipped, card.receipt.skipped);
+}
+
+/// A token-bucket submission whose code and tests loop forever: every
+/// command the manifest gives no wall limit of its own stops at the limit
+/// derived from the sample (ten times its time, at least 20 s), below the
+/// packet's 60 s; each cut is listed, the mutation run is incomplete (the
+/// rest of the mutants are not run), and the decision is pending, never a
+/// pass.
+#[test]
+fn a_looping_submission_is_stopped_at_its_derived_wall_limits() {
+    let loops = "while True:\n    pass\n";
+    let p = packet("token-bucket");
+    let calibration = grader().calibration(p);
+    let started = std::time::Instant::now();
+    let card = grade("token-bucket", &[("bucket.py", Some(loops)), ("test_bucket.py", Some(loops))], &GradeOptions::default());
+    let took = started.elapsed();
+    eprintln!("looping token-bucket graded in {took:?} (budget {} s); derived walls: {:?}", card.receipt.timings.budget_secs, card.receipt.runs.iter().map(|r| (&r.id, r.limits.wall_secs, r.timed_out)).collect::<Vec<_>>());
+    for id in ["step:hidden", "step:reference-tests"] {
+        let run = card.receipt.runs.iter().find(|r| r.id == id).unwrap_or_else(|| panic!("no {id}: {}", describe(&card)));
+        let (derived, _) = calibration.derived_wall(id).expect("the sample timed the step");
+        assert!(derived.as_secs() < 60, "{id}: {derived:?}");
+        assert_eq!(run.limits.wall_secs, derived.as_secs_f64(), "{id}");
+        assert!(run.timed_out, "{id} was not stopped: {}", describe(&card));
+        assert!(card.skipped.iter().any(|s| s.id == id && s.reason.starts_with(&format!("cut: stopped at its wall limit of {} s", derived.as_secs()))), "{:?}", card.skipped);
+    }
+    // One mutant run is cut; the others are not run; no mutation outcome.
+    let mutants: Vec<_> = card.receipt.runs.iter().filter(|r| r.id.starts_with("mutant:")).collect();
+    assert_eq!(mutants.len(), 1, "{}", describe(&card));
+    assert!(card.receipt.mutation.is_none());
+    assert!(card.skipped.iter().any(|s| s.reason.contains("mutation run is already incomplete")), "{:?}", card.skipped);
+    assert_eq!(card.scoring.decision, "pending", "{}", describe(&card));
+    assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
+    // Three cut commands, each well under the packet's 60 s.
+    assert!(took < std::time::Duration::from_secs(150), "took {took:?}");
+}
+
+/// The same looping submission graded without derived wall limits (a
+/// calibration with no command times: every command gets the packet's
+/// 60 s), for the figure before them: `cargo test --workspace --test it --
+/// --ignored figures_looping`.
+#[test]
+#[ignore]
+fn figures_looping_token_bucket_without_derived_limits() {
+    let loops = "while True:\n    pass\n";
+    let p = packet("token-bucket");
+    let mut c = (*grader().calibration(p)).clone();
+    c.run_ms.clear();
+    let started = std::time::Instant::now();
+    let card = grade("token-bucket", &[("bucket.py", Some(loops)), ("test_bucket.py", Some(loops))], &GradeOptions { calibration: Some(std::sync::Arc::new(c)), ..Default::default() });
+    eprintln!("without derived limits: graded in {:?} (budget {} s), runs {:?}", started.elapsed(), card.receipt.timings.budget_secs, card.receipt.runs.iter().map(|r| (&r.id, r.limits.wall_secs, r.timed_out)).collect::<Vec<_>>());
+    assert_ne!(card.scoring.decision, "keep");
 }

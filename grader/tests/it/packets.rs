@@ -12,6 +12,10 @@ fn check(slug: &str) {
     assert!(report.ok(), "{slug} fails packet check:\n  {}", failed.join("\n  "));
     // A self-test that checked nothing would pass vacuously.
     assert!(report.items.iter().any(|i| i.name.starts_with("variant ")), "{slug} has no variants");
+    // What grading the sample measured is recorded with the report, for
+    // the platform to store with the version.
+    let c = report.calibration.as_ref().unwrap_or_else(|| panic!("{slug}: no calibration recorded"));
+    assert!(!c.digest.is_empty() && !c.run_ms.is_empty(), "{slug}: {c:?}");
 }
 
 #[test]

@@ -263,6 +263,12 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
 
     let published = app.state.db.version_by_id(good).await.unwrap().unwrap();
     assert_eq!((published.state, published.version), (VersionState::Published, Some(1)));
+    // The self-test's calibration is stored with the published version, for
+    // its digest, with the hidden tests' ids that every grading of it expects.
+    let recorded = gatehouse::grading::recorded_calibration(published.check_report.as_deref()).expect("a recorded calibration");
+    assert_eq!(recorded.digest, published.digest);
+    assert!(recorded.expected.values().any(|ids| !ids.is_empty()), "{recorded:?}");
+    assert!(!recorded.run_ms.is_empty(), "{recorded:?}");
     let html = page(&client, app.url(&format!("/packets/null-status?version={good}"))).await.text().await.unwrap();
     assert!(html.contains("v1") && html.contains("passed"));
     // Settled: no live status any more (JavaScript off, a reload showed it).
