@@ -307,7 +307,7 @@ pub struct Calibration {
 pub const BUDGET_FLOOR: Duration = Duration::from_secs(120);
 
 /// The floor of a command's sample-derived wall limit.
-pub const WALL_FLOOR: Duration = Duration::from_secs(20);
+pub const WALL_FLOOR: Duration = Duration::from_secs(30);
 
 /// How many times the sample's time a command's derived wall limit is.
 pub const WALL_FACTOR: u64 = 10;
@@ -1091,15 +1091,15 @@ mod rescore_tests {
     #[test]
     fn derived_wall_limits_are_ten_times_the_sample_with_a_floor() {
         let c = Calibration {
-            run_ms: BTreeMap::from([("step:a".into(), 300), ("step:b".into(), 2_345), ("mutant:m1".into(), 800), ("mutant:m2".into(), 2_600)]),
+            run_ms: BTreeMap::from([("step:a".into(), 300), ("step:b".into(), 3_345), ("mutant:m1".into(), 800), ("mutant:m2".into(), 3_600)]),
             ..Calibration::default()
         };
         let secs = |id: &str| c.derived_wall(id).map(|(d, ms)| (d.as_secs(), ms));
-        assert_eq!(secs("step:a"), Some((20, 300)));
-        assert_eq!(secs("step:b"), Some((24, 2_345)));
+        assert_eq!(secs("step:a"), Some((30, 300)));
+        assert_eq!(secs("step:b"), Some((34, 3_345)));
         // Every mutant run takes the slowest mutant run of the sample.
-        assert_eq!(secs("mutant:m1"), Some((26, 2_600)));
-        assert_eq!(secs("mutant:new"), Some((26, 2_600)));
+        assert_eq!(secs("mutant:m1"), Some((36, 3_600)));
+        assert_eq!(secs("mutant:new"), Some((36, 3_600)));
         assert_eq!(secs("script:1"), None);
         // What `packet check` records reads back (older records lack times).
         let json = serde_json::to_string(&c).unwrap();

@@ -392,7 +392,7 @@ fn a_submission_that_loops_forever_is_graded_within_its_budget() {
 
 /// A token-bucket submission whose code and tests loop forever: every
 /// command the manifest gives no wall limit of its own stops at the limit
-/// derived from the sample (ten times its time, at least 20 s), below the
+/// derived from the sample (ten times its time, at least 30 s), below the
 /// packet's 60 s; each cut is listed, the mutation run is incomplete (the
 /// rest of the mutants are not run), and the decision is pending, never a
 /// pass.
