@@ -195,6 +195,20 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     assert_eq!(stored_json, receipt);
     cli["packet"]["version"] = "v1".into();
     cli["receipt"]["packet"]["version"] = "v1".into();
+    // A command's wall limit derives from the sample's time on the machine
+    // that measured it (the server's from the version's self-test, the
+    // CLI's from its own run of the sample), so the two may differ; both
+    // are at least the floor. The rest must agree exactly.
+    let floor = grader::grade::WALL_FLOOR.as_secs_f64();
+    let stored_runs = stored["receipt"]["runs"].as_array().unwrap().clone();
+    let cli_runs = cli["receipt"]["runs"].as_array_mut().unwrap();
+    assert_eq!(cli_runs.len(), stored_runs.len());
+    for (c, s) in cli_runs.iter_mut().zip(&stored_runs) {
+        assert_eq!(c["id"], s["id"]);
+        let (cw, sw) = (c["limits"]["wall_secs"].as_f64().unwrap(), s["limits"]["wall_secs"].as_f64().unwrap());
+        assert!(cw >= floor && sw >= floor, "{}: {cw} / {sw}", s["id"]);
+        c["limits"]["wall_secs"] = s["limits"]["wall_secs"].clone();
+    }
     let mut cli_receipt: grader::grade::Receipt = serde_json::from_value(cli["receipt"].clone()).unwrap();
     cli_receipt.digest = grader::grade::receipt_digest(&cli_receipt);
     cli["receipt"]["digest"] = cli_receipt.digest.into();
