@@ -125,24 +125,26 @@ impl Helper {
         let out_reader = std::thread::spawn(move || read_capped(stdout, output_bytes));
         let err_reader = std::thread::spawn(move || read_capped(stderr, 64 * 1024));
         let deadline = Instant::now() + wall;
-        let (status, timed_out) = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break (status, false),
-                Ok(None) if Instant::now() >= deadline => {
-                    // SAFETY: kill(2) on the helper's own process group.
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
-                    break (child.wait().map_err(|e| format!("waiting for the audit helper: {e}"))?, true);
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+        // The helper is reaped only after its group is killed: while the
+        // leader is an unreaped zombie its process group id cannot be
+        // reused, so the kill never reaches an unrelated host group.
+        let timed_out = loop {
+            match exited_unreaped(pid) {
+                Ok(true) => break false,
+                Ok(false) if Instant::now() >= deadline => break true,
+                Ok(false) => std::thread::sleep(Duration::from_millis(5)),
                 Err(e) => {
+                    // SAFETY: kill(2) on the helper's own, unreaped group.
                     unsafe { libc::kill(-pid, libc::SIGKILL) };
                     let _ = child.wait();
-                    return Err(format!("waiting for the audit helper: {e}"));
+                    return Err(format!("waiting for the audit helper: waitid: {e}"));
                 }
             }
         };
         // Whatever it left behind in its group goes too.
+        // SAFETY: kill(2) on the helper's own, unreaped group.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let status = child.wait().map_err(|e| format!("waiting for the audit helper: {e}"))?;
         let _ = writer.join();
         let (stdout, over) = out_reader.join().unwrap_or_default();
         let (stderr, _) = err_reader.join().unwrap_or_default();
@@ -213,6 +215,19 @@ impl Helper {
         let v = self.call("rules", &json!({ "source": source, "functions": functions, "per_function": per_function }))?;
         serde_json::from_value(v["mutants"].clone()).map_err(|e| format!("the audit helper's rule mutants: {e}"))
     }
+}
+
+/// Whether child `pid` has ended, leaving it unreaped (`WNOWAIT`).
+fn exited_unreaped(pid: libc::pid_t) -> std::io::Result<bool> {
+    // SAFETY: a zeroed siginfo_t is valid for waitid to fill.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on our own child with a valid out pointer.
+    let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: waitid filled `info`; si_pid is 0 when nothing has ended.
+    Ok(unsafe { info.si_pid() } != 0)
 }
 
 fn describe_status(status: std::process::ExitStatus) -> String {
