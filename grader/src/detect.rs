@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
+use crate::pattern::Globs;
 use crate::manifest::{Detector, Limit, Manifest, OrderBy, Scope, Stream};
 use crate::tree::Tree;
 use crate::clock::{format_time, parse_time};
@@ -67,20 +68,16 @@ impl Evidence<'_> {
                 let root = self.root(id, step)?;
                 let files = crate::tree::list_paths(root);
                 let missing: Vec<String> = paths
-                    .iter()
-                    .filter(|p| {
-                        let set = globs(std::slice::from_ref(p));
-                        !files.iter().any(|f| set.is_match(f))
-                    })
-                    .map(|p| match step {
+                    .each()
+                    .filter(|(_, glob)| !files.iter().any(|f| glob.is_match(f)))
+                    .map(|(p, _)| match step {
                         Some(s) => format!("{p}: step {s} left no such file"),
                         None => format!("{p}: no such file in the submission"),
                     })
                     .collect();
                 if missing.is_empty() { None } else { Hit::new(provenance_of(step), missing) }
             }
-            Detector::Present { paths, scope, step } => {
-                let set = globs(paths);
+            Detector::Present { paths: set, scope, step } => {
                 let files = match step {
                     Some(_) => crate::tree::list_paths(self.root(id, step)?),
                     None => self.scoped_files(*scope),
@@ -88,8 +85,7 @@ impl Evidence<'_> {
                 let hits: Vec<String> = files.into_iter().filter(|f| set.is_match(f)).map(|f| format!("{f}: present")).collect();
                 if hits.is_empty() { None } else { Hit::new(provenance_of(step), hits) }
             }
-            Detector::OutsideAllowlist { allow } => {
-                let set = globs(allow);
+            Detector::OutsideAllowlist { allow: set } => {
                 let hits: Vec<String> = self
                     .submission
                     .keys()
@@ -99,8 +95,7 @@ impl Evidence<'_> {
                 if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
             }
             Detector::Pattern { files, regex, absent, scope, step } => {
-                let re = Regex::new(regex).map_err(|e| fail(e.to_string()))?;
-                let set = globs(files);
+                let (re, set) = (regex, files);
                 let root = self.root(id, step)?;
                 let candidates = match step {
                     Some(_) => crate::tree::list_paths(root),
@@ -160,16 +155,14 @@ impl Evidence<'_> {
                     Stream::Stderr => outcome.report.stderr_tail.clone(),
                     Stream::Both => format!("{}\n{}", outcome.report.stdout_tail, outcome.report.stderr_tail),
                 };
-                if let Some(r) = contains {
-                    let re = Regex::new(r).map_err(|e| fail(e.to_string()))?;
+                if let Some(re) = contains {
                     let lines: Vec<String> =
                         text.lines().filter(|l| re.is_match(l)).take(5).map(|l| format!("step {step}: {}", excerpt(l))).collect();
                     if lines.is_empty() { None } else { Hit::new(Provenance::Replayed, lines) }
                 } else if let Some(r) = absent {
                     // Multi-line mode: `^` and `$` are line boundaries, as they
                     // are for `contains`, which matches line by line.
-                    let re = Regex::new(&format!("(?m){r}")).map_err(|e| fail(e.to_string()))?;
-                    if re.is_match(&text) {
+                    if r.is_match(&text) {
                         None
                     } else {
                         Hit::new(Provenance::Replayed, vec![format!("step {step}: output never matches /{r}/")])
@@ -196,7 +189,8 @@ impl Evidence<'_> {
                     match by {
                         OrderBy::ZipTime => Ok(self.submission.get(p).copied().flatten()),
                         OrderBy::Stamp => {
-                            let re = Regex::new(stamp.as_deref().unwrap_or_default()).map_err(|e| fail(e.to_string()))?;
+                            // Validation requires a stamp regex for `by = "stamp"`.
+                            let Some(re) = stamp else { return Ok(None) };
                             Ok(self.read(p).and_then(|t| re.captures(&t).and_then(|c| c.get(1)).and_then(|m| parse_time(m.as_str()))))
                         }
                     }
@@ -237,8 +231,7 @@ impl Evidence<'_> {
                     .collect();
                 if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
             }
-            Detector::StdlibOnly { files, allow } => {
-                let set = globs(files);
+            Detector::StdlibOnly { files: set, allow } => {
                 let local = local_modules(&self.workspace_files());
                 let mut hits = Vec::new();
                 for f in self.workspace_files().into_iter().filter(|f| set.is_match(f) && f.ends_with(".py")) {
@@ -339,7 +332,7 @@ impl Evidence<'_> {
                 }
             }
             Detector::Digest { files, claimed_in, regex, step } => {
-                let re = Regex::new(regex).map_err(|e| fail(e.to_string()))?;
+                let re = regex;
                 let Some(text) = read_text(self.root(id, step)?, claimed_in) else { return Ok(None) };
                 let mut tree = crate::tree::Tree::new();
                 for f in files {
@@ -542,7 +535,7 @@ pub fn test_matches(t: &TestOutcome, pattern: &str) -> bool {
     test_names(t).iter().any(|n| n == pattern || g.is_match(n) || unparam(n).is_some_and(|b| b == pattern || g.is_match(&b)))
 }
 
-fn failing_tests(outcome: &StepOutcome, patterns: &[String]) -> Vec<String> {
+fn failing_tests(outcome: &StepOutcome, patterns: &Globs) -> Vec<String> {
     let Some(tests) = &outcome.tests else {
         let why = outcome.junit_error.as_deref().unwrap_or("no JUnit report");
         return vec![format!("no test results: {why} ({})", outcome.report.describe())];
@@ -556,8 +549,7 @@ fn failing_tests(outcome: &StepOutcome, patterns: &[String]) -> Vec<String> {
         return tests.iter().filter(failed).map(line).collect();
     }
     let mut hits = Vec::new();
-    for p in patterns {
-        let g = globs(std::slice::from_ref(p));
+    for (p, g) in patterns.each() {
         let matching: Vec<&TestOutcome> = tests.iter().filter(|t| test_names(t).iter().any(|n| n == p || g.is_match(n))).collect();
         if matching.is_empty() {
             hits.push(format!("{p}: not run"));

@@ -33,15 +33,16 @@ pub enum GradeError {
     /// The packet is broken (a detector script crashed, a lay is missing).
     #[error("packet error: {0}")]
     Packet(String),
-    #[error("grader I/O error: {0}")]
-    Io(String),
+    /// The grader's own file work failed; `context` says what it was doing.
+    #[error("grader I/O error: {context}: {source}")]
+    Io { context: String, source: std::io::Error },
 }
 
 impl From<RunError> for GradeError {
     fn from(e: RunError) -> Self {
         match e {
             RunError::Sandbox(s) => GradeError::Sandbox(s),
-            RunError::Io(m) => GradeError::Io(m),
+            RunError::Io { context, source } => GradeError::Io { context, source },
         }
     }
 }
@@ -54,7 +55,7 @@ pub fn ingest_options(packet: &Packet) -> Result<IngestOptions, GradeError> {
 }
 
 fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> GradeError {
-    move |e| GradeError::Io(format!("{context}: {e}"))
+    move |source| GradeError::Io { context: context.to_string(), source }
 }
 
 /// A failure whose detector could not be evaluated, and why.
@@ -366,7 +367,7 @@ impl Grader {
                 return Err(GradeError::Packet(format!("tool name {t:?} is not a plain command or package name")));
             }
         }
-        let mut cache = self.tools.lock().map_err(|_| GradeError::Io("tool cache poisoned".into()))?;
+        let mut cache = self.tools.lock().map_err(|_| GradeError::Io { context: "reading the tool cache".into(), source: std::io::Error::other("a panic poisoned its lock") })?;
         let missing: Vec<&String> = tools.iter().filter(|t| !cache.contains_key(*t)).collect();
         if self.python.get().is_none() || !missing.is_empty() {
             // One sandbox run answers everything: the interpreter, its
@@ -545,7 +546,7 @@ impl Grader {
 
         let workspace = work.join("workspace");
         let crate::starter::Assembled { submission, platform_files } =
-            crate::starter::assemble(packet, ingested, &workspace).map_err(|e| GradeError::Io(format!("assembling the workspace: {e}")))?;
+            crate::starter::assemble(packet, ingested, &workspace).map_err(io("assembling the workspace"))?;
         let platform = crate::starter::platform_files(m);
         let workspace_tree = list_files(&workspace).map_err(io("listing the workspace"))?;
         let starter_tree = list_files(&packet.starter_dir()).map_err(io("listing the starter"))?;

@@ -15,6 +15,7 @@ pub mod lint;
 pub mod manifest;
 pub mod packet;
 pub mod par;
+pub mod pattern;
 pub mod pytest;
 pub mod run;
 pub mod sandbox;

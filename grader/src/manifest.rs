@@ -8,12 +8,21 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pattern::{Globs, Pattern};
 use crate::sandbox::Limits;
 
-/// A manifest problem, located in its file.
+/// What is wrong with a manifest: every problem found, each located in its
+/// file where it has a line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManifestError {
     pub file: String,
+    /// At least one, in the order of the checks.
+    pub problems: Vec<Problem>,
+}
+
+/// One manifest problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
     /// 1-based line, when the problem has one.
     pub line: Option<usize>,
     pub message: String,
@@ -21,10 +30,16 @@ pub struct ManifestError {
 
 impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{}: {}", self.file, line, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            match p.line {
+                Some(line) => write!(f, "{}:{}: {}", self.file, line, p.message)?,
+                None => write!(f, "{}: {}", self.file, p.message)?,
+            }
         }
+        Ok(())
     }
 }
 
@@ -549,21 +564,21 @@ pub enum WitnessCheck {
 #[expect(clippy::large_enum_variant, reason = "parsed once per packet; boxing `Ledger` would only complicate every match")]
 pub enum Detector {
     Missing {
-        paths: Vec<String>,
+        paths: Globs,
         step: Option<String>,
     },
     Present {
-        paths: Vec<String>,
+        paths: Globs,
         #[serde(default, rename = "in")]
         scope: Scope,
         step: Option<String>,
     },
     OutsideAllowlist {
-        allow: Vec<String>,
+        allow: Globs,
     },
     Pattern {
-        files: Vec<String>,
-        regex: String,
+        files: Globs,
+        regex: Pattern,
         #[serde(default)]
         absent: bool,
         #[serde(default = "workspace_scope", rename = "in")]
@@ -576,8 +591,8 @@ pub enum Detector {
     },
     TestFailing {
         step: String,
-        #[serde(default)]
-        tests: Vec<String>,
+        #[serde(default, deserialize_with = "Globs::lenient")]
+        tests: Globs,
     },
     Exit {
         step: String,
@@ -589,8 +604,9 @@ pub enum Detector {
         step: String,
         #[serde(default)]
         stream: Stream,
-        contains: Option<String>,
-        absent: Option<String>,
+        contains: Option<Pattern>,
+        /// Matched against the whole output, `^` and `$` at line boundaries.
+        absent: Option<Pattern<true>>,
     },
     PytestLog {
         file: String,
@@ -601,7 +617,7 @@ pub enum Detector {
         before: String,
         after: String,
         by: OrderBy,
-        stamp: Option<String>,
+        stamp: Option<Pattern>,
     },
     DiffAllowlist {
         diff: String,
@@ -613,7 +629,7 @@ pub enum Detector {
         diff: String,
     },
     StdlibOnly {
-        files: Vec<String>,
+        files: Globs,
         /// Third-party modules that are allowed (e.g. `pytest` in tests).
         #[serde(default)]
         allow: Vec<String>,
@@ -643,7 +659,7 @@ pub enum Detector {
     Digest {
         files: Vec<String>,
         claimed_in: String,
-        regex: String,
+        regex: Pattern,
         step: Option<String>,
     },
     MutantsSurvive {
@@ -718,8 +734,7 @@ impl Manifest {
     pub fn parse(file: &str, src: &str) -> Result<Manifest, ManifestError> {
         let manifest: Manifest = toml::from_str(src).map_err(|e| ManifestError {
             file: file.to_string(),
-            line: e.span().map(|s| line_of(src, s.start)),
-            message: e.message().trim().to_string(),
+            problems: vec![Problem { line: e.span().map(|s| line_of(src, s.start)), message: e.message().trim().to_string() }],
         })?;
         manifest.validate(file, src)?;
         Ok(manifest)
@@ -762,200 +777,199 @@ impl Manifest {
     }
 
     fn validate(&self, file: &str, src: &str) -> Result<(), ManifestError> {
-        let err = |needle: &str, message: String| ManifestError {
-            file: file.to_string(),
-            line: locate(src, needle),
-            message,
-        };
+        let mut bad = Problems::new(src);
         let slug_ok = !self.packet.slug.is_empty()
             && self.packet.slug.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !slug_ok {
-            return Err(err("slug", format!("slug {:?} must be lowercase letters, digits and '-'", self.packet.slug)));
+            bad.at(&["packet".into(), "slug".into()], format!("slug {:?} must be lowercase letters, digits and '-'", self.packet.slug));
         }
 
         if self.workspace.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            return Err(err("[workspace]", "workspace.test is empty; leave it out to use [commands] test".into()));
+            bad.at(&["workspace".into(), "test".into()], "workspace.test is empty; leave it out to use [commands] test".into());
         }
 
-        if let Some((needle, message)) = self.check_paths() {
-            return Err(err(&needle, message));
+        for (needle, message) in self.check_paths() {
+            bad.near(&needle, message);
         }
 
         let mut seen = BTreeSet::new();
-        for step in &self.steps {
+        for (i, step) in self.steps.iter().enumerate() {
             if !seen.insert(step.id.as_str()) {
-                return Err(err(&quoted(&step.id), format!("step id {:?} is used twice", step.id)));
+                bad.at(&["step".into(), i.into(), "id".into()], format!("step id {:?} is used twice", step.id));
             }
             for lay in &step.lay {
-                check_lay(lay).map_err(|m| err(&lay.paths().0, m))?;
+                if let Err(m) = check_lay(lay) {
+                    bad.at(&["step".into(), i.into(), "lay".into()], m);
+                }
             }
         }
 
         let mut seen = BTreeSet::new();
-        for c in &self.criteria {
+        for (i, c) in self.criteria.iter().enumerate() {
+            let at = |key: &'static str| [Key::from("criterion"), i.into(), key.into()];
             if !seen.insert(c.id.as_str()) {
-                return Err(err(&quoted(&c.id), format!("criterion id {:?} is used twice", c.id)));
+                bad.at(&at("id"), format!("criterion id {:?} is used twice", c.id));
             }
             if c.levels.len() != c.max as usize + 1 {
-                return Err(err(
-                    &quoted(&c.id),
-                    format!(
-                        "criterion {:?} has max {} so it needs {} level descriptions, found {}",
-                        c.id,
-                        c.max,
-                        c.max + 1,
-                        c.levels.len()
-                    ),
-                ));
+                bad.at(
+                    &at("levels"),
+                    format!("criterion {:?} has max {} so it needs {} level descriptions, found {}", c.id, c.max, c.max + 1, c.levels.len()),
+                );
             }
             match &c.from {
                 Source::Tests { tests } if self.step(tests).is_none() => {
-                    return Err(err(&quoted(tests), format!("criterion {:?} reads tests of step {:?}, which is not defined", c.id, tests)));
+                    bad.at(&at("from"), format!("criterion {:?} reads tests of step {:?}, which is not defined", c.id, tests));
                 }
                 Source::Tests { tests } if !self.step(tests).is_some_and(Step::reports_tests) => {
-                    return Err(err(&quoted(tests), format!("criterion {:?} reads tests of step {:?}, which has no `junit` path and is not a trusted test command", c.id, tests)));
+                    bad.at(&at("from"), format!("criterion {:?} reads tests of step {:?}, which has no `junit` path and is not a trusted test command", c.id, tests));
                 }
                 Source::Named(NamedSource::Mutation) if self.mutation.is_none() => {
-                    return Err(err(&quoted(&c.id), format!("criterion {:?} is scored from mutation but there is no [mutation] table", c.id)));
+                    bad.at(&at("from"), format!("criterion {:?} is scored from mutation but there is no [mutation] table", c.id));
                 }
                 _ => {}
             }
         }
 
         let mut seen = BTreeSet::new();
-        for f in &self.failures {
+        for (i, f) in self.failures.iter().enumerate() {
+            let at = |key: &'static str| [Key::from("failure"), i.into(), key.into()];
             if !seen.insert(f.id.as_str()) {
-                return Err(err(&quoted(&f.id), format!("failure id {:?} is used twice", f.id)));
+                bad.at(&at("id"), format!("failure id {:?} is used twice", f.id));
             }
             for e in f.effect.list() {
                 if self.criterion(&e.criterion).is_none() {
-                    return Err(err(&quoted(&e.criterion), format!("failure {:?} affects criterion {:?}, which is not defined", f.id, e.criterion)));
+                    bad.at(&at("effect"), format!("failure {:?} affects criterion {:?}, which is not defined", f.id, e.criterion));
                 }
                 if e.set.is_none() == e.minus.is_none() {
-                    return Err(err(&quoted(&f.id), format!("an effect of failure {:?} needs exactly one of `set` or `minus`", f.id)));
+                    bad.at(&at("effect"), format!("an effect of failure {:?} needs exactly one of `set` or `minus`", f.id));
                 }
             }
-            let mut problem = None;
+            let mut problems = Vec::new();
             f.detect.walk(&mut |d| {
-                if problem.is_none() {
-                    problem = self.check_detector(d);
-                }
+                problems.extend(self.check_detector(d));
                 // A witness check is quiet when grading has no witness, so
                 // under `not` it would fire for every offline submission.
-                if let (None, Detector::Not { of }) = (&problem, d) {
+                if let Detector::Not { of } = d {
                     let mut witness = false;
                     of.walk(&mut |inner| witness |= matches!(inner, Detector::Witness { .. }));
                     if witness {
-                        problem = Some(("\"not\"".into(), "a `witness` detector cannot sit under `not`".into()));
+                        problems.push(("\"not\"".into(), "a `witness` detector cannot sit under `not`".into()));
                     }
                 }
             });
-            if let Some((needle, m)) = problem {
-                return Err(err(&needle, format!("failure {:?}: {m}", f.id)));
+            for (_, m) in problems {
+                bad.at(&at("detect"), format!("failure {:?}: {m}", f.id));
             }
         }
 
         let known_decision = |d: &str| self.decision_rank(d).is_some();
-        for g in &self.gates {
+        for (i, g) in self.gates.iter().enumerate() {
+            let at = |key: &'static str| [Key::from("gate"), i.into(), key.into()];
             match (&g.criterion, &g.failure) {
                 (Some(c), None) => {
                     if self.criterion(c).is_none() {
-                        return Err(err(&quoted(c), format!("gate names criterion {c:?}, which is not defined")));
+                        bad.at(&at("criterion"), format!("gate names criterion {c:?}, which is not defined"));
                     }
                     if g.min.is_none() {
-                        return Err(err(&quoted(c), format!("gate on criterion {c:?} needs `min`")));
+                        bad.at(&at("criterion"), format!("gate on criterion {c:?} needs `min`"));
                     }
                 }
                 (None, Some(f)) => {
                     if self.failure(f).is_none() {
-                        return Err(err(&quoted(f), format!("gate names failure {f:?}, which is not in the catalog")));
+                        bad.at(&at("failure"), format!("gate names failure {f:?}, which is not in the catalog"));
                     }
                 }
-                _ => return Err(err(&quoted(&g.decision), "a gate names exactly one of `criterion` or `failure`".into())),
+                _ => bad.at(&at("decision"), "a gate names exactly one of `criterion` or `failure`".into()),
             }
             if !known_decision(&g.decision) {
-                return Err(err(&quoted(&g.decision), format!("gate decision {:?} is not one of the rubric's decisions", g.decision)));
+                bad.at(&at("decision"), format!("gate decision {:?} is not one of the rubric's decisions", g.decision));
             }
         }
-        for cap in &self.caps {
+        for (i, cap) in self.caps.iter().enumerate() {
+            let at = |key: &'static str| [Key::from("cap"), i.into(), key.into()];
             if cap.when.is_empty() == cap.failure.is_none() {
-                return Err(err(&quoted(&cap.decision), "a cap needs exactly one of `when` or `failure`".into()));
+                bad.at(&at("decision"), "a cap needs exactly one of `when` or `failure`".into());
             }
             for cond in &cap.when {
                 if self.criterion(&cond.criterion).is_none() {
-                    return Err(err(&quoted(&cond.criterion), format!("cap names criterion {:?}, which is not defined", cond.criterion)));
+                    bad.at(&at("when"), format!("cap names criterion {:?}, which is not defined", cond.criterion));
                 }
                 if cond.at_most.is_none() && cond.at_least.is_none() {
-                    return Err(err(&quoted(&cond.criterion), "a cap condition needs `at_most` or `at_least`".into()));
+                    bad.at(&at("when"), "a cap condition needs `at_most` or `at_least`".into());
                 }
             }
             if let Some(f) = &cap.failure
-                && self.failure(f).is_none() {
-                    return Err(err(&quoted(f), format!("cap names failure {f:?}, which is not in the catalog")));
-                }
+                && self.failure(f).is_none()
+            {
+                bad.at(&at("failure"), format!("cap names failure {f:?}, which is not in the catalog"));
+            }
             if !known_decision(&cap.decision) {
-                return Err(err(&quoted(&cap.decision), format!("cap decision {:?} is not one of the rubric's decisions", cap.decision)));
+                bad.at(&at("decision"), format!("cap decision {:?} is not one of the rubric's decisions", cap.decision));
             }
         }
         if self.rubric.aggregate == Aggregate::Sum {
             if self.bands.is_empty() {
-                return Err(err("[rubric]", "a summed rubric needs at least one [[band]]".into()));
+                bad.at(&["rubric".into()], "a summed rubric needs at least one [[band]]".into());
             }
-            if self.bands.windows(2).any(|w| w[0].min <= w[1].min) {
-                return Err(err("[[band]]", "bands must be listed best first with strictly falling `min`".into()));
+            if let Some(i) = self.bands.windows(2).position(|w| w[0].min <= w[1].min) {
+                bad.at(&["band".into(), (i + 1).into(), "min".into()], "bands must be listed best first with strictly falling `min`".into());
             }
-            if self.bands.last().map(|b| b.min) != Some(0) {
-                return Err(err("[[band]]", "the last band must have `min = 0`".into()));
+            if let Some(last) = self.bands.len().checked_sub(1)
+                && self.bands[last].min != 0
+            {
+                bad.at(&["band".into(), last.into(), "min".into()], "the last band must have `min = 0`".into());
             }
         }
 
         if let Some(m) = &self.mutation
-            && self.step(&m.hidden_step).is_none() {
-                return Err(err(&quoted(&m.hidden_step), format!("mutation.hidden_step {:?} is not a step", m.hidden_step)));
-            }
+            && self.step(&m.hidden_step).is_none()
+        {
+            bad.at(&["mutation".into(), "hidden_step".into()], format!("mutation.hidden_step {:?} is not a step", m.hidden_step));
+        }
 
         let mut seen = BTreeSet::new();
-        for v in &self.variants {
+        for (i, v) in self.variants.iter().enumerate() {
+            let at = |key: &'static str| [Key::from("variant"), i.into(), key.into()];
             if !seen.insert(v.name.as_str()) {
-                return Err(err(&quoted(&v.name), format!("variant {:?} is listed twice", v.name)));
+                bad.at(&at("name"), format!("variant {:?} is listed twice", v.name));
             }
             for id in &v.expect {
                 if self.failure(id).is_none() {
-                    return Err(err(&quoted(id), format!("variant {:?} expects failure {id:?}, which is not in the catalog", v.name)));
+                    bad.at(&at("expect"), format!("variant {:?} expects failure {id:?}, which is not in the catalog", v.name));
                 }
             }
         }
 
         for (step, map) in &self.proves {
+            let table = [Key::from("proves"), step.into()];
             match self.step(step) {
-                None => return Err(err(&format!("[proves.{step}]"), format!("[proves.{step}] names step {step:?}, which is not a step"))),
-                Some(s) if s.junit.is_none() => {
-                    return Err(err(&format!("[proves.{step}]"), format!("[proves.{step}]: step {step:?} has no `junit`, so it reports no tests")));
-                }
+                None => bad.at(&table, format!("[proves.{step}] names step {step:?}, which is not a step")),
+                Some(s) if s.junit.is_none() => bad.at(&table, format!("[proves.{step}]: step {step:?} has no `junit`, so it reports no tests")),
                 Some(_) => {}
             }
             for (pattern, proves) in map {
+                let at = [Key::from("proves"), step.into(), pattern.into()];
                 if globset::Glob::new(pattern).is_err() {
-                    return Err(err(&quoted(pattern), format!("[proves.{step}]: test pattern {pattern:?} is not a valid glob")));
+                    bad.at(&at, format!("[proves.{step}]: test pattern {pattern:?} is not a valid glob"));
                 }
                 if proves.ids().is_empty() {
-                    return Err(err(&quoted(pattern), format!("[proves.{step}]: test pattern {pattern:?} proves no failure id")));
+                    bad.at(&at, format!("[proves.{step}]: test pattern {pattern:?} proves no failure id"));
                 }
                 for id in proves.ids() {
                     if self.failure(id).is_none() {
-                        return Err(err(&quoted(pattern), format!("[proves.{step}]: test {pattern:?} proves failure {id:?}, which is not in the catalog")));
+                        bad.at(&at, format!("[proves.{step}]: test {pattern:?} proves failure {id:?}, which is not in the catalog"));
                     }
                 }
             }
         }
-        Ok(())
+        bad.finish(file)
     }
 
     /// Checks every path the manifest names: each must stay inside its
     /// folder (relative, no `..`, no absolute path, no backslash), and names
     /// that become path components (step ids, variant names) must be plain
-    /// names. Returns (text to locate, message) for the first bad one.
-    fn check_paths(&self) -> Option<(String, String)> {
+    /// names. Returns (text to locate, message) for each bad one.
+    fn check_paths(&self) -> Vec<(String, String)> {
         let path = |what: &str, p: &str| -> Option<(String, String)> {
             (!is_safe_path(p)).then(|| (quoted(p), format!("{what} {p:?} must be a relative path inside the folder (no `..`, no absolute path, no backslash)")))
         };
@@ -968,41 +982,37 @@ impl Manifest {
             (!ok).then(|| (quoted(n), format!("{what} {n:?} must be a plain name (letters, digits, '-', '_', '.'), as it names a folder")))
         };
         let m = self;
-        let mut found: Option<(String, String)> = None;
-        let mut first = |r: Option<(String, String)>| {
-            if found.is_none() {
-                found = r;
-            }
-        };
-        first(path("packet.brief", &m.packet.brief));
+        let mut found: Vec<(String, String)> = Vec::new();
+        let mut push = |r: Option<(String, String)>| found.extend(r);
+        push(path("packet.brief", &m.packet.brief));
         for f in &m.packet.seed_files {
-            first(path("seed file", f));
+            push(path("seed file", f));
         }
         for f in &m.policy.frozen {
-            first(path("frozen file", f));
+            push(path("frozen file", f));
         }
         for k in m.sample.times.keys() {
-            first(path("sample.times key", k));
+            push(path("sample.times key", k));
         }
         for s in &m.steps {
-            first(name("step id", &s.id));
+            push(name("step id", &s.id));
             if let Some(j) = &s.junit {
-                first(path("junit", j));
+                push(path("junit", j));
             }
             for k in &s.keep {
-                first(glob("keep pattern", k));
+                push(glob("keep pattern", k));
             }
         }
         if let Some(mu) = &m.mutation {
-            first(path("mutation.target", &mu.target));
+            push(path("mutation.target", &mu.target));
         }
         for v in &m.variants {
-            first(name("variant name", &v.name));
+            push(name("variant name", &v.name));
             for r in &v.remove {
-                first(path("variant remove", r));
+                push(path("variant remove", r));
             }
             for k in v.times.keys() {
-                first(path("variant times key", k));
+                push(path("variant times key", k));
             }
         }
         for f in &m.failures {
@@ -1023,7 +1033,7 @@ impl Manifest {
                     Detector::Witness { file: Some(f), .. } => path("witness file", f),
                     _ => None,
                 };
-                first(r);
+                push(r);
             });
         }
         found
@@ -1038,7 +1048,6 @@ impl Manifest {
                 None
             }
         };
-        let regex_ok = |r: &String| regex::Regex::new(r).err().map(|e| (r.clone(), format!("bad regex {r:?}: {e}")));
         let globs_ok = |globs: &[String]| {
             globs.iter().find_map(|g| globset::Glob::new(g).err().map(|e| (quoted(g), format!("bad glob {g:?}: {e}"))))
         };
@@ -1063,15 +1072,15 @@ impl Manifest {
         }
         match d {
             Detector::Leftovers { step } => step_ref(step),
-            Detector::Digest { regex, files, .. } => regex_ok(regex).or_else(|| {
+            Detector::Digest { regex, files, .. } => {
                 if files.is_empty() {
-                    Some((quoted(regex), "a digest detector needs `files`".into()))
-                } else if regex::Regex::new(regex).is_ok_and(|r| r.captures_len() != 2) {
-                    Some((quoted(regex), "a digest regex needs exactly one capture group".into()))
+                    Some((quoted(regex.as_str()), "a digest detector needs `files`".into()))
+                } else if regex.captures_len() != 2 {
+                    Some((quoted(regex.as_str()), "a digest regex needs exactly one capture group".into()))
                 } else {
                     None
                 }
-            }),
+            }
             Detector::TestFailing { step, .. } => step_ref(step).or_else(|| {
                 self.step(step)
                     .filter(|s| !s.reports_tests())
@@ -1085,12 +1094,9 @@ impl Manifest {
                 }
             }),
             Detector::Output { step, contains, absent, .. } => step_ref(step).or_else(|| match (contains, absent) {
-                (Some(r), None) | (None, Some(r)) => regex_ok(r),
+                (Some(_), None) | (None, Some(_)) => None,
                 _ => Some((quoted(step), "an output detector needs exactly one of `contains` or `absent`".into())),
             }),
-            Detector::Pattern { regex, files, .. } => regex_ok(regex).or_else(|| globs_ok(files)),
-            Detector::Missing { paths, .. } | Detector::Present { paths, .. } => globs_ok(paths),
-            Detector::OutsideAllowlist { allow } => globs_ok(allow),
             Detector::Witness { check, file, tolerance, min_chain } => {
                 // The check's name as the TOML spells it, quoted, to locate it.
                 let name = serde_json::to_string(check).unwrap_or_default();
@@ -1110,7 +1116,6 @@ impl Manifest {
                     None
                 }
             }
-            Detector::StdlibOnly { files, .. } => globs_ok(files),
             Detector::DiffAllowlist { allow, allow_file, diff } => {
                 if allow.is_empty() && allow_file.is_none() {
                     Some((quoted(diff), "a diff-allowlist detector needs `allow` or `allow_file`".into()))
@@ -1121,7 +1126,6 @@ impl Manifest {
             Detector::Order { by: OrderBy::Stamp, stamp: None, before, .. } => {
                 Some((quoted(before), "an order detector by stamp needs a `stamp` regex".into()))
             }
-            Detector::Order { stamp: Some(r), .. } => regex_ok(r),
             Detector::Frozen { paths: None } if self.policy.frozen.is_empty() => {
                 Some(("frozen".into(), "a frozen detector with no `paths` needs `policy.frozen`".into()))
             }
@@ -1193,6 +1197,88 @@ fn locate(src: &str, needle: &str) -> Option<usize> {
     src.find(needle).map(|o| line_of(src, o))
 }
 
+/// One step of a key path into the manifest: a table key or an array index
+/// (`[[step]]` tables are an array).
+#[derive(Clone, Copy)]
+enum Key<'a> {
+    Name(&'a str),
+    Index(usize),
+}
+
+impl<'a> From<&'a str> for Key<'a> {
+    fn from(k: &'a str) -> Self {
+        Key::Name(k)
+    }
+}
+
+impl<'a> From<&'a String> for Key<'a> {
+    fn from(k: &'a String) -> Self {
+        Key::Name(k)
+    }
+}
+
+impl From<usize> for Key<'_> {
+    fn from(i: usize) -> Self {
+        Key::Index(i)
+    }
+}
+
+/// The problems validation finds, each located by the key path of the value
+/// it is about (from toml's spanned parse of the same source), so a
+/// duplicate id points at the duplicate, not at the first use.
+struct Problems<'a> {
+    src: &'a str,
+    doc: Option<toml::Spanned<toml::de::DeTable<'a>>>,
+    list: Vec<Problem>,
+}
+
+impl<'a> Problems<'a> {
+    fn new(src: &'a str) -> Self {
+        Problems { src, doc: toml::de::DeTable::parse(src).ok(), list: Vec::new() }
+    }
+
+    /// The line of the value at `path`, or of the deepest part of it that
+    /// exists; none when not even its first key does.
+    fn line(&self, path: &[Key]) -> Option<usize> {
+        use toml::de::DeValue;
+        let doc = self.doc.as_ref()?;
+        let mut table = Some(doc.get_ref());
+        let mut array = None;
+        let mut found = None;
+        for key in path {
+            let child = match (key, table, array) {
+                (Key::Name(n), Some(t), _) => t.iter().find(|(k, _)| k.get_ref().as_ref() == *n).map(|(_, v)| v),
+                (Key::Index(i), _, Some(a)) => <[_]>::get(a, *i),
+                _ => None,
+            };
+            let Some(child) = child else { break };
+            found = Some(child.span().start);
+            (table, array) = match child.get_ref() {
+                DeValue::Table(t) => (Some(t), None),
+                DeValue::Array(a) => (None, Some(&a[..])),
+                _ => (None, None),
+            };
+        }
+        found.map(|o| line_of(self.src, o))
+    }
+
+    fn at(&mut self, path: &[Key], message: String) {
+        let line = self.line(path);
+        self.list.push(Problem { line, message });
+    }
+
+    /// A problem located at the first occurrence of `needle` (for values
+    /// that are unique in practice, such as a path).
+    fn near(&mut self, needle: &str, message: String) {
+        let line = locate(self.src, needle);
+        self.list.push(Problem { line, message });
+    }
+
+    fn finish(self, file: &str) -> Result<(), ManifestError> {
+        if self.list.is_empty() { Ok(()) } else { Err(ManifestError { file: file.to_string(), problems: self.list }) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1243,6 +1329,66 @@ detect = { kind = "test-failing", step = "hidden" }
             Err(e) => e.to_string(),
         };
         assert!(got.contains(expect), "expected {expect:?} in {got:?}");
+    }
+
+    /// Applies `edit` to MINIMAL; the problem must be reported at the line
+    /// marked `# <-` in the result.
+    fn check_line(edit: impl FnOnce(String) -> String, expect: &str) {
+        let src = edit(MINIMAL.to_string());
+        let line = src.lines().position(|l| l.ends_with("# <-")).expect("the edit marks a line") + 1;
+        let e = Manifest::parse("packet.toml", &src).expect_err(expect).to_string();
+        let want = format!("packet.toml:{line}: {expect}");
+        assert!(e.lines().any(|l| l.starts_with(&want)), "expected a line starting {want:?} in\n{e}");
+    }
+
+    #[test]
+    fn semantic_errors_point_at_the_value_they_are_about() {
+        let append = |more: &'static str| move |s: String| format!("{s}\n{more}\n");
+        let step = "[[step]]\nid = \"hidden\" # <-\nrun = \"true\"";
+        check_line(append(step), "step id \"hidden\" is used twice");
+        let criterion = "[[criterion]]\nid = \"correct\" # <-\ntitle = \"Again\"\nmax = 1\nlevels = [\"no\", \"yes\"]\nmode = \"auto\"\nfrom = { tests = \"hidden\" }";
+        check_line(append(criterion), "criterion id \"correct\" is used twice");
+        let failure = "[[failure]]\nid = \"broken\" # <-\ntitle = \"B\"\ndescription = \"B\"\neffect = { criterion = \"correct\", set = 0 }\ndetect = { kind = \"test-failing\", step = \"hidden\" }";
+        check_line(append(failure), "failure id \"broken\" is used twice");
+        check_line(append("[[gate]]\nfailure = \"broken\"\ndecision = \"maybe\" # <-"), "gate decision \"maybe\"");
+        check_line(append("[[variant]]\nname = \"v\"\nexpect = [\"ghost\"] # <-"), "variant \"v\" expects failure \"ghost\"");
+        check_line(append("[mutation]\ntarget = \"a.py\"\nrun = \"true\"\nhidden_step = \"ghost\" # <-"), "mutation.hidden_step \"ghost\"");
+        let replace = |from: &'static str, to: &'static str| move |s: String| s.replacen(from, to, 1);
+        check_line(replace("effect = { criterion = \"correct\", set = 0 }", "effect = { criterion = \"nope\", set = 0 } # <-"), "failure \"broken\" affects criterion \"nope\"");
+        check_line(replace("step = \"hidden\" }", "step = \"other\" } # <-"), "failure \"broken\": detector names step \"other\"");
+        check_line(replace("levels = [\"no\", \"partly\", \"yes\"]", "levels = [\"no\", \"yes\"] # <-"), "criterion \"correct\" has max 2");
+        check_line(replace("min = 0", "min = 1 # <-"), "the last band must have `min = 0`");
+        check_line(replace("slug = \"demo\"", "slug = \"Demo!\" # <-"), "slug \"Demo!\"");
+        check_line(replace("junit = \".gatehouse/hidden.xml\"", "junit = \"/tmp/hidden.xml\" # <-"), "junit \"/tmp/hidden.xml\"");
+        // A bad regex is a toml error at its value (it compiles as it is read).
+        check_line(replace("detect = { kind = \"test-failing\", step = \"hidden\" }", "detect = { kind = \"pattern\", files = [\"*.py\"], regex = \"(\" } # <-"), "bad regex \"(\"");
+    }
+
+    #[test]
+    fn every_problem_is_reported_not_only_the_first() {
+        let src = MINIMAL.replacen("criterion = \"correct\", set", "criterion = \"nope\", set", 1)
+            + "\n[[gate]]\nfailure = \"broken\"\ndecision = \"maybe\"\n\n[[variant]]\nname = \"v\"\nexpect = [\"ghost\"]\n";
+        let e = Manifest::parse("packet.toml", &src).unwrap_err();
+        let messages: Vec<&str> = e.problems.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        assert!(messages[0].contains("affects criterion \"nope\""), "{messages:?}");
+        assert!(messages[1].contains("gate decision \"maybe\""), "{messages:?}");
+        assert!(messages[2].contains("expects failure \"ghost\""), "{messages:?}");
+        assert_eq!(e.to_string().lines().count(), 3, "one line per problem: {e}");
+        assert!(e.problems.iter().all(|p| p.line.is_some()), "{e}");
+    }
+
+    #[test]
+    fn every_built_in_manifest_parses_with_its_patterns_compiled_once() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
+        let mut parsed = 0;
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let file = entry.path().join("packet.toml");
+            let Ok(src) = std::fs::read_to_string(&file) else { continue };
+            Manifest::parse("packet.toml", &src).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            parsed += 1;
+        }
+        assert!(parsed >= 13, "only {parsed} packets under {}", dir.display());
     }
 
     #[test]
@@ -1387,7 +1533,7 @@ detect = { kind = "test-failing", step = "hidden" }
         assert!(m.workspace.model_waits_for_red);
         check(|s| s.replace("[[step]]", "[workspace]\nmodel_waits_for_red = \"yes\"\n\n[[step]]"), "packet.toml:11: invalid type");
         check(|s| s.replace("[[step]]", "[workspace]\nwait = true\n\n[[step]]"), "packet.toml:11: unknown field `wait`");
-        check(|s| s.replace("[[step]]", "[workspace]\ntest = \" \"\n\n[[step]]"), "packet.toml:10: workspace.test is empty");
+        check(|s| s.replace("[[step]]", "[workspace]\ntest = \" \"\n\n[[step]]"), "packet.toml:11: workspace.test is empty");
     }
 
     #[test]

@@ -45,9 +45,9 @@ pub fn run_on_copy(
     limits: &Limits,
     mut env: Vec<(String, String)>,
 ) -> Result<Ran, RunError> {
-    crate::tree::copy_path(workspace, scratch).map_err(|e| RunError::Io(format!("copying the workspace to {}: {e}", scratch.display())))?;
-    prepare(scratch).map_err(|e| RunError::Io(format!("laying files into {}: {e}", scratch.display())))?;
-    lay_harness(scratch).map_err(|e| RunError::Io(format!("laying the harness into {}: {e}", scratch.display())))?;
+    crate::tree::copy_path(workspace, scratch).map_err(|source| RunError::Io { context: format!("copying the workspace to {}", scratch.display()), source })?;
+    prepare(scratch).map_err(|source| RunError::Io { context: format!("laying files into {}", scratch.display()), source })?;
+    lay_harness(scratch).map_err(|source| RunError::Io { context: format!("laying the harness into {}", scratch.display()), source })?;
     let plan = if sandbox.config().tool_dir.is_some() { crate::trusted::plan(script) } else { crate::trusted::Plan::Shell(script.to_string()) };
     let nonce = crate::trusted::nonce();
     let channel = plan.runner().is_some();
@@ -84,8 +84,8 @@ fn lay_harness(dir: &Path) -> io::Result<()> {
 pub enum RunError {
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
-    #[error("{0}")]
-    Io(String),
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
 }
 
 /// Reads pytest-style JUnit XML.

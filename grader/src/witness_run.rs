@@ -47,7 +47,7 @@ impl Grader {
     /// goes through the same ingestion (and refusals) as a submission; no
     /// hidden file is laid, and the packet's `[limits]` apply.
     pub fn witness_run(&self, packet: &Packet, tree_zip: &Path) -> Result<WitnessOutcome, GradeError> {
-        let io = |what: &'static str| move |e: std::io::Error| GradeError::Io(format!("{what}: {e}"));
+        let io = |what: &'static str| move |source: std::io::Error| GradeError::Io { context: what.to_string(), source };
         let m = &packet.manifest;
         let work = tempfile::Builder::new().prefix("gatehouse-witness-").tempdir().map_err(io("creating a work folder"))?;
         let ingested = ingest_with(tree_zip, &work.path().join("submission"), &self.ingest_limits, &crate::grade::ingest_options(packet)?)?;

@@ -46,10 +46,7 @@ fn new_key() -> String {
 /// folder (`packet.toml:12: ...`), not the server's scratch paths.
 pub fn describe_packet_error(e: &PacketError, root: &Path) -> String {
     match e {
-        PacketError::Manifest(m) => match m.line {
-            Some(line) => format!("packet.toml:{line}: {}", m.message),
-            None => format!("packet.toml: {}", m.message),
-        },
+        PacketError::Manifest(m) => grader::manifest::ManifestError { file: "packet.toml".into(), problems: m.problems.clone() }.to_string(),
         other => {
             let text = other.to_string();
             let prefix = format!("{}/", root.display());

@@ -245,6 +245,43 @@ pub enum IngestError {
     SizeMismatch { entry: String },
 }
 
+impl IngestError {
+    /// The rule this refusal broke, as a stable `snake_case` name (a
+    /// metrics label, never the message).
+    pub fn rule(&self) -> &'static str {
+        match self {
+            IngestError::Unreadable(..) => "unreadable",
+            IngestError::Io { .. } => "io",
+            IngestError::DestinationExists { .. } => "destination_exists",
+            IngestError::TooManyEntries { .. } => "too_many_entries",
+            IngestError::PathTraversal { .. } => "path_traversal",
+            IngestError::AbsolutePath { .. } => "absolute_path",
+            IngestError::DriveLetter { .. } => "drive_letter",
+            IngestError::EmptyComponent { .. } => "empty_component",
+            IngestError::ControlCharacter { .. } => "control_character",
+            IngestError::PathTooLong { .. } => "path_too_long",
+            IngestError::PathTooDeep { .. } => "path_too_deep",
+            IngestError::InvalidUtf8Name { .. } => "invalid_utf8_name",
+            IngestError::Symlink { .. } => "symlink",
+            IngestError::SpecialFile { .. } => "special_file",
+            IngestError::Encrypted { .. } => "encrypted",
+            IngestError::UnsupportedCompression { .. } => "unsupported_compression",
+            IngestError::DuplicateName { .. } => "duplicate_name",
+            IngestError::NameCollision { .. } => "name_collision",
+            IngestError::FileDirectoryConflict { .. } => "file_directory_conflict",
+            IngestError::EntryTooLarge { .. } => "entry_too_large",
+            IngestError::TotalTooLarge { .. } => "total_too_large",
+            IngestError::EntryRatio { .. } => "entry_ratio",
+            IngestError::TotalRatio { .. } => "total_ratio",
+            IngestError::OverlappingEntries { .. } => "overlapping_entries",
+            IngestError::NestingTooDeep { .. } => "nesting_too_deep",
+            IngestError::NestedUnreadable { .. } => "nested_unreadable",
+            IngestError::CrcMismatch { .. } => "crc_mismatch",
+            IngestError::SizeMismatch { .. } => "size_mismatch",
+        }
+    }
+}
+
 /// Expansion allowed for any entry regardless of its ratio, so that small,
 /// highly compressible files (a page of zeros, a repetitive CSV) pass.
 const RATIO_FLOOR_BYTES: u64 = 64 << 10;
@@ -858,4 +895,25 @@ fn dos_time(unix: i64) -> zip::DateTime {
         Err(_) => high,
     };
     clamped.unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IngestError;
+
+    #[test]
+    fn each_refusal_names_its_rule() {
+        let entry = || "a/../b".to_string();
+        let check = [
+            (IngestError::PathTraversal { entry: entry() }, "path_traversal"),
+            (IngestError::Unreadable("x".into()), "unreadable"),
+            (IngestError::TooManyEntries { count: 9, limit: 1 }, "too_many_entries"),
+            (IngestError::CrcMismatch { entry: entry() }, "crc_mismatch"),
+            (IngestError::Io { path: "p".into(), source: std::io::Error::other("x") }, "io"),
+        ];
+        for (e, rule) in check {
+            assert_eq!(e.rule(), rule, "{e}");
+            assert!(!e.to_string().contains(rule), "the rule is a label, not the message: {e}");
+        }
+    }
 }

@@ -646,7 +646,8 @@ fn fuzz_manifests() {
             Err(e) => {
                 let message = e.to_string();
                 prop_assert!(message.contains("packet.toml"), "the error does not name the file: {}", message);
-                if let Some(line) = e.line {
+                prop_assert!(!e.problems.is_empty(), "an error with no problem");
+                for line in e.problems.iter().filter_map(|p| p.line) {
                     prop_assert!(line >= 1 && line <= src.lines().count().max(1) + 1, "line {} of {}", line, src.lines().count());
                 }
             }

@@ -388,9 +388,7 @@ async fn receive_checked(
     .map_err(|e| Refusal::from(AppError::Internal(e.into())))?
     .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
     if let Err(why) = checked {
-        let kind = format!("{why:?}");
-        let kind = kind.split([' ', '{', '(']).next().unwrap_or("other").to_string();
-        metrics::counter!("gatehouse_uploads_refused_total", "reason" => kind).increment(1);
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => why.rule()).increment(1);
         return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string()));
     }
 
