@@ -8,9 +8,13 @@
 //! submission first: code everyone was given is not a sign of copying.
 //!
 //! It is a reviewer's signal, never a finding: nothing here changes a score.
-//! Pure: the caller reads the files.
+//! Pure but for [`Cache`]: the caller reads the files.
 
-use std::collections::{BTreeSet, HashSet};
+use std::borrow::Borrow;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Tokens per k-gram.
 pub const K: usize = 12;
@@ -179,14 +183,15 @@ pub const MIN_PRINTS: usize = 16;
 
 /// The pairs (i, j, similarity) at or above [`THRESHOLD`], highest first;
 /// submissions with fewer than [`MIN_PRINTS`] fingerprints are in no pair.
-pub fn similar_pairs(prints: &[BTreeSet<u64>]) -> Vec<(usize, usize, f64)> {
+pub fn similar_pairs<P: Borrow<BTreeSet<u64>>>(prints: &[P]) -> Vec<(usize, usize, f64)> {
+    let prints: Vec<&BTreeSet<u64>> = prints.iter().map(Borrow::borrow).collect();
     let mut out = Vec::new();
     for i in 0..prints.len() {
         for j in i + 1..prints.len() {
             if prints[i].len().min(prints[j].len()) < MIN_PRINTS {
                 continue;
             }
-            let s = similarity(&prints[i], &prints[j]);
+            let s = similarity(prints[i], prints[j]);
             if s >= THRESHOLD {
                 out.push((i, j, s));
             }
@@ -194,6 +199,65 @@ pub fn similar_pairs(prints: &[BTreeSet<u64>]) -> Vec<(usize, usize, f64)> {
     }
     out.sort_by(|a, b| b.2.total_cmp(&a.2));
     out
+}
+
+/// What the similarity pass computes, kept across page views so a
+/// scorecard or the compare page does not read and fingerprint every zip of
+/// the packet on each request. A submission's zip is content-addressed and a
+/// starter belongs to an immutable published version, so an entry is never
+/// stale; each map is bounded (emptied when full) so the memory is too.
+#[derive(Default)]
+pub struct Cache {
+    starters: Mutex<HashMap<PathBuf, Arc<HashSet<u64>>>>,
+    /// By (archive SHA-256, starter folder).
+    prints: Mutex<HashMap<(String, PathBuf), Arc<BTreeSet<u64>>>>,
+    /// The pairs of one ordered list of submissions.
+    pairs: Mutex<HashMap<Vec<(String, PathBuf)>, Arc<Vec<(usize, usize, f64)>>>>,
+    computed: AtomicUsize,
+}
+
+/// Entries each map holds at most before it is emptied.
+const CACHE_STARTERS: usize = 256;
+const CACHE_PRINTS: usize = 8192;
+const CACHE_PAIRS: usize = 64;
+
+fn memo<K: std::hash::Hash + Eq + Clone, V>(map: &Mutex<HashMap<K, Arc<V>>>, cap: usize, key: &K, compute: impl FnOnce() -> V, computed: &AtomicUsize) -> Arc<V> {
+    if let Some(v) = map.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
+        return v.clone();
+    }
+    // Computed outside the lock: two requests may both compute an entry the
+    // first time, never block each other on a slow zip.
+    let v = Arc::new(compute());
+    computed.fetch_add(1, Ordering::Relaxed);
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= cap {
+        map.clear();
+    }
+    map.insert(key.clone(), v.clone());
+    v
+}
+
+impl Cache {
+    /// The fingerprints of the starter in `dir`.
+    pub fn starter(&self, dir: &Path, compute: impl FnOnce() -> HashSet<u64>) -> Arc<HashSet<u64>> {
+        memo(&self.starters, CACHE_STARTERS, &dir.to_path_buf(), compute, &self.computed)
+    }
+
+    /// The fingerprints of the submission whose zip has `sha256`, less
+    /// those of the starter in `starter`.
+    pub fn prints(&self, sha256: &str, starter: &Path, compute: impl FnOnce() -> BTreeSet<u64>) -> Arc<BTreeSet<u64>> {
+        memo(&self.prints, CACHE_PRINTS, &(sha256.to_string(), starter.to_path_buf()), compute, &self.computed)
+    }
+
+    /// The similar pairs among the submissions `key` lists, in that order.
+    pub fn pairs(&self, key: Vec<(String, PathBuf)>, compute: impl FnOnce() -> Vec<(usize, usize, f64)>) -> Arc<Vec<(usize, usize, f64)>> {
+        memo(&self.pairs, CACHE_PAIRS, &key, compute, &self.computed)
+    }
+
+    /// How many entries were computed (not found), for tests and metrics.
+    pub fn computed(&self) -> usize {
+        self.computed.load(Ordering::Relaxed)
+    }
 }
 
 /// A source file of a submission, as shown to a reviewer.
@@ -305,6 +369,29 @@ pub fn excerpts(a: &[SourceFile], b: &[SourceFile], starter: &HashSet<u64>, max:
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_cache_computes_each_entry_once_and_stays_bounded() {
+        let cache = Cache::default();
+        let dir = Path::new("/v/1/starter");
+        let a = cache.prints("aa", dir, || BTreeSet::from([1, 2, 3]));
+        let again = cache.prints("aa", dir, || panic!("computed twice"));
+        assert!(Arc::ptr_eq(&a, &again));
+        assert_eq!(cache.computed(), 1);
+        // Another starter is another entry: the prints exclude the starter's.
+        cache.prints("aa", Path::new("/v/2/starter"), BTreeSet::new);
+        assert_eq!(cache.computed(), 2);
+        let key = vec![("aa".to_string(), dir.to_path_buf()), ("bb".to_string(), dir.to_path_buf())];
+        cache.pairs(key.clone(), Vec::new);
+        cache.pairs(key, || panic!("pairs computed twice"));
+        cache.pairs(vec![("aa".to_string(), dir.to_path_buf())], Vec::new);
+        assert_eq!(cache.computed(), 4, "a new list of submissions is computed afresh");
+        for n in 0..CACHE_PRINTS + 10 {
+            cache.prints(&format!("{n:064x}"), dir, BTreeSet::new);
+        }
+        assert!(cache.prints.lock().unwrap().len() <= CACHE_PRINTS);
+    }
+
     use super::*;
 
     const STARTER: &str = "def load(path):\n    with open(path) as f:\n        return f.read()\n";

@@ -61,6 +61,8 @@ pub struct Memo {
     running: Mutex<HashSet<String>>,
     /// Wakes this app's idle grading workers when a job is enqueued.
     pub(crate) wake: tokio::sync::Notify,
+    /// Fingerprints of submissions and starters, and similar pairs.
+    pub similarity: crate::similarity::Cache,
 }
 
 /// Holds an assignment's witnessed-run slot until dropped.

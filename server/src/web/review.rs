@@ -1044,70 +1044,90 @@ struct Found {
 /// submission's starter excluded; the excerpts of every pair, or only of
 /// the pairs of submission `about`.
 async fn similar_found(state: &AppState, graded: &[(Assignment, Submission, Scorecard)], about: Option<usize>) -> Vec<Found> {
-    use crate::similarity::{SourceFile, excerpts, prints_of};
-    let inputs: Vec<(PathBuf, PathBuf, Option<String>)> = {
-        let mut v = Vec::new();
-        for (a, _, card) in graded {
-            let starter = match state.db.version_by_id(a.packet_version_id).await {
-                Ok(Some(ver)) => version_dir(state, &ver.dir).join("starter"),
-                _ => PathBuf::new(),
-            };
-            v.push((stored_zip(state, &card.receipt.submission.archive_sha256), starter, card.receipt.submission.normalised.unwrapped.clone()));
-        }
-        v
-    };
+    use crate::similarity::{excerpts, prints_of};
+    struct Input {
+        zip: PathBuf,
+        sha256: String,
+        starter: PathBuf,
+        unwrapped: Option<String>,
+    }
+    let mut inputs = Vec::new();
+    for (a, _, card) in graded {
+        let starter = match state.db.version_by_id(a.packet_version_id).await {
+            Ok(Some(ver)) => version_dir(state, &ver.dir).join("starter"),
+            _ => PathBuf::new(),
+        };
+        let sha256 = card.receipt.submission.archive_sha256.clone();
+        inputs.push(Input { zip: stored_zip(state, &sha256), sha256, starter, unwrapped: card.receipt.submission.normalised.unwrapped.clone() });
+    }
+    let memo = state.memo.clone();
     tokio::task::spawn_blocking(move || {
-        use std::io::Read;
-        let is_code = |name: &str| name.rsplit_once('.').is_some_and(|(_, e)| SIMILARITY_EXTENSIONS.contains(&e));
-        let mut starters: std::collections::HashMap<PathBuf, std::collections::HashSet<u64>> = std::collections::HashMap::new();
-        let mut files: Vec<Vec<SourceFile>> = Vec::new();
-        let mut starter_of: Vec<PathBuf> = Vec::new();
-        for (zip_path, starter_dir, unwrapped) in inputs {
-            starters.entry(starter_dir.clone()).or_insert_with(|| {
-                list_files(&starter_dir)
-                    .unwrap_or_default()
-                    .keys()
-                    .filter(|p| is_code(p))
-                    .filter_map(|p| std::fs::read_to_string(starter_dir.join(p)).ok())
-                    .flat_map(|t| crate::similarity::fingerprints(&t))
-                    .collect()
-            });
-            let mut texts = Vec::new();
-            if let Some(mut archive) = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok()) {
-                for i in 0..archive.len() {
-                    let Ok(entry) = archive.by_index(i) else { continue };
-                    let Ok(name) = entry.name().map(|n| n.to_string()) else { continue };
-                    if !entry.is_file() || entry.size() > SIMILARITY_MAX_FILE || !is_code(&name) {
-                        continue;
-                    }
-                    // The path as the workspace has it: a wrapping folder dropped.
-                    let path = match &unwrapped {
-                        Some(folder) => name.strip_prefix(&format!("{folder}/")).unwrap_or(&name).to_string(),
-                        None => name.clone(),
-                    };
-                    let mut text = String::new();
-                    if entry.take(SIMILARITY_MAX_FILE).read_to_string(&mut text).is_ok() {
-                        texts.push(SourceFile { path, text });
-                    }
-                }
-            }
-            texts.sort_by(|a, b| a.path.cmp(&b.path));
-            files.push(texts);
-            starter_of.push(starter_dir);
-        }
-        let prints: Vec<_> = files.iter().zip(&starter_of).map(|(f, s)| prints_of(f, &starters[s])).collect();
-        crate::similarity::similar_pairs(&prints)
-            .into_iter()
+        let cache = &memo.similarity;
+        let starters: Vec<_> = inputs.iter().map(|i| cache.starter(&i.starter, || starter_prints(&i.starter))).collect();
+        let prints: Vec<_> = inputs
+            .iter()
+            .zip(&starters)
+            .map(|(i, starter)| cache.prints(&i.sha256, &i.starter, || prints_of(&source_files(&i.zip, i.unwrapped.as_deref()), starter)))
+            .collect();
+        let key = inputs.iter().map(|i| (i.sha256.clone(), i.starter.clone())).collect();
+        let pairs = cache.pairs(key, || crate::similarity::similar_pairs(&prints));
+        // Files are read again only for the pairs shown, for their excerpts.
+        let mut files = std::collections::HashMap::new();
+        let mut read = |k: usize| files.entry(k).or_insert_with(|| source_files(&inputs[k].zip, inputs[k].unwrapped.as_deref())).clone();
+        pairs
+            .iter()
             .filter(|(i, j, _)| about.is_none_or(|k| k == *i || k == *j))
-            .map(|(i, j, share)| {
-                let mut starter = starters[&starter_of[i]].clone();
-                starter.extend(&starters[&starter_of[j]]);
-                Found { i, j, share, excerpts: excerpts(&files[i], &files[j], &starter, SIMILARITY_EXCERPTS) }
+            .map(|&(i, j, share)| {
+                let mut starter = (*starters[i]).clone();
+                starter.extend(starters[j].iter());
+                Found { i, j, share, excerpts: excerpts(&read(i), &read(j), &starter, SIMILARITY_EXCERPTS) }
             })
             .collect()
     })
     .await
     .unwrap_or_default()
+}
+
+fn is_code(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(_, e)| SIMILARITY_EXTENSIONS.contains(&e))
+}
+
+/// The fingerprints of the code files of the starter in `dir`.
+fn starter_prints(dir: &std::path::Path) -> std::collections::HashSet<u64> {
+    list_files(dir)
+        .unwrap_or_default()
+        .keys()
+        .filter(|p| is_code(p))
+        .filter_map(|p| std::fs::read_to_string(dir.join(p)).ok())
+        .flat_map(|t| crate::similarity::fingerprints(&t))
+        .collect()
+}
+
+/// The code files of the stored zip at `zip`, each at most
+/// `SIMILARITY_MAX_FILE` bytes, by path as the workspace has it (a wrapping
+/// folder `unwrapped` dropped), sorted.
+fn source_files(zip: &std::path::Path, unwrapped: Option<&str>) -> Vec<crate::similarity::SourceFile> {
+    use std::io::Read;
+    let mut texts = Vec::new();
+    if let Some(mut archive) = std::fs::File::open(zip).ok().and_then(|f| zip::ZipArchive::new(f).ok()) {
+        for i in 0..archive.len() {
+            let Ok(entry) = archive.by_index(i) else { continue };
+            let Ok(name) = entry.name().map(|n| n.to_string()) else { continue };
+            if !entry.is_file() || entry.size() > SIMILARITY_MAX_FILE || !is_code(&name) {
+                continue;
+            }
+            let path = match unwrapped {
+                Some(folder) => name.strip_prefix(&format!("{folder}/")).unwrap_or(&name).to_string(),
+                None => name.clone(),
+            };
+            let mut text = String::new();
+            if entry.take(SIMILARITY_MAX_FILE).read_to_string(&mut text).is_ok() {
+                texts.push(crate::similarity::SourceFile { path, text });
+            }
+        }
+    }
+    texts.sort_by(|a, b| a.path.cmp(&b.path));
+    texts
 }
 
 async fn distribution_svg(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {

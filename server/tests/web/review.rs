@@ -365,6 +365,12 @@ async fn csv_compare_and_distribution() {
     assert_eq!(status, 200);
     assert!(page.contains("Ada Lovelace") && page.contains("Bob Guesser"), "{page}");
     assert!(page.contains("invented-value") && page.contains(&format!("/packets/{SLUG}/distribution.svg")));
+    // The fingerprints are kept: viewing the page again reads no zip anew.
+    let computed = f.app.state.memo.similarity.computed();
+    assert!(computed >= 4, "a starter, two submissions and their pairs: {computed}");
+    let (_, again) = f.get(&format!("/packets/{SLUG}/compare")).await;
+    assert_eq!(f.app.state.memo.similarity.computed(), computed, "the second view computed again");
+    assert!(again.contains("class=\"similar-pair\""), "{again}");
     let (_, only_bob) = f.get(&format!("/packets/{SLUG}/compare?ids={}", f.bad_assignment)).await;
     assert!(only_bob.contains("Bob Guesser") && !only_bob.contains("Ada Lovelace"), "{only_bob}");
     // Similarity: the variant is the sample with a few lines changed, so
