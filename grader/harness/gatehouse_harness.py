@@ -19,7 +19,7 @@ only network is 127.0.0.1, and uses the standard library only.
   records every request and can be told to fail.
 - ``FakeHTTP``: a recording HTTP server with fixed routes.
 - ``emit``: print a finding line for a ``script`` detector.
-- ``measure``: append a measurement to ``.gatehouse/measures.jsonl``.
+- ``measure``: append a measurement to ``measures.jsonl`` in the evidence folder.
 """
 
 import http.client
