@@ -4,13 +4,22 @@ The grader lays this file into every step and detector-script run at
 ``.gatehouse/gatehouse_harness.py``. It runs inside the sandbox, where the
 only network is 127.0.0.1, and uses the standard library only.
 
-- ``Service``: start a candidate's server, wait until it is ready, send it
-  HTTP requests, restart it, stop it and its whole process group.
+- ``Service``: start a candidate's server (confined, see below), wait until
+  it is ready, send it HTTP requests, restart it, stop it and its whole
+  process group.
+- ``confined``, ``run_confined``, ``popen_confined``: start a candidate's
+  command through the grader's confining launcher
+  (``/gatehouse/gatehouse_confine.py``, Landlock): it and its children can
+  write beneath ``/workspace`` and ``/tmp`` only, never ``EVIDENCE``.
+- ``EVIDENCE`` (``$GATEHOUSE_EVIDENCE``, ``/evidence``) and
+  ``evidence_path``: where packet code writes what the manifest keeps
+  (``keep = [".gatehouse/evidence/..."]``); the fakes' request logs and
+  ``Service`` logs go there by default.
 - ``FakeOpenAI``: an OpenAI-format ``/v1/chat/completions`` endpoint that
   records every request and can be told to fail.
 - ``FakeHTTP``: a recording HTTP server with fixed routes.
 - ``emit``: print a finding line for a ``script`` detector.
-- ``measure``: append a measurement to ``.gatehouse/measures.jsonl``.
+- ``measure``: append a measurement to ``measures.jsonl`` in the evidence folder.
 """
 
 import http.client
@@ -23,9 +32,48 @@ import subprocess
 import threading
 import time
 
+import sys
+
 GATEHOUSE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-__all__ = ["Service", "ServiceError", "Response", "FakeOpenAI", "FakeHTTP", "emit", "measure", "free_port"]
+# The evidence folder: outside the workspace, writable by packet code, not by
+# confined processes. Absent outside the sandbox (old graders): then .gatehouse/.
+EVIDENCE = os.environ.get("GATEHOUSE_EVIDENCE") or "/evidence"
+CONFINE = "/gatehouse/gatehouse_confine.py"
+
+__all__ = ["Service", "ServiceError", "Response", "FakeOpenAI", "FakeHTTP", "emit", "measure", "free_port",
+           "EVIDENCE", "evidence_path", "confined", "run_confined", "popen_confined"]
+
+
+def evidence_path(name):
+    """``name`` in the evidence folder (created if needed); the grader brings
+    it back as ``.gatehouse/evidence/<name>``."""
+    base = EVIDENCE if os.path.isdir(EVIDENCE) else os.path.join(GATEHOUSE_DIR, "evidence")
+    path = os.path.join(base, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return path
+
+
+def confined(argv, write=()):
+    """The argv that runs ``argv`` under the grader's confining launcher:
+    Landlock, inherited by every child, no writes outside ``/workspace``,
+    ``/tmp`` and ``write`` (never the evidence folder)."""
+    if not os.path.isfile(CONFINE):
+        raise ServiceError("the grader's tools are not mounted at /gatehouse: cannot confine %r" % (list(argv),))
+    extra = []
+    for w in write:
+        extra += ["--write", str(w)]
+    return [sys.executable, "-I", CONFINE] + extra + ["--"] + [str(a) for a in argv]
+
+
+def run_confined(argv, write=(), **kwargs):
+    """``subprocess.run`` of a candidate's command, confined."""
+    return subprocess.run(confined(argv, write), **kwargs)
+
+
+def popen_confined(argv, write=(), **kwargs):
+    """``subprocess.Popen`` of a candidate's command, confined."""
+    return subprocess.Popen(confined(argv, write), **kwargs)
 
 
 def free_port():
@@ -41,8 +89,9 @@ def emit(failure_id, evidence, provenance="replayed"):
 
 
 def measure(name, value, path=None):
-    """Appends ``{"name": name, "value": value}`` to the measures ledger."""
-    path = path or os.path.join(GATEHOUSE_DIR, "measures.jsonl")
+    """Appends ``{"name": name, "value": value}`` to the measures ledger
+    (``measures.jsonl`` in the evidence folder)."""
+    path = path or evidence_path("measures.jsonl")
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps({"name": name, "value": value}) + "\n")
 
@@ -84,23 +133,30 @@ class Service:
     """A candidate's server, run as its own process group.
 
     ``ready`` is an HTTP path polled until it answers (any status), or None
-    to wait for a TCP connection to ``port``.
+    to wait for a TCP connection to ``port``. The process is started
+    confined (``confined``): a candidate's server cannot write the evidence
+    folder. ``confine=False`` is for the packet's own services (a fake
+    upstream that writes evidence), never for candidate code. Its output
+    goes to ``log`` (default ``service-<port>.log`` in the evidence folder):
+    the harness opens it, so the log holds the process's own output, which
+    it can write (or truncate) through its stdout, and nothing else.
     """
 
-    def __init__(self, argv, port, ready=None, env=None, cwd="/workspace", log=None):
-        self.argv = list(argv)
+    def __init__(self, argv, port, ready=None, env=None, cwd="/workspace", log=None, confine=True, write=()):
+        self.command = [str(a) for a in argv]
+        self.argv = confined(argv, write) if confine else list(argv)
         self.port = port
         self.ready = ready
         self.env = dict(os.environ, **(env or {}))
         self.cwd = cwd
-        self.log_path = log or os.path.join(GATEHOUSE_DIR, "service-%d.log" % port)
+        self.log_path = log or evidence_path("service-%d.log" % port)
         self.proc = None
         self.starts = 0
 
     def start(self, timeout=10.0):
         self.starts += 1
         with open(self.log_path, "ab") as log:
-            log.write(("--- start %d: %s\n" % (self.starts, " ".join(self.argv))).encode())
+            log.write(("--- start %d: %s\n" % (self.starts, " ".join(self.command))).encode())
             self.proc = subprocess.Popen(
                 self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
@@ -182,7 +238,7 @@ class _FakeBase:
         self.requests = []
         self.mode = None
         self._fail_left, self._fail_how = 0, None
-        self.log_path = log or os.path.join(GATEHOUSE_DIR, "%s-requests.jsonl" % name)
+        self.log_path = log or evidence_path("%s-requests.jsonl" % name)
         self._lock = threading.Lock()
         fake = self
 

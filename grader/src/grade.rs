@@ -1057,6 +1057,7 @@ mod rescore_tests {
                 cgroup_pids: true,
                 cgroup_cpu: true,
                 rlimits: true,
+                landlock_abi: 7,
                 fallbacks: vec![],
             },
             runs: vec![run],

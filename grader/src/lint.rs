@@ -19,6 +19,85 @@ pub fn lint(packet: &Packet) -> Vec<(String, String)> {
     out.extend(hire_bar(m));
     out.extend(leaks(packet, &prompt));
     out.extend(untrusted_commands(m));
+    out.extend(unconfined_launches(packet));
+    out
+}
+
+/// Calls that start a process without the harness's confining launcher.
+const LAUNCHES: &[&str] = &[
+    "subprocess.run(",
+    "subprocess.Popen(",
+    "subprocess.call(",
+    "subprocess.check_call(",
+    "subprocess.check_output(",
+    "os.system(",
+    "os.popen(",
+    "os.execv",
+    "os.execl",
+    "os.spawn",
+    "os.posix_spawn",
+];
+
+/// The comment that marks a launch of the packet's own code.
+pub const PACKET_CODE_MARK: &str = "# gatehouse: packet-code";
+
+/// Lines of `text` that start a process unconfined: (line number, call).
+/// A line carrying [`PACKET_CODE_MARK`] starts the packet's own code and
+/// is not listed.
+pub fn unconfined_launch_lines(text: &str) -> Vec<(usize, &'static str)> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.split('#').next().unwrap_or_default();
+        if line.contains(PACKET_CODE_MARK) {
+            continue;
+        }
+        if let Some(call) = LAUNCHES.iter().find(|c| code.contains(*c)) {
+            out.push((n + 1, *call));
+        }
+    }
+    out
+}
+
+/// Steps that keep evidence from the evidence folder must start the
+/// candidate's code confined (`packets/FORMAT.md`, "Evidence packet code
+/// writes"): a step whose command is shell text, or whose laid Python
+/// files start processes with plain `subprocess`/`os` calls, could run the
+/// candidate's code unconfined, and it could rewrite what the step keeps.
+fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let evidence = format!("{}/", crate::sandbox::EVIDENCE_DIR);
+    for s in &packet.manifest.steps {
+        if !s.keep.iter().any(|k| k.starts_with(&evidence)) {
+            continue;
+        }
+        let name = format!("step {} starts the candidate's code confined", s.id);
+        if crate::trusted::plan(&s.run).runner().is_none() {
+            out.push((name.clone(), format!("`{}` is shell text: what it starts runs unconfined and can write the evidence the step keeps; run a driver through the trusted runner (`python3 .gatehouse/driver.py`, `python3 -m pytest ...`) that starts the candidate's code with the harness (`run_confined`, `Service`)", s.run.trim())));
+        }
+        let mut files = BTreeSet::new();
+        for lay in &s.lay {
+            let from = match lay {
+                crate::manifest::Lay::Hidden(p) => format!("hidden/{p}"),
+                crate::manifest::Lay::Map { from, .. } => from.clone(),
+            };
+            let Ok(path) = crate::tree::safe_join(&packet.root, &from) else { continue };
+            if path.is_dir() {
+                files.extend(list_paths(&path).into_iter().filter(|r| r.ends_with(".py")).map(|r| format!("{from}/{r}")));
+            } else if from.ends_with(".py") {
+                files.insert(from);
+            }
+        }
+        for f in files {
+            let Ok(path) = crate::tree::safe_join(&packet.root, &f) else { continue };
+            let Ok(text) = fs::read_to_string(&path) else { continue };
+            for (line, call) in unconfined_launch_lines(&text) {
+                out.push((
+                    name.clone(),
+                    format!("{f}:{line} starts a process with `{call}` unconfined: if it runs the candidate's code, that code can rewrite the evidence the step keeps; use the harness's run_confined/popen_confined/Service, or mark the line `{PACKET_CODE_MARK}` when it starts the packet's own code"),
+                ));
+            }
+        }
+    }
     out
 }
 
@@ -194,6 +273,13 @@ mod tests {
         // A bar of 4 needs both: nothing to say.
         let m = manifest("[[band]]\nmin = 4\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n");
         assert_eq!(names(hire_bar(&m)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn unconfined_launches_are_listed_and_marked_ones_are_not() {
+        let text = "import subprocess\nsubprocess.run([sys.executable, 'agent.py'])\nproc = subprocess.Popen([sys.executable, str(TOY)])  # gatehouse: packet-code\nrun_confined(['python3', 'agent.py'])\n# subprocess.run( in a comment\nos.system('sh replay.sh')\nsubprocess.CompletedProcess(cmd, None)\n";
+        assert_eq!(unconfined_launch_lines(text), vec![(2, "subprocess.run("), (6, "os.system(")]);
+        assert!(unconfined_launch_lines("from gatehouse_harness import Service\nService(['python3', 'app.py'], port=8080)\n").is_empty());
     }
 
     #[test]

@@ -977,6 +977,17 @@ impl Manifest {
             (g.is_empty() || g.starts_with('/') || g.contains('\\') || g.split('/').any(|c| c == ".." || c == "."))
                 .then(|| (quoted(g), format!("{what} {g:?} must be a relative pattern inside the folder (no `..`, no absolute path)")))
         };
+        // Files packet code writes in the grader's folder are kept from the
+        // evidence folder, which the candidate's confined processes cannot
+        // write; anywhere else in `.gatehouse/` they could rewrite them.
+        let keep_writable = |g: &str| -> Option<(String, String)> {
+            let grader_dir = g == ".gatehouse" || g.starts_with(".gatehouse/") || g.starts_with(".gatehouse*") || g.starts_with(".gatehouse?");
+            (grader_dir && !g.starts_with(&format!("{}/", crate::sandbox::EVIDENCE_DIR))).then(|| {
+                (quoted(g), format!(
+                    "keep pattern {g:?} names files in .gatehouse/ that the candidate's processes can rewrite: packet code writes what a step keeps to the evidence folder ($GATEHOUSE_EVIDENCE, harness `evidence_path`) and the step keeps it as \".gatehouse/evidence/...\""
+                ))
+            })
+        };
         let name = |what: &str, n: &str| -> Option<(String, String)> {
             let ok = !n.is_empty() && n != "." && n != ".." && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
             (!ok).then(|| (quoted(n), format!("{what} {n:?} must be a plain name (letters, digits, '-', '_', '.'), as it names a folder")))
@@ -1001,6 +1012,7 @@ impl Manifest {
             }
             for k in &s.keep {
                 push(glob("keep pattern", k));
+                push(keep_writable(k));
             }
         }
         if let Some(mu) = &m.mutation {
@@ -1493,6 +1505,19 @@ detect = { kind = "test-failing", step = "hidden" }
         check(with("{ kind = \"witness\", check = \"retry-storm\", min_chain = 1 }"), "at least 2");
         check(with("{ kind = \"witness\", check = \"usage-missing\", file = \"../u.jsonl\" }"), "must be a relative path inside the folder");
         check(with("{ kind = \"not\", of = { kind = \"witness\", check = \"retry-storm\" } }"), "cannot sit under `not`");
+    }
+
+    #[test]
+    fn kept_packet_evidence_must_come_from_the_evidence_folder() {
+        let keep = |k: &'static str| move |s: String| s.replace("junit = \".gatehouse/hidden.xml\"", &format!("junit = \".gatehouse/hidden.xml\"\nkeep = [{k}]"));
+        // Files packet code wrote in .gatehouse/, where the candidate's processes can rewrite them: refused.
+        for k in ["\".gatehouse/recomputed.jsonl\"", "\".gatehouse/runs/**\"", "\".gatehouse\"", "\".gatehouse*/x\"", "\".gatehouse/evidence\""] {
+            check(keep(k), "that the candidate's processes can rewrite");
+        }
+        // From the evidence folder, or the candidate's own products at the top: accepted.
+        for k in ["\".gatehouse/evidence/recomputed.jsonl\"", "\".gatehouse/evidence/runs/**\"", "\"usage.jsonl\""] {
+            check(keep(k), "ok");
+        }
     }
 
     #[test]

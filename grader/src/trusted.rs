@@ -38,6 +38,11 @@ pub const HARNESS: &str = include_str!("../harness/gatehouse_harness.py");
 /// Where the grader's tools are mounted, read-only, inside every run.
 pub const TOOLS_MOUNT: &str = "/gatehouse";
 
+/// The confining launcher the harness starts candidate commands through
+/// (Landlock: no writes outside `/workspace` and `/tmp`, so never to
+/// `/evidence`).
+pub const CONFINE: &str = include_str!("../harness/gatehouse_confine.py");
+
 /// The trusted runner itself.
 pub const RUNNER: &str = include_str!("../harness/gatehouse_runner.py");
 /// The runner's pytest configuration (empty: the submission's ini files
@@ -161,7 +166,7 @@ fn shell_quote(s: &str) -> String {
 /// Writes the tools mounted at [`TOOLS_MOUNT`] into `dir`.
 pub fn write_tools(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    for (name, text) in [("gatehouse_runner.py", RUNNER), ("pytest.ini", RUNNER_INI), ("gatehouse_harness.py", HARNESS)] {
+    for (name, text) in [("gatehouse_runner.py", RUNNER), ("pytest.ini", RUNNER_INI), ("gatehouse_harness.py", HARNESS), ("gatehouse_confine.py", CONFINE)] {
         std::fs::write(dir.join(name), text)?;
     }
     Ok(())

@@ -96,6 +96,18 @@ pub struct OutStats {
     pub hard_links: u64,
 }
 
+impl OutStats {
+    /// Adds another copy's counts to these.
+    pub fn add(&mut self, o: &OutStats) {
+        self.skipped_special += o.skipped_special;
+        self.cut_files += o.cut_files;
+        self.cut_bytes += o.cut_bytes;
+        self.cut_sparse += o.cut_sparse;
+        self.cut_deep += o.cut_deep;
+        self.hard_links += o.hard_links;
+    }
+}
+
 /// Holes a file may have before it counts as sparse (and is not copied).
 pub const SPARSE_SLACK: u64 = 1 << 20;
 

@@ -91,6 +91,17 @@
 //! candidate controls can rewrite them. `SandboxConfig::tool_dir` is bound
 //! read-only (nosuid, nodev) at `/gatehouse` in every run.
 //!
+//! EVIDENCE FOLDER. Every run also gets `/evidence` (`EVIDENCE_MOUNT`,
+//! `$GATEHOUSE_EVIDENCE`), a second capped tmpfs owned by the run's uid,
+//! outside `/workspace` and `/tmp`. After the run its contents are copied
+//! (same rules and budget as the workspace) to `.gatehouse/evidence/` of
+//! the host folder, replacing whatever the command left at that path. The
+//! sandbox itself does not tell packet code from candidate code (both run as
+//! the run's uid); the harness's confining launcher
+//! (`harness/gatehouse_confine.py`, Landlock) does: a confined process
+//! cannot write `/evidence`. `Sandbox::new` records the kernel's Landlock
+//! ABI in `Features::landlock_abi` and lists a fallback when it has none.
+//!
 //! HOST-WIDE STATE. Run uids are leased with a `flock` on
 //! `UID_LOCK_DIR/<uid>` for the whole run, so no two live runs on the host
 //! share a uid (RLIMIT_NPROC and keyrings are per uid), whichever grader
@@ -219,6 +230,25 @@ pub struct SandboxConfig {
     /// every run: trusted tools such as the grader's test runners. It must
     /// be a directory (not a symlink); `None` leaves `/gatehouse` absent.
     pub tool_dir: Option<PathBuf>,
+}
+
+/// Where every run finds its evidence folder: a tmpfs of its own, outside
+/// `/workspace` and `/tmp`, writable by the run's uid. What is beneath it
+/// when the command ends is at `.gatehouse/evidence/` of the host folder
+/// afterwards, replacing whatever the command left at that path in the
+/// workspace. Processes the harness starts confined (Landlock) cannot
+/// write it; packet code (hidden tests, fake upstreams) can.
+pub const EVIDENCE_MOUNT: &str = "/evidence";
+
+/// Where `/evidence` lands in the host folder after a run.
+pub const EVIDENCE_DIR: &str = ".gatehouse/evidence";
+
+/// The Landlock ABI version the running kernel offers, 0 when it has none
+/// (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`).
+pub fn landlock_abi() -> u32 {
+    // SAFETY: the version query reads no memory (null attr, size 0).
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    if rc < 0 { 0 } else { rc as u32 }
 }
 
 /// Where `SandboxConfig::tool_dir` appears inside the sandbox.
@@ -368,6 +398,10 @@ pub struct Features {
     pub cgroup_pids: bool,
     pub cgroup_cpu: bool,
     pub rlimits: bool,
+    /// The Landlock ABI version the kernel offers (0: none). The harness's
+    /// confining launcher (`gatehouse_confine.py`) needs it to keep the
+    /// candidate's processes from writing `/evidence`.
+    pub landlock_abi: u32,
     /// Each feature that is missing, with what was done instead.
     pub fallbacks: Vec<String>,
 }
@@ -489,7 +523,14 @@ impl Sandbox {
             };
             fallbacks.push(format!("{instead} ({why})"));
         }
+        let landlock_abi = landlock_abi();
+        if landlock_abi == 0 {
+            fallbacks.push(
+                "Landlock unavailable: the harness cannot confine the candidate's processes, so files packet code writes to /evidence are not protected from them (evidence kept from it is not trusted)".into(),
+            );
+        }
         let features = Features {
+            landlock_abi,
             pid_namespace: true,
             net_namespace: net,
             mount_namespace: true,

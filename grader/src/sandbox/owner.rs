@@ -165,10 +165,11 @@ pub fn sweep(base: &Path, cgroup_roots: &[PathBuf]) -> Swept {
             continue;
         }
         let path = e.path();
-        let ws = path.join("ws");
-        if let Ok(c) = CString::new(ws.as_os_str().as_bytes()) {
-            // SAFETY: unmounts a NUL-terminated path; EINVAL when not mounted.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        for sub in ["ws", "ev"] {
+            if let Ok(c) = CString::new(path.join(sub).as_os_str().as_bytes()) {
+                // SAFETY: unmounts a NUL-terminated path; EINVAL when not mounted.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
         }
         if fs::remove_dir_all(&path).is_ok() {
             swept.staging_dirs += 1;

@@ -72,12 +72,47 @@ fn cpath(p: &Path) -> Result<CString, SandboxError> {
     cstr(p.as_os_str().as_bytes())
 }
 
+/// Brings the run's evidence tmpfs back to `.gatehouse/evidence/` of the
+/// host folder `host` (`copy::copy_out` under its own budget), replacing
+/// whatever the command left at that path in the workspace: only what was
+/// written beneath `/evidence` is there afterwards.
+fn copy_out_evidence(ev: &Path, host: &Path, budget: super::copy::OutBudget) -> Result<super::copy::OutStats, SandboxError> {
+    let gh = host.join(".gatehouse");
+    let dst = host.join(super::EVIDENCE_DIR);
+    let empty = fs::read_dir(ev).map_err(|e| io_err(format!("opendir({:?})", ev.display()), e))?.next().is_none();
+    if empty && fs::symlink_metadata(&dst).is_err() {
+        return Ok(super::copy::OutStats::default());
+    }
+    for p in [&gh, &dst] {
+        if fs::symlink_metadata(p).is_ok_and(|m| !m.is_dir()) {
+            fs::remove_file(p).map_err(|e| io_err(format!("unlink({:?})", p.display()), e))?;
+        }
+    }
+    fs::create_dir_all(&dst).map_err(|e| io_err(format!("mkdir -p {:?}", dst.display()), e))?;
+    super::copy::copy_out(ev, &dst, budget)
+}
+
+/// Mounts a size- and inode-capped tmpfs (`data`) on `target`.
+fn mount_tmpfs(target: &Path, data: &str) -> Result<(), SandboxError> {
+    let t = cpath(target)?;
+    let (src, fstype, cdata) = (cstr("tmpfs")?, cstr("tmpfs")?, cstr(data)?);
+    // SAFETY: all pointers are live CStrings.
+    let rc = unsafe { libc::mount(src.as_ptr(), t.as_ptr(), fstype.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, cdata.as_ptr().cast()) };
+    if rc != 0 {
+        return Err(os_err(format!("mount(\"tmpfs\", {:?}, \"tmpfs\", MS_NOSUID|MS_NODEV, {data:?})", target.display())));
+    }
+    Ok(())
+}
+
 /// The per-run staging area on the host; unmounted and removed on drop.
 struct Staging {
     dir: PathBuf,
     root: PathBuf,
     ws: PathBuf,
     ws_mounted: bool,
+    /// The evidence tmpfs, bound at `/evidence`.
+    ev: PathBuf,
+    ev_mounted: bool,
 }
 
 impl Staging {
@@ -91,40 +126,28 @@ impl Staging {
         let dir = base.join(id);
         let root = dir.join("root");
         let ws = dir.join("ws");
-        for d in [&dir, &root, &ws] {
+        let ev = dir.join("ev");
+        for d in [&dir, &root, &ws, &ev] {
             fs::create_dir(d).map_err(|e| io_err(format!("mkdir({:?})", d.display()), e))?;
         }
-        let mut st = Staging { dir, root, ws, ws_mounted: false };
+        let mut st = Staging { dir, root, ws, ws_mounted: false, ev, ev_mounted: false };
         let data = format!("size={disk_bytes},nr_inodes={},mode=0755,uid={uid},gid={gid}", super::INODE_CAP);
-        let target = cpath(&st.ws)?;
-        let (src, fstype, cdata) = (cstr("tmpfs")?, cstr("tmpfs")?, cstr(&data)?);
-        // SAFETY: all pointers are live CStrings.
-        let rc = unsafe {
-            libc::mount(
-                src.as_ptr(),
-                target.as_ptr(),
-                fstype.as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                cdata.as_ptr().cast(),
-            )
-        };
-        if rc != 0 {
-            return Err(os_err(format!(
-                "mount(\"tmpfs\", {:?}, \"tmpfs\", MS_NOSUID|MS_NODEV, {data:?})",
-                st.ws.display()
-            )));
-        }
+        mount_tmpfs(&st.ws, &data)?;
         st.ws_mounted = true;
+        mount_tmpfs(&st.ev, &data)?;
+        st.ev_mounted = true;
         Ok(st)
     }
 
     fn cleanup(&mut self) -> Result<(), SandboxError> {
-        if self.ws_mounted {
-            self.ws_mounted = false;
-            let target = cpath(&self.ws)?;
-            // SAFETY: the target is a live CString.
-            if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
-                return Err(os_err(format!("umount2({:?}, MNT_DETACH)", self.ws.display())));
+        for (dir, mounted) in [(&self.ws, &mut self.ws_mounted), (&self.ev, &mut self.ev_mounted)] {
+            if *mounted {
+                *mounted = false;
+                let target = cpath(dir)?;
+                // SAFETY: the target is a live CString.
+                if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
+                    return Err(os_err(format!("umount2({:?}, MNT_DETACH)", dir.display())));
+                }
             }
         }
         if self.dir.exists() {
@@ -498,6 +521,19 @@ impl Sandbox {
             "MS_BIND|MS_REMOUNT|MS_NOSUID|MS_NODEV",
             None,
         )?;
+        // The evidence folder: a tmpfs of its own, outside the workspace.
+        plan.mkdirs(Path::new(super::EVIDENCE_MOUNT))?;
+        let ev = plan.inner(Path::new(super::EVIDENCE_MOUNT));
+        let ev_src = staging.ev.to_string_lossy().into_owned();
+        plan.mount(Some(&ev_src), &ev, None, libc::MS_BIND, "MS_BIND", None)?;
+        plan.mount(
+            None,
+            &ev,
+            None,
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV,
+            "MS_BIND|MS_REMOUNT|MS_NOSUID|MS_NODEV",
+            None,
+        )?;
         // The trusted tools, read-only.
         if let Some(tools) = &self.config.tool_dir {
             let meta = fs::symlink_metadata(tools)
@@ -541,6 +577,7 @@ impl Sandbox {
             ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
             ("PYTHONHASHSEED".into(), "0".into()),
             ("TMPDIR".into(), "/tmp".into()),
+            ("GATEHOUSE_EVIDENCE".into(), super::EVIDENCE_MOUNT.into()),
         ];
         for (k, v) in &spec.env {
             env.retain(|(ek, _)| ek != k);
@@ -779,7 +816,9 @@ impl Sandbox {
 
         let post_start = Instant::now();
         let budget = super::copy::OutBudget { bytes: lim.disk_bytes, files: super::INODE_CAP };
-        let out_stats = super::copy::copy_out(&staging.ws, &spec.workspace, budget)?;
+        let mut out_stats = super::copy::copy_out(&staging.ws, &spec.workspace, budget)?;
+        let ev_stats = copy_out_evidence(&staging.ev, &spec.workspace, budget)?;
+        out_stats.add(&ev_stats);
         ph.mark("copy_out");
         staging.cleanup()?;
         ph.mark("staging_cleanup");

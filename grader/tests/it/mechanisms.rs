@@ -75,7 +75,7 @@ fn kept_service_log_and_measures_are_read() {
         .unwrap()
         .replace("if __name__ == \"__main__\":\n", "if __name__ == \"__main__\":\n    import sys\n    print(\"Traceback (most recent call last): simulated\", file=sys.stderr, flush=True)\n");
     let card = check(&[("app.py", &noisy)], &["crashed"]);
-    assert!(evidence(&card, "crashed").starts_with(".gatehouse/service-8099.log:"), "{}", evidence(&card, "crashed"));
+    assert!(evidence(&card, "crashed").starts_with(".gatehouse/evidence/service-8099.log:"), "{}", evidence(&card, "crashed"));
     // A service that never starts: no measurement is kept either.
     check(&[("app.py", "raise SystemExit(3)\n")], &["forgets", "slow-start"]);
 }
@@ -206,7 +206,7 @@ emit("demo", "harness ok")
     .report;
     assert!(report.success(), "{report:?}");
     assert_eq!(report.stdout_tail.trim(), r#"{"id": "demo", "evidence": "harness ok", "provenance": "replayed"}"#);
-    let measures = std::fs::read_to_string(dir.path().join("run/.gatehouse/measures.jsonl")).unwrap();
+    let measures = std::fs::read_to_string(dir.path().join("run/.gatehouse/evidence/measures.jsonl")).unwrap();
     assert_eq!(measures, "{\"name\": \"calls\", \"value\": 6}\n");
 }
 

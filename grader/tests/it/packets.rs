@@ -10,6 +10,10 @@ fn check(slug: &str) {
     let report = check_packet(crate::grader(), &dir);
     let failed: Vec<String> = report.failures().map(|i| format!("{} — {}", i.name, i.detail)).collect();
     assert!(report.ok(), "{slug} fails packet check:\n  {}", failed.join("\n  "));
+    // Every built-in packet that keeps packet-written evidence starts the
+    // candidate's code confined (issue #9): the lint stays quiet.
+    let unconfined: Vec<String> = report.items.iter().filter(|i| i.name.contains("starts the candidate's code confined")).map(|i| format!("{} — {}", i.name, i.detail)).collect();
+    assert!(unconfined.is_empty(), "{slug}:\n  {}", unconfined.join("\n  "));
     // A self-test that checked nothing would pass vacuously.
     assert!(report.items.iter().any(|i| i.name.starts_with("variant ")), "{slug} has no variants");
     // What grading the sample measured is recorded with the report, for

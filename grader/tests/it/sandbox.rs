@@ -1032,3 +1032,43 @@ fn sandbox_new_sweeps_what_a_killed_grader_left() {
     // The shared sandbox's own lock survives.
     assert!(base.join(format!("{}.lock", sandbox().instance_id())).exists());
 }
+
+/// `/evidence` (issue #9, kept evidence): what a run writes beneath it is at
+/// `.gatehouse/evidence/` of the host folder afterwards, and only that (a
+/// file the command put at that path in the workspace is gone); a process
+/// started through the harness's confining launcher (Landlock) cannot write
+/// it, can still write the workspace and /tmp, and cannot widen its own
+/// rules to cover it.
+#[test]
+fn the_evidence_folder_is_apart_and_confined_processes_cannot_write_it() {
+    let tools = grader::trusted::tools_dir().expect("tools dir");
+    let mut cfg = Sandbox::host_default_config();
+    cfg.tool_dir = Some(tools.path().to_path_buf());
+    let sb = Sandbox::new(cfg).expect("sandbox with tools");
+    assert!(sb.features().landlock_abi >= 1, "this kernel has Landlock: {:?}", sb.features());
+    assert!(!sb.features().fallbacks.iter().any(|f| f.contains("Landlock")), "{:?}", sb.features().fallbacks);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let confine = "python3 -I /gatehouse/gatehouse_confine.py";
+    let script = format!(
+        "echo packet > \"$GATEHOUSE_EVIDENCE/kept.txt\"\n\
+         mkdir -p .gatehouse/evidence && echo forged > .gatehouse/evidence/forged.txt\n\
+         {confine} -- sh -c 'echo forged > /evidence/kept.txt'; echo \"confined-evidence=$?\"\n\
+         {confine} -- sh -c 'sh -c \"echo forged > /evidence/child.txt\"'; echo \"confined-child=$?\"\n\
+         {confine} -- sh -c 'echo mine > /workspace/mine.txt && echo t > /tmp/t && cat /evidence/kept.txt'; echo \"confined-workspace=$?\"\n\
+         {confine} --write /evidence -- true; echo \"widen=$?\"\n\
+         {confine} --write / -- true; echo \"widen-root=$?\"\n"
+    );
+    let spec = RunSpec { script, workspace: dir.path().to_path_buf(), env: Vec::new(), limits: small_limits(), channel: false };
+    let r = sb.run(&spec).expect("run");
+    let out = &r.stdout_tail;
+    assert_eq!(r.exit, Exit::Code(0), "{r:?}");
+    assert!(out.contains("confined-evidence=2"), "a confined write to /evidence must fail: {out}\n{}", r.stderr_tail);
+    assert!(out.contains("confined-child=2"), "the confined process's children are confined too: {out}");
+    assert!(out.contains("packet\nconfined-workspace=0"), "the workspace and /tmp stay writable, /evidence readable: {out}\n{}", r.stderr_tail);
+    assert!(out.contains("widen=125") && out.contains("widen-root=125"), "{out}\n{}", r.stderr_tail);
+    assert!(r.stderr_tail.contains("would make /evidence writable"), "{}", r.stderr_tail);
+    let ev = dir.path().join(".gatehouse/evidence");
+    assert_eq!(fs::read_to_string(ev.join("kept.txt")).unwrap(), "packet\n");
+    assert!(!ev.join("forged.txt").exists() && !ev.join("child.txt").exists(), "only what was written to /evidence comes back there");
+    assert_eq!(fs::read_to_string(dir.path().join("mine.txt")).unwrap(), "mine\n");
+}

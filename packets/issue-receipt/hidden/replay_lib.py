@@ -4,7 +4,11 @@ Runs the candidate's command, `python3 agent.py fixtures/issue_142.json`, in
 the workspace against the packet's deterministic model (a pristine copy of the
 starter's fake_model.py at .gatehouse/fake_model.py, started through the
 harness) or against the harness FakeOpenAI, and writes what the model side
-saw to .gatehouse/ (recomputed ledgers the manifest's ledger detectors read).
+saw to the evidence folder (recomputed ledgers the manifest keeps as
+.gatehouse/evidence/*.jsonl and its ledger detectors read). The agent, and
+the issue's test command that runs the code it changed, are started through
+the harness's confining launcher: they cannot write the evidence folder, so a
+dishonest agent cannot make the model-side ledger agree with its receipt.
 """
 
 from __future__ import annotations
@@ -18,10 +22,24 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.getcwd(), ".gatehouse"))
-from gatehouse_harness import FakeOpenAI, Service, free_port  # noqa: E402
+from gatehouse_harness import FakeOpenAI, Service, evidence_path, free_port, run_confined  # noqa: E402
 
 FIXTURE = "fixtures/issue_142.json"
 PRODUCTS = ("usage.jsonl", "give_up.json", "result.json")
+PRISTINE = ".gatehouse/pristine/"
+
+# The pristine copies the grader laid under .gatehouse/pristine/ are in the
+# workspace, which the candidate's agent can write: snapshot them into the
+# evidence folder now, before any agent runs, and read only the snapshot.
+if os.path.isdir(PRISTINE):
+    for _name in os.listdir(PRISTINE):
+        if os.path.isfile(PRISTINE + _name):
+            shutil.copyfile(PRISTINE + _name, evidence_path("pristine/" + _name))
+
+
+def _pristine(path: str) -> str:
+    """A laid pristine copy's snapshot in the evidence folder; other paths as given."""
+    return evidence_path("pristine/" + path[len(PRISTINE):]) if path.startswith(PRISTINE) else path
 
 
 def clean() -> None:
@@ -32,26 +50,28 @@ def clean() -> None:
 def run_agent(base_url: str, timeout: float = 45) -> subprocess.CompletedProcess:
     env = dict(os.environ, OPENAI_BASE_URL=base_url, OPENAI_API_KEY="sk-replay")
     try:
-        return subprocess.run([sys.executable, "agent.py", FIXTURE], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        return run_confined([sys.executable, "agent.py", FIXTURE], env=env,
+                            capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         return subprocess.CompletedProcess(exc.cmd, None, exc.stdout or "", "timed out")
 
 
 def replay(ledger: str, answers: dict | None = None) -> dict:
-    """Run the agent against fake_model.py; the model's own log becomes `ledger`."""
+    """Run the agent against fake_model.py; the model's own log becomes
+    `ledger` in the evidence folder."""
     clean()
-    log = Path(ledger)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = Path(evidence_path(ledger))
     log.unlink(missing_ok=True)
-    cmd = [sys.executable, os.path.abspath(".gatehouse/fake_model.py"), "--log", os.path.abspath(log)]
+    cmd = [sys.executable, os.path.abspath(".gatehouse/fake_model.py"), "--log", str(log)]
     if answers:
-        Path(".gatehouse/answers.json").write_text(json.dumps(answers), encoding="utf-8")
-        cmd += ["--answers", os.path.abspath(".gatehouse/answers.json")]
+        answers_file = Path(evidence_path("answers.json"))
+        answers_file.write_text(json.dumps(answers), encoding="utf-8")
+        cmd += ["--answers", str(answers_file)]
     port = free_port()
     # In the sandbox the workspace is /workspace, the harness's default cwd.
     where = {} if os.getcwd() == "/workspace" else {"cwd": os.getcwd()}
-    model = Service(cmd + ["--port", str(port)], port=port, ready=None, **where)
+    # The model is the packet's own code: it runs unconfined, to write the ledger.
+    model = Service(cmd + ["--port", str(port)], port=port, ready=None, confine=False, **where)
     model.start(timeout=10)
     try:
         proc = run_agent(f"http://127.0.0.1:{port}/v1")
@@ -79,19 +99,20 @@ def throttled(ledger: str) -> dict:
         body = r.get("body")
         raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
         rows.append({"n": i, "status": 429, "bytes": r.get("bytes", len(raw)), "body_sha256": hashlib.sha256(raw).hexdigest()})
-    Path(ledger).parent.mkdir(parents=True, exist_ok=True)
-    Path(ledger).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    Path(evidence_path(ledger)).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return {"proc": proc, "rows": rows}
 
 
 def digest(path: str) -> str:
+    path = _pristine(path)
     return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).exists() else "absent"
 
 
 def tests_pass(command: list[str]) -> tuple[bool, str]:
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    """The issue's test command on the code the agent changed: confined too."""
+    proc = run_confined(command, capture_output=True, text=True, timeout=60)
     return proc.returncode == 0, (proc.stdout + proc.stderr)[-400:]
 
 
 def restore(pristine: str, path: str) -> None:
-    shutil.copyfile(pristine, path)
+    shutil.copyfile(_pristine(pristine), path)

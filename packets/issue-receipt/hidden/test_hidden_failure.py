@@ -32,14 +32,14 @@ def give_up():
 
 @pytest.fixture(scope="module")
 def budget():
-    out = R.replay(".gatehouse/budget_ledger.jsonl", answers={"913": WRONG})
+    out = R.replay("budget_ledger.jsonl", answers={"913": WRONG})
     out["give_up"] = give_up()
     return out
 
 
 @pytest.fixture(scope="module")
 def throttle(budget):
-    out = R.throttled(".gatehouse/throttle_requests.jsonl")
+    out = R.throttled("throttle_requests.jsonl")
     out["give_up"] = give_up()
     return out
 

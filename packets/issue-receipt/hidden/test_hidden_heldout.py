@@ -25,7 +25,7 @@ def reorder_list(levels: dict[str, int], threshold: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def run():
-    out = R.replay(".gatehouse/heldout_ledger.jsonl", answers={"207": FIXED})
+    out = R.replay("heldout_ledger.jsonl", answers={"207": FIXED})
     out["test_digest"] = R.digest(SOURCE_TEST)
     R.restore(PRISTINE, SOURCE_TEST)
     out["passed"], out["test_output"] = R.tests_pass(json.loads(Path(R.FIXTURE).read_text())["test"])

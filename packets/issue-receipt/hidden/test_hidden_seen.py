@@ -17,7 +17,7 @@ PRISTINE = ".gatehouse/pristine/test_slug.py"
 
 @pytest.fixture(scope="module")
 def run():
-    out = R.replay(".gatehouse/recomputed.jsonl")
+    out = R.replay("recomputed.jsonl")
     out["test_digest"] = R.digest(SOURCE_TEST)
     R.restore(PRISTINE, SOURCE_TEST)
     out["passed"], out["test_output"] = R.tests_pass(json.loads(Path(R.FIXTURE).read_text())["test"])

@@ -1,8 +1,10 @@
 """Replay step for sticky-404: run the candidate's replay.sh against the
 platform's toy service (the harness Service, a pristine starter copy) and the
-harness FakeOpenAI, with no chat history. Keeps the evidence under
-.gatehouse/runs/replay/ and splits the submitted (claimed) ledger under
-.gatehouse/claimed/. Always exits 0: the detectors judge the kept files."""
+harness FakeOpenAI, with no chat history. replay.sh runs confined (the
+harness's launcher); the evidence goes to runs/replay/ of the evidence folder,
+and the submitted (claimed) ledger is split under claimed/ there before
+replay.sh runs (kept as .gatehouse/evidence/...). Always exits 0: the
+detectors judge the kept files."""
 
 import json
 import os
@@ -16,8 +18,8 @@ from urllib.parse import urlsplit
 sys.path.insert(0, "/workspace/.gatehouse")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gatehouse_harness import FakeOpenAI, Service, free_port  # noqa: E402
-from sticky_rig import read_jsonl, split_ledger, write_evidence  # noqa: E402
+from gatehouse_harness import FakeOpenAI, Service, free_port, popen_confined  # noqa: E402
+from sticky_rig import evidence_dir, read_jsonl, split_ledger, write_evidence  # noqa: E402
 
 WALL_BUDGET = 45.0
 GET = lambda path: {"method": "GET", "path": path}  # noqa: E731
@@ -31,14 +33,13 @@ SCRIPT = [
 
 
 def main() -> int:
-    out = Path(".gatehouse/runs/replay")
-    out.mkdir(parents=True, exist_ok=True)
-    split_ledger(read_jsonl(Path("ledger.jsonl")), Path(".gatehouse/claimed"))
+    out = evidence_dir("runs/replay")
+    split_ledger(read_jsonl(Path("ledger.jsonl")), evidence_dir("claimed"))
 
     access_log = out / "access.jsonl"
     port = free_port()
     svc = Service(["python3", ".gatehouse/toy_service.py", "--port", str(port), "--log", str(access_log)],
-                  port=port, ready=None)  # a TCP probe: an HTTP probe would land in the access log
+                  port=port, ready=None, confine=False)  # the packet's own service; a TCP probe: an HTTP probe would land in the access log
     svc.start(timeout=10)
 
     fake = FakeOpenAI()
@@ -52,15 +53,18 @@ def main() -> int:
     fake.reply = reply
     parts = urlsplit(fake.url)
     endpoint = f"{parts.scheme}://{parts.netloc}/v1/chat/completions"
-    ledger = out / "ledger.jsonl"
+    # replay.sh writes its ledger in the workspace; write_evidence copies it.
+    ledger = Path(".gatehouse/agent-ledgers/replay.jsonl")
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    ledger.unlink(missing_ok=True)
     env = dict(os.environ, TOY_BASE_URL=f"http://127.0.0.1:{port}", LLM_ENDPOINT=endpoint,
                LEDGER_PATH=str(ledger.resolve()))
 
     code, timed_out, t0 = None, False, time.monotonic()
     if Path("replay.sh").exists():
         with open(out / "replay.out", "wb") as fh:
-            proc = subprocess.Popen(["sh", "replay.sh"], env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = popen_confined(["sh", "replay.sh"], env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
             try:
                 code = proc.wait(WALL_BUDGET)
             except subprocess.TimeoutExpired:

@@ -3,7 +3,10 @@
 Runs the candidate's agent_run.py against the platform's toy service (a pristine
 copy of the starter's toy_service.py at .gatehouse/toy_service.py) and a scripted
 OpenAI-format model, then writes what the platform saw next to what the ledger
-claims, as small JSONL files the packet's ledger detectors read:
+claims, as small JSONL files the packet's ledger detectors read. They go to the
+evidence folder (runs/<name>/, kept as .gatehouse/evidence/runs/<name>/): the
+agent runs through the harness's confining launcher and cannot write there; it
+writes its ledger in the workspace, and the rig copies it once the agent ended:
 
   ledger.jsonl            the agent's ledger, as written
   ledger_model.jsonl      its rows with kind "model"   (one line per row)
@@ -30,6 +33,13 @@ from pathlib import Path
 
 GH = Path(__file__).resolve().parent
 TOY = GH / "toy_service.py"
+sys.path.insert(0, str(GH))
+from gatehouse_harness import evidence_path, popen_confined  # noqa: E402
+
+
+def evidence_dir(rel: str) -> Path:
+    """A folder in the evidence folder (created)."""
+    return Path(evidence_path(rel + "/_")).parent
 
 
 def chat_reply(obj: dict) -> dict:
@@ -81,7 +91,8 @@ class ScriptedModel:
 
 def start_toy(log_path: Path) -> tuple[subprocess.Popen, int]:
     port_file = log_path.with_suffix(".port")
-    proc = subprocess.Popen([sys.executable, str(TOY), "--port", "0", "--port-file", str(port_file), "--log", str(log_path)],
+    # The platform's toy service is packet code: unconfined, it writes the access log.
+    proc = subprocess.Popen([sys.executable, str(TOY), "--port", "0", "--port-file", str(port_file), "--log", str(log_path)],  # gatehouse: packet-code
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     for _ in range(400):
         if port_file.exists() and port_file.read_text().strip():
@@ -181,12 +192,13 @@ class Run:
 
 
 def run_agent(name: str, script: list[dict], down_after: int | None = None, timeout: float = 30.0) -> Run:
-    """Run `python3 agent_run.py` once; keep the evidence under .gatehouse/runs/<name>/."""
-    outdir = Path(".gatehouse/runs") / name
-    outdir.mkdir(parents=True, exist_ok=True)
+    """Run `python3 agent_run.py` once, confined; keep the evidence under runs/<name>/
+    of the evidence folder."""
+    outdir = evidence_dir("runs/" + name)
     access_log = outdir / "access.jsonl"
-    ledger = outdir / "ledger.jsonl"
-    for p in (access_log, ledger):
+    ledger = Path(".gatehouse/agent-ledgers") / (name + ".jsonl")
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    for p in (access_log, ledger, outdir / "ledger.jsonl"):
         if p.exists():
             p.unlink()
     toy, port = start_toy(access_log)
@@ -196,7 +208,7 @@ def run_agent(name: str, script: list[dict], down_after: int | None = None, time
     timed_out = False
     out_path = outdir / "agent.out"
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "agent_run.py"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = popen_confined([sys.executable, "agent_run.py"], env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:

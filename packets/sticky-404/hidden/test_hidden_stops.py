@@ -1,6 +1,6 @@
 """Held-out stop-rule scenarios for sticky-404. Each runs agent_run.py once
 against the platform's toy service and a scripted model; the evidence of every
-run is kept under .gatehouse/runs/<scenario>/ for the packet's ledger detectors."""
+run is kept under runs/<scenario>/ of the evidence folder (.gatehouse/evidence/) for the packet's ledger detectors."""
 
 import sys
 from pathlib import Path
