@@ -24,6 +24,7 @@ pub mod similarity;
 pub mod state;
 pub mod text;
 pub mod times;
+pub mod transcript;
 pub mod web;
 
 /// Milliseconds since the Unix epoch, the unit of every stored time.

@@ -282,6 +282,10 @@ pub struct ScorecardView {
     /// side `a`. A signal, never a finding.
     #[serde(default)]
     pub similar: Vec<SimilarPair>,
+    /// The conversation with the model up to this submission, in time
+    /// order beside the witnessed runs.
+    #[serde(default)]
+    pub transcript: Vec<crate::pages::transcript::Entry>,
 }
 
 /// One side of an aligned excerpt: where the fragment is and its lines.
@@ -490,6 +494,8 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
     };
     let card = view.card.map(|c| card_view(c, view.forms, view.csrf.clone(), id.clone()));
     let ledger = view.ledger.map(ledger_section);
+    let transcript = (!view.transcript.is_empty())
+        .then(|| crate::pages::transcript::transcript_section(view.transcript, "The conversation with the model"));
     let history = history_view(view.history);
     view! {
         <h1>"Scorecard: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
@@ -511,6 +517,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
         {status}
         {card}
         {ledger}
+        {transcript}
         {history}
         {regrade}
     }

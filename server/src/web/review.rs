@@ -47,6 +47,7 @@ pub fn routes() -> crate::routes::Routes {
         .route("/submissions/{id}/receipt", get(receipt_page))
         .route("/submissions/{id}/receipt.json", get(receipt_json))
         .route("/submissions/{id}/receipt.html", get(receipt_html))
+        .route("/submissions/{id}/transcript.json", get(transcript_json))
         .route("/packets/{slug}/scorecards.csv", get(scorecards_csv))
         .route("/packets/{slug}/compare", get(compare_page))
         .route("/packets/{slug}/distribution.svg", get(distribution_svg))
@@ -660,6 +661,7 @@ async fn scorecard_page(
             .map(|w| ledger_view(&w)),
         blind,
         similar: similar_to(&state, &ctx.assignment.slug, &ctx.submission.id, signed_in.user.id).await?,
+        transcript: crate::transcript::entries(&state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?.0,
     };
     let meta = meta(&signed_in, format!("Scorecard {}", ctx.assignment.candidate_name), flash);
     Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> })).into_response())
@@ -798,7 +800,7 @@ async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(i
     blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
     // The same document as the standalone receipt, minus its title and the
     // JSON (a link away): askama escaped every value in it.
-    let doc = standalone_receipt(&state, &ctx, &card, "").await?;
+    let doc = standalone_receipt(&state, &ctx, &card, "", false).await?;
     let body = doc.split_once("<h1>Gatehouse receipt</h1>").map(|(_, b)| b).unwrap_or(&doc);
     let body = body.split_once("<h2>Receipt JSON</h2>").map(|(b, _)| b).unwrap_or(body).to_string();
     let view = ReceiptView {
@@ -817,8 +819,22 @@ async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(i
     Ok(Html(app::shell::document(meta, move || view! { <ReceiptPage view=view /> })).into_response())
 }
 
-/// The standalone HTML receipt of a graded submission, with `json`.
-async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, json: &str) -> Result<String, AppError> {
+/// The standalone HTML receipt of a graded submission, with `json`; with
+/// `with_text` each listed call's prompt and answer too.
+async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, json: &str, with_text: bool) -> Result<String, AppError> {
+    let texts = if with_text { crate::transcript::load(state, &ctx.assignment.id, Some(ctx.submission.received_at)).await? } else { Vec::new() };
+    let transcript: Vec<export::TranscriptRow> = card
+        .receipt
+        .transcript
+        .iter()
+        .map(|t| export::TranscriptRow {
+            call: t.call,
+            request_sha256: t.request_sha256.clone().unwrap_or_else(|| "not kept".into()),
+            response_sha256: t.response_sha256.clone().unwrap_or_else(|| "not kept".into()),
+            cut: t.cut.clone().unwrap_or_default(),
+            text: texts.iter().find(|c| c.call.id == t.call).map(export::transcript_text).unwrap_or_default(),
+        })
+        .collect();
     let starter = starter_of(state, &ctx.version).await;
     let view = card_view(card, starter.as_ref());
     let version = version_label(&ctx.assignment);
@@ -836,6 +852,8 @@ async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, j
         received_at: &received,
         card: &view,
         json,
+        transcript: &transcript,
+        with_text,
     })
     .map_err(AppError::Internal)
 }
@@ -847,16 +865,39 @@ async fn receipt_json(State(state): State<AppState>, signed_in: SignedIn, Path(i
     Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
-async fn receipt_html(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+#[derive(Deserialize, Default)]
+struct ReceiptQuery {
+    /// `?transcript=1`: include each call's prompt and answer.
+    #[serde(default)]
+    transcript: Option<String>,
+}
+
+async fn receipt_html(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    Query(q): Query<ReceiptQuery>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let mut ctx = context(&state, &id).await?;
     let json = stored_receipt(&ctx)?;
     let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
     blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
     let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
-    let html = standalone_receipt(&state, &ctx, &card, &pretty).await?;
+    let with_text = q.transcript.as_deref().is_some_and(|v| v != "0" && !v.is_empty());
+    let html = standalone_receipt(&state, &ctx, &card, &pretty, with_text).await?;
     let disposition = format!("attachment; filename=\"gatehouse-receipt-{}.html\"", id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
     Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)], html).into_response())
+}
+
+/// The JSON export of the assignment's transcript up to this submission.
+async fn transcript_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let ctx = context(&state, &id).await?;
+    let calls = crate::transcript::load(&state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?;
+    let mut out = crate::transcript::export_json(&ctx.assignment.id, &calls);
+    out["submission"] = serde_json::json!(ctx.submission.id);
+    Ok(axum::Json(out).into_response())
 }
 
 async fn scorecards_csv(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {
@@ -1182,7 +1223,7 @@ pub fn ledger_view(w: &Witness) -> LedgerView {
 }
 
 /// `1h02m05s`, `2m05s` or `5s`.
-fn span(secs: i64) -> String {
+pub(crate) fn span(secs: i64) -> String {
     match (secs / 3600, secs % 3600 / 60, secs % 60) {
         (0, 0, s) => format!("{s}s"),
         (0, m, s) => format!("{m}m{s:02}s"),

@@ -264,7 +264,7 @@ pub(crate) async fn setup(upstream: Option<&str>, budgets: &str, waits_for_red: 
     Meter { token: invited.token, key, assignment: invited.assignment.id, app }
 }
 
-async fn key_of(app: &TestApp, token: &str) -> String {
+pub(crate) async fn key_of(app: &TestApp, token: &str) -> String {
     let status: Value = reqwest::get(app.url(&format!("/c/{token}/meter"))).await.unwrap().json().await.unwrap();
     status["key"].as_str().expect("a key").to_string()
 }
@@ -290,7 +290,7 @@ async fn sql(app: &TestApp, statement: &str, assignment: &str) {
     pool.close().await;
 }
 
-async fn witness_red(app: &TestApp, assignment: &str) {
+pub(crate) async fn witness_red(app: &TestApp, assignment: &str) {
     let at = now_ms();
     sql(
         app,

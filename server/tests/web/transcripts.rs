@@ -185,3 +185,166 @@ async fn the_receipt_lists_the_transcript_digests_and_receipts_without_them_stil
     let back: grader::grade::Receipt = serde_json::from_str(&json).unwrap();
     assert_eq!(grader::grade::receipt_digest(&back), without.digest);
 }
+
+/// A graded submission of an assignment whose candidate called the model:
+/// call 1 forwarded (answered with `answer`), then a witnessed red, then
+/// call 2 refused by the calls cap; the null-status sample graded with the
+/// witness and stored as the assignment's submission; a signed-in reviewer.
+pub(crate) struct Reviewed {
+    pub(crate) m: Meter,
+    pub(crate) reviewer: crate::review::Browser,
+    pub(crate) submission: String,
+    pub(crate) calls: Vec<ModelCall>,
+    pub(crate) card: grader::grade::Scorecard,
+}
+
+pub(crate) async fn reviewed(prompt: &str, answer: &str) -> Reviewed {
+    let (url, up) = spawn_upstream().await;
+    let m = setup(Some(&url), "model_calls = 1", false, |_| {}).await;
+    up.set(|b| b.content = Some(answer.to_string()));
+    let (status, body) = call(&m.app, &m.key, &chat(prompt)).await;
+    assert_eq!(status, 200, "{body}");
+    settled(&m).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    crate::meter::witness_red(&m.app, &m.assignment).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (status, _) = call(&m.app, &m.key, &chat("and once more")).await;
+    assert_eq!(status, 429);
+    let calls = settled(&m).await;
+    for c in &calls {
+        blob(&m.app, c.response_body_sha256.as_deref().unwrap()).await;
+    }
+    let witness = gatehouse::grading::witness_of(&m.app.state, &m.assignment, gatehouse::now_ms() + 1).await.unwrap().expect("a witness");
+    let grader = m.app.state.grader.clone();
+    let (card, zip) = tokio::task::spawn_blocking(move || {
+        let packet = grader::packet::Packet::load(&repo_root().join("packets/null-status")).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let zip = work.path().join("sample.zip");
+        let times: std::collections::BTreeMap<String, i64> =
+            packet.manifest.sample.times.iter().map(|(k, v)| (k.clone(), grader::manifest::TIME_BASE + v)).collect();
+        grader::ingest::write_zip_from_dir(&packet.sample_dir(), &zip, &times, grader::manifest::TIME_BASE).unwrap();
+        let card = grader.grade_zip(&packet, &zip, &grader::grade::GradeOptions { witness: Some(witness), ..Default::default() }).unwrap();
+        (card, std::fs::read(&zip).unwrap())
+    })
+    .await
+    .unwrap();
+    let db = &m.app.state.db;
+    let sha = &card.receipt.submission.archive_sha256;
+    let path = gatehouse::blobs::blob_path(&m.app.state.config.data_dir, sha);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, &zip).unwrap();
+    let submission = "sub-transcript-1".to_string();
+    db.create_submission(gatehouse::db::NewSubmission { id: &submission, assignment_id: &m.assignment, blob_sha256: sha, size_bytes: zip.len() as i64 })
+        .await
+        .unwrap();
+    db.set_graded(&submission, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.scoring.decision, 0.0)
+        .await
+        .unwrap();
+    while let Some(job) = db.claim_job("transcript-test", gatehouse::now_ms(), 600_000).await.unwrap() {
+        db.finish_job(job.id, "transcript-test", true, None).await.unwrap();
+    }
+    let reviewer = crate::review::sign_in(&m.app, "rita@example.com", gatehouse::db::Role::Reviewer).await;
+    Reviewed { m, reviewer, submission, calls, card }
+}
+
+impl Reviewed {
+    pub(crate) async fn get(&self, path: &str) -> (u16, String) {
+        let r = self.reviewer.client.get(self.m.app.url(path)).header("accept", "text/html").send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+}
+
+fn position(page: &str, needle: &str) -> usize {
+    page.find(needle).unwrap_or_else(|| panic!("{needle:?} not on the page"))
+}
+
+#[tokio::test]
+async fn the_scorecard_shows_the_conversation_escaped_in_time_order_and_the_exports_carry_it() {
+    let answer = "Try this <script>alert('pwned')</script> and sum(xs).";
+    let r = reviewed("how do I <b>total</b>?", answer).await;
+    let (status, page) = r.get(&format!("/submissions/{}", r.submission)).await;
+    assert_eq!(status, 200);
+    // The prompt and the answer are on the page, as text: the markup in them stays text.
+    assert!(page.contains("how do I &lt;b&gt;total&lt;/b&gt;?"), "the prompt is not shown escaped");
+    assert!(page.contains("Try this &lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;") || page.contains("Try this &lt;script&gt;alert('pwned')&lt;/script&gt;"), "the answer is not shown escaped");
+    assert!(!page.contains("<script>alert"), "a model answer's markup reached the page");
+    assert!(!page.contains("<b>total</b>"));
+    // Collapsible, one entry per call, in time order beside the witnessed run.
+    let first = position(&page, &format!("data-id=\"{}\" class=\"transcript-call forwarded\"", r.calls[0].id));
+    let run = position(&page, "class=\"transcript-run red\"");
+    let refused = position(&page, &format!("data-id=\"{}\" class=\"transcript-call refused\"", r.calls[1].id));
+    assert!(first < run && run < refused, "not in time order");
+    assert!(page[first..].contains("<details>"));
+    // The refused call with its reason.
+    let reason = r.calls[1].error.as_deref().unwrap();
+    assert!(page[refused..].contains("refused (model_calls)") && page[refused..].contains(reason), "the refusal and its reason are not shown");
+
+    // The JSON export carries the bodies and digests.
+    let (status, json) = r.get(&format!("/submissions/{}/transcript.json", r.submission)).await;
+    assert_eq!(status, 200);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["calls"][0]["request"]["messages"][0]["content"], "how do I <b>total</b>?");
+    assert_eq!(json["calls"][0]["response"]["choices"][0]["message"]["content"], answer);
+    assert_eq!(json["calls"][0]["response_sha256"], json!(r.calls[0].response_body_sha256));
+    assert_eq!(json["calls"][1]["refused"], "model_calls");
+    assert_eq!(json["calls"][1]["reason"], reason);
+    // Not without a session.
+    let r2 = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let anon = r2.get(r.m.app.url(&format!("/submissions/{}/transcript.json", r.submission))).send().await.unwrap();
+    assert_ne!(anon.status(), 200);
+
+    // The HTML receipt lists the receipt's digests; with ?transcript=1 the text too, escaped.
+    assert_eq!(r.card.receipt.transcript.len(), 2);
+    let (status, html) = r.get(&format!("/submissions/{}/receipt.html", r.submission)).await;
+    assert_eq!(status, 200);
+    for t in &r.card.receipt.transcript {
+        assert!(html.contains(t.response_sha256.as_deref().unwrap()), "digest of call {} missing", t.call);
+    }
+    assert!(!html.contains("pwned"), "the text is included only when asked for");
+    let (_, html) = r.get(&format!("/submissions/{}/receipt.html?transcript=1", r.submission)).await;
+    assert!(html.contains("pwned") && !html.contains("<script>alert"), "the text is not included escaped");
+}
+
+#[tokio::test]
+async fn a_candidate_sees_their_own_transcript_and_no_one_elses() {
+    let (url, up) = spawn_upstream().await;
+    let ada = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
+    up.set(|b| b.content = Some("answer for <i>Ada</i>".into()));
+    call(&ada.app, &ada.key, &chat("Ada's question")).await;
+    let bob = crate::meter::invite(&ada.app.state, "Bob").await;
+    let bob_key = crate::meter::key_of(&ada.app, &bob.token).await;
+    up.set(|b| b.content = Some("answer for Bob".into()));
+    call(&ada.app, &bob_key, &chat("Bob's question")).await;
+    settled(&ada).await;
+    for _ in 0..100 {
+        let calls = ada.app.state.db.model_calls_of(&bob.assignment.id).await.unwrap();
+        if calls.iter().all(|c| c.status != 0 && c.response_body_sha256.is_some()) {
+            blob(&ada.app, calls[0].response_body_sha256.as_deref().unwrap()).await;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for c in settled(&ada).await {
+        blob(&ada.app, c.response_body_sha256.as_deref().unwrap()).await;
+    }
+
+    // Live, from the assignment page's link.
+    let page = reqwest::get(ada.app.url(&format!("/c/{}", ada.token))).await.unwrap().text().await.unwrap();
+    assert!(page.contains(&format!("href=\"/c/{}/transcript\"", ada.token)));
+    let mine = reqwest::get(ada.app.url(&format!("/c/{}/transcript", ada.token))).await.unwrap();
+    assert_eq!(mine.status(), 200);
+    let mine = mine.text().await.unwrap();
+    assert!(mine.contains("Ada&#x27;s question") || mine.contains("Ada's question"), "Ada's prompt is not on her page");
+    assert!(mine.contains("answer for &lt;i&gt;Ada&lt;/i&gt;"), "Ada's answer is not on her page, escaped");
+    assert!(!mine.contains("Bob"), "another candidate's transcript leaked");
+    let json: Value = reqwest::get(ada.app.url(&format!("/c/{}/transcript.json", ada.token))).await.unwrap().json().await.unwrap();
+    assert_eq!(json["calls"].as_array().unwrap().len(), 1);
+    assert_eq!(json["calls"][0]["response"]["choices"][0]["message"]["content"], "answer for <i>Ada</i>");
+    // Bob's is Bob's; a made-up or another assignment's id is no way in.
+    let theirs = reqwest::get(ada.app.url(&format!("/c/{}/transcript", bob.token))).await.unwrap().text().await.unwrap();
+    assert!(theirs.contains("answer for Bob") && !theirs.contains("Ada"));
+    for path in [format!("/c/{}/transcript", "x".repeat(43)), format!("/c/{}/transcript.json", bob.assignment.id)] {
+        let r = reqwest::get(ada.app.url(&path)).await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+    }
+}
