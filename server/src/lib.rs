@@ -16,6 +16,7 @@ pub mod grading;
 pub mod invites;
 pub mod library;
 pub mod mail;
+pub mod provenance;
 pub mod meter;
 pub mod queue;
 pub mod routes;

@@ -182,6 +182,10 @@ async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(
             None => serde_json::Value::Null,
         };
         out["scorecard"] = card;
+        if !out["scorecard"].is_null() {
+            let provenance = crate::web::review::submission_provenance(&state, &s.id).await?;
+            out["scorecard"]["provenance"] = json!(provenance);
+        }
         out["error"] = json!(s.error);
     }
     Ok(axum::Json(out))

@@ -48,6 +48,7 @@ pub fn routes() -> crate::routes::Routes {
         .route("/submissions/{id}/receipt.json", get(receipt_json))
         .route("/submissions/{id}/receipt.html", get(receipt_html))
         .route("/submissions/{id}/transcript.json", get(transcript_json))
+        .route("/submissions/{id}/scorecard.json", get(scorecard_json))
         .route("/packets/{slug}/scorecards.csv", get(scorecards_csv))
         .route("/packets/{slug}/compare", get(compare_page))
         .route("/packets/{slug}/distribution.svg", get(distribution_svg))
@@ -281,6 +282,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
             sha256: f.submitted_sha256.clone().unwrap_or_else(|| f.starter_sha256.clone()),
             diff: Vec::new(),
             diff_note: None,
+            model_calls: Vec::new(),
         })
         .collect();
     let mutation = r.mutation.as_ref().map(|m| {
@@ -315,7 +317,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
                 Some(Some(_)) if frozen_paths.contains(&&f.path) => "frozen-changed",
                 Some(Some(_)) => "changed",
             };
-            FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone(), diff: Vec::new(), diff_note: None }
+            FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone(), diff: Vec::new(), diff_note: None, model_calls: Vec::new() }
         })
         // Files the platform put in the starter (the pin file, the brief)
         // were handed back but set aside: listed, never diffed or graded.
@@ -326,9 +328,11 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
             sha256: f.sha256.clone(),
             diff: Vec::new(),
             diff_note: None,
+            model_calls: Vec::new(),
         }))
         .collect();
     CardView {
+        model_share: None,
         decision: card.scoring.decision.clone(),
         score: score_label(card),
         gates,
@@ -389,7 +393,8 @@ const DIFF_MAX_TOTAL_LINES: usize = 20_000;
 /// Fills in the line diff of each added or changed text file, reading the
 /// submission from its stored zip and the starter from the packet version.
 /// Diffs are best effort: a file without one says why.
-async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, view: &mut CardView) {
+async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, view: &mut CardView, index: &crate::provenance::AnswerIndex) {
+    let index = index.clone();
     let zip_path = stored_zip(state, archive_sha256);
     let starter = version_dir(state, &version.dir).join("starter");
     let mut files = std::mem::take(&mut view.files);
@@ -430,6 +435,7 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
                         f.diff_note = Some(format!("{more} more diff line(s) not shown"));
                     }
                     shown += d.len();
+                    f.model_calls = if index.is_empty() { Vec::new() } else { d.iter().map(|(k, l)| if *k == '+' { index.call_of(l) } else { None }).collect() };
                     f.diff = d;
                 }
                 None => f.diff_note = Some("too many lines to diff here".into()),
@@ -440,6 +446,58 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
     .await
     .unwrap_or_default();
     view.files = files;
+}
+
+/// The provenance of a submission's added and changed lines against the
+/// answers in `index`: every diffable text file of the stored zip against
+/// the starter's copy (files over the diff size cap are left out).
+async fn provenance_of(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, files: &[FileChange], index: &crate::provenance::AnswerIndex) -> crate::provenance::Provenance {
+    let zip_path = stored_zip(state, archive_sha256);
+    let starter = version_dir(state, &version.dir).join("starter");
+    let paths: Vec<String> = files.iter().filter(|f| f.change != "unchanged" && f.change != "platform" && f.size <= DIFF_MAX_BYTES).map(|f| f.path.clone()).collect();
+    let index = index.clone();
+    let files = tokio::task::spawn_blocking(move || {
+        let Some(mut archive) = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok()) else { return Vec::new() };
+        paths
+            .iter()
+            .filter_map(|path| {
+                let new = String::from_utf8(read_entry(&mut archive, path, unwrapped.as_deref())?).ok()?;
+                let old = std::fs::read(starter.join(path)).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
+                Some(crate::provenance::of_file(path, &old, &new, &index))
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default();
+    crate::provenance::Provenance::of(files)
+}
+
+/// The answers of the assignment's calls up to the submission.
+async fn answer_index(state: &AppState, ctx: &Context) -> Result<crate::provenance::AnswerIndex, AppError> {
+    let calls = crate::transcript::load(state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?;
+    Ok(crate::provenance::AnswerIndex::of(&calls))
+}
+
+/// A graded submission's provenance (None before it is graded).
+pub(crate) async fn submission_provenance(state: &AppState, submission_id: &str) -> Result<Option<crate::provenance::Provenance>, AppError> {
+    let ctx = context(state, submission_id).await?;
+    let Some(card) = parse_card(&ctx.submission)? else { return Ok(None) };
+    let starter = starter_of(state, &ctx.version).await;
+    let view = card_view(&card, starter.as_ref());
+    let index = answer_index(state, &ctx).await?;
+    Ok(Some(provenance_of(state, &ctx.version, &card.receipt.submission.archive_sha256, card.receipt.submission.normalised.unwrapped.clone(), &view.files, &index).await))
+}
+
+/// The stored scorecard JSON with the submission's line-level provenance
+/// (per file) under `provenance`.
+async fn scorecard_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let ctx = context(&state, &id).await?;
+    let text = ctx.submission.scorecard_json.as_deref().ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id} (it is {})", ctx.submission.state)))?;
+    let mut card: serde_json::Value = serde_json::from_str(text).map_err(|e| AppError::Internal(e.into()))?;
+    let provenance = submission_provenance(&state, &id).await?;
+    card["provenance"] = serde_json::to_value(provenance).map_err(|e| AppError::Internal(e.into()))?;
+    Ok(axum::Json(card).into_response())
 }
 
 /// The submitted file a criterion is about: the first path of the
@@ -647,7 +705,12 @@ async fn scorecard_page(
         card: match &card {
             Some(c) => {
                 let mut v = card_view(c, starter.as_ref());
-                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &mut v).await;
+                let index = answer_index(&state, &ctx).await?;
+                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &mut v, &index).await;
+                if !index.is_empty() {
+                    let p = provenance_of(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &v.files, &index).await;
+                    v.model_share = Some(p.sentence());
+                }
                 attach_scored_files(&state, &manifest, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &v, &mut forms).await;
                 Some(v)
             }

@@ -348,3 +348,55 @@ async fn a_candidate_sees_their_own_transcript_and_no_one_elses() {
         assert_eq!(r.status(), 404, "{path}");
     }
 }
+
+#[tokio::test]
+async fn provenance_marks_exactly_the_lines_copied_from_an_answer() {
+    // Two lines of the sample's gate.py, with other whitespace, and lines
+    // the sample also adds that are too trivial to count.
+    let answer = "Here you go:\n```python\ndef _known(field: str,incident: dict, confirmed: dict) -> bool:\n\t\treturn   field in incident and not is_blank(incident[field])\n        return True\n\n)\n```";
+    let r = reviewed("write _known", answer).await;
+    let call = r.calls[0].id;
+    let (status, page) = r.get(&format!("/submissions/{}", r.submission)).await;
+    assert_eq!(status, 200);
+    let marked: Vec<&str> = page.split("class=\"add model-written\"").skip(1).map(|s| &s[..s.find("</span>").unwrap()]).collect();
+    assert_eq!(marked.len(), 2, "{marked:?}");
+    assert!(marked[0].contains("+def _known(field: str, incident: dict, confirmed: dict) -&gt; bool:"), "{marked:?}");
+    assert!(marked[1].contains("return field in incident and not is_blank(incident[field])"), "{marked:?}");
+    assert!(page.contains(&format!("← model answer, call {call}")));
+    // `return True` is added by the sample and is in the answer, but is trivial: not marked.
+    assert!(page.contains("<span class=\"add\">+        return True\n</span>"), "the trivial line is not shown unmarked");
+    // Another added line no answer holds stays unmarked.
+    assert!(page.contains("<span class=\"add\">+def _value(field: str, incident: dict, confirmed: dict):\n</span>"));
+    assert!(page.contains("Model-written share of the change: 2 of "), "the share is not stated");
+
+    // The scorecard JSON carries it per file.
+    let (status, json) = r.get(&format!("/submissions/{}/scorecard.json", r.submission)).await;
+    assert_eq!(status, 200);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let p = &json["provenance"];
+    assert_eq!(p["model_lines"], 2);
+    let gate = p["files"].as_array().unwrap().iter().find(|f| f["path"] == "gate.py").expect("gate.py");
+    assert_eq!(gate["model_lines"], 2);
+    let from_model: Vec<&Value> = gate["lines"].as_array().unwrap().iter().filter(|l| !l["call"].is_null()).collect();
+    assert_eq!(from_model.len(), 2);
+    assert!(from_model.iter().all(|l| l["call"] == call));
+    assert!(gate["lines"].as_array().unwrap().iter().all(|l| l["text"].as_str().unwrap().trim() != "return True"));
+    for f in p["files"].as_array().unwrap().iter().filter(|f| f["path"] != "gate.py") {
+        assert_eq!(f["model_lines"], 0, "{f}");
+    }
+    let share = p["model_share"].as_f64().unwrap();
+    assert!((share - 2.0 / p["changed_lines"].as_f64().unwrap()).abs() < 1e-9);
+}
+
+#[tokio::test]
+async fn an_honest_submission_has_no_model_written_line() {
+    // The model answered prose and trivial code only: nothing is marked.
+    let r = reviewed("explain the gate", "Check each field first.\n}\nreturn True\npass\n").await;
+    let (_, page) = r.get(&format!("/submissions/{}", r.submission)).await;
+    assert!(!page.contains("model-written"));
+    assert!(page.contains("Model-written share of the change: 0 of "));
+    let (_, json) = r.get(&format!("/submissions/{}/scorecard.json", r.submission)).await;
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["provenance"]["model_lines"], 0);
+    assert!(json["provenance"]["changed_lines"].as_u64().unwrap() > 10);
+}
