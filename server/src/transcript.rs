@@ -221,7 +221,7 @@ pub async fn entries(state: &AppState, assignment_id: &str, upto: Option<i64>) -
         .iter()
         .map(|r| (r.at, 0, r.id, Entry::Run { id: r.id, kind: r.kind.clone(), at: grader::witness::format_ms(r.at), accepted: r.accepted }))
         .collect();
-    timed.extend(calls.iter().map(|t| (t.call.at, 1, t.call.id, Entry::Call(call_view(t, since_red(t.call.at, red_at))))));
+    timed.extend(calls.iter().map(|t| (t.call.at, 1, t.call.id, Entry::Call(Box::new(call_view(t, since_red(t.call.at, red_at)))))));
     timed.sort_by_key(|(at, kind, id, _)| (*at, *kind, *id));
     Ok((timed.into_iter().map(|(_, _, _, e)| e).collect(), calls))
 }

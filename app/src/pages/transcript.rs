@@ -53,7 +53,7 @@ pub struct CallView {
 pub enum Entry {
     /// A witnessed run: (id, kind, at, accepted).
     Run { id: i64, kind: String, at: String, accepted: bool },
-    Call(CallView),
+    Call(Box<CallView>),
 }
 
 fn messages(list: Vec<MessageView>, class: &'static str) -> impl IntoView {
@@ -122,7 +122,7 @@ pub fn transcript_section(entries: Vec<Entry>, heading: &'static str) -> impl In
                 let label = format!("Witnessed {kind} run {id} at {at} ({})", if accepted { "counts" } else { "does not count" });
                 view! { <li class=format!("transcript-run {kind}") data-id=id>{label}</li> }.into_any()
             }
-            Entry::Call(c) => call_view(c).into_any(),
+            Entry::Call(c) => call_view(*c).into_any(),
         })
         .collect_view();
     view! {

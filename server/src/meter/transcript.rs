@@ -102,13 +102,17 @@ pub fn cuts(a: Option<String>, b: Option<String>) -> Option<String> {
     }
 }
 
+/// A choice being reassembled: its message fields (the role), the content
+/// so far, the tool calls by index, the finish reason.
+type Choice = (Map<String, Value>, String, Vec<Map<String, Value>>, Value);
+
 /// One chat completion reassembled from the SSE chunks of a stream: the
 /// first chunk's `id`, `model` and `created`, per choice the role, the
 /// content joined, the tool calls joined by index (id, name, arguments) and
 /// the finish reason, and the usage when a chunk carried one.
 pub fn reassemble(sse: &[u8]) -> Vec<u8> {
     let mut head = Map::new();
-    let mut choices: std::collections::BTreeMap<i64, (Map<String, Value>, String, Vec<Map<String, Value>>, Value)> = Default::default();
+    let mut choices: std::collections::BTreeMap<i64, Choice> = Default::default();
     let mut usage = Value::Null;
     let mut chunks = 0;
     for line in String::from_utf8_lossy(sse).lines() {
