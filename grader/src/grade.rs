@@ -247,6 +247,11 @@ pub struct Receipt {
     /// like the submission; absent when there was none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub witness_sha256: Option<String>,
+    /// The SHA-256 of each metered call's kept request and response body
+    /// (the transcript the platform stores), from the witness; absent when
+    /// none was kept (receipts from before transcripts keep their digest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transcript: Vec<crate::witness::TranscriptDigest>,
     /// The rubric's scoring; its fields sit at the top level of the JSON.
     #[serde(flatten)]
     pub scoring: Scoring,
@@ -852,6 +857,7 @@ impl Grader {
             skipped: skipped.clone(),
             not_witnessed: not_witnessed.clone(),
             witness_sha256: opts.witness.as_ref().map(|w| w.digest()),
+            transcript: opts.witness.as_ref().map(|w| w.transcript()).unwrap_or_default(),
             scoring: scoring.clone(),
             digest: String::new(),
             timings,
@@ -1068,6 +1074,7 @@ mod rescore_tests {
             skipped: vec![],
             not_witnessed: vec![],
             witness_sha256: None,
+            transcript: vec![],
             scoring: Scoring { criteria: vec![], score: None, max_score: 0, decision: String::new(), gates: vec![], caps: vec![], pending: vec![] },
             digest: String::new(),
             timings: Timings { total_ms: 1.0, budget_secs: 0, runs: vec![] },

@@ -63,6 +63,28 @@ pub struct MeteredCall {
     /// (`x-stainless-retry-count`); 0 for a first attempt.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub client_retry: i64,
+    /// The SHA-256 of the request body the meter kept (its transcript);
+    /// absent when none was kept or the ledger predates transcripts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_body_sha256: Option<String>,
+    /// The SHA-256 of the response body the meter kept (a stream
+    /// reassembled; a refusal's error body).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_body_sha256: Option<String>,
+    /// What of the bodies was cut and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_cut: Option<String>,
+}
+
+/// One metered call's transcript digests, as the receipt lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptDigest {
+    /// The ledger row.
+    pub call: i64,
+    pub request_sha256: Option<String>,
+    pub response_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -84,6 +106,20 @@ impl Witness {
     /// candidate's usage ledger is expected to record.
     pub fn answered(&self) -> impl Iterator<Item = &MeteredCall> {
         self.forwarded().filter(|c| (200..300).contains(&c.status))
+    }
+
+    /// The transcript digests of the calls that kept one, oldest first.
+    pub fn transcript(&self) -> Vec<TranscriptDigest> {
+        self.calls
+            .iter()
+            .filter(|c| c.request_body_sha256.is_some() || c.response_body_sha256.is_some())
+            .map(|c| TranscriptDigest {
+                call: c.id,
+                request_sha256: c.request_body_sha256.clone(),
+                response_sha256: c.response_body_sha256.clone(),
+                cut: c.transcript_cut.clone(),
+            })
+            .collect()
     }
 
     /// The SHA-256 of this witness's canonical JSON, for the receipt.
@@ -314,6 +350,9 @@ mod tests {
             request_sha256: format!("r{}", duplicate_of.unwrap_or(id)),
             duplicate_of,
             client_retry: 0,
+            request_body_sha256: None,
+            response_body_sha256: None,
+            transcript_cut: None,
         }
     }
 

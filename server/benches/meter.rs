@@ -4,7 +4,9 @@
 //! clients on one key and on one key per client (16 assignments), then a
 //! check that the ledger still sums exactly. Prints p50/p99, the latency
 //! the meter adds and the ratios. Run with `cargo bench -p server --bench
-//! meter`; `METER_N` and `METER_CLIENTS` change the counts.
+//! meter`; `METER_N` and `METER_CLIENTS` change the counts, and
+//! `METER_TRANSCRIPTS=0` turns transcripts off (`transcript_call_bytes =
+//! 0`), to measure what keeping them costs.
 //!
 //! With `METER_LITELLM=<path to the litellm command>` (from PyPI:
 //! `pip install 'litellm[proxy]'`, no database) the same run starts
@@ -82,6 +84,9 @@ async fn main() {
         data_dir: dir.path().join("data"),
         packets_dir: PathBuf::new(),
         model_upstream_url: Some(upstream_url.clone()),
+        transcript_call_bytes: if std::env::var("METER_TRANSCRIPTS").as_deref() == Ok("0") { 0 } else { Config::default().transcript_call_bytes },
+        // The bench's many calls on one key must all keep their transcript.
+        transcript_assignment_bytes: u64::MAX / 2,
         ..Config::default()
     };
     let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();

@@ -202,6 +202,32 @@ impl Drop for PendingBlob {
     }
 }
 
+/// Stores `bytes` (whose SHA-256 is `sha256`) unless the store has them
+/// already: written to a temporary file, synced and renamed into place, on
+/// a blocking thread. Returns the blob's path.
+pub async fn put_bytes(data_dir: &Path, sha256: &str, bytes: axum::body::Bytes) -> Result<PathBuf, BlobError> {
+    let dest = blob_path(data_dir, sha256);
+    let tmp = tmp_dir(data_dir);
+    let out = dest.clone();
+    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        if dest.exists() {
+            return Ok(());
+        }
+        let parent = dest.parent().expect("blob paths have a parent");
+        std::fs::create_dir_all(parent)?;
+        std::fs::create_dir_all(&tmp)?;
+        let mut named = tempfile::Builder::new().prefix("put-").suffix(".part").tempfile_in(&tmp)?;
+        named.write_all(&bytes)?;
+        named.as_file().sync_all()?;
+        named.persist(&dest).map_err(|e| e.error)?;
+        std::fs::File::open(parent)?.sync_all()?;
+        Ok(())
+    })
+    .await
+    .map_err(|e| std::io::Error::other(e.to_string()))??;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

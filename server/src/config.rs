@@ -67,6 +67,15 @@ pub struct Config {
     /// refusals are only counted in the metrics.
     #[serde(default = "default_refused_call_rows")]
     pub max_refused_call_rows: usize,
+    /// The most bytes of one model call's request body, and separately of
+    /// its response body, kept in its transcript; the rest is cut (and the
+    /// ledger row says so). 0 keeps no transcripts.
+    #[serde(default = "default_transcript_call_bytes")]
+    pub transcript_call_bytes: u64,
+    /// The most transcript bytes kept for one assignment, over all its
+    /// calls; past it bodies are cut or not kept (and the row says so).
+    #[serde(default = "default_transcript_assignment_bytes")]
+    pub transcript_assignment_bytes: u64,
     /// The model meter's upstream: an OpenAI-compatible base URL such as
     /// `https://api.openai.com/v1` or `http://127.0.0.1:9999/v1`
     /// (`/chat/completions` and `/models` are appended). HTTPS is verified
@@ -175,6 +184,14 @@ fn default_refused_call_rows() -> usize {
     200
 }
 
+fn default_transcript_call_bytes() -> u64 {
+    256 << 10
+}
+
+fn default_transcript_assignment_bytes() -> u64 {
+    16 << 20
+}
+
 fn default_pending_jobs() -> usize {
     2
 }
@@ -202,6 +219,8 @@ impl Default for Config {
             max_witness_runs: default_witness_runs(),
             max_pending_jobs: default_pending_jobs(),
             max_refused_call_rows: default_refused_call_rows(),
+            transcript_call_bytes: default_transcript_call_bytes(),
+            transcript_assignment_bytes: default_transcript_assignment_bytes(),
             audit_max_calls: default_audit_max_calls(),
             audit_max_tokens: default_audit_max_tokens(),
             model_upstream_url: None,

@@ -23,6 +23,50 @@ pub struct ReceiptHtml<'a> {
     pub card: &'a CardView,
     /// The receipt JSON, pretty-printed.
     pub json: &'a str,
+    /// The transcript digests the receipt lists, one row per call.
+    pub transcript: &'a [TranscriptRow],
+    /// Whether the rows carry the calls' text.
+    pub with_text: bool,
+}
+
+/// One call of the receipt's transcript list.
+pub struct TranscriptRow {
+    pub call: i64,
+    pub request_sha256: String,
+    pub response_sha256: String,
+    pub cut: String,
+    /// The prompt and answer as plain text (empty unless asked for).
+    pub text: String,
+}
+
+/// A call's prompt and answer as plain text, for the standalone receipt.
+pub fn transcript_text(t: &crate::transcript::CallTranscript) -> String {
+    let view = crate::transcript::call_view(t, String::new());
+    let mut out = String::new();
+    let mut push = |label: &str, m: &app::pages::transcript::MessageView| {
+        out.push_str(&format!("[{label} {}]\n", m.role));
+        if !m.text.is_empty() {
+            out.push_str(&m.text);
+            out.push('\n');
+        }
+        for c in &m.tool_calls {
+            out.push_str(&format!("tool call {}({})\n", c.name, c.arguments));
+        }
+    };
+    for m in &view.prompt {
+        push("prompt", m);
+    }
+    for m in &view.answer {
+        push("answer", m);
+    }
+    for raw in [&view.raw_request, &view.raw_response].into_iter().flatten() {
+        out.push_str(raw);
+        out.push('\n');
+    }
+    if let Some(reason) = view.reason.as_ref().filter(|_| view.refused.is_some()) {
+        out.push_str(&format!("refused ({}): {reason}\n", view.refused.as_deref().unwrap_or_default()));
+    }
+    out
 }
 
 /// Renders the standalone receipt.

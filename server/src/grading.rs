@@ -142,6 +142,9 @@ pub async fn witness_of(state: &AppState, assignment_id: &str, submitted_at: i64
             request_sha256: c.request_sha256,
             duplicate_of: c.duplicate_of,
             client_retry: c.client_retry,
+            request_body_sha256: c.request_body_sha256,
+            response_body_sha256: c.response_body_sha256,
+            transcript_cut: c.transcript_cut,
         })
         .collect();
     if runs.is_empty() && calls.is_empty() {

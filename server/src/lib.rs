@@ -16,6 +16,7 @@ pub mod grading;
 pub mod invites;
 pub mod library;
 pub mod mail;
+pub mod provenance;
 pub mod meter;
 pub mod queue;
 pub mod routes;
@@ -24,6 +25,7 @@ pub mod similarity;
 pub mod state;
 pub mod text;
 pub mod times;
+pub mod transcript;
 pub mod web;
 
 /// Milliseconds since the Unix epoch, the unit of every stored time.

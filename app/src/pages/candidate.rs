@@ -191,6 +191,9 @@ pub struct MeterBox {
     /// Why calls are refused now (window closed, no upstream), if they are.
     pub note: Option<String>,
     pub caps: Vec<BudgetRow>,
+    /// The candidate's own transcript page (`/c/<token>/transcript`).
+    #[serde(default)]
+    pub transcript_url: String,
 }
 
 /// The model endpoint section: key, base URL, an example call and the
@@ -221,6 +224,7 @@ pub fn MeterSection(meter: MeterBox) -> impl IntoView {
             {note}
             <pre class="command wrap"><code>{example}</code></pre>
             {caps}
+            <p class="transcript-link"><a href=meter.transcript_url.clone()>"Your model transcript"</a>": every call you made, its prompt and its answer, as the reviewers will read it."</p>
         </section>
     }
 }

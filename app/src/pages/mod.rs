@@ -7,3 +7,4 @@ pub mod candidate;
 pub mod review;
 pub mod queue;
 pub mod inbox;
+pub mod transcript;

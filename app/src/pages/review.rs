@@ -183,6 +183,10 @@ pub struct FileChange {
     pub diff: Vec<(char, String)>,
     /// Why no diff is shown (binary, too large, the stored zip is gone).
     pub diff_note: Option<String>,
+    /// Beside each diff line: the model call whose answer holds this added
+    /// line (whitespace aside), if one does.
+    #[serde(default)]
+    pub model_calls: Vec<Option<i64>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -200,6 +204,10 @@ pub struct CardView {
     /// out, backslash separators), one sentence each.
     #[serde(default)]
     pub normalised: Vec<String>,
+    /// The model-written share of the change, as a sentence; None when no
+    /// model answer was kept.
+    #[serde(default)]
+    pub model_share: Option<String>,
     pub decision: String,
     pub score: String,
     pub gates: Vec<GateView>,
@@ -282,6 +290,10 @@ pub struct ScorecardView {
     /// side `a`. A signal, never a finding.
     #[serde(default)]
     pub similar: Vec<SimilarPair>,
+    /// The conversation with the model up to this submission, in time
+    /// order beside the witnessed runs.
+    #[serde(default)]
+    pub transcript: Vec<crate::pages::transcript::Entry>,
 }
 
 /// One side of an aligned excerpt: where the fragment is and its lines.
@@ -490,6 +502,8 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
     };
     let card = view.card.map(|c| card_view(c, view.forms, view.csrf.clone(), id.clone()));
     let ledger = view.ledger.map(ledger_section);
+    let transcript = (!view.transcript.is_empty())
+        .then(|| crate::pages::transcript::transcript_section(view.transcript, "The conversation with the model"));
     let history = history_view(view.history);
     view! {
         <h1>"Scorecard: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
@@ -511,6 +525,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
         {status}
         {card}
         {ledger}
+        {transcript}
         {history}
         {regrade}
     }
@@ -655,6 +670,7 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
     let files = view! {
         <section class="diff">
             <h2>"Submission against the starter"</h2>
+            {c.model_share.clone().map(|m| view! { <p class="model-share">{m}</p> })}
             {(!c.normalised.is_empty()).then(|| view! { <ul class="normalised">{c.normalised.iter().map(|n| view! { <li>"Normalised at ingestion: " {n.clone()}</li> }).collect_view()}</ul> })}
             <table class="files">
                 <thead><tr><th>"File"</th><th>"Change"</th><th>"Bytes"</th><th>"SHA-256"</th></tr></thead>
@@ -666,10 +682,14 @@ fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> im
                 <details class="file-diff" open=true>
                     <summary><code>{f.path}</code> " (" {f.change} ")"</summary>
                     {f.diff_note.map(|n| view! { <p class="note">{n}</p> })}
-                    <pre class="diff-text">{f.diff.into_iter().map(|(kind, line)| {
-                        let class = match kind { '+' => "add", '-' => "del", '@' => "fold", _ => "ctx" };
+                    <pre class="diff-text">{f.diff.into_iter().enumerate().map(|(i, (kind, line))| {
+                        let call = f.model_calls.get(i).copied().flatten();
+                        let class = match (kind, call) { ('+', Some(_)) => "add model-written", ('+', None) => "add", ('-', _) => "del", ('@', _) => "fold", _ => "ctx" };
                         let mark = if kind == '@' { String::new() } else { kind.to_string() };
-                        view! { <span class=class>{format!("{mark}{line}\n")}</span> }
+                        match call {
+                            Some(id) => view! { <span class=class data-call=id>{format!("{mark}{line}")}<span class="model-mark">{format!("  ← model answer, call {id}")}</span>"\n"</span> }.into_any(),
+                            None => view! { <span class=class>{format!("{mark}{line}\n")}</span> }.into_any(),
+                        }
                     }).collect_view()}</pre>
                 </details>
             }).collect_view()}

@@ -44,6 +44,9 @@ fn call(id: i64, at: i64) -> MeteredCall {
         request_sha256: format!("{id:064}"),
         duplicate_of: None,
         client_retry: 0,
+        request_body_sha256: None,
+        response_body_sha256: None,
+        transcript_cut: None,
     }
 }
 

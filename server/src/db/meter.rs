@@ -31,6 +31,15 @@ pub struct ModelCall {
     pub counted: bool,
     /// The retry number a client library sent (`x-stainless-retry-count`).
     pub client_retry: i64,
+    /// The SHA-256 of the request body kept in the blob store (None: not kept).
+    pub request_body_sha256: Option<String>,
+    /// The SHA-256 of the response body kept in the blob store (a stream
+    /// reassembled into one chat completion; a refusal's error body).
+    pub response_body_sha256: Option<String>,
+    /// What of the bodies was cut and why; None when both are whole.
+    pub transcript_cut: Option<String>,
+    /// What the row charges to the assignment's transcript budget.
+    pub transcript_bytes: i64,
 }
 
 /// A call as it is first recorded: refused (final) or forwarded (pending,
@@ -53,6 +62,13 @@ pub struct NewModelCall<'a> {
     /// For a forwarded call: it counts against the budgets until settled.
     pub counted: bool,
     pub client_retry: i64,
+    pub request_body_sha256: Option<&'a str>,
+    /// A refused call's error body (forwarded calls: None until settled).
+    pub response_body_sha256: Option<&'a str>,
+    pub transcript_cut: Option<&'a str>,
+    /// The bytes kept, plus (for a forwarded call) the room reserved for
+    /// its response.
+    pub transcript_bytes: i64,
 }
 
 /// What the upstream answered, recorded when a forwarded call ends.
@@ -67,6 +83,12 @@ pub struct ModelCallOutcome {
     /// Whether the call counts against the budgets: false only when the
     /// upstream never saw it (the connection failed).
     pub counted: bool,
+    pub response_body_sha256: Option<String>,
+    /// Added to the row's `transcript_cut` (after the request's).
+    pub transcript_cut: Option<String>,
+    /// The row's transcript bytes once settled (request and response kept);
+    /// None keeps what admission charged.
+    pub transcript_bytes: Option<i64>,
 }
 
 /// One row of `model_keys`.
@@ -89,6 +111,9 @@ pub struct MeterUsage {
     pub calls: i64,
     pub tokens: i64,
     pub request_bytes: i64,
+    /// Transcript bytes kept (and reserved for calls in flight), refused
+    /// calls included.
+    pub transcript_bytes: i64,
 }
 
 #[async_trait]

@@ -101,7 +101,7 @@ mod tests {
     #[test]
     fn caps_refuse_exactly_past_the_limit() {
         let b = Budgets { model_calls: Some(2), tokens: Some(100), request_bytes: Some(50), ..Budgets::default() };
-        let u = |calls, tokens, request_bytes| MeterUsage { calls, tokens, request_bytes };
+        let u = |calls, tokens, request_bytes| MeterUsage { calls, tokens, request_bytes, transcript_bytes: 0 };
         assert_eq!(check(&b, u(1, 0, 0), 10), None);
         assert_eq!(check(&b, u(2, 0, 0), 10).unwrap().cap, "model_calls");
         assert_eq!(check(&b, u(0, 99, 0), 10), None);

@@ -31,6 +31,7 @@ use crate::state::AppState;
 
 mod budget;
 mod proxy;
+pub mod transcript;
 
 pub use budget::{CapUse, Refused, caps_of};
 pub use proxy::{Usage, estimate_prompt, usage_of};
@@ -122,6 +123,10 @@ pub async fn settle_interrupted(state: &AppState) -> Result<usize, AppError> {
             latency_ms: (now_ms() - c.at).max(0),
             error: Some("the server stopped before the upstream answered; the call is charged its prompt estimate".into()),
             counted: true,
+            // No response was kept; the room reserved for it stays charged.
+            response_body_sha256: None,
+            transcript_cut: Some("response not kept: the server stopped before the upstream answered".into()),
+            transcript_bytes: None,
         };
         if state.db.finish_model_call(c.id, outcome).await? {
             n += 1;
@@ -316,7 +321,8 @@ fn client_retry(headers: &HeaderMap) -> i64 {
 /// `max_refused_call_rows` refusals of one assignment the call is still
 /// refused and counted in the metrics, but no further ledger row is written
 /// (a script hammering a closed meter cannot grow the database).
-async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, refused: &str, error: MeterError) -> MeterError {
+/// Its transcript keeps the request and the error body the client got.
+async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, body: &Bytes, refused: &str, error: MeterError) -> MeterError {
     match state.db.refused_call_count(&a.id).await {
         Ok(n) if n >= state.config.max_refused_call_rows as i64 => {
             metrics::counter!("gatehouse_model_calls_refused_unrecorded_total").increment(1);
@@ -325,6 +331,14 @@ async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, refused: &s
         Ok(_) => {}
         Err(e) => return e.into(),
     }
+    let room = match state.db.meter_usage(&a.id).await {
+        Ok(usage) => transcript::Room::of(state, &usage),
+        Err(e) => return e.into(),
+    };
+    let request = transcript::keep(state, "request", body.clone(), room, Some(&req.sha256));
+    let answer = Bytes::from(serde_json::to_vec(&error.body()).expect("JSON serializes"));
+    let response = transcript::keep(state, "response", answer, room.after(request.bytes), None);
+    let cut = transcript::cuts(request.cut, response.cut);
     let recorded = state
         .db
         .insert_model_call(NewModelCall {
@@ -341,6 +355,10 @@ async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, refused: &s
             reserved_tokens: 0,
             counted: false,
             client_retry: req.client_retry,
+            request_body_sha256: request.sha256.as_deref(),
+            response_body_sha256: response.sha256.as_deref(),
+            transcript_cut: cut.as_deref(),
+            transcript_bytes: (request.bytes + response.bytes) as i64,
         })
         .await;
     metrics::counter!("gatehouse_model_calls_refused_total", "refused" => refused.to_string()).increment(1);
@@ -401,12 +419,12 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
                 message: format!("this request is larger than the {limit} bytes a model call may send"),
                 extra: Some(json!({ "cap": "request_size", "limit": limit })),
             };
-            return Err(refuse(&state, &a, &req, "request_size", error).await);
+            return Err(refuse(&state, &a, &req, &Bytes::from(seen), "request_size", error).await);
         }
     };
     let (req, json) = RequestInfo::of(&body, &headers);
     if let Some((why, error)) = refusal {
-        return Err(refuse(&state, &a, &req, why, error).await);
+        return Err(refuse(&state, &a, &req, &body, why, error).await);
     }
     // Using the assignment's (valid) model key starts its time box, even
     // when the call is refused below.
@@ -424,7 +442,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             "invalid_request_error",
             "the request body is not a JSON object; send a chat completion request (`{\"model\": ..., \"messages\": [...]}`)",
         );
-        return Err(refuse(&state, &a, &req, "invalid_request", error).await);
+        return Err(refuse(&state, &a, &req, &body, "invalid_request", error).await);
     };
     if rules.waits_for_red() && state.db.red_witnessed_at(&a.id).await?.is_none() {
         let error = MeterError::new(
@@ -432,7 +450,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             "model_window_closed",
             "the model window opens after a witnessed red run: ask the platform to witness your failing test first (see your assignment page), then call the model",
         );
-        return Err(refuse(&state, &a, &req, "model_window", error).await);
+        return Err(refuse(&state, &a, &req, &body, "model_window", error).await);
     }
     let now = now_ms();
     if let (Some(tb), Some(start)) = (time_box_secs(&a, &rules), started_at)
@@ -440,10 +458,10 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     {
         let limit = tb / 60;
         let error = budget::exceeded("time_box_minutes", limit, (now - start) / 60_000, format!("the time box of {limit} min is over"));
-        return Err(refuse(&state, &a, &req, "time_box_minutes", error).await);
+        return Err(refuse(&state, &a, &req, &body, "time_box_minutes", error).await);
     }
     if let Some(error) = rules.model_refusal(&req.model) {
-        return Err(refuse(&state, &a, &req, "model", error).await);
+        return Err(refuse(&state, &a, &req, &body, "model", error).await);
     }
     let Some((base, upstream_key)) = state.config.model_upstream(&a.slug) else {
         let error = MeterError::new(
@@ -451,7 +469,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             "upstream_not_configured",
             "no model upstream is configured for this packet; tell the hiring team",
         );
-        return Err(refuse(&state, &a, &req, "no_upstream", error).await);
+        return Err(refuse(&state, &a, &req, &body, "no_upstream", error).await);
     };
 
     // Admission: check the caps and reserve the worst case under the
@@ -465,7 +483,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     let usage = state.db.meter_usage(&a.id).await?;
     if let Some(r) = budget::check(rules.budgets(), usage, req.bytes) {
         let error = budget::exceeded(r.cap, r.limit, r.used, r.message);
-        return Err(refuse(&state, &a, &req, r.cap, error).await);
+        return Err(refuse(&state, &a, &req, &body, r.cap, error).await);
     }
     let asked = requested_max(&forwarded);
     let (field, mut max) = match asked {
@@ -488,7 +506,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
                     "this request's prompt is about {prompt_estimate} tokens and only {left} of the budget of {limit} tokens are left (calls in flight hold their max_tokens until they end)"
                 ),
             );
-            return Err(refuse(&state, &a, &req, "tokens", error).await);
+            return Err(refuse(&state, &a, &req, &body, "tokens", error).await);
         }
         max = Some(max.map_or(room, |m| m.min(room)));
     }
@@ -511,6 +529,12 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         rewritten = true;
     }
     let reserved = prompt_estimate + max.unwrap_or(0);
+    // The transcript: the request as the client sent it, and room reserved
+    // for the response.
+    let room = transcript::Room::of(&state, &usage);
+    let request = transcript::keep(&state, "request", body.clone(), room, Some(&req.sha256));
+    let response_room = room.after(request.bytes);
+    let transcript_bytes = request.bytes + response_room.limit();
     let id = state
         .db
         .insert_model_call(NewModelCall {
@@ -527,12 +551,27 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             reserved_tokens: reserved,
             counted: true,
             client_retry: req.client_retry,
+            request_body_sha256: request.sha256.as_deref(),
+            response_body_sha256: None,
+            transcript_cut: request.cut.as_deref(),
+            transcript_bytes: transcript_bytes as i64,
         })
         .await?;
     drop(guard);
     metrics::counter!("gatehouse_model_calls_total").increment(1);
     let upstream_body = if rewritten { Bytes::from(serde_json::to_vec(&forwarded).expect("JSON serializes")) } else { body };
-    let call = proxy::Call { state: state.clone(), id, stream: req.stream, strip_usage, request: Some(forwarded), prompt_estimate, started };
+    let response_room = transcript::Room { left: response_room.limit(), ..response_room };
+    let call = proxy::Call {
+        state: state.clone(),
+        id,
+        stream: req.stream,
+        strip_usage,
+        request: Some(forwarded),
+        prompt_estimate,
+        started,
+        request_kept: request.bytes,
+        response_room,
+    };
     Ok(proxy::forward(call, base, upstream_key, upstream_body).await)
 }
 

@@ -30,6 +30,10 @@ pub struct Call {
     /// The prompt's estimated tokens (what admission reserved besides max_tokens).
     pub prompt_estimate: i64,
     pub started: Instant,
+    /// The request bytes its transcript kept.
+    pub request_kept: usize,
+    /// The room admission reserved for the response's transcript.
+    pub response_room: super::transcript::Room,
 }
 
 /// How a forwarded call ended, for the ledger.
@@ -44,7 +48,9 @@ enum End {
 }
 
 impl Call {
-    async fn finish(&self, status: StatusCode, response: &[u8], response_bytes: usize, error: Option<String>, end: End) {
+    /// `seen` is the body the client received (a stream: reassembled), kept
+    /// as the call's response transcript.
+    async fn finish(&self, status: StatusCode, response: &[u8], response_bytes: usize, error: Option<String>, end: End, seen: Bytes) {
         let usage = match end {
             End::Answered if status.is_success() => usage_of(self.stream, self.request.as_ref(), response),
             // An error answer counts only the usage it reports (providers
@@ -54,6 +60,7 @@ impl Call {
             End::Lost => reported_usage(self.stream, response)
                 .unwrap_or(Usage { prompt: self.prompt_estimate, completion: estimate(&completion_text(self.stream, response)), estimated: true }),
         };
+        let kept = super::transcript::keep(&self.state, "response", seen, self.response_room, None);
         let outcome = ModelCallOutcome {
             status: i64::from(status.as_u16()),
             response_bytes: response_bytes as i64,
@@ -63,6 +70,9 @@ impl Call {
             latency_ms: self.started.elapsed().as_millis() as i64,
             error,
             counted: !matches!(end, End::NotSent),
+            response_body_sha256: kept.sha256,
+            transcript_cut: kept.cut,
+            transcript_bytes: Some((self.request_kept + kept.bytes) as i64),
         };
         if let Err(e) = self.state.db.finish_model_call(self.id, outcome).await {
             tracing::error!(error = %e, call = self.id, "recording a model call failed");
@@ -78,8 +88,10 @@ impl Call {
         };
         let message = format!("the model upstream failed: {}", error_chain(&e));
         let end = if e.is_connect() { End::NotSent } else { End::Lost };
-        self.finish(status, &[], 0, Some(message.clone()), end).await;
-        MeterError::new(status, kind, message).into_response()
+        let error = MeterError::new(status, kind, message.clone());
+        let seen = Bytes::from(serde_json::to_vec(&error.body()).expect("JSON serializes"));
+        self.finish(status, &[], 0, Some(message), end, seen).await;
+        error.into_response()
     }
 }
 
@@ -139,7 +151,7 @@ async fn forward_now(call: Call, base: &str, key: Option<&str>, body: Bytes) -> 
         Err(e) => return call.failed(e).await,
     };
     let error = (!status.is_success()).then(|| upstream_error(status, &bytes));
-    call.finish(status, &bytes, bytes.len(), error, End::Answered).await;
+    call.finish(status, &bytes, bytes.len(), error, End::Answered, bytes.clone()).await;
     let mut response = (status, bytes).into_response();
     if let Some(ct) = ctype {
         response.headers_mut().insert(header::CONTENT_TYPE, ct);
@@ -240,6 +252,8 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
         let mut end = End::Answered;
         let mut filter = StreamFilter::new(call.strip_usage);
         let mut client_gone = false;
+        // What the client received, for the transcript.
+        let mut sent = Vec::new();
         while let Some(chunk) = upstream.next().await {
             match chunk {
                 Ok(bytes) => {
@@ -252,6 +266,9 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
                         continue;
                     }
                     let out = Bytes::from(filter.push(&bytes));
+                    if sent.len() < KEEP_BYTES {
+                        sent.extend_from_slice(&out);
+                    }
                     if !out.is_empty() && tx.send(Ok(out)).await.is_err() {
                         error = Some("the client went away before the stream ended".to_string());
                         client_gone = true;
@@ -268,7 +285,11 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
         // admitted against what this one really used.
         let rest = filter.finish();
         let broke = matches!(end, End::Lost).then(|| error.clone()).flatten();
-        call.finish(status, &kept, total, error, end).await;
+        if !client_gone {
+            sent.extend_from_slice(&rest);
+        }
+        let seen = Bytes::from(super::transcript::reassemble(&sent));
+        call.finish(status, &kept, total, error, end, seen).await;
         if !rest.is_empty() && !client_gone {
             let _ = tx.send(Ok(Bytes::from(rest))).await;
         }

@@ -182,6 +182,9 @@ async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(
             None => serde_json::Value::Null,
         };
         out["scorecard"] = card;
+        // Beside the scorecard (which is exactly what the grader wrote):
+        // the line-level provenance of the change, per file.
+        out["provenance"] = json!(crate::web::review::submission_provenance(&state, &s.id).await?);
         out["error"] = json!(s.error);
     }
     Ok(axum::Json(out))

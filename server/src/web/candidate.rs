@@ -32,6 +32,8 @@ pub fn routes() -> crate::routes::Routes {
         .route("/c/{token}/submit", post(submit).layer(DefaultBodyLimit::disable()))
         .route("/c/{token}/submissions/{id}", get(receipt))
         .route("/c/{token}/submissions/{id}/status", get(status))
+        .route("/c/{token}/transcript", get(transcript_page))
+        .route("/c/{token}/transcript.json", get(transcript_json))
 }
 
 /// A refusal with its status; JSON `{"error"}` unless a page is rendered.
@@ -213,7 +215,31 @@ async fn meter_box(state: &AppState, token: &str, a: &Assignment) -> Result<Mete
         .into_iter()
         .map(|c| BudgetRow { label: cap_label(&c.cap), cap: c.cap, limit: c.limit, used: c.used, left: c.left })
         .collect();
-    Ok(MeterBox { key: m.key, endpoint: m.endpoint, status_url: format!("/c/{token}/meter"), note, caps })
+    Ok(MeterBox { key: m.key, endpoint: m.endpoint, status_url: format!("/c/{token}/meter"), note, caps, transcript_url: format!("/c/{token}/transcript") })
+}
+
+/// The candidate's own transcript: every call of their assignment (found
+/// by the link token, so only ever their own), live and after the
+/// deadline. Nothing in it is hidden from them: it is what they sent and
+/// what they got back.
+async fn transcript_page(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+    let a = assignment_for(&state, &token).await?;
+    let (entries, _) = crate::transcript::entries(&state, &a.id, None).await?;
+    let packet = load_packet(&state, &a).await?;
+    let page = app::pages::transcript::TranscriptPageView {
+        title: format!("Model transcript · {}", packet.manifest.packet.title),
+        back: format!("/c/{token}"),
+        json_url: format!("/c/{token}/transcript.json"),
+        entries,
+    };
+    let html = app::shell::document(meta(&state, "Model transcript"), move || view! { <app::pages::transcript::TranscriptPage page=page /> });
+    Ok(Html(html).into_response())
+}
+
+async fn transcript_json(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+    let a = assignment_for(&state, &token).await?;
+    let calls = crate::transcript::load(&state, &a.id, None).await?;
+    Ok(axum::Json(crate::transcript::export_json(&a.id, &calls)).into_response())
 }
 
 /// The assignment page. Reading it does not start the time box (a link

@@ -47,6 +47,8 @@ pub fn routes() -> crate::routes::Routes {
         .route("/submissions/{id}/receipt", get(receipt_page))
         .route("/submissions/{id}/receipt.json", get(receipt_json))
         .route("/submissions/{id}/receipt.html", get(receipt_html))
+        .route("/submissions/{id}/transcript.json", get(transcript_json))
+        .route("/submissions/{id}/scorecard.json", get(scorecard_json))
         .route("/packets/{slug}/scorecards.csv", get(scorecards_csv))
         .route("/packets/{slug}/compare", get(compare_page))
         .route("/packets/{slug}/distribution.svg", get(distribution_svg))
@@ -280,6 +282,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
             sha256: f.submitted_sha256.clone().unwrap_or_else(|| f.starter_sha256.clone()),
             diff: Vec::new(),
             diff_note: None,
+            model_calls: Vec::new(),
         })
         .collect();
     let mutation = r.mutation.as_ref().map(|m| {
@@ -314,7 +317,7 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
                 Some(Some(_)) if frozen_paths.contains(&&f.path) => "frozen-changed",
                 Some(Some(_)) => "changed",
             };
-            FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone(), diff: Vec::new(), diff_note: None }
+            FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone(), diff: Vec::new(), diff_note: None, model_calls: Vec::new() }
         })
         // Files the platform put in the starter (the pin file, the brief)
         // were handed back but set aside: listed, never diffed or graded.
@@ -325,9 +328,11 @@ pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
             sha256: f.sha256.clone(),
             diff: Vec::new(),
             diff_note: None,
+            model_calls: Vec::new(),
         }))
         .collect();
     CardView {
+        model_share: None,
         decision: card.scoring.decision.clone(),
         score: score_label(card),
         gates,
@@ -388,7 +393,8 @@ const DIFF_MAX_TOTAL_LINES: usize = 20_000;
 /// Fills in the line diff of each added or changed text file, reading the
 /// submission from its stored zip and the starter from the packet version.
 /// Diffs are best effort: a file without one says why.
-async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, view: &mut CardView) {
+async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, view: &mut CardView, index: &crate::provenance::AnswerIndex) {
+    let index = index.clone();
     let zip_path = stored_zip(state, archive_sha256);
     let starter = version_dir(state, &version.dir).join("starter");
     let mut files = std::mem::take(&mut view.files);
@@ -429,6 +435,7 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
                         f.diff_note = Some(format!("{more} more diff line(s) not shown"));
                     }
                     shown += d.len();
+                    f.model_calls = if index.is_empty() { Vec::new() } else { d.iter().map(|(k, l)| if *k == '+' { index.call_of(l) } else { None }).collect() };
                     f.diff = d;
                 }
                 None => f.diff_note = Some("too many lines to diff here".into()),
@@ -439,6 +446,58 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
     .await
     .unwrap_or_default();
     view.files = files;
+}
+
+/// The provenance of a submission's added and changed lines against the
+/// answers in `index`: every diffable text file of the stored zip against
+/// the starter's copy (files over the diff size cap are left out).
+async fn provenance_of(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, files: &[FileChange], index: &crate::provenance::AnswerIndex) -> crate::provenance::Provenance {
+    let zip_path = stored_zip(state, archive_sha256);
+    let starter = version_dir(state, &version.dir).join("starter");
+    let paths: Vec<String> = files.iter().filter(|f| f.change != "unchanged" && f.change != "platform" && f.size <= DIFF_MAX_BYTES).map(|f| f.path.clone()).collect();
+    let index = index.clone();
+    let files = tokio::task::spawn_blocking(move || {
+        let Some(mut archive) = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok()) else { return Vec::new() };
+        paths
+            .iter()
+            .filter_map(|path| {
+                let new = String::from_utf8(read_entry(&mut archive, path, unwrapped.as_deref())?).ok()?;
+                let old = std::fs::read(starter.join(path)).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
+                Some(crate::provenance::of_file(path, &old, &new, &index))
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default();
+    crate::provenance::Provenance::of(files)
+}
+
+/// The answers of the assignment's calls up to the submission.
+async fn answer_index(state: &AppState, ctx: &Context) -> Result<crate::provenance::AnswerIndex, AppError> {
+    let calls = crate::transcript::load(state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?;
+    Ok(crate::provenance::AnswerIndex::of(&calls))
+}
+
+/// A graded submission's provenance (None before it is graded).
+pub(crate) async fn submission_provenance(state: &AppState, submission_id: &str) -> Result<Option<crate::provenance::Provenance>, AppError> {
+    let ctx = context(state, submission_id).await?;
+    let Some(card) = parse_card(&ctx.submission)? else { return Ok(None) };
+    let starter = starter_of(state, &ctx.version).await;
+    let view = card_view(&card, starter.as_ref());
+    let index = answer_index(state, &ctx).await?;
+    Ok(Some(provenance_of(state, &ctx.version, &card.receipt.submission.archive_sha256, card.receipt.submission.normalised.unwrapped.clone(), &view.files, &index).await))
+}
+
+/// The stored scorecard JSON with the submission's line-level provenance
+/// (per file) under `provenance`.
+async fn scorecard_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let ctx = context(&state, &id).await?;
+    let text = ctx.submission.scorecard_json.as_deref().ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id} (it is {})", ctx.submission.state)))?;
+    let mut card: serde_json::Value = serde_json::from_str(text).map_err(|e| AppError::Internal(e.into()))?;
+    let provenance = submission_provenance(&state, &id).await?;
+    card["provenance"] = serde_json::to_value(provenance).map_err(|e| AppError::Internal(e.into()))?;
+    Ok(axum::Json(card).into_response())
 }
 
 /// The submitted file a criterion is about: the first path of the
@@ -646,7 +705,12 @@ async fn scorecard_page(
         card: match &card {
             Some(c) => {
                 let mut v = card_view(c, starter.as_ref());
-                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &mut v).await;
+                let index = answer_index(&state, &ctx).await?;
+                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &mut v, &index).await;
+                if !index.is_empty() {
+                    let p = provenance_of(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &v.files, &index).await;
+                    v.model_share = Some(p.sentence());
+                }
                 attach_scored_files(&state, &manifest, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &v, &mut forms).await;
                 Some(v)
             }
@@ -660,6 +724,7 @@ async fn scorecard_page(
             .map(|w| ledger_view(&w)),
         blind,
         similar: similar_to(&state, &ctx.assignment.slug, &ctx.submission.id, signed_in.user.id).await?,
+        transcript: crate::transcript::entries(&state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?.0,
     };
     let meta = meta(&signed_in, format!("Scorecard {}", ctx.assignment.candidate_name), flash);
     Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> })).into_response())
@@ -798,7 +863,7 @@ async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(i
     blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
     // The same document as the standalone receipt, minus its title and the
     // JSON (a link away): askama escaped every value in it.
-    let doc = standalone_receipt(&state, &ctx, &card, "").await?;
+    let doc = standalone_receipt(&state, &ctx, &card, "", false).await?;
     let body = doc.split_once("<h1>Gatehouse receipt</h1>").map(|(_, b)| b).unwrap_or(&doc);
     let body = body.split_once("<h2>Receipt JSON</h2>").map(|(b, _)| b).unwrap_or(body).to_string();
     let view = ReceiptView {
@@ -817,8 +882,22 @@ async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(i
     Ok(Html(app::shell::document(meta, move || view! { <ReceiptPage view=view /> })).into_response())
 }
 
-/// The standalone HTML receipt of a graded submission, with `json`.
-async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, json: &str) -> Result<String, AppError> {
+/// The standalone HTML receipt of a graded submission, with `json`; with
+/// `with_text` each listed call's prompt and answer too.
+async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, json: &str, with_text: bool) -> Result<String, AppError> {
+    let texts = if with_text { crate::transcript::load(state, &ctx.assignment.id, Some(ctx.submission.received_at)).await? } else { Vec::new() };
+    let transcript: Vec<export::TranscriptRow> = card
+        .receipt
+        .transcript
+        .iter()
+        .map(|t| export::TranscriptRow {
+            call: t.call,
+            request_sha256: t.request_sha256.clone().unwrap_or_else(|| "not kept".into()),
+            response_sha256: t.response_sha256.clone().unwrap_or_else(|| "not kept".into()),
+            cut: t.cut.clone().unwrap_or_default(),
+            text: texts.iter().find(|c| c.call.id == t.call).map(export::transcript_text).unwrap_or_default(),
+        })
+        .collect();
     let starter = starter_of(state, &ctx.version).await;
     let view = card_view(card, starter.as_ref());
     let version = version_label(&ctx.assignment);
@@ -836,6 +915,8 @@ async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, j
         received_at: &received,
         card: &view,
         json,
+        transcript: &transcript,
+        with_text,
     })
     .map_err(AppError::Internal)
 }
@@ -847,16 +928,39 @@ async fn receipt_json(State(state): State<AppState>, signed_in: SignedIn, Path(i
     Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
-async fn receipt_html(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+#[derive(Deserialize, Default)]
+struct ReceiptQuery {
+    /// `?transcript=1`: include each call's prompt and answer.
+    #[serde(default)]
+    transcript: Option<String>,
+}
+
+async fn receipt_html(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    Query(q): Query<ReceiptQuery>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let mut ctx = context(&state, &id).await?;
     let json = stored_receipt(&ctx)?;
     let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
     blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
     let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
-    let html = standalone_receipt(&state, &ctx, &card, &pretty).await?;
+    let with_text = q.transcript.as_deref().is_some_and(|v| v != "0" && !v.is_empty());
+    let html = standalone_receipt(&state, &ctx, &card, &pretty, with_text).await?;
     let disposition = format!("attachment; filename=\"gatehouse-receipt-{}.html\"", id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
     Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)], html).into_response())
+}
+
+/// The JSON export of the assignment's transcript up to this submission.
+async fn transcript_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+    signed_in.require(Role::Reviewer)?;
+    let ctx = context(&state, &id).await?;
+    let calls = crate::transcript::load(&state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?;
+    let mut out = crate::transcript::export_json(&ctx.assignment.id, &calls);
+    out["submission"] = serde_json::json!(ctx.submission.id);
+    Ok(axum::Json(out).into_response())
 }
 
 async fn scorecards_csv(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {
@@ -1202,7 +1306,7 @@ pub fn ledger_view(w: &Witness) -> LedgerView {
 }
 
 /// `1h02m05s`, `2m05s` or `5s`.
-fn span(secs: i64) -> String {
+pub(crate) fn span(secs: i64) -> String {
     match (secs / 3600, secs % 3600 / 60, secs % 60) {
         (0, 0, s) => format!("{s}s"),
         (0, m, s) => format!("{m}m{s:02}s"),

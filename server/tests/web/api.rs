@@ -83,11 +83,14 @@ async fn api_creates_an_assignment_takes_a_submission_and_serves_the_scorecard()
     let stored: Value = serde_json::from_str(s.scorecard_json.as_deref().unwrap()).unwrap();
     assert_eq!(r["scorecard"], stored);
     assert_eq!(r["decision"], stored["decision"]);
+    // Beside it, the provenance of the change per file (no model call: none model-written).
+    assert_eq!(r["provenance"]["model_lines"], 0, "{}", r["provenance"]);
+    assert!(r["provenance"]["files"].as_array().is_some_and(|f| !f.is_empty()));
 
     // The candidate's own token reads the state but not the scorecard or receipt.
     let mine: Value = client.get(app.url(&format!("/api/v1/submissions/{id}"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
     assert_eq!(mine["state"], "graded");
-    assert!(mine.get("scorecard").is_none(), "{mine}");
+    assert!(mine.get("scorecard").is_none() && mine.get("provenance").is_none(), "{mine}");
     let r = client.get(app.url(&format!("/api/v1/submissions/{id}/receipt"))).bearer_auth(&token).send().await.unwrap();
     assert_eq!(r.status(), 403);
 

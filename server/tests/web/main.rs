@@ -25,6 +25,7 @@ mod security;
 mod upload;
 mod evidence;
 mod witness;
+mod transcripts;
 
 use support::TestApp;
 

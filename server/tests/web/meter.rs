@@ -40,11 +40,14 @@ pub struct Behaviour {
     pub tool_call: bool,
     /// A stream's pause after its first chunk.
     pub stream_pause: Duration,
+    /// The answer's text instead of "Hello there" (a stream sends it in
+    /// three pieces).
+    pub content: Option<String>,
 }
 
 impl Default for Behaviour {
     fn default() -> Behaviour {
-        Behaviour { usage: Some((10, 5)), delay: Duration::ZERO, status: 200, echo_max_tokens: false, tool_call: false, stream_pause: Duration::ZERO }
+        Behaviour { usage: Some((10, 5)), delay: Duration::ZERO, status: 200, echo_max_tokens: false, tool_call: false, stream_pause: Duration::ZERO, content: None }
     }
 }
 
@@ -177,7 +180,14 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
                 json!({"tool_calls": [{"index": 0, "function": {"arguments": "is\"}"}}]}),
             ]
         } else {
-            ["Hel", "lo ", "there"].iter().map(|t| json!({"content": t})).collect()
+            match &b.content {
+                Some(text) => {
+                    let chars: Vec<char> = text.chars().collect();
+                    let third = chars.len().div_ceil(3).max(1);
+                    chars.chunks(third).map(|p| json!({"content": p.iter().collect::<String>()})).collect()
+                }
+                None => ["Hel", "lo ", "there"].iter().map(|t| json!({"content": t})).collect(),
+            }
         };
         let mut chunks: Vec<String> = deltas
             .iter()
@@ -201,7 +211,7 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
     let message = if b.tool_call {
         json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})
     } else {
-        json!({"role": "assistant", "content": "Hello there"})
+        json!({"role": "assistant", "content": b.content.as_deref().unwrap_or("Hello there")})
     };
     let finish = if b.tool_call { "tool_calls" } else { "stop" };
     let mut answer = json!({
@@ -226,21 +236,21 @@ pub async fn meter_packet(state: &AppState, budgets: &str, waits_for_red: bool) 
     .await;
 }
 
-async fn invite(state: &AppState, name: &str) -> Invited {
+pub(crate) async fn invite(state: &AppState, name: &str) -> Invited {
     let email = format!("{}@example.com", name.to_lowercase());
     invites::create(state, None, Invite { slug: SLUG, candidate_name: name, email: &email, deadline: None, time_box_secs: None }).await.unwrap()
 }
 
 /// A meter test: the app (upstream configured unless `upstream` is None),
 /// a packet and one invited candidate with their key.
-struct Meter {
-    app: TestApp,
-    token: String,
-    key: String,
-    assignment: String,
+pub(crate) struct Meter {
+    pub(crate) app: TestApp,
+    pub(crate) token: String,
+    pub(crate) key: String,
+    pub(crate) assignment: String,
 }
 
-async fn setup(upstream: Option<&str>, budgets: &str, waits_for_red: bool, tweak: impl FnOnce(&mut Config)) -> Meter {
+pub(crate) async fn setup(upstream: Option<&str>, budgets: &str, waits_for_red: bool, tweak: impl FnOnce(&mut Config)) -> Meter {
     let url = upstream.map(str::to_string);
     let app = TestApp::spawn_with(move |c| {
         c.model_upstream_url = url;
@@ -254,23 +264,23 @@ async fn setup(upstream: Option<&str>, budgets: &str, waits_for_red: bool, tweak
     Meter { token: invited.token, key, assignment: invited.assignment.id, app }
 }
 
-async fn key_of(app: &TestApp, token: &str) -> String {
+pub(crate) async fn key_of(app: &TestApp, token: &str) -> String {
     let status: Value = reqwest::get(app.url(&format!("/c/{token}/meter"))).await.unwrap().json().await.unwrap();
     status["key"].as_str().expect("a key").to_string()
 }
 
-fn chat(content: &str) -> Value {
+pub(crate) fn chat(content: &str) -> Value {
     json!({"model": "fake-model", "messages": [{"role": "user", "content": content}]})
 }
 
-async fn call(app: &TestApp, key: &str, body: &Value) -> (u16, Value) {
+pub(crate) async fn call(app: &TestApp, key: &str, body: &Value) -> (u16, Value) {
     let r = reqwest::Client::new().post(app.url("/v1/chat/completions")).bearer_auth(key).json(body).send().await.unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
-async fn ledger(app: &TestApp, assignment: &str) -> Vec<ModelCall> {
+pub(crate) async fn ledger(app: &TestApp, assignment: &str) -> Vec<ModelCall> {
     app.state.db.model_calls_of(assignment).await.unwrap()
 }
 
@@ -280,7 +290,7 @@ async fn sql(app: &TestApp, statement: &str, assignment: &str) {
     pool.close().await;
 }
 
-async fn witness_red(app: &TestApp, assignment: &str) {
+pub(crate) async fn witness_red(app: &TestApp, assignment: &str) {
     let at = now_ms();
     sql(
         app,
@@ -467,7 +477,7 @@ async fn upstream_errors_and_timeouts_pass_through() {
     assert_eq!(status["caps"][0]["used"], 3);
 }
 
-async fn stream_call(app: &TestApp, key: &str, content: &str) -> (u16, String, String) {
+pub(crate) async fn stream_call(app: &TestApp, key: &str, content: &str) -> (u16, String, String) {
     let mut body = chat(content);
     body["stream"] = json!(true);
     let r = reqwest::Client::new().post(app.url("/v1/chat/completions")).bearer_auth(key).json(&body).send().await.unwrap();
@@ -689,7 +699,7 @@ async fn status_json(m: &Meter) -> Value {
 }
 
 /// Waits until no row of the assignment is in flight.
-async fn settled(m: &Meter) -> Vec<ModelCall> {
+pub(crate) async fn settled(m: &Meter) -> Vec<ModelCall> {
     for _ in 0..200 {
         let calls = ledger(&m.app, &m.assignment).await;
         if calls.iter().all(|c| c.status != 0) {

@@ -72,12 +72,12 @@ async fn cards(app: &TestApp) -> (&'static Scorecard, &'static Scorecard) {
 
 /// A signed-in browser: a session stored directly in the database, sent
 /// as the session cookie, with its CSRF token.
-struct Browser {
-    client: reqwest::Client,
-    csrf: String,
+pub(crate) struct Browser {
+    pub(crate) client: reqwest::Client,
+    pub(crate) csrf: String,
 }
 
-async fn sign_in(app: &TestApp, email: &str, role: Role) -> Browser {
+pub(crate) async fn sign_in(app: &TestApp, email: &str, role: Role) -> Browser {
     let user = app.user(email, role, "correct horse battery").await;
     let csrf = gatehouse::auth::password::random_token();
     let id = Id::default();
