@@ -161,12 +161,9 @@ async fn cookies_are_secure_when_the_public_url_is_https() {
     }
 }
 
-/// Every session record's JSON, read from the SQLite file itself.
+/// Every session record's JSON, read from the database itself.
 async fn session_rows(app: &TestApp) -> Vec<(String, i64)> {
-    let pool = sqlx::SqlitePool::connect(&app.state.config.database_url).await.unwrap();
-    let rows: Vec<(String, i64)> = sqlx::query_as("SELECT data, expires_at FROM sessions").fetch_all(&pool).await.unwrap();
-    pool.close().await;
-    rows
+    crate::support::raw_text_int_rows(&app.state.config.database_url, "SELECT data, expires_at FROM sessions").await
 }
 
 #[tokio::test]

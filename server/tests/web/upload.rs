@@ -16,6 +16,7 @@ use crate::support::{TestApp, repo_root};
 /// A `gatehouse serve` child over a data directory that outlives restarts.
 struct Served {
     dir: PathBuf,
+    database_url: String,
     port: u16,
     workers: usize,
     lease_secs: u64,
@@ -31,7 +32,7 @@ impl Served {
         Config {
             listen: format!("127.0.0.1:{}", self.port).parse().unwrap(),
             public_url: self.base(),
-            database_url: format!("sqlite://{}", self.dir.join("gatehouse.db").display()),
+            database_url: self.database_url.clone(),
             data_dir: self.dir.join("data"),
             packets_dir: PathBuf::new(),
             site_dir: repo_root().join("target/site"),
@@ -103,7 +104,8 @@ fn free_port() -> u16 {
 /// Prepares a data directory with a published packet; returns the child's
 /// handle (not started) and an in-process state over the same database.
 async fn prepare(dir: &Path, workers: usize, lease_secs: u64) -> (Served, AppState) {
-    let served = Served { dir: dir.to_path_buf(), port: free_port(), workers, lease_secs, child: None };
+    let database_url = crate::support::database_url(dir).await;
+    let served = Served { dir: dir.to_path_buf(), database_url, port: free_port(), workers, lease_secs, child: None };
     let state = gatehouse::serve::state(served.config()).await.unwrap();
     publish_packet(&state).await;
     (served, state)
