@@ -661,7 +661,15 @@ async fn a_draft_cannot_change_under_its_running_self_test_and_publishes_only_wh
         assert!(started.elapsed() < Duration::from_secs(300), "the self-test never ended");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let v = app.state.db.version_by_id(id).await.unwrap().unwrap();
+    // The worker stores the check, then publishes (separate statements), so
+    // the version publishes a moment after its check ends.
+    let v = loop {
+        let v = app.state.db.version_by_id(id).await.unwrap().unwrap();
+        if v.state == gatehouse::db::VersionState::Published || started.elapsed() > Duration::from_secs(300) {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(v.digest, digest, "the folder is the checked one");
     assert_eq!(v.state, gatehouse::db::VersionState::Published, "the checked draft publishes");
 

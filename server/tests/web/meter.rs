@@ -1193,6 +1193,8 @@ async fn per_call_queries_use_indexes_not_the_ledger() {
 fn serve_child(dir: &std::path::Path, database_url: &str, port: u16, upstream: &str) -> std::process::Child {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("child.log")).unwrap();
     std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
+        .env_remove("GATEHOUSE_TEST_DATABASE")
         .arg("serve")
         .current_dir(dir)
         .env("GATEHOUSE_LISTEN", format!("127.0.0.1:{port}"))

@@ -46,6 +46,8 @@ impl Served {
         let c = self.config();
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("child.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
+            .env_remove("GATEHOUSE_TEST_DATABASE")
             .arg("serve")
             .current_dir(&self.dir)
             .env("GATEHOUSE_LISTEN", c.listen.to_string())
@@ -312,6 +314,8 @@ async fn gatehouse_worker_grades_jobs_queued_by_another_process() {
 
     let c = served.config();
     let mut worker = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
+        .env_remove("GATEHOUSE_TEST_DATABASE")
         .args(["worker", "--count", "1"])
         .current_dir(dir.path())
         .env("GATEHOUSE_DATABASE_URL", &c.database_url)
