@@ -1,5 +1,9 @@
 -- Gatehouse's schema, Postgres flavour. Times are Unix milliseconds (UTC).
--- The same schema as migrations/sqlite, for a Postgres backend.
+-- The same schema as migrations/sqlite, for the Postgres backend. Where the
+-- dialects differ: BIGSERIAL for INTEGER PRIMARY KEY, BIGINT for INTEGER,
+-- BOOLEAN for the 0/1 columns the code reads as booleans (users.disabled,
+-- packets.builtin, assignments.blind_review), and submissions.seq standing in
+-- for SQLite's implicit rowid (insertion order).
 
 CREATE TABLE users (
     id            BIGSERIAL PRIMARY KEY,
@@ -7,7 +11,7 @@ CREATE TABLE users (
     name          TEXT NOT NULL,
     role          TEXT NOT NULL CHECK (role IN ('admin', 'author', 'reviewer')),
     password_hash TEXT NOT NULL,
-    disabled      BIGINT NOT NULL DEFAULT 0,
+    disabled      BOOLEAN NOT NULL DEFAULT FALSE,
     created_at    BIGINT NOT NULL
 );
 
@@ -25,7 +29,7 @@ CREATE TABLE packets (
     id          BIGSERIAL PRIMARY KEY,
     slug        TEXT NOT NULL UNIQUE,
     title       TEXT NOT NULL,
-    builtin     BIGINT NOT NULL DEFAULT 0,
+    builtin     BOOLEAN NOT NULL DEFAULT FALSE,
     created_at  BIGINT NOT NULL
 );
 
@@ -66,6 +70,7 @@ CREATE TABLE assignments (
 -- A submission is recorded only once its zip is fully on disk (blob_sha256).
 CREATE TABLE submissions (
     id             TEXT PRIMARY KEY,
+    seq            BIGSERIAL NOT NULL UNIQUE,
     assignment_id  TEXT NOT NULL REFERENCES assignments (id),
     blob_sha256    TEXT NOT NULL,
     size_bytes     BIGINT NOT NULL,

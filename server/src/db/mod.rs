@@ -1,7 +1,7 @@
 //! The database layer. Handlers see only [`Db`], a shared `dyn Store`; each
-//! backend is one module implementing every area trait (`sqlite` today; a
-//! `postgres` module beside it, with `migrations/postgres`, adds Postgres
-//! without touching a handler).
+//! backend is one module implementing every area trait: `sqlite` (one file,
+//! the embedded default) and `postgres` (a shared database for a server and
+//! workers on other machines), each with its own `migrations/<backend>`.
 //!
 //! Each area of the schema has its own trait in its own file (users,
 //! packets, packet audits, assignments, submissions, jobs, audit, sessions), and the backend
@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod meter;
 pub mod packet_audits;
 pub mod packets;
+pub mod postgres;
 pub mod sessions;
 pub mod sqlite;
 pub mod submissions;
@@ -45,9 +46,9 @@ pub async fn open(url: &str) -> anyhow::Result<Db> {
     if url.starts_with("sqlite:") {
         Ok(Arc::new(sqlite::SqliteStore::open(url).await?))
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        anyhow::bail!("database url {url:?}: the Postgres backend is not built into this binary yet; use sqlite://<path>")
+        Ok(Arc::new(postgres::PgStore::open(url).await?))
     } else {
-        anyhow::bail!("database url {url:?}: expected sqlite://<path>")
+        anyhow::bail!("database url {url:?}: expected sqlite://<path> or postgres://[user[:password]@]host[:port]/database")
     }
 }
 

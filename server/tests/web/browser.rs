@@ -67,7 +67,7 @@ async fn spawn_fixture() -> Fixture {
     let config = Config {
         listen: addr,
         public_url: format!("http://{addr}"),
-        database_url: format!("sqlite://{}", dir.path().join("gatehouse.db").display()),
+        database_url: crate::support::database_url(dir.path()).await,
         data_dir: dir.path().join("data"),
         packets_dir: PathBuf::new(),
         site_dir: repo_root().join("target/site"),

@@ -73,24 +73,18 @@ async fn submitted(app: &TestApp) -> (String, i64) {
 /// minutes before the submission; one forwarded call before it (id 1); then
 /// a forwarded call, two duplicates of it refused by the meter, and a green.
 async fn witness(app: &TestApp, assignment: &str, submitted: i64) -> i64 {
-    let pool = sqlx::SqlitePool::connect(&app.state.config.database_url).await.unwrap();
+    use crate::support::{Arg, raw_exec};
+    let url = &app.state.config.database_url;
     let red_at = submitted - 600_000;
     let red_log = std::fs::read_to_string(repo_root().join("packets").join(SLUG).join("sample/artifacts/red.log")).unwrap();
+    let tree = "a".repeat(64);
     for (id, kind, at, accepted, exit, log) in [(1, "red", red_at, 1, 1, red_log.as_str()), (2, "green", submitted - 60_000, 1, 0, "== 2 passed in 0.01s ==")] {
-        sqlx::query(
+        raw_exec(
+            url,
             "INSERT INTO witness_runs (id, assignment_id, kind, at, accepted, exit_code, log, tree_sha256, env_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, '{}')",
+            &[Arg::I(id), Arg::T(assignment), Arg::T(kind), Arg::I(at), Arg::I(accepted), Arg::I(exit), Arg::T(log), Arg::T(&tree)],
         )
-        .bind(id)
-        .bind(assignment)
-        .bind(kind)
-        .bind(at)
-        .bind(accepted)
-        .bind(exit)
-        .bind(log)
-        .bind("a".repeat(64))
-        .execute(&pool)
-        .await
-        .unwrap();
+        .await;
     }
     // (n, at, status, refused, tokens, duplicate_of)
     type Call<'a> = (i64, i64, i64, Option<&'a str>, i64, Option<i64>);
@@ -101,23 +95,21 @@ async fn witness(app: &TestApp, assignment: &str, submitted: i64) -> i64 {
         (4, red_at + 62_000, 429, Some("calls"), 0, Some(2)),
     ];
     for (id, at, status, refused, tokens, duplicate_of) in calls {
-        sqlx::query(
+        let sha = format!("{:064}", duplicate_of.unwrap_or(id));
+        raw_exec(
+            url,
             "INSERT INTO model_calls (id, assignment_id, at, model, request_bytes, prompt_tokens, completion_tokens, status, refused, request_sha256, duplicate_of)
              VALUES (?, ?, ?, 'fake-model', 512, ?, 20, ?, ?, ?, ?)",
+            &[Arg::I(id), Arg::T(assignment), Arg::I(at), Arg::I(tokens), Arg::I(status), Arg::OptT(refused), Arg::T(&sha), Arg::OptI(duplicate_of)],
         )
-        .bind(id)
-        .bind(assignment)
-        .bind(at)
-        .bind(tokens)
-        .bind(status)
-        .bind(refused)
-        .bind(format!("{:064}", duplicate_of.unwrap_or(id)))
-        .bind(duplicate_of)
-        .execute(&pool)
-        .await
-        .unwrap();
+        .await;
     }
-    pool.close().await;
+    if url.starts_with("postgres") {
+        // Rows written with explicit ids leave Postgres's sequences behind (SQLite's rowid follows by itself).
+        for table in ["witness_runs", "model_calls"] {
+            raw_exec(url, &format!("SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT MAX(id) FROM {table}))"), &[]).await;
+        }
+    }
     red_at
 }
 

@@ -1,8 +1,12 @@
 //! The web platform's integration tests: each binds port 0 and talks HTTP to
-//! the real app over a fresh SQLite file.
+//! the real app over a fresh database: a SQLite file, or with
+//! `GATEHOUSE_TEST_DATABASE=postgres` a database of its own in a throwaway
+//! Postgres cluster (one suite, both backends; `scripts/test` runs it twice).
 
 #[path = "../common/fake_openai.rs"]
 mod fake_openai;
+#[path = "../common/postgres.rs"]
+mod postgres;
 mod assignments;
 mod audit;
 mod auth;
@@ -36,5 +40,14 @@ async fn healthz_answers_without_auth() {
     assert_eq!(r.status(), 200);
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["ok"], true);
-    assert_eq!(body["database"], "sqlite");
+    assert_eq!(body["database"], support::backend());
+}
+
+#[tokio::test]
+async fn a_database_url_that_cannot_be_opened_is_named_in_the_error() {
+    let err = gatehouse::db::open("mysql://x@localhost/db").await.err().expect("refused");
+    assert!(err.to_string().contains("expected sqlite://<path> or postgres://"), "{err}");
+    // Port 1 on 127.0.0.1: nothing listens there.
+    let err = gatehouse::db::open("postgres://gatehouse@127.0.0.1:1/nothing").await.err().expect("refused");
+    assert!(err.to_string().contains("opening postgres://gatehouse@127.0.0.1:1/nothing"), "{err}");
 }

@@ -149,3 +149,50 @@ async fn a_worker_that_lost_its_lease_mid_grading_stores_nothing() {
     assert!(db.complete_grade_job(job.id, "thief", &id, GradeResult::Refused { reason: "test" }).await.unwrap());
     assert_eq!(db.submission_by_id(&id).await.unwrap().unwrap().state, "refused");
 }
+
+#[tokio::test]
+async fn concurrent_claimers_never_share_a_job() {
+    // Eight workers (each its own connection from the pool) race for twenty
+    // jobs; every job goes to exactly one of them, once. On Postgres this is
+    // FOR UPDATE SKIP LOCKED plus the claim's re-check; on SQLite the single writer.
+    let app = TestApp::spawn_with(|c| c.workers = 0).await;
+    publish_packet(&app.state).await;
+    let mut expected = Vec::new();
+    for i in 0..20 {
+        let invited = invite(&app.state, &format!("Race {i}")).await;
+        let id = format!("sub-race-{i}");
+        app.state
+            .db
+            .create_submission(NewSubmission { id: &id, assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
+            .await
+            .unwrap();
+        expected.push(id);
+    }
+    let mut claimers = Vec::new();
+    for w in 0..8 {
+        let db = app.state.db.clone();
+        claimers.push(tokio::spawn(async move {
+            let owner = format!("racer-{w}");
+            let mut got = Vec::new();
+            while let Some(job) = db.claim_job(&owner, now_ms(), 600_000).await.unwrap() {
+                assert_eq!(job.lease_owner.as_deref(), Some(owner.as_str()));
+                got.push((job.kind.clone(), job.subject.clone()));
+                assert!(db.finish_job(job.id, &owner, true, None).await.unwrap(), "{owner} holds job {} it claimed", job.id);
+            }
+            got
+        }));
+    }
+    let mut claimed = Vec::new();
+    for c in claimers {
+        claimed.extend(c.await.unwrap());
+    }
+    let mut graded: Vec<String> = claimed.iter().filter(|(kind, _)| kind == "grade").map(|(_, s)| s.clone()).collect();
+    graded.sort();
+    expected.sort();
+    assert_eq!(graded, expected, "each grading job claimed exactly once");
+    let jobs = app.state.db.recent_jobs(100).await.unwrap();
+    assert_eq!(claimed.len(), jobs.len(), "every job claimed once: {claimed:?}");
+    for job in jobs {
+        assert_eq!((job.state.as_str(), job.attempts), ("done", 1), "job {} of {}", job.id, job.subject);
+    }
+}

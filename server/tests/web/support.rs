@@ -1,9 +1,12 @@
-//! A real server per test: port 0, a fresh SQLite file and data directory in
+//! A real server per test: port 0, a fresh database (a SQLite file in a
 #![allow(dead_code)]
-//! a temporary directory, the real sandboxed grader.
+//! temporary directory, or with `GATEHOUSE_TEST_DATABASE=postgres` a new
+//! database in the binary's throwaway Postgres cluster, see
+//! `tests/common/postgres.rs`), a data directory in the temporary
+//! directory, the real sandboxed grader.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use gatehouse::auth::password;
 use gatehouse::config::Config;
@@ -16,6 +19,95 @@ pub struct TestApp {
     pub state: AppState,
     pub dir: tempfile::TempDir,
     server: tokio::task::JoinHandle<()>,
+}
+
+/// The backend this run tests: `postgres` when `GATEHOUSE_TEST_DATABASE=postgres`, else `sqlite`.
+pub fn backend() -> &'static str {
+    if crate::postgres::selected() { "postgres" } else { "sqlite" }
+}
+
+/// A fresh database for one test: `dir/gatehouse.db`, or a new database in
+/// the test Postgres.
+pub async fn database_url(dir: &Path) -> String {
+    if crate::postgres::selected() {
+        crate::postgres::fresh_database_url().await
+    } else {
+        format!("sqlite://{}", dir.join("gatehouse.db").display())
+    }
+}
+
+/// A value bound to a statement of [`raw_exec`].
+pub enum Arg<'a> {
+    I(i64),
+    T(&'a str),
+    OptI(Option<i64>),
+    OptT(Option<&'a str>),
+}
+
+/// SQL written with SQLite's `?` placeholders, numbered `$1, $2, ...` for Postgres.
+pub fn dialect(url: &str, sql: &str) -> String {
+    if !url.starts_with("postgres") {
+        return sql.to_string();
+    }
+    let mut n = 0;
+    sql.chars()
+        .map(|c| {
+            if c == '?' {
+                n += 1;
+                format!("${n}")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Runs one statement straight on the test's database (a test that sets up
+/// rows the app has no way to write), either backend.
+pub async fn raw_exec(url: &str, sql: &str, args: &[Arg<'_>]) {
+    let sql = dialect(url, sql);
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let mut q = sqlx::query(&sql);
+        for a in args {
+            q = match a {
+                Arg::I(v) => q.bind(*v),
+                Arg::T(v) => q.bind(*v),
+                Arg::OptI(v) => q.bind(*v),
+                Arg::OptT(v) => q.bind(*v),
+            };
+        }
+        q.execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        pool.close().await;
+    } else {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        let mut q = sqlx::query(&sql);
+        for a in args {
+            q = match a {
+                Arg::I(v) => q.bind(*v),
+                Arg::T(v) => q.bind(*v),
+                Arg::OptI(v) => q.bind(*v),
+                Arg::OptT(v) => q.bind(*v),
+            };
+        }
+        q.execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        pool.close().await;
+    }
+}
+
+/// Rows of (text, integer) read straight from the test's database.
+pub async fn raw_text_int_rows(url: &str, sql: &str) -> Vec<(String, i64)> {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let rows = sqlx::query_as(sql).fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        rows
+    } else {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        let rows = sqlx::query_as(sql).fetch_all(&pool).await.unwrap();
+        pool.close().await;
+        rows
+    }
 }
 
 /// The repository root, for `packets/` and `target/site`.
@@ -42,7 +134,7 @@ impl TestApp {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
-            database_url: format!("sqlite://{}", dir.path().join("gatehouse.db").display()),
+            database_url: database_url(dir.path()).await,
             data_dir: dir.path().join("data"),
             packets_dir: PathBuf::new(),
             site_dir: repo_root().join("target/site"),

@@ -16,6 +16,7 @@ use crate::support::{TestApp, repo_root};
 /// A `gatehouse serve` child over a data directory that outlives restarts.
 struct Served {
     dir: PathBuf,
+    database_url: String,
     port: u16,
     workers: usize,
     lease_secs: u64,
@@ -31,7 +32,7 @@ impl Served {
         Config {
             listen: format!("127.0.0.1:{}", self.port).parse().unwrap(),
             public_url: self.base(),
-            database_url: format!("sqlite://{}", self.dir.join("gatehouse.db").display()),
+            database_url: self.database_url.clone(),
             data_dir: self.dir.join("data"),
             packets_dir: PathBuf::new(),
             site_dir: repo_root().join("target/site"),
@@ -45,6 +46,8 @@ impl Served {
         let c = self.config();
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("child.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
+            .env_remove("GATEHOUSE_TEST_DATABASE")
             .arg("serve")
             .current_dir(&self.dir)
             .env("GATEHOUSE_LISTEN", c.listen.to_string())
@@ -103,7 +106,8 @@ fn free_port() -> u16 {
 /// Prepares a data directory with a published packet; returns the child's
 /// handle (not started) and an in-process state over the same database.
 async fn prepare(dir: &Path, workers: usize, lease_secs: u64) -> (Served, AppState) {
-    let served = Served { dir: dir.to_path_buf(), port: free_port(), workers, lease_secs, child: None };
+    let database_url = crate::support::database_url(dir).await;
+    let served = Served { dir: dir.to_path_buf(), database_url, port: free_port(), workers, lease_secs, child: None };
     let state = gatehouse::serve::state(served.config()).await.unwrap();
     publish_packet(&state).await;
     (served, state)
@@ -310,6 +314,8 @@ async fn gatehouse_worker_grades_jobs_queued_by_another_process() {
 
     let c = served.config();
     let mut worker = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
+        .env_remove("GATEHOUSE_TEST_DATABASE")
         .args(["worker", "--count", "1"])
         .current_dir(dir.path())
         .env("GATEHOUSE_DATABASE_URL", &c.database_url)

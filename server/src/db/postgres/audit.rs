@@ -1,0 +1,63 @@
+use async_trait::async_trait;
+use sqlx::FromRow;
+
+use super::PgStore;
+use crate::db::audit::{AuditEntry, AuditStore};
+use crate::db::DbResult;
+use crate::now_ms;
+
+#[derive(FromRow)]
+struct AuditDb {
+    id: i64,
+    at: i64,
+    actor: String,
+    action: String,
+    subject: String,
+    detail: String,
+}
+
+#[async_trait]
+impl AuditStore for PgStore {
+    async fn audit(&self, actor: &str, action: &str, subject: &str, detail: &str) -> DbResult<()> {
+        sqlx::query("INSERT INTO audit_log (at, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)")
+            .bind(now_ms())
+            .bind(actor)
+            .bind(action)
+            .bind(subject)
+            .bind(detail)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn audit_entries(&self, subject: Option<&str>, limit: i64) -> DbResult<Vec<AuditEntry>> {
+        let rows: Vec<AuditDb> = match subject {
+            Some(s) => sqlx::query_as("SELECT id, at, actor, action, subject, detail FROM audit_log WHERE subject = $1 ORDER BY id DESC LIMIT $2")
+                .bind(s)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?,
+            None => sqlx::query_as("SELECT id, at, actor, action, subject, detail FROM audit_log ORDER BY id DESC LIMIT $1")
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?,
+        };
+        Ok(rows
+            .into_iter()
+            .map(|r| AuditEntry { id: r.id, at: r.at, actor: r.actor, action: r.action, subject: r.subject, detail: r.detail })
+            .collect())
+    }
+
+    async fn setting(&self, key: &str) -> DbResult<Option<String>> {
+        sqlx::query_scalar("SELECT value FROM settings WHERE key = $1").bind(key).fetch_optional(&self.pool).await
+    }
+
+    async fn set_setting(&self, key: &str, value: &str) -> DbResult<()> {
+        sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

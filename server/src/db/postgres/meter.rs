@@ -1,0 +1,242 @@
+use async_trait::async_trait;
+use sqlx::FromRow;
+
+use super::PgStore;
+use crate::db::DbResult;
+use crate::db::meter::{MeterStore, MeterUsage, ModelCall, ModelCallOutcome, ModelKey, NewModelCall};
+
+#[derive(FromRow)]
+struct ModelCallDb {
+    id: i64,
+    assignment_id: String,
+    at: i64,
+    model: String,
+    stream: i64,
+    request_bytes: i64,
+    response_bytes: i64,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    tokens_estimated: i64,
+    latency_ms: i64,
+    status: i64,
+    error: Option<String>,
+    refused: Option<String>,
+    request_sha256: String,
+    duplicate_of: Option<i64>,
+    reserved_tokens: i64,
+    counted: i64,
+    client_retry: i64,
+}
+
+impl From<ModelCallDb> for ModelCall {
+    fn from(r: ModelCallDb) -> ModelCall {
+        ModelCall {
+            id: r.id,
+            assignment_id: r.assignment_id,
+            at: r.at,
+            model: r.model,
+            stream: r.stream != 0,
+            request_bytes: r.request_bytes,
+            response_bytes: r.response_bytes,
+            prompt_tokens: r.prompt_tokens,
+            completion_tokens: r.completion_tokens,
+            tokens_estimated: r.tokens_estimated != 0,
+            latency_ms: r.latency_ms,
+            status: r.status,
+            error: r.error,
+            refused: r.refused,
+            request_sha256: r.request_sha256,
+            duplicate_of: r.duplicate_of,
+            reserved_tokens: r.reserved_tokens,
+            counted: r.counted != 0,
+            client_retry: r.client_retry,
+        }
+    }
+}
+
+#[derive(FromRow)]
+struct ModelKeyDb {
+    id: i64,
+    assignment_id: String,
+    generation: i64,
+    key_hash: String,
+    created_at: i64,
+    revoked_at: Option<i64>,
+}
+
+impl From<ModelKeyDb> for ModelKey {
+    fn from(r: ModelKeyDb) -> ModelKey {
+        ModelKey {
+            id: r.id,
+            assignment_id: r.assignment_id,
+            generation: r.generation,
+            key_hash: r.key_hash,
+            created_at: r.created_at,
+            revoked_at: r.revoked_at,
+        }
+    }
+}
+
+const CALL_COLUMNS: &str = "id, assignment_id, at, model, stream, request_bytes, response_bytes, prompt_tokens, completion_tokens,
+    tokens_estimated, latency_ms, status, error, refused, request_sha256, duplicate_of, reserved_tokens, counted, client_retry";
+
+const KEY_COLUMNS: &str = "id, assignment_id, generation, key_hash, created_at, revoked_at";
+
+#[async_trait]
+impl MeterStore for PgStore {
+    async fn refused_call_count(&self, assignment_id: &str) -> DbResult<i64> {
+        sqlx::query_scalar("SELECT COUNT(*) FROM model_calls WHERE assignment_id = $1 AND refused IS NOT NULL").bind(assignment_id).fetch_one(&self.pool).await
+    }
+
+    async fn model_calls_of(&self, assignment_id: &str) -> DbResult<Vec<ModelCall>> {
+        let rows: Vec<ModelCallDb> = sqlx::query_as(&format!("SELECT {CALL_COLUMNS} FROM model_calls WHERE assignment_id = $1 ORDER BY at, id"))
+            .bind(assignment_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(ModelCall::from).collect())
+    }
+
+    async fn pending_model_calls(&self) -> DbResult<Vec<ModelCall>> {
+        let rows: Vec<ModelCallDb> = sqlx::query_as(&format!("SELECT {CALL_COLUMNS} FROM model_calls WHERE status = 0 ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(ModelCall::from).collect())
+    }
+
+    async fn insert_model_call(&self, c: NewModelCall<'_>) -> DbResult<i64> {
+        let mut tx = self.pool.begin().await?;
+        if c.counted {
+            // The upsert locks the assignment's totals row until commit, so
+            // concurrent calls of one assignment count one after another.
+            sqlx::query(
+                "INSERT INTO meter_totals (assignment_id, calls, tokens, request_bytes) VALUES ($1, 1, $2, $3)
+                 ON CONFLICT (assignment_id) DO UPDATE SET calls = meter_totals.calls + 1, tokens = meter_totals.tokens + excluded.tokens,
+                    request_bytes = meter_totals.request_bytes + excluded.request_bytes",
+            )
+            .bind(c.assignment_id)
+            .bind(c.reserved_tokens)
+            .bind(c.request_bytes)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let (id,): (i64,) = sqlx::query_as(
+            "INSERT INTO model_calls (assignment_id, at, model, stream, request_bytes, status, error, refused, request_sha256,
+                prompt_tokens, tokens_estimated, reserved_tokens, counted, client_retry, duplicate_of)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                (SELECT MIN(id) FROM model_calls WHERE assignment_id = $15 AND request_sha256 = $16))
+             RETURNING id",
+        )
+        .bind(c.assignment_id)
+        .bind(c.at)
+        .bind(c.model)
+        .bind(i64::from(c.stream))
+        .bind(c.request_bytes)
+        .bind(c.status)
+        .bind(c.error)
+        .bind(c.refused)
+        .bind(c.request_sha256)
+        .bind(c.prompt_estimate)
+        .bind(i64::from(c.prompt_estimate > 0))
+        .bind(if c.counted { c.reserved_tokens } else { 0 })
+        .bind(i64::from(c.counted))
+        .bind(c.client_retry)
+        .bind(c.assignment_id)
+        .bind(c.request_sha256)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn finish_model_call(&self, id: i64, o: ModelCallOutcome) -> DbResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        // The call's row is locked first: a second finisher of the same call
+        // waits here, and its later statements (each a fresh snapshot under
+        // READ COMMITTED) see the first one's `status`, so the totals are
+        // adjusted once. Then the totals: the reservation out, the tokens in,
+        // and the call and its bytes out when it no longer counts.
+        sqlx::query("SELECT id FROM model_calls WHERE id = $1 FOR UPDATE").bind(id).fetch_optional(&mut *tx).await?;
+        let tokens = o.prompt_tokens + o.completion_tokens;
+        let uncount = i64::from(!o.counted);
+        sqlx::query(
+            "UPDATE meter_totals SET
+                tokens = tokens - (SELECT reserved_tokens FROM model_calls WHERE id = $1) + $2 * (1 - $3),
+                calls = calls - $3,
+                request_bytes = request_bytes - $3 * (SELECT request_bytes FROM model_calls WHERE id = $1)
+             WHERE assignment_id = (SELECT assignment_id FROM model_calls WHERE id = $1 AND status = 0 AND counted = 1)",
+        )
+        .bind(id)
+        .bind(tokens)
+        .bind(uncount)
+        .execute(&mut *tx)
+        .await?;
+        let done = sqlx::query(
+            "UPDATE model_calls SET status = $1, response_bytes = $2, prompt_tokens = $3, completion_tokens = $4, tokens_estimated = $5,
+                latency_ms = $6, error = $7, counted = counted * $8, reserved_tokens = 0 WHERE id = $9 AND status = 0",
+        )
+        .bind(o.status)
+        .bind(o.response_bytes)
+        .bind(o.prompt_tokens)
+        .bind(o.completion_tokens)
+        .bind(i64::from(o.tokens_estimated))
+        .bind(o.latency_ms)
+        .bind(o.error)
+        .bind(i64::from(o.counted))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(done == 1)
+    }
+
+    async fn meter_usage(&self, assignment_id: &str) -> DbResult<MeterUsage> {
+        let row: Option<(i64, i64, i64)> = sqlx::query_as("SELECT calls, tokens, request_bytes FROM meter_totals WHERE assignment_id = $1")
+            .bind(assignment_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|(calls, tokens, request_bytes)| MeterUsage { calls, tokens, request_bytes }).unwrap_or_default())
+    }
+
+    async fn model_key_by_hash(&self, key_hash: &str) -> DbResult<Option<ModelKey>> {
+        let row: Option<ModelKeyDb> = sqlx::query_as(&format!("SELECT {KEY_COLUMNS} FROM model_keys WHERE key_hash = $1"))
+            .bind(key_hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(ModelKey::from))
+    }
+
+    async fn model_keys_of(&self, assignment_id: &str) -> DbResult<Vec<ModelKey>> {
+        let rows: Vec<ModelKeyDb> =
+            sqlx::query_as(&format!("SELECT {KEY_COLUMNS} FROM model_keys WHERE assignment_id = $1 ORDER BY generation"))
+                .bind(assignment_id)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(ModelKey::from).collect())
+    }
+
+    async fn create_model_key(&self, assignment_id: &str, generation: i64, key_hash: &str, at: i64) -> DbResult<()> {
+        sqlx::query("INSERT INTO model_keys (assignment_id, generation, key_hash, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+            .bind(assignment_id)
+            .bind(generation)
+            .bind(key_hash)
+            .bind(at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn revoke_model_key(&self, id: i64, at: i64) -> DbResult<()> {
+        sqlx::query("UPDATE model_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL").bind(at).bind(id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn red_witnessed_at(&self, assignment_id: &str) -> DbResult<Option<i64>> {
+        let (at,): (Option<i64>,) =
+            sqlx::query_as("SELECT MIN(at) FROM witness_runs WHERE assignment_id = $1 AND kind = 'red' AND accepted = 1")
+                .bind(assignment_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(at)
+    }
+}

@@ -1,0 +1,212 @@
+use async_trait::async_trait;
+use sqlx::FromRow;
+
+use super::PgStore;
+use crate::db::packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
+use crate::db::DbResult;
+use crate::now_ms;
+
+#[derive(FromRow)]
+struct PacketDb {
+    id: i64,
+    slug: String,
+    title: String,
+    builtin: bool,
+    created_at: i64,
+}
+
+impl From<PacketDb> for PacketRow {
+    fn from(r: PacketDb) -> PacketRow {
+        PacketRow { id: r.id, slug: r.slug, title: r.title, builtin: r.builtin, created_at: r.created_at }
+    }
+}
+
+#[derive(FromRow)]
+struct VersionDb {
+    id: i64,
+    packet_id: i64,
+    slug: String,
+    version: Option<i64>,
+    state: String,
+    dir: String,
+    digest: String,
+    check_state: String,
+    check_report: Option<String>,
+    created_by: Option<i64>,
+    created_at: i64,
+    published_at: Option<i64>,
+}
+
+impl From<VersionDb> for PacketVersion {
+    fn from(r: VersionDb) -> PacketVersion {
+        PacketVersion {
+            id: r.id,
+            packet_id: r.packet_id,
+            slug: r.slug,
+            version: r.version,
+            state: if r.state == "published" { VersionState::Published } else { VersionState::Draft },
+            dir: r.dir,
+            digest: r.digest,
+            check_state: r.check_state,
+            check_report: r.check_report,
+            created_by: r.created_by,
+            created_at: r.created_at,
+            published_at: r.published_at,
+        }
+    }
+}
+
+const VERSION_SELECT: &str = "SELECT v.id, v.packet_id, p.slug, v.version, v.state, v.dir, v.digest, v.check_state, v.check_report,
+    v.created_by, v.created_at, v.published_at FROM packet_versions v JOIN packets p ON p.id = v.packet_id";
+
+#[async_trait]
+impl PacketStore for PgStore {
+    async fn create_version(&self, v: NewVersion<'_>) -> DbResult<PacketVersion> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        sqlx::query("INSERT INTO packets (slug, title, builtin, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (slug) DO UPDATE SET title = excluded.title")
+            .bind(v.slug)
+            .bind(v.title)
+            .bind(v.builtin)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let packet_id: i64 = sqlx::query_scalar("SELECT id FROM packets WHERE slug = $1").bind(v.slug).fetch_one(&mut *tx).await?;
+        let (version, state, published_at) = if v.publish {
+            let last: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM packet_versions WHERE packet_id = $1")
+                .bind(packet_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            (Some(last.unwrap_or(0) + 1), "published", Some(now))
+        } else {
+            (None, "draft", None)
+        };
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO packet_versions (packet_id, version, state, dir, digest, created_by, created_at, published_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        )
+        .bind(packet_id)
+        .bind(version)
+        .bind(state)
+        .bind(v.dir)
+        .bind(v.digest)
+        .bind(v.created_by)
+        .bind(now)
+        .bind(published_at)
+        .fetch_one(&mut *tx)
+        .await?;
+        let row: VersionDb = sqlx::query_as(&format!("{VERSION_SELECT} WHERE v.id = $1")).bind(id).fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(row.into())
+    }
+
+    async fn list_packets(&self) -> DbResult<Vec<PacketRow>> {
+        let rows: Vec<PacketDb> =
+            sqlx::query_as("SELECT id, slug, title, builtin, created_at FROM packets ORDER BY slug").fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().map(PacketRow::from).collect())
+    }
+
+    async fn packet_by_slug(&self, slug: &str) -> DbResult<Option<PacketRow>> {
+        let row: Option<PacketDb> = sqlx::query_as("SELECT id, slug, title, builtin, created_at FROM packets WHERE slug = $1")
+            .bind(slug)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(PacketRow::from))
+    }
+
+    async fn version_by_id(&self, id: i64) -> DbResult<Option<PacketVersion>> {
+        let row: Option<VersionDb> =
+            sqlx::query_as(&format!("{VERSION_SELECT} WHERE v.id = $1")).bind(id).fetch_optional(&self.pool).await?;
+        Ok(row.map(PacketVersion::from))
+    }
+
+    async fn versions_of(&self, packet_id: i64) -> DbResult<Vec<PacketVersion>> {
+        let rows: Vec<VersionDb> = sqlx::query_as(&format!("{VERSION_SELECT} WHERE v.packet_id = $1 ORDER BY v.id DESC"))
+            .bind(packet_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(PacketVersion::from).collect())
+    }
+
+    async fn latest_published(&self, slug: &str) -> DbResult<Option<PacketVersion>> {
+        let row: Option<VersionDb> = sqlx::query_as(&format!(
+            "{VERSION_SELECT} WHERE p.slug = $1 AND v.state = 'published' ORDER BY v.version DESC LIMIT 1"
+        ))
+        .bind(slug)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PacketVersion::from))
+    }
+
+    async fn update_draft(&self, id: i64, digest: &str) -> DbResult<bool> {
+        let r = sqlx::query("UPDATE packet_versions SET digest = $1, check_state = 'none', check_report = NULL, checked_digest = NULL
+             WHERE id = $2 AND state = 'draft' AND check_state <> 'running'")
+            .bind(digest)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn set_check(&self, id: i64, state: &str, report: Option<&str>) -> DbResult<()> {
+        sqlx::query("UPDATE packet_versions SET check_state = $1, check_report = $2 WHERE id = $3")
+            .bind(state)
+            .bind(report)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn finish_check(&self, id: i64, state: &str, report: &str, checked_digest: Option<&str>) -> DbResult<()> {
+        sqlx::query(
+            "UPDATE packet_versions SET check_report = $1, checked_digest = $2,
+                check_state = CASE WHEN $3 IS NOT NULL AND digest = $4 THEN $5 ELSE 'failed' END
+             WHERE id = $6",
+        )
+        .bind(report)
+        .bind(checked_digest)
+        .bind(checked_digest)
+        .bind(checked_digest)
+        .bind(state)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn publish(&self, id: i64) -> DbResult<bool> {
+        // Two drafts of one packet published at once would both take
+        // MAX(version) + 1; the packet's row lock puts them in turn (as
+        // create_version's upsert does).
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT id FROM packets WHERE id = (SELECT packet_id FROM packet_versions WHERE id = $1) FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let r = sqlx::query(
+            "UPDATE packet_versions SET state = 'published', published_at = $1,
+                version = (SELECT COALESCE(MAX(o.version), 0) + 1 FROM packet_versions o WHERE o.packet_id = packet_versions.packet_id)
+             WHERE id = $2 AND state = 'draft' AND check_state = 'passed' AND checked_digest = digest",
+        )
+        .bind(now_ms())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn set_publish_request(&self, id: i64, at: Option<i64>) -> DbResult<()> {
+        sqlx::query("UPDATE packet_versions SET publish_requested_at = $1 WHERE id = $2").bind(at).bind(id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn publish_request(&self, id: i64) -> DbResult<Option<i64>> {
+        let at: Option<Option<i64>> = sqlx::query_scalar("SELECT publish_requested_at FROM packet_versions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(at.flatten())
+    }
+}
