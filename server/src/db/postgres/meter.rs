@@ -26,6 +26,10 @@ struct ModelCallDb {
     reserved_tokens: i64,
     counted: i64,
     client_retry: i64,
+    request_body_sha256: Option<String>,
+    response_body_sha256: Option<String>,
+    transcript_cut: Option<String>,
+    transcript_bytes: i64,
 }
 
 impl From<ModelCallDb> for ModelCall {
@@ -50,6 +54,10 @@ impl From<ModelCallDb> for ModelCall {
             reserved_tokens: r.reserved_tokens,
             counted: r.counted != 0,
             client_retry: r.client_retry,
+            request_body_sha256: r.request_body_sha256,
+            response_body_sha256: r.response_body_sha256,
+            transcript_cut: r.transcript_cut,
+            transcript_bytes: r.transcript_bytes,
         }
     }
 }
@@ -78,7 +86,8 @@ impl From<ModelKeyDb> for ModelKey {
 }
 
 const CALL_COLUMNS: &str = "id, assignment_id, at, model, stream, request_bytes, response_bytes, prompt_tokens, completion_tokens,
-    tokens_estimated, latency_ms, status, error, refused, request_sha256, duplicate_of, reserved_tokens, counted, client_retry";
+    tokens_estimated, latency_ms, status, error, refused, request_sha256, duplicate_of, reserved_tokens, counted, client_retry,
+    request_body_sha256, response_body_sha256, transcript_cut, transcript_bytes";
 
 const KEY_COLUMNS: &str = "id, assignment_id, generation, key_hash, created_at, revoked_at";
 
@@ -105,25 +114,29 @@ impl MeterStore for PgStore {
 
     async fn insert_model_call(&self, c: NewModelCall<'_>) -> DbResult<i64> {
         let mut tx = self.pool.begin().await?;
-        if c.counted {
-            // The upsert locks the assignment's totals row until commit, so
-            // concurrent calls of one assignment count one after another.
-            sqlx::query(
-                "INSERT INTO meter_totals (assignment_id, calls, tokens, request_bytes) VALUES ($1, 1, $2, $3)
-                 ON CONFLICT (assignment_id) DO UPDATE SET calls = meter_totals.calls + 1, tokens = meter_totals.tokens + excluded.tokens,
-                    request_bytes = meter_totals.request_bytes + excluded.request_bytes",
-            )
-            .bind(c.assignment_id)
-            .bind(c.reserved_tokens)
-            .bind(c.request_bytes)
-            .execute(&mut *tx)
-            .await?;
-        }
+        // The upsert locks the assignment's totals row until commit, so
+        // concurrent calls of one assignment count one after another. A
+        // refused call adds only its transcript bytes.
+        let counted = i64::from(c.counted);
+        sqlx::query(
+            "INSERT INTO meter_totals (assignment_id, calls, tokens, request_bytes, transcript_bytes) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (assignment_id) DO UPDATE SET calls = meter_totals.calls + excluded.calls, tokens = meter_totals.tokens + excluded.tokens,
+                request_bytes = meter_totals.request_bytes + excluded.request_bytes,
+                transcript_bytes = meter_totals.transcript_bytes + excluded.transcript_bytes",
+        )
+        .bind(c.assignment_id)
+        .bind(counted)
+        .bind(c.reserved_tokens * counted)
+        .bind(c.request_bytes * counted)
+        .bind(c.transcript_bytes)
+        .execute(&mut *tx)
+        .await?;
         let (id,): (i64,) = sqlx::query_as(
             "INSERT INTO model_calls (assignment_id, at, model, stream, request_bytes, status, error, refused, request_sha256,
-                prompt_tokens, tokens_estimated, reserved_tokens, counted, client_retry, duplicate_of)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                (SELECT MIN(id) FROM model_calls WHERE assignment_id = $15 AND request_sha256 = $16))
+                prompt_tokens, tokens_estimated, reserved_tokens, counted, client_retry,
+                request_body_sha256, response_body_sha256, transcript_cut, transcript_bytes, duplicate_of)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+                (SELECT MIN(id) FROM model_calls WHERE assignment_id = $19 AND request_sha256 = $20))
              RETURNING id",
         )
         .bind(c.assignment_id)
@@ -140,6 +153,10 @@ impl MeterStore for PgStore {
         .bind(if c.counted { c.reserved_tokens } else { 0 })
         .bind(i64::from(c.counted))
         .bind(c.client_retry)
+        .bind(c.request_body_sha256)
+        .bind(c.response_body_sha256)
+        .bind(c.transcript_cut)
+        .bind(c.transcript_bytes)
         .bind(c.assignment_id)
         .bind(c.request_sha256)
         .fetch_one(&mut *tx)
@@ -170,9 +187,22 @@ impl MeterStore for PgStore {
         .bind(uncount)
         .execute(&mut *tx)
         .await?;
+        // The transcript's reserved room out, the bytes kept in.
+        sqlx::query(
+            "UPDATE meter_totals SET transcript_bytes = meter_totals.transcript_bytes - (SELECT transcript_bytes FROM model_calls WHERE id = $1)
+                + COALESCE($2::bigint, (SELECT transcript_bytes FROM model_calls WHERE id = $1))
+             WHERE assignment_id = (SELECT assignment_id FROM model_calls WHERE id = $1 AND status = 0)",
+        )
+        .bind(id)
+        .bind(o.transcript_bytes)
+        .execute(&mut *tx)
+        .await?;
         let done = sqlx::query(
             "UPDATE model_calls SET status = $1, response_bytes = $2, prompt_tokens = $3, completion_tokens = $4, tokens_estimated = $5,
-                latency_ms = $6, error = $7, counted = counted * $8, reserved_tokens = 0 WHERE id = $9 AND status = 0",
+                latency_ms = $6, error = $7, counted = counted * $8, reserved_tokens = 0,
+                response_body_sha256 = $9, transcript_bytes = COALESCE($10::bigint, transcript_bytes),
+                transcript_cut = CASE WHEN $11::text IS NULL THEN transcript_cut WHEN transcript_cut IS NULL THEN $11::text ELSE transcript_cut || '; ' || $11::text END
+             WHERE id = $12 AND status = 0",
         )
         .bind(o.status)
         .bind(o.response_bytes)
@@ -182,6 +212,9 @@ impl MeterStore for PgStore {
         .bind(o.latency_ms)
         .bind(o.error)
         .bind(i64::from(o.counted))
+        .bind(o.response_body_sha256)
+        .bind(o.transcript_bytes)
+        .bind(o.transcript_cut)
         .bind(id)
         .execute(&mut *tx)
         .await?
@@ -191,11 +224,12 @@ impl MeterStore for PgStore {
     }
 
     async fn meter_usage(&self, assignment_id: &str) -> DbResult<MeterUsage> {
-        let row: Option<(i64, i64, i64)> = sqlx::query_as("SELECT calls, tokens, request_bytes FROM meter_totals WHERE assignment_id = $1")
-            .bind(assignment_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|(calls, tokens, request_bytes)| MeterUsage { calls, tokens, request_bytes }).unwrap_or_default())
+        let row: Option<(i64, i64, i64, i64)> =
+            sqlx::query_as("SELECT calls, tokens, request_bytes, transcript_bytes FROM meter_totals WHERE assignment_id = $1")
+                .bind(assignment_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(calls, tokens, request_bytes, transcript_bytes)| MeterUsage { calls, tokens, request_bytes, transcript_bytes }).unwrap_or_default())
     }
 
     async fn model_key_by_hash(&self, key_hash: &str) -> DbResult<Option<ModelKey>> {
