@@ -5,7 +5,9 @@
 //! 3. grading the refund-invoices sample against the sum of the raw times of
 //!    the commands grading runs (the same commands, spawned plainly).
 //!
-//! Run with `cargo bench -p grader --bench overhead`.
+//! Run with `cargo bench -p grader --bench overhead`. With
+//! `GATEHOUSE_BENCH_ONLY=sandbox` (or `ingest`, `grading`) only that part
+//! runs, for many alternating runs of two builds.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,13 +25,21 @@ mod ingest_part;
 mod sandbox_part;
 
 fn main() {
+    let only = std::env::var("GATEHOUSE_BENCH_ONLY").unwrap_or_default();
+    let wanted = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
-    eprintln!("measuring sandbox overhead…");
-    rows.extend(sandbox_part::rows());
-    eprintln!("measuring ingestion…");
-    rows.extend(ingest_part::rows());
-    eprintln!("measuring grading…");
-    rows.extend(grading_rows());
+    if wanted("sandbox") {
+        eprintln!("measuring sandbox overhead…");
+        rows.extend(sandbox_part::rows());
+    }
+    if wanted("ingest") {
+        eprintln!("measuring ingestion…");
+        rows.extend(ingest_part::rows());
+    }
+    if wanted("grading") {
+        eprintln!("measuring grading…");
+        rows.extend(grading_rows());
+    }
 
     println!();
     println!("{:<58} {:>12} {:>12} {:>12}", "measurement (median)", "gatehouse", "baseline", "overhead");

@@ -26,6 +26,13 @@ pub struct Config {
     pub site_dir: PathBuf,
     /// Grading workers inside `serve`.
     pub workers: usize,
+    /// Which built-in packet versions the server self-tests in the
+    /// background, once per version digest and after every grading and
+    /// author self-test waiting (`GATEHOUSE_BUILTIN_SELF_TEST`): `all` (the
+    /// default; also `on`, `true`, `yes`), `off` (also `false`, `no`,
+    /// empty), or a comma-separated list of slugs.
+    #[serde(default = "default_builtin_self_test")]
+    pub builtin_self_test: String,
     /// Largest accepted upload, in MiB.
     pub max_upload_mb: u64,
     /// How long a worker's claim on a job lasts without renewal, in seconds.
@@ -131,6 +138,25 @@ pub struct Config {
     pub smtp_tls: Option<String>,
 }
 
+/// Which built-in packets the server self-tests in the background.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuiltinSelfTest {
+    All,
+    Off,
+    /// These slugs only.
+    Only(Vec<String>),
+}
+
+impl BuiltinSelfTest {
+    pub fn wants(&self, slug: &str) -> bool {
+        match self {
+            BuiltinSelfTest::All => true,
+            BuiltinSelfTest::Off => false,
+            BuiltinSelfTest::Only(slugs) => slugs.iter().any(|s| s == slug),
+        }
+    }
+}
+
 /// One upstream of the model meter.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -138,6 +164,10 @@ pub struct ModelUpstream {
     pub url: String,
     #[serde(default)]
     pub key: Option<String>,
+}
+
+fn default_builtin_self_test() -> String {
+    "all".into()
 }
 
 fn default_model_max_request_bytes() -> u64 {
@@ -206,6 +236,7 @@ impl Default for Config {
             packets_dir: "packets".into(),
             site_dir: "target/site".into(),
             workers: 1,
+            builtin_self_test: default_builtin_self_test(),
             max_upload_mb: 256,
             lease_secs: 60,
             login_attempts_per_minute: 10,
@@ -268,6 +299,28 @@ impl Config {
         self.secure_cookies.unwrap_or_else(|| self.public_url.trim_start().to_ascii_lowercase().starts_with("https://"))
     }
 
+    /// Which built-in packets the server self-tests in the background, as
+    /// `builtin_self_test` says; an error names what is wrong with it.
+    pub fn builtin_checks(&self) -> Result<BuiltinSelfTest, String> {
+        let text = self.builtin_self_test.trim();
+        match text.to_ascii_lowercase().as_str() {
+            "all" | "on" | "true" | "yes" => return Ok(BuiltinSelfTest::All),
+            "off" | "false" | "no" | "" => return Ok(BuiltinSelfTest::Off),
+            _ => {}
+        }
+        let mut slugs = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            let valid = !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if !valid {
+                return Err(format!(
+                    "builtin_self_test (GATEHOUSE_BUILTIN_SELF_TEST) is {text:?}: expected \"all\", \"off\" or a comma-separated list of packet slugs (lowercase letters, digits and '-'), and {part:?} is not a slug"
+                ));
+            }
+            slugs.push(part.to_string());
+        }
+        Ok(BuiltinSelfTest::Only(slugs))
+    }
+
     pub fn max_upload_bytes(&self) -> u64 {
         self.max_upload_mb << 20
     }
@@ -288,5 +341,23 @@ mod tests {
         check("http://127.0.0.1:8080", None, false);
         check("https://grader.example", Some(false), false);
         check("http://127.0.0.1:8080", Some(true), true);
+    }
+
+    #[test]
+    fn builtin_self_test_is_all_off_or_a_list_of_slugs() {
+        use super::BuiltinSelfTest;
+        let parse = |text: &str| Config { builtin_self_test: text.into(), ..Config::default() }.builtin_checks();
+        assert_eq!(Config::default().builtin_checks(), Ok(BuiltinSelfTest::All), "on by default");
+        assert_eq!(parse(" OFF "), Ok(BuiltinSelfTest::Off));
+        assert_eq!((parse("true"), parse("no")), (Ok(BuiltinSelfTest::All), Ok(BuiltinSelfTest::Off)), "the usual words for on and off");
+        assert_eq!(parse(""), Ok(BuiltinSelfTest::Off));
+        let only = parse("null-status, token-bucket").unwrap();
+        assert_eq!(only, BuiltinSelfTest::Only(vec!["null-status".into(), "token-bucket".into()]));
+        assert!(only.wants("token-bucket") && !only.wants("ledger"));
+        assert!(BuiltinSelfTest::All.wants("ledger") && !BuiltinSelfTest::Off.wants("ledger"));
+        let e = parse("null-status,,yes please").unwrap_err();
+        assert!(e.contains("GATEHOUSE_BUILTIN_SELF_TEST") && e.contains("\"\" is not a slug"), "{e}");
+        let e = parse("Null_Status").unwrap_err();
+        assert!(e.contains("\"Null_Status\" is not a slug"), "{e}");
     }
 }

@@ -63,9 +63,10 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
     let zip = blobs::blob_path(&state.config.data_dir, &submission.blob_sha256);
     anyhow::ensure!(zip.is_file(), "the stored zip {} of submission {submission_id} is missing", zip.display());
     // The calibration recorded when the version was self-tested (the
-    // hidden tests' ids every grading must report, the sample's times);
-    // built-in versions, which are checked in CI rather than here, have
-    // none and the grader measures its own.
+    // hidden tests' ids every grading must report, the sample's times).
+    // Built-in versions are self-tested in the background too
+    // (`library::load_builtin`); until theirs has run, or when it is
+    // turned off, a version has none and the grader measures its own.
     let calibration = recorded_calibration(version.check_report.as_deref());
     let grader = state.grader.clone();
     let result = tokio::task::spawn_blocking(move || {

@@ -16,7 +16,7 @@ use grader::ingest::{IngestLimits, ingest};
 use grader::packet::{Packet, PacketError};
 use grader::tree::copy_path;
 
-use crate::db::{NewVersion, PacketVersion, VersionState};
+use crate::db::{BUILTIN_CHECK_PRIORITY, NewVersion, PacketVersion, VersionState};
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -58,8 +58,14 @@ pub fn describe_packet_error(e: &PacketError, root: &Path) -> String {
 /// Loads every packet folder of `config.packets_dir` that has a
 /// `packet.toml` into the library as a published built-in version, unless
 /// its newest published version already has the same digest. Returns how
-/// many versions were added. Built-ins are checked in CI, so their self-test
-/// starts as "not run".
+/// many versions were added.
+///
+/// Each built-in version the library holds is then self-tested in the
+/// background, once per version digest, as `builtin_self_test` says: a
+/// `check` job of [`BUILTIN_CHECK_PRIORITY`], which workers claim only when
+/// no grading (nor an author's job) waits. A version whose check ran, or
+/// is queued or running, is not queued again, so a restart with the same
+/// digests queues nothing.
 pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
     let root = state.config.packets_dir.clone();
     if root.as_os_str().is_empty() || !root.is_dir() {
@@ -72,7 +78,9 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
         .filter(|p| p.join("packet.toml").is_file())
         .collect();
     folders.sort();
+    let wanted = state.config.builtin_checks().map_err(anyhow::Error::msg)?;
     let mut added = 0;
+    let mut to_check = Vec::new();
     for folder in folders {
         let f = folder.clone();
         let packet = match tokio::task::spawn_blocking(move || Packet::load(&f)).await? {
@@ -86,6 +94,9 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
         if let Some(v) = state.db.latest_published(&slug).await?
             && v.digest == packet.digest
         {
+            if wanted.wants(&slug) {
+                to_check.push(v);
+            }
             continue;
         }
         let rel = version_rel(&slug, &packet.digest[..16]);
@@ -100,7 +111,7 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
         })
         .await?
         .with_context(|| format!("copying {} into the library", folder.display()))?;
-        state
+        let version = state
             .db
             .create_version(NewVersion {
                 slug: &slug,
@@ -114,6 +125,20 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
             .await?;
         state.db.audit("system", "packet.builtin", &format!("packet:{slug}"), &format!("digest {}", &packet.digest[..12])).await?;
         added += 1;
+        if wanted.wants(&slug) {
+            to_check.push(version);
+        }
+    }
+    let mut queued = 0;
+    for v in to_check {
+        if v.check_state == "none" && state.db.jobs_for("check", &v.id.to_string()).await?.is_empty() {
+            enqueue_check_at(state, v.id, BUILTIN_CHECK_PRIORITY).await?;
+            queued += 1;
+        }
+    }
+    if queued > 0 {
+        tracing::info!(queued, "built-in packet versions queued for their self-test");
+        state.wake_workers();
     }
     Ok(added)
 }
@@ -380,11 +405,35 @@ pub async fn request_publish(state: &AppState, version: &PacketVersion, by: Opti
 
 /// Enqueues a `check` job for a version unless one is already pending.
 pub async fn enqueue_check(state: &AppState, version_id: i64) -> Result<i64, AppError> {
+    enqueue_check_at(state, version_id, 0).await
+}
+
+/// As [`enqueue_check`] with a priority; a pending check of a lower one is
+/// raised to it (an author asks now for a built-in check queued behind the
+/// gradings).
+pub async fn enqueue_check_at(state: &AppState, version_id: i64, priority: i64) -> Result<i64, AppError> {
     let subject = version_id.to_string();
     if let Some(j) = state.db.jobs_for("check", &subject).await?.into_iter().find(|j| j.state == "queued" || j.state == "running") {
+        if j.priority < priority {
+            state.db.raise_priority(j.id, priority).await?;
+        }
         return Ok(j.id);
     }
-    Ok(state.db.enqueue("check", &subject).await?)
+    Ok(state.db.enqueue_with_priority("check", &subject, priority).await?)
+}
+
+/// Records that a version's self-test could not run to the end (its job
+/// failed for good: `reason` says why) as a failed check whose one item
+/// gives the reason, so the version's page shows it like any failing item.
+pub async fn fail_check(state: &AppState, version_id: i64, reason: &str) -> anyhow::Result<()> {
+    let slug = state.db.version_by_id(version_id).await?.map(|v| v.slug).unwrap_or_default();
+    let report = grader::check::CheckReport {
+        packet: slug,
+        items: vec![grader::check::CheckItem { name: "the self-test ran to the end".into(), ok: false, detail: reason.to_string(), warning: false }],
+        calibration: None,
+    };
+    state.db.set_check(version_id, "failed", Some(&serde_json::to_string(&report)?)).await?;
+    Ok(())
 }
 
 /// Runs `packet check` on a version (the `check` job) and stores the report.

@@ -83,6 +83,11 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
             {
                 let message = "the audit was interrupted (the worker running it stopped); start it again";
                 logged(job.id, "fail_packet_audit", state.db.fail_packet_audit(id, message).await);
+            } else if job.kind == "check"
+                && let Ok(id) = job.subject.parse::<i64>()
+            {
+                let reason = format!("the self-test was interrupted {} times (the worker running it stopped); run it again", job.attempts - 1);
+                logged(job.id, "fail_check", crate::library::fail_check(state, id, &reason).await);
             }
         }
         metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
@@ -187,7 +192,8 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                     {
                         logged(job.id, "fail_packet_audit", state.db.fail_packet_audit(id, &message).await);
                     } else if let Ok(id) = job.subject.parse::<i64>() {
-                        logged(job.id, "set_check", state.db.set_check(id, "failed", None).await);
+                        let reason = format!("the self-test could not run: {message}");
+                        logged(job.id, "fail_check", crate::library::fail_check(state, id, &reason).await);
                     }
                 }
                 Ok(s) if s == "queued" => {

@@ -28,6 +28,7 @@ fn init_tracing() {
 
 /// Builds the shared state for `config`: database (migrated), grader, metrics.
 pub async fn state(config: Config) -> anyhow::Result<AppState> {
+    config.builtin_checks().map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     let db = db::open(&config.database_url).await?;
     let grader = tokio::task::spawn_blocking(Grader::for_host).await?.context("preparing the sandbox")?;

@@ -18,6 +18,9 @@ pub struct Job {
     pub state: String,
     pub attempts: i64,
     pub max_attempts: i64,
+    /// Claimed highest first: 0 for gradings and an author's checks and
+    /// audits, [`BUILTIN_CHECK_PRIORITY`] for the built-in library's.
+    pub priority: i64,
     pub lease_owner: Option<String>,
     pub lease_until: Option<i64>,
     pub last_error: Option<String>,
@@ -25,12 +28,25 @@ pub struct Job {
     pub finished_at: Option<i64>,
 }
 
+/// The priority of the server's background self-tests of built-in packet
+/// versions: below every grading and every author's job.
+pub const BUILTIN_CHECK_PRIORITY: i64 = -10;
+
 #[async_trait]
 pub trait JobStore {
-    async fn enqueue(&self, kind: &str, subject: &str) -> DbResult<i64>;
-    /// Claims the oldest queued job, or a running one whose lease expired,
-    /// for `owner` until `now + lease_ms`; bumps `attempts`.
+    /// Enqueues a job of priority 0.
+    async fn enqueue(&self, kind: &str, subject: &str) -> DbResult<i64> {
+        self.enqueue_with_priority(kind, subject, 0).await
+    }
+    async fn enqueue_with_priority(&self, kind: &str, subject: &str, priority: i64) -> DbResult<i64>;
+    /// Claims a queued job, or a running one whose lease expired, for
+    /// `owner` until `now + lease_ms`; bumps `attempts`. The highest
+    /// priority goes first; within one, gradings take turns across
+    /// assignments, then the oldest goes first.
     async fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> DbResult<Option<Job>>;
+    /// Raises a queued job's priority to at least `priority` (an author asks
+    /// for a check the background queued lower); false when not queued.
+    async fn raise_priority(&self, id: i64, priority: i64) -> DbResult<bool>;
     /// Extends the lease; false when `owner` no longer holds it.
     async fn renew_lease(&self, id: i64, owner: &str, until: i64) -> DbResult<bool>;
     /// Marks the job done (or failed) if `owner` still holds it; false otherwise.

@@ -24,7 +24,7 @@ pub mod witness;
 
 pub use assignments::{Assignment, AssignmentStore, DEFAULT_MAX_SUBMISSIONS, NewAssignment, ResultsRelease};
 pub use audit::{AuditEntry, AuditStore};
-pub use jobs::{GradeResult, Job, JobStore};
+pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore};
 pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};
 pub use packet_audits::{AuditCall, AuditCounts, NewPacketAudit, PacketAudit, PacketAuditStore};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};

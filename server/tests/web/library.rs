@@ -339,3 +339,178 @@ async fn the_self_test_state_follows_live_in_a_real_browser() {
     assert!(!b.exists("#live-state").await);
     b.close().await;
 }
+
+/// The built-in library is self-tested in the background (issue #14): a
+/// low-priority `check` job per built-in version, once per digest; the
+/// packet page follows it live like an author's self-test, and its
+/// calibration is recorded for the gradings of the version.
+#[tokio::test]
+async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
+    let packets = tempfile::tempdir().unwrap();
+    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    let dir = packets.path().to_path_buf();
+    // The production default: every built-in packet.
+    let app = TestApp::spawn_with(move |c| {
+        c.packets_dir = dir;
+        c.builtin_self_test = gatehouse::config::Config::default().builtin_self_test;
+    })
+    .await;
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
+    let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
+    let jobs = app.state.db.jobs_for("check", &v.id.to_string()).await.unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!((jobs[0].state.as_str(), jobs[0].priority), ("queued", gatehouse::db::BUILTIN_CHECK_PRIORITY));
+
+    // The page shows it queued and follows it live.
+    let (client, _) = signed_in(&app, Role::Reviewer).await;
+    let status_url = format!("/packets/null-status/versions/{}/check/status", v.id);
+    let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
+    assert!(html.contains("check-queued") && !html.contains(">not run<"), "{html}");
+    assert!(html.contains(&format!("url&quot;:&quot;{status_url}")) || html.contains(&status_url), "the live status: {html}");
+    let html = page(&client, app.url("/packets")).await.text().await.unwrap();
+    assert!(html.contains("queued") && !html.contains(">not run<"), "{html}");
+
+    // A restart with the same digest queues nothing more.
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
+    assert_eq!(app.state.db.jobs_for("check", &v.id.to_string()).await.unwrap().len(), 1, "not queued twice");
+
+    // A worker runs it, for real, in the sandbox.
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    let started = std::time::Instant::now();
+    let mut seen = Vec::new();
+    let last = loop {
+        let status: serde_json::Value = client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
+        let state = status["state"].as_str().unwrap().to_string();
+        if seen.last() != Some(&state) {
+            seen.push(state.clone());
+        }
+        if state == "passed" || state == "failed" {
+            break state;
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "the built-in self-test did not finish: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(last, "passed", "{seen:?}: {:?}", app.state.db.version_by_id(v.id).await.unwrap().unwrap().check_report);
+    let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
+    assert!(html.contains("check-passed") && html.contains("check-item ok") && !html.contains(&status_url), "{html}");
+    assert!(!html.contains("Code(") && !html.contains(">not run<"), "{html}");
+
+    // Its calibration is the one gradings of the built-in version now use:
+    // recorded for its digest (what `GradeOptions::calibration` requires).
+    let checked = app.state.db.version_by_id(v.id).await.unwrap().unwrap();
+    let recorded = gatehouse::grading::recorded_calibration(checked.check_report.as_deref()).expect("a recorded calibration");
+    assert_eq!(recorded.digest, checked.digest);
+    assert!(recorded.expected.values().any(|ids| !ids.is_empty()), "{recorded:?}");
+
+    // Checked once: another start queues nothing, and the result stays.
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
+    let jobs = app.state.db.jobs_for("check", &v.id.to_string()).await.unwrap();
+    assert_eq!((jobs.len(), jobs[0].state.as_str()), (1, "done"));
+}
+
+/// A candidate's grading is claimed before a built-in check that waits,
+/// even an older one; an author asking for that check raises it to theirs.
+#[tokio::test]
+async fn a_grading_is_claimed_before_a_pending_built_in_check() {
+    let packets = tempfile::tempdir().unwrap();
+    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    let dir = packets.path().to_path_buf();
+    let app = TestApp::spawn_with(move |c| {
+        c.packets_dir = dir;
+        c.builtin_self_test = "null-status".into();
+    })
+    .await;
+    let db = &app.state.db;
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
+    let v = db.latest_published("null-status").await.unwrap().unwrap();
+    let check = db.jobs_for("check", &v.id.to_string()).await.unwrap()[0].clone();
+
+    let invited = crate::candidate::invite(&app.state, "First").await;
+    assert_eq!(invited.assignment.packet_version_id, v.id, "graded against the built-in version");
+    let s = db
+        .create_submission(gatehouse::db::NewSubmission { id: "sub-first", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
+        .await
+        .unwrap();
+    let grade = db.jobs_for("grade", &s.id).await.unwrap()[0].clone();
+    assert!(grade.id > check.id, "the check is the older job");
+    let first = db.claim_job("w", gatehouse::now_ms(), 60_000).await.unwrap().expect("a job");
+    assert_eq!((first.kind.as_str(), first.id), ("grade", grade.id), "the grading goes first");
+    let next = db.claim_job("w", gatehouse::now_ms(), 60_000).await.unwrap().expect("a job");
+    assert_eq!((next.kind.as_str(), next.id), ("check", check.id), "then the built-in check");
+    assert!(db.release_job(next.id, "w", "test").await.is_ok());
+
+    // An author's "Run self-test" on it raises it to a grading's priority:
+    // then age decides, and it is the older.
+    let invited = crate::candidate::invite(&app.state, "Second").await;
+    let s = db
+        .create_submission(gatehouse::db::NewSubmission { id: "sub-second", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
+        .await
+        .unwrap();
+    assert_eq!(gatehouse::library::enqueue_check(&app.state, v.id).await.unwrap(), check.id, "the same job");
+    assert_eq!(db.job_by_id(check.id).await.unwrap().unwrap().priority, 0);
+    let first = db.claim_job("w", gatehouse::now_ms(), 60_000).await.unwrap().expect("a job");
+    assert_eq!(first.id, check.id);
+    let next = db.claim_job("w", gatehouse::now_ms(), 60_000).await.unwrap().expect("a job");
+    assert_eq!((next.kind.as_str(), next.subject.as_str()), ("grade", s.id.as_str()));
+}
+
+/// With the setting off, nothing is queued; a built-in check whose job
+/// fails for good shows why on the page, in words.
+#[tokio::test]
+async fn built_in_self_test_off_queues_nothing_and_a_failed_one_says_why() {
+    let packets = tempfile::tempdir().unwrap();
+    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    let dir = packets.path().to_path_buf();
+    let data = tempfile::tempdir().unwrap();
+    let (db_url, data_dir) = (format!("sqlite://{}", data.path().join("g.db").display()), data.path().join("data"));
+    let (d, u, dd) = (dir.clone(), db_url.clone(), data_dir.clone());
+    let app = TestApp::spawn_with(move |c| {
+        c.packets_dir = d;
+        c.database_url = u;
+        c.data_dir = dd;
+        c.builtin_self_test = "off".into();
+    })
+    .await;
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
+    let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
+    assert!(app.state.db.pending_jobs().await.unwrap().is_empty(), "off: nothing queued");
+    drop(app);
+
+    // Restarted with a list naming it: its check is queued now (it never ran).
+    let app = TestApp::spawn_with(move |c| {
+        c.packets_dir = dir;
+        c.database_url = db_url;
+        c.data_dir = data_dir;
+        c.builtin_self_test = "ledger, null-status".into();
+    })
+    .await;
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
+    let db = &app.state.db;
+    let jobs = db.jobs_for("check", &v.id.to_string()).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    // Three workers claim it and die (their leases lapse).
+    let base = gatehouse::now_ms() - 10_000;
+    for i in 0..3 {
+        db.claim_job(&format!("dead-{i}"), base + i * 100, 1).await.unwrap().expect("claimable");
+    }
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    let started = std::time::Instant::now();
+    while db.job_by_id(jobs[0].id).await.unwrap().unwrap().state != "failed" {
+        assert!(started.elapsed() < Duration::from_secs(20), "the interrupted check was not failed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let failed = db.version_by_id(v.id).await.unwrap().unwrap();
+    assert_eq!(failed.check_state, "failed");
+    let (client, _) = signed_in(&app, Role::Reviewer).await;
+    let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
+    assert!(html.contains("check-failed") && html.contains("check-item failed"), "{html}");
+    assert!(html.contains("the self-test was interrupted 3 times (the worker running it stopped); run it again"), "{html}");
+    assert!(!html.contains("Code(") && !html.contains("Some("), "{html}");
+
+    // A bad setting stops the start with what is wrong.
+    let e = gatehouse::serve::state(gatehouse::config::Config { builtin_self_test: "null_status".into(), ..gatehouse::config::Config::default() })
+        .await
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("builtin_self_test (GATEHOUSE_BUILTIN_SELF_TEST) is \"null_status\""), "{e}");
+}

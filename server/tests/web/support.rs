@@ -138,6 +138,9 @@ impl TestApp {
             data_dir: dir.path().join("data"),
             packets_dir: PathBuf::new(),
             site_dir: repo_root().join("target/site"),
+            // No background self-tests of built-in packets unless a test
+            // asks for them (`library::load_builtin` would queue them).
+            builtin_self_test: "off".into(),
             ..Config::default()
         };
         tweak(&mut config);

@@ -14,6 +14,7 @@ struct JobDb {
     state: String,
     attempts: i64,
     max_attempts: i64,
+    priority: i64,
     lease_owner: Option<String>,
     lease_until: Option<i64>,
     last_error: Option<String>,
@@ -30,6 +31,7 @@ impl From<JobDb> for Job {
             state: r.state,
             attempts: r.attempts,
             max_attempts: r.max_attempts,
+            priority: r.priority,
             lease_owner: r.lease_owner,
             lease_until: r.lease_until,
             last_error: r.last_error,
@@ -39,14 +41,15 @@ impl From<JobDb> for Job {
     }
 }
 
-const COLS: &str = "id, kind, subject, state, attempts, max_attempts, lease_owner, lease_until, last_error, created_at, finished_at";
+const COLS: &str = "id, kind, subject, state, attempts, max_attempts, priority, lease_owner, lease_until, last_error, created_at, finished_at";
 
 #[async_trait]
 impl JobStore for PgStore {
-    async fn enqueue(&self, kind: &str, subject: &str) -> DbResult<i64> {
-        sqlx::query_scalar("INSERT INTO jobs (kind, subject, created_at) VALUES ($1, $2, $3) RETURNING id")
+    async fn enqueue_with_priority(&self, kind: &str, subject: &str, priority: i64) -> DbResult<i64> {
+        sqlx::query_scalar("INSERT INTO jobs (kind, subject, priority, created_at) VALUES ($1, $2, $3, $4) RETURNING id")
             .bind(kind)
             .bind(subject)
+            .bind(priority)
             .bind(now_ms())
             .fetch_one(&self.pool)
             .await
@@ -64,12 +67,14 @@ impl JobStore for PgStore {
         // grading jobs its assignment has, then by age, so one candidate's
         // ten submissions take turns with everyone else's first (round
         // robin) instead of queueing ahead of them. Self-tests rank 0.
+        // Above both, the job's priority: the built-in library's background
+        // self-tests wait for every grading.
         let row: Option<JobDb> = sqlx::query_as(&format!(
             "UPDATE jobs SET state = 'running', lease_owner = $1, lease_until = $2 + $3, attempts = attempts + 1
              WHERE id = (
                 SELECT j.id FROM jobs j LEFT JOIN submissions s ON j.kind = 'grade' AND s.id = j.subject
                 WHERE j.state = 'queued' OR (j.state = 'running' AND j.lease_until < $2)
-                ORDER BY CASE WHEN s.assignment_id IS NULL THEN 0 ELSE (
+                ORDER BY j.priority DESC, CASE WHEN s.assignment_id IS NULL THEN 0 ELSE (
                     SELECT COUNT(*) FROM jobs o JOIN submissions os ON os.id = o.subject
                     WHERE o.kind = 'grade' AND os.assignment_id = s.assignment_id AND o.id < j.id) END, j.id
                 LIMIT 1
@@ -83,6 +88,15 @@ impl JobStore for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(Job::from))
+    }
+
+    async fn raise_priority(&self, id: i64, priority: i64) -> DbResult<bool> {
+        let r = sqlx::query("UPDATE jobs SET priority = GREATEST(priority, $1) WHERE id = $2 AND state = 'queued'")
+            .bind(priority)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() == 1)
     }
 
     async fn renew_lease(&self, id: i64, owner: &str, until: i64) -> DbResult<bool> {
