@@ -20,7 +20,7 @@ pub struct SubmissionRow {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CandidatePage {
+pub struct CandidateView {
     /// `/c/<token>`, the base of every link on the page.
     pub base: String,
     pub title: String,
@@ -230,7 +230,7 @@ pub fn MeterSection(meter: MeterBox) -> impl IntoView {
 }
 
 #[component]
-pub fn CandidateView(page: CandidatePage) -> impl IntoView {
+pub fn CandidatePage(page: CandidateView) -> impl IntoView {
     let submit = format!("{}/submit", page.base);
     let start = format!("{}/start", page.base);
     let starter = format!("{}/starter.zip", page.base);
@@ -323,7 +323,7 @@ pub fn CandidateView(page: CandidatePage) -> impl IntoView {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReceiptPage {
+pub struct CandidateReceiptView {
     pub back: String,
     /// The JSON status URL the live island polls.
     pub status_url: String,
@@ -342,7 +342,7 @@ pub struct ReceiptPage {
 }
 
 #[component]
-pub fn ReceiptView(page: ReceiptPage) -> impl IntoView {
+pub fn CandidateReceiptPage(page: CandidateReceiptView) -> impl IntoView {
     let note = page.note.clone().map(|n| view! { <p class="note">{n}</p> });
     let decision = page.decision.clone().map(|d| view! { <tr><th scope="row">"Decision"</th><td>{d}</td></tr> });
     let score = page.score.clone().map(|s| view! { <tr><th scope="row">"Score"</th><td>{s}</td></tr> });

@@ -22,7 +22,7 @@ pub struct JobRow {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueuePage {
+pub struct QueueView {
     /// Queued and running jobs, oldest first.
     pub pending: Vec<JobRow>,
     /// Recently finished jobs, newest first.
@@ -62,7 +62,7 @@ fn job_table(rows: Vec<JobRow>) -> impl IntoView {
 }
 
 #[component]
-pub fn QueueView(page: QueuePage) -> impl IntoView {
+pub fn QueuePage(page: QueueView) -> impl IntoView {
     let pending = if page.pending.is_empty() {
         view! { <p class="empty">"No job is waiting or running."</p> }.into_any()
     } else {

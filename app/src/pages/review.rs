@@ -500,7 +500,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
             </p>
         }
     };
-    let card = view.card.map(|c| card_view(c, view.forms, view.csrf.clone(), id.clone()));
+    let card = view.card.map(|c| scorecard_body(c, view.forms, view.csrf.clone(), id.clone()));
     let ledger = view.ledger.map(ledger_section);
     let transcript = (!view.transcript.is_empty())
         .then(|| crate::pages::transcript::transcript_section(view.transcript, "The conversation with the model"));
@@ -531,7 +531,7 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
     }
 }
 
-fn card_view(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> impl IntoView {
+fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> impl IntoView {
     let decision_class = format!("decision {}", c.decision);
     let caps = (!c.caps.is_empty()).then(|| view! { <ul class="caps">{c.caps.into_iter().map(|x| view! { <li>{x}</li> }).collect_view()}</ul> });
     let pending = (!c.pending.is_empty()).then(|| view! { <p class="pending">"Waiting for a reviewer: " {c.pending.join(", ")}</p> });

@@ -4,7 +4,8 @@
 //! workers on other machines), each with its own `migrations/<backend>`.
 //!
 //! Each area of the schema has its own trait in its own file (users,
-//! packets, packet audits, assignments, submissions, jobs, audit, sessions), and the backend
+//! packets, packet audits, assignments, submissions, jobs, audit, sessions,
+//! witness runs, the meter), and the backend
 //! implements it in a file of the same name under the backend's module.
 
 use std::sync::Arc;

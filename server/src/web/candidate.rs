@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use app::islands::{BudgetRow, cap_label};
-use app::pages::candidate::{CandidatePage, CandidateView, GoneView, MeterBox, ReceiptPage, ReceiptView, SubmissionRow};
+use app::pages::candidate::{CandidateView, CandidatePage, GoneView, MeterBox, CandidateReceiptView, CandidateReceiptPage, SubmissionRow};
 use app::shell::PageMeta;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
@@ -175,7 +175,7 @@ pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, e
             state: s.state,
         })
         .collect();
-    let page = CandidatePage {
+    let page = CandidateView {
         base,
         title: packet.manifest.packet.title.clone(),
         candidate_name: a.candidate_name.clone(),
@@ -197,7 +197,7 @@ pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, e
         meter: Some(meter_box(state, token, a).await?),
     };
     let title = page.title.clone();
-    Ok(app::shell::document(meta(state, &title), move || view! { <CandidateView page=page /> }))
+    Ok(app::shell::document(meta(state, &title), move || view! { <CandidatePage page=page /> }))
 }
 
 /// The model meter's section of the page (creates the first key).
@@ -553,7 +553,7 @@ async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String,
     let a = assignment_for(&state, &token).await?;
     let s = own_submission(&state, &a, &id).await?;
     let released = results_released(&state, &a, &s).await?;
-    let page = ReceiptPage {
+    let page = CandidateReceiptView {
         back: format!("/c/{token}"),
         status_url: format!("/c/{token}/submissions/{}/status", s.id),
         id: s.id.clone(),
@@ -566,7 +566,7 @@ async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String,
         score: if released { s.score.map(|v| format!("{v}")) } else { None },
         receipt_digest: receipt_digest(&s),
     };
-    Ok(Html(app::shell::document(meta(&state, "Receipt"), move || view! { <ReceiptView page=page /> })).into_response())
+    Ok(Html(app::shell::document(meta(&state, "Receipt"), move || view! { <CandidateReceiptPage page=page /> })).into_response())
 }
 
 async fn status(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<axum::Json<serde_json::Value>, AppError> {

@@ -1,7 +1,7 @@
 //! The grading queue page and its JSON status, and the reviewer's status of
 //! one submission.
 
-use app::pages::queue::{JobRow, QueuePage, QueueView};
+use app::pages::queue::{JobRow, QueueView, QueuePage};
 use axum::extract::{Path, State};
 use axum::response::Html;
 use axum::routing::get;
@@ -82,8 +82,8 @@ async fn page(State(state): State<AppState>, signed_in: SignedIn) -> Result<Html
     let pending = labelled(&state, state.db.pending_jobs().await?).await?;
     let recent = labelled(&state, state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state == "done" || j.state == "failed").collect()).await?;
     let meta = crate::web::page::meta(&signed_in, "Grading queue");
-    let page = QueuePage { pending, recent };
-    Ok(Html(app::shell::document(meta, move || view! { <QueueView page=page /> })))
+    let page = QueueView { pending, recent };
+    Ok(Html(app::shell::document(meta, move || view! { <QueuePage page=page /> })))
 }
 
 async fn status(State(state): State<AppState>, signed_in: SignedIn) -> Result<axum::Json<serde_json::Value>, AppError> {
@@ -131,8 +131,8 @@ mod tests {
             last_error: Some("boom <b>".into()),
             created: "2026-11-29 09:59 UTC".into(),
         };
-        let page = QueuePage { pending: vec![job], recent: vec![] };
-        let html = app::shell::document(app::shell::PageMeta::default(), move || view! { <QueueView page=page /> });
+        let page = QueueView { pending: vec![job], recent: vec![] };
+        let html = app::shell::document(app::shell::PageMeta::default(), move || view! { <QueuePage page=page /> });
         assert!(html.contains("/submissions/abc"), "{html}");
         assert!(html.contains("boom &lt;b&gt;"), "{html}");
     }

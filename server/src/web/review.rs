@@ -7,7 +7,7 @@
 //! could not be evaluated), the criteria with their scoring forms, every
 //! command run, frozen files and mutation, the environment, the digests and
 //! the submission's files against the starter last. Manifests have no key
-//! prescribing another order today; when one is added, `card_view` is the
+//! prescribing another order today; when one is added, `card_view_model` is the
 //! place to follow it.
 
 use std::collections::BTreeMap;
@@ -183,7 +183,7 @@ pub async fn human_levels(state: &AppState, submission_id: &str) -> Result<BTree
 }
 
 /// The scorecard as the pages and the standalone receipt show it.
-pub fn card_view(card: &Scorecard, starter: Option<&Tree>) -> CardView {
+pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
     let r = &card.receipt;
     let gates = card.scoring.gates.iter().map(|g| GateView { label: g.gate.clone(), result: g.result.clone(), message: g.message.clone() }).collect();
     let findings = card
@@ -483,7 +483,7 @@ pub(crate) async fn submission_provenance(state: &AppState, submission_id: &str)
     let ctx = context(state, submission_id).await?;
     let Some(card) = parse_card(&ctx.submission)? else { return Ok(None) };
     let starter = starter_of(state, &ctx.version).await;
-    let view = card_view(&card, starter.as_ref());
+    let view = card_view_model(&card, starter.as_ref());
     let index = answer_index(state, &ctx).await?;
     Ok(Some(provenance_of(state, &ctx.version, &card.receipt.submission.archive_sha256, card.receipt.submission.normalised.unwrapped.clone(), &view.files, &index).await))
 }
@@ -704,7 +704,7 @@ async fn scorecard_page(
         refusal: ctx.submission.refusal.clone(),
         card: match &card {
             Some(c) => {
-                let mut v = card_view(c, starter.as_ref());
+                let mut v = card_view_model(c, starter.as_ref());
                 let index = answer_index(&state, &ctx).await?;
                 attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &mut v, &index).await;
                 if !index.is_empty() {
@@ -899,7 +899,7 @@ async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, j
         })
         .collect();
     let starter = starter_of(state, &ctx.version).await;
-    let view = card_view(card, starter.as_ref());
+    let view = card_view_model(card, starter.as_ref());
     let version = version_label(&ctx.assignment);
     let received = when(ctx.submission.received_at);
     // Receipts written before they named the published version record the
