@@ -206,13 +206,18 @@ pub fn similar_pairs<P: Borrow<BTreeSet<u64>>>(prints: &[P]) -> Vec<(usize, usiz
 /// the packet on each request. A submission's zip is content-addressed and a
 /// starter belongs to an immutable published version, so an entry is never
 /// stale; each map is bounded (emptied when full) so the memory is too.
+/// A submission as the cache keys it: its zip's SHA-256 and its starter folder.
+type SubmissionKey = (String, PathBuf);
+/// Similar pairs: (i, j, similarity).
+type Pairs = Vec<(usize, usize, f64)>;
+
 #[derive(Default)]
 pub struct Cache {
     starters: Mutex<HashMap<PathBuf, Arc<HashSet<u64>>>>,
     /// By (archive SHA-256, starter folder).
-    prints: Mutex<HashMap<(String, PathBuf), Arc<BTreeSet<u64>>>>,
+    prints: Mutex<HashMap<SubmissionKey, Arc<BTreeSet<u64>>>>,
     /// The pairs of one ordered list of submissions.
-    pairs: Mutex<HashMap<Vec<(String, PathBuf)>, Arc<Vec<(usize, usize, f64)>>>>,
+    pairs: Mutex<HashMap<Vec<SubmissionKey>, Arc<Pairs>>>,
     computed: AtomicUsize,
 }
 
@@ -250,7 +255,7 @@ impl Cache {
     }
 
     /// The similar pairs among the submissions `key` lists, in that order.
-    pub fn pairs(&self, key: Vec<(String, PathBuf)>, compute: impl FnOnce() -> Vec<(usize, usize, f64)>) -> Arc<Vec<(usize, usize, f64)>> {
+    pub fn pairs(&self, key: Vec<SubmissionKey>, compute: impl FnOnce() -> Pairs) -> Arc<Pairs> {
         memo(&self.pairs, CACHE_PAIRS, &key, compute, &self.computed)
     }
 
