@@ -48,6 +48,15 @@ pub fn utc(ms: i64) -> String {
     }
 }
 
+/// `1h02m05s`, `2m05s` or `5s`.
+pub fn span(secs: i64) -> String {
+    match (secs / 3600, secs % 3600 / 60, secs % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -205,8 +205,8 @@ pub fn call_view(t: &CallTranscript, since_red: String) -> CallView {
 /// `+2m05s` after the first accepted red, `3s before red`, or `no red`.
 pub fn since_red(at: i64, red_at: Option<i64>) -> String {
     match red_at {
-        Some(red) if at >= red => format!("+{}", crate::web::review::span((at - red) / 1000)),
-        Some(red) => format!("{} before red", crate::web::review::span((red - at) / 1000)),
+        Some(red) if at >= red => format!("+{}", crate::times::span((at - red) / 1000)),
+        Some(red) => format!("{} before red", crate::times::span((red - at) / 1000)),
         None => "no red".into(),
     }
 }

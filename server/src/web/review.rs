@@ -1305,14 +1305,7 @@ pub fn ledger_view(w: &Witness) -> LedgerView {
     LedgerView { summary, runs, calls, timeline_svg: timeline_svg(w) }
 }
 
-/// `1h02m05s`, `2m05s` or `5s`.
-pub(crate) fn span(secs: i64) -> String {
-    match (secs / 3600, secs % 3600 / 60, secs % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
-    }
-}
+use crate::times::span;
 
 /// The witnessed timeline as an SVG document (`app::charts::timeline_svg`):
 /// the red and green runs, each model call (refused ones marked) and the
