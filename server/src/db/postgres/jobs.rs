@@ -1,47 +1,10 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::PgStore;
 use crate::db::jobs::{GradeResult, Job, JobStore};
 use crate::db::DbResult;
 use crate::now_ms;
-
-#[derive(FromRow)]
-struct JobDb {
-    id: i64,
-    kind: String,
-    subject: String,
-    state: String,
-    attempts: i64,
-    max_attempts: i64,
-    priority: i64,
-    lease_owner: Option<String>,
-    lease_until: Option<i64>,
-    last_error: Option<String>,
-    created_at: i64,
-    finished_at: Option<i64>,
-}
-
-impl From<JobDb> for Job {
-    fn from(r: JobDb) -> Job {
-        Job {
-            id: r.id,
-            kind: r.kind,
-            subject: r.subject,
-            state: r.state,
-            attempts: r.attempts,
-            max_attempts: r.max_attempts,
-            priority: r.priority,
-            lease_owner: r.lease_owner,
-            lease_until: r.lease_until,
-            last_error: r.last_error,
-            created_at: r.created_at,
-            finished_at: r.finished_at,
-        }
-    }
-}
-
-const COLS: &str = "id, kind, subject, state, attempts, max_attempts, priority, lease_owner, lease_until, last_error, created_at, finished_at";
+use crate::db::rows::jobs::*;
 
 #[async_trait]
 impl JobStore for PgStore {

@@ -1,63 +1,10 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::PgStore;
-use crate::db::packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
+use crate::db::packets::{NewVersion, PacketRow, PacketStore, PacketVersion};
 use crate::db::DbResult;
 use crate::now_ms;
-
-#[derive(FromRow)]
-struct PacketDb {
-    id: i64,
-    slug: String,
-    title: String,
-    builtin: bool,
-    created_at: i64,
-}
-
-impl From<PacketDb> for PacketRow {
-    fn from(r: PacketDb) -> PacketRow {
-        PacketRow { id: r.id, slug: r.slug, title: r.title, builtin: r.builtin, created_at: r.created_at }
-    }
-}
-
-#[derive(FromRow)]
-struct VersionDb {
-    id: i64,
-    packet_id: i64,
-    slug: String,
-    version: Option<i64>,
-    state: String,
-    dir: String,
-    digest: String,
-    check_state: String,
-    check_report: Option<String>,
-    created_by: Option<i64>,
-    created_at: i64,
-    published_at: Option<i64>,
-}
-
-impl From<VersionDb> for PacketVersion {
-    fn from(r: VersionDb) -> PacketVersion {
-        PacketVersion {
-            id: r.id,
-            packet_id: r.packet_id,
-            slug: r.slug,
-            version: r.version,
-            state: if r.state == "published" { VersionState::Published } else { VersionState::Draft },
-            dir: r.dir,
-            digest: r.digest,
-            check_state: r.check_state,
-            check_report: r.check_report,
-            created_by: r.created_by,
-            created_at: r.created_at,
-            published_at: r.published_at,
-        }
-    }
-}
-
-const VERSION_SELECT: &str = "SELECT v.id, v.packet_id, p.slug, v.version, v.state, v.dir, v.digest, v.check_state, v.check_report,
-    v.created_by, v.created_at, v.published_at FROM packet_versions v JOIN packets p ON p.id = v.packet_id";
+use crate::db::rows::packets::*;
 
 #[async_trait]
 impl PacketStore for PgStore {

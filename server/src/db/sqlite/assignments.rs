@@ -1,58 +1,10 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::SqliteStore;
 use crate::db::assignments::{Assignment, AssignmentStore, NewAssignment, ResultsRelease};
 use crate::db::DbResult;
 use crate::now_ms;
-
-#[derive(FromRow)]
-struct AssignmentDb {
-    id: String,
-    packet_version_id: i64,
-    slug: String,
-    version: Option<i64>,
-    candidate_name: String,
-    email: String,
-    deadline: i64,
-    time_box_secs: Option<i64>,
-    seed: String,
-    state: String,
-    started_at: Option<i64>,
-    created_by: Option<i64>,
-    created_at: i64,
-    results: String,
-    max_submissions: i64,
-    blind_review: bool,
-}
-
-impl From<AssignmentDb> for Assignment {
-    fn from(r: AssignmentDb) -> Assignment {
-        Assignment {
-            id: r.id,
-            packet_version_id: r.packet_version_id,
-            slug: r.slug,
-            version: r.version,
-            candidate_name: r.candidate_name,
-            email: r.email,
-            deadline: r.deadline,
-            time_box_secs: r.time_box_secs,
-            seed: r.seed,
-            state: r.state,
-            started_at: r.started_at,
-            created_by: r.created_by,
-            created_at: r.created_at,
-            // An unknown stored value shows nothing (the safe reading).
-            results: ResultsRelease::parse(&r.results).unwrap_or_default(),
-            max_submissions: r.max_submissions,
-            blind_review: r.blind_review,
-        }
-    }
-}
-
-const SELECT: &str = "SELECT a.id, a.packet_version_id, p.slug, v.version, a.candidate_name, a.email, a.deadline, a.time_box_secs,
-    a.seed, a.state, a.started_at, a.created_by, a.created_at, a.results, a.max_submissions, a.blind_review
-    FROM assignments a JOIN packet_versions v ON v.id = a.packet_version_id JOIN packets p ON p.id = v.packet_id";
+use crate::db::rows::assignments::*;
 
 #[async_trait]
 impl AssignmentStore for SqliteStore {

@@ -1,20 +1,10 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::SqliteStore;
 use crate::db::audit::{AuditEntry, AuditStore};
 use crate::db::DbResult;
 use crate::now_ms;
-
-#[derive(FromRow)]
-struct AuditDb {
-    id: i64,
-    at: i64,
-    actor: String,
-    action: String,
-    subject: String,
-    detail: String,
-}
+use crate::db::rows::audit::*;
 
 #[async_trait]
 impl AuditStore for SqliteStore {

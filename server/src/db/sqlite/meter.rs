@@ -1,95 +1,9 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::SqliteStore;
 use crate::db::DbResult;
 use crate::db::meter::{MeterStore, MeterUsage, ModelCall, ModelCallOutcome, ModelKey, NewModelCall};
-
-#[derive(FromRow)]
-struct ModelCallDb {
-    id: i64,
-    assignment_id: String,
-    at: i64,
-    model: String,
-    stream: i64,
-    request_bytes: i64,
-    response_bytes: i64,
-    prompt_tokens: i64,
-    completion_tokens: i64,
-    tokens_estimated: i64,
-    latency_ms: i64,
-    status: i64,
-    error: Option<String>,
-    refused: Option<String>,
-    request_sha256: String,
-    duplicate_of: Option<i64>,
-    reserved_tokens: i64,
-    counted: i64,
-    client_retry: i64,
-    request_body_sha256: Option<String>,
-    response_body_sha256: Option<String>,
-    transcript_cut: Option<String>,
-    transcript_bytes: i64,
-}
-
-impl From<ModelCallDb> for ModelCall {
-    fn from(r: ModelCallDb) -> ModelCall {
-        ModelCall {
-            id: r.id,
-            assignment_id: r.assignment_id,
-            at: r.at,
-            model: r.model,
-            stream: r.stream != 0,
-            request_bytes: r.request_bytes,
-            response_bytes: r.response_bytes,
-            prompt_tokens: r.prompt_tokens,
-            completion_tokens: r.completion_tokens,
-            tokens_estimated: r.tokens_estimated != 0,
-            latency_ms: r.latency_ms,
-            status: r.status,
-            error: r.error,
-            refused: r.refused,
-            request_sha256: r.request_sha256,
-            duplicate_of: r.duplicate_of,
-            reserved_tokens: r.reserved_tokens,
-            counted: r.counted != 0,
-            client_retry: r.client_retry,
-            request_body_sha256: r.request_body_sha256,
-            response_body_sha256: r.response_body_sha256,
-            transcript_cut: r.transcript_cut,
-            transcript_bytes: r.transcript_bytes,
-        }
-    }
-}
-
-#[derive(FromRow)]
-struct ModelKeyDb {
-    id: i64,
-    assignment_id: String,
-    generation: i64,
-    key_hash: String,
-    created_at: i64,
-    revoked_at: Option<i64>,
-}
-
-impl From<ModelKeyDb> for ModelKey {
-    fn from(r: ModelKeyDb) -> ModelKey {
-        ModelKey {
-            id: r.id,
-            assignment_id: r.assignment_id,
-            generation: r.generation,
-            key_hash: r.key_hash,
-            created_at: r.created_at,
-            revoked_at: r.revoked_at,
-        }
-    }
-}
-
-const CALL_COLUMNS: &str = "id, assignment_id, at, model, stream, request_bytes, response_bytes, prompt_tokens, completion_tokens,
-    tokens_estimated, latency_ms, status, error, refused, request_sha256, duplicate_of, reserved_tokens, counted, client_retry,
-    request_body_sha256, response_body_sha256, transcript_cut, transcript_bytes";
-
-const KEY_COLUMNS: &str = "id, assignment_id, generation, key_hash, created_at, revoked_at";
+use crate::db::rows::meter::*;
 
 #[async_trait]
 impl MeterStore for SqliteStore {

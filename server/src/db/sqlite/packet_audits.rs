@@ -1,75 +1,10 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::SqliteStore;
 use crate::db::DbResult;
 use crate::db::packet_audits::{AuditCall, AuditCounts, NewPacketAudit, PacketAudit, PacketAuditStore};
 use crate::now_ms;
-
-#[derive(FromRow)]
-struct AuditDb {
-    id: i64,
-    version_id: i64,
-    requested_by: Option<i64>,
-    mode: String,
-    functions: String,
-    mutants: i64,
-    model: String,
-    max_calls: i64,
-    max_tokens: i64,
-    state: String,
-    digest: String,
-    report_json: Option<String>,
-    error: Option<String>,
-    created_at: i64,
-    started_at: Option<i64>,
-    finished_at: Option<i64>,
-}
-
-impl From<AuditDb> for PacketAudit {
-    fn from(r: AuditDb) -> PacketAudit {
-        PacketAudit {
-            id: r.id,
-            version_id: r.version_id,
-            requested_by: r.requested_by,
-            mode: r.mode,
-            functions: r.functions,
-            mutants: r.mutants,
-            model: r.model,
-            max_calls: r.max_calls,
-            max_tokens: r.max_tokens,
-            state: r.state,
-            digest: r.digest,
-            report_json: r.report_json,
-            error: r.error,
-            created_at: r.created_at,
-            started_at: r.started_at,
-            finished_at: r.finished_at,
-        }
-    }
-}
-
-const COLS: &str = "id, version_id, requested_by, mode, functions, mutants, model, max_calls, max_tokens, state, digest, report_json, error, created_at, started_at, finished_at";
-
-#[derive(FromRow)]
-struct CallDb {
-    audit_id: i64,
-    version_id: i64,
-    author_id: Option<i64>,
-    n: i64,
-    function: String,
-    model: String,
-    outcome: String,
-    status: Option<i64>,
-    prompt_tokens: i64,
-    completion_tokens: i64,
-    tokens_estimated: i64,
-    request_bytes: i64,
-    response_bytes: i64,
-    started_at: i64,
-    ended_at: i64,
-    error: Option<String>,
-}
+use crate::db::rows::packet_audits::*;
 
 #[async_trait]
 impl PacketAuditStore for SqliteStore {

@@ -1,62 +1,10 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::SqliteStore;
 use crate::db::submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
 use crate::db::DbResult;
 use crate::now_ms;
-
-#[derive(FromRow)]
-struct SubmissionDb {
-    id: String,
-    assignment_id: String,
-    blob_sha256: String,
-    size_bytes: i64,
-    received_at: i64,
-    state: String,
-    refusal: Option<String>,
-    error: Option<String>,
-    scorecard_json: Option<String>,
-    receipt_json: Option<String>,
-    decision: Option<String>,
-    score: Option<f64>,
-    graded_at: Option<i64>,
-}
-
-impl From<SubmissionDb> for Submission {
-    fn from(r: SubmissionDb) -> Submission {
-        Submission {
-            id: r.id,
-            assignment_id: r.assignment_id,
-            blob_sha256: r.blob_sha256,
-            size_bytes: r.size_bytes,
-            received_at: r.received_at,
-            state: r.state,
-            refusal: r.refusal,
-            error: r.error,
-            scorecard_json: r.scorecard_json,
-            receipt_json: r.receipt_json,
-            decision: r.decision,
-            score: r.score,
-            graded_at: r.graded_at,
-        }
-    }
-}
-
-const SELECT: &str = "SELECT s.id, s.assignment_id, s.blob_sha256, s.size_bytes, s.received_at, s.state, s.refusal, s.error,
-    s.scorecard_json, s.receipt_json, s.decision, s.score, s.graded_at FROM submissions s";
-
-#[derive(FromRow)]
-struct HumanDb {
-    id: i64,
-    submission_id: String,
-    criterion: String,
-    level: i64,
-    reason: String,
-    reviewer_id: i64,
-    reviewer_name: String,
-    created_at: i64,
-}
+use crate::db::rows::submissions::*;
 
 #[async_trait]
 impl SubmissionStore for SqliteStore {

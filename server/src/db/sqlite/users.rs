@@ -1,38 +1,10 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::SqliteStore;
 use crate::db::users::{ApiToken, NewUser, Role, User, UserStore};
 use crate::db::DbResult;
 use crate::now_ms;
-
-#[derive(FromRow)]
-struct UserRow {
-    id: i64,
-    email: String,
-    name: String,
-    role: String,
-    password_hash: String,
-    disabled: bool,
-    created_at: i64,
-}
-
-impl From<UserRow> for User {
-    fn from(r: UserRow) -> User {
-        User {
-            id: r.id,
-            email: r.email,
-            name: r.name,
-            // The CHECK constraint admits only the three roles.
-            role: Role::parse(&r.role).unwrap_or(Role::Reviewer),
-            password_hash: r.password_hash,
-            disabled: r.disabled,
-            created_at: r.created_at,
-        }
-    }
-}
-
-const USER_COLS: &str = "id, email, name, role, password_hash, disabled, created_at";
+use crate::db::rows::users::*;
 
 #[async_trait]
 impl UserStore for SqliteStore {

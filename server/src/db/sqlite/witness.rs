@@ -1,42 +1,9 @@
 use async_trait::async_trait;
-use sqlx::FromRow;
 
 use super::SqliteStore;
 use crate::db::DbResult;
 use crate::db::witness::{NewWitnessRun, WitnessRunRow, WitnessStore};
-
-#[derive(FromRow)]
-struct WitnessDb {
-    id: i64,
-    assignment_id: String,
-    kind: String,
-    at: i64,
-    accepted: i64,
-    exit_code: Option<i64>,
-    log: String,
-    tree_sha256: String,
-    env_json: String,
-    refusal: Option<String>,
-}
-
-impl From<WitnessDb> for WitnessRunRow {
-    fn from(r: WitnessDb) -> WitnessRunRow {
-        WitnessRunRow {
-            id: r.id,
-            assignment_id: r.assignment_id,
-            kind: r.kind,
-            at: r.at,
-            accepted: r.accepted != 0,
-            exit_code: r.exit_code,
-            log: r.log,
-            tree_sha256: r.tree_sha256,
-            env_json: r.env_json,
-            refusal: r.refusal,
-        }
-    }
-}
-
-const SELECT: &str = "SELECT id, assignment_id, kind, at, accepted, exit_code, log, tree_sha256, env_json, refusal FROM witness_runs";
+use crate::db::rows::witness::*;
 
 #[async_trait]
 impl WitnessStore for SqliteStore {
