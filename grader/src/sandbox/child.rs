@@ -1,139 +1,26 @@
-//! The code that runs after `clone`: the namespace init, in two images,
-//! and the command process it forks.
+//! The code that runs after `clone`: init's first image, which builds the
+//! run's root and execs the small init image (`grader/init`).
 //!
 //! `init_main` runs in the cloned child (CLONE_VM|CLONE_VFORK: it shares
 //! the parent's memory, on its own stack, while the parent waits) and so
 //! must not allocate, lock or call anything that may take a lock held by a
 //! thread that does not exist in the child. It joins the cgroups, builds
 //! the root, moves its descriptors to fixed numbers (`FD_*`) and execs the
-//! grader's own executable (an fd opened before the clone) with argv
-//! `[INIT_ARGV0]` and an empty environment. In the fresh image the
-//! `.init_array` constructor `EXEC_INIT` (linked into every binary that
-//! uses the sandbox) sees that argv in PID 1 of a new namespace and runs
-//! `exec_init_main` before any `main`: it reads the command's context
-//! (`CmdCtx`, written by the parent into a memfd) from `FD_CTX`, waits for
-//! the go byte, forks the command, reaps, reports and exits. Its memory
-//! holds the executable's image and that context, no copy of the grader's.
-//! Failures are reported through a pipe as fixed-size `Record`s.
+//! init image (a sealed memfd made at `Sandbox::new`) with argv
+//! `[INIT_ARGV0]` and an empty environment. That image, a static `no_std`
+//! executable of a few kilobytes, reads the command's context (`CmdCtx`,
+//! written by the parent into a memfd) from `FD_CTX`, waits for the go
+//! byte, starts the command, reaps, reports and exits. Its memory holds its
+//! own few pages and that context, no copy of the grader's. Failures are
+//! reported through a pipe as fixed-size `Record`s. The descriptor and
+//! step numbers, the record and the context's format are in
+//! `grader/init/src/proto.rs`, shared by both sides.
 
-use std::ffi::{CStr, CString, c_char, c_int, c_ulong};
+use std::ffi::{CString, c_char, c_int, c_ulong};
 use std::os::fd::RawFd;
 use std::ptr;
 
-/// Record kind: a step of the sandbox machinery failed.
-pub const KIND_FAILURE: u32 = 1;
-/// Record kind: the command finished and init reports the result.
-pub const KIND_RESULT: u32 = 2;
-
-/// How many leftover processes one result record can describe.
-pub const MAX_LEFTOVERS: usize = 24;
-/// How many bytes of a leftover's command line are kept.
-pub const LEFTOVER_CMD_BYTES: usize = 112;
-
-/// Steps outside the filesystem plan; plan steps are their index in `ops`.
-pub const STEP_CLOSE_FDS: u32 = 10_000;
-pub const STEP_LOOPBACK_SOCKET: u32 = 10_001;
-pub const STEP_LOOPBACK_IOCTL: u32 = 10_002;
-pub const STEP_SETHOSTNAME: u32 = 10_003;
-pub const STEP_FORK: u32 = 10_004;
-pub const STEP_CMD_DUP2: u32 = 10_100;
-pub const STEP_CMD_DEVNULL: u32 = 10_101;
-pub const STEP_CMD_CLOEXEC: u32 = 10_102;
-pub const STEP_CMD_CHDIR: u32 = 10_103;
-pub const STEP_CMD_NO_NEW_PRIVS: u32 = 10_104;
-pub const STEP_CMD_SETGROUPS: u32 = 10_105;
-pub const STEP_CMD_SETGID: u32 = 10_106;
-pub const STEP_CMD_SETUID: u32 = 10_107;
-pub const STEP_CMD_EXECVE: u32 = 10_108;
-pub const STEP_CMD_CHANNEL: u32 = 10_109;
-pub const STEP_CMD_KEYRING: u32 = 10_110;
-pub const STEP_CMD_SECCOMP: u32 = 10_111;
-pub const STEP_CGROUP_NS: u32 = 10_006;
-pub const STEP_INIT_FDS: u32 = 10_007;
-pub const STEP_INIT_EXEC: u32 = 10_008;
-pub const STEP_INIT_CTX: u32 = 10_009;
-
-/// argv[0] of the exec'd init, its whole command line.
-pub const INIT_ARGV0: &CStr = c"gatehouse-sandbox-init";
-/// The exec'd init's name (`/proc/<pid>/comm`, at most 15 bytes).
-pub const INIT_COMM: &CStr = c"gatehouse-init";
-
-/// The exec'd init's descriptors: the command's context (a memfd), the
-/// report pipe, the go pipe, stdout, stderr and the result channel (open
-/// only when the run has one).
-pub const FD_CTX: c_int = 3;
-pub const FD_REPORT: c_int = 4;
-pub const FD_GO: c_int = 5;
-pub const FD_OUT: c_int = 6;
-pub const FD_ERR: c_int = 7;
-pub const FD_CHAN: c_int = 8;
-
-/// The first 8 bytes of an encoded `CmdCtx`.
-const CTX_MAGIC: u64 = 0x7469_6e69_6573_7567; // "guesinit" little-endian
-/// Byte offset of the slot where the first image stores when it finished
-/// the root (CLOCK_MONOTONIC ns), just before the exec.
-const CTX_T_ROOT: usize = 8;
-/// The largest context the exec'd init reads.
-const CTX_MAX: usize = 64 << 20;
-/// `STEP_CMD_SETRLIMIT + i` is the i-th entry of `ChildCtx::rlimits`.
-pub const STEP_CMD_SETRLIMIT: u32 = 10_200;
-/// `STEP_CGROUP_JOIN + i` is the i-th entry of `ChildCtx::cgroup_tasks`.
-pub const STEP_CGROUP_JOIN: u32 = 10_300;
-
-/// One leftover process as reported by init.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct LeftoverRecord {
-    pub pid: i32,
-    pub len: u32,
-    pub cmd: [u8; LEFTOVER_CMD_BYTES],
-}
-
-/// The fixed-size message init and the command process send to the parent.
-/// It is smaller than `PIPE_BUF`, so each write is atomic.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Record {
-    pub kind: u32,
-    pub step: u32,
-    pub errno: i32,
-    /// The wait status of the command's main process.
-    pub status: i32,
-    pub utime_us: i64,
-    pub stime_us: i64,
-    pub maxrss_kb: i64,
-    /// Non-zero when /tmp or /workspace had no free blocks or inodes left.
-    pub disk_full: u32,
-    /// How many leftovers are described in `left`.
-    pub nleft: u32,
-    /// How many leftovers were found in total.
-    pub total_left: u32,
-    pub left: [LeftoverRecord; MAX_LEFTOVERS],
-    /// CLOCK_MONOTONIC (ns) when init: finished the root (before the
-    /// exec), started in the exec'd image, got the go byte, reaped the main
-    /// process, finished the teardown.
-    pub t_ns: [i64; 5],
-}
-
-const _: () = assert!(std::mem::size_of::<Record>() < 4096);
-
-impl Record {
-    pub const SIZE: usize = std::mem::size_of::<Record>();
-
-    fn zeroed() -> Record {
-        // SAFETY: the record is plain old data; all-zero bytes are valid.
-        unsafe { std::mem::zeroed() }
-    }
-
-    /// Decodes a record from exactly `Record::SIZE` bytes.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Record> {
-        if bytes.len() != Record::SIZE {
-            return None;
-        }
-        // SAFETY: the length is checked and every bit pattern is valid.
-        Some(unsafe { ptr::read_unaligned(bytes.as_ptr().cast::<Record>()) })
-    }
-}
+pub use super::proto::*;
 
 /// One step of building the new root, prepared by the parent.
 pub enum Op {
@@ -167,8 +54,7 @@ pub struct ChildCtx {
     pub chan_w: RawFd,
     /// The memfd holding the encoded `CmdCtx`.
     pub ctx_fd: RawFd,
-    /// The executable init execs (the grader's own, opened at
-    /// `Sandbox::new`).
+    /// The init image init execs (a sealed memfd made at `Sandbox::new`).
     pub exe_fd: RawFd,
     pub loopback: Option<libc::ifreq>,
     pub hostname: Option<CString>,
@@ -207,133 +93,46 @@ pub struct CmdCtx {
 }
 
 impl CmdCtx {
-    /// The bytes `decode` reads: magic, the t_root slot, then each field
-    /// (integers little-endian, strings and lists length-prefixed).
+    /// The bytes `proto::parse` reads (see `proto::Ctx` for the format).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(4096);
-        b.extend_from_slice(&CTX_MAGIC.to_le_bytes());
-        b.extend_from_slice(&0i64.to_le_bytes());
-        let u32_ = |b: &mut Vec<u8>, v: u32| b.extend_from_slice(&v.to_le_bytes());
-        let u64_ = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
-        let str_ = |b: &mut Vec<u8>, s: &CString| {
-            b.extend_from_slice(&(s.as_bytes().len() as u32).to_le_bytes());
-            b.extend_from_slice(s.as_bytes());
+        let word = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
+        let string = |b: &mut Vec<u8>, s: &CString| {
+            let bytes = s.as_bytes_with_nul();
+            word(b, (bytes.len() - 1) as u64);
+            b.extend_from_slice(bytes);
+            b.resize(b.len().next_multiple_of(8), 0);
         };
-        u32_(&mut b, self.uid);
-        u32_(&mut b, self.gid);
-        u32_(&mut b, self.drop_uid as u32);
-        u32_(&mut b, self.channel as u32);
-        u32_(&mut b, self.rlimits.len() as u32);
+        word(&mut b, CTX_MAGIC);
+        word(&mut b, 0);
+        word(&mut b, self.uid.into());
+        word(&mut b, self.gid.into());
+        word(&mut b, if self.drop_uid { CTX_DROP_UID } else { 0 } | if self.channel { CTX_CHANNEL } else { 0 });
+        word(&mut b, self.rlimits.len() as u64);
         for (res, lim) in &self.rlimits {
-            u32_(&mut b, *res);
-            u64_(&mut b, lim.rlim_cur);
-            u64_(&mut b, lim.rlim_max);
+            word(&mut b, (*res).into());
+            word(&mut b, lim.rlim_cur);
+            word(&mut b, lim.rlim_max);
         }
-        u32_(&mut b, self.seccomp.len() as u32);
+        word(&mut b, self.seccomp.len() as u64);
         for (code, jt, jf, k) in &self.seccomp {
             b.extend_from_slice(&code.to_le_bytes());
             b.push(*jt);
             b.push(*jf);
-            u32_(&mut b, *k);
+            b.extend_from_slice(&k.to_le_bytes());
         }
         for s in [&self.sh, &self.workspace, &self.tmp, &self.dev_null, &self.proc_dir] {
-            str_(&mut b, s);
+            string(&mut b, s);
         }
         for list in [&self.argv, &self.envp] {
-            u32_(&mut b, list.len() as u32);
+            word(&mut b, list.len() as u64);
+            b.resize(b.len() + 8 * (list.len() + 1), 0);
             for s in list {
-                str_(&mut b, s);
+                string(&mut b, s);
             }
         }
         b
     }
-
-    /// Decodes `encode`'s bytes; None when they are not exactly that.
-    pub fn decode(bytes: &[u8]) -> Option<(CmdCtx, i64)> {
-        struct Cur<'a>(&'a [u8]);
-        impl Cur<'_> {
-            fn take(&mut self, n: usize) -> Option<&[u8]> {
-                if self.0.len() < n {
-                    return None;
-                }
-                let (a, rest) = self.0.split_at(n);
-                self.0 = rest;
-                Some(a)
-            }
-            fn u8(&mut self) -> Option<u8> {
-                Some(self.take(1)?[0])
-            }
-            fn u16(&mut self) -> Option<u16> {
-                Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
-            }
-            fn u32(&mut self) -> Option<u32> {
-                Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
-            }
-            fn u64(&mut self) -> Option<u64> {
-                Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-            }
-            fn flag(&mut self) -> Option<bool> {
-                match self.u32()? {
-                    0 => Some(false),
-                    1 => Some(true),
-                    _ => None,
-                }
-            }
-            fn cstring(&mut self) -> Option<CString> {
-                let n = self.u32()? as usize;
-                CString::new(self.take(n)?.to_vec()).ok()
-            }
-            fn count(&mut self, each: usize) -> Option<usize> {
-                let n = self.u32()? as usize;
-                (n.checked_mul(each)? <= self.0.len()).then_some(n)
-            }
-        }
-        let mut c = Cur(bytes);
-        if c.u64()? != CTX_MAGIC {
-            return None;
-        }
-        let t_root = c.u64()? as i64;
-        let (uid, gid, drop_uid, channel) = (c.u32()?, c.u32()?, c.flag()?, c.flag()?);
-        let n = c.count(20)?;
-        let mut rlimits = Vec::with_capacity(n);
-        for _ in 0..n {
-            let res = c.u32()?;
-            rlimits.push((res, libc::rlimit { rlim_cur: c.u64()?, rlim_max: c.u64()? }));
-        }
-        let n = c.count(8)?;
-        let mut seccomp = Vec::with_capacity(n);
-        for _ in 0..n {
-            seccomp.push((c.u16()?, c.u8()?, c.u8()?, c.u32()?));
-        }
-        let (sh, workspace, tmp, dev_null, proc_dir) = (c.cstring()?, c.cstring()?, c.cstring()?, c.cstring()?, c.cstring()?);
-        let mut lists = [Vec::new(), Vec::new()];
-        for list in &mut lists {
-            let n = c.count(4)?;
-            for _ in 0..n {
-                list.push(c.cstring()?);
-            }
-        }
-        if !c.0.is_empty() {
-            return None;
-        }
-        let [argv, envp] = lists;
-        let ctx = CmdCtx { rlimits, uid, gid, drop_uid, channel, sh, argv, envp, workspace, tmp, dev_null, proc_dir, seccomp };
-        Some((ctx, t_root))
-    }
-}
-
-/// What the command process works from (it shares the exec'd init's
-/// memory until it execs).
-struct CmdRun<'a> {
-    cmd: &'a CmdCtx,
-    argv: Vec<*const c_char>,
-    envp: Vec<*const c_char>,
-    seccomp: Vec<libc::sock_filter>,
-    report_w: RawFd,
-    out_w: RawFd,
-    err_w: RawFd,
-    /// -1 when the run has no channel.
-    chan_w: RawFd,
 }
 
 fn errno() -> i32 {
@@ -342,7 +141,7 @@ fn errno() -> i32 {
 
 /// Writes a failure record and exits; never returns.
 fn fail(fd: RawFd, step: u32, err: i32) -> ! {
-    let mut rec = Record::zeroed();
+    let mut rec = Record::ZERO;
     rec.kind = KIND_FAILURE;
     rec.step = step;
     rec.errno = err;
@@ -352,9 +151,10 @@ fn fail(fd: RawFd, step: u32, err: i32) -> ! {
 }
 
 fn write_record(fd: RawFd, rec: &Record) {
-    // SAFETY: the record is plain data of `Record::SIZE` bytes.
+    let bytes = rec.as_bytes();
+    // SAFETY: writes the record's bytes.
     unsafe {
-        libc::write(fd, (rec as *const Record).cast(), Record::SIZE);
+        libc::write(fd, bytes.as_ptr().cast(), bytes.len());
     }
 }
 
@@ -492,11 +292,6 @@ fn reset_signals() {
         libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &empty as *const u64, ptr::null_mut::<u64>(), 8usize);
     }
 }
-
-const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
-const KEYCTL_CLEAR: libc::c_long = 7;
-const KEY_SPEC_USER_KEYRING: libc::c_long = -4;
-const KEY_SPEC_USER_SESSION_KEYRING: libc::c_long = -5;
 
 /// CLOCK_MONOTONIC in nanoseconds (vDSO, no locks).
 pub fn mono_ns() -> i64 {
@@ -637,403 +432,11 @@ fn init_main(ctx: &ChildCtx) -> ! {
     fail(rep, STEP_INIT_EXEC, errno());
 }
 
-/// Runs `exec_init_main` before `main` in the exec'd image (see the module
-/// documentation). `Sandbox::new` refers to it, so every binary that can
-/// start a sandbox links it. glibc passes argc, argv and envp to
-/// `.init_array` functions (musl passes nothing: there the exec'd image
-/// would not be recognised, and `Sandbox::new`'s probe run fails).
-#[cfg(target_env = "gnu")]
-#[used]
-#[unsafe(link_section = ".init_array")]
-pub static EXEC_INIT: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = exec_init_ctor;
-
-#[cfg(target_env = "gnu")]
-extern "C" fn exec_init_ctor(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
-    if argc != 1 || argv.is_null() {
-        return;
-    }
-    // SAFETY: argv has argc (1) entries from the kernel, then NULL.
-    let arg0 = unsafe { *argv };
-    // SAFETY: argv[0] is a NUL-terminated string when not NULL.
-    if arg0.is_null() || unsafe { CStr::from_ptr(arg0) } != INIT_ARGV0 {
-        return;
-    }
-    // Only PID 1 of a fresh PID namespace (its parent is outside: 0).
-    // SAFETY: plain system calls.
-    if unsafe { libc::getpid() } != 1 || unsafe { libc::getppid() } != 0 {
-        return;
-    }
-    exec_init_main()
-}
-
-/// Reads the whole context memfd.
-fn read_ctx(fd: RawFd) -> Result<Vec<u8>, i32> {
-    // SAFETY: fstat fills a stack struct; pread fills the vector's
-    // initialized bytes.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 {
-            return Err(errno());
-        }
-        let size = st.st_size as usize;
-        if size > CTX_MAX {
-            return Err(libc::EFBIG);
-        }
-        let mut buf = vec![0u8; size];
-        let mut off = 0;
-        while off < size {
-            let n = libc::pread(fd, buf[off..].as_mut_ptr().cast(), size - off, off as libc::off_t);
-            if n < 0 && errno() == libc::EINTR {
-                continue;
-            }
-            if n <= 0 {
-                return Err(if n == 0 { libc::EIO } else { errno() });
-            }
-            off += n as usize;
-        }
-        Ok(buf)
-    }
-}
-
-/// The exec'd init: reads the command's context, waits for the parent,
-/// forks the command, reaps, reports and exits. Never returns.
-fn exec_init_main() -> ! {
-    let t_start = mono_ns();
-    let rep = FD_REPORT;
-    // SAFETY: sets this process's name from a static string.
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, INIT_COMM.as_ptr() as c_ulong, 0, 0, 0);
-    }
-    let bytes = read_ctx(FD_CTX).unwrap_or_else(|e| fail(rep, STEP_INIT_CTX, e));
-    let Some((cmd, t_root)) = CmdCtx::decode(&bytes) else { fail(rep, STEP_INIT_CTX, libc::EINVAL) };
-    drop(bytes);
-    // SAFETY: the context descriptor is no longer needed.
-    unsafe { libc::close(FD_CTX) };
-    let ptrs = |list: &[CString]| -> Vec<*const c_char> {
-        list.iter().map(|s| s.as_ptr()).chain(std::iter::once(ptr::null())).collect()
-    };
-    let run = CmdRun {
-        cmd: &cmd,
-        argv: ptrs(&cmd.argv),
-        envp: ptrs(&cmd.envp),
-        seccomp: cmd.seccomp.iter().map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k }).collect(),
-        report_w: FD_REPORT,
-        out_w: FD_OUT,
-        err_w: FD_ERR,
-        chan_w: if cmd.channel { FD_CHAN } else { -1 },
-    };
-    // The stack the command process runs on until it execs.
-    let cmd_stack = vec![0u8; 256 << 10];
-    // Wait until the parent is ready (it holds the other pipe ends).
-    let mut byte = 0u8;
-    // SAFETY: reads one byte into a stack variable.
-    let n = unsafe { libc::read(FD_GO, (&mut byte as *mut u8).cast(), 1) };
-    if n != 1 {
-        // SAFETY: the parent went away; exit quietly.
-        unsafe { libc::_exit(1) }
-    }
-    let t_go = mono_ns();
-    // The command process shares init's memory until it execs (like
-    // vfork/posix_spawn, on its own stack; init sleeps meanwhile). It has
-    // its own descriptors, fs and signal handlers, and only writes its
-    // stack and errno before exec or _exit.
-    let stack_top = {
-        let base = cmd_stack.as_ptr() as usize;
-        (base + cmd_stack.len()) & !15usize
-    };
-    // SAFETY: the stack is owned here and unused by init while the child
-    // runs (CLONE_VFORK); `run` outlives the child's use of it.
-    let main = unsafe {
-        libc::clone(
-            command_entry,
-            stack_top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&run as *const CmdRun).cast_mut().cast(),
-        )
-    };
-    if main < 0 {
-        fail(rep, STEP_FORK, errno());
-    }
-    // SAFETY: closing this process's copies of descriptors it does not use.
-    unsafe {
-        libc::close(FD_OUT);
-        libc::close(FD_ERR);
-        libc::close(FD_GO);
-        if cmd.channel {
-            libc::close(FD_CHAN);
-        }
-    }
-    let mut rec = Record::zeroed();
-    rec.kind = KIND_RESULT;
-    rec.t_ns[0] = t_root;
-    rec.t_ns[1] = t_start;
-    rec.t_ns[2] = t_go;
-    // Reap everything until the main process ends.
-    loop {
-        let mut status = 0;
-        // SAFETY: waits for any child.
-        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if pid == main {
-            rec.status = status;
-            break;
-        }
-        if pid < 0 && errno() != libc::EINTR {
-            break;
-        }
-    }
-    rec.t_ns[3] = mono_ns();
-    // Reap zombies so that only live processes are listed.
-    // SAFETY: non-blocking waits.
-    while unsafe { libc::waitpid(-1, ptr::null_mut(), libc::WNOHANG) } > 0 {}
-    scan_leftovers(&cmd.proc_dir, &mut rec);
-    rec.disk_full = (fs_full(&cmd.tmp) || fs_full(&cmd.workspace)) as u32;
-    // SAFETY: from PID 1, kill(-1) reaches every other process in the
-    // namespace and nothing outside it.
-    unsafe {
-        libc::kill(-1, libc::SIGKILL);
-    }
-    loop {
-        // SAFETY: blocking wait for any child.
-        let pid = unsafe { libc::waitpid(-1, ptr::null_mut(), 0) };
-        if pid < 0 && errno() != libc::EINTR {
-            break;
-        }
-    }
-    // SAFETY: getrusage fills a stack struct.
-    unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
-        rec.utime_us = ru.ru_utime.tv_sec * 1_000_000 + ru.ru_utime.tv_usec;
-        rec.stime_us = ru.ru_stime.tv_sec * 1_000_000 + ru.ru_stime.tv_usec;
-        rec.maxrss_kb = ru.ru_maxrss;
-    }
-    rec.t_ns[4] = mono_ns();
-    write_record(rep, &rec);
-    // SAFETY: init is done.
-    unsafe { libc::_exit(0) }
-}
-
-/// Whether the filesystem at `path` has no free blocks or inodes left.
-fn fs_full(path: &CStr) -> bool {
-    // SAFETY: statvfs fills a stack struct.
-    // (statfs, not glibc's statvfs, which may read /proc/mounts through
-    // malloc'ing stdio.)
-    unsafe {
-        let mut st: libc::statfs = std::mem::zeroed();
-        if libc::syscall(libc::SYS_statfs, path.as_ptr(), &mut st as *mut libc::statfs) != 0 {
-            return false;
-        }
-        st.f_bavail == 0 || st.f_ffree == 0
-    }
-}
-
-/// Lists the processes alive in the namespace (other than init) into `rec`.
-fn scan_leftovers(proc_dir: &CStr, rec: &mut Record) {
-    // SAFETY: raw directory reading into stack buffers.
-    unsafe {
-        let dir = libc::open(proc_dir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
-        if dir < 0 {
-            return;
-        }
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len()) as isize;
-            if n <= 0 {
-                break;
-            }
-            let mut off = 0usize;
-            while off < n as usize {
-                // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
-                let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
-                let name = &buf[off + 19..off + reclen];
-                off += reclen;
-                let mut pid: i32 = 0;
-                let mut digits = 0;
-                for &b in name {
-                    if b == 0 {
-                        break;
-                    }
-                    if !b.is_ascii_digit() {
-                        digits = 0;
-                        break;
-                    }
-                    pid = pid.saturating_mul(10).saturating_add((b - b'0') as i32);
-                    digits += 1;
-                }
-                if digits == 0 || pid == 1 {
-                    continue;
-                }
-                rec.total_left += 1;
-                let idx = rec.nleft as usize;
-                if idx >= MAX_LEFTOVERS {
-                    continue;
-                }
-                let entry = &mut rec.left[idx];
-                entry.pid = pid;
-                entry.len = read_cmdline(pid, &mut entry.cmd) as u32;
-                rec.nleft += 1;
-            }
-        }
-        libc::close(dir);
-    }
-}
-
-/// Reads `/proc/<pid>/cmdline` into `out` with NULs turned into spaces.
-fn read_cmdline(pid: i32, out: &mut [u8; LEFTOVER_CMD_BYTES]) -> usize {
-    let mut path = [0u8; 48];
-    let prefix = b"/proc/";
-    path[..prefix.len()].copy_from_slice(prefix);
-    let mut pos = prefix.len();
-    let mut digits = [0u8; 12];
-    let mut nd = 0;
-    let mut p = pid;
-    while p > 0 {
-        digits[nd] = b'0' + (p % 10) as u8;
-        p /= 10;
-        nd += 1;
-    }
-    for i in (0..nd).rev() {
-        path[pos] = digits[i];
-        pos += 1;
-    }
-    let suffix = b"/cmdline";
-    path[pos..pos + suffix.len()].copy_from_slice(suffix);
-    // SAFETY: the path is NUL-terminated (the buffer was zeroed).
-    unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return 0;
-        }
-        let n = libc::read(fd, out.as_mut_ptr().cast(), out.len());
-        libc::close(fd);
-        if n <= 0 {
-            return 0;
-        }
-        let n = n as usize;
-        let mut end = n;
-        while end > 0 && out[end - 1] == 0 {
-            end -= 1;
-        }
-        for b in &mut out[..end] {
-            if *b == 0 {
-                *b = b' ';
-            }
-        }
-        end
-    }
-}
-
-extern "C" fn command_entry(arg: *mut libc::c_void) -> c_int {
-    // SAFETY: `arg` is the `CmdRun` init passed to clone; it is alive.
-    let ctx = unsafe { &*(arg as *const CmdRun) };
-    command_main(ctx)
-}
-
-/// The command process: stdio, rlimits, privileges, exec. Never returns.
-fn command_main(ctx: &CmdRun) -> ! {
-    let mut rep = ctx.report_w;
-    // SAFETY: raw system calls on prepared data in a single-threaded child.
-    unsafe {
-        // Restore default signal handling (Rust ignores SIGPIPE, a server
-        // may block signals) before exec.
-        reset_signals();
-
-        let channel = ctx.chan_w >= 0;
-        if channel && rep == 3 {
-            // fd 3 becomes the channel; keep the report pipe elsewhere.
-            rep = libc::fcntl(rep, libc::F_DUPFD_CLOEXEC, 4);
-            if rep < 0 {
-                fail(ctx.report_w, STEP_CMD_CHANNEL, errno());
-            }
-        }
-        if libc::dup2(ctx.out_w, 1) < 0 || libc::dup2(ctx.err_w, 2) < 0 {
-            fail(rep, STEP_CMD_DUP2, errno());
-        }
-        let null = libc::open(ctx.cmd.dev_null.as_ptr(), libc::O_RDONLY);
-        if null < 0 || libc::dup2(null, 0) < 0 {
-            fail(rep, STEP_CMD_DEVNULL, errno());
-        }
-        let first_closed = if channel {
-            // dup2 onto another number clears FD_CLOEXEC; a descriptor that
-            // already is 3 keeps it, so clear it by hand.
-            let rc = if ctx.chan_w == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(ctx.chan_w, 3) };
-            if rc < 0 {
-                fail(rep, STEP_CMD_CHANNEL, errno());
-            }
-            4
-        } else {
-            3
-        };
-        if libc::close_range(first_closed, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as c_int) != 0 {
-            fail(rep, STEP_CMD_CLOEXEC, errno());
-        }
-        // The command and everything it starts go first when the memory
-        // cgroup runs out: an OOM kill of init would be a sandbox failure
-        // instead of the command's memory limit.
-        // Raising the score needs no privilege; best effort.
-        let adj = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if adj >= 0 {
-            let _ = libc::write(adj, b"1000".as_ptr().cast(), 4);
-            libc::close(adj);
-        }
-        for (i, (res, lim)) in ctx.cmd.rlimits.iter().enumerate() {
-            if libc::setrlimit(*res, lim) != 0 {
-                fail(rep, STEP_CMD_SETRLIMIT + i as u32, errno());
-            }
-        }
-        if libc::chdir(ctx.cmd.workspace.as_ptr()) != 0 {
-            fail(rep, STEP_CMD_CHDIR, errno());
-        }
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            fail(rep, STEP_CMD_NO_NEW_PRIVS, errno());
-        }
-        if ctx.cmd.drop_uid {
-            // Raw system calls, NOT the glibc wrappers: glibc's setgroups,
-            // setresgid and setresuid broadcast the change to every thread
-            // of the process (`__nptl_setxid`). This copy still carries the
-            // parent's glibc thread list, and a parent thread that was in
-            // the middle of `pthread_create` at clone time is marked
-            // "not started" (setxid_futex == -2) forever here, so the
-            // wrapper waits on a futex nobody will ever wake: the command
-            // hangs before exec until the wall limit. (The exec'd init is
-            // single-threaded; the raw calls stay the safe choice.)
-            if libc::syscall(libc::SYS_setgroups, 0usize, ptr::null::<libc::gid_t>()) != 0 {
-                fail(rep, STEP_CMD_SETGROUPS, errno());
-            }
-            if libc::syscall(libc::SYS_setresgid, ctx.cmd.gid, ctx.cmd.gid, ctx.cmd.gid) != 0 {
-                fail(rep, STEP_CMD_SETGID, errno());
-            }
-            if libc::syscall(libc::SYS_setresuid, ctx.cmd.uid, ctx.cmd.uid, ctx.cmd.uid) != 0 {
-                fail(rep, STEP_CMD_SETUID, errno());
-            }
-        }
-        // A fresh session keyring: the one inherited from the grader would
-        // give the command possession of every key in it. And the run
-        // uid's own keyrings are emptied of whatever an earlier run of the
-        // same uid left there. (No kernel keys support: nothing to do.)
-        if libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0usize) < 0 && errno() != libc::ENOSYS {
-            fail(rep, STEP_CMD_KEYRING, errno());
-        }
-        for ring in [KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING] {
-            if libc::syscall(libc::SYS_keyctl, KEYCTL_CLEAR, ring) < 0 && errno() != libc::ENOSYS {
-                fail(rep, STEP_CMD_KEYRING, errno());
-            }
-        }
-        if !ctx.seccomp.is_empty() {
-            let prog = libc::sock_fprog { len: ctx.seccomp.len() as u16, filter: ctx.seccomp.as_ptr().cast_mut() };
-            if libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog) != 0 {
-                fail(rep, STEP_CMD_SECCOMP, errno());
-            }
-        }
-        libc::execve(ctx.cmd.sh.as_ptr(), ctx.argv.as_ptr(), ctx.envp.as_ptr());
-        fail(rep, STEP_CMD_EXECVE, errno());
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::proto::{self, Ctx};
     use super::CmdCtx;
-    use std::ffi::CString;
+    use std::ffi::{CStr, CString};
 
     fn sample() -> CmdCtx {
         let c = |s: &str| CString::new(s).unwrap();
@@ -1045,7 +448,7 @@ mod tests {
             channel: false,
             sh: c("/bin/sh"),
             argv: vec![c("/bin/sh"), c("-c"), c("echo 'ü' \"$x\"")],
-            envp: vec![c("PATH=/usr/bin"), c("")],
+            envp: vec![c("PATH=/usr/bin"), c(""), c("LONGER=12345678")],
             workspace: c("/workspace"),
             tmp: c("/tmp"),
             dev_null: c("/dev/null"),
@@ -1054,39 +457,114 @@ mod tests {
         }
     }
 
-    #[test]
-    fn command_context_round_trips() {
-        let ctx = sample();
-        let mut bytes = ctx.encode();
-        bytes[8..16].copy_from_slice(&42i64.to_le_bytes());
-        assert_eq!(CmdCtx::decode(&bytes), Some((ctx, 42)));
-        let empty = CmdCtx { rlimits: vec![], seccomp: vec![], argv: vec![], envp: vec![], ..sample() };
-        assert_eq!(CmdCtx::decode(&empty.encode()).map(|(c, _)| c), Some(empty));
+    /// An 8-byte-aligned copy of `bytes` (the init maps the memfd at a
+    /// page boundary), padded with zero words.
+    fn aligned(bytes: &[u8]) -> Vec<u64> {
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        as_bytes(&mut words)[..bytes.len()].copy_from_slice(bytes);
+        words
+    }
+
+    fn as_bytes(words: &mut [u64]) -> &mut [u8] {
+        // SAFETY: a u64 slice viewed as its bytes.
+        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), words.len() * 8) }
+    }
+
+    /// What the init would use, read back through the parsed pointers.
+    fn read_back(c: &Ctx) -> (CmdCtx, i64) {
+        // SAFETY: `parse` checked every string and filled the tables with
+        // pointers into the live buffer.
+        unsafe {
+            let s = |p: *const u8| CStr::from_ptr(p.cast()).to_owned();
+            let list = |mut p: *const *const u8| {
+                let mut v = Vec::new();
+                while !(*p).is_null() {
+                    v.push(s(*p));
+                    p = p.add(1);
+                }
+                v
+            };
+            let rlimits = (0..c.n_rlimits)
+                .map(|i| {
+                    let r = c.rlimits.add(3 * i);
+                    (*r as u32, libc::rlimit { rlim_cur: *r.add(1), rlim_max: *r.add(2) })
+                })
+                .collect();
+            let seccomp = (0..c.n_seccomp)
+                .map(|i| {
+                    let f = std::ptr::read(c.seccomp.add(8 * i).cast::<libc::sock_filter>());
+                    (f.code, f.jt, f.jf, f.k)
+                })
+                .collect();
+            let cmd = CmdCtx {
+                rlimits,
+                uid: c.uid,
+                gid: c.gid,
+                drop_uid: c.drop_uid,
+                channel: c.channel,
+                sh: s(c.sh),
+                argv: list(c.argv),
+                envp: list(c.envp),
+                workspace: s(c.workspace),
+                tmp: s(c.tmp),
+                dev_null: s(c.dev_null),
+                proc_dir: s(c.proc_dir),
+                seccomp,
+            };
+            (cmd, c.t_root)
+        }
     }
 
     #[test]
-    fn command_context_refuses_anything_else() {
+    fn command_context_round_trips_through_the_init_parser() {
+        let ctx = sample();
+        let mut bytes = ctx.encode();
+        bytes[8..16].copy_from_slice(&42i64.to_le_bytes());
+        let mut buf = aligned(&bytes);
+        let parsed = proto::parse(as_bytes(&mut buf)).expect("parses");
+        assert_eq!(read_back(&parsed), (ctx, 42));
+        let empty = CmdCtx { rlimits: vec![], seccomp: vec![], argv: vec![], envp: vec![], channel: true, drop_uid: false, ..sample() };
+        let mut buf = aligned(&empty.encode());
+        let parsed = proto::parse(as_bytes(&mut buf)).expect("parses");
+        assert_eq!(read_back(&parsed).0, empty);
+    }
+
+    #[test]
+    fn command_context_parser_refuses_anything_else() {
         let bytes = sample().encode();
-        // Every truncation, a trailing byte, a wrong magic, a bad flag, a
-        // huge count and a NUL inside a string are refused.
+        let refused = |b: &[u8]| {
+            let mut buf = aligned(b);
+            proto::parse(&mut as_bytes(&mut buf)[..b.len()]).is_none()
+        };
+        assert!(!refused(&bytes));
+        // Every truncation, a trailing word, a wrong magic, an unknown
+        // flag, a huge count, a NUL inside a string, non-zero padding and a
+        // misaligned buffer are refused.
         for n in 0..bytes.len() {
-            assert!(CmdCtx::decode(&bytes[..n]).is_none(), "truncated to {n}");
+            assert!(refused(&bytes[..n]), "truncated to {n}");
         }
         let mut longer = bytes.clone();
-        longer.push(0);
-        assert!(CmdCtx::decode(&longer).is_none());
+        longer.extend_from_slice(&[0; 8]);
+        assert!(refused(&longer));
         let mut magic = bytes.clone();
         magic[0] ^= 1;
-        assert!(CmdCtx::decode(&magic).is_none());
+        assert!(refused(&magic));
         let mut flag = bytes.clone();
-        flag[24] = 2;
-        assert!(CmdCtx::decode(&flag).is_none());
+        flag[32] = 4;
+        assert!(refused(&flag));
         let mut count = bytes.clone();
-        count[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(CmdCtx::decode(&count).is_none());
-        let sh = bytes.windows(7).position(|w| w == b"/bin/sh").unwrap();
-        let mut nul = bytes;
+        count[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(refused(&count));
+        let sh = bytes.windows(8).position(|w| w == b"/bin/sh\0").unwrap();
+        let mut nul = bytes.clone();
         nul[sh + 1] = 0;
-        assert!(CmdCtx::decode(&nul).is_none());
+        assert!(refused(&nul));
+        let mut pad = bytes.clone();
+        let tmp = bytes.windows(5).position(|w| w == b"/tmp\0").unwrap();
+        pad[tmp + 6] = b'x';
+        assert!(refused(&pad));
+        let mut buf = aligned(&[&[0u8; 8][..], &bytes].concat());
+        assert!(proto::parse(&mut as_bytes(&mut buf)[4..4 + bytes.len()]).is_none(), "misaligned");
+        assert!(proto::parse(&mut as_bytes(&mut buf)[8..8 + bytes.len()]).is_some(), "the same bytes, aligned");
     }
 }

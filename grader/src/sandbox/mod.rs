@@ -35,33 +35,38 @@
 //! on a stack of its own: it shares the grader's memory (no copy of its
 //! page tables) while the grader's thread waits, and only runs the
 //! prepared system calls. At the end it moves its descriptors to fixed
-//! numbers (`child::FD_*`: the command's context, report, go, stdout,
-//! stderr, channel) and `execveat`s the grader's own executable, opened
-//! as `/proc/self/exe` at `Sandbox::new`, with argv
-//! `["gatehouse-sandbox-init"]` and an empty environment. In the new image
-//! the `.init_array` constructor `child::EXEC_INIT`, in this library and so
-//! in every binary that can start a sandbox (the CLI, the server, the test
-//! binaries), recognises that argv in PID 1 of a fresh namespace and runs
-//! the init loop before any `main`; in any other process it returns at
-//! once. The command's argv, environment, rlimits, uid and seccomp program
-//! (`child::CmdCtx`) come through a memfd the parent wrote. So init's
-//! address space holds the executable's image (text and read-only data, as
-//! on disk), the C library and that context, and nothing of the grader's
-//! heap, stacks or other threads' data; `/proc/<init>/cmdline` is the fixed
-//! title, `environ` is empty and `comm` is `gatehouse-init`. The dynamic
-//! loader and C library it needs are found in the run's root (the system
-//! folders are bound there).
+//! numbers (`proto::FD_*`: the command's context, report, go, stdout,
+//! stderr, channel) and `execveat`s the SMALL INIT IMAGE with argv
+//! `["gatehouse-sandbox-init"]` and an empty environment. That image is
+//! the crate `grader/init`: a static, `no_std`, position-dependent
+//! executable of about 9 KB with no C library (raw `syscall`
+//! instructions), built by `grader/build.rs` with a nested `cargo build`
+//! (offline, its own target folder), embedded in the grader with
+//! `include_bytes!` (`init_image`) and written once per `Sandbox::new` into
+//! a memfd sealed against writes, growth and shrinking (`F_SEAL_*`), which
+//! every run execs (`execveat(memfd, "", ..., AT_EMPTY_PATH)`). It needs
+//! nothing from the run's root (no loader, no C library), and its start-up
+//! is the kernel mapping a few pages: no dynamic linking, no relocations.
+//! It maps the command's context (`child::CmdCtx`: argv, environment,
+//! rlimits, uid, seccomp program, in the format of `proto::Ctx`) from a
+//! memfd the parent wrote, waits for the go byte, starts the command
+//! (CLONE_VM|CLONE_VFORK on its own stack: signals reset, stdio, rlimits,
+//! chdir, no_new_privs, uid and gid, a fresh session keyring, the seccomp
+//! filter, execve), reaps everything until the command's main process
+//! ends, lists the leftovers, kills the tree and reports one record. So
+//! init's address space holds its own few pages and that context, nothing
+//! of the grader's image, heap, stacks or other threads' data;
+//! `/proc/<init>/exe` is the memfd (`/memfd:gatehouse-init`), `cmdline` is
+//! the fixed title, `environ` is empty and `comm` is `gatehouse-init`.
+//! `grader/init/src/proto.rs` (descriptor and step numbers, the record,
+//! the context's format and parser) is compiled into both sides.
 //!
-//! That exec is paid per command, and most of its cost is the start-up of a
-//! large position-independent image: the dynamic loader applies its
-//! relative relocations (15,000 in the release bench binary, 44,000 in a
-//! debug test binary), writing, and so copying, every page of
-//! `.data.rel.ro` and `.got`. The packages' build scripts link with packed
-//! relative relocations (`DT_RELR`), which removes reading the 0.4–1 MB
-//! `.rela.dyn` but not those page copies; measured, an exec of the bench
-//! image as init costs about 1.1–1.5 ms against 0.5–0.65 ms for a tiny
-//! static binary (README, Benchmark). A small static init image exec'd from
-//! a memfd would remove most of the difference; it is not built yet.
+//! Before, init exec'd the grader's own executable (`/proc/self/exe`),
+//! whose `.init_array` constructor ran the same loop; the exec of that
+//! large position-independent image cost about 1.1–1.5 ms per command
+//! (the dynamic loader's relocations and page copies, even with packed
+//! relative relocations), the small image about a third of a millisecond
+//! (README, Benchmark).
 //!
 //! Init moves ITSELF into the run's cgroups first thing, by writing "0" to
 //! each v1 `tasks` file: a migration by pid takes the global
@@ -136,9 +141,9 @@
 //! - the network: a new network namespace with loopback only; AF_VSOCK
 //!   and every socket family but UNIX, INET, INET6 and NETLINK refused;
 //! - other processes: a PID namespace whose init kills everything when the
-//!   command ends; `/proc` with `hidepid=2`; init is a freshly exec'd image
-//!   (no copy of the grader's memory) with a fixed command line
-//!   (`gatehouse-sandbox-init`) and no environment;
+//!   command ends; `/proc` with `hidepid=2`; init is the small static
+//!   image exec'd afresh (no copy of the grader's memory or image) with a
+//!   fixed command line (`gatehouse-sandbox-init`) and no environment;
 //! - other candidates: a uid per live run, host-wide; a fresh session
 //!   keyring per run and the uid's user keyrings cleared before exec; key
 //!   system calls refused anyway;
@@ -164,8 +169,7 @@
 //! - init's first image runs in the grader's memory until its exec (it
 //!   only issues the prepared system calls, before any command runs); the
 //!   exec'd init holds the run's own context (the command's argv and
-//!   environment, which the command gets anyway) and the executable's
-//!   image, so the executable itself must hold no secrets;
+//!   environment, which the command gets anyway) and its own small image;
 //! - `/sys` is not mounted, but anything the kernel shows through the
 //!   allowed `/proc` files (meminfo, cpuinfo, the kernel version via uname)
 //!   stays visible;
@@ -177,6 +181,8 @@ mod cgroup;
 mod child;
 mod copy;
 mod owner;
+#[path = "../../init/src/proto.rs"]
+mod proto;
 mod run;
 mod seccomp;
 
@@ -439,8 +445,8 @@ pub struct Sandbox {
     seccomp: Vec<libc::sock_filter>,
     /// Files of /proc hidden behind /dev/null in every run.
     proc_masks: Vec<&'static str>,
-    /// This process's executable (`/proc/self/exe`, opened at `new`):
-    /// what the sandbox's init execs.
+    /// The small init image (`init_image`) in a sealed memfd, made at
+    /// `new`: what every run's init execs.
     init_exe: std::os::fd::OwnedFd,
     /// Held for the life of the sandbox; names its staging folders and
     /// cgroups.
@@ -514,15 +520,7 @@ impl Sandbox {
                 Vec::new()
             }
         };
-        // Init execs this very executable (opened now: an upgrade that
-        // replaces the file later does not change what runs); its
-        // `.init_array` constructor, referred to here so that every binary
-        // starting a sandbox links it, turns it into the small init.
-        #[cfg(target_env = "gnu")]
-        std::hint::black_box(&child::EXEC_INIT);
-        let init_exe = std::fs::File::open("/proc/self/exe")
-            .map_err(|e| SandboxError { call: "open(\"/proc/self/exe\", O_RDONLY|O_CLOEXEC)".into(), detail: e.to_string() })?
-            .into();
+        let init_exe = init_image_memfd()?;
         let proc_masks = PROC_MASKS.iter().copied().filter(|m| Path::new("/proc").join(m).exists()).collect();
 
         let (cgroups, missing) = cgroup::CgroupRoots::probe();
@@ -654,6 +652,56 @@ impl Sandbox {
     pub fn run(&self, spec: &RunSpec) -> Result<RunReport, SandboxError> {
         self.run_inner(spec)
     }
+}
+
+/// The sandbox's init image (`grader/init`, built by `grader/build.rs`): a
+/// static executable of a few kilobytes that every run's init execs. Empty
+/// on a target it is not built for (then `Sandbox::new` refuses).
+pub fn init_image() -> &'static [u8] {
+    include_bytes!(concat!(env!("OUT_DIR"), "/gatehouse-init"))
+}
+
+/// A memfd holding `init_image`, sealed against writes, growth, shrinking
+/// and further seals, close-on-exec.
+fn init_image_memfd() -> Result<std::os::fd::OwnedFd, SandboxError> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let image = init_image();
+    if image.is_empty() {
+        return Err(SandboxError {
+            call: "the sandbox init image (grader/init)".into(),
+            detail: "not built for this target: grader/build.rs builds it for x86_64 Linux only".into(),
+        });
+    }
+    let last = |call: &str| SandboxError {
+        call: call.into(),
+        detail: run::errno_name(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)),
+    };
+    let name = c"gatehouse-init";
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    // MFD_EXEC (Linux 6.3) keeps it executable where vm.memfd_noexec=1
+    // makes new memfds non-executable by default; older kernels refuse the
+    // flag with EINVAL and are asked without it.
+    // SAFETY: a static name; the descriptor is owned below.
+    let mut fd = unsafe { libc::memfd_create(name.as_ptr(), flags | libc::MFD_EXEC) };
+    if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // SAFETY: as above.
+        fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+    }
+    if fd < 0 {
+        return Err(last("memfd_create(\"gatehouse-init\", MFD_CLOEXEC|MFD_ALLOW_SEALING|MFD_EXEC)"));
+    }
+    // SAFETY: the descriptor was just created and is owned here.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    std::io::Write::write_all(&mut &file, image).map_err(|e| SandboxError {
+        call: format!("write(memfd \"gatehouse-init\", {} bytes of the init image)", image.len()),
+        detail: e.to_string(),
+    })?;
+    let seals = libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
+    // SAFETY: plain fcntl on an owned descriptor.
+    if unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(last("fcntl(memfd \"gatehouse-init\", F_ADD_SEALS, F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK|F_SEAL_SEAL)"));
+    }
+    Ok(file.into())
 }
 
 /// Clones a child in the given namespaces that exits at once.

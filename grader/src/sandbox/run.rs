@@ -400,11 +400,10 @@ fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, ids: (u32, u32), rl
         child::STEP_CGROUP_NS => "unshare(CLONE_NEWCGROUP) in init".into(),
         child::STEP_INIT_FDS => "fcntl(F_DUPFD_CLOEXEC, 9) / dup2(fd, 3..=8) of init's descriptors before its exec".into(),
         child::STEP_INIT_EXEC => format!(
-            "execveat(grader executable fd, \"\", [{:?}], [], AT_EMPTY_PATH) of the sandbox init \
-             (its dynamic loader and C library must be visible in the run's root: SandboxConfig::read_only_binds)",
+            "execveat(init image memfd \"gatehouse-init\", \"\", [{:?}], [], AT_EMPTY_PATH) of the sandbox init",
             child::INIT_ARGV0
         ),
-        child::STEP_INIT_CTX => format!("read of the command context (fd {}) in the exec'd init", child::FD_CTX),
+        child::STEP_INIT_CTX => format!("fstat + mmap + parse of the command context (fd {}) in the exec'd init", child::FD_CTX),
         child::STEP_CMD_EXECVE => "execve(\"/bin/sh\", [\"/bin/sh\", \"-c\", script], env)".into(),
         s if s >= child::STEP_CGROUP_JOIN => ctx
             .cgroup_tasks
@@ -419,7 +418,7 @@ fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, ids: (u32, u32), rl
     }
 }
 
-fn errno_name(e: i32) -> String {
+pub(super) fn errno_name(e: i32) -> String {
     let name = nix::errno::Errno::from_raw(e);
     format!("{name:?}: {}", std::io::Error::from_raw_os_error(e))
 }

@@ -742,7 +742,6 @@ fn sandbox_init_holds_no_copy_of_the_grader_memory() {
     let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
     let environ = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let exe = fs::read_link(format!("/proc/{pid}/exe")).ok();
     let (found, read) = memory_holds(pid, &secret);
     // The whole scan happened while init was alive (the run still sleeps).
     let scanned_live = !h.is_finished();
@@ -754,20 +753,88 @@ fn sandbox_init_holds_no_copy_of_the_grader_memory() {
     assert_eq!(comm.trim_end(), "gatehouse-init", "init is not the exec'd small init");
     assert!(environ.is_empty(), "init has an environment: {:?}", String::from_utf8_lossy(&environ));
     assert_eq!(cmdline, b"gatehouse-sandbox-init\0", "init's whole command line is the title");
-    assert_eq!(exe, std::env::current_exe().ok(), "init runs this binary's image, exec'd afresh");
     std::hint::black_box(&secret);
 }
 
-/// A root without the system folders has no dynamic loader for the exec'd
-/// init: that is a sandbox failure naming the exec, not a command's exit.
+/// The image every run's init execs is the small static one embedded in
+/// the grader (`grader/init`), from its sealed memfd: not this executable,
+/// no dynamic loader or C library mapped, a few pages in all.
+#[test]
+fn sandbox_init_is_the_small_static_image_from_a_memfd() {
+    let image = grader::sandbox::init_image();
+    assert!(!image.is_empty() && image.len() < 64 << 10, "the init image is {} bytes", image.len());
+    let script = ": gh_small_init_probe; sleep 3; true";
+    let h = std::thread::spawn(move || run(script, small_limits()));
+    let pid = init_host_pid_of("gh_small_init_probe").expect("the run's sandbox init, seen from the host");
+    let exe_link = fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let exe = fs::read(format!("/proc/{pid}/exe"));
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let alive = !h.is_finished();
+    let r = h.join().expect("join");
+    assert!(alive && r.success(), "{r:?}");
+    let link = exe_link.expect("init's exe link").to_string_lossy().into_owned();
+    assert!(link.starts_with("/memfd:gatehouse-init"), "init runs {link}, not the init image's memfd");
+    assert_eq!(exe.expect("init's executable").as_slice(), image, "init runs exactly the embedded image");
+    let me = std::env::current_exe().expect("exe").to_string_lossy().into_owned();
+    assert!(!maps.contains(&me), "this executable is mapped in init:\n{maps}");
+    assert!(!maps.contains("libc.so") && !maps.contains("ld-linux"), "a C library or loader is mapped in init:\n{maps}");
+    assert!(maps.contains("/memfd:gatehouse-init"), "{maps}");
+    // Resident memory: the image's pages, its stacks and the context.
+    let rss_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    assert!(rss_kb < 1024, "init holds {rss_kb} kB resident");
+}
+
+/// An exec of the init image that the kernel refuses (here a seccomp
+/// filter on the thread that starts the sandbox answers EACCES to
+/// `execveat`) is a sandbox failure naming the exec, not a command's exit.
 #[test]
 fn sandbox_init_exec_failure_is_a_sandbox_error_naming_the_call() {
+    let err = std::thread::spawn(|| {
+        let nr = libc::SYS_execveat as u32;
+        let ld = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+        let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+        let ret = (libc::BPF_RET | libc::BPF_K) as u16;
+        let mut filter = [
+            libc::sock_filter { code: ld, jt: 0, jf: 0, k: 0 },
+            libc::sock_filter { code: jeq, jt: 0, jf: 1, k: nr },
+            libc::sock_filter { code: ret, jt: 0, jf: 0, k: libc::SECCOMP_RET_ERRNO | libc::EACCES as u32 },
+            libc::sock_filter { code: ret, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW },
+        ];
+        let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_mut_ptr() };
+        // SAFETY: this thread only (no TSYNC); it ends after the probe.
+        unsafe {
+            assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+            assert_eq!(libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog), 0);
+        }
+        match Sandbox::new(Sandbox::host_default_config()) {
+            Ok(_) => panic!("a sandbox whose init cannot be exec'd started"),
+            Err(e) => e,
+        }
+    })
+    .join()
+    .expect("join");
+    assert!(err.call.contains("execveat(") && err.call.contains("gatehouse-sandbox-init"), "{err}");
+    assert!(err.detail.contains("EACCES"), "{err}");
+    // The same configuration on a thread without the filter starts.
+    assert!(Sandbox::new(Sandbox::host_default_config()).is_ok());
+}
+
+/// The init image is a static executable without a C library, so a root
+/// with no system folders still starts init and the command's own exec is
+/// what fails (naming it), not init's.
+#[test]
+fn sandbox_init_needs_nothing_from_the_run_root() {
     let config = grader::sandbox::SandboxConfig { read_only_binds: Vec::new(), ..Sandbox::host_default_config() };
     let err = match Sandbox::new(config) {
-        Ok(_) => panic!("a sandbox without a loader in its root started"),
+        Ok(_) => panic!("a sandbox without /bin/sh in its root started"),
         Err(e) => e,
     };
-    assert!(err.call.contains("execveat(") && err.call.contains("gatehouse-sandbox-init"), "{err}");
+    assert!(err.call.contains("execve(\"/bin/sh\""), "{err}");
     assert!(err.detail.contains("ENOENT"), "{err}");
 }
 
@@ -1073,12 +1140,13 @@ fn the_evidence_folder_is_apart_and_confined_processes_cannot_write_it() {
     assert_eq!(fs::read_to_string(dir.path().join("mine.txt")).unwrap(), "mine\n");
 }
 
-/// The image every run's init execs (this executable, see `sandbox::child`)
-/// is linked with packed relative relocations (`grader/build.rs`): its
-/// start-up, paid per sandboxed command, does not read and apply a
-/// megabyte of `R_X86_64_RELATIVE` entries (about 44,000 of them before).
+/// This executable (like every grader and server binary, see
+/// `grader/build.rs`) is linked with packed relative relocations: its
+/// start-up does not read and apply a megabyte of `R_X86_64_RELATIVE`
+/// entries (about 44,000 of them before). (It was the sandbox's init image
+/// once; the small init image below has no relocations at all.)
 #[test]
-fn the_init_image_is_linked_with_packed_relative_relocations() {
+fn the_grader_binaries_are_linked_with_packed_relative_relocations() {
     let elf = fs::read("/proc/self/exe").expect("reading this executable");
     let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
     let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap());
@@ -1096,4 +1164,25 @@ fn the_init_image_is_linked_with_packed_relative_relocations() {
     assert!(tag(DT_RELRSZ).is_some_and(|n| n > 0), "DT_RELR: {entries:x?}");
     let rela = tag(DT_RELASZ).unwrap_or(0) / 24;
     assert!(rela < 2_000, "{rela} RELA relocations are left to apply one by one");
+}
+
+/// The sandbox's init image is a static, position-dependent executable:
+/// no interpreter (dynamic loader), no dynamic section, no relocations to
+/// apply at start-up, a few kilobytes.
+#[test]
+fn the_init_image_is_static_without_loader_or_relocations() {
+    let elf = grader::sandbox::init_image();
+    assert!(elf.len() > 64 && elf.len() < 64 << 10, "{} bytes", elf.len());
+    let u16_at = |o: usize| u16::from_le_bytes(elf[o..o + 2].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap());
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "a 64-bit ELF file");
+    assert_eq!(u16_at(0x10), 2, "ET_EXEC, not a position-independent ET_DYN");
+    let (phoff, phentsize, phnum) = (u64_at(0x20) as usize, u16_at(0x36), u16_at(0x38));
+    let types: Vec<u32> =
+        (0..phnum).map(|i| phoff + i * phentsize).map(|ph| u32::from_le_bytes(elf[ph..ph + 4].try_into().unwrap())).collect();
+    const PT_LOAD: u32 = 1;
+    const PT_DYNAMIC: u32 = 2;
+    const PT_INTERP: u32 = 3;
+    assert!(types.contains(&PT_LOAD), "{types:?}");
+    assert!(!types.contains(&PT_INTERP) && !types.contains(&PT_DYNAMIC), "program headers {types:?}");
 }
