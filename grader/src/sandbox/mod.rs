@@ -80,7 +80,7 @@
 //! grader's memory, with the grader's thread list. (When init was a forked
 //! copy, glibc's setgroups/setresgid/setresuid wrappers, which broadcast
 //! to "all threads", waited forever for a parent thread caught inside
-//! pthread_create; the command still makes them raw system calls.) The
+//! pthread_create; the init image has no C library at all.) The
 //! parent blocks every signal around the clone; the first image resets
 //! dispositions and the mask with raw rt_sigaction and rt_sigprocmask
 //! before anything else, and the command does again before its exec.
