@@ -185,7 +185,7 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
                 let mut f = z.by_index(k).unwrap();
                 let mut b = Vec::new();
                 std::io::Read::read_to_end(&mut f, &mut b).unwrap();
-                entries.push((f.name().to_string(), b));
+                entries.push((f.name().unwrap().to_string(), b));
             }
             entries.push(("NOTES.md".into(), format!("submission {a}-{i}\n").into_bytes()));
             let refs: Vec<(&str, &[u8])> = entries.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
