@@ -415,7 +415,7 @@ pub async fn run_job(state: &crate::state::AppState, audit_id: i64) -> anyhow::R
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let work = tempfile::Builder::new().prefix("audit-").tempdir_in(&base).with_context(|| format!("creating a scratch folder in {}", base.display()))?;
     let copy = work.path().join(&version.slug);
-    let from = crate::library::version_dir(state, &version.dir);
+    let from = crate::library::version_path(state, &version).await?;
     let to = copy.clone();
     tokio::task::spawn_blocking(move || grader::tree::copy_path(&from, &to)).await?.context("copying the packet version for its audit")?;
 

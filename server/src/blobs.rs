@@ -1,4 +1,12 @@
-//! The content-addressed blob store: `<data_dir>/blobs/<aa>/<sha256>`.
+//! The content-addressed blob store: `<data_dir>/blobs/<aa>/<sha256>`, and,
+//! when the database is Postgres, the database's `blob_chunks` too.
+//!
+//! [`Blobs`] is the store's handle. With SQLite the local folder is the
+//! store. With Postgres the database is: every committed blob is also
+//! streamed into it in chunks of [`CHUNK_BYTES`] (one chunk in memory at a
+//! time), and the local folder is a cache that [`Blobs::local_copy`] fills
+//! from the database on demand, chunk by chunk, checking the digest, so a
+//! worker on another machine with an empty data folder reads every blob.
 //!
 //! Writes stream into a temporary file under `<data_dir>/tmp/` while the
 //! bytes are hashed and counted. A write over the size cap stops at once and
@@ -10,9 +18,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+
+use crate::db::Db;
 
 /// How much a writer buffers before handing bytes to the file.
 const BUFFER_BYTES: usize = 1 << 20;
+
+/// The size of one `blob_chunks` row (the last chunk of a blob is shorter).
+pub const CHUNK_BYTES: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BlobError {
@@ -20,6 +34,122 @@ pub enum BlobError {
     TooLarge { limit: u64 },
     #[error("blob store I/O error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("blob store database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("the blob {sha256} in the database is damaged: {why}")]
+    Damaged { sha256: String, why: String },
+}
+
+/// The blob store of one app: its data folder and, when the database keeps
+/// the blobs (Postgres), the database.
+#[derive(Clone)]
+pub struct Blobs {
+    data_dir: PathBuf,
+    db: Db,
+}
+
+impl Blobs {
+    pub fn new(data_dir: &Path, db: Db) -> Blobs {
+        Blobs { data_dir: data_dir.to_path_buf(), db }
+    }
+
+    /// Whether the database holds the blobs (the local folder is a cache).
+    pub fn in_db(&self) -> bool {
+        self.db.blobs_in_db()
+    }
+
+    /// Starts a streaming write of at most `cap` bytes.
+    pub async fn writer(&self, cap: u64) -> Result<BlobWriter, BlobError> {
+        BlobWriter::create(self, cap).await
+    }
+
+    /// Stores `bytes` (whose SHA-256 is `sha256`) locally and, when the
+    /// database keeps blobs, in the database.
+    pub async fn put_bytes(&self, sha256: &str, bytes: axum::body::Bytes) -> Result<PathBuf, BlobError> {
+        let size = bytes.len() as u64;
+        let path = put_bytes(&self.data_dir, sha256, bytes).await?;
+        self.upload(&path, sha256, size).await?;
+        Ok(path)
+    }
+
+    /// Stores the file at `path` (a finished file, such as a packet
+    /// archive): hashed while read, copied into the local store and the
+    /// database. Returns its SHA-256.
+    pub async fn put_file(&self, path: &Path) -> Result<String, BlobError> {
+        let mut file = tokio::fs::File::open(path).await?;
+        let mut writer = self.writer(u64::MAX).await?;
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        loop {
+            let n = file.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            writer.write(&buf[..n]).await?;
+        }
+        let pending = writer.finish().await?;
+        let sha256 = pending.sha256.clone();
+        pending.commit().await?;
+        Ok(sha256)
+    }
+
+    /// A local file holding the blob: the cached copy, or (when the
+    /// database keeps blobs) one fetched from the database chunk by chunk
+    /// into the cache, its size and digest checked before it is visible.
+    /// `None` when the blob is stored nowhere.
+    pub async fn local_copy(&self, sha256: &str) -> Result<Option<PathBuf>, BlobError> {
+        let dest = blob_path(&self.data_dir, sha256);
+        if tokio::fs::try_exists(&dest).await? {
+            return Ok(Some(dest));
+        }
+        if !self.in_db() {
+            return Ok(None);
+        }
+        let Some((size, chunks)) = self.db.blob_meta(sha256).await? else { return Ok(None) };
+        let damaged = |why: String| BlobError::Damaged { sha256: sha256.to_string(), why };
+        let mut writer = BlobWriter::create(self, u64::MAX).await?;
+        for seq in 0..chunks {
+            let bytes = self.db.blob_chunk(sha256, seq).await?.ok_or_else(|| damaged(format!("chunk {seq} of {chunks} is missing")))?;
+            writer.write(&bytes).await?;
+        }
+        let pending = writer.finish().await?;
+        if pending.size != size as u64 || pending.sha256 != sha256 {
+            return Err(damaged(format!("its {chunks} chunks hold {} bytes with SHA-256 {}, not {size} bytes", pending.size, pending.sha256)));
+        }
+        let path = pending.persist_local().await?;
+        Ok(Some(path))
+    }
+
+    /// Streams the complete local file `path` into the database as the
+    /// blob `sha256`, unless the database keeps no blobs or has it already.
+    async fn upload(&self, path: &Path, sha256: &str, size: u64) -> Result<(), BlobError> {
+        if !self.in_db() || self.db.blob_meta(sha256).await?.is_some() {
+            return Ok(());
+        }
+        let mut file = tokio::fs::File::open(path).await?;
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        let mut seq = 0i64;
+        loop {
+            // Fill the chunk (reads may return less than asked).
+            let mut n = 0;
+            while n < CHUNK_BYTES {
+                let got = file.read(&mut buf[n..]).await?;
+                if got == 0 {
+                    break;
+                }
+                n += got;
+            }
+            if n == 0 {
+                break;
+            }
+            self.db.put_blob_chunk(sha256, seq, &buf[..n]).await?;
+            seq += 1;
+            if n < CHUNK_BYTES {
+                break;
+            }
+        }
+        self.db.finish_blob(sha256, size as i64, seq, crate::now_ms()).await?;
+        Ok(())
+    }
 }
 
 /// The folder holding every blob.
@@ -61,7 +191,7 @@ pub fn sweep_tmp(data_dir: &Path) -> std::io::Result<usize> {
 
 /// A streaming write in progress. Dropping it removes the temporary file.
 pub struct BlobWriter {
-    data_dir: PathBuf,
+    blobs: Blobs,
     file: Option<std::fs::File>,
     tmp: Option<tempfile::TempPath>,
     buffer: Vec<u8>,
@@ -72,8 +202,8 @@ pub struct BlobWriter {
 
 impl BlobWriter {
     /// Starts a write of at most `cap` bytes.
-    pub async fn create(data_dir: &Path, cap: u64) -> Result<BlobWriter, BlobError> {
-        let tmp = tmp_dir(data_dir);
+    pub async fn create(blobs: &Blobs, cap: u64) -> Result<BlobWriter, BlobError> {
+        let tmp = tmp_dir(&blobs.data_dir);
         let named = tokio::task::spawn_blocking(move || -> std::io::Result<tempfile::NamedTempFile> {
             std::fs::create_dir_all(&tmp)?;
             tempfile::Builder::new().prefix("upload-").suffix(".part").tempfile_in(&tmp)
@@ -82,7 +212,7 @@ impl BlobWriter {
         .map_err(|e| std::io::Error::other(e.to_string()))??;
         let (file, path) = named.into_parts();
         Ok(BlobWriter {
-            data_dir: data_dir.to_path_buf(),
+            blobs: blobs.clone(),
             file: Some(file),
             tmp: Some(path),
             buffer: Vec::with_capacity(BUFFER_BYTES),
@@ -146,7 +276,7 @@ impl BlobWriter {
         tokio::task::spawn_blocking(move || file.sync_all()).await.map_err(|e| std::io::Error::other(e.to_string()))??;
         let sha256 = hex::encode(std::mem::take(&mut self.hasher).finalize());
         let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
-        Ok(PendingBlob { data_dir: self.data_dir.clone(), tmp: Some(tmp), sha256, size: self.size })
+        Ok(PendingBlob { blobs: self.blobs.clone(), tmp: Some(tmp), sha256, size: self.size })
     }
 }
 
@@ -158,7 +288,7 @@ impl Drop for BlobWriter {
 
 /// A complete, synced upload not yet in the store. Dropping it removes it.
 pub struct PendingBlob {
-    data_dir: PathBuf,
+    blobs: Blobs,
     tmp: Option<tempfile::TempPath>,
     pub sha256: String,
     pub size: u64,
@@ -171,9 +301,19 @@ impl PendingBlob {
     }
 
     /// Renames the file into the store (or drops it when the same content is
-    /// already stored) and returns the blob's path.
-    pub async fn commit(mut self) -> Result<PathBuf, BlobError> {
-        let dest = blob_path(&self.data_dir, &self.sha256);
+    /// already stored), streams it into the database when the database
+    /// keeps blobs, and returns the blob's local path.
+    pub async fn commit(self) -> Result<PathBuf, BlobError> {
+        let blobs = self.blobs.clone();
+        let (sha256, size) = (self.sha256.clone(), self.size);
+        let path = self.persist_local().await?;
+        blobs.upload(&path, &sha256, size).await?;
+        Ok(path)
+    }
+
+    /// Renames the file into the local folder only.
+    async fn persist_local(mut self) -> Result<PathBuf, BlobError> {
+        let dest = blob_path(&self.blobs.data_dir, &self.sha256);
         let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("the blob was already committed"))?;
         let out = dest.clone();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
@@ -235,7 +375,10 @@ mod tests {
     #[tokio::test]
     async fn writes_commit_and_caps() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = BlobWriter::create(dir.path(), 10).await.unwrap();
+        let db = crate::db::open(&format!("sqlite://{}/db.sqlite", dir.path().display())).await.unwrap();
+        let blobs = Blobs::new(dir.path(), db);
+        assert!(!blobs.in_db(), "SQLite keeps blobs in the folder");
+        let mut w = BlobWriter::create(&blobs, 10).await.unwrap();
         w.write(b"hello").await.unwrap();
         let pending = w.finish().await.unwrap();
         assert_eq!(pending.size, 5);
@@ -243,7 +386,7 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"hello");
         assert_eq!(std::fs::read_dir(tmp_dir(dir.path())).unwrap().count(), 0);
 
-        let mut w = BlobWriter::create(dir.path(), 4).await.unwrap();
+        let mut w = BlobWriter::create(&blobs, 4).await.unwrap();
         assert!(matches!(w.write(b"hello").await, Err(BlobError::TooLarge { limit: 4 })));
         drop(w);
         assert_eq!(std::fs::read_dir(tmp_dir(dir.path())).unwrap().count(), 0);

@@ -13,8 +13,7 @@ use grader::packet::Packet;
 use grader::score::HumanScore;
 use grader::witness::{MeteredCall, Witness, WitnessedRun};
 
-use crate::blobs;
-use crate::library::version_dir;
+use crate::library::version_path;
 use crate::state::AppState;
 
 /// What grading produced.
@@ -47,7 +46,8 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
         .version_by_id(assignment.packet_version_id)
         .await?
         .with_context(|| format!("packet version {} does not exist", assignment.packet_version_id))?;
-    let dir = version_dir(state, &version.dir);
+    // The version's folder: local, or materialised from the database.
+    let dir = version_path(state, &version).await?;
 
     // The latest score per criterion applies; rows are oldest first.
     let mut human = BTreeMap::new();
@@ -60,8 +60,14 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
     // grading, like the zip; the receipt records its digest.
     let witness = witness_of(state, &assignment.id, submission.received_at).await?;
 
-    let zip = blobs::blob_path(&state.config.data_dir, &submission.blob_sha256);
-    anyhow::ensure!(zip.is_file(), "the stored zip {} of submission {submission_id} is missing", zip.display());
+    // With Postgres the zip comes from the database into this worker's
+    // own cache; with SQLite it is in the data folder.
+    let zip = state
+        .blobs()
+        .local_copy(&submission.blob_sha256)
+        .await
+        .with_context(|| format!("reading the stored zip of submission {submission_id}"))?
+        .with_context(|| format!("the stored zip {} of submission {submission_id} is missing", submission.blob_sha256))?;
     // The calibration recorded when the version was self-tested (the
     // hidden tests' ids every grading must report, the sample's times).
     // Built-in versions are self-tested in the background too

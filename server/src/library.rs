@@ -6,6 +6,13 @@
 //! a built-in, a random key for imports and drafts). A published version's
 //! folder never changes; a draft's folder is replaced whole by each edit,
 //! after the edited copy validated.
+//!
+//! When the database keeps the blobs (Postgres), each version folder is
+//! also stored as a zip blob keyed by its tree digest ([`keep_archive`]),
+//! and a worker without the folder materialises it from the database into
+//! `<data_dir>/cache/packets/<digest>/<slug>/` ([`version_path`]), unpacked
+//! with the grader's safe ingestion (no links, no unsafe paths) and checked
+//! against the digest before use.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +30,91 @@ use crate::state::AppState;
 /// The folder of a packet version, from its stored relative `dir`.
 pub fn version_dir(state: &AppState, dir: &str) -> PathBuf {
     state.config.data_dir.join(dir)
+}
+
+/// The folder of `version` on this machine: its library folder when this
+/// machine has it (the server, and always with SQLite); else, when the
+/// database keeps the blobs, the version's archive from the database,
+/// unpacked once into this machine's cache and checked against the
+/// version's digest.
+pub async fn version_path(state: &AppState, version: &PacketVersion) -> anyhow::Result<PathBuf> {
+    let dir = version_dir(state, &version.dir);
+    if !state.db.blobs_in_db() || tokio::fs::try_exists(dir.join("packet.toml")).await.unwrap_or(false) {
+        return Ok(dir);
+    }
+    let digest = version.digest.clone();
+    let cached = state.config.data_dir.join("cache").join("packets").join(&digest).join(&version.slug);
+    if tokio::fs::try_exists(cached.join("packet.toml")).await.unwrap_or(false) {
+        return Ok(cached);
+    }
+    let short = &digest[..digest.len().min(12)];
+    let sha = state
+        .db
+        .packet_archive(&digest)
+        .await?
+        .with_context(|| format!("packet version {} ({} digest {short}) has no archive in the database", version.id, version.slug))?;
+    let zip = state
+        .blobs()
+        .local_copy(&sha)
+        .await
+        .with_context(|| format!("reading the archive of packet version {}", version.id))?
+        .with_context(|| format!("the archive blob {sha} of packet version {} is not in the database", version.id))?;
+    let work = scratch(state)?;
+    let staged = work.path().join(&version.slug);
+    let (id, out) = (version.id, cached.clone());
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        ingest(&zip, &staged, &IngestLimits::default()).map_err(|e| anyhow::anyhow!("the archive of packet version {id} was refused: {e}"))?;
+        let packet = Packet::load(&staged).with_context(|| format!("loading the archive of packet version {id}"))?;
+        anyhow::ensure!(packet.digest == digest, "the archive of packet version {id} has digest {}, not the version's {}", &packet.digest[..12], &digest[..12]);
+        let parent = out.parent().expect("has a parent");
+        std::fs::create_dir_all(parent)?;
+        // Another worker of this machine may have won the race; its copy is
+        // the same content.
+        if let Err(e) = std::fs::rename(&staged, &out)
+            && !out.join("packet.toml").is_file()
+        {
+            return Err(anyhow::Error::new(e).context(format!("moving packet version {id} into {}", out.display())));
+        }
+        Ok(())
+    })
+    .await??;
+    Ok(cached)
+}
+
+/// When the database keeps the blobs, stores the folder `dir` as a zip
+/// blob recorded under `digest` (once per digest), so workers elsewhere can
+/// materialise it. The digest is taken again from the bytes archived; an
+/// archive whose content is not `digest` (the folder changed meanwhile) is
+/// not recorded.
+pub async fn keep_archive(state: &AppState, dir: &Path, digest: &str) -> anyhow::Result<()> {
+    if !state.db.blobs_in_db() || state.db.packet_archive(digest).await?.is_some() {
+        return Ok(());
+    }
+    let work = scratch(state)?;
+    let zip = work.path().join("packet.zip");
+    let (from, to) = (dir.to_path_buf(), zip.clone());
+    let archived = tokio::task::spawn_blocking(move || write_archive(&from, &to)).await??;
+    anyhow::ensure!(archived == digest, "the folder {} changed while it was archived (digest {}, expected {})", dir.display(), &archived[..12], &digest[..12]);
+    let sha = state.blobs().put_file(&zip).await.context("storing the packet archive")?;
+    state.db.set_packet_archive(digest, &sha).await?;
+    Ok(())
+}
+
+/// Zips the regular files of `dir` (as `Packet::load` counts them: links
+/// are not followed) into `out`; returns the tree digest of what it wrote.
+fn write_archive(dir: &Path, out: &Path) -> anyhow::Result<String> {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(out)?);
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let mut tree = grader::tree::Tree::new();
+    for rel in grader::tree::list_paths(dir) {
+        let bytes = std::fs::read(dir.join(&rel)).with_context(|| format!("reading {rel}"))?;
+        tree.insert(rel.clone(), (bytes.len() as u64, grader::tree::sha256_hex(&bytes)));
+        zip.start_file(rel.as_str(), options)?;
+        zip.write_all(&bytes)?;
+    }
+    zip.finish()?.sync_all()?;
+    Ok(grader::tree::tree_digest(&tree))
 }
 
 /// The stored (relative) folder of a version of `slug` under `key`.
@@ -94,6 +186,7 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
         if let Some(v) = state.db.latest_published(&slug).await?
             && v.digest == packet.digest
         {
+            keep_archive(state, &version_dir(state, &v.dir), &v.digest).await.with_context(|| format!("archiving built-in packet {slug}"))?;
             if wanted.wants(&slug) {
                 to_check.push(v);
             }
@@ -123,6 +216,7 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
                 publish: true,
             })
             .await?;
+        keep_archive(state, &dest, &packet.digest).await.with_context(|| format!("archiving built-in packet {slug}"))?;
         state.db.audit("system", "packet.builtin", &format!("packet:{slug}"), &format!("digest {}", &packet.digest[..12])).await?;
         added += 1;
         if wanted.wants(&slug) {
@@ -191,6 +285,7 @@ pub async fn import_zip(state: &AppState, zip: &Path, by: Option<i64>) -> Result
             return Err(e.into());
         }
     };
+    keep_archive(state, &dest, &packet.digest).await.map_err(AppError::Internal)?;
     audit(state, by, "packet.import", &slug, &format!("draft {} digest {}", version.id, &packet.digest[..12])).await?;
     Ok(version)
 }
@@ -277,6 +372,7 @@ pub async fn edit_draft(state: &AppState, version: &PacketVersion, edit: DraftEd
         let _ = std::fs::rename(&aside, &current);
         return Err(AppError::Conflict(format!("version {} is no longer a draft, or its self-test started; nothing changed", version.id)));
     }
+    keep_archive(state, &current, &packet.digest).await.map_err(AppError::Internal)?;
     let what = match &edit {
         DraftEdit::Prompt(_) => "prompt".to_string(),
         DraftEdit::Budgets(_) => "budgets".to_string(),
@@ -387,6 +483,7 @@ pub async fn new_draft_from(state: &AppState, version: &PacketVersion, by: Optio
             publish: false,
         })
         .await?;
+    keep_archive(state, &to, &packet.digest).await.map_err(AppError::Internal)?;
     audit(state, by, "packet.draft", &version.slug, &format!("draft {} from version {}", draft.id, version.id)).await?;
     Ok(draft)
 }
@@ -443,7 +540,7 @@ pub async fn fail_check(state: &AppState, version_id: i64, reason: &str) -> anyh
 pub async fn run_check(state: &AppState, version_id: i64) -> anyhow::Result<bool> {
     let version = state.db.version_by_id(version_id).await?.with_context(|| format!("packet version {version_id} does not exist"))?;
     state.db.set_check(version_id, "running", None).await?;
-    let dir = version_dir(state, &version.dir);
+    let dir = version_path(state, &version).await?;
     let grader = state.grader.clone();
     // The digest of the folder before and after the check: the check counts
     // only for the folder it read, and publishing needs the version's digest
@@ -484,7 +581,7 @@ pub async fn packet_of(state: &AppState, version_id: i64) -> Result<Arc<Packet>,
         .version_by_id(version_id)
         .await?
         .ok_or_else(|| AppError::Internal(anyhow::anyhow!("packet version {version_id} is missing")))?;
-    let dir = version_dir(state, &version.dir);
+    let dir = version_path(state, &version).await.map_err(AppError::Internal)?;
     let packet = tokio::task::spawn_blocking(move || Packet::load(&dir).map_err(|e| anyhow::anyhow!("loading packet {}: {e}", dir.display())))
         .await
         .map_err(|e| AppError::Internal(e.into()))?

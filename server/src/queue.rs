@@ -17,25 +17,55 @@ use crate::grading::{GradeOutcome, grade_submission};
 use crate::now_ms;
 use crate::state::AppState;
 
-/// How often an idle worker looks for work without being woken.
+/// How often an idle worker looks for work without being woken (jobs whose
+/// lease expired are found this way; so are jobs queued by other processes
+/// when the database has no LISTEN/NOTIFY).
 const POLL: Duration = Duration::from_secs(1);
 
-/// Starts `n` workers on the current runtime.
+/// The fallback poll when the database wakes workers (Postgres `LISTEN`).
+const SLOW_POLL: Duration = Duration::from_secs(3);
+
+/// Starts `n` workers on the current runtime, for as long as it runs.
 pub fn spawn_workers(state: &AppState, n: usize) -> Vec<JoinHandle<()>> {
+    let (_never, stop) = tokio::sync::watch::channel(false);
+    // The sender is dropped here: a closed channel never reads as "stop".
+    spawn_workers_until(state, n, stop)
+}
+
+/// Starts `n` workers that stop claiming once `stop` reads true; each
+/// finishes the job it holds, then its task ends. On Postgres one `LISTEN`
+/// per call wakes them when any process queues a job.
+pub fn spawn_workers_until(state: &AppState, n: usize, stop: tokio::sync::watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
     let run = &crate::auth::password::random_token()[..8];
+    let listening = Arc::new(AtomicBool::new(false));
+    {
+        let (state, listening) = (state.clone(), listening.clone());
+        tokio::spawn(async move {
+            let memo = state.memo.clone();
+            match state.db.listen_for_jobs(Arc::new(move || memo.wake.notify_waiters())).await {
+                Ok(on) => listening.store(on, Ordering::SeqCst),
+                Err(e) => tracing::warn!(error = %e, "listening for jobs failed; the workers poll"),
+            }
+        });
+    }
     (0..n)
         .map(|i| {
             let owner = format!("{host}:{}:{run}:{i}", std::process::id());
-            let state = state.clone();
-            tokio::spawn(async move { worker_loop(state, owner).await })
+            let (state, stop, listening) = (state.clone(), stop.clone(), listening.clone());
+            tokio::spawn(async move { worker_loop(state, owner, stop, listening).await })
         })
         .collect()
 }
 
-async fn worker_loop(state: AppState, owner: String) {
+async fn worker_loop(state: AppState, owner: String, mut stop: tokio::sync::watch::Receiver<bool>, listening: Arc<AtomicBool>) {
     tracing::info!(%owner, "grading worker started");
     loop {
+        if *stop.borrow() {
+            tracing::info!(%owner, "grading worker stopped");
+            return;
+        }
+        let poll = if listening.load(Ordering::SeqCst) { SLOW_POLL } else { POLL };
         let notified = state.memo.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -49,7 +79,8 @@ async fn worker_loop(state: AppState, owner: String) {
                 update_depth(&state).await;
                 tokio::select! {
                     _ = notified => {},
-                    _ = tokio::time::sleep(POLL) => {},
+                    _ = tokio::time::sleep(poll) => {},
+                    _ = stopped(&mut stop) => {},
                 }
             }
             Err(e) => {
@@ -57,6 +88,13 @@ async fn worker_loop(state: AppState, owner: String) {
                 tokio::time::sleep(POLL).await;
             }
         }
+    }
+}
+
+/// Resolves when `stop` changes; never when its sender is gone.
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    if stop.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

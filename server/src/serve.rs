@@ -149,19 +149,34 @@ async fn shutdown_signal() {
     }
 }
 
-/// `gatehouse worker`: grading workers only, against the configured
-/// database and data directory, until interrupted.
+/// `gatehouse worker`: grading workers only (no web listener), against the
+/// configured database (with Postgres nothing else is shared: blobs and
+/// packet versions come from the database into this data folder's cache).
+/// On SIGTERM or Ctrl-C the workers stop claiming and the jobs in flight
+/// get one lease length to finish; a job still running then is abandoned,
+/// its lease expires and another worker claims it again.
 pub fn worker(config_file: Option<&Path>, count: Option<usize>) -> anyhow::Result<ExitCode> {
     init_tracing();
     let config = Config::load(config_file).context("reading the configuration")?;
-    runtime()?.block_on(async move {
+    let rt = runtime()?;
+    let code = rt.block_on(async move {
         let state = state(config).await?;
         let n = count.unwrap_or(state.config.workers).max(1);
-        crate::queue::spawn_workers(&state, n);
-        println!("Gatehouse grading workers: {n}");
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        let workers = crate::queue::spawn_workers_until(&state, n, stop);
+        println!("Gatehouse grading workers: {n} (database: {})", state.db.backend());
         shutdown_signal().await;
-        Ok(ExitCode::SUCCESS)
-    })
+        tracing::info!("stopping: no new jobs are claimed; jobs in flight may finish");
+        let _ = stop_tx.send(true);
+        let grace = Duration::from_secs(state.config.lease_secs.max(1));
+        if tokio::time::timeout(grace, futures_util::future::join_all(workers)).await.is_err() {
+            tracing::warn!("jobs still running after {}s are abandoned; their leases expire", grace.as_secs());
+        }
+        Ok::<_, anyhow::Error>(ExitCode::SUCCESS)
+    })?;
+    // Grading threads still running are not waited for.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    Ok(code)
 }
 
 pub fn add_user(config_file: Option<&Path>, email: &str, name: Option<&str>, role: &str) -> anyhow::Result<ExitCode> {

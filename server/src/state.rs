@@ -35,6 +35,12 @@ pub struct AppState {
 impl AppState {
     /// Tells this app's idle workers that a job is waiting; workers also
     /// poll, so jobs enqueued by other processes are found too.
+    /// The blob store: the data folder, and the database when it keeps
+    /// the blobs (Postgres).
+    pub fn blobs(&self) -> crate::blobs::Blobs {
+        crate::blobs::Blobs::new(&self.config.data_dir, self.db.clone())
+    }
+
     pub fn wake_workers(&self) {
         self.memo.wake.notify_waiters();
     }

@@ -49,7 +49,12 @@ async fn body(state: &AppState, sha256: Option<&str>, in_flight: bool) -> Body {
     let Some(sha) = sha256 else {
         return Body::Missing(if in_flight { "the call is still in flight".into() } else { "not kept".into() });
     };
-    match tokio::fs::read(crate::blobs::blob_path(&state.config.data_dir, sha)).await {
+    let path = match state.blobs().local_copy(sha).await {
+        Ok(Some(path)) => path,
+        Ok(None) => return Body::Missing("its blob is not in the store (yet)".into()),
+        Err(e) => return Body::Missing(format!("reading its blob failed: {e}")),
+    };
+    match tokio::fs::read(path).await {
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(v) => Body::Json(v),
             Err(_) => Body::Text(String::from_utf8_lossy(&bytes).into_owned()),

@@ -64,7 +64,17 @@ pub trait JobStore {
     /// while `owner` still holds the job's lease; false (and nothing stored)
     /// otherwise, so a job never completes twice.
     async fn complete_grade_job(&self, job_id: i64, owner: &str, submission_id: &str, result: GradeResult<'_>) -> DbResult<bool>;
+    /// Calls `wake` whenever any process queues a job, from a task of its
+    /// own, for as long as the process runs (Postgres: `LISTEN` on the
+    /// channel the `jobs` trigger notifies). Returns false when the backend
+    /// has no such signal (SQLite: workers are woken in-process and poll).
+    async fn listen_for_jobs(&self, _wake: JobWake) -> DbResult<bool> {
+        Ok(false)
+    }
 }
+
+/// What [`JobStore::listen_for_jobs`] calls on each job queued.
+pub type JobWake = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// What a finished `grade` job stores on its submission.
 pub enum GradeResult<'a> {

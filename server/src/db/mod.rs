@@ -5,13 +5,14 @@
 //!
 //! Each area of the schema has its own trait in its own file (users,
 //! packets, packet audits, assignments, submissions, jobs, audit, sessions,
-//! witness runs, the meter), and the backend
+//! witness runs, the meter, blobs kept in the database), and the backend
 //! implements it in a file of the same name under the backend's module.
 
 use std::sync::Arc;
 
 pub mod assignments;
 pub mod audit;
+pub mod blobs;
 pub mod jobs;
 pub mod meter;
 pub mod packet_audits;
@@ -26,7 +27,8 @@ pub mod witness;
 
 pub use assignments::{Assignment, AssignmentStore, DEFAULT_MAX_SUBMISSIONS, NewAssignment, ResultsRelease};
 pub use audit::{AuditEntry, AuditStore};
-pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore};
+pub use blobs::BlobRows;
+pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore, JobWake};
 pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};
 pub use packet_audits::{AuditCall, AuditCounts, NewPacketAudit, PacketAudit, PacketAuditStore};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
@@ -36,7 +38,7 @@ pub use users::{ApiToken, NewUser, Role, User, UserStore};
 pub use witness::{NewWitnessRun, WitnessRunRow, WitnessStore};
 
 /// Everything a backend provides.
-pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + WitnessStore + MeterStore + PacketAuditStore + Send + Sync {
+pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + WitnessStore + MeterStore + PacketAuditStore + BlobRows + Send + Sync {
     /// Which backend this is, for logs and `/healthz`.
     fn backend(&self) -> &'static str;
 }

@@ -83,10 +83,10 @@ pub fn keep(state: &AppState, what: &str, body: Bytes, room: Room, whole_sha256:
         Some(s) if n == body.len() => s.to_string(),
         _ => hex::encode(sha2::Sha256::digest(&kept)),
     };
-    let data_dir = state.config.data_dir.clone();
+    let blobs = state.blobs();
     let digest = sha256.clone();
     tokio::spawn(async move {
-        if let Err(e) = crate::blobs::put_bytes(&data_dir, &digest, kept).await {
+        if let Err(e) = blobs.put_bytes(&digest, kept).await {
             metrics::counter!("gatehouse_transcript_write_failures_total").increment(1);
             tracing::error!(error = %e, blob = %digest, "keeping a model call's transcript failed");
         }

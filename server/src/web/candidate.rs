@@ -17,7 +17,7 @@ use leptos::prelude::*;
 use serde_json::json;
 
 use crate::auth::password::random_token;
-use crate::blobs::{BlobError, BlobWriter};
+use crate::blobs::BlobError;
 use crate::db::{Assignment, NewSubmission, ResultsRelease, Submission};
 use crate::error::AppError;
 use crate::now_ms;
@@ -375,7 +375,7 @@ async fn receive_checked(
         if field.name() != Some("file") {
             continue;
         }
-        let mut writer = BlobWriter::create(&state.config.data_dir, cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+        let mut writer = state.blobs().writer(cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
         loop {
             let chunk = field.chunk().await.map_err(|e| Refusal::multipart(e, cap))?;
             let Some(chunk) = chunk else { break };

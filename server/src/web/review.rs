@@ -375,12 +375,18 @@ fn normalised_lines(n: &grader::ingest::Normalised) -> Vec<String> {
     out
 }
 
-/// Where the blob store keeps a submission's zip: `<data_dir>/blobs/<aa>/<sha256>`
-/// (the layout of `crate::blobs::blob_path`, which the lead's merge may
-/// call instead).
-fn stored_zip(state: &AppState, sha256: &str) -> PathBuf {
-    let prefix = sha256.get(..2).unwrap_or("00");
-    state.config.data_dir.join("blobs").join(prefix).join(sha256)
+/// A local file with a submission's stored zip: the blob store's copy,
+/// fetched from the database first when it keeps the blobs (a missing or
+/// unreadable zip gives the path where it would be, which opens as none).
+async fn stored_zip(state: &AppState, sha256: &str) -> PathBuf {
+    match state.blobs().local_copy(sha256).await {
+        Ok(Some(path)) => path,
+        Ok(None) => crate::blobs::blob_path(&state.config.data_dir, sha256),
+        Err(e) => {
+            tracing::warn!(blob = %sha256, error = %e, "reading a stored zip failed");
+            crate::blobs::blob_path(&state.config.data_dir, sha256)
+        }
+    }
 }
 
 /// Largest file shown as a diff.
@@ -395,7 +401,7 @@ const DIFF_MAX_TOTAL_LINES: usize = 20_000;
 /// Diffs are best effort: a file without one says why.
 async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, view: &mut CardView, index: &crate::provenance::AnswerIndex) {
     let index = index.clone();
-    let zip_path = stored_zip(state, archive_sha256);
+    let zip_path = stored_zip(state, archive_sha256).await;
     let starter = version_dir(state, &version.dir).join("starter");
     let mut files = std::mem::take(&mut view.files);
     files = tokio::task::spawn_blocking(move || {
@@ -452,7 +458,7 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
 /// answers in `index`: every diffable text file of the stored zip against
 /// the starter's copy (files over the diff size cap are left out).
 async fn provenance_of(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, files: &[FileChange], index: &crate::provenance::AnswerIndex) -> crate::provenance::Provenance {
-    let zip_path = stored_zip(state, archive_sha256);
+    let zip_path = stored_zip(state, archive_sha256).await;
     let starter = version_dir(state, &version.dir).join("starter");
     let paths: Vec<String> = files.iter().filter(|f| f.change != "unchanged" && f.change != "platform" && f.size <= DIFF_MAX_BYTES).map(|f| f.path.clone()).collect();
     let index = index.clone();
@@ -529,7 +535,7 @@ async fn attach_scored_files(state: &AppState, manifest: &Manifest, archive_sha2
     if wanted.is_empty() {
         return;
     }
-    let zip_path = stored_zip(state, archive_sha256);
+    let zip_path = stored_zip(state, archive_sha256).await;
     let read = tokio::task::spawn_blocking(move || {
         let mut archive = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok())?;
         Some(wanted.into_iter().filter_map(|(i, p)| read_entry(&mut archive, &p, unwrapped.as_deref()).and_then(|b| String::from_utf8(b).ok()).map(|t| (i, p, t))).collect::<Vec<_>>())
@@ -1162,7 +1168,7 @@ async fn similar_found(state: &AppState, graded: &[(Assignment, Submission, Scor
             _ => PathBuf::new(),
         };
         let sha256 = card.receipt.submission.archive_sha256.clone();
-        inputs.push(Input { zip: stored_zip(state, &sha256), sha256, starter, unwrapped: card.receipt.submission.normalised.unwrapped.clone() });
+        inputs.push(Input { zip: stored_zip(state, &sha256).await, sha256, starter, unwrapped: card.receipt.submission.normalised.unwrapped.clone() });
     }
     let memo = state.memo.clone();
     tokio::task::spawn_blocking(move || {

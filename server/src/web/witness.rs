@@ -17,7 +17,7 @@ use axum::routing::post;
 use grader::grade::GradeError;
 use serde_json::json;
 
-use crate::blobs::{BlobError, BlobWriter};
+use crate::blobs::BlobError;
 use crate::db::{Assignment, NewWitnessRun, WitnessRunRow};
 use crate::error::AppError;
 use crate::now_ms;
@@ -80,7 +80,7 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
         if field.name() != Some("file") {
             continue;
         }
-        let mut writer = BlobWriter::create(&state.config.data_dir, cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+        let mut writer = state.blobs().writer(cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
         while let Some(chunk) = field.chunk().await.map_err(|e| Refusal::multipart(e, cap))? {
             match writer.write(&chunk).await {
                 Ok(()) => {}

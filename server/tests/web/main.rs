@@ -30,6 +30,7 @@ mod upload;
 mod evidence;
 mod witness;
 mod transcripts;
+mod scale_out;
 
 use support::TestApp;
 

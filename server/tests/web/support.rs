@@ -196,6 +196,9 @@ pub async fn publish_copy_with(state: &AppState, slug: &str, key: &str, edit: im
     grader::tree::copy_path(&repo_root().join("packets").join(slug), &dir).expect("copying the packet");
     edit(&dir);
     let packet = grader::packet::Packet::load(&dir).expect("the copied packet loads");
+    // As the library does: with Postgres the folder also goes into the
+    // database, for workers elsewhere.
+    gatehouse::library::keep_archive(state, &dir, &packet.digest).await.expect("archiving the packet version");
     state
         .db
         .create_version(NewVersion {

@@ -1,7 +1,7 @@
 use async_trait::async_trait;
 
 use super::PgStore;
-use crate::db::jobs::{GradeResult, Job, JobStore};
+use crate::db::jobs::{GradeResult, Job, JobStore, JobWake};
 use crate::db::DbResult;
 use crate::now_ms;
 use crate::db::rows::jobs::*;
@@ -179,4 +179,27 @@ impl JobStore for PgStore {
         tx.commit().await?;
         Ok(true)
     }
+
+    async fn listen_for_jobs(&self, wake: JobWake) -> DbResult<bool> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+        listener.listen(JOBS_CHANNEL).await?;
+        tokio::spawn(async move {
+            loop {
+                match listener.recv().await {
+                    Ok(_) => wake(),
+                    Err(e) => {
+                        // The next recv reconnects; a job queued meanwhile
+                        // was missed, so wake the workers to look.
+                        tracing::warn!(error = %e, "listening for jobs failed; reconnecting");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        wake();
+                    }
+                }
+            }
+        });
+        Ok(true)
+    }
 }
+
+/// The channel the `jobs_notify` trigger (migration 0010) notifies.
+const JOBS_CHANNEL: &str = "gatehouse_jobs";

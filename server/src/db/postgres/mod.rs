@@ -14,6 +14,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 mod assignments;
 mod audit;
+mod blobs;
 mod jobs;
 mod meter;
 mod packet_audits;

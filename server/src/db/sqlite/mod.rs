@@ -7,6 +7,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 
 mod assignments;
 mod audit;
+mod blobs;
 mod jobs;
 mod meter;
 mod packet_audits;
