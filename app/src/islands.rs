@@ -38,9 +38,7 @@
 
 use leptos::prelude::*;
 
-/// States after which nothing changes: a submission's (graded, failed,
-/// refused, until a regrade) and a job's or packet audit's (done, failed).
-pub const FINAL_STATES: [&str; 4] = ["graded", "failed", "refused", "done"];
+pub use crate::contract::FINAL_STATES;
 
 /// Whether `state` is final (see [`FINAL_STATES`]).
 pub fn is_final(state: &str) -> bool {
@@ -190,7 +188,8 @@ pub fn LiveStatus(
                 let handle = keep.clone();
                 let finals = finals.clone();
                 client::get_json(&url, move |body| {
-                    let Some(now) = body.get("state").and_then(|s| s.as_str()) else { return };
+                    let Ok(crate::contract::LiveState { state: now }) = serde_json::from_value(body) else { return };
+                    let now = now.as_str();
                     if now != state.get_untracked() {
                         set_state.set(now.to_string());
                     }
@@ -239,7 +238,8 @@ pub fn LiveQueue(
             move || {
                 let seen = seen.clone();
                 client::get_json(&url, move |body| {
-                    let now = queue_signature(&body);
+                    let Ok(queue) = serde_json::from_value::<crate::contract::QueueStatus>(body) else { return };
+                    let now = queue.signature();
                     let mut seen = seen.borrow_mut();
                     match seen.as_deref() {
                         Some(before) if before != now => client::reload(),
@@ -293,16 +293,6 @@ pub fn CopyButton(
             {move || said.get().unwrap_or("Copy link")}
         </button>
     }
-}
-
-/// The part of a queue answer that matters for a reload: each job's id,
-/// state and attempts.
-pub fn queue_signature(body: &serde_json::Value) -> String {
-    let mut out = String::new();
-    for job in body.get("jobs").and_then(|j| j.as_array()).into_iter().flatten() {
-        out.push_str(&format!("{}:{}:{};", job["id"], job["state"], job["attempts"]));
-    }
-    out
 }
 
 /// The browser calls behind the islands: XMLHttpRequest for both the upload
@@ -458,14 +448,6 @@ mod tests {
     }
 
     #[test]
-    fn queue_signature_changes_with_states() {
-        let a = serde_json::json!({"jobs": [{"id": 1, "state": "queued", "attempts": 0}]});
-        let b = serde_json::json!({"jobs": [{"id": 1, "state": "running", "attempts": 1}]});
-        assert_ne!(queue_signature(&a), queue_signature(&b));
-        assert_eq!(queue_signature(&a), queue_signature(&a.clone()));
-    }
-
-    #[test]
     fn final_states() {
         assert!(is_final("graded") && is_final("failed") && is_final("refused") && is_final("done"));
         assert!(!is_final("queued") && !is_final("grading") && !is_final("running"));
@@ -495,23 +477,15 @@ pub fn cap_label(cap: &str) -> String {
     }
 }
 
-/// The rows of a meter status answer (`{"caps": [{"cap", "limit", "used", "left"}]}`).
-pub fn budget_rows(body: &serde_json::Value) -> Vec<BudgetRow> {
-    body.get("caps")
-        .and_then(|c| c.as_array())
-        .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let cap = c.get("cap")?.as_str()?.to_string();
-            Some(BudgetRow {
-                label: cap_label(&cap),
-                limit: c.get("limit")?.as_i64()?,
-                used: c.get("used")?.as_i64()?,
-                left: c.get("left")?.as_i64()?,
-                cap,
-            })
-        })
-        .collect()
+/// The rows of a meter status answer, one per cap.
+pub fn budget_rows(status: &crate::contract::MeterStatus) -> Vec<BudgetRow> {
+    status.caps.iter().map(BudgetRow::from).collect()
+}
+
+impl From<&crate::contract::CapUse> for BudgetRow {
+    fn from(c: &crate::contract::CapUse) -> BudgetRow {
+        BudgetRow { label: cap_label(&c.cap), cap: c.cap.clone(), limit: c.limit, used: c.used, left: c.left }
+    }
 }
 
 /// What is left of each model budget, as a table the server renders;
@@ -533,7 +507,8 @@ pub fn LiveBudget(
         let _ = set_interval_with_handle(
             move || {
                 client::get_json(&url, move |body| {
-                    let now = budget_rows(&body);
+                    let Ok(status) = serde_json::from_value::<crate::contract::MeterStatus>(body) else { return };
+                    let now = budget_rows(&status);
                     if now != rows.get_untracked() {
                         set_rows.set(now);
                     }

@@ -11,6 +11,7 @@
 
 #[cfg(feature = "ssr")]
 pub mod charts;
+pub mod contract;
 pub mod islands;
 pub mod pages;
 pub mod shell;

@@ -27,12 +27,53 @@ pub struct Witness {
     pub submitted_at: i64,
 }
 
+/// Which witnessed run: the one whose tests had to fail before the model
+/// could be used, or the one whose tests had to pass afterwards. Stored and
+/// sent as `red` or `green`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WitnessKind {
+    Red,
+    Green,
+}
+
+impl WitnessKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WitnessKind::Red => "red",
+            WitnessKind::Green => "green",
+        }
+    }
+
+    /// `red` or `green`; anything else names itself in the error.
+    pub fn parse(text: &str) -> Result<WitnessKind, String> {
+        match text {
+            "red" => Ok(WitnessKind::Red),
+            "green" => Ok(WitnessKind::Green),
+            other => Err(format!("{other:?} is not a witnessed run kind (red or green)")),
+        }
+    }
+}
+
+impl std::fmt::Display for WitnessKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the server's database rows decode it.
+impl TryFrom<String> for WitnessKind {
+    type Error = String;
+    fn try_from(text: String) -> Result<WitnessKind, String> {
+        WitnessKind::parse(&text)
+    }
+}
+
 /// A red or green test run the platform executed on the candidate's tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WitnessedRun {
     pub id: i64,
-    /// `red` or `green`.
-    pub kind: String,
+    pub kind: WitnessKind,
     /// Unix ms.
     pub at: i64,
     /// Whether the run counts (red: the tests failed; green: they passed).
@@ -94,7 +135,7 @@ fn is_zero(n: &i64) -> bool {
 impl Witness {
     /// The first red run the platform accepted, if any.
     pub fn first_accepted_red(&self) -> Option<&WitnessedRun> {
-        self.runs.iter().filter(|r| r.kind == "red" && r.accepted).min_by_key(|r| (r.at, r.id))
+        self.runs.iter().filter(|r| r.kind == WitnessKind::Red && r.accepted).min_by_key(|r| (r.at, r.id))
     }
 
     /// The calls the meter forwarded upstream (refused ones left out).
@@ -198,7 +239,7 @@ fn model_before_red(w: &Witness) -> Vec<String> {
 /// witnessed red (a claimed log that shows no failure fails the empty set).
 fn red_disagrees(w: &Witness, file: &str, claimed: &ClaimedFile) -> Vec<String> {
     let Some(text) = claimed else { return Vec::new() };
-    let reds: Vec<&WitnessedRun> = w.runs.iter().filter(|r| r.kind == "red" && r.accepted).collect();
+    let reds: Vec<&WitnessedRun> = w.runs.iter().filter(|r| r.kind == WitnessKind::Red && r.accepted).collect();
     let Some(last) = reds.last() else { return Vec::new() };
     let mine: BTreeSet<String> = failed_nodes(text);
     if reds.iter().any(|r| failed_nodes(&r.log) == mine) {
@@ -334,7 +375,7 @@ mod tests {
     use super::*;
 
     fn red(id: i64, at: i64, accepted: bool, log: &str) -> WitnessedRun {
-        WitnessedRun { id, kind: "red".into(), at, accepted, exit_code: Some(1), log: log.into(), tree_sha256: "t".into() }
+        WitnessedRun { id, kind: WitnessKind::Red, at, accepted, exit_code: Some(1), log: log.into(), tree_sha256: "t".into() }
     }
 
     fn call(id: i64, at: i64, refused: Option<&str>, tokens: (i64, i64), duplicate_of: Option<i64>) -> MeteredCall {

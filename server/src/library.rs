@@ -14,6 +14,7 @@
 //! with the grader's safe ingestion (no links, no unsafe paths) and checked
 //! against the digest before use.
 
+use app::contract::JobKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -225,7 +226,7 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
     }
     let mut queued = 0;
     for v in to_check {
-        if v.check_state == "none" && state.db.jobs_for("check", &v.id.to_string()).await?.is_empty() {
+        if v.check_state == "none" && state.db.jobs_for(JobKind::Check, &v.id.to_string()).await?.is_empty() {
             enqueue_check_at(state, v.id, BUILTIN_CHECK_PRIORITY).await?;
             queued += 1;
         }
@@ -510,13 +511,13 @@ pub async fn enqueue_check(state: &AppState, version_id: i64) -> Result<i64, App
 /// gradings).
 pub async fn enqueue_check_at(state: &AppState, version_id: i64, priority: i64) -> Result<i64, AppError> {
     let subject = version_id.to_string();
-    if let Some(j) = state.db.jobs_for("check", &subject).await?.into_iter().find(|j| j.state == "queued" || j.state == "running") {
+    if let Some(j) = state.db.jobs_for(JobKind::Check, &subject).await?.into_iter().find(|j| j.state.is_pending()) {
         if j.priority < priority {
             state.db.raise_priority(j.id, priority).await?;
         }
         return Ok(j.id);
     }
-    Ok(state.db.enqueue_with_priority("check", &subject, priority).await?)
+    Ok(state.db.enqueue_with_priority(JobKind::Check, &subject, priority).await?)
 }
 
 /// Records that a version's self-test could not run to the end (its job

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use app::contract::{JobKind, Released, SubmissionState};
 use tokio::task::JoinHandle;
 
 use crate::db::{GradeResult, Job};
@@ -72,7 +73,7 @@ async fn worker_loop(state: AppState, owner: String, mut stop: tokio::sync::watc
         let lease_ms = lease_ms(&state);
         match state.db.claim_job(&owner, now_ms(), lease_ms).await {
             Ok(Some(job)) => {
-                metrics::counter!("gatehouse_jobs_claimed_total", "kind" => job.kind.clone()).increment(1);
+                metrics::counter!("gatehouse_jobs_claimed_total", "kind" => job.kind.as_str()).increment(1);
                 run_job(&state, &owner, job).await;
             }
             Ok(None) => {
@@ -114,21 +115,21 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
     if job.attempts > job.max_attempts {
         let message = format!("grading was interrupted {} times", job.attempts - 1);
         if state.db.finish_job(job.id, owner, false, Some(&message)).await.unwrap_or(false) {
-            if job.kind == "grade" {
-                logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "failed", Some(&message)).await);
-            } else if job.kind == "audit"
+            if job.kind == JobKind::Grade {
+                logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, SubmissionState::Failed, Some(&message)).await);
+            } else if job.kind == JobKind::Audit
                 && let Ok(id) = job.subject.parse::<i64>()
             {
                 let message = "the audit was interrupted (the worker running it stopped); start it again";
                 logged(job.id, "fail_packet_audit", state.db.fail_packet_audit(id, message).await);
-            } else if job.kind == "check"
+            } else if job.kind == JobKind::Check
                 && let Ok(id) = job.subject.parse::<i64>()
             {
                 let reason = format!("the self-test was interrupted {} times (the worker running it stopped); run it again", job.attempts - 1);
                 logged(job.id, "fail_check", crate::library::fail_check(state, id, &reason).await);
             }
         }
-        metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
+        metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.as_str()).increment(1);
         tracing::warn!(job = job.id, "{message}; failed");
         return;
     }
@@ -159,9 +160,9 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
         })
     };
 
-    let result = match job.kind.as_str() {
-        "grade" => {
-            logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "grading", None).await);
+    let result = match job.kind {
+        JobKind::Grade => {
+            logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, SubmissionState::Grading, None).await);
             match grade_submission(state, &job.subject).await {
                 // Another worker owns the job now; its result is the one kept.
                 Ok(_) if lost.load(Ordering::SeqCst) => {
@@ -194,9 +195,9 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
         }
         // A packet version's self-test or one of its audits: the subject
         // is the row's id, and the job ends with the work.
-        kind @ ("check" | "audit") => match job.subject.parse::<i64>() {
+        kind @ (JobKind::Check | JobKind::Audit) => match job.subject.parse::<i64>() {
             Ok(id) => {
-                let worked = if kind == "check" { crate::library::run_check(state, id).await.map(drop) } else { crate::audit::run_job(state, id).await };
+                let worked = if kind == JobKind::Check { crate::library::run_check(state, id).await.map(drop) } else { crate::audit::run_job(state, id).await };
                 match worked {
                     Ok(()) if state.db.finish_job(job.id, owner, true, None).await.unwrap_or(false) => Ok(()),
                     Ok(()) => {
@@ -208,24 +209,23 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
             }
             Err(_) => Err(anyhow::anyhow!("{kind} job subject {:?} is not an id", job.subject)),
         },
-        other => Err(anyhow::anyhow!("unknown job kind {other:?}")),
     };
     heartbeat.abort();
 
     match result {
         Ok(()) => {
-            metrics::counter!("gatehouse_jobs_done_total", "kind" => job.kind.clone()).increment(1);
+            metrics::counter!("gatehouse_jobs_done_total", "kind" => job.kind.as_str()).increment(1);
             tracing::info!(job = job.id, "job done");
         }
         Err(e) => {
             let message = format!("{e:#}");
             tracing::warn!(job = job.id, error = %message, "job attempt failed");
             match state.db.release_job(job.id, owner, &message).await {
-                Ok(s) if s == "failed" => {
-                    metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.clone()).increment(1);
-                    if job.kind == "grade" {
-                        logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "failed", Some(&message)).await);
-                    } else if job.kind == "audit"
+                Ok(Released::Failed) => {
+                    metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.as_str()).increment(1);
+                    if job.kind == JobKind::Grade {
+                        logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, SubmissionState::Failed, Some(&message)).await);
+                    } else if job.kind == JobKind::Audit
                         && let Ok(id) = job.subject.parse::<i64>()
                     {
                         logged(job.id, "fail_packet_audit", state.db.fail_packet_audit(id, &message).await);
@@ -234,14 +234,14 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                         logged(job.id, "fail_check", crate::library::fail_check(state, id, &reason).await);
                     }
                 }
-                Ok(s) if s == "queued" => {
-                    metrics::counter!("gatehouse_jobs_retried_total", "kind" => job.kind.clone()).increment(1);
-                    if job.kind == "grade" {
-                        logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, "queued", Some(&message)).await);
+                Ok(Released::Requeued) => {
+                    metrics::counter!("gatehouse_jobs_retried_total", "kind" => job.kind.as_str()).increment(1);
+                    if job.kind == JobKind::Grade {
+                        logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, SubmissionState::Queued, Some(&message)).await);
                     }
                     state.wake_workers();
                 }
-                Ok(_) => tracing::warn!(job = job.id, "the lease was lost before release"),
+                Ok(Released::Lost) => tracing::warn!(job = job.id, "the lease was lost before release"),
                 Err(e) => tracing::error!(job = job.id, error = %e, "releasing the job failed"),
             }
         }

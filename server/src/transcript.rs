@@ -220,11 +220,11 @@ pub fn since_red(at: i64, red_at: Option<i64>) -> String {
 /// calls (with their bodies), oldest first.
 pub async fn entries(state: &AppState, assignment_id: &str, upto: Option<i64>) -> Result<(Vec<Entry>, Vec<CallTranscript>), AppError> {
     let runs: Vec<_> = state.db.witness_runs_of(assignment_id).await?.into_iter().filter(|r| upto.is_none_or(|t| r.at <= t)).collect();
-    let red_at = runs.iter().filter(|r| r.kind == "red" && r.accepted).map(|r| r.at).min();
+    let red_at = runs.iter().filter(|r| r.kind == grader::witness::WitnessKind::Red && r.accepted).map(|r| r.at).min();
     let calls = load(state, assignment_id, upto).await?;
     let mut timed: Vec<(i64, u8, i64, Entry)> = runs
         .iter()
-        .map(|r| (r.at, 0, r.id, Entry::Run { id: r.id, kind: r.kind.clone(), at: grader::witness::format_ms(r.at), accepted: r.accepted }))
+        .map(|r| (r.at, 0, r.id, Entry::Run { id: r.id, kind: r.kind.to_string(), at: grader::witness::format_ms(r.at), accepted: r.accepted }))
         .collect();
     timed.extend(calls.iter().map(|t| (t.call.at, 1, t.call.id, Entry::Call(Box::new(call_view(t, since_red(t.call.at, red_at)))))));
     timed.sort_by_key(|(at, kind, id, _)| (*at, *kind, *id));

@@ -6,14 +6,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRow {
     pub id: i64,
-    pub kind: String,
+    pub kind: crate::contract::JobKind,
     pub subject: String,
     /// A link to what the job works on, when there is a page for it.
     pub subject_href: Option<String>,
     /// The subject in words: "Ada Lovelace · null-status v1".
     #[serde(default)]
     pub label: Option<String>,
-    pub state: String,
+    pub state: crate::contract::JobState,
     pub attempts: i64,
     pub max_attempts: i64,
     pub lease: Option<String>,
@@ -42,9 +42,9 @@ fn job_table(rows: Vec<JobRow>) -> impl IntoView {
             view! {
                 <tr class=format!("job {}", j.state)>
                     <td>{j.id}</td>
-                    <td>{j.kind}</td>
+                    <td>{j.kind.as_str()}</td>
                     <td>{subject}</td>
-                    <td class="state">{j.state.clone()}</td>
+                    <td class="state">{j.state.as_str()}</td>
                     <td>{j.attempts}" / "{j.max_attempts}</td>
                     <td>{j.lease.unwrap_or_default()}</td>
                     <td class="error">{j.last_error.unwrap_or_default()}</td>

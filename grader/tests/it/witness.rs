@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use grader::evidence::Provenance;
 use grader::grade::{GradeOptions, Scorecard};
 use grader::packet::Packet;
-use grader::witness::{MeteredCall, Witness, WitnessedRun};
+use grader::witness::{MeteredCall, Witness, WitnessKind, WitnessedRun};
 
 use crate::detectors::{grader, zip_submission};
 
@@ -28,7 +28,7 @@ fn sample_red_log() -> String {
 const RED_AT: i64 = 1_767_603_600_000;
 
 fn red(log: &str) -> WitnessedRun {
-    WitnessedRun { id: 3, kind: "red".into(), at: RED_AT, accepted: true, exit_code: Some(1), log: log.into(), tree_sha256: "ab".repeat(32) }
+    WitnessedRun { id: 3, kind: WitnessKind::Red, at: RED_AT, accepted: true, exit_code: Some(1), log: log.into(), tree_sha256: "ab".repeat(32) }
 }
 
 fn call(id: i64, at: i64) -> MeteredCall {

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::DbResult;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct AuditEntry {
     pub id: i64,
     pub at: i64,

@@ -4,6 +4,7 @@
 //! completes twice.
 
 use async_trait::async_trait;
+use app::contract::{JobKind, JobState, Released};
 use serde::Serialize;
 
 use super::DbResult;
@@ -13,9 +14,9 @@ pub struct Job {
     pub id: i64,
     /// `grade` (subject: submission id), `check` (subject: packet version id)
     /// or `audit` (subject: packet audit id).
-    pub kind: String,
+    pub kind: JobKind,
     pub subject: String,
-    pub state: String,
+    pub state: JobState,
     pub attempts: i64,
     pub max_attempts: i64,
     /// Claimed highest first: 0 for gradings and an author's checks and
@@ -35,10 +36,10 @@ pub const BUILTIN_CHECK_PRIORITY: i64 = -10;
 #[async_trait]
 pub trait JobStore {
     /// Enqueues a job of priority 0.
-    async fn enqueue(&self, kind: &str, subject: &str) -> DbResult<i64> {
+    async fn enqueue(&self, kind: JobKind, subject: &str) -> DbResult<i64> {
         self.enqueue_with_priority(kind, subject, 0).await
     }
-    async fn enqueue_with_priority(&self, kind: &str, subject: &str, priority: i64) -> DbResult<i64>;
+    async fn enqueue_with_priority(&self, kind: JobKind, subject: &str, priority: i64) -> DbResult<i64>;
     /// Claims a queued job, or a running one whose lease expired, for
     /// `owner` until `now + lease_ms`; bumps `attempts`. The highest
     /// priority goes first; within one, gradings take turns across
@@ -52,10 +53,11 @@ pub trait JobStore {
     /// Marks the job done (or failed) if `owner` still holds it; false otherwise.
     async fn finish_job(&self, id: i64, owner: &str, ok: bool, error: Option<&str>) -> DbResult<bool>;
     /// Puts a job whose attempt failed back in the queue, or fails it for good
-    /// when attempts are used up; returns the new state.
-    async fn release_job(&self, id: i64, owner: &str, error: &str) -> DbResult<String>;
+    /// when attempts are used up; [`Released::Lost`] when `owner` no longer
+    /// held it (nothing changes then).
+    async fn release_job(&self, id: i64, owner: &str, error: &str) -> DbResult<Released>;
     async fn job_by_id(&self, id: i64) -> DbResult<Option<Job>>;
-    async fn jobs_for(&self, kind: &str, subject: &str) -> DbResult<Vec<Job>>;
+    async fn jobs_for(&self, kind: JobKind, subject: &str) -> DbResult<Vec<Job>>;
     /// Queued and running jobs, oldest first.
     async fn pending_jobs(&self) -> DbResult<Vec<Job>>;
     /// The newest `limit` jobs of any state, newest first.

@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod meter;
 pub mod packet_audits;
 pub mod packets;
+mod portable;
 mod rows;
 pub mod postgres;
 pub mod sessions;

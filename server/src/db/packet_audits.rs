@@ -2,12 +2,13 @@
 //! their author ledger: one row per model call an audit made.
 
 use async_trait::async_trait;
+use app::contract::JobState;
 use serde::Serialize;
 
 use super::DbResult;
 
 /// One audit of a packet version, as stored.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct PacketAudit {
     pub id: i64,
     pub version_id: i64,
@@ -21,8 +22,8 @@ pub struct PacketAudit {
     pub model: String,
     pub max_calls: i64,
     pub max_tokens: i64,
-    /// queued, running, done or failed.
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: JobState,
     /// The version's digest when the audit was queued.
     pub digest: String,
     /// The grader's `AuditReport` as JSON, once done.

@@ -1,19 +1,20 @@
 //! Submissions and their grading results.
 
 use async_trait::async_trait;
+use app::contract::SubmissionState;
 use serde::Serialize;
 
 use super::DbResult;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct Submission {
     pub id: String,
     pub assignment_id: String,
     pub blob_sha256: String,
     pub size_bytes: i64,
     pub received_at: i64,
-    /// queued, grading, graded, failed or refused.
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: SubmissionState,
     pub refusal: Option<String>,
     pub error: Option<String>,
     pub scorecard_json: Option<String>,
@@ -30,7 +31,7 @@ pub struct NewSubmission<'a> {
     pub size_bytes: i64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct HumanScoreRow {
     pub id: i64,
     pub submission_id: String,
@@ -52,7 +53,7 @@ pub trait SubmissionStore {
     async fn submissions_of(&self, assignment_id: &str) -> DbResult<Vec<Submission>>;
     /// The newest submission of every assignment of a packet (all versions).
     async fn latest_submissions_for_packet(&self, slug: &str) -> DbResult<Vec<Submission>>;
-    async fn set_submission_state(&self, id: &str, state: &str, error: Option<&str>) -> DbResult<()>;
+    async fn set_submission_state(&self, id: &str, state: SubmissionState, error: Option<&str>) -> DbResult<()>;
     /// Stores a finished grading; the assignment moves to `graded`.
     async fn set_graded(&self, id: &str, scorecard_json: &str, receipt_json: &str, decision: &str, score: f64) -> DbResult<()>;
 

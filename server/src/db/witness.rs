@@ -3,6 +3,7 @@
 //! them preceded each submission.
 
 use async_trait::async_trait;
+use grader::witness::WitnessKind;
 use serde::Serialize;
 
 use super::DbResult;
@@ -12,8 +13,7 @@ use super::DbResult;
 pub struct WitnessRunRow {
     pub id: i64,
     pub assignment_id: String,
-    /// `red` or `green`.
-    pub kind: String,
+    pub kind: WitnessKind,
     /// Unix ms when the run finished and was recorded.
     pub at: i64,
     /// Whether the run counts: red failed, or green passed after a red.
@@ -30,7 +30,7 @@ pub struct WitnessRunRow {
 
 pub struct NewWitnessRun<'a> {
     pub assignment_id: &'a str,
-    pub kind: &'a str,
+    pub kind: WitnessKind,
     pub at: i64,
     pub accepted: bool,
     pub exit_code: Option<i64>,

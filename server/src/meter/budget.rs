@@ -1,9 +1,9 @@
 //! The packet's caps against what an assignment used: which cap refuses a
 //! call, and what is left of each for the candidate page.
 
+pub use app::contract::CapUse;
 use axum::http::StatusCode;
 use grader::manifest::Budgets;
-use serde::Serialize;
 use serde_json::json;
 
 use super::MeterError;
@@ -68,15 +68,6 @@ pub fn exceeded(cap: &str, limit: i64, used: i64, message: String) -> MeterError
     }
 }
 
-/// One cap as the candidate sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CapUse {
-    /// The manifest name: model_calls, tokens, request_bytes, time_box_minutes.
-    pub cap: String,
-    pub limit: i64,
-    pub used: i64,
-    pub left: i64,
-}
 
 /// Every cap the packet sets, with what is used and left. The time box
 /// counts minutes since the assignment started (`elapsed_min`).

@@ -18,7 +18,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use grader::manifest::Budgets;
-use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::Digest;
 
@@ -33,6 +32,7 @@ mod budget;
 mod proxy;
 pub mod transcript;
 
+pub use app::contract::MeterStatus;
 pub use budget::{CapUse, Refused, caps_of};
 pub use proxy::{Usage, estimate_prompt, usage_of};
 
@@ -588,23 +588,6 @@ async fn models(State(state): State<AppState>, headers: HeaderMap) -> Result<Res
         ));
     };
     Ok(proxy::models(&state, &base, key.as_deref()).await)
-}
-
-/// The candidate's view of the meter: key, endpoint, window and what is
-/// left of each budget. The live budget island polls it.
-#[derive(Debug, Clone, Serialize)]
-pub struct MeterStatus {
-    /// The current key, or None when it was revoked.
-    pub key: Option<String>,
-    /// The OpenAI-compatible base URL (`<public url>/v1`).
-    pub endpoint: String,
-    pub upstream_configured: bool,
-    pub waits_for_red: bool,
-    /// False before a witnessed red when the packet makes the model wait.
-    pub window_open: bool,
-    pub caps: Vec<CapUse>,
-    /// Calls recorded (forwarded or refused).
-    pub calls_recorded: i64,
 }
 
 /// The meter status of an assignment reached through its link token.

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use app::islands::{BudgetRow, cap_label};
+use app::contract::{CandidateStatus, ReleasedResult, SubmissionState, SubmissionStatus};
 use app::pages::candidate::{CandidateView, CandidatePage, GoneView, MeterBox, CandidateReceiptView, CandidateReceiptPage, SubmissionRow};
 use app::shell::PageMeta;
 use axum::extract::multipart::MultipartRejection;
@@ -172,7 +172,7 @@ pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, e
             sha256: s.blob_sha256,
             size_bytes: s.size_bytes,
             received: fmt_time(s.received_at),
-            state: s.state,
+            state: s.state.to_string(),
         })
         .collect();
     let page = CandidateView {
@@ -210,11 +210,7 @@ async fn meter_box(state: &AppState, token: &str, a: &Assignment) -> Result<Mete
     } else {
         None
     };
-    let caps = m
-        .caps
-        .into_iter()
-        .map(|c| BudgetRow { label: cap_label(&c.cap), cap: c.cap, limit: c.limit, used: c.used, left: c.left })
-        .collect();
+    let caps = app::islands::budget_rows(&m);
     Ok(MeterBox { key: m.key, endpoint: m.endpoint, status_url: format!("/c/{token}/meter"), note, caps, transcript_url: format!("/c/{token}/transcript") })
 }
 
@@ -445,7 +441,7 @@ async fn receive_checked(
 /// kept; reviewers see the last one first).
 async fn limit_reached(state: &AppState, a: &Assignment) -> Result<(), Refusal> {
     let all = state.db.submissions_of(&a.id).await?;
-    let pending = all.iter().filter(|s| matches!(s.state.as_str(), "queued" | "grading")).count();
+    let pending = all.iter().filter(|s| !s.state.is_final()).count();
     if pending >= state.config.max_pending_jobs.max(1) {
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "pending").increment(1);
         return Err(Refusal::new(
@@ -502,16 +498,16 @@ async fn own_submission(state: &AppState, a: &Assignment, id: &str) -> Result<Su
     state.db.submission_by_id(id).await?.filter(|s| s.assignment_id == a.id).ok_or_else(|| AppError::NotFound("submission".into()))
 }
 
-/// The status shape shared by the candidate's and the reviewer's status URLs.
-pub fn status_json(s: &Submission) -> serde_json::Value {
-    json!({ "state": s.state, "decision": s.decision, "score": s.score })
+/// The reviewer's status of a submission.
+pub fn status_json(s: &Submission) -> SubmissionStatus {
+    SubmissionStatus { state: s.state, decision: s.decision.clone(), score: s.score }
 }
 
 /// Whether the candidate may see `s`'s decision and score: the assignment's
 /// `results` setting (never by default; after a reviewer has scored it; or
 /// as soon as it is graded).
 pub async fn results_released(state: &AppState, a: &Assignment, s: &Submission) -> Result<bool, AppError> {
-    if s.state != "graded" {
+    if s.state != SubmissionState::Graded {
         return Ok(false);
     }
     Ok(match a.results {
@@ -529,24 +525,22 @@ pub fn receipt_digest(s: &Submission) -> Option<String> {
 
 /// What the candidate's status poll shows: the state and the receipt
 /// digest, and the decision and score only once released.
-pub fn candidate_status_json(s: &Submission, released: bool) -> serde_json::Value {
-    let mut out = json!({ "state": s.state, "receipt_digest": receipt_digest(s) });
-    if released {
-        out["decision"] = json!(s.decision);
-        out["score"] = json!(s.score);
+pub fn candidate_status_json(s: &Submission, released: bool) -> CandidateStatus {
+    CandidateStatus {
+        state: s.state,
+        receipt_digest: receipt_digest(s),
+        result: released.then(|| ReleasedResult { decision: s.decision.clone(), score: s.score }),
     }
-    out
 }
 
 fn note_for(s: &Submission) -> Option<String> {
-    match s.state.as_str() {
-        "queued" => Some("Your submission is stored and waiting for a grader.".into()),
-        "grading" => Some("Your submission is being graded.".into()),
-        "graded" => Some("Grading is finished; the hiring team has the results.".into()),
-        "refused" => Some(format!("The grader refused this zip: {}", s.refusal.clone().unwrap_or_default())),
-        "failed" => Some("Grading could not be completed; the hiring team has been told.".into()),
-        _ => None,
-    }
+    Some(match s.state {
+        SubmissionState::Queued => "Your submission is stored and waiting for a grader.".into(),
+        SubmissionState::Grading => "Your submission is being graded.".into(),
+        SubmissionState::Graded => "Grading is finished; the hiring team has the results.".into(),
+        SubmissionState::Refused => format!("The grader refused this zip: {}", s.refusal.clone().unwrap_or_default()),
+        SubmissionState::Failed => "Grading could not be completed; the hiring team has been told.".into(),
+    })
 }
 
 async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<Response, AppError> {
@@ -560,7 +554,7 @@ async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String,
         sha256: s.blob_sha256.clone(),
         size_bytes: s.size_bytes,
         received: fmt_time(s.received_at),
-        state: s.state.clone(),
+        state: s.state.to_string(),
         note: note_for(&s),
         decision: released.then(|| s.decision.clone()).flatten(),
         score: if released { s.score.map(|v| format!("{v}")) } else { None },
@@ -569,7 +563,7 @@ async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String,
     Ok(Html(app::shell::document(meta(&state, "Receipt"), move || view! { <CandidateReceiptPage page=page /> })).into_response())
 }
 
-async fn status(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<axum::Json<serde_json::Value>, AppError> {
+async fn status(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<axum::Json<CandidateStatus>, AppError> {
     let a = assignment_for(&state, &token).await?;
     let s = own_submission(&state, &a, &id).await?;
     let released = results_released(&state, &a, &s).await?;

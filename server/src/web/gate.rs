@@ -44,7 +44,7 @@ pub async fn section(state: &AppState, token: &str, a: &Assignment, packet: &Pac
                 .unwrap_or_default();
             WitnessRunView {
                 anchor: format!("witness-{}", r.id),
-                kind: r.kind,
+                kind: r.kind.to_string(),
                 at: fmt_time(r.at),
                 accepted: r.accepted,
                 exit: r.exit_code.map(|c| format!("exit {c}")).unwrap_or_else(|| "killed by a signal".into()),

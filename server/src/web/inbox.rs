@@ -2,6 +2,7 @@
 //! graded submission of every assignment, split into those waiting for a
 //! human score (oldest first) and the recently graded rest (newest first).
 
+use app::contract::SubmissionState;
 use app::pages::inbox::{InboxPage, InboxRow, InboxView};
 use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};
@@ -40,7 +41,7 @@ async fn inbox(State(state): State<AppState>, signed_in: SignedIn) -> Result<Res
     let mut waiting = Vec::new();
     let mut recent = Vec::new();
     for a in state.db.list_assignments(None).await? {
-        let Some(s) = state.db.submissions_of(&a.id).await?.into_iter().find(|s| s.state == "graded") else { continue };
+        let Some(s) = state.db.submissions_of(&a.id).await?.into_iter().find(|s| s.state == SubmissionState::Graded) else { continue };
         let Some(card) = crate::web::review::parse_card(&s)? else { continue };
         let pending = card.scoring.criteria.iter().filter(|c| c.status == Status::Pending).count();
         let graded_at = s.graded_at.unwrap_or(s.received_at);

@@ -1,6 +1,7 @@
 //! The packet library pages: list, detail, import, the draft editor,
 //! self-test and publish. Every signed-in user may read; authors change.
 
+use app::contract::{JobKind, JobState};
 use std::collections::HashMap;
 
 use axum::extract::{DefaultBodyLimit, Multipart, Path, Query, State};
@@ -99,11 +100,11 @@ pub fn readable_exit(detail: &str) -> String {
 /// "queued" while one waits (also over an earlier result), else the last
 /// result or "not run".
 async fn check_state(state: &AppState, v: &PacketVersion) -> Result<String, AppError> {
-    let jobs = state.db.jobs_for("check", &v.id.to_string()).await?;
-    if v.check_state == "running" || jobs.iter().any(|j| j.state == "running") {
+    let jobs = state.db.jobs_for(JobKind::Check, &v.id.to_string()).await?;
+    if v.check_state == "running" || jobs.iter().any(|j| j.state == JobState::Running) {
         return Ok("running".into());
     }
-    if jobs.iter().any(|j| j.state == "queued") {
+    if jobs.iter().any(|j| j.state == JobState::Queued) {
         return Ok("queued".into());
     }
     Ok(if v.check_state == "none" { "not run".into() } else { v.check_state.clone() })
@@ -284,7 +285,7 @@ async fn audit_view(state: &AppState, slug: &str, a: &crate::db::PacketAudit, ed
     }
     let mut v = AuditView {
         id: a.id,
-        state: a.state.clone(),
+        state: a.state.to_string(),
         status_url: format!("/packets/{slug}/versions/{}/audits/{}/status", a.version_id, a.id),
         mode: a.mode.clone(),
         asked,
@@ -586,7 +587,7 @@ async fn start_audit(State(state): State<AppState>, signed_in: SignedIn, Path((s
     } else {
         (String::new(), 0, 0)
     };
-    if state.db.packet_audits_of(v.id, 50).await?.iter().any(|a| a.state == "queued" || a.state == "running") {
+    if state.db.packet_audits_of(v.id, 50).await?.iter().any(|a| a.state.is_pending()) {
         return Err(AppError::Conflict("an audit of this version is already queued or running; wait for it to finish".into()));
     }
     let functions = names.join(" ");

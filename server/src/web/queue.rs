@@ -1,12 +1,12 @@
 //! The grading queue page and its JSON status, and the reviewer's status of
 //! one submission.
 
-use app::pages::queue::{JobRow, QueueView, QueuePage};
+use app::contract::{JobKind, QueueJob, QueueStatus, SubmissionStatus};
+use app::pages::queue::{JobRow, QueuePage, QueueView};
 use axum::extract::{Path, State};
 use axum::response::Html;
 use axum::routing::get;
 use leptos::prelude::*;
-use serde_json::json;
 
 use crate::db::{Job, Role};
 use crate::error::AppError;
@@ -25,10 +25,7 @@ pub fn routes() -> crate::routes::Routes {
 const RECENT: i64 = 50;
 
 fn row(j: Job) -> JobRow {
-    let subject_href = match j.kind.as_str() {
-        "grade" => Some(format!("/submissions/{}", j.subject)),
-        _ => None,
-    };
+    let subject_href = (j.kind == JobKind::Grade).then(|| format!("/submissions/{}", j.subject));
     JobRow {
         id: j.id,
         kind: j.kind,
@@ -47,8 +44,8 @@ fn row(j: Job) -> JobRow {
 /// What a job works on, in words: the candidate and packet of a grading
 /// (a pseudonym under blind review), the packet version of a self-test.
 async fn label(state: &AppState, r: &JobRow) -> Result<Option<String>, AppError> {
-    Ok(match r.kind.as_str() {
-        "grade" => match state.db.submission_by_id(&r.subject).await? {
+    Ok(match r.kind {
+        JobKind::Grade => match state.db.submission_by_id(&r.subject).await? {
             Some(s) => state.db.assignment_by_id(&s.assignment_id).await?.map(|a| {
                 let who = if a.blind_review { crate::web::review::blind_label(&s.id) } else { a.candidate_name.clone() };
                 let version = a.version.map(|v| format!(" v{v}")).unwrap_or_default();
@@ -56,14 +53,14 @@ async fn label(state: &AppState, r: &JobRow) -> Result<Option<String>, AppError>
             }),
             None => None,
         },
-        "check" => match r.subject.parse::<i64>().ok() {
+        JobKind::Check => match r.subject.parse::<i64>().ok() {
             Some(id) => match state.db.version_by_id(id).await? {
                 Some(v) => Some(format!("self-test of {} {}", v.slug, crate::web::library::label_of(state, &v).await?)),
                 None => None,
             },
             None => None,
         },
-        _ => None,
+        JobKind::Audit => None,
     })
 }
 
@@ -80,33 +77,36 @@ async fn labelled(state: &AppState, jobs: Vec<Job>) -> Result<Vec<JobRow>, AppEr
 async fn page(State(state): State<AppState>, signed_in: SignedIn) -> Result<Html<String>, AppError> {
     signed_in.require(Role::Reviewer)?;
     let pending = labelled(&state, state.db.pending_jobs().await?).await?;
-    let recent = labelled(&state, state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state == "done" || j.state == "failed").collect()).await?;
+    let recent = labelled(&state, state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state.is_final()).collect()).await?;
     let meta = crate::web::page::meta(&signed_in, "Grading queue");
     let page = QueueView { pending, recent };
     Ok(Html(app::shell::document(meta, move || view! { <QueuePage page=page /> })))
 }
 
-async fn status(State(state): State<AppState>, signed_in: SignedIn) -> Result<axum::Json<serde_json::Value>, AppError> {
+async fn status(State(state): State<AppState>, signed_in: SignedIn) -> Result<axum::Json<QueueStatus>, AppError> {
     signed_in.require(Role::Reviewer)?;
     let mut jobs = state.db.pending_jobs().await?;
-    jobs.extend(state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state == "done" || j.state == "failed"));
-    let jobs: Vec<serde_json::Value> = jobs
+    jobs.extend(state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state.is_final()));
+    let jobs = jobs
         .into_iter()
-        .map(|j| {
-            json!({
-                "id": j.id, "kind": j.kind, "subject": j.subject, "state": j.state, "attempts": j.attempts,
-                "lease_until": j.lease_until, "last_error": j.last_error,
-            })
+        .map(|j| QueueJob {
+            id: j.id,
+            kind: j.kind,
+            subject: j.subject,
+            state: j.state,
+            attempts: j.attempts,
+            lease_until: j.lease_until,
+            last_error: j.last_error,
         })
         .collect();
-    Ok(axum::Json(json!({ "jobs": jobs })))
+    Ok(axum::Json(QueueStatus { jobs }))
 }
 
 async fn submission_status(
     State(state): State<AppState>,
     signed_in: SignedIn,
     Path(id): Path<String>,
-) -> Result<axum::Json<serde_json::Value>, AppError> {
+) -> Result<axum::Json<SubmissionStatus>, AppError> {
     signed_in.require(Role::Reviewer)?;
     let s = state.db.submission_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
     Ok(axum::Json(status_json(&s)))
@@ -120,11 +120,11 @@ mod tests {
     fn queue_page_renders_jobs() {
         let job = JobRow {
             id: 7,
-            kind: "grade".into(),
+            kind: JobKind::Grade,
             subject: "abc".into(),
             subject_href: Some("/submissions/abc".into()),
             label: None,
-            state: "running".into(),
+            state: app::contract::JobState::Running,
             attempts: 1,
             max_attempts: 3,
             lease: Some("host:1 until 2026-11-29 10:00 UTC".into()),

@@ -10,6 +10,7 @@
 //! prescribing another order today; when one is added, `card_view_model` is the
 //! place to follow it.
 
+use app::contract::{JobKind, SubmissionState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -103,8 +104,8 @@ async fn starter_of(state: &AppState, version: &PacketVersion) -> Option<Tree> {
 }
 
 pub(crate) fn parse_card(s: &Submission) -> Result<Option<Scorecard>, AppError> {
-    match (&s.state[..], &s.scorecard_json) {
-        ("graded", Some(json)) => serde_json::from_str(json)
+    match (s.state, &s.scorecard_json) {
+        (SubmissionState::Graded, Some(json)) => serde_json::from_str(json)
             .map(Some)
             .map_err(|e| AppError::Internal(anyhow::anyhow!("submission {}: stored scorecard does not parse: {e}", s.id))),
         _ => Ok(None),
@@ -597,7 +598,7 @@ async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Pat
     // candidate) sees the pseudonym of the latest graded submission until
     // they have scored it.
     if a.blind_review && signed_in.user.role == Role::Reviewer {
-        let latest = all.iter().find(|s| s.state == "graded");
+        let latest = all.iter().find(|s| s.state == SubmissionState::Graded);
         let card = latest.and_then(|s| parse_card(s).ok().flatten());
         let hide = match latest {
             Some(s) => hides_candidate(&state, &a, &s.id, card.as_ref(), signed_in.user.id).await?,
@@ -610,7 +611,7 @@ async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Pat
     }
     // The last graded submission first, then the rest newest first (the
     // sort is stable over the newest-first list); every one is kept.
-    all.sort_by_key(|s| s.state != "graded");
+    all.sort_by_key(|s| s.state != SubmissionState::Graded);
     let submissions = all
         .into_iter()
         .map(|s| {
@@ -618,7 +619,7 @@ async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Pat
             SubmissionLine {
                 id: s.id.clone(),
                 received_at: when(s.received_at),
-                state: s.state.clone(),
+                state: s.state.to_string(),
                 decision: s.decision.clone(),
                 score: card.as_ref().map(score_label),
             }
@@ -705,7 +706,7 @@ async fn scorecard_page(
         version: version_label(&ctx.assignment),
         received_at: when(ctx.submission.received_at),
         graded_at: ctx.submission.graded_at.map(when),
-        state: ctx.submission.state.clone(),
+        state: ctx.submission.state.to_string(),
         error: ctx.submission.error.clone(),
         refusal: ctx.submission.refusal.clone(),
         card: match &card {
@@ -832,15 +833,15 @@ async fn regrade(
     signed_in.require(Role::Reviewer)?;
     signed_in.verify_csrf(form.csrf.as_deref()).await?;
     let ctx = context(&state, &id).await?;
-    match ctx.submission.state.as_str() {
-        "queued" | "grading" => {
+    match ctx.submission.state {
+        SubmissionState::Queued | SubmissionState::Grading => {
             return Err(AppError::Conflict(format!("submission {id} is already {}; wait for it to finish", ctx.submission.state)));
         }
-        "refused" => return Err(AppError::Conflict(format!("submission {id} was refused at upload; there is nothing to grade"))),
-        _ => {}
+        SubmissionState::Refused => return Err(AppError::Conflict(format!("submission {id} was refused at upload; there is nothing to grade"))),
+        SubmissionState::Graded | SubmissionState::Failed => {}
     }
-    state.db.set_submission_state(&id, "queued", None).await?;
-    let job = state.db.enqueue("grade", &id).await?;
+    state.db.set_submission_state(&id, SubmissionState::Queued, None).await?;
+    let job = state.db.enqueue(JobKind::Grade, &id).await?;
     state
         .db
         .audit(
@@ -855,8 +856,8 @@ async fn regrade(
 
 /// The stored receipt JSON of a graded submission.
 fn stored_receipt(ctx: &Context) -> Result<String, AppError> {
-    match (&ctx.submission.state[..], &ctx.submission.receipt_json) {
-        ("graded", Some(r)) => Ok(r.clone()),
+    match (ctx.submission.state, &ctx.submission.receipt_json) {
+        (SubmissionState::Graded, Some(r)) => Ok(r.clone()),
         (s, _) => Err(AppError::NotFound(format!("a receipt for submission {} (it is {s})", ctx.submission.id))),
     }
 }
@@ -994,7 +995,7 @@ async fn scorecards_csv(State(state): State<AppState>, signed_in: SignedIn, Path
             candidate: a.as_ref().map_or("", |a| a.candidate_name.as_str()),
             email: a.as_ref().map_or("", |a| a.email.as_str()),
             submission_id: &s.id,
-            state: &s.state,
+            state: s.state.as_str(),
             card: card.as_ref(),
         })
         .collect();
@@ -1011,7 +1012,7 @@ async fn graded_of_packet(state: &AppState, slug: &str) -> Result<Vec<(Assignmen
     assignments.reverse();
     for a in assignments {
         let subs = state.db.submissions_of(&a.id).await?;
-        if let Some(s) = subs.into_iter().find(|s| s.state == "graded")
+        if let Some(s) = subs.into_iter().find(|s| s.state == SubmissionState::Graded)
             && let Some(card) = parse_card(&s)?
         {
             out.push((a, s, card));
@@ -1271,7 +1272,7 @@ pub fn ledger_view(w: &Witness) -> LedgerView {
         .iter()
         .map(|r| LedgerRun {
             id: r.id,
-            kind: r.kind.clone(),
+            kind: r.kind.to_string(),
             at: format_ms(r.at),
             accepted: r.accepted,
             exit: r.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "signal".into()),
@@ -1318,7 +1319,7 @@ use crate::times::span;
 /// submission on one time axis, every mark titled with its id and time.
 pub fn timeline_svg(w: &Witness) -> String {
     use app::charts::{Timeline, TimelineCall, TimelineRun};
-    let runs = w.runs.iter().map(|r| TimelineRun { id: r.id, kind: r.kind.clone(), at: r.at, accepted: r.accepted }).collect();
+    let runs = w.runs.iter().map(|r| TimelineRun { id: r.id, kind: r.kind.to_string(), at: r.at, accepted: r.accepted }).collect();
     let calls = w
         .calls
         .iter()

@@ -17,6 +17,8 @@ use axum::routing::post;
 use grader::grade::GradeError;
 use serde_json::json;
 
+use grader::witness::WitnessKind;
+
 use crate::blobs::BlobError;
 use crate::db::{Assignment, NewWitnessRun, WitnessRunRow};
 use crate::error::AppError;
@@ -47,9 +49,9 @@ struct Witnessed {
 /// Receives the tree, runs it, and records the run. Refusals before the run
 /// (closed link, bad upload, a zip ingestion refuses) record nothing.
 async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderMap, multipart: Result<Multipart, MultipartRejection>) -> Result<Witnessed, Refusal> {
-    if kind != "red" && kind != "green" {
+    let Ok(kind) = WitnessKind::parse(kind) else {
         return Err(AppError::NotFound(format!("witness step {kind:?} (there are `red` and `green`)")).into());
-    }
+    };
     let packet = load_packet(state, a).await?;
     if let Some(r) = closed_reason(a, crate::assignment::time_box_secs(a, packet.manifest.budgets.time_box_minutes), now_ms()) {
         return Err(r);
@@ -111,11 +113,11 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
     metrics::histogram!("gatehouse_witness_seconds").record(started.elapsed().as_secs_f64());
 
     let refusal = match (kind, outcome.passed) {
-        ("red", true) => Some(RED_PASSED),
-        ("red", false) => None,
-        (_, false) => Some(GREEN_FAILED),
-        (_, true) if state.db.first_accepted_red_at(&a.id).await?.is_none() => Some(GREEN_BEFORE_RED),
-        (_, true) => None,
+        (WitnessKind::Red, true) => Some(RED_PASSED),
+        (WitnessKind::Red, false) => None,
+        (WitnessKind::Green, false) => Some(GREEN_FAILED),
+        (WitnessKind::Green, true) if state.db.first_accepted_red_at(&a.id).await?.is_none() => Some(GREEN_BEFORE_RED),
+        (WitnessKind::Green, true) => None,
     };
     let env_json = serde_json::to_string(&outcome.environment).map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
     let row = state
@@ -135,7 +137,7 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
     if a.started_at.is_none() {
         state.db.start_assignment(&a.id, row.at).await?;
     }
-    tracing::info!(assignment = %a.id, kind, accepted = row.accepted, wall_ms = outcome.wall_ms, "witnessed run");
+    tracing::info!(assignment = %a.id, kind = %kind, accepted = row.accepted, wall_ms = outcome.wall_ms, "witnessed run");
     Ok(Witnessed { row, passed: outcome.passed, wall_ms: outcome.wall_ms })
 }
 

@@ -73,7 +73,7 @@ async fn api_creates_an_assignment_takes_a_submission_and_serves_the_scorecard()
 
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let s = wait_final(&app.state, &id, Duration::from_secs(120)).await;
-    assert_eq!(s.state, "graded");
+    assert_eq!(s.state.as_str(), "graded");
 
     let r: Value = client.get(app.url(&format!("/api/v1/submissions/{id}"))).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
     assert_eq!(r["id"], id.as_str());

@@ -80,7 +80,7 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
     let r = start(&app, &client, draft, &[("csrf", csrf.as_str()), ("functions", "os.system(1)")]).await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert!(app.state.db.packet_audits_of(draft, 10).await.unwrap().is_empty(), "a refused request queues nothing");
-    assert!(app.state.db.jobs_for("audit", "1").await.unwrap().is_empty());
+    assert!(app.state.db.jobs_for(app::contract::JobKind::Audit, "1").await.unwrap().is_empty());
 
     // Queued with no worker running: the page (JavaScript off) says so.
     let r = start(&app, &client, draft, &form).await;
@@ -90,7 +90,7 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
     let html = page(&client, app.url(&format!("/packets/token-bucket?version={draft}"))).await.text().await.unwrap();
     assert!(html.contains("Audit the hidden tests") && html.contains("data-state=\"queued\"") && html.contains("Reload the page to see the result"), "{html}");
     assert_eq!(start(&app, &client, draft, &form).await.status(), StatusCode::CONFLICT, "one audit of a version at a time");
-    let jobs = app.state.db.jobs_for("audit", &audit.to_string()).await.unwrap();
+    let jobs = app.state.db.jobs_for(app::contract::JobKind::Audit, &audit.to_string()).await.unwrap();
     assert_eq!(jobs.len(), 1);
 
     // A worker takes the job: running, then done.
@@ -278,7 +278,15 @@ async fn an_audit_that_cannot_run_is_failed_with_its_reason() {
     assert_eq!(status(&app, &client, draft, audit).await["error"], error.as_str());
     let html = page(&client, app.url(&format!("/packets/token-bucket?version={draft}"))).await.text().await.unwrap();
     assert!(html.contains("data-state=\"failed\"") && html.contains("has no top-level function or class of that name"), "{html}");
-    let jobs = app.state.db.jobs_for("audit", &audit.to_string()).await.unwrap();
+    // The worker finishes the job just after it stored the audit's failure.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let jobs = loop {
+        let jobs = app.state.db.jobs_for(app::contract::JobKind::Audit, &audit.to_string()).await.unwrap();
+        if jobs.iter().all(|j| j.state.is_final()) || std::time::Instant::now() > deadline {
+            break jobs;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     assert_eq!(jobs.iter().map(|j| j.state.as_str()).collect::<Vec<_>>(), ["done"], "the job ran; the audit is what failed");
     // A finished audit does not block the next one.
     let r = start(&app, &client, draft, &[("csrf", csrf.as_str()), ("mutants", "1"), ("functions", "_finite")]).await;

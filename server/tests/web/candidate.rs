@@ -179,7 +179,7 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     assert!(html.contains(&format!("{} bytes", zip.len())), "{html}");
 
     let s = wait_final(&app.state, &id, Duration::from_secs(120)).await;
-    assert_eq!(s.state, "graded", "error: {:?} refusal: {:?}", s.error, s.refusal);
+    assert_eq!(s.state.as_str(), "graded", "error: {:?} refusal: {:?}", s.error, s.refusal);
 
     // The stored scorecard is what the CLI prints for the same zip.
     let stored: Value = serde_json::from_str(s.scorecard_json.as_deref().unwrap()).unwrap();
@@ -227,9 +227,9 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     assert_eq!(status["receipt_digest"], stored["receipt"]["digest"]);
 
     // Exactly one job, done once.
-    let jobs = app.state.db.jobs_for("grade", &id).await.unwrap();
+    let jobs = app.state.db.jobs_for(app::contract::JobKind::Grade, &id).await.unwrap();
     assert_eq!(jobs.len(), 1);
-    assert_eq!(jobs[0].state, "done");
+    assert_eq!(jobs[0].state.as_str(), "done");
     assert_eq!(jobs[0].attempts, 1);
 
     // The plain form answers with a redirect to the receipt.

@@ -562,7 +562,7 @@ async fn results_are_the_hiring_teams_to_release() {
     assert_eq!(r.status(), StatusCode::CREATED);
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     let s = crate::candidate::wait_final(&app.state, &id, Duration::from_secs(180)).await;
-    assert_eq!(s.state, "graded");
+    assert_eq!(s.state.as_str(), "graded");
     let decision = s.decision.clone().expect("graded with a decision");
     let digest: String = serde_json::from_str::<Value>(s.receipt_json.as_deref().unwrap()).unwrap()["digest"].as_str().unwrap().to_string();
 
@@ -778,7 +778,7 @@ async fn markup_from_a_submission_is_escaped_wherever_it_is_shown() {
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let id = serde_json::from_str::<Value>(&body).unwrap()["id"].as_str().unwrap().to_string();
     let s = crate::candidate::wait_final(&app.state, &id, Duration::from_secs(180)).await;
-    assert_eq!(s.state, "graded", "{:?}", s.error);
+    assert_eq!(s.state.as_str(), "graded", "{:?}", s.error);
     let (reviewer, _) = crate::auth::signed_in(&app, Role::Reviewer).await;
     let mut pages = Vec::new();
     for path in [format!("/submissions/{id}"), format!("/submissions/{id}/receipt"), format!("/submissions/{id}/receipt.html"), format!("/assignments/{}", a.assignment.id)] {

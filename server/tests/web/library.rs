@@ -115,7 +115,7 @@ async fn built_in_packets_load_once_and_list() {
         let r = author.post(app.url(&format!("/packets/null-status/versions/{}/check", v.id))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::SEE_OTHER);
     }
-    let jobs = app.state.db.jobs_for("check", &v.id.to_string()).await.unwrap();
+    let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
     assert_eq!(jobs.len(), 1);
     let html = page(&author, app.url("/packets/null-status")).await.text().await.unwrap();
     assert!(html.contains("check-queued"), "the page shows the queued self-test");
@@ -243,7 +243,7 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     for id in [good, bad] {
         let r = client.post(app.url(&format!("/packets/null-status/versions/{id}/publish"))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::SEE_OTHER);
-        let jobs = app.state.db.jobs_for("check", &id.to_string()).await.unwrap();
+        let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &id.to_string()).await.unwrap();
         assert_eq!(jobs.len(), 1, "one check job for {id}");
         assert_eq!(app.state.db.version_by_id(id).await.unwrap().unwrap().state, VersionState::Draft, "not published before the check");
         let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
@@ -357,7 +357,7 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
     .await;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
     let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
-    let jobs = app.state.db.jobs_for("check", &v.id.to_string()).await.unwrap();
+    let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
     assert_eq!(jobs.len(), 1, "{jobs:?}");
     assert_eq!((jobs[0].state.as_str(), jobs[0].priority), ("queued", gatehouse::db::BUILTIN_CHECK_PRIORITY));
 
@@ -372,7 +372,7 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
 
     // A restart with the same digest queues nothing more.
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
-    assert_eq!(app.state.db.jobs_for("check", &v.id.to_string()).await.unwrap().len(), 1, "not queued twice");
+    assert_eq!(app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap().len(), 1, "not queued twice");
 
     // A worker runs it, for real, in the sandbox.
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
@@ -404,7 +404,7 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
 
     // Checked once: another start queues nothing, and the result stays.
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
-    let jobs = app.state.db.jobs_for("check", &v.id.to_string()).await.unwrap();
+    let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
     assert_eq!((jobs.len(), jobs[0].state.as_str()), (1, "done"));
 }
 
@@ -423,7 +423,7 @@ async fn a_grading_is_claimed_before_a_pending_built_in_check() {
     let db = &app.state.db;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
     let v = db.latest_published("null-status").await.unwrap().unwrap();
-    let check = db.jobs_for("check", &v.id.to_string()).await.unwrap()[0].clone();
+    let check = db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap()[0].clone();
 
     let invited = crate::candidate::invite(&app.state, "First").await;
     assert_eq!(invited.assignment.packet_version_id, v.id, "graded against the built-in version");
@@ -431,7 +431,7 @@ async fn a_grading_is_claimed_before_a_pending_built_in_check() {
         .create_submission(gatehouse::db::NewSubmission { id: "sub-first", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
         .await
         .unwrap();
-    let grade = db.jobs_for("grade", &s.id).await.unwrap()[0].clone();
+    let grade = db.jobs_for(app::contract::JobKind::Grade, &s.id).await.unwrap()[0].clone();
     assert!(grade.id > check.id, "the check is the older job");
     let first = db.claim_job("w", gatehouse::now_ms(), 60_000).await.unwrap().expect("a job");
     assert_eq!((first.kind.as_str(), first.id), ("grade", grade.id), "the grading goes first");
@@ -486,7 +486,7 @@ async fn built_in_self_test_off_queues_nothing_and_a_failed_one_says_why() {
     .await;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
     let db = &app.state.db;
-    let jobs = db.jobs_for("check", &v.id.to_string()).await.unwrap();
+    let jobs = db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
     assert_eq!(jobs.len(), 1);
     // Three workers claim it and die (their leases lapse).
     let base = gatehouse::now_ms() - 10_000;
@@ -495,7 +495,7 @@ async fn built_in_self_test_off_queues_nothing_and_a_failed_one_says_why() {
     }
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let started = std::time::Instant::now();
-    while db.job_by_id(jobs[0].id).await.unwrap().unwrap().state != "failed" {
+    while db.job_by_id(jobs[0].id).await.unwrap().unwrap().state.as_str() != "failed" {
         assert!(started.elapsed() < Duration::from_secs(20), "the interrupted check was not failed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -32,13 +32,13 @@ async fn an_expired_lease_is_reclaimed_and_the_old_owner_cannot_complete() {
         .await
         .unwrap();
     assert!(!done);
-    assert_eq!(db.submission_by_id(&s.id).await.unwrap().unwrap().state, "queued");
+    assert_eq!(db.submission_by_id(&s.id).await.unwrap().unwrap().state.as_str(), "queued");
     // The holder completes once; a second completion is refused.
     let r = GradeResult::Refused { reason: "test" };
     assert!(db.complete_grade_job(first.id, "worker-b", &s.id, r).await.unwrap());
     let r = GradeResult::Refused { reason: "test" };
     assert!(!db.complete_grade_job(first.id, "worker-b", &s.id, r).await.unwrap());
-    assert_eq!(db.job_by_id(first.id).await.unwrap().unwrap().state, "done");
+    assert_eq!(db.job_by_id(first.id).await.unwrap().unwrap().state.as_str(), "done");
 }
 
 #[tokio::test]
@@ -58,10 +58,10 @@ async fn a_job_interrupted_too_often_fails_with_a_message() {
     }
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let s = wait_final(&app.state, &s.id, Duration::from_secs(20)).await;
-    assert_eq!(s.state, "failed");
+    assert_eq!(s.state.as_str(), "failed");
     assert_eq!(s.error.as_deref(), Some("grading was interrupted 3 times"));
-    let jobs = db.jobs_for("grade", &s.id).await.unwrap();
-    assert_eq!(jobs[0].state, "failed");
+    let jobs = db.jobs_for(app::contract::JobKind::Grade, &s.id).await.unwrap();
+    assert_eq!(jobs[0].state.as_str(), "failed");
     assert_eq!(jobs[0].attempts, 4);
 }
 
@@ -79,11 +79,11 @@ async fn grader_errors_are_retried_then_failed_with_the_error() {
         .unwrap();
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let s = wait_final(&app.state, &s.id, Duration::from_secs(30)).await;
-    assert_eq!(s.state, "failed");
+    assert_eq!(s.state.as_str(), "failed");
     assert!(s.error.as_deref().unwrap_or("").contains("is missing"), "{:?}", s.error);
-    let jobs = app.state.db.jobs_for("grade", &s.id).await.unwrap();
+    let jobs = app.state.db.jobs_for(app::contract::JobKind::Grade, &s.id).await.unwrap();
     assert_eq!(jobs.len(), 1);
-    assert_eq!(jobs[0].state, "failed");
+    assert_eq!(jobs[0].state.as_str(), "failed");
     assert_eq!(jobs[0].attempts, 3, "retried up to max_attempts");
 }
 
@@ -108,7 +108,7 @@ async fn queue_pages_need_a_session_and_workers_wake_promptly() {
     assert_eq!(r.status(), 201);
     let id = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     let s = wait_final(&app.state, &id, Duration::from_secs(120)).await;
-    assert_eq!(s.state, "graded");
+    assert_eq!(s.state.as_str(), "graded");
 
     // The metrics name the routes, never the link token.
     let metrics = client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
@@ -128,7 +128,7 @@ async fn a_worker_that_lost_its_lease_mid_grading_stores_nothing() {
     assert_eq!(r.status(), 201);
     let id = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     let start = std::time::Instant::now();
-    while db.submission_by_id(&id).await.unwrap().unwrap().state != "grading" {
+    while db.submission_by_id(&id).await.unwrap().unwrap().state.as_str() != "grading" {
         assert!(start.elapsed() < Duration::from_secs(30), "the worker never started grading");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -140,14 +140,14 @@ async fn a_worker_that_lost_its_lease_mid_grading_stores_nothing() {
     let second = invite(&app.state, "After").await;
     let r = upload(&app.base, &second.token, sample_zip(), true).await;
     let after = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    assert_eq!(wait_final(&app.state, &after, Duration::from_secs(120)).await.state, "graded");
+    assert_eq!(wait_final(&app.state, &after, Duration::from_secs(120)).await.state.as_str(), "graded");
     let s = db.submission_by_id(&id).await.unwrap().unwrap();
-    assert_eq!(s.state, "grading", "the lost worker's result was not stored");
-    let job = &db.jobs_for("grade", &id).await.unwrap()[0];
+    assert_eq!(s.state.as_str(), "grading", "the lost worker's result was not stored");
+    let job = &db.jobs_for(app::contract::JobKind::Grade, &id).await.unwrap()[0];
     assert_eq!((job.state.as_str(), job.lease_owner.as_deref()), ("running", Some("thief")), "the job is the new owner's");
     // The new owner completes it once.
     assert!(db.complete_grade_job(job.id, "thief", &id, GradeResult::Refused { reason: "test" }).await.unwrap());
-    assert_eq!(db.submission_by_id(&id).await.unwrap().unwrap().state, "refused");
+    assert_eq!(db.submission_by_id(&id).await.unwrap().unwrap().state.as_str(), "refused");
 }
 
 #[tokio::test]
@@ -186,7 +186,7 @@ async fn concurrent_claimers_never_share_a_job() {
     for c in claimers {
         claimed.extend(c.await.unwrap());
     }
-    let mut graded: Vec<String> = claimed.iter().filter(|(kind, _)| kind == "grade").map(|(_, s)| s.clone()).collect();
+    let mut graded: Vec<String> = claimed.iter().filter(|(kind, _)| *kind == app::contract::JobKind::Grade).map(|(_, s)| s.clone()).collect();
     graded.sort();
     expected.sort();
     assert_eq!(graded, expected, "each grading job claimed exactly once");

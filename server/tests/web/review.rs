@@ -329,7 +329,7 @@ async fn receipt_json_and_standalone_html() {
     assert!(!page.contains("<h2>Receipt JSON</h2>") && !page.contains("&quot;archive_sha256&quot;") && !page.contains("\"archive_sha256\":"), "no raw JSON on the page: {page}");
 
     // A submission not graded yet has no receipt.
-    f.app.state.db.set_submission_state(&f.good, "grading", None).await.unwrap();
+    f.app.state.db.set_submission_state(&f.good, app::contract::SubmissionState::Grading, None).await.unwrap();
     let r = f.reviewer.client.get(f.app.url(&format!("/submissions/{}/receipt.json", f.good))).send().await.unwrap();
     assert_eq!(r.status(), 404);
     let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
@@ -419,18 +419,18 @@ async fn csv_compare_and_distribution() {
 async fn regrade_enqueues_a_grade_job() {
     let f = fixture().await;
     let db = &f.app.state.db;
-    let jobs_before = db.jobs_for("grade", &f.bad).await.unwrap().len();
+    let jobs_before = db.jobs_for(app::contract::JobKind::Grade, &f.bad).await.unwrap().len();
     let path = format!("/submissions/{}/regrade", f.bad);
     let r = f.post(&path, &[]).await;
     assert_eq!(r.status(), 403);
-    assert_eq!(db.jobs_for("grade", &f.bad).await.unwrap().len(), jobs_before);
+    assert_eq!(db.jobs_for(app::contract::JobKind::Grade, &f.bad).await.unwrap().len(), jobs_before);
 
     let r = f.post(&path, &[("csrf", &f.reviewer.csrf)]).await;
     assert_eq!(r.status(), 303);
-    let jobs = db.jobs_for("grade", &f.bad).await.unwrap();
+    let jobs = db.jobs_for(app::contract::JobKind::Grade, &f.bad).await.unwrap();
     assert_eq!(jobs.len(), jobs_before + 1);
     let sub = db.submission_by_id(&f.bad).await.unwrap().unwrap();
-    assert_eq!(sub.state, "queued");
+    assert_eq!(sub.state.as_str(), "queued");
     let a = db.assignment_by_id(&f.bad_assignment).await.unwrap().unwrap();
     assert_eq!(a.state, "submitted");
     // A second regrade while one is queued is refused.
@@ -497,7 +497,7 @@ async fn scorecard_shows_unevaluated_mismatches_and_grading_failures() {
     in_order(&page, &["<h2>Findings</h2>", "class=\"unevaluated\"", "sentinel-laundering", "detector script crashed: exit 1", "<h2>Environment</h2>", "class=\"mismatch\"", "python is pinned to 3.11 but the sandbox has 3.9.2"]);
 
     // A grading that failed says so, with its error, and takes no score.
-    db.set_submission_state(&f.good, "failed", Some("sandbox failure: clone: EPERM")).await.unwrap();
+    db.set_submission_state(&f.good, app::contract::SubmissionState::Failed, Some("sandbox failure: clone: EPERM")).await.unwrap();
     let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
     assert_eq!(status, 200);
     assert!(page.contains("data-state=\"failed\"") && page.contains("Grading failed: sandbox failure: clone: EPERM"), "{page}");
@@ -507,7 +507,7 @@ async fn scorecard_shows_unevaluated_mismatches_and_grading_failures() {
     // A failed grading may be regraded.
     let r = f.post(&format!("/submissions/{}/regrade", f.good), &[("csrf", &f.reviewer.csrf)]).await;
     assert_eq!(r.status(), 303);
-    assert_eq!(db.submission_by_id(&f.good).await.unwrap().unwrap().state, "queued");
+    assert_eq!(db.submission_by_id(&f.good).await.unwrap().unwrap().state.as_str(), "queued");
 
     // The assignment page shows its candidate, packet and state.
     let (status, page) = f.get(&format!("/assignments/{}", f.good_assignment)).await;

@@ -212,7 +212,7 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
             assert!(c.try_wait().unwrap().is_none(), "worker {i} exited early");
         }
         let running = db.pending_jobs().await.unwrap();
-        if let Some(j) = running.iter().find(|j| j.state == "running" && j.lease_owner.as_deref().is_some_and(|o| o.contains(&format!(":{victim}:")))) {
+        if let Some(j) = running.iter().find(|j| j.state.as_str() == "running" && j.lease_owner.as_deref().is_some_and(|o| o.contains(&format!(":{victim}:")))) {
             killed_job = Some(j.id);
             // Let it get into the grading proper.
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -229,7 +229,7 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
         let states: Vec<String> = {
             let mut v = Vec::new();
             for id in assignment_of.keys() {
-                v.push(db.submission_by_id(id).await.unwrap().unwrap().state);
+                v.push(db.submission_by_id(id).await.unwrap().unwrap().state.to_string());
             }
             v
         };
@@ -247,10 +247,10 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
     // killed worker's job was claimed twice, and by another worker.
     let mut finished = Vec::new();
     for id in assignment_of.keys() {
-        let jobs = db.jobs_for("grade", id).await.unwrap();
+        let jobs = db.jobs_for(app::contract::JobKind::Grade, id).await.unwrap();
         assert_eq!(jobs.len(), 1, "{id}: {jobs:?}");
         let j = &jobs[0];
-        assert_eq!(j.state, "done", "{j:?}");
+        assert_eq!(j.state.as_str(), "done", "{j:?}");
         if j.id == killed_job {
             assert_eq!(j.attempts, 2, "re-claimed once after the lease expired: {j:?}");
             assert!(!j.lease_owner.as_deref().unwrap_or("").contains(&format!(":{victim}:")), "{j:?}");

@@ -88,7 +88,7 @@ async fn crawling_the_candidate_pages_never_shows_hidden_material() {
     let mine = submit(&app, &a.token).await;
     submit(&app, &other.token).await;
     let s = wait_final(&app.state, &mine, Duration::from_secs(120)).await;
-    assert_eq!(s.state, "graded");
+    assert_eq!(s.state.as_str(), "graded");
     // A refused upload too, so its page state is crawled.
     let r = upload(&app.base, &a.token, b"not a zip".to_vec(), false).await;
     assert_eq!(r.status(), 422);

@@ -286,30 +286,30 @@ async fn kill_9_mid_grading_is_regraded_exactly_once_after_restart() {
     loop {
         // The worker claims the job, then marks the submission `grading`;
         // kill only once both are visible.
-        let jobs = state.db.jobs_for("grade", &id).await.unwrap();
+        let jobs = state.db.jobs_for(app::contract::JobKind::Grade, &id).await.unwrap();
         let sub = state.db.submission_by_id(&id).await.unwrap().unwrap();
-        if jobs[0].state == "running" && sub.state == "grading" {
+        if jobs[0].state.as_str() == "running" && sub.state.as_str() == "grading" {
             break;
         }
-        assert!(jobs[0].state == "queued" || jobs[0].state == "running", "the job finished before the kill: {}", jobs[0].state);
+        assert!(jobs[0].state.as_str() == "queued" || jobs[0].state.as_str() == "running", "the job finished before the kill: {}", jobs[0].state);
         assert!(start.elapsed() < Duration::from_secs(20));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     served.kill9();
     let s = state.db.submission_by_id(&id).await.unwrap().unwrap();
-    assert_eq!(s.state, "grading", "killed mid-grading");
+    assert_eq!(s.state.as_str(), "grading", "killed mid-grading");
 
     // After the restart the lease expires and the job is claimed again.
     served.start().await;
     let s = wait_final(&state, &id, Duration::from_secs(120)).await;
-    assert_eq!(s.state, "graded", "{}", served.log());
-    let jobs = state.db.jobs_for("grade", &id).await.unwrap();
+    assert_eq!(s.state.as_str(), "graded", "{}", served.log());
+    let jobs = state.db.jobs_for(app::contract::JobKind::Grade, &id).await.unwrap();
     assert_eq!(jobs.len(), 1);
-    assert_eq!(jobs[0].state, "done");
+    assert_eq!(jobs[0].state.as_str(), "done");
     assert_eq!(jobs[0].attempts, 2);
     let subs = state.db.submissions_of(&invited.assignment.id).await.unwrap();
     assert_eq!(subs.len(), 1);
-    assert_eq!(subs.iter().filter(|s| s.state == "graded").count(), 1);
+    assert_eq!(subs.iter().filter(|s| s.state.as_str() == "graded").count(), 1);
 }
 
 #[tokio::test]
@@ -323,7 +323,7 @@ async fn gatehouse_worker_grades_jobs_queued_by_another_process() {
     assert_eq!(r.status(), 201);
     let id = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(state.db.submission_by_id(&id).await.unwrap().unwrap().state, "queued");
+    assert_eq!(state.db.submission_by_id(&id).await.unwrap().unwrap().state.as_str(), "queued");
 
     let c = served.config();
     let mut worker = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
@@ -340,5 +340,5 @@ async fn gatehouse_worker_grades_jobs_queued_by_another_process() {
     let s = wait_final(&state, &id, Duration::from_secs(120)).await;
     worker.kill().unwrap();
     worker.wait().unwrap();
-    assert_eq!(s.state, "graded");
+    assert_eq!(s.state.as_str(), "graded");
 }

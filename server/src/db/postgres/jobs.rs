@@ -1,5 +1,7 @@
 use async_trait::async_trait;
 
+use app::contract::{JobKind, Released};
+
 use super::PgStore;
 use crate::db::jobs::{GradeResult, Job, JobStore, JobWake};
 use crate::db::DbResult;
@@ -8,9 +10,9 @@ use crate::db::rows::jobs::*;
 
 #[async_trait]
 impl JobStore for PgStore {
-    async fn enqueue_with_priority(&self, kind: &str, subject: &str, priority: i64) -> DbResult<i64> {
+    async fn enqueue_with_priority(&self, kind: JobKind, subject: &str, priority: i64) -> DbResult<i64> {
         sqlx::query_scalar("INSERT INTO jobs (kind, subject, priority, created_at) VALUES ($1, $2, $3, $4) RETURNING id")
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(subject)
             .bind(priority)
             .bind(now_ms())
@@ -87,7 +89,7 @@ impl JobStore for PgStore {
         Ok(r.rows_affected() == 1)
     }
 
-    async fn release_job(&self, id: i64, owner: &str, error: &str) -> DbResult<String> {
+    async fn release_job(&self, id: i64, owner: &str, error: &str) -> DbResult<Released> {
         let state: Option<String> = sqlx::query_scalar(
             "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                 last_error = $1, lease_owner = NULL, lease_until = NULL,
@@ -100,7 +102,11 @@ impl JobStore for PgStore {
         .bind(owner)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(state.unwrap_or_else(|| "lost".into()))
+        Ok(match state.as_deref() {
+            None => Released::Lost,
+            Some("failed") => Released::Failed,
+            _ => Released::Requeued,
+        })
     }
 
     async fn job_by_id(&self, id: i64) -> DbResult<Option<Job>> {
@@ -108,9 +114,9 @@ impl JobStore for PgStore {
         Ok(row.map(Job::from))
     }
 
-    async fn jobs_for(&self, kind: &str, subject: &str) -> DbResult<Vec<Job>> {
+    async fn jobs_for(&self, kind: JobKind, subject: &str) -> DbResult<Vec<Job>> {
         let rows: Vec<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs WHERE kind = $1 AND subject = $2 ORDER BY id"))
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(subject)
             .fetch_all(&self.pool)
             .await?;

@@ -1,28 +1,43 @@
 //! The Postgres backend: a shared database for one server and any number of
 //! `gatehouse worker` processes, migrations from `migrations/postgres`.
 //!
-//! Each file mirrors the SQLite backend's file of the same name; the SQL
-//! differs only where the dialects or their concurrency do (`$n`
-//! placeholders; `FOR UPDATE SKIP LOCKED` in the queue's claim; row locks
-//! where SQLite's single writer serialised a read-then-write; `seq` for
-//! SQLite's `rowid`; `lower(email)` for `COLLATE NOCASE`).
+//! The areas whose SQL is portable are instantiated from [`super::portable`],
+//! as the SQLite backend instantiates them. The files here hold the areas
+//! whose SQL differs from SQLite's where the dialects or their concurrency
+//! do: `FOR UPDATE SKIP LOCKED` in the queue's claim, row locks where
+//! SQLite's single writer serialises a read-then-write (publishing, the
+//! meter's reservations), `GREATEST` for SQLite's two-argument `MAX`.
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-mod assignments;
-mod audit;
+mod assignments {
+    crate::db::portable::assignments::assignment_store!(super::PgStore);
+}
+mod audit {
+    crate::db::portable::audit::audit_store!(super::PgStore);
+}
 mod blobs;
 mod jobs;
 mod meter;
-mod packet_audits;
+mod packet_audits {
+    crate::db::portable::packet_audits::packet_audit_store!(super::PgStore);
+}
 mod packets;
-mod sessions;
-mod submissions;
-mod users;
-mod witness;
+mod sessions {
+    crate::db::portable::sessions::session_store!(super::PgStore);
+}
+mod submissions {
+    crate::db::portable::submissions::submission_store!(super::PgStore, "seq");
+}
+mod users {
+    crate::db::portable::users::user_store!(super::PgStore);
+}
+mod witness {
+    crate::db::portable::witness::witness_store!(super::PgStore);
+}
 
 pub struct PgStore {
     pub(crate) pool: PgPool,

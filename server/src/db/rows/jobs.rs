@@ -1,6 +1,7 @@
 //! The rows of `jobs` as both backends read them (sqlx's `FromRow` is
 //! generic over the database), and their conversion to the area's types.
 
+use app::contract::{JobKind, JobState};
 use sqlx::FromRow;
 
 use crate::db::jobs::*;
@@ -8,9 +9,11 @@ use crate::db::jobs::*;
 #[derive(FromRow)]
 pub(crate) struct JobDb {
     pub(crate) id: i64,
-    pub(crate) kind: String,
+    #[sqlx(try_from = "String")]
+    pub(crate) kind: JobKind,
     pub(crate) subject: String,
-    pub(crate) state: String,
+    #[sqlx(try_from = "String")]
+    pub(crate) state: JobState,
     pub(crate) attempts: i64,
     pub(crate) max_attempts: i64,
     pub(crate) priority: i64,

@@ -2,7 +2,6 @@
 //! area: the same columns decode the same way on both.
 
 pub(crate) mod assignments;
-pub(crate) mod audit;
 pub(crate) mod jobs;
 pub(crate) mod meter;
 pub(crate) mod packet_audits;

@@ -1,6 +1,7 @@
 //! The rows of `witness` as both backends read them (sqlx's `FromRow` is
 //! generic over the database), and their conversion to the area's types.
 
+use grader::witness::WitnessKind;
 use sqlx::FromRow;
 
 use crate::db::witness::*;
@@ -9,7 +10,8 @@ use crate::db::witness::*;
 pub(crate) struct WitnessDb {
     pub(crate) id: i64,
     pub(crate) assignment_id: String,
-    pub(crate) kind: String,
+    #[sqlx(try_from = "String")]
+    pub(crate) kind: WitnessKind,
     pub(crate) at: i64,
     pub(crate) accepted: i64,
     pub(crate) exit_code: Option<i64>,

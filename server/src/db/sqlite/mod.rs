@@ -1,21 +1,37 @@
 //! The SQLite backend: one file, WAL mode, migrations from `migrations/sqlite`.
+//! The portable areas are instantiated from [`super::portable`]; the files
+//! here hold the areas whose SQL is SQLite's own.
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-mod assignments;
-mod audit;
+mod assignments {
+    crate::db::portable::assignments::assignment_store!(super::SqliteStore);
+}
+mod audit {
+    crate::db::portable::audit::audit_store!(super::SqliteStore);
+}
 mod blobs;
 mod jobs;
 mod meter;
-mod packet_audits;
+mod packet_audits {
+    crate::db::portable::packet_audits::packet_audit_store!(super::SqliteStore);
+}
 mod packets;
-mod sessions;
-mod submissions;
-mod users;
-mod witness;
+mod sessions {
+    crate::db::portable::sessions::session_store!(super::SqliteStore);
+}
+mod submissions {
+    crate::db::portable::submissions::submission_store!(super::SqliteStore, "rowid");
+}
+mod users {
+    crate::db::portable::users::user_store!(super::SqliteStore);
+}
+mod witness {
+    crate::db::portable::witness::witness_store!(super::SqliteStore);
+}
 
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
