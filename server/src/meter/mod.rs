@@ -632,6 +632,34 @@ async fn meter_status(State(state): State<AppState>, Path(token): Path<String>) 
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn app_errors_render_in_openai_shape() {
+        let render = |e: AppError| async move {
+            let r = OpenAiError(e).into_response();
+            let status = r.status();
+            let retry = r.headers().get("x-should-retry").map(|v| v.to_str().unwrap().to_string());
+            let body: Value = serde_json::from_slice(&axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap()).unwrap();
+            (status.as_u16(), retry, body)
+        };
+        // A cap refusal: 429, its type and figures, final.
+        let (status, retry, body) = render(budget::exceeded("tokens", 10, 12, "used up".into())).await;
+        assert_eq!((status, retry.as_deref()), (429, Some("false")));
+        assert_eq!(body, json!({"error": {"message": "used up", "type": "budget_exceeded", "cap": "tokens", "limit": 10, "used": 12}}));
+        // A bad key: 401 invalid_api_key, final.
+        let (status, retry, body) = render(bad_key("unknown key")).await;
+        assert_eq!((status, retry.as_deref(), body["error"]["type"].as_str()), (401, Some("false"), Some("invalid_api_key")));
+        // An upstream failure may be retried.
+        let (status, retry, body) = render(AppError::BadGateway("down".into()).coded("upstream_unreachable")).await;
+        assert_eq!((status, retry, body["error"]["type"].as_str()), (502, None, Some("upstream_unreachable")));
+        let (status, retry, _) = render(AppError::GatewayTimeout("slow".into()).coded("upstream_timeout")).await;
+        assert_eq!((status, retry), (504, None));
+        // An internal error: 500 server_error with the generic message, retryable.
+        let (status, retry, body) = render(AppError::Internal(anyhow::anyhow!("disk on fire"))).await;
+        assert_eq!((status, retry), (500, None));
+        assert_eq!(body["error"]["type"], "server_error");
+        assert!(!body.to_string().contains("disk on fire"), "{body}");
+    }
+
     #[test]
     fn keys_follow_the_contract() {
         let k = model_key(1, "tok");
