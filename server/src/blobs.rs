@@ -287,6 +287,16 @@ impl BatchWriter {
     }
 }
 
+/// `p`'s bytes in a new temporary file (not synced yet), its folder made.
+fn write_unsynced(p: &Put, dest: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    std::fs::create_dir_all(dest.parent().expect("blob paths have a parent"))?;
+    let tmp = tmp_dir(&p.data_dir);
+    std::fs::create_dir_all(&tmp)?;
+    let mut named = tempfile::Builder::new().prefix("put-").suffix(".part").tempfile_in(&tmp)?;
+    named.write_all(&p.bytes)?;
+    Ok(named)
+}
+
 fn write_batch(batch: Vec<Put>) {
     let failed = |p: &Put, e: &std::io::Error| {
         metrics::counter!("gatehouse_transcript_write_failures_total").increment(1);
@@ -300,15 +310,7 @@ fn write_batch(batch: Vec<Put>) {
         if dest.exists() || !seen.insert(dest.clone()) {
             continue;
         }
-        let result = (|| -> std::io::Result<tempfile::NamedTempFile> {
-            std::fs::create_dir_all(dest.parent().expect("blob paths have a parent"))?;
-            let tmp = tmp_dir(&p.data_dir);
-            std::fs::create_dir_all(&tmp)?;
-            let mut named = tempfile::Builder::new().prefix("put-").suffix(".part").tempfile_in(&tmp)?;
-            named.write_all(&p.bytes)?;
-            Ok(named)
-        })();
-        match result {
+        match write_unsynced(&p, &dest) {
             Ok(named) => written.push((p, dest, named)),
             Err(e) => failed(&p, &e),
         }
