@@ -1,6 +1,8 @@
 //! One error type for every handler. User errors are shown to the user with
 //! their status; internal errors are logged with their cause and answered
-//! with a generic message.
+//! with a generic message. Pages and the JSON API render it here; the model
+//! meter renders the same value in OpenAI's shape (`meter::OpenAiError`),
+//! with the code an SDK client tells errors apart by ([`AppError::coded`]).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -11,6 +13,10 @@ pub enum AppError {
     BadRequest(String),
     #[error("sign in first")]
     Unauthorized,
+    /// 401 for a credential that is missing, unknown, revoked or expired
+    /// (the message says which), e.g. a model key.
+    #[error("{0}")]
+    BadCredentials(String),
     #[error("{0}")]
     Forbidden(String),
     #[error("{0} not found")]
@@ -24,6 +30,17 @@ pub enum AppError {
     /// Busy for now (a bounded resource is full): 503, try again shortly.
     #[error("{0}")]
     Unavailable(String),
+    /// The upstream a request was passed to could not be reached or broke: 502.
+    #[error("{0}")]
+    BadGateway(String),
+    /// The upstream a request was passed to did not answer in time: 504.
+    #[error("{0}")]
+    GatewayTimeout(String),
+    /// `error` with the code an API client tells it apart by (the meter's
+    /// OpenAI `type`, e.g. `budget_exceeded`) and extra fields of its error
+    /// object (`cap`, `limit`, `used`). Status and message are `error`'s.
+    #[error("{error}")]
+    Coded { error: Box<AppError>, code: &'static str, fields: Option<serde_json::Value> },
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -32,13 +49,16 @@ impl AppError {
     pub fn status(&self) -> StatusCode {
         match self {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            AppError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AppError::Unauthorized | AppError::BadCredentials(_) => StatusCode::UNAUTHORIZED,
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            AppError::GatewayTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            AppError::Coded { error, .. } => error.status(),
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -47,7 +67,51 @@ impl AppError {
     pub fn public_message(&self) -> String {
         match self {
             AppError::Internal(_) => "internal error; the operator's log has the details".into(),
+            AppError::Coded { error, .. } => error.public_message(),
             other => other.to_string(),
+        }
+    }
+
+    /// This error with the code an API client tells it apart by.
+    pub fn coded(self, code: &'static str) -> AppError {
+        let error = match self {
+            AppError::Coded { error, .. } => error,
+            other => Box::new(other),
+        };
+        AppError::Coded { error, code, fields: None }
+    }
+
+    /// This error with extra fields for its error object (a JSON object);
+    /// an uncoded error keeps none (it has no object of its own to carry them).
+    pub fn with_fields(self, extra: serde_json::Value) -> AppError {
+        match self {
+            AppError::Coded { error, code, .. } => AppError::Coded { error, code, fields: Some(extra) },
+            other => other,
+        }
+    }
+
+    /// The code given with [`AppError::coded`], if any.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            AppError::Coded { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The extra fields given with [`AppError::with_fields`], if any.
+    pub fn fields(&self) -> Option<&serde_json::Value> {
+        match self {
+            AppError::Coded { fields, .. } => fields.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The cause of an internal error (coded or not), for the log.
+    pub fn internal_cause(&self) -> Option<&anyhow::Error> {
+        match self {
+            AppError::Internal(e) => Some(e),
+            AppError::Coded { error, .. } => error.internal_cause(),
+            _ => None,
         }
     }
 }
@@ -60,7 +124,7 @@ impl From<sqlx::Error> for AppError {
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        if let AppError::Internal(e) = &self {
+        if let Some(e) = self.internal_cause() {
             tracing::error!(error = ?e, "internal error");
         }
         let status = self.status();

@@ -69,6 +69,8 @@ pub struct Memo {
     pub(crate) wake: tokio::sync::Notify,
     /// Fingerprints of submissions and starters, and similar pairs.
     pub similarity: crate::similarity::Cache,
+    /// Writes the meter's transcripts to the blob store in batches.
+    pub blob_writer: crate::blobs::BatchWriter,
 }
 
 /// Holds an assignment's witnessed-run slot until dropped.

@@ -2,11 +2,10 @@
 //! call, and what is left of each for the candidate page.
 
 pub use app::contract::CapUse;
-use axum::http::StatusCode;
 use grader::manifest::Budgets;
 use serde_json::json;
 
-use super::MeterError;
+use crate::error::AppError;
 use crate::db::MeterUsage;
 
 /// The cap that refuses a call, with the figures the error names.
@@ -59,13 +58,8 @@ pub fn check(b: &Budgets, usage: MeterUsage, request_bytes: i64) -> Option<Refus
 }
 
 /// The 429 answer naming the cap.
-pub fn exceeded(cap: &str, limit: i64, used: i64, message: String) -> MeterError {
-    MeterError {
-        status: StatusCode::TOO_MANY_REQUESTS,
-        kind: "budget_exceeded",
-        message,
-        extra: Some(json!({ "cap": cap, "limit": limit, "used": used })),
-    }
+pub fn exceeded(cap: &str, limit: i64, used: i64, message: String) -> AppError {
+    AppError::TooManyRequests(message).coded("budget_exceeded").with_fields(json!({ "cap": cap, "limit": limit, "used": used }))
 }
 
 

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use grader::manifest::Budgets;
@@ -162,18 +162,17 @@ impl Rules {
     }
 
     /// The refusal of a request for a model the packet does not allow.
-    fn model_refusal(&self, model: &str) -> Option<MeterError> {
+    fn model_refusal(&self, model: &str) -> Option<AppError> {
         let allowed = self.budgets().models.as_ref()?;
         if allowed.iter().any(|m| m == model) {
             return None;
         }
         let shown = if model.is_empty() { "no model".to_string() } else { format!("the model {model:?}") };
-        Some(MeterError {
-            status: StatusCode::BAD_REQUEST,
-            kind: "model_not_allowed",
-            message: format!("this assignment may not use {shown}; it may use: {}", allowed.join(", ")),
-            extra: Some(json!({ "allowed": allowed })),
-        })
+        Some(
+            AppError::BadRequest(format!("this assignment may not use {shown}; it may use: {}", allowed.join(", ")))
+                .coded("model_not_allowed")
+                .with_fields(json!({ "allowed": allowed })),
+        )
     }
 }
 
@@ -183,62 +182,70 @@ pub async fn rules_for(state: &AppState, a: &Assignment) -> Result<Rules, AppErr
     Ok(Rules::of(crate::library::packet_of(state, a.packet_version_id).await?))
 }
 
-/// An error in the OpenAI shape: `{"error": {"message", "type", ...}}`.
+/// The meter's rendering of an [`AppError`]: OpenAI's
+/// `{"error": {"message", "type", ...}}` with the error's status, its code
+/// as the `type` (uncoded errors: `server_error`) and its extra fields, so
+/// SDK clients map it to their exception types.
 #[derive(Debug)]
-pub struct MeterError {
-    pub status: StatusCode,
-    pub kind: &'static str,
-    pub message: String,
-    /// Extra fields of the error object (`cap`, `limit`, `used`).
-    pub extra: Option<Value>,
-}
+pub struct OpenAiError(pub AppError);
 
-impl MeterError {
-    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> MeterError {
-        MeterError { status, kind, message: message.into(), extra: None }
-    }
+/// The codes of errors a client may retry (upstream failures and the
+/// meter's own internal errors); every other meter error is final.
+const RETRYABLE: [&str; 3] = ["upstream_timeout", "upstream_unreachable", "server_error"];
 
-    fn unauthorized(message: impl Into<String>) -> MeterError {
-        MeterError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", message)
+impl OpenAiError {
+    /// The `type` of the error object.
+    pub fn kind(&self) -> &'static str {
+        self.0.code().unwrap_or("server_error")
     }
 
     pub fn body(&self) -> Value {
-        let mut error = json!({ "message": self.message, "type": self.kind });
-        if let (Some(Value::Object(extra)), Value::Object(obj)) = (&self.extra, &mut error) {
+        let mut error = json!({ "message": self.0.public_message(), "type": self.kind() });
+        if let (Some(Value::Object(extra)), Value::Object(obj)) = (self.0.fields(), &mut error) {
             obj.extend(extra.clone());
         }
         json!({ "error": error })
     }
 }
 
-impl From<AppError> for MeterError {
-    fn from(e: AppError) -> MeterError {
-        if let AppError::Internal(cause) = &e {
+impl From<AppError> for OpenAiError {
+    fn from(e: AppError) -> OpenAiError {
+        OpenAiError(e)
+    }
+}
+
+impl From<sqlx::Error> for OpenAiError {
+    fn from(e: sqlx::Error) -> OpenAiError {
+        OpenAiError(e.into())
+    }
+}
+
+impl IntoResponse for OpenAiError {
+    fn into_response(self) -> Response {
+        if let Some(cause) = self.0.internal_cause() {
             tracing::error!(error = ?cause, "internal error in the model meter");
         }
-        MeterError::new(e.status(), "server_error", e.public_message())
-    }
-}
-
-impl From<sqlx::Error> for MeterError {
-    fn from(e: sqlx::Error) -> MeterError {
-        AppError::from(e).into()
-    }
-}
-
-impl IntoResponse for MeterError {
-    fn into_response(self) -> Response {
-        let mut response = (self.status, axum::Json(self.body())).into_response();
+        let mut response = (self.0.status(), axum::Json(self.body())).into_response();
         // A refusal is final: asking again gets the same answer. The
         // OpenAI SDKs read `x-should-retry` before their own rules (which
         // would retry 429 and 5xx twice), so they raise at once instead of
         // sending the same request three times.
         // (Upstream failures and the meter's own internal errors may pass.)
-        if !matches!(self.kind, "upstream_timeout" | "upstream_unreachable" | "server_error") {
+        if !RETRYABLE.contains(&self.kind()) {
             response.headers_mut().insert("x-should-retry", axum::http::HeaderValue::from_static("false"));
         }
         response
     }
+}
+
+/// The 503 of a packet without a model upstream.
+fn not_configured() -> AppError {
+    AppError::Unavailable("no model upstream is configured for this packet; tell the hiring team".into()).coded("upstream_not_configured")
+}
+
+/// A 401 for the model key (`invalid_api_key`).
+fn bad_key(message: impl Into<String>) -> AppError {
+    AppError::BadCredentials(message.into()).coded("invalid_api_key")
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -250,27 +257,27 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// The assignment behind a model key. A revoked key or a passed deadline
 /// is a refusal of that assignment (returned with it, so it can be
 /// recorded); an unknown key is plain 401.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Assignment, Option<(&'static str, MeterError)>), MeterError> {
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Assignment, Option<(&'static str, AppError)>), OpenAiError> {
     let key = bearer(headers).ok_or_else(|| {
-        MeterError::unauthorized("send `Authorization: Bearer <model key>`; the key is on your assignment page")
+        bad_key("send `Authorization: Bearer <model key>`; the key is on your assignment page")
     })?;
     let row = state
         .db
         .model_key_by_hash(&token_hash(key))
         .await?
-        .ok_or_else(|| MeterError::unauthorized("this model key is not known; copy the key from your assignment page"))?;
+        .ok_or_else(|| bad_key("this model key is not known; copy the key from your assignment page"))?;
     let a = state
         .db
         .assignment_by_id(&row.assignment_id)
         .await?
-        .ok_or_else(|| MeterError::unauthorized("this model key's assignment no longer exists"))?;
+        .ok_or_else(|| bad_key("this model key's assignment no longer exists"))?;
     let refusal = if let Some(at) = row.revoked_at {
-        Some(("revoked", MeterError::unauthorized(format!(
+        Some(("revoked", bad_key(format!(
             "this model key was revoked at {}; your assignment page shows the current key",
             crate::times::utc(at)
         ))))
     } else if now_ms() >= a.deadline {
-        Some(("expired", MeterError::unauthorized(format!(
+        Some(("expired", bad_key(format!(
             "this model key expired with its assignment, whose deadline passed at {}",
             crate::times::utc(a.deadline)
         ))))
@@ -322,7 +329,9 @@ fn client_retry(headers: &HeaderMap) -> i64 {
 /// refused and counted in the metrics, but no further ledger row is written
 /// (a script hammering a closed meter cannot grow the database).
 /// Its transcript keeps the request and the error body the client got.
-async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, body: &Bytes, refused: &str, error: MeterError) -> MeterError {
+async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, body: &Bytes, refused: &str, error: AppError) -> OpenAiError {
+    let error = OpenAiError(error);
+    let message = error.0.public_message();
     match state.db.refused_call_count(&a.id).await {
         Ok(n) if n >= state.config.max_refused_call_rows as i64 => {
             metrics::counter!("gatehouse_model_calls_refused_unrecorded_total").increment(1);
@@ -347,8 +356,8 @@ async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, body: &Byte
             model: &req.model,
             stream: req.stream,
             request_bytes: req.bytes,
-            status: i64::from(error.status.as_u16()),
-            error: Some(&error.message),
+            status: i64::from(error.0.status().as_u16()),
+            error: Some(&message),
             refused: Some(refused),
             request_sha256: &req.sha256,
             prompt_estimate: 0,
@@ -380,11 +389,11 @@ fn request_limit(state: &AppState, rules: &Rules) -> u64 {
 }
 
 /// Reads the body up to `limit` bytes; past it, Err(bytes seen so far).
-async fn read_body(body: Body, limit: u64) -> Result<Result<Bytes, Vec<u8>>, MeterError> {
+async fn read_body(body: Body, limit: u64) -> Result<Result<Bytes, Vec<u8>>, OpenAiError> {
     let mut stream = body.into_data_stream();
     let mut out = Vec::new();
     while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
-        let chunk = chunk.map_err(|e| MeterError::new(StatusCode::BAD_REQUEST, "invalid_request_error", format!("reading the request body failed: {e}")))?;
+        let chunk = chunk.map_err(|e| AppError::BadRequest(format!("reading the request body failed: {e}")).coded("invalid_request_error"))?;
         out.extend_from_slice(&chunk);
         if out.len() as u64 > limit {
             return Ok(Err(out));
@@ -400,7 +409,7 @@ fn requested_max(json: &Value) -> Option<(&'static str, i64)> {
         .find_map(|k| json.get(k).and_then(Value::as_i64).map(|v| (k, v.max(0))))
 }
 
-async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, MeterError> {
+async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, OpenAiError> {
     let started = Instant::now();
     let (a, refusal) = authenticate(&state, &headers).await?;
     let rules = rules_for(&state, &a).await?;
@@ -413,12 +422,9 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok());
             let (mut req, _) = RequestInfo::of(&seen, &headers);
             req.bytes = declared.unwrap_or(req.bytes).max(req.bytes);
-            let error = MeterError {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
-                kind: "request_too_large",
-                message: format!("this request is larger than the {limit} bytes a model call may send"),
-                extra: Some(json!({ "cap": "request_size", "limit": limit })),
-            };
+            let error = AppError::TooLarge(format!("this request is larger than the {limit} bytes a model call may send"))
+                .coded("request_too_large")
+                .with_fields(json!({ "cap": "request_size", "limit": limit }));
             return Err(refuse(&state, &a, &req, &Bytes::from(seen), "request_size", error).await);
         }
     };
@@ -437,19 +443,17 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         }
     };
     let Some(json) = json else {
-        let error = MeterError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "the request body is not a JSON object; send a chat completion request (`{\"model\": ..., \"messages\": [...]}`)",
-        );
+        let error = AppError::BadRequest(
+            "the request body is not a JSON object; send a chat completion request (`{\"model\": ..., \"messages\": [...]}`)".into(),
+        )
+        .coded("invalid_request_error");
         return Err(refuse(&state, &a, &req, &body, "invalid_request", error).await);
     };
     if rules.waits_for_red() && state.db.red_witnessed_at(&a.id).await?.is_none() {
-        let error = MeterError::new(
-            StatusCode::FORBIDDEN,
-            "model_window_closed",
-            "the model window opens after a witnessed red run: ask the platform to witness your failing test first (see your assignment page), then call the model",
-        );
+        let error = AppError::Forbidden(
+            "the model window opens after a witnessed red run: ask the platform to witness your failing test first (see your assignment page), then call the model".into(),
+        )
+        .coded("model_window_closed");
         return Err(refuse(&state, &a, &req, &body, "model_window", error).await);
     }
     let now = now_ms();
@@ -464,11 +468,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         return Err(refuse(&state, &a, &req, &body, "model", error).await);
     }
     let Some((base, upstream_key)) = state.config.model_upstream(&a.slug) else {
-        let error = MeterError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "upstream_not_configured",
-            "no model upstream is configured for this packet; tell the hiring team",
-        );
+        let error = not_configured();
         return Err(refuse(&state, &a, &req, &body, "no_upstream", error).await);
     };
 
@@ -575,17 +575,13 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     Ok(proxy::forward(call, base, upstream_key, upstream_body).await)
 }
 
-async fn models(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, MeterError> {
+async fn models(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, OpenAiError> {
     let (a, refusal) = authenticate(&state, &headers).await?;
     if let Some((_, error)) = refusal {
-        return Err(error);
+        return Err(error.into());
     }
     let Some((base, key)) = state.config.model_upstream(&a.slug) else {
-        return Err(MeterError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "upstream_not_configured",
-            "no model upstream is configured for this packet; tell the hiring team",
-        ));
+        return Err(not_configured().into());
     };
     Ok(proxy::models(&state, &base, key.as_deref()).await)
 }
@@ -619,6 +615,34 @@ async fn meter_status(State(state): State<AppState>, Path(token): Path<String>) 
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn app_errors_render_in_openai_shape() {
+        let render = |e: AppError| async move {
+            let r = OpenAiError(e).into_response();
+            let status = r.status();
+            let retry = r.headers().get("x-should-retry").map(|v| v.to_str().unwrap().to_string());
+            let body: Value = serde_json::from_slice(&axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap()).unwrap();
+            (status.as_u16(), retry, body)
+        };
+        // A cap refusal: 429, its type and figures, final.
+        let (status, retry, body) = render(budget::exceeded("tokens", 10, 12, "used up".into())).await;
+        assert_eq!((status, retry.as_deref()), (429, Some("false")));
+        assert_eq!(body, json!({"error": {"message": "used up", "type": "budget_exceeded", "cap": "tokens", "limit": 10, "used": 12}}));
+        // A bad key: 401 invalid_api_key, final.
+        let (status, retry, body) = render(bad_key("unknown key")).await;
+        assert_eq!((status, retry.as_deref(), body["error"]["type"].as_str()), (401, Some("false"), Some("invalid_api_key")));
+        // An upstream failure may be retried.
+        let (status, retry, body) = render(AppError::BadGateway("down".into()).coded("upstream_unreachable")).await;
+        assert_eq!((status, retry, body["error"]["type"].as_str()), (502, None, Some("upstream_unreachable")));
+        let (status, retry, _) = render(AppError::GatewayTimeout("slow".into()).coded("upstream_timeout")).await;
+        assert_eq!((status, retry), (504, None));
+        // An internal error: 500 server_error with the generic message, retryable.
+        let (status, retry, body) = render(AppError::Internal(anyhow::anyhow!("disk on fire"))).await;
+        assert_eq!((status, retry), (500, None));
+        assert_eq!(body["error"]["type"], "server_error");
+        assert!(!body.to_string().contains("disk on fire"), "{body}");
+    }
+
     #[test]
     fn keys_follow_the_contract() {
         let k = model_key(1, "tok");
@@ -633,7 +657,7 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/null-status");
         let mut packet = grader::packet::Packet::load(&root).unwrap();
         let check = |packet: &grader::packet::Packet, model: &str, expect: Option<&str>| {
-            let refusal = Rules::of(std::sync::Arc::new(packet.clone())).model_refusal(model).map(|e| e.message);
+            let refusal = Rules::of(std::sync::Arc::new(packet.clone())).model_refusal(model).map(|e| e.public_message());
             assert_eq!(refusal.as_deref(), expect, "{model:?}");
         };
         packet.manifest.budgets.models = None;

@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::MeterError;
+use super::OpenAiError;
+use crate::error::AppError;
 use crate::db::meter::ModelCallOutcome;
 use crate::state::AppState;
 
@@ -81,14 +82,14 @@ impl Call {
     }
 
     async fn failed(self, e: reqwest::Error) -> Response {
-        let (status, kind) = if e.is_timeout() {
-            (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
-        } else {
-            (StatusCode::BAD_GATEWAY, "upstream_unreachable")
-        };
         let message = format!("the model upstream failed: {}", error_chain(&e));
+        let error = OpenAiError(if e.is_timeout() {
+            AppError::GatewayTimeout(message.clone()).coded("upstream_timeout")
+        } else {
+            AppError::BadGateway(message.clone()).coded("upstream_unreachable")
+        });
+        let status = error.0.status();
         let end = if e.is_connect() { End::NotSent } else { End::Lost };
-        let error = MeterError::new(status, kind, message.clone());
         let seen = Bytes::from(serde_json::to_vec(&error.body()).expect("JSON serializes"));
         self.finish(status, &[], 0, Some(message), end, seen).await;
         error.into_response()
@@ -124,7 +125,7 @@ pub async fn forward(call: Call, base: String, key: Option<String>, body: Bytes)
         let _ = tx.send(forward_now(call, &base, key.as_deref(), body).await);
     });
     rx.await.unwrap_or_else(|_| {
-        MeterError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "the meter's call to the upstream ended unexpectedly").into_response()
+        OpenAiError(AppError::Internal(anyhow::anyhow!("the meter's call to the upstream ended unexpectedly"))).into_response()
     })
 }
 
@@ -329,8 +330,9 @@ pub async fn models(state: &AppState, base: &str, key: Option<&str>) -> Response
             response
         }
         Err(e) => {
-            let status = if e.is_timeout() { StatusCode::GATEWAY_TIMEOUT } else { StatusCode::BAD_GATEWAY };
-            MeterError::new(status, "upstream_unreachable", format!("the model upstream failed: {}", error_chain(&e))).into_response()
+            let message = format!("the model upstream failed: {}", error_chain(&e));
+            let error = if e.is_timeout() { AppError::GatewayTimeout(message) } else { AppError::BadGateway(message) };
+            OpenAiError(error.coded("upstream_unreachable")).into_response()
         }
     }
 }

@@ -11,7 +11,8 @@
 //! `transcript_assignment_bytes` (admission reserves the room a response
 //! may take, settlement charges what was kept); what was cut is said in the
 //! row's `transcript_cut`. The digest is taken in memory on the call path
-//! (the body is already there); the file is written by a task of its own,
+//! (the body is already there); the file is written by the app's
+//! `blobs::BatchWriter` (a thread writing and syncing blobs in batches),
 //! so the client's answer never waits for the disk.
 
 use axum::body::Bytes;
@@ -84,13 +85,19 @@ pub fn keep(state: &AppState, what: &str, body: Bytes, room: Room, whole_sha256:
         _ => hex::encode(sha2::Sha256::digest(&kept)),
     };
     let blobs = state.blobs();
-    let digest = sha256.clone();
-    tokio::spawn(async move {
-        if let Err(e) = blobs.put_bytes(&digest, kept).await {
-            metrics::counter!("gatehouse_transcript_write_failures_total").increment(1);
-            tracing::error!(error = %e, blob = %digest, "keeping a model call's transcript failed");
-        }
-    });
+    if blobs.in_db() {
+        // Postgres keeps the blobs for workers elsewhere: the bytes go into
+        // the database as well as the local store.
+        let digest = sha256.clone();
+        tokio::spawn(async move {
+            if let Err(e) = blobs.put_bytes(&digest, kept).await {
+                metrics::counter!("gatehouse_transcript_write_failures_total").increment(1);
+                tracing::error!(error = %e, blob = %digest, "keeping a model call's transcript failed");
+            }
+        });
+    } else {
+        state.memo.blob_writer.put(&state.config.data_dir, sha256.clone(), kept);
+    }
     Kept { sha256: Some(sha256), bytes: n, cut }
 }
 

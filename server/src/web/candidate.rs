@@ -64,7 +64,7 @@ impl Refusal {
 
 impl From<AppError> for Refusal {
     fn from(e: AppError) -> Refusal {
-        if let AppError::Internal(cause) = &e {
+        if let Some(cause) = e.internal_cause() {
             tracing::error!(error = ?cause, "internal error");
         }
         Refusal { status: e.status(), message: e.public_message() }

@@ -27,24 +27,8 @@ impl MeterStore for PgStore {
     }
 
     async fn insert_model_call(&self, c: NewModelCall<'_>) -> DbResult<i64> {
-        let mut tx = self.pool.begin().await?;
-        // The upsert locks the assignment's totals row until commit, so
-        // concurrent calls of one assignment count one after another. A
-        // refused call adds only its transcript bytes.
-        let counted = i64::from(c.counted);
-        sqlx::query(
-            "INSERT INTO meter_totals (assignment_id, calls, tokens, request_bytes, transcript_bytes) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (assignment_id) DO UPDATE SET calls = meter_totals.calls + excluded.calls, tokens = meter_totals.tokens + excluded.tokens,
-                request_bytes = meter_totals.request_bytes + excluded.request_bytes,
-                transcript_bytes = meter_totals.transcript_bytes + excluded.transcript_bytes",
-        )
-        .bind(c.assignment_id)
-        .bind(counted)
-        .bind(c.reserved_tokens * counted)
-        .bind(c.request_bytes * counted)
-        .bind(c.transcript_bytes)
-        .execute(&mut *tx)
-        .await?;
+        // One statement: the trigger `model_calls_admit` (migration 0011)
+        // adds the row to `meter_totals` (locking its totals row) in it.
         let (id,): (i64,) = sqlx::query_as(
             "INSERT INTO model_calls (assignment_id, at, model, stream, request_bytes, status, error, refused, request_sha256,
                 prompt_tokens, tokens_estimated, reserved_tokens, counted, client_retry,
@@ -73,44 +57,14 @@ impl MeterStore for PgStore {
         .bind(c.transcript_bytes)
         .bind(c.assignment_id)
         .bind(c.request_sha256)
-        .fetch_one(&mut *tx)
+        .fetch_one(&self.pool)
         .await?;
-        tx.commit().await?;
         Ok(id)
     }
 
     async fn finish_model_call(&self, id: i64, o: ModelCallOutcome) -> DbResult<bool> {
-        let mut tx = self.pool.begin().await?;
-        // The call's row is locked first: a second finisher of the same call
-        // waits here, and its later statements (each a fresh snapshot under
-        // READ COMMITTED) see the first one's `status`, so the totals are
-        // adjusted once. Then the totals: the reservation out, the tokens in,
-        // and the call and its bytes out when it no longer counts.
-        sqlx::query("SELECT id FROM model_calls WHERE id = $1 FOR UPDATE").bind(id).fetch_optional(&mut *tx).await?;
-        let tokens = o.prompt_tokens + o.completion_tokens;
-        let uncount = i64::from(!o.counted);
-        sqlx::query(
-            "UPDATE meter_totals SET
-                tokens = tokens - (SELECT reserved_tokens FROM model_calls WHERE id = $1) + $2 * (1 - $3),
-                calls = calls - $3,
-                request_bytes = request_bytes - $3 * (SELECT request_bytes FROM model_calls WHERE id = $1)
-             WHERE assignment_id = (SELECT assignment_id FROM model_calls WHERE id = $1 AND status = 0 AND counted = 1)",
-        )
-        .bind(id)
-        .bind(tokens)
-        .bind(uncount)
-        .execute(&mut *tx)
-        .await?;
-        // The transcript's reserved room out, the bytes kept in.
-        sqlx::query(
-            "UPDATE meter_totals SET transcript_bytes = meter_totals.transcript_bytes - (SELECT transcript_bytes FROM model_calls WHERE id = $1)
-                + COALESCE($2::bigint, (SELECT transcript_bytes FROM model_calls WHERE id = $1))
-             WHERE assignment_id = (SELECT assignment_id FROM model_calls WHERE id = $1 AND status = 0)",
-        )
-        .bind(id)
-        .bind(o.transcript_bytes)
-        .execute(&mut *tx)
-        .await?;
+        // One statement: the trigger `model_calls_settle` (migration 0011)
+        // moves the totals in it, only when this call was still in flight.
         let done = sqlx::query(
             "UPDATE model_calls SET status = $1, response_bytes = $2, prompt_tokens = $3, completion_tokens = $4, tokens_estimated = $5,
                 latency_ms = $6, error = $7, counted = counted * $8, reserved_tokens = 0,
@@ -130,10 +84,9 @@ impl MeterStore for PgStore {
         .bind(o.transcript_bytes)
         .bind(o.transcript_cut)
         .bind(id)
-        .execute(&mut *tx)
+        .execute(&self.pool)
         .await?
         .rows_affected();
-        tx.commit().await?;
         Ok(done == 1)
     }
 

@@ -35,6 +35,11 @@ mod witness {
 
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
+    /// One connection for the model meter's ledger writes (one statement
+    /// per call admitted and per call settled): they queue for it in order
+    /// instead of meeting SQLite's write lock on eight connections, whose
+    /// busy handler sleeps milliseconds at a time.
+    pub(crate) writer: SqlitePool,
 }
 
 impl SqliteStore {
@@ -51,11 +56,17 @@ impl SqliteStore {
         }
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
-            .connect_with(opts)
+            .connect_with(opts.clone())
             .await
             .map_err(|e| anyhow::anyhow!("opening {url}: {e}"))?;
         sqlx::migrate!("../migrations/sqlite").run(&pool).await.map_err(|e| anyhow::anyhow!("migrating {url}: {e}"))?;
-        Ok(SqliteStore { pool })
+        // (An in-memory database is one per pool: it keeps the one pool.)
+        let writer = if opts.get_filename() == std::path::Path::new(":memory:") || url.contains("mode=memory") {
+            pool.clone()
+        } else {
+            SqlitePoolOptions::new().max_connections(1).connect_with(opts).await.map_err(|e| anyhow::anyhow!("opening {url}: {e}"))?
+        };
+        Ok(SqliteStore { pool, writer })
     }
 
     pub fn pool(&self) -> &SqlitePool {
