@@ -176,7 +176,7 @@ async fn concurrent_claimers_never_share_a_job() {
             let mut got = Vec::new();
             while let Some(job) = db.claim_job(&owner, now_ms(), 600_000).await.unwrap() {
                 assert_eq!(job.lease_owner.as_deref(), Some(owner.as_str()));
-                got.push((job.kind.clone(), job.subject.clone()));
+                got.push((job.kind, job.subject.clone()));
                 assert!(db.finish_job(job.id, &owner, true, None).await.unwrap(), "{owner} holds job {} it claimed", job.id);
             }
             got
