@@ -66,6 +66,7 @@ pub fn unconfined_launch_lines(text: &str) -> Vec<(usize, &'static str)> {
 fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let evidence = format!("{}/", crate::sandbox::EVIDENCE_DIR);
+    let pk = packet.files().ok();
     for s in &packet.manifest.steps {
         if !s.keep.iter().any(|k| k.starts_with(&evidence)) {
             continue;
@@ -80,16 +81,17 @@ fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
                 crate::manifest::Lay::Hidden(p) => format!("hidden/{p}"),
                 crate::manifest::Lay::Map { from, .. } => from.clone(),
             };
-            let Ok(path) = crate::tree::safe_join(&packet.root, &from) else { continue };
-            if path.is_dir() {
-                files.extend(list_paths(&path).into_iter().filter(|r| r.ends_with(".py")).map(|r| format!("{from}/{r}")));
+            if !crate::tree::is_safe_path(&from) {
+                continue;
+            }
+            if let Some(pk) = pk.as_ref().filter(|pk| pk.is_dir(&from)) {
+                files.extend(pk.files(&from).unwrap_or_default().into_iter().filter(|r| r.ends_with(".py")).map(|r| format!("{from}/{r}")));
             } else if from.ends_with(".py") {
                 files.insert(from);
             }
         }
         for f in files {
-            let Ok(path) = crate::tree::safe_join(&packet.root, &f) else { continue };
-            let Ok(text) = fs::read_to_string(&path) else { continue };
+            let Some(Ok(text)) = pk.as_ref().map(|pk| pk.read_to_string(&f)) else { continue };
             for (line, call) in unconfined_launch_lines(&text) {
                 out.push((
                     name.clone(),

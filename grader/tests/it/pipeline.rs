@@ -506,3 +506,114 @@ fn a_witnessed_run_sets_aside_the_platform_files_a_tree_hands_back() {
     let run = grader().witness_run(&packet, &own).expect("a witnessed run");
     assert!(!run.passed && run.log.contains("mine.txt"), "{}", run.log);
 }
+
+/// `check-demo` at `<tmp>/check-demo` with a 90 s packet wall limit, so
+/// that a sample-derived limit (at least 30 s) is the lower one.
+fn check_demo_90(tmp: &Path) -> Packet {
+    let root = check_demo_copy(tmp);
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
+    assert!(toml.contains("wall_secs = 30"));
+    write(&root, "packet.toml", &toml.replace("wall_secs = 30", "wall_secs = 90"));
+    Packet::load(&root).expect("loading the packet")
+}
+
+#[test]
+fn a_witnessed_run_that_loops_forever_stops_at_its_derived_wall_limit() {
+    use grader::grade::{Calibration, WALL_FLOOR, WITNESS_RUN_ID};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let packet = check_demo_90(tmp.path());
+    // The sample's witnessed run took 0.2 s: ten times that is below the
+    // floor, so the derived limit is the floor, below the packet's 90 s.
+    let calibration = std::sync::Arc::new(Calibration {
+        digest: packet.digest.clone(),
+        run_ms: [(WITNESS_RUN_ID.to_string(), 200)].into(),
+        ..Calibration::default()
+    });
+    let forever = "def test_forever():\n    while True:\n        pass\n";
+    let (_a, zip) = zip_submission(&packet, &[("test_forever.py", forever)], &[]);
+    let run = grader().witness_run_with(&packet, &zip, Some(calibration)).expect("a witnessed run");
+    assert!(!run.passed, "a run stopped at its limit is never a pass: {}", run.log);
+    assert!(run.timed_out, "{}", run.log);
+    assert!(run.derived_wall);
+    assert_eq!(run.wall_limit_secs, WALL_FLOOR.as_secs());
+    assert!(run.log.contains(&format!("stopped after the wall-clock limit of {} s, derived from the sample", WALL_FLOOR.as_secs())), "{}", run.log);
+    // The packet's own limit (90 s) was not what stopped it.
+    assert!(run.wall_ms < 90_000, "{} ms", run.wall_ms);
+}
+
+#[test]
+fn a_witnessed_run_of_honest_work_is_not_cut_by_its_derived_wall_limit() {
+    use grader::grade::{Calibration, WALL_FLOOR, WITNESS_RUN_ID};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let packet = check_demo_90(tmp.path());
+    // The grader's own calibration times the sample's witnessed run.
+    let measured = grader().calibration(&packet);
+    assert!(measured.run_ms.contains_key(WITNESS_RUN_ID), "{measured:?}");
+    let (_a, zip) = zip_submission(&packet, &[], &[]);
+    let run = grader().witness_run(&packet, &zip).expect("a witnessed run");
+    assert!(run.passed && !run.timed_out, "{}", run.log);
+    assert!(run.derived_wall, "the derived limit applied: {run:?}");
+    assert_eq!(run.wall_limit_secs, WALL_FLOOR.as_secs());
+    assert!(!run.log.contains("stopped after"), "{}", run.log);
+    // A calibration without the witnessed run's time leaves the packet's
+    // limit in place.
+    let bare = std::sync::Arc::new(Calibration { digest: packet.digest.clone(), ..Calibration::default() });
+    let run = grader().witness_run_with(&packet, &zip, Some(bare)).expect("a witnessed run");
+    assert!(run.passed && !run.derived_wall, "{run:?}");
+    assert_eq!(run.wall_limit_secs, 90);
+}
+
+/// `check-demo` with a step whose packet code writes `/evidence/note.txt`
+/// and keeps it.
+fn check_demo_keeping_evidence(tmp: &Path) -> Packet {
+    let root = check_demo_copy(tmp);
+    write(
+        &root,
+        "hidden/test_evidence.py",
+        "import os\n\n\ndef test_writes_evidence():\n    base = os.environ.get('GATEHOUSE_EVIDENCE') or '/evidence'\n    with open(os.path.join(base, 'note.txt'), 'w') as f:\n        f.write('written by packet code\\n')\n",
+    );
+    let mut toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
+    toml.push_str("\n[[step]]\nid = \"evidence\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_evidence.py\"\nlay = [\"test_evidence.py\"]\nkeep = [\".gatehouse/evidence/note.txt\"]\n");
+    write(&root, "packet.toml", &toml);
+    Packet::load(&root).expect("loading the packet")
+}
+
+#[test]
+fn without_landlock_kept_evidence_is_marked_untrusted() {
+    use grader::sandbox::{LANDLOCK_UNAVAILABLE, landlock_fallback};
+    assert_eq!(landlock_fallback(0).as_deref(), Some(LANDLOCK_UNAVAILABLE));
+    assert_eq!(landlock_fallback(6), None);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let packet = check_demo_keeping_evidence(tmp.path());
+    let (_a, zip) = zip_submission(&packet, &[], &[]);
+    let no_landlock = Grader::for_host().expect("the host sandbox works").assume_landlock_abi(0);
+    let card = no_landlock.grade_zip(&packet, &zip, &GradeOptions::default()).expect("grading");
+    let r = &card.receipt;
+    assert_eq!(r.sandbox.landlock_abi, 0);
+    assert!(r.sandbox.fallbacks.iter().any(|f| f == LANDLOCK_UNAVAILABLE), "{:?}", r.sandbox.fallbacks);
+    assert_eq!(r.untrusted_evidence.len(), 1, "{:?}", r.untrusted_evidence);
+    assert!(r.untrusted_evidence[0].starts_with("step:evidence: .gatehouse/evidence/note.txt: not trusted"), "{:?}", r.untrusted_evidence);
+    // The step ran and kept its file: the warning is about real evidence.
+    assert!(r.runs.iter().any(|run| run.id == "step:evidence" && run.exit == Exit::Code(0)), "{:?}", r.runs);
+    // And it is part of what the receipt's digest covers.
+    let mut stripped = r.clone();
+    stripped.untrusted_evidence.clear();
+    assert_ne!(receipt_digest(&stripped), receipt_digest(r));
+}
+
+#[test]
+fn with_landlock_kept_evidence_carries_no_warning() {
+    use grader::sandbox::LANDLOCK_UNAVAILABLE;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let packet = check_demo_keeping_evidence(tmp.path());
+    let (_a, zip) = zip_submission(&packet, &[], &[]);
+    let card = grader().grade_zip(&packet, &zip, &GradeOptions::default()).expect("grading");
+    let r = &card.receipt;
+    assert!(r.sandbox.landlock_abi > 0, "this host has Landlock");
+    assert!(!r.sandbox.fallbacks.iter().any(|f| f == LANDLOCK_UNAVAILABLE), "{:?}", r.sandbox.fallbacks);
+    assert!(r.untrusted_evidence.is_empty(), "{:?}", r.untrusted_evidence);
+    assert!(r.runs.iter().any(|run| run.id == "step:evidence" && run.exit == Exit::Code(0)), "{:?}", r.runs);
+    // The field is left out of the JSON when empty (older receipts keep
+    // their digests).
+    assert!(!serde_json::to_string(r).expect("json").contains("untrusted_evidence"));
+}
