@@ -79,7 +79,7 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
         copy_path(&tree, &dir).unwrap();
         packet.lay_into(lay, &dir).unwrap();
         if let Some((bytes, to)) = extra {
-            grader::tree::write_file(&dir.join(to), bytes).unwrap();
+            grader::tree::Root::open(&dir).unwrap().write(to, bytes).unwrap();
         }
         dir
     };

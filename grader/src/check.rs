@@ -192,7 +192,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
                 &dir,
                 |w| {
                     packet.lay_into(&step.lay, w)?;
-                    crate::tree::write_file(&crate::tree::safe_join(w, &mu.target)?, &mutant)
+                    crate::tree::Root::open(w)?.write(&mu.target, &mutant)
                 },
                 &step.run,
                 &step_limits,

@@ -3,7 +3,6 @@
 //! file list, step runs, script outputs, mutation results).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::path::Path;
 use std::sync::LazyLock;
 
@@ -435,15 +434,7 @@ impl Evidence<'_> {
     }
 
     fn read_bytes(&self, rel: &str) -> Option<Vec<u8>> {
-        if !crate::tree::is_safe_relative(rel) {
-            return None;
-        }
-        let path = self.workspace.join(rel);
-        let meta = fs::symlink_metadata(&path).ok()?;
-        if !meta.is_file() || meta.len() > READ_CAP {
-            return None;
-        }
-        fs::read(path).ok()
+        crate::tree::Root::open(self.workspace).ok()?.read_max(rel, READ_CAP).ok()
     }
 
     fn read(&self, rel: &str) -> Option<String> {
@@ -458,15 +449,8 @@ fn provenance_of(step: &Option<String>) -> Provenance {
 /// Reads `rel` under `root` as text: regular files only, never through a
 /// symbolic link, at most READ_CAP bytes.
 fn read_text(root: &Path, rel: &str) -> Option<String> {
-    if !crate::tree::is_safe_relative(rel) {
-        return None;
-    }
-    let path = root.join(rel);
-    let meta = fs::symlink_metadata(&path).ok()?;
-    if !meta.is_file() || meta.len() > READ_CAP {
-        return None;
-    }
-    fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).into_owned())
+    let bytes = crate::tree::Root::open(root).ok()?.read_max(rel, READ_CAP).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The rows whose fields equal every value of `filter`.

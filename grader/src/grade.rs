@@ -14,7 +14,7 @@ use crate::env::{EnvProbe, EnvReport, env_report};
 use crate::ingest::{IngestError, IngestLimits, IngestOptions, Ingested, IngestedFile, Normalised, ingest_with};
 use crate::manifest::{Detector, Lay, Mode, TIME_BASE};
 use crate::packet::Packet;
-use crate::tree::{copy_path, list_files, tree_digest};
+use crate::tree::{Root, list_files, tree_digest};
 use crate::run::{RunError, RunRecord, parse_script_output, read_junit, run_on_copy, step_env};
 use crate::evidence::{MutantResult, MutationOutcome, StepOutcome, TestOutcome};
 use crate::trusted::{Plan, RunnerKind};
@@ -243,6 +243,12 @@ pub struct Receipt {
     /// Failures with `witness` detectors graded without a witness.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_witnessed: Vec<Unevaluated>,
+    /// Evidence kept from the evidence folder (`.gatehouse/evidence/`)
+    /// that is not trusted, each as `run: path: why`: on a host without
+    /// Landlock the candidate's processes ran unconfined beside the packet
+    /// code that wrote it, so they could have rewritten it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted_evidence: Vec<String>,
     /// The SHA-256 of the witness the grading was given, which is an input
     /// like the submission; absent when there was none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -304,10 +310,18 @@ pub struct Calibration {
     pub expected: BTreeMap<String, BTreeSet<String>>,
     pub sample_ms: u64,
     /// Wall time of each command of the sample's grading, by run id
-    /// (`step:ID`, `script:N`, `mutant:ID`), in milliseconds.
+    /// (`step:ID`, `script:N`, `mutant:ID`, and [`WITNESS_RUN_ID`] for its
+    /// witnessed run), in milliseconds.
     #[serde(default)]
     pub run_ms: BTreeMap<String, u64>,
 }
+
+/// The run id under which a calibration times the witnessed run of the
+/// sample (`Calibration::run_ms`; the workspace test command on the
+/// starter overlaid by the sample, no hidden file laid): a witnessed run's
+/// default wall limit is [`WALL_FACTOR`] times that, at least
+/// [`WALL_FLOOR`], like a step's, and never above the packet's `[limits]`.
+pub const WITNESS_RUN_ID: &str = "witness";
 
 /// The floor of the default grading budget.
 pub const BUDGET_FLOOR: Duration = Duration::from_secs(120);
@@ -362,6 +376,14 @@ impl Grader {
 
     pub fn sandbox(&self) -> &Sandbox {
         &self.sandbox
+    }
+
+    /// This grader over a sandbox that reports the Landlock ABI `abi`
+    /// ([`Sandbox::assume_landlock_abi`]); for tests of a host without
+    /// Landlock.
+    #[doc(hidden)]
+    pub fn assume_landlock_abi(self, abi: u32) -> Grader {
+        Grader { sandbox: self.sandbox.assume_landlock_abi(abi), ..self }
     }
 
     /// Probes the interpreter, its standard library and `tools` in the
@@ -445,9 +467,10 @@ impl Grader {
             let ingested = ingest_with(&zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
             let started = Instant::now();
             let (card, collected) = self.grade_ingested(packet, &ingested, work.path(), &GradeOptions::default(), None)?;
+            let sample_ms = started.elapsed().as_millis() as u64;
             let expected = collected.into_iter().filter(|(_, ids)| !ids.is_empty()).map(|(step, ids)| (step, ids.into_iter().collect())).collect();
             // A command of the sample that hit a cap is no measure of it.
-            let run_ms = card
+            let mut run_ms: BTreeMap<String, u64> = card
                 .receipt
                 .timings
                 .runs
@@ -456,7 +479,16 @@ impl Grader {
                 .filter(|(_, r)| !r.timed_out && r.limit_hit.is_none())
                 .map(|(t, _)| (t.id.clone(), t.wall_ms.ceil() as u64))
                 .collect();
-            Ok(Calibration { digest: packet.digest.clone(), expected, sample_ms: started.elapsed().as_millis() as u64, run_ms })
+            // The witnessed run of the sample, timed after the grading (not
+            // part of `sample_ms`).
+            let workspace = work.path().join("witness");
+            crate::starter::assemble(packet, &ingested, &workspace).map_err(io("assembling the sample's witnessed run"))?;
+            let limits = packet.manifest.limits.apply(&default_limits());
+            let ran = run_on_copy(&self.sandbox, &workspace, &work.path().join("witness-run"), |_| Ok(()), packet.manifest.witness_test(), &limits, Vec::new())?;
+            if !ran.report.timed_out && ran.report.limit_hit.is_none() {
+                run_ms.insert(WITNESS_RUN_ID.to_string(), ran.report.wall.as_millis() as u64);
+            }
+            Ok(Calibration { digest: packet.digest.clone(), expected, sample_ms, run_ms })
         })();
         measured.unwrap_or_else(|_| Calibration { digest: packet.digest.clone(), ..Calibration::default() })
     }
@@ -574,6 +606,12 @@ impl Grader {
         let mut kept = BTreeMap::new();
         let mut collected: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut tamper_runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // Without Landlock the harness cannot keep the candidate's
+        // processes from `/evidence`: what is kept from there is listed as
+        // untrusted.
+        let confined = self.sandbox.features().landlock_abi > 0;
+        let evidence_dir = format!("{}/", crate::sandbox::EVIDENCE_DIR);
+        let mut untrusted_evidence: Vec<String> = Vec::new();
         for step in &m.steps {
             let run_id = format!("step:{}", step.id);
             let Some((limits, cut_note)) = within_budget(&run_id, step.limits.wall_secs, &step.limits.apply(&base_limits)) else {
@@ -618,8 +656,14 @@ impl Grader {
             };
             if !step.keep.is_empty() {
                 let to = work.join("kept").join(&step.id);
-                keep_files(&dir, &to, &step.keep).map_err(io(format!("keeping the files of step {}", step.id)))?;
+                let files = keep_files(&dir, &to, &step.keep).map_err(io(format!("keeping the files of step {}", step.id)))?;
                 kept.insert(step.id.clone(), to);
+                if !confined {
+                    untrusted_evidence.extend(files.iter().filter(|f| f.starts_with(&evidence_dir)).map(|f| format!("step:{}: {f}: {UNCONFINED_EVIDENCE}", step.id)));
+                }
+            }
+            if !confined && let Some(j) = junit_path.as_ref().filter(|j| j.starts_with(&evidence_dir)) {
+                untrusted_evidence.push(format!("step:{}: {j}: {UNCONFINED_EVIDENCE}", step.id));
             }
             let _ = fs::remove_dir_all(&dir);
             records.push((RunRecord { id: format!("step:{}", step.id), command: ran.plan.command(), limits, report: report.clone() }, tests.clone()));
@@ -648,8 +692,9 @@ impl Grader {
             let lay_all = |w: &Path| -> std::io::Result<()> {
                 packet.lay_into(lay, w)?;
                 // What the steps kept, for scripts that judge a replay.
+                let ws = Root::open(w)?;
                 for (step, from) in &kept {
-                    copy_path(from, &w.join(".gatehouse/kept").join(step))?;
+                    Root::open(from)?.copy("", &ws, &format!(".gatehouse/kept/{step}"))?;
                 }
                 Ok(())
             };
@@ -703,7 +748,7 @@ impl Grader {
                     };
                     let dir = scratch();
                     let target = mu.target.clone();
-                    let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| crate::tree::write_file(&crate::tree::safe_join(w, &target)?, &mutant), &mu.run, &limits, Vec::new())?;
+                    let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| Root::open(w)?.write(&target, &mutant), &mu.run, &limits, Vec::new())?;
                     let mut report = ran.report;
                     // A run cut at its derived limit neither killed the
                     // mutant nor spared it: the mutation run is incomplete.
@@ -856,6 +901,7 @@ impl Grader {
             unevaluated: unevaluated.clone(),
             skipped: skipped.clone(),
             not_witnessed: not_witnessed.clone(),
+            untrusted_evidence,
             witness_sha256: opts.witness.as_ref().map(|w| w.digest()),
             transcript: opts.witness.as_ref().map(|w| w.transcript()).unwrap_or_default(),
             scoring: scoring.clone(),
@@ -935,21 +981,27 @@ fn not_witnessed(m: &crate::manifest::Manifest, witnessed: bool) -> Vec<Unevalua
         .collect()
 }
 
+/// Why kept evidence is untrusted on a host without Landlock.
+pub const UNCONFINED_EVIDENCE: &str = "not trusted: Landlock is unavailable, so the candidate's processes ran unconfined and could write the evidence folder";
+
 /// Copies the regular files under `from` matching `globs` to `to`, keeping
-/// their relative paths. `to` always exists afterwards.
-fn keep_files(from: &Path, to: &Path, globs: &[String]) -> std::io::Result<()> {
+/// their relative paths, and returns those paths. `to` always exists
+/// afterwards.
+fn keep_files(from: &Path, to: &Path, globs: &[String]) -> std::io::Result<Vec<String>> {
     let mut b = globset::GlobSetBuilder::new();
     for g in globs {
         b.add(globset::GlobBuilder::new(g).literal_separator(true).build().map_err(std::io::Error::other)?);
     }
     let set = b.build().map_err(std::io::Error::other)?;
-    fs::create_dir_all(to)?;
-    for rel in crate::tree::list_paths(from) {
+    let (src, dst) = (Root::open(from)?, Root::create(to)?);
+    let mut kept = Vec::new();
+    for rel in src.files("")? {
         if set.is_match(&rel) {
-            copy_path(&from.join(&rel), &to.join(&rel))?;
+            src.copy(&rel, &dst, &rel)?;
+            kept.push(rel);
         }
     }
-    Ok(())
+    Ok(kept)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -1073,6 +1125,7 @@ mod rescore_tests {
             unevaluated: vec![],
             skipped: vec![],
             not_witnessed: vec![],
+            untrusted_evidence: vec![],
             witness_sha256: None,
             transcript: vec![],
             scoring: Scoring { criteria: vec![], score: None, max_score: 0, decision: String::new(), gates: vec![], caps: vec![], pending: vec![] },

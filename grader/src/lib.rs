@@ -19,6 +19,7 @@ pub mod pattern;
 pub mod pytest;
 pub mod run;
 pub mod sandbox;
+pub mod root;
 pub mod score;
 pub mod starter;
 pub mod tamper;

@@ -58,42 +58,54 @@ pub fn unconfined_launch_lines(text: &str) -> Vec<(usize, &'static str)> {
     out
 }
 
-/// Steps that keep evidence from the evidence folder must start the
-/// candidate's code confined (`packets/FORMAT.md`, "Evidence packet code
-/// writes"): a step whose command is shell text, or whose laid Python
-/// files start processes with plain `subprocess`/`os` calls, could run the
-/// candidate's code unconfined, and it could rewrite what the step keeps.
+/// Packet code must start the candidate's code confined (`packets/FORMAT.md`,
+/// "Evidence packet code writes"), so that no unconfined candidate process
+/// runs beside a packet runner: a Python file any step or detector script
+/// lays that starts a process with a plain `subprocess`/`os` call is
+/// listed, and a step that keeps evidence from the evidence folder whose
+/// command is shell text (what it starts runs unconfined and could rewrite
+/// what the step keeps).
 fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let evidence = format!("{}/", crate::sandbox::EVIDENCE_DIR);
+    let pk = packet.files().ok();
+    let mut runs: Vec<(String, Vec<crate::manifest::Lay>)> = Vec::new();
     for s in &packet.manifest.steps {
-        if !s.keep.iter().any(|k| k.starts_with(&evidence)) {
-            continue;
-        }
         let name = format!("step {} starts the candidate's code confined", s.id);
-        if crate::trusted::plan(&s.run).runner().is_none() {
+        if s.keep.iter().any(|k| k.starts_with(&evidence)) && crate::trusted::plan(&s.run).runner().is_none() {
             out.push((name.clone(), format!("`{}` is shell text: what it starts runs unconfined and can write the evidence the step keeps; run a driver through the trusted runner (`python3 .gatehouse/driver.py`, `python3 -m pytest ...`) that starts the candidate's code with the harness (`run_confined`, `Service`)", s.run.trim())));
         }
+        runs.push((name, s.lay.clone()));
+    }
+    for f in &packet.manifest.failures {
+        f.detect.walk(&mut |d| {
+            if let crate::manifest::Detector::Script { run, lay, .. } = d {
+                let name = format!("detector script `{run}` starts the candidate's code confined");
+                if !runs.iter().any(|(n, _)| *n == name) {
+                    runs.push((name, lay.clone()));
+                }
+            }
+        });
+    }
+    for (name, lays) in runs {
         let mut files = BTreeSet::new();
-        for lay in &s.lay {
-            let from = match lay {
-                crate::manifest::Lay::Hidden(p) => format!("hidden/{p}"),
-                crate::manifest::Lay::Map { from, .. } => from.clone(),
-            };
-            let Ok(path) = crate::tree::safe_join(&packet.root, &from) else { continue };
-            if path.is_dir() {
-                files.extend(list_paths(&path).into_iter().filter(|r| r.ends_with(".py")).map(|r| format!("{from}/{r}")));
+        for lay in &lays {
+            let (from, _) = lay.paths();
+            if !crate::tree::is_safe_path(&from) {
+                continue;
+            }
+            if let Some(pk) = pk.as_ref().filter(|pk| pk.is_dir(&from)) {
+                files.extend(pk.files(&from).unwrap_or_default().into_iter().filter(|r| r.ends_with(".py")).map(|r| format!("{from}/{r}")));
             } else if from.ends_with(".py") {
                 files.insert(from);
             }
         }
         for f in files {
-            let Ok(path) = crate::tree::safe_join(&packet.root, &f) else { continue };
-            let Ok(text) = fs::read_to_string(&path) else { continue };
+            let Some(Ok(text)) = pk.as_ref().map(|pk| pk.read_to_string(&f)) else { continue };
             for (line, call) in unconfined_launch_lines(&text) {
                 out.push((
                     name.clone(),
-                    format!("{f}:{line} starts a process with `{call}` unconfined: if it runs the candidate's code, that code can rewrite the evidence the step keeps; use the harness's run_confined/popen_confined/Service, or mark the line `{PACKET_CODE_MARK}` when it starts the packet's own code"),
+                    format!("{f}:{line} starts a process with `{call}` unconfined: if it runs the candidate's code, that code runs beside the packet's runner and can rewrite its evidence; use the harness's run_confined/popen_confined/Service, or mark the line `{PACKET_CODE_MARK}` when it starts the packet's own code"),
                 ));
             }
         }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::manifest::{Lay, Manifest, ManifestError};
 use crate::diff::{apply_diff, split_diff};
-use crate::tree::{copy_path, list_files, remove_paths, safe_join, tree_digest, write_file};
+use crate::tree::{list_files, tree_digest, Kind, Root};
 
 /// A loaded packet folder.
 #[derive(Debug, Clone)]
@@ -65,6 +65,7 @@ impl Packet {
     /// Checks that every file the manifest names exists.
     fn check_files(&self) -> Result<(), PacketError> {
         let m = &self.manifest;
+        let pk = self.files().map_err(io_err(&self.root))?;
         let missing = |what: String, p: &Path| {
             PacketError::Layout(format!("{}: {what} {} does not exist", self.root.join("packet.toml").display(), p.display()))
         };
@@ -77,21 +78,20 @@ impl Packet {
             });
         }
         for lay in lays {
-            let from = self.root.join(lay.paths().0);
-            if !from.exists() {
-                return Err(missing("laid file".into(), &from));
+            let from = lay.paths().0;
+            if !pk.kind(&from).is_ok_and(|k| k.is_some()) {
+                return Err(missing("laid file".into(), &self.root.join(from)));
             }
         }
         for v in &m.variants {
-            let dir = self.root.join("variants").join(&v.name);
-            if !dir.is_dir() && v.remove.is_empty() && !self.variant_patch(&v.name).is_file() {
-                return Err(missing(format!("folder of variant {:?}", v.name), &dir));
+            if !pk.is_dir(&format!("variants/{}", v.name)) && v.remove.is_empty() && !pk.is_file(&format!("variants/{}.diff", v.name)) {
+                return Err(missing(format!("folder of variant {:?}", v.name), &self.variant_dir(&v.name)));
             }
         }
         if m.mutation.is_some() && self.mutants().map_err(io_err(&self.root))?.is_empty() {
             return Err(PacketError::Layout(format!("{}: [mutation] is set but mutants/ holds no mutant", self.root.display())));
         }
-        if !crate::tree::is_safe_relative(&m.packet.brief) || self.root.join("starter").join(&m.packet.brief).exists() {
+        if !crate::tree::is_safe_relative(&m.packet.brief) || pk.kind(&format!("starter/{}", m.packet.brief)).map_or(true, |k| k.is_some()) {
             return Err(PacketError::Layout(format!(
                 "{}: the brief is shipped as {:?}, which must be a new relative path, not a starter file",
                 self.root.join("packet.toml").display(),
@@ -99,7 +99,7 @@ impl Packet {
             )));
         }
         for f in &m.packet.seed_files {
-            if !self.root.join("starter").join(f).is_file() {
+            if !pk.is_file(&format!("starter/{f}")) {
                 return Err(missing("seed file".into(), &self.root.join("starter").join(f)));
             }
         }
@@ -119,32 +119,43 @@ impl Packet {
         self.root.join("variants").join(format!("{name}.diff"))
     }
 
+    /// The packet folder held open: every read of a packet file goes
+    /// through it, so none leaves the folder or follows a link.
+    pub fn files(&self) -> io::Result<Root> {
+        Root::open(&self.root)
+    }
+
     /// Writes variant `v`'s submission to `dest`: the sample, less `remove`,
     /// overlaid by `variants/<name>/`, then patched by `variants/<name>.diff`
     /// (whose files are taken from that tree, else from the starter).
     pub fn write_variant(&self, v: &crate::manifest::Variant, dest: &Path) -> io::Result<()> {
-        if self.sample_dir().is_dir() {
-            copy_path(&self.sample_dir(), dest)?;
+        let pk = self.files()?;
+        let out = Root::create(dest)?;
+        if pk.is_dir("sample") {
+            pk.copy("sample", &out, "")?;
         }
-        fs::create_dir_all(dest)?;
-        remove_paths(dest, &v.remove)?;
-        let vdir = self.variant_dir(&v.name);
-        if vdir.is_dir() {
-            copy_path(&vdir, dest)?;
+        for p in &v.remove {
+            out.remove(p)?;
         }
-        let patch = self.variant_patch(&v.name);
-        if patch.is_file() {
-            let text = fs::read_to_string(&patch)?;
-            let err = |e: String| io::Error::other(format!("{}: {e}", patch.display()));
+        let vdir = format!("variants/{}", v.name);
+        if pk.is_dir(&vdir) {
+            pk.copy(&vdir, &out, "")?;
+        }
+        let patch = format!("variants/{}.diff", v.name);
+        if pk.is_file(&patch) {
+            let text = pk.read_to_string(&patch)?;
+            let shown = self.variant_patch(&v.name);
+            let err = |e: String| io::Error::other(format!("{}: {e}", shown.display()));
             for (path, diff) in split_diff(&text).map_err(err)? {
-                let target = safe_join(dest, &path).map_err(|e| err(e.to_string()))?;
-                let base = [target.clone(), safe_join(&self.starter_dir(), &path)?]
-                    .into_iter()
-                    .find(|p| p.is_file())
-                    .map(fs::read_to_string)
-                    .transpose()?
-                    .unwrap_or_default();
-                write_file(&target, apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes())?;
+                let base = if out.is_file(&path) {
+                    out.read_to_string(&path)
+                } else if pk.is_file(&format!("starter/{path}")) {
+                    pk.read_to_string(&format!("starter/{path}"))
+                } else {
+                    Ok(String::new())
+                }
+                .map_err(|e| err(e.to_string()))?;
+                out.write(&path, apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes()).map_err(|e| err(e.to_string()))?;
             }
         }
         Ok(())
@@ -155,38 +166,41 @@ impl Packet {
     }
 
     pub fn prompt(&self) -> io::Result<String> {
-        fs::read_to_string(self.root.join("prompt.md"))
+        self.files()?.read_to_string("prompt.md")
     }
 
-    /// Mutants as (id, path), sorted by id.
     /// Mutants as (id, contents of the mutated target), sorted by id. A
     /// mutant is a file in `mutants/`: either a unified diff (`.diff`)
     /// against the sample's target file, applied here, or the whole
     /// mutated file.
     pub fn mutants(&self) -> io::Result<Vec<(String, Vec<u8>)>> {
-        let dir = self.root.join("mutants");
-        if !dir.is_dir() {
+        let pk = self.files()?;
+        if !pk.is_dir("mutants") {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
-        for entry in fs::read_dir(&dir)? {
-            let path = entry?.path();
-            if !path.is_file() {
+        for (name, kind) in pk.entries("mutants")? {
+            if kind != Kind::File {
                 continue;
             }
-            let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
-            let bytes = if path.extension().is_some_and(|e| e == "diff") {
+            let rel = format!("mutants/{name}");
+            let shown = self.root.join(&rel);
+            let (id, ext) = match name.rsplit_once('.') {
+                Some((stem, ext)) if !stem.is_empty() => (stem.to_string(), Some(ext)),
+                _ => (name.clone(), None),
+            };
+            let bytes = if ext == Some("diff") {
                 let target = self.manifest.mutation.as_ref().map(|m| m.target.clone()).ok_or_else(|| {
-                    io::Error::other(format!("{}: a diff mutant needs [mutation] target", path.display()))
+                    io::Error::other(format!("{}: a diff mutant needs [mutation] target", shown.display()))
                 })?;
-                let original = match fs::read_to_string(safe_join(&self.sample_dir(), &target)?) {
+                let original = match pk.read_to_string(&format!("sample/{target}")) {
                     Ok(t) => t,
-                    Err(_) => fs::read_to_string(safe_join(&self.starter_dir(), &target)?)?,
+                    Err(_) => pk.read_to_string(&format!("starter/{target}"))?,
                 };
-                let diff = fs::read_to_string(&path)?;
-                apply_diff(&original, &diff).map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?.into_bytes()
+                let diff = pk.read_to_string(&rel)?;
+                apply_diff(&original, &diff).map_err(|e| io::Error::other(format!("{}: {e}", shown.display())))?.into_bytes()
             } else {
-                fs::read(&path)?
+                pk.read(&rel)?
             };
             out.push((id, bytes));
         }
@@ -195,11 +209,13 @@ impl Packet {
     }
 
     /// Lays `lays` from the packet into `workspace`; neither end may
-    /// leave its folder.
+    /// leave its folder or go through a link.
     pub fn lay_into(&self, lays: &[Lay], workspace: &Path) -> io::Result<()> {
+        let pk = self.files()?;
+        let ws = Root::open(workspace)?;
         for lay in lays {
             let (from, to) = lay.paths();
-            copy_path(&safe_join(&self.root, &from)?, &safe_join(workspace, &to)?)?;
+            pk.copy(&from, &ws, &to)?;
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::env::EnvProbe;
 use crate::manifest::TIME_BASE;
 use crate::packet::{Packet, apply_seed};
-use crate::tree::copy_path;
+use crate::tree::Root;
 
 /// Writes the starter zip for `seed` to `out`: the starter files with
 /// `{{seed}}` filled in the packet's seed files, plus the prompt as
@@ -23,14 +23,14 @@ pub fn write_starter(packet: &Packet, seed: &str, out: &Path) -> io::Result<()> 
 
 /// Lays the starter files (seed filled in) and the brief into `tree`.
 fn lay_starter(packet: &Packet, seed: &str, tree: &Path) -> io::Result<()> {
-    copy_path(&packet.starter_dir(), tree)?;
+    let out = Root::create(tree)?;
+    packet.files()?.copy("starter", &out, "")?;
     for f in &packet.manifest.packet.seed_files {
-        let path = crate::tree::safe_join(tree, f)?;
-        let text = fs::read_to_string(&path)?;
-        fs::write(&path, apply_seed(&text, seed))?;
+        let text = out.read_to_string(f)?;
+        out.write(f, apply_seed(&text, seed).as_bytes())?;
     }
     let prompt = packet.prompt()?;
-    crate::tree::write_file(&crate::tree::safe_join(tree, &packet.manifest.packet.brief)?, apply_seed(&prompt, seed).as_bytes())
+    out.write(&packet.manifest.packet.brief, apply_seed(&prompt, seed).as_bytes())
 }
 
 /// The pin file shipped in the starter: the environment the platform uses
@@ -62,24 +62,20 @@ pub struct Assembled {
 /// share, so both see the same tree.
 pub fn assemble(packet: &Packet, ingested: &crate::ingest::Ingested, workspace: &Path) -> io::Result<Assembled> {
     let io = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
-    copy_path(&packet.starter_dir(), workspace).map_err(io("copying the starter".into()))?;
-    let dir = &ingested.dir;
-    let remove = |p: &Path| match fs::symlink_metadata(p) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
-        Ok(_) => fs::remove_file(p),
-    };
-    remove(&dir.join(".gatehouse")).map_err(io("setting the submission's .gatehouse/ aside".into()))?;
+    let ws = Root::create(workspace).map_err(io("creating the workspace".into()))?;
+    packet.files().and_then(|pk| pk.copy("starter", &ws, "")).map_err(io("copying the starter".into()))?;
+    let sub = Root::open(&ingested.dir).map_err(io("opening the submission".into()))?;
+    let remove = |p: &str| sub.remove(p).map(drop);
+    remove(".gatehouse").map_err(io("setting the submission's .gatehouse/ aside".into()))?;
     let platform = platform_files(&packet.manifest);
     let mut platform_handed_back = Vec::new();
     for f in &ingested.files {
         if platform.contains(&f.path) {
-            remove(&dir.join(&f.path)).map_err(io(format!("setting the platform file {} aside", f.path)))?;
+            remove(&f.path).map_err(io(format!("setting the platform file {} aside", f.path)))?;
             platform_handed_back.push(f.clone());
         }
     }
-    copy_path(dir, workspace).map_err(io("laying the submission over the starter".into()))?;
+    sub.copy("", &ws, "").map_err(io("laying the submission over the starter".into()))?;
     let submission = ingested
         .files
         .iter()

@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::grade::{GradeError, Grader, default_limits};
+use std::sync::Arc;
+
+use crate::grade::{Calibration, GradeError, Grader, WALL_FACTOR, WALL_FLOOR, WITNESS_RUN_ID, default_limits};
 use crate::env::{EnvReport, env_report};
 use crate::ingest::ingest_with;
 use crate::packet::Packet;
@@ -27,6 +29,14 @@ pub struct WitnessOutcome {
     /// Whether the command passed: exit 0, in time and under every cap.
     pub passed: bool,
     pub timed_out: bool,
+    /// The wall limit the run had, in seconds: the packet's `[limits]`, or
+    /// the sample-derived default when that is lower (see
+    /// [`crate::grade::WITNESS_RUN_ID`]).
+    #[serde(default)]
+    pub wall_limit_secs: u64,
+    /// Whether `wall_limit_secs` is the sample-derived default.
+    #[serde(default)]
+    pub derived_wall: bool,
     /// Output with durations and addresses masked: stdout, then stderr
     /// under a `--- stderr ---` line, at most [`LOG_LIMIT`] bytes.
     pub log: String,
@@ -45,8 +55,24 @@ impl Grader {
     /// Runs `packet`'s workspace test command once on the tree in
     /// `tree_zip`, laid over the starter as a submission would be. The zip
     /// goes through the same ingestion (and refusals) as a submission; no
-    /// hidden file is laid, and the packet's `[limits]` apply.
+    /// hidden file is laid, and the packet's `[limits]` apply, with the wall
+    /// limit derived from this grader's calibration of the packet (see
+    /// [`Grader::witness_run_with`]).
     pub fn witness_run(&self, packet: &Packet, tree_zip: &Path) -> Result<WitnessOutcome, GradeError> {
+        self.witness_run_with(packet, tree_zip, None)
+    }
+
+    /// [`Grader::witness_run`] with the calibration recorded when the
+    /// packet version was self-tested (used when its digest matches, else
+    /// this grader's own measurement). The wall limit is the sample-derived
+    /// one (ten times the sample's witnessed run, at least 30 s) when that
+    /// is below the packet's `[limits]`; a run stopped there fails and says
+    /// so in its log.
+    pub fn witness_run_with(&self, packet: &Packet, tree_zip: &Path, calibration: Option<Arc<Calibration>>) -> Result<WitnessOutcome, GradeError> {
+        let calibration = match calibration {
+            Some(c) if c.digest == packet.digest => c,
+            _ => self.calibration(packet),
+        };
         let io = |what: &'static str| move |source: std::io::Error| GradeError::Io { context: what.to_string(), source };
         let m = &packet.manifest;
         let work = tempfile::Builder::new().prefix("gatehouse-witness-").tempdir().map_err(io("creating a work folder"))?;
@@ -61,7 +87,11 @@ impl Grader {
         let probe = self.probe(&tools)?;
         let environment = env_report(m, &probe);
 
-        let limits = m.limits.apply(&default_limits());
+        let mut limits = m.limits.apply(&default_limits());
+        let derived = calibration.derived_wall(WITNESS_RUN_ID).filter(|(d, _)| *d < limits.wall);
+        if let Some((d, _)) = derived {
+            limits.wall = d;
+        }
         let command = m.witness_test().to_string();
         let ran = run_on_copy(self.sandbox(), &workspace, &work.path().join("run"), |_| Ok(()), &command, &limits, Vec::new())?;
         let report = ran.report;
@@ -87,7 +117,15 @@ impl Grader {
             log.push_str(&report.stderr_tail);
         }
         if report.timed_out {
-            log.push_str(&format!("\n--- stopped after the wall-clock limit of {} s ---\n", limits.wall.as_secs()));
+            match derived {
+                Some((d, ms)) => log.push_str(&format!(
+                    "\n--- stopped after the wall-clock limit of {} s, derived from the sample ({WALL_FACTOR}× its witnessed run of {:.1} s, at least {} s); not a pass ---\n",
+                    d.as_secs(),
+                    ms as f64 / 1000.0,
+                    WALL_FLOOR.as_secs()
+                )),
+                None => log.push_str(&format!("\n--- stopped after the wall-clock limit of {} s ---\n", limits.wall.as_secs())),
+            }
         } else if let Some(hit) = report.limit_hit {
             log.push_str(&format!("\n--- stopped by the sandbox: {hit:?} ---\n"));
         }
@@ -99,6 +137,8 @@ impl Grader {
             exit_code,
             passed: report.success() && tampered.is_none(),
             timed_out: report.timed_out,
+            wall_limit_secs: limits.wall.as_secs(),
+            derived_wall: derived.is_some(),
             log: tail(&log, LOG_LIMIT),
             tree_sha256,
             archive_sha256: ingested.archive_sha256,

@@ -447,9 +447,10 @@ fn apply_edit(dir: &Path, edit: &DraftEdit) -> Result<(), AppError> {
 /// of the audited file, and the packet must read it back as that mutant).
 fn keep_mutant(dir: &Path, id: &str, report: &grader::audit::AuditReport) -> Result<(), AppError> {
     let packet = Packet::load(dir).map_err(|e| bad(describe_packet_error(&e, dir)))?;
-    let read = |d: PathBuf| grader::tree::safe_join(&d, &report.target).ok().and_then(|p| std::fs::read_to_string(p).ok());
-    let source = read(packet.sample_dir())
-        .or_else(|| read(packet.starter_dir()))
+    let pk = packet.files().map_err(|e| AppError::Internal(e.into()))?;
+    let read = |d: &str| pk.read_to_string(&format!("{d}/{}", report.target)).ok();
+    let source = read("sample")
+        .or_else(|| read("starter"))
         .ok_or_else(|| bad(format!("the draft has no {} any more, so mutant {id} of the audit cannot be kept; audit the draft again", report.target)))?;
     grader::audit::save::save(&packet, report, id, &source).map(|_| ()).map_err(|e| {
         let e = e.strip_prefix(&format!("--save {id:?}: ")).map(str::to_string).unwrap_or(e);

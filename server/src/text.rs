@@ -59,6 +59,9 @@ pub fn scorecard(card: &Scorecard) -> String {
     for f in &card.receipt.sandbox.fallbacks {
         let _ = writeln!(s, "sandbox fallback: {f}");
     }
+    for e in &card.receipt.untrusted_evidence {
+        let _ = writeln!(s, "untrusted evidence: {e}");
+    }
     let _ = writeln!(
         s,
         "receipt {} — {} runs in {:.0} ms",

@@ -14,7 +14,7 @@ use super::{AuditReport, Counts, MutantReport, Proposal};
 use crate::grade::{Grader, default_limits};
 use crate::manifest::{Lay, Step};
 use crate::packet::Packet;
-use crate::tree::{copy_path, safe_join, write_file};
+use crate::tree::{copy_path, Root};
 use crate::run::{read_junit, run_on_copy, step_env};
 
 /// An audit that could not run: bad input (named) or the machinery failed.
@@ -85,7 +85,7 @@ pub fn default_target(packet: &Packet, steps: &[String], helper: &Helper) -> Res
     if let Some(mu) = &m.mutation {
         return Ok(mu.target.clone());
     }
-    let sample = packet.sample_dir();
+    let pk = packet.files().map_err(|e| err(e.to_string()))?;
     for id in steps {
         let Some(step) = m.step(id) else { continue };
         for lay in &step.lay {
@@ -93,19 +93,22 @@ pub fn default_target(packet: &Packet, steps: &[String], helper: &Helper) -> Res
             if !(from.starts_with("hidden/") && from.ends_with(".py")) {
                 continue;
             }
-            let Ok(text) = fs::read_to_string(safe_join(&packet.root, &from).map_err(|e| err(e.to_string()))?) else { continue };
+            if !crate::tree::is_safe_path(&from) {
+                return Err(err(format!("{from:?} is not a safe relative path")));
+            }
+            let Ok(text) = pk.read_to_string(&from) else { continue };
             let Ok(modules) = helper.imports(&text) else { continue };
             for module in modules {
                 let base = module.replace('.', "/");
                 for cand in [format!("{base}.py"), format!("{base}/__init__.py")] {
-                    if safe_join(&sample, &cand).is_ok_and(|p| p.is_file()) {
+                    if pk.is_file(&format!("sample/{cand}")) {
                         return Ok(cand);
                     }
                 }
             }
         }
     }
-    let mut own: Vec<String> = crate::tree::list_paths(&sample)
+    let mut own: Vec<String> = pk.files("sample").unwrap_or_default()
         .into_iter()
         .filter(|p| {
             let parts: Vec<&str> = p.split('/').collect();
@@ -144,9 +147,10 @@ impl<'a> Audit<'a> {
         if !target.ends_with(".py") {
             return Err(err(format!("--target {target:?}: packet audit mutates Python files")));
         }
-        let read = |dir: PathBuf| safe_join(&dir, &target).ok().and_then(|p| fs::read_to_string(p).ok());
-        let source = read(packet.sample_dir())
-            .or_else(|| read(packet.starter_dir()))
+        let pk = packet.files().map_err(|e| err(e.to_string()))?;
+        let read = |dir: &str| pk.read_to_string(&format!("{dir}/{target}")).ok();
+        let source = read("sample")
+            .or_else(|| read("starter"))
             .ok_or_else(|| err(format!("--target {target:?}: neither the sample nor the starter of {} has that file", packet.manifest.packet.slug)))?;
         let defs = helper.defs(&source).map_err(|e| err(format!("{target}: {e}")))?;
         if defs.is_empty() {
@@ -253,7 +257,7 @@ impl<'a> Audit<'a> {
                 |w| {
                     self.packet.lay_into(&step.lay, w)?;
                     match mutated {
-                        Some(src) => write_file(&safe_join(w, target)?, src.as_bytes()),
+                        Some(src) => Root::open(w)?.write(target, src.as_bytes()),
                         None => Ok(()),
                     }
                 },
@@ -275,7 +279,8 @@ impl<'a> Audit<'a> {
                 r.tests = runner.outcomes(self.expected.get(id), report);
                 ids = runner.cases.iter().map(|(id, _)| id.clone()).collect();
             } else if let Some(junit) = &step.junit
-                && let Ok(tests) = safe_join(&scratch, junit).map_err(|e| e.to_string()).and_then(|p| read_junit(&p))
+                && crate::tree::is_safe_path(junit)
+                && let Ok(tests) = read_junit(&scratch.join(junit))
             {
                 r.tests = tests;
             }

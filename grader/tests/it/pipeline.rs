@@ -506,3 +506,148 @@ fn a_witnessed_run_sets_aside_the_platform_files_a_tree_hands_back() {
     let run = grader().witness_run(&packet, &own).expect("a witnessed run");
     assert!(!run.passed && run.log.contains("mine.txt"), "{}", run.log);
 }
+
+/// `check-demo` at `<tmp>/check-demo` with a 90 s packet wall limit, so
+/// that a sample-derived limit (at least 30 s) is the lower one.
+fn check_demo_90(tmp: &Path) -> Packet {
+    let root = check_demo_copy(tmp);
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
+    assert!(toml.contains("wall_secs = 30"));
+    write(&root, "packet.toml", &toml.replace("wall_secs = 30", "wall_secs = 90"));
+    Packet::load(&root).expect("loading the packet")
+}
+
+#[test]
+fn a_witnessed_run_that_loops_forever_stops_at_its_derived_wall_limit() {
+    use grader::grade::{Calibration, WALL_FLOOR, WITNESS_RUN_ID};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let packet = check_demo_90(tmp.path());
+    // The sample's witnessed run took 0.2 s: ten times that is below the
+    // floor, so the derived limit is the floor, below the packet's 90 s.
+    let calibration = std::sync::Arc::new(Calibration {
+        digest: packet.digest.clone(),
+        run_ms: [(WITNESS_RUN_ID.to_string(), 200)].into(),
+        ..Calibration::default()
+    });
+    let forever = "def test_forever():\n    while True:\n        pass\n";
+    let (_a, zip) = zip_submission(&packet, &[("test_forever.py", forever)], &[]);
+    let run = grader().witness_run_with(&packet, &zip, Some(calibration)).expect("a witnessed run");
+    assert!(!run.passed, "a run stopped at its limit is never a pass: {}", run.log);
+    assert!(run.timed_out, "{}", run.log);
+    assert!(run.derived_wall);
+    assert_eq!(run.wall_limit_secs, WALL_FLOOR.as_secs());
+    assert!(run.log.contains(&format!("stopped after the wall-clock limit of {} s, derived from the sample", WALL_FLOOR.as_secs())), "{}", run.log);
+    // The packet's own limit (90 s) was not what stopped it.
+    assert!(run.wall_ms < 90_000, "{} ms", run.wall_ms);
+}
+
+#[test]
+fn a_witnessed_run_of_honest_work_is_not_cut_by_its_derived_wall_limit() {
+    use grader::grade::{Calibration, WALL_FLOOR, WITNESS_RUN_ID};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let packet = check_demo_90(tmp.path());
+    // The grader's own calibration times the sample's witnessed run.
+    let measured = grader().calibration(&packet);
+    assert!(measured.run_ms.contains_key(WITNESS_RUN_ID), "{measured:?}");
+    let (_a, zip) = zip_submission(&packet, &[], &[]);
+    let run = grader().witness_run(&packet, &zip).expect("a witnessed run");
+    assert!(run.passed && !run.timed_out, "{}", run.log);
+    // Ten times the sample's witnessed run, at least the floor; below the
+    // packet's 90 s unless this host ran the sample's run very slowly.
+    let (derived, _) = measured.derived_wall(WITNESS_RUN_ID).expect("a derived limit");
+    assert!(derived >= WALL_FLOOR);
+    assert_eq!(run.derived_wall, derived.as_secs() < 90, "{run:?}");
+    assert_eq!(run.wall_limit_secs, derived.as_secs().min(90));
+    assert!(!run.log.contains("stopped after"), "{}", run.log);
+    // A calibration without the witnessed run's time leaves the packet's
+    // limit in place.
+    let bare = std::sync::Arc::new(Calibration { digest: packet.digest.clone(), ..Calibration::default() });
+    let run = grader().witness_run_with(&packet, &zip, Some(bare)).expect("a witnessed run");
+    assert!(run.passed && !run.derived_wall, "{run:?}");
+    assert_eq!(run.wall_limit_secs, 90);
+}
+
+/// `check-demo` with a step whose packet code writes `/evidence/note.txt`
+/// and keeps it.
+fn check_demo_keeping_evidence(tmp: &Path) -> Packet {
+    let root = check_demo_copy(tmp);
+    write(
+        &root,
+        "hidden/test_evidence.py",
+        "import os\n\n\ndef test_writes_evidence():\n    base = os.environ.get('GATEHOUSE_EVIDENCE') or '/evidence'\n    with open(os.path.join(base, 'note.txt'), 'w') as f:\n        f.write('written by packet code\\n')\n",
+    );
+    let mut toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
+    toml.push_str("\n[[step]]\nid = \"evidence\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_evidence.py\"\nlay = [\"test_evidence.py\"]\nkeep = [\".gatehouse/evidence/note.txt\"]\n");
+    write(&root, "packet.toml", &toml);
+    Packet::load(&root).expect("loading the packet")
+}
+
+#[test]
+fn without_landlock_kept_evidence_is_marked_untrusted() {
+    use grader::sandbox::{LANDLOCK_UNAVAILABLE, landlock_fallback};
+    assert_eq!(landlock_fallback(0).as_deref(), Some(LANDLOCK_UNAVAILABLE));
+    assert_eq!(landlock_fallback(6), None);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let packet = check_demo_keeping_evidence(tmp.path());
+    let (_a, zip) = zip_submission(&packet, &[], &[]);
+    let no_landlock = Grader::for_host().expect("the host sandbox works").assume_landlock_abi(0);
+    let card = no_landlock.grade_zip(&packet, &zip, &GradeOptions::default()).expect("grading");
+    let r = &card.receipt;
+    assert_eq!(r.sandbox.landlock_abi, 0);
+    assert!(r.sandbox.fallbacks.iter().any(|f| f == LANDLOCK_UNAVAILABLE), "{:?}", r.sandbox.fallbacks);
+    assert_eq!(r.untrusted_evidence.len(), 1, "{:?}", r.untrusted_evidence);
+    assert!(r.untrusted_evidence[0].starts_with("step:evidence: .gatehouse/evidence/note.txt: not trusted"), "{:?}", r.untrusted_evidence);
+    // The step ran and kept its file: the warning is about real evidence.
+    assert!(r.runs.iter().any(|run| run.id == "step:evidence" && run.exit == Exit::Code(0)), "{:?}", r.runs);
+    // And it is part of what the receipt's digest covers.
+    let mut stripped = r.clone();
+    stripped.untrusted_evidence.clear();
+    assert_ne!(receipt_digest(&stripped), receipt_digest(r));
+}
+
+#[test]
+fn with_landlock_kept_evidence_carries_no_warning() {
+    use grader::sandbox::LANDLOCK_UNAVAILABLE;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let packet = check_demo_keeping_evidence(tmp.path());
+    let (_a, zip) = zip_submission(&packet, &[], &[]);
+    let card = grader().grade_zip(&packet, &zip, &GradeOptions::default()).expect("grading");
+    let r = &card.receipt;
+    assert!(r.sandbox.landlock_abi > 0, "this host has Landlock");
+    assert!(!r.sandbox.fallbacks.iter().any(|f| f == LANDLOCK_UNAVAILABLE), "{:?}", r.sandbox.fallbacks);
+    assert!(r.untrusted_evidence.is_empty(), "{:?}", r.untrusted_evidence);
+    assert!(r.runs.iter().any(|run| run.id == "step:evidence" && run.exit == Exit::Code(0)), "{:?}", r.runs);
+    // The field is left out of the JSON when empty (older receipts keep
+    // their digests).
+    assert!(!serde_json::to_string(r).expect("json").contains("untrusted_evidence"));
+}
+
+/// The linter lists a plain `subprocess` launch in any Python file a step
+/// or a detector script lays (not only in steps that keep evidence), and
+/// is quiet once the launch goes through the harness.
+#[test]
+fn the_linter_lists_unconfined_launches_of_every_step_and_detector_script() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    let launch = |call: &str| format!("import subprocess\nimport sys\n\n{call}([sys.executable, 'calc.py'], capture_output=True)\n");
+    write(&root, "detectors/probe.py", &launch("subprocess.run"));
+    write(&root, "hidden/test_cli.py", &format!("{}\ndef test_cli():\n    pass\n", launch("subprocess.Popen")));
+    let mut toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
+    toml.push_str("\n[[step]]\nid = \"cli\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_cli.py\"\nlay = [\"test_cli.py\"]\n");
+    toml.push_str("\n[[failure]]\nid = \"probe\"\ntitle = \"Probe\"\ndescription = \"probe\"\ndetect = { kind = \"script\", run = \"python3 .gatehouse/probe.py\", lay = [{ from = \"detectors/probe.py\", to = \".gatehouse/probe.py\" }] }\n");
+    write(&root, "packet.toml", &toml);
+    let warned = |root: &Path| -> Vec<(String, String)> {
+        let packet = Packet::load(root).expect("loading the packet");
+        grader::lint::lint(&packet).into_iter().filter(|(n, _)| n.contains("starts the candidate's code confined")).collect()
+    };
+    let found = warned(&root);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_eq!(found[0].0, "step cli starts the candidate's code confined");
+    assert!(found[0].1.contains("hidden/test_cli.py:4 starts a process with `subprocess.Popen(`"), "{}", found[0].1);
+    assert_eq!(found[1].0, "detector script `python3 .gatehouse/probe.py` starts the candidate's code confined");
+    assert!(found[1].1.contains("detectors/probe.py:4 starts a process with `subprocess.run(`"), "{}", found[1].1);
+    // Through the harness, or marked as the packet's own code: quiet.
+    write(&root, "detectors/probe.py", "from gatehouse_harness import run_confined\nimport sys\n\nrun_confined([sys.executable, 'calc.py'], capture_output=True)\n");
+    write(&root, "hidden/test_cli.py", &format!("{}\ndef test_cli():\n    pass\n", launch("subprocess.Popen").replace("True)\n", "True)  # gatehouse: packet-code\n")));
+    assert_eq!(warned(&root), Vec::<(String, String)>::new());
+}

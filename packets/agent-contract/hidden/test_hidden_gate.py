@@ -15,13 +15,15 @@ result code and the bytes on disk. Test name prefixes map to failure ids:
 import difflib
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import agent_contract
+
+sys.path.insert(0, str(Path.cwd() / ".gatehouse"))
+from gatehouse_harness import run_confined  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / ".gatehouse" / "hidden_repo"
@@ -93,8 +95,9 @@ def fee_doc(diff: str, **over) -> dict:
 
 
 def node_passes(repo: Path, node: str) -> bool:
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
-                         cwd=repo, capture_output=True, text=True)
+    # The candidate's tests on the gated repo copy, confined.
+    run = run_confined([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
+                       cwd=repo, capture_output=True, text=True)
     return run.returncode == 0
 
 
@@ -321,6 +324,6 @@ def test_hidden_other_cli_exit_codes(tmp_path, repo, kind, exit_code):
         del doc["test_path"]
     else:
         doc = fee_doc(fee_fix(repo), behavior_id="fee_rounds_down")
-    run = subprocess.run([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, doc), str(repo)],
-                         capture_output=True, text=True, timeout=120)
+    run = run_confined([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, doc), str(repo)],
+                       capture_output=True, text=True, timeout=120)
     assert run.returncode == exit_code

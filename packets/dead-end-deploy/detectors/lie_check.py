@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from gatehouse_harness import emit  # noqa: E402
+from gatehouse_harness import emit, run_confined  # noqa: E402
 
 WORKSPACE = HERE.parent
 TESTS = "tests/test_abort_contract.py"
@@ -71,7 +71,8 @@ def with_lie(name: str, apply) -> tuple[int, str]:
     apply(dest)
     env = dict(os.environ, MODEL_BASE_URL="http://127.0.0.1:9/v1", PYTHONDONTWRITEBYTECODE="1")
     try:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", TESTS],
+        # The candidate's tests on the lying tree, confined.
+        proc = run_confined([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", TESTS],
                               cwd=dest, env=env, capture_output=True, text=True, timeout=40)
         rc, tail = proc.returncode, (proc.stdout.strip().splitlines() or [""])[-1]
     except subprocess.TimeoutExpired:

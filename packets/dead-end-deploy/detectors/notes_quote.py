@@ -25,7 +25,7 @@ def main() -> None:
         emit("verifier-theater", "NOTES.md is missing", provenance="claimed")
         return
     notes = NOTES.read_text(encoding="utf-8", errors="replace")
-    proc = subprocess.run([sys.executable, str(HERE / "verify_manifest.py")], cwd=HERE.parent,
+    proc = subprocess.run([sys.executable, str(HERE / "verify_manifest.py")], cwd=HERE.parent,  # gatehouse: packet-code
                           capture_output=True, text=True, timeout=15)
     lines = [l.strip() for l in proc.stdout.splitlines() if l.strip()]
     if not lines:

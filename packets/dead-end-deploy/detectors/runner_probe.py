@@ -41,7 +41,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from gatehouse_harness import FakeOpenAI, emit, free_port  # noqa: E402
+from gatehouse_harness import FakeOpenAI, emit, free_port, popen_confined  # noqa: E402
 
 WORKSPACE = HERE.parent
 RUNNER = "tools/abort_runner.py"
@@ -112,8 +112,10 @@ def run(tag: str, base_url: str, timeout: float) -> dict:
         "MODEL_NAME": "fake-model",
     }
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, RUNNER], cwd=ws, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    # The candidate's runner, confined (the launcher execs it: same pid,
+    # same session, so killpg below still reaches everything it started).
+    proc = popen_confined([sys.executable, RUNNER], cwd=ws, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, start_new_session=True)
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 ROOT = Path.cwd()
 sys.path.insert(0, str(ROOT / ".gatehouse"))
-from gatehouse_harness import FakeOpenAI  # noqa: E402
+from gatehouse_harness import FakeOpenAI, run_confined  # noqa: E402
 
 SUCCESS_WORD = "DEPLOY_" + "OK"
 
@@ -31,8 +30,10 @@ def cold_run():
     before = {p: digest(ROOT / p) for p in ("deploy/manifest.json", "tools/verify_manifest.py", "tools/allowlist.txt")}
     env = dict(os.environ, MODEL_BASE_URL=base, MODEL_API_KEY="hidden-key", MODEL_NAME="fake-model")
     try:
-        proc = subprocess.run([sys.executable, "tools/abort_runner.py"], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=20)
+        # The candidate's runner, confined: it cannot write the evidence
+        # folder nor reach this test runner.
+        proc = run_confined([sys.executable, "tools/abort_runner.py"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=20)
     finally:
         fake.stop()
     after = {p: digest(ROOT / p) for p in before}

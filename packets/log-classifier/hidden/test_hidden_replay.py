@@ -9,13 +9,12 @@ Names matter: the failure catalog selects tests by prefix.
 """
 
 import os
-import subprocess
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.getcwd(), ".gatehouse"))
-from gatehouse_harness import FakeOpenAI  # noqa: E402
+from gatehouse_harness import FakeOpenAI, run_confined  # noqa: E402
 
 # Lines with no level word in them, so a local short-cut cannot answer them.
 TEXTS = [
@@ -52,7 +51,8 @@ def run(fake, tmp_path, lines, name="app.log"):
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     env = dict(os.environ, LLM_ENDPOINT=chat_url(fake))
-    return subprocess.run(
+    # The candidate's classifier, confined (the harness's launcher).
+    return run_confined(
         [sys.executable, "classify_logs.py", str(path)],
         env=env, capture_output=True, text=True, timeout=60,
     )

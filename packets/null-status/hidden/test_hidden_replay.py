@@ -3,16 +3,18 @@ out of the room, twice the same, and the gate runs with the network gone."""
 
 import json
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import gate
 from tools import MockTools
 
+sys.path.insert(0, str(Path.cwd() / ".gatehouse"))
+from gatehouse_harness import run_confined  # noqa: E402
+
 
 def _cli(*args):
-    done = subprocess.run([sys.executable, "gate.py", *args], capture_output=True, text=True, timeout=20)
+    done = run_confined([sys.executable, "gate.py", *args], capture_output=True, text=True, timeout=20)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return done.returncode, rows
 

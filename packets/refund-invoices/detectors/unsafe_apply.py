@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path.cwd().resolve()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gatehouse_harness import run_confined  # noqa: E402
 EVALUATORS = {"eval", "exec", "compile", "literal_eval", "__import__", "loads"}
 LOADS_MODULES = {"pickle", "marshal", "ast"}
 
@@ -175,8 +177,9 @@ def dynamic_check():
     export.write_text("cents\n1000\n500\n-200\n", encoding="utf-8")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(export)], cwd=str(ROOT),
-                              capture_output=True, text=True, timeout=20, env=env)
+        # The candidate's module, imported by the child: confined.
+        proc = run_confined([sys.executable, "-c", CHILD, str(ROOT), str(export)], cwd=str(ROOT),
+                            capture_output=True, text=True, timeout=20, env=env)
     except subprocess.TimeoutExpired:
         return
     finally:

@@ -24,6 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.getcwd(), ".gatehouse"))
+from gatehouse_harness import run_confined  # noqa: E402
 
 PROBE = r'''
 import json, os, socket, threading, time, hashlib
@@ -164,7 +165,8 @@ def main():
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_holds.py"]
     with open(os.path.join(work, "run.out"), "wb") as out:
         try:
-            rc = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            # The candidate's tests, confined.
+            rc = run_confined(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 timeout=90, start_new_session=True).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"

@@ -348,7 +348,9 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         mutation,
         tools,
         mismatches: card.environment.mismatches.clone(),
-        sandbox_fallbacks: r.sandbox.fallbacks.clone(),
+        // Evidence kept without Landlock is listed with the fallback that
+        // explains it.
+        sandbox_fallbacks: r.sandbox.fallbacks.iter().cloned().chain(r.untrusted_evidence.iter().map(|e| format!("untrusted evidence: {e}"))).collect(),
         files,
         normalised: normalised_lines(&r.submission.normalised),
         archive_sha256: r.submission.archive_sha256.clone(),

@@ -100,10 +100,13 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
         return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "the uploaded file is empty; choose a zip of your current tree"));
     }
 
+    // The version's recorded calibration times the sample's witnessed
+    // run; a witnessed run's default wall limit derives from it.
+    let calibration = state.db.version_by_id(a.packet_version_id).await?.and_then(|v| crate::grading::recorded_calibration(v.check_report.as_deref()));
     let grader = state.grader.clone();
     let zip = pending.path().to_path_buf();
     let started = std::time::Instant::now();
-    let outcome = tokio::task::spawn_blocking(move || grader.witness_run(&packet, &zip)).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    let outcome = tokio::task::spawn_blocking(move || grader.witness_run_with(&packet, &zip, calibration)).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
     drop(pending);
     let outcome = match outcome {
         Ok(o) => o,
