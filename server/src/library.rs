@@ -101,6 +101,37 @@ pub async fn keep_archive(state: &AppState, dir: &Path, digest: &str) -> anyhow:
     Ok(())
 }
 
+/// Archives every stored version whose folder this server holds and whose
+/// digest has no archive in the database yet (versions stored before
+/// archives existed, or whose archiving was cut short), so that workers
+/// elsewhere can grade against them. The server runs it at start; it
+/// returns how many it archived, and does nothing unless the database
+/// keeps blobs. A version it cannot archive is logged and left; a worker
+/// asked for it says it has no archive.
+pub async fn archive_stored_versions(state: &AppState) -> anyhow::Result<usize> {
+    if !state.db.blobs_in_db() {
+        return Ok(0);
+    }
+    let mut archived = 0;
+    for p in state.db.list_packets().await? {
+        for v in state.db.versions_of(p.id).await? {
+            if state.db.packet_archive(&v.digest).await?.is_some() {
+                continue;
+            }
+            let dir = version_dir(state, &v.dir);
+            if !dir.is_dir() {
+                tracing::warn!(version = v.id, dir = %dir.display(), "a stored packet version has no folder here and no archive");
+                continue;
+            }
+            match keep_archive(state, &dir, &v.digest).await {
+                Ok(()) => archived += 1,
+                Err(e) => tracing::warn!(version = v.id, error = %format!("{e:#}"), "archiving a stored packet version failed"),
+            }
+        }
+    }
+    Ok(archived)
+}
+
 /// Zips the regular files of `dir` (as `Packet::load` counts them: links
 /// are not followed) into `out`; returns the tree digest of what it wrote.
 fn write_archive(dir: &Path, out: &Path) -> anyhow::Result<String> {

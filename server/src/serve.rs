@@ -81,6 +81,10 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
         tracing::info!(%addr, database = state.db.backend(), "gatehouse listening");
         let added = crate::library::load_builtin(&state).await.context("loading the built-in packets")?;
         tracing::info!(added, dir = %state.config.packets_dir.display(), "built-in packets loaded");
+        let archived = crate::library::archive_stored_versions(&state).await.context("archiving stored packet versions")?;
+        if archived > 0 {
+            tracing::info!(archived, "stored packet versions archived into the database");
+        }
         if let Some(link) = crate::web::auth::setup_link(&state).await? {
             println!(
                 "No accounts yet. Create the first admin with:\n  gatehouse user add --role admin --email you@example.com\n(the password is printed once, or read from $GATEHOUSE_PASSWORD)\nor open this one-time setup link:\n  {link}"

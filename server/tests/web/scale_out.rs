@@ -99,6 +99,7 @@ async fn a_worker_elsewhere_materialises_the_packet_version_from_the_database_an
     if skipped("a_worker_elsewhere_materialises_the_packet_version_from_the_database_and_checks_its_digest") {
         let dir = gatehouse::library::version_path(&app.state, &version).await.unwrap();
         assert_eq!(dir, gatehouse::library::version_dir(&app.state, &version.dir), "SQLite reads the library folder");
+        assert_eq!(gatehouse::library::archive_stored_versions(&app.state).await.unwrap(), 0, "SQLite keeps no archives");
         return;
     }
     let other = elsewhere(&app, "worker").await;
@@ -125,6 +126,11 @@ async fn a_worker_elsewhere_materialises_the_packet_version_from_the_database_an
     raw_exec(&url, "DELETE FROM packet_archives WHERE digest = ?", &[Arg::T(&version.digest)]).await;
     let err = gatehouse::library::version_path(&third, &version).await.expect_err("no archive");
     assert!(format!("{err:#}").contains("has no archive in the database"), "{err:#}");
+    // The server archives, at start, what has no archive; once is enough.
+    assert_eq!(gatehouse::library::archive_stored_versions(&app.state).await.unwrap(), 1);
+    assert_eq!(gatehouse::library::archive_stored_versions(&app.state).await.unwrap(), 0);
+    let dir = gatehouse::library::version_path(&third, &version).await.unwrap();
+    assert_eq!(grader::packet::Packet::load(&dir).unwrap().digest, version.digest);
 }
 
 /// A `gatehouse worker --count 1` process with an empty data folder of its
