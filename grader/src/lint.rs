@@ -23,23 +23,61 @@ pub fn lint(packet: &Packet) -> Vec<(String, String)> {
     out
 }
 
-/// Calls that start a process without the harness's confining launcher.
-const LAUNCHES: &[&str] = &[
-    "subprocess.run(",
-    "subprocess.Popen(",
-    "subprocess.call(",
-    "subprocess.check_call(",
-    "subprocess.check_output(",
-    "os.system(",
-    "os.popen(",
-    "os.execv",
-    "os.execl",
-    "os.spawn",
-    "os.posix_spawn",
+/// Calls that start a process without the harness's confining launcher:
+/// (what the warning names, the pattern of the call). Each is a call, so
+/// a name alone (an audit hook's event `"os.posix_spawn"`, an attribute
+/// passed around) is not one.
+const LAUNCHES: &[(&str, &str)] = &[
+    ("subprocess.run(", r"\bsubprocess\.run\s*\("),
+    ("subprocess.Popen(", r"\bsubprocess\.Popen\s*\("),
+    ("subprocess.call(", r"\bsubprocess\.call\s*\("),
+    ("subprocess.check_call(", r"\bsubprocess\.check_call\s*\("),
+    ("subprocess.check_output(", r"\bsubprocess\.check_output\s*\("),
+    ("os.system(", r"\bos\.system\s*\("),
+    ("os.popen(", r"\bos\.popen\s*\("),
+    ("os.execv", r"\bos\.execvp?e?\s*\("),
+    ("os.execl", r"\bos\.execlp?e?\s*\("),
+    ("os.spawn", r"\bos\.spawn[lv]p?e?\s*\("),
+    ("os.posix_spawn", r"\bos\.posix_spawnp?\s*\("),
 ];
+
+static LAUNCH_PATTERNS: std::sync::LazyLock<Vec<(&'static str, regex::Regex)>> = std::sync::LazyLock::new(|| {
+    LAUNCHES.iter().map(|(name, pattern)| (*name, regex::Regex::new(pattern).expect("the launch patterns are valid"))).collect()
+});
 
 /// The comment that marks a launch of the packet's own code.
 pub const PACKET_CODE_MARK: &str = "# gatehouse: packet-code";
+
+/// A Python line's code: without its comment, and with the text of its
+/// one-line string literals left out (so `"os.system("` in a string is no
+/// call). Strings that span lines are not followed.
+fn code_of(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in line.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                    out.push(c);
+                }
+            }
+            None if c == '#' => break,
+            None => {
+                if c == '"' || c == '\'' {
+                    quote = Some(c);
+                }
+                out.push(c);
+            }
+        }
+    }
+    out
+}
 
 /// Lines of `text` that start a process unconfined: (line number, call).
 /// A line carrying [`PACKET_CODE_MARK`] starts the packet's own code and
@@ -47,11 +85,11 @@ pub const PACKET_CODE_MARK: &str = "# gatehouse: packet-code";
 pub fn unconfined_launch_lines(text: &str) -> Vec<(usize, &'static str)> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let code = line.split('#').next().unwrap_or_default();
         if line.contains(PACKET_CODE_MARK) {
             continue;
         }
-        if let Some(call) = LAUNCHES.iter().find(|c| code.contains(*c)) {
+        let code = code_of(line);
+        if let Some((call, _)) = LAUNCH_PATTERNS.iter().find(|(_, re)| re.is_match(&code)) {
             out.push((n + 1, *call));
         }
     }
@@ -292,6 +330,12 @@ mod tests {
         let text = "import subprocess\nsubprocess.run([sys.executable, 'agent.py'])\nproc = subprocess.Popen([sys.executable, str(TOY)])  # gatehouse: packet-code\nrun_confined(['python3', 'agent.py'])\n# subprocess.run( in a comment\nos.system('sh replay.sh')\nsubprocess.CompletedProcess(cmd, None)\n";
         assert_eq!(unconfined_launch_lines(text), vec![(2, "subprocess.run("), (6, "os.system(")]);
         assert!(unconfined_launch_lines("from gatehouse_harness import Service\nService(['python3', 'app.py'], port=8080)\n").is_empty());
+        // A name in a string, as an audit hook matches events, is no call;
+        // the calls of the spawn and exec families are.
+        let hook = "if event in (\"os.exec\", \"os.posix_spawn\"):\n    elif event == 'os.spawn': note('subprocess.run(')\nif ev[\"event\"] == \"os.posix_spawn\" and previous == words:\n";
+        assert_eq!(unconfined_launch_lines(hook), Vec::<(usize, &str)>::new());
+        let calls = "pid = os.posix_spawnp('x', ['x'], {})\nos.spawnv(os.P_WAIT, exe, argv)\nos.execvpe(exe, argv, env)\nlabel = \"#\"; os.system('id')\n";
+        assert_eq!(unconfined_launch_lines(calls), vec![(1, "os.posix_spawn"), (2, "os.spawn"), (3, "os.execv"), (4, "os.system(")]);
     }
 
     #[test]
