@@ -251,20 +251,8 @@ async fn kill_9_mid_upload_leaves_no_submission_and_no_temp_file() {
     served.start().await;
     assert_eq!(files_under(&tmp), Vec::<PathBuf>::new(), "restart removes unfinished uploads");
     assert!(state.db.submissions_of(&invited.assignment.id).await.unwrap().is_empty());
-    // No blob but the packet versions' archives (which the library keeps
-    // as blobs when the database is Postgres).
-    let mut archives = Vec::new();
-    for p in state.db.list_packets().await.unwrap() {
-        for v in state.db.versions_of(p.id).await.unwrap() {
-            archives.extend(state.db.packet_archive(&v.digest).await.unwrap());
-        }
-    }
-    let blobs: Vec<String> = files_under(&gatehouse::blobs::blobs_dir(&state.config.data_dir))
-        .iter()
-        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
-        .filter(|sha| !archives.contains(sha))
-        .collect();
-    assert_eq!(blobs, Vec::<String>::new());
+    // No blob but the packet versions' archives.
+    assert_eq!(crate::candidate::upload_blobs(&state).await, Vec::<String>::new());
 
     // The link still works after the restart.
     let r = crate::candidate::upload(&served.base(), &invited.token, sample_zip(), true).await;
