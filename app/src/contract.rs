@@ -126,17 +126,6 @@ names! {
     }
 }
 
-/// What became of a job whose attempt failed and was handed back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Released {
-    /// Queued again for another attempt.
-    Requeued,
-    /// Failed for good: its attempts are used up.
-    Failed,
-    /// The worker no longer held the lease, so nothing changed.
-    Lost,
-}
-
 /// The states after which a live pill stops polling: a submission's final
 /// states and a job's or packet audit's (done, failed).
 pub const FINAL_STATES: [&str; 4] = ["graded", "failed", "refused", "done"];

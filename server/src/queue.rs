@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use app::contract::{JobKind, Released, SubmissionState};
+use app::contract::{JobKind, SubmissionState};
 use tokio::task::JoinHandle;
 
+use crate::db::jobs::Released;
 use crate::db::{GradeResult, Job};
 use crate::grading::{GradeOutcome, grade_submission};
 use crate::now_ms;

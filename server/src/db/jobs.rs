@@ -4,7 +4,7 @@
 //! completes twice.
 
 use async_trait::async_trait;
-use app::contract::{JobKind, JobState, Released};
+use app::contract::{JobKind, JobState};
 use serde::Serialize;
 
 use super::DbResult;
@@ -77,6 +77,29 @@ pub trait JobStore {
 
 /// What [`JobStore::listen_for_jobs`] calls on each job queued.
 pub type JobWake = std::sync::Arc<dyn Fn() + Send + Sync>;
+
+/// What became of a job whose attempt failed and was handed back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Queued again for another attempt.
+    Requeued,
+    /// Failed for good: its attempts are used up.
+    Failed,
+    /// The worker no longer held the lease, so nothing changed.
+    Lost,
+}
+
+impl Released {
+    /// From the state the release's `UPDATE … RETURNING state` gave, or
+    /// none when no row matched (the lease was no longer held).
+    pub(crate) fn from_returned(state: Option<&str>) -> DbResult<Released> {
+        Ok(match state.map(JobState::parse).transpose().map_err(|e| sqlx::Error::Decode(Box::new(e)))? {
+            None => Released::Lost,
+            Some(JobState::Failed) => Released::Failed,
+            Some(_) => Released::Requeued,
+        })
+    }
+}
 
 /// What a finished `grade` job stores on its submission.
 pub enum GradeResult<'a> {

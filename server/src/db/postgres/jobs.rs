@@ -1,9 +1,9 @@
 use async_trait::async_trait;
 
-use app::contract::{JobKind, Released};
+use app::contract::JobKind;
 
 use super::PgStore;
-use crate::db::jobs::{GradeResult, Job, JobStore, JobWake};
+use crate::db::jobs::{GradeResult, Job, JobStore, JobWake, Released};
 use crate::db::DbResult;
 use crate::now_ms;
 use crate::db::rows::jobs::*;
@@ -102,11 +102,7 @@ impl JobStore for PgStore {
         .bind(owner)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(match state.as_deref() {
-            None => Released::Lost,
-            Some("failed") => Released::Failed,
-            _ => Released::Requeued,
-        })
+        Released::from_returned(state.as_deref())
     }
 
     async fn job_by_id(&self, id: i64) -> DbResult<Option<Job>> {

@@ -1,9 +1,9 @@
 use async_trait::async_trait;
 
-use app::contract::{JobKind, Released};
+use app::contract::JobKind;
 
 use super::SqliteStore;
-use crate::db::jobs::{GradeResult, Job, JobStore};
+use crate::db::jobs::{GradeResult, Job, JobStore, Released};
 use crate::db::DbResult;
 use crate::now_ms;
 use crate::db::rows::jobs::*;
@@ -96,11 +96,7 @@ impl JobStore for SqliteStore {
         .bind(owner)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(match state.as_deref() {
-            None => Released::Lost,
-            Some("failed") => Released::Failed,
-            _ => Released::Requeued,
-        })
+        Released::from_returned(state.as_deref())
     }
 
     async fn job_by_id(&self, id: i64) -> DbResult<Option<Job>> {
