@@ -1116,6 +1116,77 @@ async fn the_official_openai_package_works_unchanged() {
     assert_eq!(closed_calls[0].refused.as_deref(), Some("model_window"));
 }
 
+/// Runs `curl` with `args` and returns (status line's code, headers, body).
+async fn curl(args: Vec<String>) -> (u16, String, String) {
+    let shown = args.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("curl").args(["-sS", "--max-time", "30", "-D", "-"]).args(&args).output()
+    })
+    .await
+    .unwrap()
+    .expect("curl runs (scripts/setup installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    assert!(out.status.success(), "curl {shown:?} failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("no status line: {head}"));
+    (code, head.to_ascii_lowercase(), body.to_string())
+}
+
+/// The curl command line of a chat completion with `body`, as a shell user
+/// would type it.
+fn curl_chat(m: &Meter, key: &str, body: &Value) -> Vec<String> {
+    ["-H".into(), format!("Authorization: Bearer {key}"), "-H".into(), "Content-Type: application/json".into(), "-d".into(), body.to_string(), m.app.url("/v1/chat/completions")]
+        .into_iter()
+        .collect()
+}
+
+#[tokio::test]
+async fn curl_works_unchanged_and_sees_the_documented_errors() {
+    let (url, up) = spawn_upstream().await;
+    let m = setup(Some(&url), "model_calls = 2", false, |_| {}).await;
+    // Non-streaming: the provider's answer and usage.
+    let (code, _, body) = curl(curl_chat(&m, &m.key, &chat("hello"))).await;
+    assert_eq!(code, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "Hello there");
+    assert_eq!(answer["usage"]["total_tokens"], 15);
+    // Streaming (`-N`): server-sent events ending in [DONE], without the
+    // usage chunk the meter asked the provider for.
+    let mut stream = chat("hello again");
+    stream["stream"] = json!(true);
+    let mut args = vec!["-N".to_string()];
+    args.extend(curl_chat(&m, &m.key, &stream));
+    let (code, head, body) = curl(args).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    let events: Vec<&str> = body.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(events.last(), Some(&"[DONE]"), "{body}");
+    let text: String = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(e).unwrap())
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(text, "Hello there");
+    assert!(!body.contains("\"usage\""), "the meter's own usage chunk reached the client: {body}");
+    // Past the cap: 429 budget_exceeded naming the cap, marked final.
+    let (code, head, body) = curl(curl_chat(&m, &m.key, &chat("one too many"))).await;
+    assert_eq!(code, 429, "{body}");
+    assert!(head.contains("x-should-retry: false"), "{head}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((error["error"]["type"].as_str(), error["error"]["cap"].as_str(), error["error"]["limit"].as_i64()), (Some("budget_exceeded"), Some("model_calls"), Some(2)));
+    // An unknown key: 401 invalid_api_key; no key at all: the same, saying how.
+    let (code, _, body) = curl(curl_chat(&m, &format!("gh-{}", "0".repeat(40)), &chat("hi"))).await;
+    assert_eq!(code, 401, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"]["type"], "invalid_api_key");
+    let (code, _, body) = curl(vec!["-d".into(), chat("hi").to_string(), m.app.url("/v1/chat/completions")]).await;
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("Authorization: Bearer"), "{body}");
+    // Two forwarded, and the refusal recorded once.
+    assert_eq!(up.hits(), 2);
+    let calls = settled(&m).await;
+    assert_eq!(calls.iter().map(|c| (c.status, c.refused.as_deref())).collect::<Vec<_>>(), vec![(200, None), (200, None), (429, Some("model_calls"))]);
+}
+
 #[tokio::test]
 async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
     let (url, up) = spawn_upstream().await;
