@@ -221,3 +221,78 @@ fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(bytes))
 }
+
+/// The conversation with the model, read in a real browser: on the
+/// reviewer's scorecard each call is a closed `<details>` that opens on a
+/// click to its prompt and answer, in time order beside the witnessed red
+/// run; markup a model answered (a `<script>`, an `<img onerror>`) is shown
+/// as text and never runs; the refused call shows its reason; lines of the
+/// answer that the submission kept are marked in the diff. The candidate's
+/// own transcript page reads the same way, and names no other candidate.
+#[tokio::test]
+async fn the_transcript_and_provenance_read_in_a_real_browser() {
+    require_bundle();
+    let _one = exclusive().await;
+    // One line of the null-status sample's gate.py, so provenance marks it,
+    // and markup that would run if it reached the page as HTML.
+    let answer = "Try <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">\n\
+                  def _known(field: str, incident: dict, confirmed: dict) -> bool:";
+    let r = crate::transcripts::reviewed("how do I <b>total</b>?", answer).await;
+    let (forwarded, refused) = (r.calls[0].id, r.calls[1].id);
+    let reviewer = Browser::new(&r.m.app.base).await;
+    sign_in(&reviewer, "rita@example.com", "correct horse battery").await;
+    reviewer.goto(&format!("/submissions/{}", r.submission)).await;
+    reviewer.wait("section.transcript").await;
+
+    // Time order: the forwarded call, the witnessed red, the refused call.
+    let order = reviewer
+        .script("return [...document.querySelectorAll('ol.transcript-entries > li')].map(li => li.className + ' ' + li.dataset.id)")
+        .await;
+    let order: Vec<String> = serde_json::from_value(order).unwrap();
+    assert_eq!(order.len(), 3, "{order:?}");
+    assert_eq!(order[0], format!("transcript-call forwarded {forwarded}"));
+    assert!(order[1].starts_with("transcript-run red "), "{order:?}");
+    assert_eq!(order[2], format!("transcript-call refused {refused}"));
+
+    // Closed until opened: the answer is not shown, then it is, as text.
+    let call = format!("li.transcript-call[data-id='{forwarded}']");
+    let answer_text = format!("{call} .message.answer .message-text");
+    assert!(!reviewer.find(&answer_text).await.is_displayed().await.unwrap(), "a call's answer is shown before it is opened");
+    reviewer.click(&format!("{call} summary")).await;
+    let shown = reviewer.wait_text(&answer_text, "window.__pwned = 1", Duration::from_secs(10)).await;
+    assert!(shown.contains("<script>window.__pwned = 1</script><img src=x onerror="), "the answer's markup is not shown as text: {shown:?}");
+    assert!(reviewer.text(&format!("{call} .message.prompt .message-text")).await.contains("how do I <b>total</b>?"));
+    // Nothing of the answer became markup, and nothing of it ran.
+    let ran = reviewer
+        .script("return [window.__pwned === undefined, document.querySelectorAll('section.transcript script, section.transcript img, section.transcript b').length]")
+        .await;
+    assert_eq!(ran, serde_json::json!([true, 0]), "markup from the model answer reached the page");
+
+    // The refused call: opened, its cap and the reason the client got.
+    let refusal = format!("li.transcript-call[data-id='{refused}']");
+    assert!(reviewer.text(&format!("{refusal} summary")).await.contains("refused (model_calls)"));
+    reviewer.click(&format!("{refusal} summary")).await;
+    let reason = r.calls[1].error.clone().expect("the refusal's message");
+    reviewer.wait_text(&format!("{refusal} .refusal-reason"), &reason, Duration::from_secs(10)).await;
+
+    // Provenance: the kept line is marked with its call, and the share is stated.
+    let marked = reviewer.text(".add.model-written").await;
+    assert!(marked.contains("def _known(field: str, incident: dict, confirmed: dict) -> bool:"), "{marked:?}");
+    assert!(reviewer.source().await.contains(&format!("← model answer, call {forwarded}")));
+    reviewer.snapshot("transcript-scorecard").await;
+    reviewer.close().await;
+
+    // The candidate's own page, through their link: the same conversation.
+    let candidate = Browser::new(&r.m.app.base).await;
+    candidate.goto(&format!("/c/{}", r.m.token)).await;
+    candidate.click(&format!("a[href='/c/{}/transcript']", r.m.token)).await;
+    candidate.wait_path(&format!("/c/{}/transcript", r.m.token)).await;
+    let mine = format!("li.transcript-call[data-id='{forwarded}']");
+    assert!(!candidate.find(&format!("{mine} .message.answer .message-text")).await.is_displayed().await.unwrap());
+    candidate.click(&format!("{mine} summary")).await;
+    candidate.wait_text(&format!("{mine} .message.answer .message-text"), "<script>window.__pwned = 1</script>", Duration::from_secs(10)).await;
+    assert_eq!(candidate.script("return window.__pwned === undefined").await, serde_json::json!(true));
+    assert!(!candidate.source().await.contains("rita@example.com"), "the candidate's page names a reviewer");
+    candidate.snapshot("transcript-candidate").await;
+    candidate.close().await;
+}
