@@ -204,12 +204,11 @@ impl BlobWriter {
     /// Starts a write of at most `cap` bytes.
     pub async fn create(blobs: &Blobs, cap: u64) -> Result<BlobWriter, BlobError> {
         let tmp = tmp_dir(&blobs.data_dir);
-        let named = tokio::task::spawn_blocking(move || -> std::io::Result<tempfile::NamedTempFile> {
+        let named = blocking(move || {
             std::fs::create_dir_all(&tmp)?;
             tempfile::Builder::new().prefix("upload-").suffix(".part").tempfile_in(&tmp)
         })
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        .await?;
         let (file, path) = named.into_parts();
         Ok(BlobWriter {
             blobs: blobs.clone(),
@@ -248,12 +247,11 @@ impl BlobWriter {
             return Err(BlobError::Io(std::io::Error::other("the write was abandoned")));
         };
         let buffer = std::mem::replace(&mut self.buffer, Vec::with_capacity(BUFFER_BYTES));
-        let (file, mut buffer) = tokio::task::spawn_blocking(move || -> std::io::Result<(std::fs::File, Vec<u8>)> {
+        let (file, mut buffer) = blocking(move || {
             file.write_all(&buffer)?;
             Ok((file, buffer))
         })
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        .await?;
         buffer.clear();
         self.buffer = buffer;
         self.file = Some(file);
@@ -273,7 +271,7 @@ impl BlobWriter {
     pub async fn finish(mut self) -> Result<PendingBlob, BlobError> {
         self.flush_buffer().await?;
         let file = self.file.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
-        tokio::task::spawn_blocking(move || file.sync_all()).await.map_err(|e| std::io::Error::other(e.to_string()))??;
+        blocking(move || file.sync_all()).await?;
         let sha256 = hex::encode(std::mem::take(&mut self.hasher).finalize());
         let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
         Ok(PendingBlob { blobs: self.blobs.clone(), tmp: Some(tmp), sha256, size: self.size })
@@ -316,20 +314,7 @@ impl PendingBlob {
         let dest = blob_path(&self.blobs.data_dir, &self.sha256);
         let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("the blob was already committed"))?;
         let out = dest.clone();
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            let parent = dest.parent().expect("blob paths have a parent");
-            std::fs::create_dir_all(parent)?;
-            if dest.exists() {
-                tmp.close()?;
-            } else {
-                tmp.persist(&dest).map_err(|e| e.error)?;
-                // The rename is durable once the folder itself is synced.
-                std::fs::File::open(parent)?.sync_all()?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        blocking(move || move_into_place(tmp, &dest)).await?;
         Ok(out)
     }
 }
@@ -349,23 +334,38 @@ pub async fn put_bytes(data_dir: &Path, sha256: &str, bytes: axum::body::Bytes) 
     let dest = blob_path(data_dir, sha256);
     let tmp = tmp_dir(data_dir);
     let out = dest.clone();
-    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+    blocking(move || {
         if dest.exists() {
             return Ok(());
         }
-        let parent = dest.parent().expect("blob paths have a parent");
-        std::fs::create_dir_all(parent)?;
         std::fs::create_dir_all(&tmp)?;
         let mut named = tempfile::Builder::new().prefix("put-").suffix(".part").tempfile_in(&tmp)?;
         named.write_all(&bytes)?;
         named.as_file().sync_all()?;
-        named.persist(&dest).map_err(|e| e.error)?;
-        std::fs::File::open(parent)?.sync_all()?;
-        Ok(())
+        move_into_place(named.into_temp_path(), &dest)
     })
-    .await
-    .map_err(|e| std::io::Error::other(e.to_string()))??;
+    .await?;
     Ok(out)
+}
+
+/// Renames the complete, synced temporary file `tmp` to the blob path
+/// `dest`, or removes it when `dest` is there already (the same content:
+/// blobs are named by their digest). Blocking.
+fn move_into_place(tmp: tempfile::TempPath, dest: &Path) -> std::io::Result<()> {
+    let parent = dest.parent().expect("blob paths have a parent");
+    std::fs::create_dir_all(parent)?;
+    if dest.exists() {
+        tmp.close()
+    } else {
+        tmp.persist(dest).map_err(|e| e.error)?;
+        // The rename is durable once the folder itself is synced.
+        std::fs::File::open(parent)?.sync_all()
+    }
+}
+
+/// Runs the file work `f` on a blocking thread.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| std::io::Error::other(e.to_string()))?
 }
 
 /// One blob for the [`BatchWriter`].

@@ -236,18 +236,7 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
         })
         .await?
         .with_context(|| format!("copying {} into the library", folder.display()))?;
-        let version = state
-            .db
-            .create_version(NewVersion {
-                slug: &slug,
-                title: &packet.manifest.packet.title,
-                builtin: true,
-                dir: &rel,
-                digest: &packet.digest,
-                created_by: None,
-                publish: true,
-            })
-            .await?;
+        let version = state.db.create_version(NewVersion { builtin: true, publish: true, ..draft_row(&slug, &packet, &rel, None) }).await?;
         keep_archive(state, &dest, &packet.digest).await.with_context(|| format!("archiving built-in packet {slug}"))?;
         state.db.audit("system", "packet.builtin", &format!("packet:{slug}"), &format!("digest {}", &packet.digest[..12])).await?;
         added += 1;
@@ -267,6 +256,12 @@ pub async fn load_builtin(state: &AppState) -> anyhow::Result<usize> {
         state.wake_workers();
     }
     Ok(added)
+}
+
+/// The row of a new draft of `slug`: `packet`, whose folder is `dir` in the
+/// library, made by `by`.
+fn draft_row<'a>(slug: &'a str, packet: &'a Packet, dir: &'a str, by: Option<i64>) -> NewVersion<'a> {
+    NewVersion { slug, title: &packet.manifest.packet.title, builtin: false, dir, digest: &packet.digest, created_by: by, publish: false }
 }
 
 /// Imports a packet folder zip (`packet.toml` at the root or in one top
@@ -298,18 +293,7 @@ pub async fn import_zip(state: &AppState, zip: &Path, by: Option<i64>) -> Result
     let dest = version_dir(state, &rel);
     std::fs::create_dir_all(dest.parent().expect("has a parent")).map_err(|e| AppError::Internal(e.into()))?;
     std::fs::rename(&staged, &dest).map_err(|e| AppError::Internal(e.into()))?;
-    let created = state
-        .db
-        .create_version(NewVersion {
-            slug: &slug,
-            title: &packet.manifest.packet.title,
-            builtin: false,
-            dir: &rel,
-            digest: &packet.digest,
-            created_by: by,
-            publish: false,
-        })
-        .await;
+    let created = state.db.create_version(draft_row(&slug, &packet, &rel, by)).await;
     let version = match created {
         Ok(v) => v,
         Err(e) => {
@@ -504,18 +488,7 @@ pub async fn new_draft_from(state: &AppState, version: &PacketVersion, by: Optio
             return Err(e);
         }
     };
-    let draft = state
-        .db
-        .create_version(NewVersion {
-            slug: &version.slug,
-            title: &packet.manifest.packet.title,
-            builtin: false,
-            dir: &rel,
-            digest: &packet.digest,
-            created_by: by,
-            publish: false,
-        })
-        .await?;
+    let draft = state.db.create_version(draft_row(&version.slug, &packet, &rel, by)).await?;
     keep_archive(state, &to, &packet.digest).await.map_err(AppError::Internal)?;
     audit(state, by, "packet.draft", &version.slug, &format!("draft {} from version {}", draft.id, version.id)).await?;
     Ok(draft)

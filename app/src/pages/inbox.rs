@@ -30,66 +30,55 @@ pub struct InboxView {
     pub recent: Vec<InboxRow>,
 }
 
-fn candidate_cell(r: &InboxRow) -> impl IntoView + use<> {
+/// The candidate and packet cells every row starts with.
+fn lead_cells(r: &InboxRow) -> impl IntoView + use<> {
     let href = format!("/submissions/{}", r.submission_id);
     let class = if r.blind { "candidate blind" } else { "candidate" };
-    view! { <td class=class><a href=href>{r.candidate.clone()}</a></td> }
+    view! {
+        <td class=class><a href=href>{r.candidate.clone()}</a></td>
+        <td class="packet">{r.packet_title.clone()}" "<span class="muted">"("{r.slug.clone()}" "{r.version.clone()}")"</span></td>
+    }
+}
+
+/// `rows` as a table (`inbox <kind>`, each row of class `kind`) under
+/// `head`, each row's own cells after [`lead_cells`] from `cells`; or `empty`
+/// when there are none.
+fn table<V: IntoView + 'static>(rows: &[InboxRow], kind: &'static str, empty: &'static str, head: impl IntoView + 'static, cells: impl Fn(&InboxRow) -> V) -> AnyView {
+    if rows.is_empty() {
+        return view! { <p class="empty">{empty}</p> }.into_any();
+    }
+    let rows = rows.iter().map(|r| view! { <tr class=kind>{lead_cells(r)}{cells(r)}</tr> }).collect_view();
+    view! {
+        <table class=format!("inbox {kind}")>
+            <thead><tr><th>"Candidate"</th><th>"Packet"</th>{head}</tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
 }
 
 #[component]
 pub fn InboxPage(vm: InboxView) -> impl IntoView {
-    let waiting = if vm.waiting.is_empty() {
-        view! { <p class="empty">"Nothing is waiting for a human score."</p> }.into_any()
-    } else {
-        let rows = vm
-            .waiting
-            .iter()
-            .map(|r| {
-                view! {
-                    <tr class="waiting">
-                        {candidate_cell(r)}
-                        <td class="packet">{r.packet_title.clone()}" "<span class="muted">"("{r.slug.clone()}" "{r.version.clone()}")"</span></td>
-                        <td class="to-score num">{r.pending}</td>
-                        <td class="age" title=r.when.clone()>{r.age.clone()}</td>
-                    </tr>
-                }
-            })
-            .collect_view();
+    let waiting = table(
+        &vm.waiting,
+        "waiting",
+        "Nothing is waiting for a human score.",
+        view! { <th class="num">"Criteria to score"</th><th>"Waiting for"</th> },
+        |r| {
+            view! {
+                <td class="to-score num">{r.pending}</td>
+                <td class="age" title=r.when.clone()>{r.age.clone()}</td>
+            }
+        },
+    );
+    let recent = table(&vm.recent, "recent", "No graded submission yet.", view! { <th>"Decision"</th><th>"Score"</th><th>"Graded"</th> }, |r| {
+        let class = format!("decision {}", r.decision);
         view! {
-            <table class="inbox waiting">
-                <thead><tr><th>"Candidate"</th><th>"Packet"</th><th class="num">"Criteria to score"</th><th>"Waiting for"</th></tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
+            <td><span class=class>{r.decision.clone()}</span></td>
+            <td class="score">{r.score.clone()}</td>
+            <td>{r.when.clone()}</td>
         }
-        .into_any()
-    };
-    let recent = if vm.recent.is_empty() {
-        view! { <p class="empty">"No graded submission yet."</p> }.into_any()
-    } else {
-        let rows = vm
-            .recent
-            .iter()
-            .map(|r| {
-                let class = format!("decision {}", r.decision);
-                view! {
-                    <tr class="recent">
-                        {candidate_cell(r)}
-                        <td class="packet">{r.packet_title.clone()}" "<span class="muted">"("{r.slug.clone()}" "{r.version.clone()}")"</span></td>
-                        <td><span class=class>{r.decision.clone()}</span></td>
-                        <td class="score">{r.score.clone()}</td>
-                        <td>{r.when.clone()}</td>
-                    </tr>
-                }
-            })
-            .collect_view();
-        view! {
-            <table class="inbox recent">
-                <thead><tr><th>"Candidate"</th><th>"Packet"</th><th>"Decision"</th><th>"Score"</th><th>"Graded"</th></tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-        }
-        .into_any()
-    };
+    });
     view! {
         <h1>"Inbox"</h1>
         <h2>"Waiting for a human score"</h2>

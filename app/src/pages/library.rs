@@ -445,12 +445,11 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
     let check_class = format!("check check-{}", vm.check_state.replace(' ', "-"));
 
     let prompt_edit = editable.then(|| {
+        let prompt = escape_text(&vm.prompt_text);
         view! {
-            <form method="post" action=format!("{base}/prompt") class="edit">
-                <CsrfField token=vm.csrf.clone() />
-                <label>"Prompt (Markdown)" <textarea name="prompt" rows="16" inner_html=escape_text(&vm.prompt_text)></textarea></label>
-                <button type="submit">"Save prompt"</button>
-            </form>
+            <EditForm action=format!("{base}/prompt") csrf=vm.csrf.clone() save="Save prompt">
+                <label>"Prompt (Markdown)" <textarea name="prompt" rows="16" inner_html=prompt></textarea></label>
+            </EditForm>
         }
     });
 
@@ -460,17 +459,13 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
         .map(|c| {
             let levels = c.levels.iter().enumerate().map(|(n, l)| view! { <li>{n}": "{l.clone()}</li> }).collect_view();
             let edit = editable.then(|| {
+                let (title, max, levels) = (c.title.clone(), c.max.to_string(), escape_text(&c.levels.join("\n")));
                 view! {
-                    <details>
-                        <summary>"Edit"</summary>
-                        <form method="post" action=format!("{base}/criteria/{}", c.index) class="edit">
-                            <CsrfField token=vm.csrf.clone() />
-                            <label>"Title" <input type="text" name="title" value=c.title.clone() /></label>
-                            <label>"Max level" <input type="number" name="max" min="0" value=c.max.to_string() /></label>
-                            <label>"Levels, one per line (0 first)" <textarea name="levels" rows="5" inner_html=escape_text(&c.levels.join("\n"))></textarea></label>
-                            <button type="submit">"Save row"</button>
-                        </form>
-                    </details>
+                    <RowEditor action=format!("{base}/criteria/{}", c.index) csrf=vm.csrf.clone() save="Save row">
+                        <label>"Title" <input type="text" name="title" value=title /></label>
+                        <label>"Max level" <input type="number" name="max" min="0" value=max /></label>
+                        <label>"Levels, one per line (0 first)" <textarea name="levels" rows="5" inner_html=levels></textarea></label>
+                    </RowEditor>
                 }
             });
             view! {
@@ -490,16 +485,12 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
         .iter()
         .map(|f| {
             let edit = editable.then(|| {
+                let (title, description) = (f.title.clone(), escape_text(&f.description));
                 view! {
-                    <details>
-                        <summary>"Edit"</summary>
-                        <form method="post" action=format!("{base}/failures/{}", f.index) class="edit">
-                            <CsrfField token=vm.csrf.clone() />
-                            <label>"Title" <input type="text" name="title" value=f.title.clone() /></label>
-                            <label>"Description" <textarea name="description" rows="4" inner_html=escape_text(&f.description)></textarea></label>
-                            <button type="submit">"Save entry"</button>
-                        </form>
-                    </details>
+                    <RowEditor action=format!("{base}/failures/{}", f.index) csrf=vm.csrf.clone() save="Save entry">
+                        <label>"Title" <input type="text" name="title" value=title /></label>
+                        <label>"Description" <textarea name="description" rows="4" inner_html=description></textarea></label>
+                    </RowEditor>
                 }
             });
             view! {
@@ -531,11 +522,9 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
             })
             .collect_view();
         view! {
-            <form method="post" action=format!("{base}/budgets") class="edit">
-                <CsrfField token=vm.csrf.clone() />
+            <EditForm action=format!("{base}/budgets") csrf=vm.csrf.clone() save="Save budgets">
                 {fields}
-                <button type="submit">"Save budgets"</button>
-            </form>
+            </EditForm>
         }
     });
 
@@ -579,5 +568,29 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
         </section>
         <section><h2>"Budgets"</h2><table class="budgets">{budgets_table}</table>{budgets_edit}</section>
         <section><h2>"Files"</h2>{files}</section>
+    }
+}
+
+/// One form of the draft editor: posted to `action` with the CSRF token,
+/// `children`'s fields, and a submit button saying `save`.
+#[component]
+fn EditForm(action: String, csrf: String, save: &'static str, children: Children) -> impl IntoView {
+    view! {
+        <form method="post" action=action class="edit">
+            <CsrfField token=csrf />
+            {children()}
+            <button type="submit">{save}</button>
+        </form>
+    }
+}
+
+/// An [`EditForm`] behind an "Edit" disclosure, in a row of a table.
+#[component]
+fn RowEditor(action: String, csrf: String, save: &'static str, children: Children) -> impl IntoView {
+    view! {
+        <details>
+            <summary>"Edit"</summary>
+            <EditForm action=action csrf=csrf save=save>{children()}</EditForm>
+        </details>
     }
 }

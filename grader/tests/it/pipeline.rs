@@ -119,11 +119,8 @@ fn refused_child() {
 fn receipt_records_runs_digests_files_environment_and_sandbox() {
     // A copy of the packet pinned to a python the host does not have.
     let tmp = tempfile::tempdir().expect("tempdir");
-    let root = tmp.path().join("detect-demo");
-    copy_path(&fixture("detect-demo"), &root).expect("copying the packet");
-    let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
-    assert!(toml.contains("python = \"3\"\n"));
-    fs::write(root.join("packet.toml"), toml.replace("python = \"3\"\n", "python = \"2.7\"\n")).expect("writing packet.toml");
+    let root = fixture_copy(tmp.path(), "detect-demo");
+    replace_in_manifest(&root, "python = \"3\"\n", "python = \"2.7\"\n");
     let packet = Packet::load(&root).expect("loading the copy");
 
     let (_zip_tmp, zip) = zip_submission(&packet, &[], &[]);
@@ -272,7 +269,7 @@ fn human_levels_resolve_the_decision() {
 #[test]
 fn check_packet_passes_the_good_fixture() {
     let report = check_packet(grader(), &fixture("check-demo"));
-    let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    let failed = failures(&report);
     assert!(report.ok(), "failed items: {failed:#?}");
     let warnings: Vec<String> = report.warnings().map(|i| format!("{}: {}", i.name, i.detail)).collect();
     assert!(warnings.is_empty(), "the fixture lints clean: {warnings:#?}");
@@ -296,13 +293,9 @@ fn check_packet_passes_the_good_fixture() {
 #[test]
 fn check_packet_fails_a_broken_copy() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let root = tmp.path().join("check-demo");
-    copy_path(&fixture("check-demo"), &root).expect("copying the packet");
+    let root = check_demo_copy(tmp.path());
     // A variant that expects an id it does not trigger.
-    let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
-    assert!(toml.contains("expect = [\"notes-missing\"]"));
-    fs::write(root.join("packet.toml"), toml.replace("expect = [\"notes-missing\"]", "expect = [\"notes-missing\", \"hidden-fails\"]"))
-        .expect("writing packet.toml");
+    replace_in_manifest(&root, "expect = [\"notes-missing\"]", "expect = [\"notes-missing\", \"hidden-fails\"]");
     // A starter that is already green.
     fs::copy(root.join("sample/calc.py"), root.join("starter/calc.py")).expect("greening the starter");
 
@@ -320,8 +313,7 @@ fn check_packet_fails_a_broken_copy() {
 #[test]
 fn packet_check_warns_of_classic_packet_mistakes() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let root = tmp.path().join("check-demo");
-    copy_path(&fixture("check-demo"), &root).expect("copying the packet");
+    let root = check_demo_copy(tmp.path());
     // No budget, no stop rule, a hidden expectation and the sample's fix
     // pasted into the prompt, and a failure that no longer matters.
     let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
@@ -353,11 +345,34 @@ fn packet_check_warns_of_classic_packet_mistakes() {
 }
 
 
+/// A self-test's failing items, as "name: detail".
+fn failures(report: &grader::check::CheckReport) -> Vec<String> {
+    report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect()
+}
+
+/// A copy of the fixture packet `name` to edit, at `<tmp>/<name>`.
+fn fixture_copy(tmp: &Path, name: &str) -> std::path::PathBuf {
+    let root = tmp.join(name);
+    copy_path(&fixture(name), &root).expect("copying the packet");
+    root
+}
+
 /// A copy of `check-demo` to edit, at `<tmp>/check-demo`.
 fn check_demo_copy(tmp: &Path) -> std::path::PathBuf {
-    let root = tmp.join("check-demo");
-    copy_path(&fixture("check-demo"), &root).expect("copying the packet");
-    root
+    fixture_copy(tmp, "check-demo")
+}
+
+/// Replaces `from`, which the copy's manifest must hold, with `to`.
+fn replace_in_manifest(root: &Path, from: &str, to: &str) {
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
+    assert!(toml.contains(from), "the manifest has no {from:?}");
+    write(root, "packet.toml", &toml.replace(from, to));
+}
+
+/// Appends `tables` to the copy's manifest.
+fn append_to_manifest(root: &Path, tables: &str) {
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
+    write(root, "packet.toml", &format!("{toml}{tables}"));
 }
 
 fn write(root: &Path, rel: &str, text: &str) {
@@ -411,7 +426,7 @@ fn check_packet_grades_each_alternate_and_names_what_accuses_it() {
     fs::remove_dir_all(root.join("alternates/terse")).expect("removing");
     fs::remove_dir_all(root.join("alternates/wrong")).expect("removing");
     let report = check_packet(grader(), &root);
-    let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    let failed = failures(&report);
     assert!(report.ok(), "{failed:#?}");
     assert!(report.items.iter().any(|i| i.name == "alternate clean grades clean" && i.ok));
 }
@@ -422,7 +437,7 @@ fn check_packet_refuses_a_file_or_link_among_alternates() {
     let root = check_demo_copy(tmp.path());
     write(&root, "alternates/README", "not an alternate\n");
     let report = check_packet(grader(), &root);
-    let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    let failed = failures(&report);
     assert_eq!(failed.len(), 1, "{failed:#?}");
     assert!(failed[0].contains("an alternate is a folder laid over the starter, not a file or a link"), "{failed:#?}");
     fs::remove_file(root.join("alternates/README")).expect("removing");
@@ -447,7 +462,7 @@ fn check_packet_runs_the_starter_as_a_candidate_receives_it() {
     // Taught about the platform's files, the same starter passes.
     write(&root, "starter/test_tree.py", "import os\n\nPLATFORM = {'GATEHOUSE_PIN.toml', 'PROMPT.md'}\n\n\ndef test_only_known_files():\n    assert PLATFORM <= set(os.listdir('.')), os.listdir('.')\n");
     let report = check_packet(grader(), &root);
-    let failed: Vec<String> = report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    let failed = failures(&report);
     assert!(report.ok(), "{failed:#?}");
 }
 
@@ -511,9 +526,7 @@ fn a_witnessed_run_sets_aside_the_platform_files_a_tree_hands_back() {
 /// that a sample-derived limit (at least 30 s) is the lower one.
 fn check_demo_90(tmp: &Path) -> Packet {
     let root = check_demo_copy(tmp);
-    let toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
-    assert!(toml.contains("wall_secs = 30"));
-    write(&root, "packet.toml", &toml.replace("wall_secs = 30", "wall_secs = 90"));
+    replace_in_manifest(&root, "wall_secs = 30", "wall_secs = 90");
     Packet::load(&root).expect("loading the packet")
 }
 
@@ -576,9 +589,10 @@ fn check_demo_keeping_evidence(tmp: &Path) -> Packet {
         "hidden/test_evidence.py",
         "import os\n\n\ndef test_writes_evidence():\n    base = os.environ.get('GATEHOUSE_EVIDENCE') or '/evidence'\n    with open(os.path.join(base, 'note.txt'), 'w') as f:\n        f.write('written by packet code\\n')\n",
     );
-    let mut toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
-    toml.push_str("\n[[step]]\nid = \"evidence\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_evidence.py\"\nlay = [\"test_evidence.py\"]\nkeep = [\".gatehouse/evidence/note.txt\"]\n");
-    write(&root, "packet.toml", &toml);
+    append_to_manifest(
+        &root,
+        "\n[[step]]\nid = \"evidence\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_evidence.py\"\nlay = [\"test_evidence.py\"]\nkeep = [\".gatehouse/evidence/note.txt\"]\n",
+    );
     Packet::load(&root).expect("loading the packet")
 }
 
@@ -632,10 +646,8 @@ fn the_linter_lists_unconfined_launches_of_every_step_and_detector_script() {
     let launch = |call: &str| format!("import subprocess\nimport sys\n\n{call}([sys.executable, 'calc.py'], capture_output=True)\n");
     write(&root, "detectors/probe.py", &launch("subprocess.run"));
     write(&root, "hidden/test_cli.py", &format!("{}\ndef test_cli():\n    pass\n", launch("subprocess.Popen")));
-    let mut toml = fs::read_to_string(root.join("packet.toml")).expect("reading the manifest");
-    toml.push_str("\n[[step]]\nid = \"cli\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_cli.py\"\nlay = [\"test_cli.py\"]\n");
-    toml.push_str("\n[[failure]]\nid = \"probe\"\ntitle = \"Probe\"\ndescription = \"probe\"\ndetect = { kind = \"script\", run = \"python3 .gatehouse/probe.py\", lay = [{ from = \"detectors/probe.py\", to = \".gatehouse/probe.py\" }] }\n");
-    write(&root, "packet.toml", &toml);
+    append_to_manifest(&root, "\n[[step]]\nid = \"cli\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_cli.py\"\nlay = [\"test_cli.py\"]\n");
+    append_to_manifest(&root, "\n[[failure]]\nid = \"probe\"\ntitle = \"Probe\"\ndescription = \"probe\"\ndetect = { kind = \"script\", run = \"python3 .gatehouse/probe.py\", lay = [{ from = \"detectors/probe.py\", to = \".gatehouse/probe.py\" }] }\n");
     let warned = |root: &Path| -> Vec<(String, String)> {
         let packet = Packet::load(root).expect("loading the packet");
         grader::lint::lint(&packet).into_iter().filter(|(n, _)| n.contains("starts the candidate's code confined")).collect()

@@ -9,13 +9,17 @@ use serde::Serialize;
 
 use super::DbResult;
 
-#[derive(Debug, Clone, Serialize)]
+/// A row of `jobs`; a kind or state outside the CHECK constraint is a
+/// decode error.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct Job {
     pub id: i64,
     /// `grade` (subject: submission id), `check` (subject: packet version id)
     /// or `audit` (subject: packet audit id).
+    #[sqlx(try_from = "String")]
     pub kind: JobKind,
     pub subject: String,
+    #[sqlx(try_from = "String")]
     pub state: JobState,
     pub attempts: i64,
     pub max_attempts: i64,

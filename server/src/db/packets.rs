@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::DbResult;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct PacketRow {
     pub id: i64,
     pub slug: String,
@@ -21,13 +21,21 @@ pub enum VersionState {
     Published,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A stored `packet_versions.state`: `published`, else a draft.
+impl From<String> for VersionState {
+    fn from(state: String) -> VersionState {
+        if state == "published" { VersionState::Published } else { VersionState::Draft }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct PacketVersion {
     pub id: i64,
     pub packet_id: i64,
     pub slug: String,
     /// Set when published: 1, 2, … per packet.
     pub version: Option<i64>,
+    #[sqlx(try_from = "String")]
     pub state: VersionState,
     /// The packet folder, relative to the data directory.
     pub dir: String,

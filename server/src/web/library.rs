@@ -423,6 +423,14 @@ fn back_to(v: &PacketVersion) -> Response {
     Redirect::to(&format!("/packets/{}?version={}", v.slug, v.id)).into_response()
 }
 
+/// Applies `edit` to the draft `v`, says `done` on the next page, and goes
+/// back to the draft.
+async fn save_edit(state: &AppState, signed_in: &SignedIn, v: &PacketVersion, edit: DraftEdit, done: impl Into<String>) -> Result<Response, AppError> {
+    library::edit_draft(state, v, edit, Some(signed_in.user.id)).await?;
+    set_flash(&signed_in.session, done).await;
+    Ok(back_to(v))
+}
+
 async fn publish(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<CsrfForm>) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     library::request_publish(&state, &v, Some(signed_in.user.id)).await?;
@@ -454,9 +462,7 @@ struct PromptForm {
 
 async fn edit_prompt(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<PromptForm>) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
-    library::edit_draft(&state, &v, DraftEdit::Prompt(f.prompt), Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, "Prompt saved.").await;
-    Ok(back_to(&v))
+    save_edit(&state, &signed_in, &v, DraftEdit::Prompt(f.prompt), "Prompt saved.").await
 }
 
 async fn edit_budgets(
@@ -477,9 +483,7 @@ async fn edit_budgets(
         };
         values.push((name.to_string(), value));
     }
-    library::edit_draft(&state, &v, DraftEdit::Budgets(values), Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, "Budgets saved.").await;
-    Ok(back_to(&v))
+    save_edit(&state, &signed_in, &v, DraftEdit::Budgets(values), "Budgets saved.").await
 }
 
 #[derive(Deserialize)]
@@ -499,9 +503,7 @@ async fn edit_criterion(
 ) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     let levels: Vec<String> = f.levels.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
-    library::edit_draft(&state, &v, DraftEdit::Criterion { index, title: f.title, max: f.max, levels }, Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, format!("Rubric row #{} saved.", index + 1)).await;
-    Ok(back_to(&v))
+    save_edit(&state, &signed_in, &v, DraftEdit::Criterion { index, title: f.title, max: f.max, levels }, format!("Rubric row #{} saved.", index + 1)).await
 }
 
 #[derive(Deserialize)]
@@ -519,9 +521,7 @@ async fn edit_failure(
     Form(f): Form<FailureForm>,
 ) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
-    library::edit_draft(&state, &v, DraftEdit::Failure { index, title: f.title, description: f.description }, Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, format!("Failure catalog entry #{} saved.", index + 1)).await;
-    Ok(back_to(&v))
+    save_edit(&state, &signed_in, &v, DraftEdit::Failure { index, title: f.title, description: f.description }, format!("Failure catalog entry #{} saved.", index + 1)).await
 }
 
 #[derive(Deserialize)]

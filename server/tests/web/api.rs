@@ -6,10 +6,11 @@ use gatehouse::auth::password::{random_token, token_hash};
 use gatehouse::db::Role;
 use serde_json::{Value, json};
 
-use crate::candidate::{form, invite, publish_packet, sample_zip, wait_final, zip_of};
+use crate::candidate::{app_with_packet, form, invite, sample_zip, wait_final, zip_of};
 use crate::support::TestApp;
 
-async fn api_token(app: &TestApp, email: &str, role: Role) -> String {
+/// A new user's API token.
+pub async fn api_token(app: &TestApp, email: &str, role: Role) -> String {
     let user = app.user(email, role, "correct horse battery").await;
     let token = random_token();
     app.state.db.create_api_token(user.id, "ci", &token_hash(&token)).await.unwrap();
@@ -18,8 +19,7 @@ async fn api_token(app: &TestApp, email: &str, role: Role) -> String {
 
 #[tokio::test]
 async fn api_creates_an_assignment_takes_a_submission_and_serves_the_scorecard() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let author = api_token(&app, "author@example.com", Role::Author).await;
     let reviewer = api_token(&app, "reviewer@example.com", Role::Reviewer).await;
     let client = TestApp::client();

@@ -6,6 +6,10 @@ use reqwest::StatusCode;
 
 use crate::support::TestApp;
 
+/// Admin-only POST routes (users, API tokens, assignments), which the
+/// refusal tests add their own routes to.
+const ADMIN_POSTS: [&str; 5] = ["/admin/users", "/admin/users/1", "/admin/tokens", "/admin/tokens/1/revoke", "/assignments"];
+
 pub const PASSWORD: &str = "correct horse battery";
 
 /// The CSRF token of the first form on a page.
@@ -41,7 +45,8 @@ pub async fn signed_in(app: &TestApp, role: Role) -> (reqwest::Client, String) {
     (client, csrf)
 }
 
-fn location(r: &reqwest::Response) -> String {
+/// The `location` header of a response, or "" without one.
+pub fn location(r: &reqwest::Response) -> String {
     r.headers().get("location").map(|l| l.to_str().unwrap().to_string()).unwrap_or_default()
 }
 
@@ -168,17 +173,10 @@ async fn reviewers_and_strangers_cannot_act() {
     for path in ["/admin/users", "/assignments/new"] {
         assert_eq!(page(&reviewer, app.url(path)).await.status(), StatusCode::FORBIDDEN, "{path}");
     }
-    let posts = [
-        "/admin/users",
-        "/admin/users/1",
-        "/admin/tokens",
-        "/admin/tokens/1/revoke",
-        "/assignments",
-        "/assignments/x/reissue",
-        "/packets/null-status/versions/1/publish",
-        "/packets/null-status/versions/1/budgets",
-        "/packets/null-status/versions/1/draft",
-    ];
+    let posts: Vec<&str> = ADMIN_POSTS
+        .into_iter()
+        .chain(["/assignments/x/reissue", "/packets/null-status/versions/1/publish", "/packets/null-status/versions/1/budgets", "/packets/null-status/versions/1/draft"])
+        .collect();
     let form = [
         ("csrf", csrf.as_str()),
         ("email", "x@example.test"),
@@ -190,7 +188,7 @@ async fn reviewers_and_strangers_cannot_act() {
         ("candidate_name", "x"),
         ("deadline", "2099-01-01T00:00"),
     ];
-    for path in posts {
+    for &path in &posts {
         let r = reviewer.post(app.url(path)).form(&form).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path}");
     }
@@ -202,7 +200,7 @@ async fn reviewers_and_strangers_cannot_act() {
     let stranger = TestApp::client();
     let r = page(&stranger, app.url("/admin/users")).await;
     assert_eq!(location(&r), "/login?next=/admin/users");
-    for path in posts {
+    for &path in &posts {
         let r = stranger.post(app.url(path)).form(&form).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
     }
@@ -215,18 +213,9 @@ async fn posts_without_or_with_a_wrong_csrf_token_change_nothing() {
     let app = TestApp::spawn().await;
     let (admin, _) = signed_in(&app, Role::Admin).await;
     let audit_before = app.state.db.audit_entries(None, 1000).await.unwrap().len();
-    let posts = [
-        "/admin/users",
-        "/admin/users/1",
-        "/admin/tokens",
-        "/admin/tokens/1/revoke",
-        "/assignments",
-        "/logout",
-        "/packets/null-status/versions/1/publish",
-        "/packets/null-status/versions/1/prompt",
-    ];
+    let posts = ADMIN_POSTS.into_iter().chain(["/logout", "/packets/null-status/versions/1/publish", "/packets/null-status/versions/1/prompt"]);
     for csrf in [None, Some("0123456789abcdef")] {
-        for path in posts {
+        for path in posts.clone() {
             let mut form = vec![("email", "x@example.test"), ("name", "x"), ("role", "reviewer"), ("password", PASSWORD), ("user_id", "1")];
             form.extend([("packet", "null-status"), ("candidate_name", "x"), ("deadline", "2099-01-01T00:00"), ("prompt", "x")]);
             if let Some(c) = csrf {

@@ -23,6 +23,13 @@ pub async fn publish_packet(state: &AppState) -> PacketVersion {
     crate::support::publish_copy(state, SLUG, "1", |toml| toml).await
 }
 
+/// A fresh app with `packets/null-status` published.
+pub async fn app_with_packet() -> TestApp {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    app
+}
+
 pub async fn invite(state: &AppState, name: &str) -> Invited {
     invite_with(state, name, None, None).await
 }
@@ -293,8 +300,7 @@ fn refusal_has_the_focus(html: &str, what: &str) {
 #[tokio::test]
 async fn a_refused_upload_lands_at_the_refusal_with_javascript_off() {
     let _one = crate::webdriver::exclusive().await;
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let invited = invite(&app.state, "Mallory").await;
     let files = tempfile::tempdir().unwrap();
     let evil = files.path().join("evil.zip");
@@ -321,8 +327,7 @@ async fn a_refused_upload_lands_at_the_refusal_with_javascript_off() {
 
 #[tokio::test]
 async fn hostile_zips_are_refused_with_the_reason_and_nothing_is_stored() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let invited = invite(&app.state, "Mallory").await;
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("zip slip", zip_with_name("../x.py"), "`..`"),
@@ -410,8 +415,7 @@ async fn over_limit_upload_is_cut_off_with_413_and_nothing_left() {
 
 #[tokio::test]
 async fn expired_link_answers_410() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let invited = invite_with(&app.state, "Late", Some(gatehouse::now_ms() + 400), None).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     let client = TestApp::client();
@@ -435,8 +439,7 @@ async fn expired_link_answers_410() {
 
 #[tokio::test]
 async fn ended_time_box_refuses_submission() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let invited = invite_with(&app.state, "Slow", None, Some(1)).await;
     let client = TestApp::client();
     let r = client.post(app.url(&format!("/c/{}/start", invited.token))).send().await.unwrap();

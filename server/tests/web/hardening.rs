@@ -4,20 +4,16 @@
 use std::time::Duration;
 
 use base64::Engine;
-use gatehouse::auth::password::{random_token, token_hash};
 use gatehouse::db::Role;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::Digest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::auth::{PASSWORD, page, post_login};
-use crate::candidate::{SLUG, publish_packet};
+use crate::api::api_token;
+use crate::auth::{PASSWORD, location, page, post_login};
+use crate::candidate::{app_with_packet, publish_packet, SLUG};
 use crate::support::{TestApp, publish_copy_with};
-
-fn location(r: &reqwest::Response) -> String {
-    r.headers().get("location").map(|l| l.to_str().unwrap().to_string()).unwrap_or_default()
-}
 
 #[tokio::test]
 async fn next_with_a_tab_newline_or_backslash_is_not_followed() {
@@ -193,8 +189,7 @@ async fn opening_the_sign_in_page_stores_no_session_and_sign_in_purges_expired_o
 
 #[tokio::test]
 async fn new_api_tokens_and_invite_urls_never_reach_a_session_record() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let (admin, csrf) = crate::auth::signed_in(&app, Role::Admin).await;
     let r = admin.post(app.url("/admin/tokens")).form(&[("csrf", csrf.as_str()), ("name", "ATS"), ("user_id", "1")]).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
@@ -225,18 +220,10 @@ async fn new_api_tokens_and_invite_urls_never_reach_a_session_record() {
     assert!(!page(&admin, app.url(&invited_page)).await.text().await.unwrap().contains(&format!("{}/c/", app.base)));
 }
 
-async fn api_token(app: &TestApp, role: Role) -> String {
-    let user = app.user(&format!("{}@example.test", role.as_str()), role, PASSWORD).await;
-    let token = random_token();
-    app.state.db.create_api_token(user.id, "ci", &token_hash(&token)).await.unwrap();
-    token
-}
-
 #[tokio::test]
 async fn a_multibyte_deadline_is_a_clear_400_not_a_panic() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
-    let token = api_token(&app, Role::Author).await;
+    let app = app_with_packet().await;
+    let token = api_token(&app, "author@example.test", Role::Author).await;
     let client = TestApp::client();
     // "+00é0": the old hand-written parser sliced the offset at byte 3..4,
     // inside the "é", and panicked.
@@ -435,16 +422,24 @@ async fn sign_in_all(app: &TestApp, forms: Vec<(reqwest::Client, String)>, email
     out
 }
 
-#[tokio::test]
-async fn parallel_sign_ins_beyond_the_hashing_bound_get_503() {
+/// An app with ada's account and the given bounds on password hashing and
+/// failed sign-ins, and the statuses of 40 sign-ins with a wrong password
+/// sent at once.
+async fn forty_wrong_guesses_at_once(hash_concurrency: usize, attempts_per_minute: u32) -> (TestApp, Vec<StatusCode>) {
     let app = TestApp::spawn_with(|c| {
-        c.password_hash_concurrency = 2;
-        c.login_attempts_per_minute = 1000;
+        c.password_hash_concurrency = hash_concurrency;
+        c.login_attempts_per_minute = attempts_per_minute;
     })
     .await;
     app.user("ada@example.test", Role::Author, PASSWORD).await;
     let forms = login_forms(&app, 40).await;
     let statuses = sign_in_all(&app, forms, "ada@example.test", "wrong password").await;
+    (app, statuses)
+}
+
+#[tokio::test]
+async fn parallel_sign_ins_beyond_the_hashing_bound_get_503() {
+    let (app, statuses) = forty_wrong_guesses_at_once(2, 1000).await;
     let busy = statuses.iter().filter(|s| **s == StatusCode::SERVICE_UNAVAILABLE).count();
     let checked = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
     eprintln!("40 parallel sign-ins, 2 hashing permits: {checked} checked (401), {busy} refused busy (503)");
@@ -457,14 +452,7 @@ async fn parallel_sign_ins_beyond_the_hashing_bound_get_503() {
 
 #[tokio::test]
 async fn the_failed_sign_in_limit_holds_under_parallel_load() {
-    let app = TestApp::spawn_with(|c| {
-        c.password_hash_concurrency = 64;
-        c.login_attempts_per_minute = 5;
-    })
-    .await;
-    app.user("ada@example.test", Role::Author, PASSWORD).await;
-    let forms = login_forms(&app, 40).await;
-    let statuses = sign_in_all(&app, forms, "ada@example.test", "wrong password").await;
+    let (app, statuses) = forty_wrong_guesses_at_once(64, 5).await;
     let wrong = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
     let limited = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
     eprintln!("40 parallel wrong guesses, limit 5/min: {wrong} answered 401, {limited} answered 429");
@@ -481,8 +469,7 @@ async fn started_at(app: &TestApp, id: &str) -> Option<i64> {
 
 #[tokio::test]
 async fn the_time_box_starts_on_start_or_the_starter_never_on_a_page_view() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let a = crate::candidate::invite_with(&app.state, "Alice Candidate", None, Some(3600)).await;
     let client = TestApp::client();
     for _ in 0..3 {
@@ -529,8 +516,7 @@ async fn slow_upload(app: &TestApp, token: &str, pieces: usize, gap: Duration) -
 
 #[tokio::test]
 async fn an_upload_streamed_past_the_deadline_is_refused_after_its_body() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let late = crate::candidate::invite_with(&app.state, "Late Larry", Some(gatehouse::now_ms() + 2_000), None).await;
     let r = slow_upload(&app, &late.token, 4, Duration::from_millis(900)).await;
     assert_eq!(r.status(), StatusCode::GONE, "{}", r.text().await.unwrap());
@@ -552,8 +538,7 @@ async fn candidate_view(app: &TestApp, token: &str, id: &str) -> (Value, String,
 #[tokio::test]
 async fn results_are_the_hiring_teams_to_release() {
     use gatehouse::db::ResultsRelease;
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let a = crate::candidate::invite(&app.state, "Alice Candidate").await;
     assert_eq!(a.assignment.results, ResultsRelease::Never);
@@ -622,7 +607,7 @@ async fn an_assignment_takes_its_submission_limit_and_says_so_when_reached() {
     assert_eq!(app.state.db.submissions_of(&a.assignment.id).await.unwrap().len(), 2, "all are kept, no third");
 
     // The default is 3, and the API sets both settings with clear errors.
-    let token = api_token(&app, Role::Author).await;
+    let token = api_token(&app, "author@example.test", Role::Author).await;
     let client = TestApp::client();
     let body = json!({ "packet": SLUG, "candidate_name": "Cy", "email": "cy@example.test", "results": "sometimes" });
     let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&token).json(&body).send().await.unwrap();
@@ -754,8 +739,7 @@ async fn per_assignment_and_global_caps_refuse_with_a_clear_message() {
 
 #[tokio::test]
 async fn markup_from_a_submission_is_escaped_wherever_it_is_shown() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let a = crate::candidate::invite(&app.state, "Alice <i>Candidate</i>").await;
     let src = crate::candidate::packet_src();

@@ -43,6 +43,24 @@ pub fn null_status() -> std::path::PathBuf {
     repo_root().join("packets/null-status")
 }
 
+/// A folder of built-in packets with a copy of `packets/null-status` in it.
+fn builtin_packets() -> tempfile::TempDir {
+    let packets = tempfile::tempdir().unwrap();
+    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    packets
+}
+
+/// An app whose built-in packets are those in `packets`, self-tested in the
+/// background as `self_test` says.
+async fn app_with_builtin(packets: &tempfile::TempDir, self_test: &str) -> TestApp {
+    let (dir, self_test) = (packets.path().to_path_buf(), self_test.to_string());
+    TestApp::spawn_with(move |c| {
+        c.packets_dir = dir;
+        c.builtin_self_test = self_test;
+    })
+    .await
+}
+
 /// Posts a zip to the import form; returns the response.
 pub async fn import(app: &TestApp, client: &reqwest::Client, csrf: &str, zip: Vec<u8>) -> reqwest::Response {
     let form = reqwest::multipart::Form::new()
@@ -79,8 +97,7 @@ fn files_under(dir: &Path) -> usize {
 
 #[tokio::test]
 async fn built_in_packets_load_once_and_list() {
-    let packets = tempfile::tempdir().unwrap();
-    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    let packets = builtin_packets();
     std::fs::create_dir_all(packets.path().join("not-a-packet")).unwrap();
     let dir = packets.path().to_path_buf();
     let app = TestApp::spawn_with(move |c| c.packets_dir = dir).await;
@@ -346,15 +363,9 @@ async fn the_self_test_state_follows_live_in_a_real_browser() {
 /// calibration is recorded for the gradings of the version.
 #[tokio::test]
 async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
-    let packets = tempfile::tempdir().unwrap();
-    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
-    let dir = packets.path().to_path_buf();
+    let packets = builtin_packets();
     // The production default: every built-in packet.
-    let app = TestApp::spawn_with(move |c| {
-        c.packets_dir = dir;
-        c.builtin_self_test = gatehouse::config::Config::default().builtin_self_test;
-    })
-    .await;
+    let app = app_with_builtin(&packets, &gatehouse::config::Config::default().builtin_self_test).await;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
     let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
     let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
@@ -412,14 +423,8 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
 /// even an older one; an author asking for that check raises it to theirs.
 #[tokio::test]
 async fn a_grading_is_claimed_before_a_pending_built_in_check() {
-    let packets = tempfile::tempdir().unwrap();
-    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
-    let dir = packets.path().to_path_buf();
-    let app = TestApp::spawn_with(move |c| {
-        c.packets_dir = dir;
-        c.builtin_self_test = "null-status".into();
-    })
-    .await;
+    let packets = builtin_packets();
+    let app = app_with_builtin(&packets, "null-status").await;
     let db = &app.state.db;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
     let v = db.latest_published("null-status").await.unwrap().unwrap();
@@ -458,32 +463,28 @@ async fn a_grading_is_claimed_before_a_pending_built_in_check() {
 /// fails for good shows why on the page, in words.
 #[tokio::test]
 async fn built_in_self_test_off_queues_nothing_and_a_failed_one_says_why() {
-    let packets = tempfile::tempdir().unwrap();
-    grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
+    let packets = builtin_packets();
     let dir = packets.path().to_path_buf();
     let data = tempfile::tempdir().unwrap();
     let (db_url, data_dir) = (format!("sqlite://{}", data.path().join("g.db").display()), data.path().join("data"));
-    let (d, u, dd) = (dir.clone(), db_url.clone(), data_dir.clone());
-    let app = TestApp::spawn_with(move |c| {
-        c.packets_dir = d;
-        c.database_url = u;
-        c.data_dir = dd;
-        c.builtin_self_test = "off".into();
-    })
-    .await;
+    // Each start is over the same database and data folder.
+    let start = |self_test: &'static str| {
+        let (d, u, dd) = (dir.clone(), db_url.clone(), data_dir.clone());
+        TestApp::spawn_with(move |c| {
+            c.packets_dir = d;
+            c.database_url = u;
+            c.data_dir = dd;
+            c.builtin_self_test = self_test.into();
+        })
+    };
+    let app = start("off").await;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
     let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
     assert!(app.state.db.pending_jobs().await.unwrap().is_empty(), "off: nothing queued");
     drop(app);
 
     // Restarted with a list naming it: its check is queued now (it never ran).
-    let app = TestApp::spawn_with(move |c| {
-        c.packets_dir = dir;
-        c.database_url = db_url;
-        c.data_dir = data_dir;
-        c.builtin_self_test = "ledger, null-status".into();
-    })
-    .await;
+    let app = start("ledger, null-status").await;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
     let db = &app.state.db;
     let jobs = db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();

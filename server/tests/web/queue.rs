@@ -2,22 +2,25 @@
 
 use std::time::Duration;
 
-use gatehouse::db::{GradeResult, NewSubmission};
+use gatehouse::db::{GradeResult, NewSubmission, Submission};
 use gatehouse::now_ms;
 
-use crate::candidate::{invite, publish_packet, sample_zip, upload, wait_final};
+use crate::candidate::{app_with_packet, invite, publish_packet, sample_zip, upload, wait_final};
 use crate::support::TestApp;
+
+/// Invites `name` and records their submission `id` straight in the store,
+/// with `blob_sha256` as its zip (never stored), which queues its grading.
+async fn queued_submission(app: &TestApp, name: &str, id: &str, blob_sha256: &str) -> Submission {
+    let invited = invite(&app.state, name).await;
+    let new = NewSubmission { id, assignment_id: &invited.assignment.id, blob_sha256, size_bytes: 1 };
+    app.state.db.create_submission(new).await.unwrap()
+}
 
 #[tokio::test]
 async fn an_expired_lease_is_reclaimed_and_the_old_owner_cannot_complete() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
-    let invited = invite(&app.state, "Lease").await;
+    let app = app_with_packet().await;
     let db = &app.state.db;
-    let s = db
-        .create_submission(NewSubmission { id: "sub-lease", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
-        .await
-        .unwrap();
+    let s = queued_submission(&app, "Lease", "sub-lease", &"0".repeat(64)).await;
     let now = now_ms();
     let first = db.claim_job("worker-a", now, 50).await.unwrap().expect("a queued job");
     assert_eq!(first.attempts, 1);
@@ -43,14 +46,9 @@ async fn an_expired_lease_is_reclaimed_and_the_old_owner_cannot_complete() {
 
 #[tokio::test]
 async fn a_job_interrupted_too_often_fails_with_a_message() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
-    let invited = invite(&app.state, "Crashy").await;
+    let app = app_with_packet().await;
     let db = &app.state.db;
-    let s = db
-        .create_submission(NewSubmission { id: "sub-crashy", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
-        .await
-        .unwrap();
+    let s = queued_submission(&app, "Crashy", "sub-crashy", &"0".repeat(64)).await;
     // Three workers claim the job and die (their leases lapse at once).
     let base = now_ms() - 10_000;
     for i in 0..3 {
@@ -67,16 +65,9 @@ async fn a_job_interrupted_too_often_fails_with_a_message() {
 
 #[tokio::test]
 async fn grader_errors_are_retried_then_failed_with_the_error() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
-    let invited = invite(&app.state, "Missing").await;
+    let app = app_with_packet().await;
     // The submission's zip is not in the blob store, so every attempt fails.
-    let s = app
-        .state
-        .db
-        .create_submission(NewSubmission { id: "sub-missing", assignment_id: &invited.assignment.id, blob_sha256: &"a".repeat(64), size_bytes: 1 })
-        .await
-        .unwrap();
+    let s = queued_submission(&app, "Missing", "sub-missing", &"a".repeat(64)).await;
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let s = wait_final(&app.state, &s.id, Duration::from_secs(30)).await;
     assert_eq!(s.state.as_str(), "failed");
@@ -89,8 +80,7 @@ async fn grader_errors_are_retried_then_failed_with_the_error() {
 
 #[tokio::test]
 async fn queue_pages_need_a_session_and_workers_wake_promptly() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let client = TestApp::client();
     let r = client.get(app.url("/queue/status")).send().await.unwrap();
     assert_eq!(r.status(), 401);
@@ -159,13 +149,8 @@ async fn concurrent_claimers_never_share_a_job() {
     publish_packet(&app.state).await;
     let mut expected = Vec::new();
     for i in 0..20 {
-        let invited = invite(&app.state, &format!("Race {i}")).await;
         let id = format!("sub-race-{i}");
-        app.state
-            .db
-            .create_submission(NewSubmission { id: &id, assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
-            .await
-            .unwrap();
+        queued_submission(&app, &format!("Race {i}"), &id, &"0".repeat(64)).await;
         expected.push(id);
     }
     let mut claimers = Vec::new();

@@ -152,6 +152,13 @@ impl Fixture {
         (r.status().as_u16(), r.text().await.unwrap())
     }
 
+    /// The page at `path`, which must answer 200.
+    async fn page(&self, path: &str) -> String {
+        let (status, page) = self.get(path).await;
+        assert_eq!(status, 200, "{path}: {page}");
+        page
+    }
+
     async fn post(&self, path: &str, form: &[(&str, &str)]) -> reqwest::Response {
         self.reviewer.client.post(self.app.url(path)).form(form).send().await.unwrap()
     }
@@ -202,8 +209,7 @@ async fn scorecard_shows_evidence_in_order_with_provenance_and_commands() {
     assert_eq!(good_card.findings, vec![], "the sample grades clean");
     assert!(bad_card.findings.iter().any(|x| x.id == "invented-value"));
 
-    let (status, good) = f.get(&format!("/submissions/{}", f.good)).await;
-    assert_eq!(status, 200, "{good}");
+    let good = f.page(&format!("/submissions/{}", f.good)).await;
     in_order(&good, &["class=\"decision", "<h2>Gates</h2>", "class=\"gate ", "<h2>Findings</h2>", "<h2>Criteria</h2>", "<h2>Commands</h2>", "step:unknowns", "exit 0", "<h2>Environment</h2>", "receipt-digest", "class=\"diff\"", "gate.py"]);
     assert!(good.contains("tests 8 / 8 passed") || good.contains(" passed</span>"), "{good}");
     assert!(!good.contains("invented-value"), "{good}");
@@ -213,8 +219,7 @@ async fn scorecard_shows_evidence_in_order_with_provenance_and_commands() {
     assert_eq!(good.matches("class=\"human-score\"").count(), 2, "{good}");
     assert!(good.contains("name=\"csrf\""));
 
-    let (status, bad) = f.get(&format!("/submissions/{}", f.bad)).await;
-    assert_eq!(status, 200);
+    let bad = f.page(&format!("/submissions/{}", f.bad)).await;
     let finding = bad_card.findings.iter().find(|x| x.id == "invented-value").unwrap();
     let badge = format!("class=\"badge {}\"", serde_json::to_value(finding.provenance).unwrap().as_str().unwrap());
     in_order(&bad, &["<h2>Gates</h2>", "<h2>Findings</h2>", "class=\"finding\"", "invented-value", &badge, "<h2>Commands</h2>", "class=\"diff\""]);
@@ -225,8 +230,7 @@ async fn scorecard_shows_evidence_in_order_with_provenance_and_commands() {
     assert!(bad.contains("test_no_invented_values"), "{bad}");
 
     // The assignment page lists its submission and links to it.
-    let (status, page) = f.get(&format!("/assignments/{}", f.bad_assignment)).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/assignments/{}", f.bad_assignment)).await;
     assert!(page.contains("Bob Guesser") && page.contains(&format!("href=\"/submissions/{}\"", f.bad)), "{page}");
 }
 
@@ -318,8 +322,7 @@ async fn receipt_json_and_standalone_html() {
     assert!(html.contains("records the packet.toml version <code>1.0.0</code>"), "{html}");
     assert_eq!(grader::grade::receipt_digest(&card.receipt), card.receipt.digest, "an old receipt still verifies");
 
-    let (status, page) = f.get(&format!("/submissions/{}/receipt", f.bad)).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/submissions/{}/receipt", f.bad)).await;
     assert!(page.contains(&card.receipt.digest) && page.contains("receipt.json"), "{page}");
     assert!(page.contains("null-status<!> <!>v1</h1>") && !page.contains("vv1") && !page.contains("version 1"), "{page}");
     // Readable, in the standalone receipt's layout; the JSON is a link away.
@@ -332,8 +335,7 @@ async fn receipt_json_and_standalone_html() {
     f.app.state.db.set_submission_state(&f.good, app::contract::SubmissionState::Grading, None).await.unwrap();
     let r = f.reviewer.client.get(f.app.url(&format!("/submissions/{}/receipt.json", f.good))).send().await.unwrap();
     assert_eq!(r.status(), 404);
-    let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/submissions/{}", f.good)).await;
     assert!(page.contains("data-state=\"grading\"") && page.contains("Grading now."), "{page}");
 }
 
@@ -361,8 +363,7 @@ async fn csv_compare_and_distribution() {
     assert_eq!(&ada[col("level:narrative")], "pending");
     assert!(bob[col("failures")].contains("invented-value") && !ada[col("failures")].contains("invented-value"));
 
-    let (status, page) = f.get(&format!("/packets/{SLUG}/compare")).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/packets/{SLUG}/compare")).await;
     assert!(page.contains("Ada Lovelace") && page.contains("Bob Guesser"), "{page}");
     assert!(page.contains("invented-value") && page.contains(&format!("/packets/{SLUG}/distribution.svg")));
     // The fingerprints are kept: viewing the page again reads no zip anew.
@@ -408,11 +409,9 @@ async fn csv_compare_and_distribution() {
     let r = f.reviewer.client.get(f.app.url("/packets/empty/distribution.svg")).send().await.unwrap();
     let svg = r.text().await.unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("No graded submission") && !svg.contains("class=\"bar\""), "{svg}");
-    let (status, page) = f.get("/packets/empty/compare").await;
-    assert_eq!(status, 200);
+    let page = f.page("/packets/empty/compare").await;
     assert!(page.contains("No graded submission of this packet yet."));
-    let (status, _) = f.get("/packets/nope/compare").await;
-    assert_eq!(status, 404);
+    assert_eq!(f.get("/packets/nope/compare").await.0, 404);
 }
 
 #[tokio::test]
@@ -475,8 +474,7 @@ async fn reviewer_pages_need_a_session() {
     let r = anon.post(f.app.url(&format!("/submissions/{}/regrade", f.good))).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert!(f.app.state.db.human_scores(&f.good).await.unwrap().is_empty());
-    let (status, _) = f.get("/submissions/no-such-submission").await;
-    assert_eq!(status, 404);
+    assert_eq!(f.get("/submissions/no-such-submission").await.0, 404);
 }
 
 #[tokio::test]
@@ -485,21 +483,18 @@ async fn scorecard_shows_unevaluated_mismatches_and_grading_failures() {
     let db = &f.app.state.db;
     // A stored scorecard with an unevaluated failure and a tool mismatch,
     // as a grading on a host with another interpreter would leave it.
-    let (_, bad_card) = cards(&f.app).await;
-    let mut card = bad_card.clone();
+    let mut card = cards(&f.app).await.1.clone();
     card.environment.mismatches.push("python is pinned to 3.11 but the sandbox has 3.9.2".into());
     card.unevaluated.push(grader::grade::Unevaluated { id: "sentinel-laundering".into(), reason: "detector script crashed: exit 1".into() });
     db.update_scorecard(&f.bad, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.scoring.decision, Some(0.0))
         .await
         .unwrap();
-    let (status, page) = f.get(&format!("/submissions/{}", f.bad)).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/submissions/{}", f.bad)).await;
     in_order(&page, &["<h2>Findings</h2>", "class=\"unevaluated\"", "sentinel-laundering", "detector script crashed: exit 1", "<h2>Environment</h2>", "class=\"mismatch\"", "python is pinned to 3.11 but the sandbox has 3.9.2"]);
 
     // A grading that failed says so, with its error, and takes no score.
     db.set_submission_state(&f.good, app::contract::SubmissionState::Failed, Some("sandbox failure: clone: EPERM")).await.unwrap();
-    let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/submissions/{}", f.good)).await;
     assert!(page.contains("data-state=\"failed\"") && page.contains("Grading failed: sandbox failure: clone: EPERM"), "{page}");
     assert!(!page.contains("class=\"human-score\""), "no scoring form without a scorecard");
     let r = f.post(&format!("/submissions/{}/human", f.good), &[("csrf", &f.reviewer.csrf), ("criterion", "narrative"), ("level", "1"), ("reason", "r")]).await;
@@ -510,11 +505,9 @@ async fn scorecard_shows_unevaluated_mismatches_and_grading_failures() {
     assert_eq!(db.submission_by_id(&f.good).await.unwrap().unwrap().state.as_str(), "queued");
 
     // The assignment page shows its candidate, packet and state.
-    let (status, page) = f.get(&format!("/assignments/{}", f.good_assignment)).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/assignments/{}", f.good_assignment)).await;
     assert!(page.contains("Ada Lovelace") && page.contains("ada@example.com") && page.contains("null-status"), "{page}");
-    let (status, _) = f.get("/assignments/nope").await;
-    assert_eq!(status, 404);
+    assert_eq!(f.get("/assignments/nope").await.0, 404);
 }
 
 /// The platform-wide `evidence-tampering` veto sends a scorecard to the
@@ -538,8 +531,7 @@ async fn a_reviewer_overrides_the_tampering_veto_with_a_reason() {
     assert_eq!(tampered.scoring.decision, "no", "the veto goes to the lowest decision: {:?}", tampered.scoring.caps);
     db.set_graded(&f.good, &serde_json::to_string(&tampered).unwrap(), &serde_json::to_string(&tampered.receipt).unwrap(), &tampered.scoring.decision, 0.0).await.unwrap();
 
-    let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/submissions/{}", f.good)).await;
     assert!(page.contains("value=\"evidence-tampering\""), "the page offers the override: {page}");
     let path = format!("/submissions/{}/human", f.good);
     let r = f.post(&path, &[("csrf", &f.reviewer.csrf), ("criterion", "evidence-tampering"), ("level", "1"), ("reason", " ")]).await;
@@ -605,8 +597,7 @@ async fn scorecard_diffs_are_capped_in_total() {
     std::fs::write(&blob, &zip_bytes).unwrap();
     db.set_graded(&f.good, &serde_json::to_string(&card).unwrap(), &serde_json::to_string(&card.receipt).unwrap(), &card.scoring.decision, 0.0).await.unwrap();
     // The stored submission points at the new zip.
-    let (status, page) = f.get(&format!("/submissions/{}", f.good)).await;
-    assert_eq!(status, 200);
+    let page = f.page(&format!("/submissions/{}", f.good)).await;
     let shown = page.matches("<span class=\"add\">").count();
     assert!(shown <= 20_000, "{shown} diff lines shown");
     assert!(page.contains("more file(s) not shown"), "no note on the files left out");
@@ -692,8 +683,7 @@ async fn the_inbox_lists_waiting_then_recently_graded_and_is_a_reviewers_landing
     let author = sign_in(&f.app, "arthur@example.com", Role::Author).await;
     assert_eq!(landing(&author.client, f.app.url("/")).await, "/packets", "authors land on their packets");
 
-    let (status, page) = f.get("/inbox").await;
-    assert_eq!(status, 200);
+    let page = f.page("/inbox").await;
     // Both graded submissions wait for the human `narrative` score, by
     // candidate and packet name, with their age.
     let waiting = &page[page.find("Waiting for a human score").unwrap()..page.find("Recently graded").unwrap()];
@@ -718,8 +708,7 @@ async fn the_inbox_lists_waiting_then_recently_graded_and_is_a_reviewers_landing
 #[tokio::test]
 async fn the_queue_names_the_candidate_and_packet_of_each_job() {
     let f = fixture().await;
-    let (status, page) = f.get("/queue").await;
-    assert_eq!(status, 200);
+    let page = f.page("/queue").await;
     assert!(page.contains("Ada Lovelace · null-status v1") && page.contains("Bob Guesser · null-status v1"), "{page}");
     // The id is still there, small, for whoever needs it.
     assert!(page.contains(&format!("<code class=\"subject-id muted small\">{}</code>", f.good)), "{page}");

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::candidate::{files_under, invite, packet_src, publish_packet, sample_zip, upload, wait_final};
+use crate::candidate::{app_with_packet, files_under, invite, packet_src, sample_zip, upload, wait_final};
 use crate::support::TestApp;
 
 async fn submit(app: &TestApp, token: &str) -> String {
@@ -16,8 +16,7 @@ async fn submit(app: &TestApp, token: &str) -> String {
 
 #[tokio::test]
 async fn a_link_token_cannot_read_another_assignment() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let a = invite(&app.state, "Alice Candidate").await;
     let b = invite(&app.state, "Bob Candidate").await;
     let b_sub = submit(&app, &b.token).await;
@@ -80,8 +79,7 @@ fn links(html: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn crawling_the_candidate_pages_never_shows_hidden_material() {
-    let app = TestApp::spawn().await;
-    publish_packet(&app.state).await;
+    let app = app_with_packet().await;
     let a = invite(&app.state, "Alice Candidate").await;
     let other = invite(&app.state, "Bartholomew Otherperson").await;
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);

@@ -62,35 +62,34 @@ pub fn dialect(url: &str, sql: &str) -> String {
         .collect()
 }
 
+/// `query` with each of `args` bound in turn, on either backend (the two
+/// drivers' query types differ, so this is a macro, not a function).
+macro_rules! bind_args {
+    ($query:expr, $args:expr) => {{
+        let mut q = $query;
+        for a in $args {
+            q = match a {
+                Arg::I(v) => q.bind(*v),
+                Arg::T(v) => q.bind(*v),
+                Arg::OptI(v) => q.bind(*v),
+                Arg::OptT(v) => q.bind(*v),
+            };
+        }
+        q
+    }};
+}
+
 /// Runs one statement straight on the test's database (a test that sets up
 /// rows the app has no way to write), either backend.
 pub async fn raw_exec(url: &str, sql: &str, args: &[Arg<'_>]) {
     let sql = dialect(url, sql);
     if url.starts_with("postgres") {
         let pool = sqlx::PgPool::connect(url).await.unwrap();
-        let mut q = sqlx::query(&sql);
-        for a in args {
-            q = match a {
-                Arg::I(v) => q.bind(*v),
-                Arg::T(v) => q.bind(*v),
-                Arg::OptI(v) => q.bind(*v),
-                Arg::OptT(v) => q.bind(*v),
-            };
-        }
-        q.execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        bind_args!(sqlx::query(&sql), args).execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
         pool.close().await;
     } else {
         let pool = sqlx::SqlitePool::connect(url).await.unwrap();
-        let mut q = sqlx::query(&sql);
-        for a in args {
-            q = match a {
-                Arg::I(v) => q.bind(*v),
-                Arg::T(v) => q.bind(*v),
-                Arg::OptI(v) => q.bind(*v),
-                Arg::OptT(v) => q.bind(*v),
-            };
-        }
-        q.execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        bind_args!(sqlx::query(&sql), args).execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
         pool.close().await;
     }
 }

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gatehouse::config::Config;
+use gatehouse::invites::Invited;
 use gatehouse::state::AppState;
 
 use crate::candidate::{files_under, invite, publish_packet, sample_zip, wait_final};
@@ -16,6 +17,8 @@ use crate::support::{TestApp, repo_root};
 /// A `gatehouse serve` child over a data directory that outlives restarts.
 struct Served {
     dir: PathBuf,
+    /// Removes `dir` when the test ends.
+    _tmp: tempfile::TempDir,
     database_url: String,
     port: u16,
     workers: usize,
@@ -26,6 +29,13 @@ struct Served {
 impl Served {
     fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Uploads the sample with the link `token`; the new submission's id.
+    async fn upload_sample(&self, token: &str) -> String {
+        let r = crate::candidate::upload(&self.base(), token, sample_zip(), true).await;
+        assert_eq!(r.status(), 201);
+        r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string()
     }
 
     fn config(&self) -> Config {
@@ -103,14 +113,18 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Prepares a data directory with a published packet; returns the child's
-/// handle (not started) and an in-process state over the same database.
-async fn prepare(dir: &Path, workers: usize, lease_secs: u64) -> (Served, AppState) {
-    let database_url = crate::support::database_url(dir).await;
-    let served = Served { dir: dir.to_path_buf(), database_url, port: free_port(), workers, lease_secs, child: None };
+/// Prepares a temporary data directory with a published packet and `name`
+/// invited; returns the child's handle (not started), an in-process state
+/// over the same database, and the invitation.
+async fn prepare(workers: usize, lease_secs: u64, name: &str) -> (Served, AppState, Invited) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let database_url = crate::support::database_url(&dir).await;
+    let served = Served { dir, _tmp: tmp, database_url, port: free_port(), workers, lease_secs, child: None };
     let state = gatehouse::serve::state(served.config()).await.unwrap();
     publish_packet(&state).await;
-    (served, state)
+    let invited = invite(&state, name).await;
+    (served, state, invited)
 }
 
 /// A kernel-reported memory figure of `pid` in KiB (`VmHWM`, `VmRSS`).
@@ -169,10 +183,8 @@ fn streamed_form(path: &Path, len: u64) -> reqwest::multipart::Form {
 
 #[tokio::test]
 async fn a_200_mb_upload_streams_with_flat_memory() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut served, state) = prepare(dir.path(), 0, 60).await;
-    let invited = invite(&state, "Big Upload").await;
-    let zip = dir.path().join("big.zip");
+    let (mut served, state, invited) = prepare(0, 60, "Big Upload").await;
+    let zip = served.dir.join("big.zip");
     let len = write_big_zip(&zip);
     assert!(len >= 200 << 20);
     served.start().await;
@@ -214,9 +226,7 @@ async fn a_200_mb_upload_streams_with_flat_memory() {
 
 #[tokio::test]
 async fn kill_9_mid_upload_leaves_no_submission_and_no_temp_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut served, state) = prepare(dir.path(), 0, 60).await;
-    let invited = invite(&state, "Interrupted").await;
+    let (mut served, state, invited) = prepare(0, 60, "Interrupted").await;
     served.start().await;
 
     // Send 8 MiB of a declared 100 MiB upload, then stall.
@@ -255,19 +265,14 @@ async fn kill_9_mid_upload_leaves_no_submission_and_no_temp_file() {
     assert_eq!(crate::candidate::upload_blobs(&state).await, Vec::<String>::new());
 
     // The link still works after the restart.
-    let r = crate::candidate::upload(&served.base(), &invited.token, sample_zip(), true).await;
-    assert_eq!(r.status(), 201);
+    served.upload_sample(&invited.token).await;
 }
 
 #[tokio::test]
 async fn kill_9_mid_grading_is_regraded_exactly_once_after_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut served, state) = prepare(dir.path(), 1, 2).await;
-    let invited = invite(&state, "Regraded").await;
+    let (mut served, state, invited) = prepare(1, 2, "Regraded").await;
     served.start().await;
-    let r = crate::candidate::upload(&served.base(), &invited.token, sample_zip(), true).await;
-    assert_eq!(r.status(), 201);
-    let id = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let id = served.upload_sample(&invited.token).await;
 
     // Kill the server as soon as its worker holds the job.
     let start = Instant::now();
@@ -302,14 +307,10 @@ async fn kill_9_mid_grading_is_regraded_exactly_once_after_restart() {
 
 #[tokio::test]
 async fn gatehouse_worker_grades_jobs_queued_by_another_process() {
-    let dir = tempfile::tempdir().unwrap();
     // The web server runs without workers; a separate `gatehouse worker` grades.
-    let (mut served, state) = prepare(dir.path(), 0, 60).await;
-    let invited = invite(&state, "Worker").await;
+    let (mut served, state, invited) = prepare(0, 60, "Worker").await;
     served.start().await;
-    let r = crate::candidate::upload(&served.base(), &invited.token, sample_zip(), true).await;
-    assert_eq!(r.status(), 201);
-    let id = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let id = served.upload_sample(&invited.token).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(state.db.submission_by_id(&id).await.unwrap().unwrap().state.as_str(), "queued");
 
@@ -318,7 +319,7 @@ async fn gatehouse_worker_grades_jobs_queued_by_another_process() {
         // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
         .env_remove("GATEHOUSE_TEST_DATABASE")
         .args(["worker", "--count", "1"])
-        .current_dir(dir.path())
+        .current_dir(&served.dir)
         .env("GATEHOUSE_DATABASE_URL", &c.database_url)
         .env("GATEHOUSE_DATA_DIR", &c.data_dir)
         .stdout(Stdio::null())

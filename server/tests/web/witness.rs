@@ -44,28 +44,28 @@ fn tree_zip(folder: &str) -> Vec<u8> {
 
 /// Witnesses `kind` through the candidate form, asking for JSON.
 async fn witness_json(app: &TestApp, token: &str, kind: &str, zip: Vec<u8>) -> (u16, Value) {
-    let r = TestApp::client()
-        .post(app.url(&format!("/c/{token}/witness/{kind}")))
-        .header("accept", "application/json")
-        .multipart(form(zip))
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap())
+    let request = TestApp::client().post(app.url(&format!("/c/{token}/witness/{kind}"))).header("accept", "application/json");
+    status_and_json(request, zip).await
 }
 
 /// Witnesses `kind` through the terminal API with `token` as the bearer.
 async fn witness_api(app: &TestApp, token: &str, kind: &str, zip: Vec<u8>) -> (u16, Value) {
-    let r = TestApp::client()
-        .post(app.url(&format!("/api/v1/witness/{kind}")))
-        .bearer_auth(token)
-        .multipart(form(zip))
-        .send()
-        .await
-        .unwrap();
+    status_and_json(TestApp::client().post(app.url(&format!("/api/v1/witness/{kind}"))).bearer_auth(token), zip).await
+}
+
+/// Sends `zip` as the upload form's file; the status and the JSON answer.
+async fn status_and_json(request: reqwest::RequestBuilder, zip: Vec<u8>) -> (u16, Value) {
+    let r = request.multipart(form(zip)).send().await.unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap())
+}
+
+/// A fresh app with the packet published as it is, and `name` invited.
+async fn app_with_invite(name: &str) -> (TestApp, Invited) {
+    let app = TestApp::spawn().await;
+    publish(&app.state, |s| s).await;
+    let invited = invite(&app.state, name, None).await;
+    (app, invited)
 }
 
 async fn page(app: &TestApp, token: &str) -> String {
@@ -76,9 +76,7 @@ async fn page(app: &TestApp, token: &str) -> String {
 
 #[tokio::test]
 async fn red_on_the_starter_is_accepted_through_the_plain_form() {
-    let app = TestApp::spawn().await;
-    publish(&app.state, |s| s).await;
-    let invited = invite(&app.state, "Ada", None).await;
+    let (app, invited) = app_with_invite("Ada").await;
     let token = &invited.token;
     let before = page(&app, token).await;
     assert!(before.contains("Closed: it opens after a witnessed red."), "{before}");
@@ -121,9 +119,7 @@ async fn red_on_the_starter_is_accepted_through_the_plain_form() {
 
 #[tokio::test]
 async fn a_passing_red_is_refused_but_recorded_with_its_log() {
-    let app = TestApp::spawn().await;
-    publish(&app.state, |s| s).await;
-    let invited = invite(&app.state, "Bea", None).await;
+    let (app, invited) = app_with_invite("Bea").await;
     let (status, body) = witness_json(&app, &invited.token, "red", tree_zip("sample")).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"].as_str().unwrap().contains("the gate wants a failure"), "{body}");
@@ -143,9 +139,7 @@ async fn a_passing_red_is_refused_but_recorded_with_its_log() {
 
 #[tokio::test]
 async fn green_counts_only_after_red_and_only_when_it_passes() {
-    let app = TestApp::spawn().await;
-    publish(&app.state, |s| s).await;
-    let invited = invite(&app.state, "Cy", None).await;
+    let (app, invited) = app_with_invite("Cy").await;
     let token = &invited.token;
 
     let (status, body) = witness_json(&app, token, "green", tree_zip("sample")).await;
@@ -214,9 +208,7 @@ async fn the_api_takes_the_link_token_and_keeps_assignments_apart() {
 
 #[tokio::test]
 async fn a_submission_records_the_runs_that_preceded_it() {
-    let app = TestApp::spawn().await;
-    publish(&app.state, |s| s).await;
-    let invited = invite(&app.state, "Gus", None).await;
+    let (app, invited) = app_with_invite("Gus").await;
     let (_, red) = witness_api(&app, &invited.token, "red", tree_zip("starter")).await;
     let (_, green) = witness_api(&app, &invited.token, "green", tree_zip("sample")).await;
     assert_eq!(green["accepted"], true, "{green}");
@@ -242,9 +234,7 @@ async fn a_submission_records_the_runs_that_preceded_it() {
 
 #[tokio::test]
 async fn a_hostile_zip_is_refused_with_the_ingest_reason() {
-    let app = TestApp::spawn().await;
-    publish(&app.state, |s| s).await;
-    let invited = invite(&app.state, "Hal", None).await;
+    let (app, invited) = app_with_invite("Hal").await;
     let (status, body) = witness_json(&app, &invited.token, "red", zip_of(&[("../escape.py", b"print(1)")])).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"].as_str().unwrap().contains("escape.py"), "{body}");
@@ -278,9 +268,7 @@ async fn a_pin_the_sandbox_does_not_meet_shows_on_the_witness_log() {
 
 #[tokio::test]
 async fn the_starter_carries_the_pin_file_with_the_probed_python() {
-    let app = TestApp::spawn().await;
-    publish(&app.state, |s| s).await;
-    let invited = invite(&app.state, "Jo", None).await;
+    let (app, invited) = app_with_invite("Jo").await;
     let r = TestApp::client().get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let bytes = r.bytes().await.unwrap();
@@ -301,9 +289,7 @@ async fn the_starter_carries_the_pin_file_with_the_probed_python() {
 
 #[tokio::test]
 async fn one_witnessed_run_at_a_time_per_assignment() {
-    let app = TestApp::spawn().await;
-    publish(&app.state, |s| s).await;
-    let invited = invite(&app.state, "Kim", None).await;
+    let (app, invited) = app_with_invite("Kim").await;
     let other = invite(&app.state, "Lou", None).await;
     // Warm the probe so the first run's length is the test run alone.
     app.state.grader.probe(&["pytest".to_string()]).unwrap();

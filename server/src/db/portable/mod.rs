@@ -2,13 +2,15 @@
 //! once as a macro that `sqlite` and `postgres` instantiate in a module of
 //! their own (`mod users { user_store!(super::SqliteStore); }`). The SQL
 //! uses `$n` placeholders, which sqlx binds on SQLite as on Postgres; what
-//! still differs between the dialects is an argument of the macro. The
-//! areas whose SQL differs (the queue's claim, the meter's reservations,
-//! publishing under a row lock) keep a file per backend.
+//! still differs between the dialects is an argument of the macro (the
+//! queue's claim under a row lock, publishing under one, `GREATEST` for
+//! `MAX`). The meter, whose reservations differ, keeps a file per backend.
 
 pub(crate) mod assignments;
 pub(crate) mod audit;
+pub(crate) mod jobs;
 pub(crate) mod packet_audits;
+pub(crate) mod packets;
 pub(crate) mod sessions;
 pub(crate) mod submissions;
 pub(crate) mod users;

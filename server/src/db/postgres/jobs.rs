@@ -1,206 +1,41 @@
-use async_trait::async_trait;
+//! The queue on Postgres: the portable [`job_store`](crate::db::portable::jobs)
+//! with many workers claiming at once, and `LISTEN` for jobs queued by any
+//! process.
 
-use app::contract::JobKind;
+use crate::db::jobs::JobWake;
 
-use super::PgStore;
-use crate::db::jobs::{GradeResult, Job, JobStore, JobWake, Released};
-use crate::db::DbResult;
-use crate::now_ms;
-use crate::db::rows::jobs::*;
-
-#[async_trait]
-impl JobStore for PgStore {
-    async fn enqueue_with_priority(&self, kind: JobKind, subject: &str, priority: i64) -> DbResult<i64> {
-        sqlx::query_scalar("INSERT INTO jobs (kind, subject, priority, created_at) VALUES ($1, $2, $3, $4) RETURNING id")
-            .bind(kind.as_str())
-            .bind(subject)
-            .bind(priority)
-            .bind(now_ms())
-            .fetch_one(&self.pool)
-            .await
-    }
-
-    async fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> DbResult<Option<Job>> {
-        // Many workers claim at once: the subquery locks the row it picks
-        // (FOR UPDATE OF j) and skips rows another claimer holds (SKIP
-        // LOCKED), so two claimers never get the same job and neither waits
-        // for the other. Postgres re-checks the subquery's WHERE against the
-        // row's newest version once it holds the lock; the outer WHERE says
-        // the same again, so a job finished meanwhile is not claimed.
-        //
-        // Fair across assignments: a grading job ranks by how many earlier
-        // grading jobs its assignment has, then by age, so one candidate's
-        // ten submissions take turns with everyone else's first (round
-        // robin) instead of queueing ahead of them. Self-tests rank 0.
-        // Above both, the job's priority: the built-in library's background
-        // self-tests wait for every grading.
-        let row: Option<JobDb> = sqlx::query_as(&format!(
-            "UPDATE jobs SET state = 'running', lease_owner = $1, lease_until = $2 + $3, attempts = attempts + 1
-             WHERE id = (
-                SELECT j.id FROM jobs j LEFT JOIN submissions s ON j.kind = 'grade' AND s.id = j.subject
-                WHERE j.state = 'queued' OR (j.state = 'running' AND j.lease_until < $2)
-                ORDER BY j.priority DESC, CASE WHEN s.assignment_id IS NULL THEN 0 ELSE (
-                    SELECT COUNT(*) FROM jobs o JOIN submissions os ON os.id = o.subject
-                    WHERE o.kind = 'grade' AND os.assignment_id = s.assignment_id AND o.id < j.id) END, j.id
-                LIMIT 1
-                FOR UPDATE OF j SKIP LOCKED)
-             AND (state = 'queued' OR (state = 'running' AND lease_until < $2))
-             RETURNING {COLS}"
-        ))
-        .bind(owner)
-        .bind(now)
-        .bind(lease_ms)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(Job::from))
-    }
-
-    async fn raise_priority(&self, id: i64, priority: i64) -> DbResult<bool> {
-        let r = sqlx::query("UPDATE jobs SET priority = GREATEST(priority, $1) WHERE id = $2 AND state = 'queued'")
-            .bind(priority)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected() == 1)
-    }
-
-    async fn renew_lease(&self, id: i64, owner: &str, until: i64) -> DbResult<bool> {
-        let r = sqlx::query("UPDATE jobs SET lease_until = $1 WHERE id = $2 AND lease_owner = $3 AND state = 'running'")
-            .bind(until)
-            .bind(id)
-            .bind(owner)
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected() == 1)
-    }
-
-    async fn finish_job(&self, id: i64, owner: &str, ok: bool, error: Option<&str>) -> DbResult<bool> {
-        let r = sqlx::query(
-            "UPDATE jobs SET state = $1, last_error = COALESCE($2, last_error), finished_at = $3, lease_owner = NULL, lease_until = NULL
-             WHERE id = $4 AND lease_owner = $5 AND state = 'running'",
-        )
-        .bind(if ok { "done" } else { "failed" })
-        .bind(error)
-        .bind(now_ms())
-        .bind(id)
-        .bind(owner)
-        .execute(&self.pool)
-        .await?;
-        Ok(r.rows_affected() == 1)
-    }
-
-    async fn release_job(&self, id: i64, owner: &str, error: &str) -> DbResult<Released> {
-        let state: Option<String> = sqlx::query_scalar(
-            "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-                last_error = $1, lease_owner = NULL, lease_until = NULL,
-                finished_at = CASE WHEN attempts >= max_attempts THEN $2 ELSE NULL END
-             WHERE id = $3 AND lease_owner = $4 AND state = 'running' RETURNING state",
-        )
-        .bind(error)
-        .bind(now_ms())
-        .bind(id)
-        .bind(owner)
-        .fetch_optional(&self.pool)
-        .await?;
-        Released::from_returned(state.as_deref())
-    }
-
-    async fn job_by_id(&self, id: i64) -> DbResult<Option<Job>> {
-        let row: Option<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs WHERE id = $1")).bind(id).fetch_optional(&self.pool).await?;
-        Ok(row.map(Job::from))
-    }
-
-    async fn jobs_for(&self, kind: JobKind, subject: &str) -> DbResult<Vec<Job>> {
-        let rows: Vec<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs WHERE kind = $1 AND subject = $2 ORDER BY id"))
-            .bind(kind.as_str())
-            .bind(subject)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(Job::from).collect())
-    }
-
-    async fn pending_jobs(&self) -> DbResult<Vec<Job>> {
-        let rows: Vec<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs WHERE state IN ('queued', 'running') ORDER BY id"))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(Job::from).collect())
-    }
-
-    async fn recent_jobs(&self, limit: i64) -> DbResult<Vec<Job>> {
-        let rows: Vec<JobDb> = sqlx::query_as(&format!("SELECT {COLS} FROM jobs ORDER BY id DESC LIMIT $1")).bind(limit).fetch_all(&self.pool).await?;
-        Ok(rows.into_iter().map(Job::from).collect())
-    }
-
-    async fn complete_grade_job(&self, job_id: i64, owner: &str, submission_id: &str, result: GradeResult<'_>) -> DbResult<bool> {
-        let mut tx = self.pool.begin().await?;
-        let now = now_ms();
-        let done = sqlx::query(
-            "UPDATE jobs SET state = 'done', finished_at = $1, lease_owner = NULL, lease_until = NULL
-             WHERE id = $2 AND lease_owner = $3 AND state = 'running'",
-        )
-        .bind(now)
-        .bind(job_id)
-        .bind(owner)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() != 1 {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        let assignment_state = match result {
-            GradeResult::Graded { scorecard_json, receipt_json, decision, score } => {
-                sqlx::query(
-                    "UPDATE submissions SET state = 'graded', error = NULL, refusal = NULL, scorecard_json = $1, receipt_json = $2,
-                        decision = $3, score = $4, graded_at = $5 WHERE id = $6",
-                )
-                .bind(scorecard_json)
-                .bind(receipt_json)
-                .bind(decision)
-                .bind(score)
-                .bind(now)
-                .bind(submission_id)
-                .execute(&mut *tx)
-                .await?;
-                "graded"
-            }
-            GradeResult::Refused { reason } => {
-                sqlx::query("UPDATE submissions SET state = 'refused', refusal = $1, graded_at = $2 WHERE id = $3")
-                    .bind(reason)
-                    .bind(now)
-                    .bind(submission_id)
-                    .execute(&mut *tx)
-                    .await?;
-                "failed"
-            }
-        };
-        sqlx::query("UPDATE assignments SET state = $1 WHERE id = (SELECT assignment_id FROM submissions WHERE id = $2)")
-            .bind(assignment_state)
-            .bind(submission_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    async fn listen_for_jobs(&self, wake: JobWake) -> DbResult<bool> {
-        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
-        listener.listen(JOBS_CHANNEL).await?;
-        tokio::spawn(async move {
-            loop {
-                match listener.recv().await {
-                    Ok(_) => wake(),
-                    Err(e) => {
-                        // The next recv reconnects; a job queued meanwhile
-                        // was missed, so wake the workers to look.
-                        tracing::warn!(error = %e, "listening for jobs failed; reconnecting");
-                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                        wake();
+crate::db::portable::jobs::job_store! {
+    super::PgStore,
+    // The subquery locks the row it picks (FOR UPDATE OF j) and skips rows
+    // another claimer holds (SKIP LOCKED), so two claimers never get the
+    // same job and neither waits for the other.
+    claim_lock: "FOR UPDATE OF j SKIP LOCKED",
+    // Postgres re-checks the subquery's WHERE against the row's newest
+    // version once it holds the lock; the outer WHERE says the same again,
+    // so a job finished meanwhile is not claimed.
+    claim_recheck: "AND (state = 'queued' OR (state = 'running' AND lease_until < $2))",
+    greatest: "GREATEST",
+    own: {
+        async fn listen_for_jobs(&self, wake: JobWake) -> DbResult<bool> {
+            let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+            listener.listen(JOBS_CHANNEL).await?;
+            tokio::spawn(async move {
+                loop {
+                    match listener.recv().await {
+                        Ok(_) => wake(),
+                        Err(e) => {
+                            // The next recv reconnects; a job queued meanwhile
+                            // was missed, so wake the workers to look.
+                            tracing::warn!(error = %e, "listening for jobs failed; reconnecting");
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                            wake();
+                        }
                     }
                 }
-            }
-        });
-        Ok(true)
-    }
+            });
+            Ok(true)
+        }
+    },
 }
 
 /// The channel the `jobs_notify` trigger (migration 0010) notifies.

@@ -2,11 +2,12 @@
 //! `gatehouse worker` processes, migrations from `migrations/postgres`.
 //!
 //! The areas whose SQL is portable are instantiated from [`super::portable`],
-//! as the SQLite backend instantiates them. The files here hold the areas
-//! whose SQL differs from SQLite's where the dialects or their concurrency
-//! do: `FOR UPDATE SKIP LOCKED` in the queue's claim, row locks where
-//! SQLite's single writer serialises a read-then-write (publishing, the
-//! meter's reservations), `GREATEST` for SQLite's two-argument `MAX`.
+//! as the SQLite backend instantiates them, with Postgres's arguments where
+//! the dialects or their concurrency differ: `FOR UPDATE SKIP LOCKED` in
+//! the queue's claim (`jobs.rs`, with `LISTEN` for queued jobs), a row lock
+//! where SQLite's single writer serialises a read-then-write (publishing),
+//! `GREATEST` for SQLite's two-argument `MAX`. The files here hold the meter,
+//! whose reservations take row locks, and the blobs kept in the database.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -25,7 +26,12 @@ mod meter;
 mod packet_audits {
     crate::db::portable::packet_audits::packet_audit_store!(super::PgStore);
 }
-mod packets;
+mod packets {
+    // Two drafts of one packet published at once would both take
+    // MAX(version) + 1; the packet's row lock puts them in turn (as
+    // create_version's upsert does).
+    crate::db::portable::packets::packet_store!(super::PgStore, publish_lock: Some("SELECT id FROM packets WHERE id = (SELECT packet_id FROM packet_versions WHERE id = $1) FOR UPDATE"));
+}
 mod sessions {
     crate::db::portable::sessions::session_store!(super::PgStore);
 }

@@ -1,6 +1,7 @@
 //! The SQLite backend: one file, WAL mode, migrations from `migrations/sqlite`.
-//! The portable areas are instantiated from [`super::portable`]; the files
-//! here hold the areas whose SQL is SQLite's own.
+//! The portable areas are instantiated from [`super::portable`], with
+//! SQLite's arguments; the files here hold the areas whose SQL is SQLite's
+//! own (the meter) and the blobs it keeps out of the database.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -14,12 +15,18 @@ mod audit {
     crate::db::portable::audit::audit_store!(super::SqliteStore);
 }
 mod blobs;
-mod jobs;
+mod jobs {
+    // One writer at a time: the claim's subquery and update are atomic as
+    // they are, with no row lock and no re-check.
+    crate::db::portable::jobs::job_store!(super::SqliteStore, claim_lock: "", claim_recheck: "", greatest: "MAX", own: {});
+}
 mod meter;
 mod packet_audits {
     crate::db::portable::packet_audits::packet_audit_store!(super::SqliteStore);
 }
-mod packets;
+mod packets {
+    crate::db::portable::packets::packet_store!(super::SqliteStore, publish_lock: None);
+}
 mod sessions {
     crate::db::portable::sessions::session_store!(super::SqliteStore);
 }
