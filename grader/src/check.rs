@@ -172,7 +172,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     // Each known-bad variant triggers exactly what it declares, and each
     // honest alternate grades clean. They are independent, so they are
     // graded side by side, one per core.
-    let alternates = alternates(packet)?;
+    let alternates = packet.alternates().map_err(|e| e.to_string())?;
     let jobs = m.variants.len() + alternates.len();
     let items = crate::par::map_indexed(jobs, |i| match m.variants.get(i) {
         Some(v) => check_variant(grader, packet, v, work.path()),
@@ -274,39 +274,16 @@ fn tail(s: &str) -> String {
     last.first().map(|l| format!(" — {}", l.trim())).unwrap_or_default()
 }
 
-/// The names of the packet's honest alternates: the folders under
-/// `alternates/`, sorted (symbolic links are not followed).
-pub fn alternates(packet: &Packet) -> Result<Vec<String>, String> {
-    let dir = packet.root.join("alternates");
-    let Ok(meta) = fs::symlink_metadata(&dir) else { return Ok(Vec::new()) };
-    if !meta.is_dir() {
-        return Err(format!("{}: alternates must be a folder of folders", dir.display()));
-    }
-    let mut names = Vec::new();
-    for entry in fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
-        let name = entry.file_name().to_string_lossy().to_string();
-        let kind = entry.file_type().map_err(|e| format!("{}: {e}", entry.path().display()))?;
-        if kind.is_dir() {
-            names.push(name);
-        } else if !name.starts_with('.') {
-            return Err(format!("{}: an alternate is a folder laid over the starter, not a file or a link", entry.path().display()));
-        }
-    }
-    names.sort();
-    Ok(names)
-}
-
 /// Grades alternate `name` as a candidate would hand it back: the tree a
-/// candidate unpacks (starter, brief, pin file) overlaid by the alternate,
-/// zipped whole. It must pass the packet's test command, draw no finding,
+/// candidate unpacks (starter, brief, pin file) overlaid by the alternate
+/// (its folder, then its diff), zipped whole. It must pass the packet's test command, draw no finding,
 /// leave nothing unevaluated and fail no hidden test that proves a failure.
 fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::env::EnvProbe, gate: &crate::starter::Gate, work: &Path) -> Vec<CheckItem> {
     let m = &packet.manifest;
     let item = |ok: bool, detail: String| CheckItem { name: format!("alternate {name} grades clean"), ok, detail, warning: false };
     let tree: PathBuf = work.join("alternates").join(name);
     let built = crate::starter::lay_received(packet, CHECK_SEED, probe, gate, &tree)
-        .and_then(|()| copy_path(&packet.root.join("alternates").join(name), &tree));
+        .and_then(|()| packet.write_alternate(name, &tree));
     if let Err(e) = built {
         return vec![item(false, format!("building the alternate: {e}"))];
     }

@@ -88,6 +88,16 @@ impl Packet {
                 return Err(missing(format!("folder of variant {:?}", v.name), &self.variant_dir(&v.name)));
             }
         }
+        // Every diff of a variant or an alternate parses and names only
+        // paths inside the tree (whether its hunks apply is known once the
+        // tree it patches is laid: `packet check`).
+        let alternates = self.alternates().map_err(|e| PacketError::Layout(e.to_string()))?;
+        let diffs = m.variants.iter().map(|v| format!("variants/{}.diff", v.name)).chain(alternates.iter().map(|a| format!("alternates/{a}.diff")));
+        for rel in diffs.filter(|rel| pk.is_file(rel)) {
+            let shown = self.root.join(&rel);
+            let text = pk.read_to_string(&rel).map_err(io_err(&shown))?;
+            split_diff(&text).map_err(|e| PacketError::Layout(format!("{}: {e}", shown.display())))?;
+        }
         if m.mutation.is_some() && self.mutants().map_err(io_err(&self.root))?.is_empty() {
             return Err(PacketError::Layout(format!("{}: [mutation] is set but mutants/ holds no mutant", self.root.display())));
         }
@@ -114,11 +124,6 @@ impl Packet {
         self.root.join("sample")
     }
 
-    /// The optional unified diff of a variant, `variants/<name>.diff`.
-    pub fn variant_patch(&self, name: &str) -> PathBuf {
-        self.root.join("variants").join(format!("{name}.diff"))
-    }
-
     /// The packet folder held open: every read of a packet file goes
     /// through it, so none leaves the folder or follows a link.
     pub fn files(&self) -> io::Result<Root> {
@@ -141,22 +146,76 @@ impl Packet {
         if pk.is_dir(&vdir) {
             pk.copy(&vdir, &out, "")?;
         }
-        let patch = format!("variants/{}.diff", v.name);
-        if pk.is_file(&patch) {
-            let text = pk.read_to_string(&patch)?;
-            let shown = self.variant_patch(&v.name);
-            let err = |e: String| io::Error::other(format!("{}: {e}", shown.display()));
-            for (path, diff) in split_diff(&text).map_err(err)? {
-                let base = if out.is_file(&path) {
-                    out.read_to_string(&path)
-                } else if pk.is_file(&format!("starter/{path}")) {
-                    pk.read_to_string(&format!("starter/{path}"))
-                } else {
-                    Ok(String::new())
+        self.apply_patch(&pk, &format!("variants/{}.diff", v.name), &out, Some("starter"))
+    }
+
+    /// The packet's honest alternates, sorted by name: each folder
+    /// `alternates/<name>/` and each diff `alternates/<name>.diff` (a name
+    /// with both is one alternate: the folder, then the diff). Any other
+    /// entry (another file, a link) is an error naming it; hidden files
+    /// (`.gitkeep`) are passed over.
+    pub fn alternates(&self) -> io::Result<Vec<String>> {
+        let pk = self.files()?;
+        let dir = self.root.join("alternates");
+        match pk.kind("alternates")? {
+            None => return Ok(Vec::new()),
+            Some(Kind::Dir) => {}
+            Some(_) => return Err(io::Error::other(format!("{}: alternates must be a folder of folders and `.diff` files", dir.display()))),
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (name, kind) in pk.entries("alternates")? {
+            match (kind, name.strip_suffix(".diff")) {
+                (Kind::Dir, _) => names.insert(name),
+                (Kind::File, Some(stem)) if !stem.is_empty() && !stem.starts_with('.') => names.insert(stem.to_string()),
+                (Kind::File, _) if name.starts_with('.') => continue,
+                _ => {
+                    return Err(io::Error::other(format!(
+                        "{}: an alternate is a folder or a `<name>.diff` laid over the starter, not another file or a link",
+                        dir.join(&name).display()
+                    )));
                 }
-                .map_err(|e| err(e.to_string()))?;
-                out.write(&path, apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes()).map_err(|e| err(e.to_string()))?;
+            };
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    /// Lays alternate `name` over `tree`, the tree a candidate receives:
+    /// the folder `alternates/<name>/` if there is one, then the diff
+    /// `alternates/<name>.diff` if there is one, applied to the files of
+    /// that tree (a file the tree lacks starts empty).
+    pub fn write_alternate(&self, name: &str, tree: &Path) -> io::Result<()> {
+        let pk = self.files()?;
+        let out = Root::create(tree)?;
+        let dir = format!("alternates/{name}");
+        if pk.is_dir(&dir) {
+            pk.copy(&dir, &out, "")?;
+        }
+        self.apply_patch(&pk, &format!("alternates/{name}.diff"), &out, None)
+    }
+
+    /// Applies the packet's multi-file unified diff `rel`, when there is
+    /// one, to the files of `out`: each file is taken from `out`, else from
+    /// the packet folder `fallback` (when given), else starts empty. Every
+    /// path is read and written through [`Root`], so none leaves its tree;
+    /// errors name the diff file and the path the diff failed on.
+    fn apply_patch(&self, pk: &Root, rel: &str, out: &Root, fallback: Option<&str>) -> io::Result<()> {
+        if !pk.is_file(rel) {
+            return Ok(());
+        }
+        let text = pk.read_to_string(rel)?;
+        let shown = self.root.join(rel);
+        let err = |e: String| io::Error::other(format!("{}: {e}", shown.display()));
+        for (path, diff) in split_diff(&text).map_err(err)? {
+            let from = fallback.map(|dir| format!("{dir}/{path}"));
+            let base = if out.is_file(&path) {
+                out.read_to_string(&path)
+            } else if let Some(from) = from.filter(|f| pk.is_file(f)) {
+                pk.read_to_string(&from)
+            } else {
+                Ok(String::new())
             }
+            .map_err(|e| err(e.to_string()))?;
+            out.write(&path, apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes()).map_err(|e| err(e.to_string()))?;
         }
         Ok(())
     }

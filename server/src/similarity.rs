@@ -658,10 +658,17 @@ def main(incident):
             packets += 1;
             let starter: HashSet<u64> = solution(&dir.join("starter")).iter().flat_map(|f| fingerprints(&f.text)).collect();
             let mut independent = vec![solution(&dir.join("sample"))];
-            if let Ok(alts) = std::fs::read_dir(dir.join("alternates")) {
-                let mut alts: Vec<_> = alts.map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
-                alts.sort();
-                independent.extend(alts.iter().map(|p| solution(p)));
+            // An alternate (a folder, a diff or both) laid over the starter,
+            // less the starter's files it leaves as they are (as the sample,
+            // a folder, holds only the files it writes).
+            let packet = grader::packet::Packet::load(&dir).unwrap();
+            for name in packet.alternates().unwrap() {
+                let tree = tempfile::tempdir().unwrap();
+                grader::tree::copy_path(&dir.join("starter"), tree.path()).unwrap();
+                packet.write_alternate(&name, tree.path()).unwrap();
+                let mut files = solution(tree.path());
+                files.retain(|f| std::fs::read_to_string(dir.join("starter").join(&f.path)).ok().as_deref() != Some(f.text.as_str()));
+                independent.push(files);
             }
             // A solution whose code is all the starter's has nothing to compare.
             let before = independent.len();

@@ -283,27 +283,9 @@ fn control_the_broken_bucket_alone_is_dropped_but_not_accused() {
 /// markers: nothing is accused, and the grade is the sample's.
 #[test]
 fn control_honest_pytest_style_tests_are_never_accused() {
-    let tests = r#"from pathlib import Path
-from unittest import mock
-
-import pytest
-
-import invoices
-
-SAMPLE = Path(__file__).with_name("sample.csv")
-
-
-def test_refund_row_lowers_the_sample_total():
-    assert invoices.total(str(SAMPLE)) == 1300
-
-
-def test_refund_only_export_totals_negative(tmp_path):
-    export = tmp_path / "refunds.csv"
-    export.write_text("cents\n-200\n-50\n", encoding="utf-8")
-    assert invoices.total(str(export)) == -250
-
-
-@pytest.mark.parametrize("rows, expected", [(["100", "-100"], 0), (["-1"], -1)])
+    // The sample's own tests, then pytest-style ones.
+    let sample_tests = std::fs::read_to_string(packet("refund-invoices").sample_dir().join("test_invoices.py")).expect("the sample's tests");
+    let tests = format!("from unittest import mock\n\nimport pytest\n\n{sample_tests}\n\n") + r#"@pytest.mark.parametrize("rows, expected", [(["100", "-100"], 0), (["-1"], -1)])
 def test_parametrized_totals(tmp_path, rows, expected, csv_writer):
     assert invoices.total(csv_writer(tmp_path, rows)) == expected
 
@@ -333,7 +315,7 @@ def csv_writer():
     return write
 "#;
     let sample = grade("refund-invoices", &[], &GradeOptions::default());
-    let card = grade("refund-invoices", &[("test_invoices.py", Some(tests)), ("conftest.py", Some(conftest))], &GradeOptions::default());
+    let card = grade("refund-invoices", &[("test_invoices.py", Some(&tests)), ("conftest.py", Some(conftest))], &GradeOptions::default());
     assert!(tampering(&card).is_none(), "{}", describe(&card));
     assert!(tampering(&sample).is_none(), "{}", describe(&sample));
     assert_eq!(card.scoring.decision, sample.scoring.decision, "{}", describe(&card));

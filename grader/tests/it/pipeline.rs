@@ -439,7 +439,7 @@ fn check_packet_refuses_a_file_or_link_among_alternates() {
     let report = check_packet(grader(), &root);
     let failed = failures(&report);
     assert_eq!(failed.len(), 1, "{failed:#?}");
-    assert!(failed[0].contains("an alternate is a folder laid over the starter, not a file or a link"), "{failed:#?}");
+    assert!(failed[0].contains("alternates/README: an alternate is a folder or a `<name>.diff` laid over the starter, not another file or a link"), "{failed:#?}");
     fs::remove_file(root.join("alternates/README")).expect("removing");
     std::os::unix::fs::symlink(tmp.path(), root.join("alternates/outside")).expect("a symlink");
     let report = check_packet(grader(), &root);
@@ -447,6 +447,77 @@ fn check_packet_refuses_a_file_or_link_among_alternates() {
         report.failures().any(|i| i.detail.contains("not a file or a link") || i.detail.contains("a packet may not contain links")),
         "a link out of the packet is refused, never followed"
     );
+}
+
+/// A diff alternate: the starter's `calc.py` edited, a new `NOTES.md`.
+const ALTERNATE_DIFF: &str = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return b + a\n--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+Swapped the sign and the operands.\n";
+
+#[test]
+fn check_packet_grades_an_alternate_given_as_a_diff_over_the_received_tree() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    // Alone, and with a folder of the same name laid first: the diff
+    // patches the folder's file, not the starter's.
+    write(&root, "alternates/patched.diff", ALTERNATE_DIFF);
+    write(&root, "alternates/mixed/calc.py", "def add(a, b):\n    return a - b\n\n\ndef unused():\n    return 0\n");
+    write(&root, "alternates/mixed.diff", ALTERNATE_DIFF);
+    // A diff whose hunk does not match the tree it patches.
+    write(&root, "alternates/stale.diff", &ALTERNATE_DIFF.replace("-    return a - b", "-    return a + b"));
+    let packet = Packet::load(&root).expect("the diffs parse, so the packet loads");
+    assert_eq!(packet.alternates().expect("alternates"), ["mixed", "patched", "stale"]);
+    let tree = tmp.path().join("mixed-tree");
+    copy_path(&root.join("starter"), &tree).expect("a received tree");
+    packet.write_alternate("mixed", &tree).expect("laying mixed");
+    assert_eq!(fs::read_to_string(tree.join("calc.py")).expect("calc.py"), "def add(a, b):\n    return b + a\n\n\ndef unused():\n    return 0\n");
+    assert_eq!(fs::read_to_string(tree.join("NOTES.md")).expect("NOTES.md"), "Swapped the sign and the operands.\n");
+    assert!(tree.join("test_calc.py").is_file(), "the received tree stays under the alternate");
+
+    let report = check_packet(grader(), &root);
+    let items: BTreeMap<&str, (bool, &str)> = report.items.iter().map(|i| (i.name.as_str(), (i.ok, i.detail.as_str()))).collect();
+    assert!(items["alternate patched grades clean"].0, "{items:#?}");
+    assert!(items["alternate mixed grades clean"].0, "{items:#?}");
+    let stale = items["alternate stale grades clean"];
+    assert!(!stale.0);
+    assert!(
+        stale.1.contains("building the alternate: ") && stale.1.contains("alternates/stale.diff: calc.py: line 2: expected `    return a + b`, found `    return a - b`"),
+        "{}",
+        stale.1
+    );
+    let failed: Vec<&str> = report.failures().map(|i| i.name.as_str()).collect();
+    assert_eq!(failed, ["alternate stale grades clean"]);
+}
+
+#[test]
+fn a_malformed_or_escaping_alternate_diff_is_refused_when_the_packet_loads() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    let refused = |text: &str| {
+        write(&root, "alternates/bad.diff", text);
+        let e = Packet::load(&root).expect_err("refused").to_string();
+        fs::remove_file(root.join("alternates/bad.diff")).expect("removing");
+        e
+    };
+    let e = refused("I rewrote add.\n");
+    assert!(e.ends_with("alternates/bad.diff: line 1: `I rewrote add.` is not part of a unified diff"), "{e}");
+    let e = refused("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n");
+    assert!(e.ends_with("alternates/bad.diff: line 5: the hunk ends early"), "{e}");
+    for (path, shown) in [("b/../x.py", "b/../x.py"), ("/etc/passwd", "/etc/passwd"), ("b/sub/../../x.py", "b/sub/../../x.py")] {
+        let e = refused(&format!("--- /dev/null\n+++ {path}\n@@ -0,0 +1 @@\n+x = 1\n"));
+        assert!(e.ends_with(&format!("alternates/bad.diff: `{shown}` is not a relative path inside the tree")), "{path}: {e}");
+    }
+    // A variant's diff is held to the same rule.
+    write(&root, "variants/buggy.diff", "--- a/calc.py\n+++ ../calc.py\n@@ -1 +1 @@\n-x\n+y\n");
+    let e = Packet::load(&root).expect_err("refused").to_string();
+    assert!(e.ends_with("variants/buggy.diff: `../calc.py` is not a relative path inside the tree"), "{e}");
+    fs::remove_file(root.join("variants/buggy.diff")).expect("removing");
+    // Quiet: a well-formed diff, and a hidden file beside it, load.
+    write(&root, "alternates/good.diff", ALTERNATE_DIFF);
+    write(&root, "alternates/.gitkeep", "");
+    assert_eq!(Packet::load(&root).expect("loads").alternates().expect("alternates"), ["good"]);
+    // Another file is no alternate.
+    write(&root, "alternates/good.patch", ALTERNATE_DIFF);
+    let e = Packet::load(&root).expect_err("refused").to_string();
+    assert!(e.contains("alternates/good.patch: an alternate is a folder or a `<name>.diff`"), "{e}");
 }
 
 #[test]

@@ -116,3 +116,15 @@ def tests_pass(command: list[str]) -> tuple[bool, str]:
 
 def restore(pristine: str, path: str) -> None:
     shutil.copyfile(_pristine(pristine), path)
+
+
+def replay_issue(ledger: str, source_test: str, pristine: str, answers: dict | None = None) -> dict:
+    """`replay`, then the issue's own check: the digest of its test file
+    `source_test` as the run left it (`test_digest`; the run must not change
+    it), the pristine copy put back, and the fixture's test command run on the
+    code the agent changed (`passed`, `test_output`)."""
+    out = replay(ledger, answers=answers)
+    out["test_digest"] = digest(source_test)
+    restore(pristine, source_test)
+    out["passed"], out["test_output"] = tests_pass(json.loads(Path(FIXTURE).read_text())["test"])
+    return out

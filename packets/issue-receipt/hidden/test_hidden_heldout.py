@@ -1,10 +1,8 @@
 """The candidate's command on a fixture they never saw (issue 207, another
 file, another test command), laid over fixtures/issue_142.json. Prefix test_heldout_*."""
 
-import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -25,11 +23,7 @@ def reorder_list(levels: dict[str, int], threshold: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def run():
-    out = R.replay("heldout_ledger.jsonl", answers={"207": FIXED})
-    out["test_digest"] = R.digest(SOURCE_TEST)
-    R.restore(PRISTINE, SOURCE_TEST)
-    out["passed"], out["test_output"] = R.tests_pass(json.loads(Path(R.FIXTURE).read_text())["test"])
-    return out
+    return R.replay_issue("heldout_ledger.jsonl", SOURCE_TEST, PRISTINE, answers={"207": FIXED})
 
 
 def test_heldout_exits_zero(run):

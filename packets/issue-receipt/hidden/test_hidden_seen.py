@@ -1,7 +1,6 @@
 """Replay of the candidate's command on the fixture they saw (issue 142),
 against the packet's deterministic model. Prefix test_seen_*."""
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -17,11 +16,7 @@ PRISTINE = ".gatehouse/pristine/test_slug.py"
 
 @pytest.fixture(scope="module")
 def run():
-    out = R.replay("recomputed.jsonl")
-    out["test_digest"] = R.digest(SOURCE_TEST)
-    R.restore(PRISTINE, SOURCE_TEST)
-    out["passed"], out["test_output"] = R.tests_pass(json.loads(Path(R.FIXTURE).read_text())["test"])
-    return out
+    return R.replay_issue("recomputed.jsonl", SOURCE_TEST, PRISTINE)
 
 
 def test_seen_exits_zero(run):

@@ -1,10 +1,16 @@
-"""A scriptable origin server for the held-out fetch tests (127.0.0.1 only)."""
+"""A scriptable origin server for the held-out fetch tests (127.0.0.1 only),
+and the fixtures and checks those test modules share (a module imports the
+fixtures it uses: `paths` is autouse)."""
 
 from __future__ import annotations
 
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import re
 import threading
+
+import pytest
+
+import fetch
 
 
 def payload(size: int) -> bytes:
@@ -86,3 +92,32 @@ class Origin:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def paths(tmp_path, monkeypatch):
+    """fetch.DEST and fetch.PART in the test's own folder."""
+    monkeypatch.setattr(fetch, "DEST", tmp_path / "data.bin")
+    monkeypatch.setattr(fetch, "PART", tmp_path / "data.bin.part")
+
+
+@pytest.fixture
+def serve():
+    """Starts an Origin (same arguments); every one started is closed after the test."""
+    started = []
+
+    def start(*args, **kwargs):
+        origin = Origin(*args, **kwargs)
+        started.append(origin)
+        return origin
+
+    yield start
+    for origin in started:
+        origin.close()
+
+
+def assert_complete(body: bytes) -> None:
+    """The download finished: DEST holds exactly `body` and PART is gone."""
+    got = fetch.DEST.read_bytes()
+    assert got == body, f"DEST holds {len(got)} bytes that differ from the {len(body)} served"
+    assert not fetch.PART.is_file(), "PART must be renamed to DEST once complete"

@@ -5,28 +5,19 @@ from __future__ import annotations
 import pytest
 
 import fetch
-from hidden_origin import Origin, payload
-
-
-@pytest.fixture(autouse=True)
-def paths(tmp_path, monkeypatch):
-    monkeypatch.setattr(fetch, "DEST", tmp_path / "data.bin")
-    monkeypatch.setattr(fetch, "PART", tmp_path / "data.bin.part")
+from hidden_origin import assert_complete, paths, payload, serve  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
-def stubborn():
-    origin = Origin(payload(2500), mode="ignore")
-    yield origin
-    origin.close()
+def stubborn(serve):
+    return serve(payload(2500), mode="ignore")
 
 
 def test_hidden_200_replaces_garbage_partial(stubborn):
     fetch.PART.write_bytes(b"\x00garbage\x00" * 20)
     fetch.fetch(stubborn.url)
     assert stubborn.ranges == ["bytes=180-"]
-    assert fetch.DEST.read_bytes() == stubborn.body
-    assert not fetch.PART.is_file(), "PART must be renamed to DEST once complete"
+    assert_complete(stubborn.body)
 
 
 def test_hidden_200_replaces_true_prefix(stubborn):

@@ -5,35 +5,14 @@ from __future__ import annotations
 import pytest
 
 import fetch
-from hidden_origin import Origin, payload
-
-
-@pytest.fixture(autouse=True)
-def paths(tmp_path, monkeypatch):
-    monkeypatch.setattr(fetch, "DEST", tmp_path / "data.bin")
-    monkeypatch.setattr(fetch, "PART", tmp_path / "data.bin.part")
-
-
-@pytest.fixture
-def serve():
-    started = []
-
-    def start(*args, **kwargs):
-        origin = Origin(*args, **kwargs)
-        started.append(origin)
-        return origin
-
-    yield start
-    for origin in started:
-        origin.close()
+from hidden_origin import assert_complete, paths, payload, serve  # noqa: F401 (fixtures)
 
 
 def test_hidden_resume_fresh_sends_no_range(serve):
     origin = serve(payload(3000))
     assert fetch.fetch(origin.url) == fetch.DEST
     assert origin.ranges == [None]
-    assert fetch.DEST.read_bytes() == origin.body
-    assert not fetch.PART.is_file(), "PART must be renamed to DEST once complete"
+    assert_complete(origin.body)
 
 
 def test_hidden_resume_large_offset_one_request(serve):
@@ -42,8 +21,7 @@ def test_hidden_resume_large_offset_one_request(serve):
     fetch.PART.write_bytes(body[:123_457])
     assert fetch.fetch(origin.url) == fetch.DEST
     assert origin.ranges == ["bytes=123457-"]
-    assert fetch.DEST.read_bytes() == body
-    assert not fetch.PART.is_file(), "PART must be renamed to DEST once complete"
+    assert_complete(body)
 
 
 def test_hidden_resume_one_byte_missing(serve):
@@ -66,8 +44,7 @@ def test_hidden_resume_crash_mid_body_keeps_part(serve):
     healthy = serve(body)
     assert fetch.fetch(healthy.url) == fetch.DEST
     assert healthy.ranges == ["bytes=1800-"]
-    assert fetch.DEST.read_bytes() == body
-    assert not fetch.PART.is_file(), "PART must be renamed to DEST once complete"
+    assert_complete(body)
 
 
 def test_hidden_resume_crash_during_resume(serve):
