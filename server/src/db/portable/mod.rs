@@ -3,11 +3,12 @@
 //! their own (`mod users { user_store!(super::SqliteStore); }`). The SQL
 //! uses `$n` placeholders, which sqlx binds on SQLite as on Postgres; what
 //! still differs between the dialects is an argument of the macro. The
-//! areas whose SQL differs (the queue's claim, the meter's reservations,
-//! publishing under a row lock) keep a file per backend.
+//! areas whose SQL differs (the queue's claim, publishing under a row
+//! lock) keep a file per backend.
 
 pub(crate) mod assignments;
 pub(crate) mod audit;
+pub(crate) mod meter;
 pub(crate) mod packet_audits;
 pub(crate) mod sessions;
 pub(crate) mod submissions;

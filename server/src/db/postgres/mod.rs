@@ -5,8 +5,8 @@
 //! as the SQLite backend instantiates them. The files here hold the areas
 //! whose SQL differs from SQLite's where the dialects or their concurrency
 //! do: `FOR UPDATE SKIP LOCKED` in the queue's claim, row locks where
-//! SQLite's single writer serialises a read-then-write (publishing, the
-//! meter's reservations), `GREATEST` for SQLite's two-argument `MAX`.
+//! SQLite's single writer serialises a read-then-write (publishing),
+//! `GREATEST` for SQLite's two-argument `MAX`.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -21,7 +21,9 @@ mod audit {
 }
 mod blobs;
 mod jobs;
-mod meter;
+mod meter {
+    crate::db::portable::meter::meter_store!(super::PgStore, pool);
+}
 mod packet_audits {
     crate::db::portable::packet_audits::packet_audit_store!(super::PgStore);
 }

@@ -15,7 +15,9 @@ mod audit {
 }
 mod blobs;
 mod jobs;
-mod meter;
+mod meter {
+    crate::db::portable::meter::meter_store!(super::SqliteStore, writer);
+}
 mod packet_audits {
     crate::db::portable::packet_audits::packet_audit_store!(super::SqliteStore);
 }
