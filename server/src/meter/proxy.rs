@@ -372,7 +372,9 @@ fn usage_field(v: &Value) -> Option<(i64, i64)> {
 }
 
 fn usage_numbers(u: &Value) -> Option<(i64, i64)> {
-    let u = Some(u).filter(|u| u.is_object())?;
+    if !u.is_object() {
+        return None;
+    }
     let prompt = u.get("prompt_tokens").and_then(Value::as_i64)?;
     let completion = u.get("completion_tokens").and_then(Value::as_i64).unwrap_or(0);
     Some((prompt, completion))
