@@ -71,6 +71,9 @@ pub struct Memo {
     pub similarity: crate::similarity::Cache,
     /// Writes the meter's transcripts to the blob store in batches.
     pub blob_writer: crate::blobs::BatchWriter,
+    /// The meter's keys, witnessed reds and running totals (see
+    /// `crate::meter::cache` for what invalidates each).
+    pub meter: crate::meter::cache::MeterCache,
 }
 
 /// Holds an assignment's witnessed-run slot until dropped.

@@ -116,6 +116,40 @@ pub struct MeterUsage {
     pub transcript_bytes: i64,
 }
 
+impl std::ops::AddAssign for MeterUsage {
+    fn add_assign(&mut self, d: MeterUsage) {
+        self.calls += d.calls;
+        self.tokens += d.tokens;
+        self.request_bytes += d.request_bytes;
+        self.transcript_bytes += d.transcript_bytes;
+    }
+}
+
+impl MeterUsage {
+    /// What recording `c` adds to the totals: the arithmetic of the
+    /// trigger `model_calls_admit` (migration 0011), for the meter's
+    /// in-memory copy (`crate::meter::cache`).
+    pub fn admit(&mut self, c: &NewModelCall<'_>) {
+        let counted = i64::from(c.counted);
+        self.calls += counted;
+        self.tokens += c.reserved_tokens * counted;
+        self.request_bytes += c.request_bytes * counted;
+        self.transcript_bytes += c.transcript_bytes;
+    }
+
+    /// What settling a forwarded call admitted with `reserved_tokens`,
+    /// `request_bytes` and `transcript_bytes` changes: the arithmetic of the
+    /// trigger `model_calls_settle` (the reservation replaced by the tokens
+    /// used, the call and its bytes taken out when it no longer counts).
+    pub fn settle(&mut self, reserved_tokens: i64, request_bytes: i64, transcript_bytes: i64, o: &ModelCallOutcome) {
+        let counted = i64::from(o.counted);
+        self.calls += counted - 1;
+        self.tokens += (o.prompt_tokens + o.completion_tokens) * counted - reserved_tokens;
+        self.request_bytes -= (1 - counted) * request_bytes;
+        self.transcript_bytes += o.transcript_bytes.unwrap_or(transcript_bytes) - transcript_bytes;
+    }
+}
+
 #[async_trait]
 pub trait MeterStore {
     /// Every call of the assignment, oldest first.

@@ -29,6 +29,7 @@ use crate::now_ms;
 use crate::state::AppState;
 
 mod budget;
+pub mod cache;
 mod proxy;
 pub mod transcript;
 
@@ -68,13 +69,32 @@ pub async fn current_key(state: &AppState, a: &Assignment, link_token: &str) -> 
     }))
 }
 
-/// Revokes every key of the assignment and issues the next generation.
-pub async fn reissue_key(state: &AppState, a: &Assignment, link_token: &str) -> Result<String, AppError> {
+/// Revokes every key of the assignment still valid; returns how many.
+/// The meter's cache forgets the assignment's keys once the database has
+/// them revoked, so the very next call with one is refused. Every
+/// revocation goes through here.
+pub async fn revoke_keys(state: &AppState, a: &Assignment) -> Result<usize, AppError> {
     let keys = state.db.model_keys_of(&a.id).await?;
     let now = now_ms();
-    for k in keys.iter().filter(|k| k.revoked_at.is_none()) {
-        state.db.revoke_model_key(k.id, now).await?;
+    let mut revoked = 0;
+    let result = async {
+        for k in keys.iter().filter(|k| k.revoked_at.is_none()) {
+            state.db.revoke_model_key(k.id, now).await?;
+            revoked += 1;
+        }
+        Ok::<_, AppError>(())
     }
+    .await;
+    // Forgotten even when a revocation failed part way.
+    state.memo.meter.forget_keys_of(&a.id);
+    result.map(|()| revoked)
+}
+
+/// Revokes every key of the assignment and issues the next generation.
+pub async fn reissue_key(state: &AppState, a: &Assignment, link_token: &str) -> Result<String, AppError> {
+    revoke_keys(state, a).await?;
+    let keys = state.db.model_keys_of(&a.id).await?;
+    let now = now_ms();
     let generation = keys.last().map(|k| k.generation + 1).unwrap_or(1);
     let key = model_key(generation, link_token);
     state.db.create_model_key(&a.id, generation, &token_hash(&key), now).await?;
@@ -254,23 +274,44 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
 
-/// The assignment behind a model key. A revoked key or a passed deadline
-/// is a refusal of that assignment (returned with it, so it can be
-/// recorded); an unknown key is plain 401.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Assignment, Option<(&'static str, AppError)>), OpenAiError> {
+/// A model key's row and assignment, and how to keep them once the
+/// assignment has started (see [`cache`]).
+struct Authenticated {
+    keyed: std::sync::Arc<cache::Keyed>,
+    hash: String,
+    /// The cache's epoch when the facts were read from the database (None:
+    /// they came from the cache).
+    read_at: Option<u64>,
+}
+
+/// The assignment behind a model key, from the meter's cache or the
+/// database. A revoked key or a passed deadline is a refusal of that
+/// assignment (returned with it, so it can be recorded); an unknown key is
+/// plain 401.
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Authenticated, Option<(&'static str, AppError)>), OpenAiError> {
     let key = bearer(headers).ok_or_else(|| {
         bad_key("send `Authorization: Bearer <model key>`; the key is on your assignment page")
     })?;
-    let row = state
-        .db
-        .model_key_by_hash(&token_hash(key))
-        .await?
-        .ok_or_else(|| bad_key("this model key is not known; copy the key from your assignment page"))?;
-    let a = state
-        .db
-        .assignment_by_id(&row.assignment_id)
-        .await?
-        .ok_or_else(|| bad_key("this model key's assignment no longer exists"))?;
+    let hash = token_hash(key);
+    let (keyed, read_at) = match state.memo.meter.key(&hash) {
+        Ok(keyed) => (keyed, None),
+        Err(epoch) => {
+            let row = state
+                .db
+                .model_key_by_hash(&hash)
+                .await?
+                .ok_or_else(|| bad_key("this model key is not known; copy the key from your assignment page"))?;
+            let assignment = state
+                .db
+                .assignment_by_id(&row.assignment_id)
+                .await?
+                .ok_or_else(|| bad_key("this model key's assignment no longer exists"))?;
+            let keyed = std::sync::Arc::new(cache::Keyed { key: row, assignment });
+            state.memo.meter.keep_key(&hash, epoch, keyed.clone());
+            (keyed, Some(epoch))
+        }
+    };
+    let (row, a) = (&keyed.key, &keyed.assignment);
     let refusal = if let Some(at) = row.revoked_at {
         Some(("revoked", bad_key(format!(
             "this model key was revoked at {}; your assignment page shows the current key",
@@ -284,7 +325,19 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Assignme
     } else {
         None
     };
-    Ok((a, refusal))
+    Ok((Authenticated { keyed, hash, read_at }, refusal))
+}
+
+/// Whether the assignment's red run was witnessed (kept once it was).
+async fn red_witnessed(state: &AppState, assignment_id: &str) -> Result<bool, AppError> {
+    if state.memo.meter.red_witnessed(assignment_id) {
+        return Ok(true);
+    }
+    let red = state.db.red_witnessed_at(assignment_id).await?.is_some();
+    if red {
+        state.memo.meter.keep_red_witnessed(assignment_id);
+    }
+    Ok(red)
 }
 
 /// What the meter reads from a request body before forwarding it.
@@ -370,6 +423,9 @@ async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, body: &Byte
             transcript_bytes: (request.bytes + response.bytes) as i64,
         })
         .await;
+    // The row's transcript bytes are in the database's totals: the kept
+    // ones are read afresh by the next admission.
+    state.memo.meter.forget_totals(&a.id);
     metrics::counter!("gatehouse_model_calls_refused_total", "refused" => refused.to_string()).increment(1);
     match recorded {
         Ok(_) => error,
@@ -409,10 +465,25 @@ fn requested_max(json: &Value) -> Option<(&'static str, i64)> {
         .find_map(|k| json.get(k).and_then(Value::as_i64).map(|v| (k, v.max(0))))
 }
 
+/// `body` (a JSON object without `field`) with `"field":value` as its
+/// first member.
+fn with_first_field(body: &[u8], field: &str, value: i64) -> Bytes {
+    let open = body.iter().position(|&b| b == b'{').expect("the body is a JSON object");
+    let rest = &body[open + 1..];
+    let empty = rest.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'}');
+    let member = format!("\"{field}\":{value}{}", if empty { "" } else { "," });
+    let mut out = Vec::with_capacity(body.len() + member.len());
+    out.extend_from_slice(&body[..=open]);
+    out.extend_from_slice(member.as_bytes());
+    out.extend_from_slice(rest);
+    Bytes::from(out)
+}
+
 async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, OpenAiError> {
     let started = Instant::now();
-    let (a, refusal) = authenticate(&state, &headers).await?;
-    let rules = rules_for(&state, &a).await?;
+    let (auth, refusal) = authenticate(&state, &headers).await?;
+    let a = &auth.keyed.assignment;
+    let rules = rules_for(&state, a).await?;
     let limit = request_limit(&state, &rules);
     let body = match read_body(body, limit).await? {
         Ok(b) => b,
@@ -425,12 +496,12 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             let error = AppError::TooLarge(format!("this request is larger than the {limit} bytes a model call may send"))
                 .coded("request_too_large")
                 .with_fields(json!({ "cap": "request_size", "limit": limit }));
-            return Err(refuse(&state, &a, &req, &Bytes::from(seen), "request_size", error).await);
+            return Err(refuse(&state, a, &req, &Bytes::from(seen), "request_size", error).await);
         }
     };
     let (req, json) = RequestInfo::of(&body, &headers);
     if let Some((why, error)) = refusal {
-        return Err(refuse(&state, &a, &req, &body, why, error).await);
+        return Err(refuse(&state, a, &req, &body, why, error).await);
     }
     // Using the assignment's (valid) model key starts its time box, even
     // when the call is refused below.
@@ -439,7 +510,15 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         None => {
             let t = now_ms();
             state.db.start_assignment(&a.id, t).await?;
-            Some(t)
+            // Read back (an earlier start stands), and kept from now on:
+            // `started_at` never changes again.
+            let fresh = state.db.assignment_by_id(&a.id).await?.ok_or_else(|| bad_key("this model key's assignment no longer exists"))?;
+            let at = fresh.started_at.unwrap_or(t);
+            if let Some(epoch) = auth.read_at {
+                let keyed = cache::Keyed { key: auth.keyed.key.clone(), assignment: fresh };
+                state.memo.meter.keep_key(&auth.hash, epoch, std::sync::Arc::new(keyed));
+            }
+            Some(at)
         }
     };
     let Some(json) = json else {
@@ -447,29 +526,29 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             "the request body is not a JSON object; send a chat completion request (`{\"model\": ..., \"messages\": [...]}`)".into(),
         )
         .coded("invalid_request_error");
-        return Err(refuse(&state, &a, &req, &body, "invalid_request", error).await);
+        return Err(refuse(&state, a, &req, &body, "invalid_request", error).await);
     };
-    if rules.waits_for_red() && state.db.red_witnessed_at(&a.id).await?.is_none() {
+    if rules.waits_for_red() && !red_witnessed(&state, &a.id).await? {
         let error = AppError::Forbidden(
             "the model window opens after a witnessed red run: ask the platform to witness your failing test first (see your assignment page), then call the model".into(),
         )
         .coded("model_window_closed");
-        return Err(refuse(&state, &a, &req, &body, "model_window", error).await);
+        return Err(refuse(&state, a, &req, &body, "model_window", error).await);
     }
     let now = now_ms();
-    if let (Some(tb), Some(start)) = (time_box_secs(&a, &rules), started_at)
+    if let (Some(tb), Some(start)) = (time_box_secs(a, &rules), started_at)
         && now >= start + tb * 1000
     {
         let limit = tb / 60;
         let error = budget::exceeded("time_box_minutes", limit, (now - start) / 60_000, format!("the time box of {limit} min is over"));
-        return Err(refuse(&state, &a, &req, &body, "time_box_minutes", error).await);
+        return Err(refuse(&state, a, &req, &body, "time_box_minutes", error).await);
     }
     if let Some(error) = rules.model_refusal(&req.model) {
-        return Err(refuse(&state, &a, &req, &body, "model", error).await);
+        return Err(refuse(&state, a, &req, &body, "model", error).await);
     }
     let Some((base, upstream_key)) = state.config.model_upstream(&a.slug) else {
         let error = not_configured();
-        return Err(refuse(&state, &a, &req, &body, "no_upstream", error).await);
+        return Err(refuse(&state, a, &req, &body, "no_upstream", error).await);
     };
 
     // Admission: check the caps and reserve the worst case under the
@@ -480,10 +559,17 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     let mut rewritten = false;
     let lock = state.memo.lock_for(&a.id);
     let guard = lock.lock().await;
-    let usage = state.db.meter_usage(&a.id).await?;
+    let usage = match state.memo.meter.totals(&a.id) {
+        Some(usage) => usage,
+        None => {
+            let usage = state.db.meter_usage(&a.id).await?;
+            state.memo.meter.keep_totals(&a.id, usage);
+            usage
+        }
+    };
     if let Some(r) = budget::check(rules.budgets(), usage, req.bytes) {
         let error = budget::exceeded(r.cap, r.limit, r.used, r.message);
-        return Err(refuse(&state, &a, &req, &body, r.cap, error).await);
+        return Err(refuse(&state, a, &req, &body, r.cap, error).await);
     }
     let asked = requested_max(&forwarded);
     let (field, mut max) = match asked {
@@ -506,10 +592,12 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
                     "this request's prompt is about {prompt_estimate} tokens and only {left} of the budget of {limit} tokens are left (calls in flight hold their max_tokens until they end)"
                 ),
             );
-            return Err(refuse(&state, &a, &req, &body, "tokens", error).await);
+            return Err(refuse(&state, a, &req, &body, "tokens", error).await);
         }
         max = Some(max.map_or(room, |m| m.min(room)));
     }
+    // (A `max_tokens` that is no integer is replaced, never sent twice.)
+    let field_sent = forwarded.get(field).is_some();
     if max != asked.map(|(_, v)| v)
         && let Some(m) = max
     {
@@ -535,9 +623,7 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     let request = transcript::keep(&state, "request", body.clone(), room, Some(&req.sha256));
     let response_room = room.after(request.bytes);
     let transcript_bytes = request.bytes + response_room.limit();
-    let id = state
-        .db
-        .insert_model_call(NewModelCall {
+    let admitted = NewModelCall {
             assignment_id: &a.id,
             at: now,
             model: &req.model,
@@ -555,15 +641,36 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             response_body_sha256: None,
             transcript_cut: request.cut.as_deref(),
             transcript_bytes: transcript_bytes as i64,
-        })
-        .await?;
+        };
+    let mut kept = usage;
+    kept.admit(&admitted);
+    // Committed before the call is forwarded: a crash from here on leaves a
+    // row in flight that `settle_interrupted` settles at the next start.
+    let id = match state.db.insert_model_call(admitted).await {
+        Ok(id) => id,
+        Err(e) => {
+            state.memo.meter.forget_totals(&a.id);
+            return Err(e.into());
+        }
+    };
+    state.memo.meter.keep_totals(&a.id, kept);
     drop(guard);
     metrics::counter!("gatehouse_model_calls_total").increment(1);
-    let upstream_body = if rewritten { Bytes::from(serde_json::to_vec(&forwarded).expect("JSON serializes")) } else { body };
+    let upstream_body = match (rewritten, field_sent, max, strip_usage) {
+        (false, ..) => body,
+        // Only a max_tokens the client did not send was filled in: added
+        // to the client's bytes, the rest of the body is not serialised again.
+        (true, false, Some(m), false) => with_first_field(&body, field, m),
+        (true, ..) => Bytes::from(serde_json::to_vec(&forwarded).expect("JSON serializes")),
+    };
     let response_room = transcript::Room { left: response_room.limit(), ..response_room };
     let call = proxy::Call {
         state: state.clone(),
         id,
+        assignment_id: a.id.clone(),
+        reserved_tokens: reserved,
+        request_bytes: req.bytes,
+        transcript_bytes: transcript_bytes as i64,
         stream: req.stream,
         strip_usage,
         request: Some(forwarded),
@@ -576,10 +683,11 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
 }
 
 async fn models(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, OpenAiError> {
-    let (a, refusal) = authenticate(&state, &headers).await?;
+    let (auth, refusal) = authenticate(&state, &headers).await?;
     if let Some((_, error)) = refusal {
         return Err(error.into());
     }
+    let a = &auth.keyed.assignment;
     let Some((base, key)) = state.config.model_upstream(&a.slug) else {
         return Err(not_configured().into());
     };
@@ -641,6 +749,19 @@ mod tests {
         assert_eq!((status, retry), (500, None));
         assert_eq!(body["error"]["type"], "server_error");
         assert!(!body.to_string().contains("disk on fire"), "{body}");
+    }
+
+    #[test]
+    fn a_filled_in_field_is_added_to_the_bodys_bytes() {
+        for (body, expect) in [
+            (&br#"{"model":"m","messages":[]}"#[..], json!({"max_tokens": 7, "model": "m", "messages": []})),
+            (b" \n{ \"a\" : 1 }", json!({"max_tokens": 7, "a": 1})),
+            (b"{}", json!({"max_tokens": 7})),
+            (b"{ \n }", json!({"max_tokens": 7})),
+        ] {
+            let out = with_first_field(body, "max_tokens", 7);
+            assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), expect, "{}", String::from_utf8_lossy(&out));
+        }
     }
 
     #[test]

@@ -23,6 +23,12 @@ pub struct Call {
     pub state: AppState,
     /// The pending `model_calls` row.
     pub id: i64,
+    /// Its assignment, and what admission added to the assignment's
+    /// totals (settlement moves the meter's kept totals as the database's).
+    pub assignment_id: String,
+    pub reserved_tokens: i64,
+    pub request_bytes: i64,
+    pub transcript_bytes: i64,
     pub stream: bool,
     /// The meter asked for the stream's usage chunk; it is kept from the client.
     pub strip_usage: bool,
@@ -75,8 +81,19 @@ impl Call {
             transcript_cut: kept.cut,
             transcript_bytes: Some((self.request_kept + kept.bytes) as i64),
         };
-        if let Err(e) = self.state.db.finish_model_call(self.id, outcome).await {
-            tracing::error!(error = %e, call = self.id, "recording a model call failed");
+        // Under the admission lock, so the kept totals move in the order
+        // the database's do.
+        let lock = self.state.memo.lock_for(&self.assignment_id);
+        let _guard = lock.lock().await;
+        let mut moved = crate::db::meter::MeterUsage::default();
+        moved.settle(self.reserved_tokens, self.request_bytes, self.transcript_bytes, &outcome);
+        match self.state.db.finish_model_call(self.id, outcome).await {
+            Ok(true) => self.state.memo.meter.move_totals(&self.assignment_id, |t| *t += moved),
+            Ok(false) => {}
+            Err(e) => {
+                self.state.memo.meter.forget_totals(&self.assignment_id);
+                tracing::error!(error = %e, call = self.id, "recording a model call failed");
+            }
         }
         metrics::counter!("gatehouse_model_tokens_total").increment((usage.prompt + usage.completion).max(0) as u64);
     }
@@ -351,7 +368,13 @@ fn estimate(text: &str) -> i64 {
 }
 
 fn usage_field(v: &Value) -> Option<(i64, i64)> {
-    let u = v.get("usage").filter(|u| u.is_object())?;
+    usage_numbers(v.get("usage")?)
+}
+
+fn usage_numbers(u: &Value) -> Option<(i64, i64)> {
+    if !u.is_object() {
+        return None;
+    }
     let prompt = u.get("prompt_tokens").and_then(Value::as_i64)?;
     let completion = u.get("completion_tokens").and_then(Value::as_i64).unwrap_or(0);
     Some((prompt, completion))
@@ -434,7 +457,16 @@ fn reported_usage(stream: bool, response: &[u8]) -> Option<Usage> {
     let reported = if stream {
         sse_chunks(response).iter().filter_map(usage_field).next_back()
     } else {
-        serde_json::from_slice::<Value>(response).ok().as_ref().and_then(usage_field)
+        // Only `usage` is built; the rest of the answer is skipped over.
+        #[derive(serde::Deserialize)]
+        struct UsageOnly {
+            usage: Option<Value>,
+        }
+        match serde_json::from_slice::<UsageOnly>(response) {
+            Ok(answer) => answer.usage.as_ref().and_then(usage_numbers),
+            // (Not an object, or `usage` twice: read as any JSON.)
+            Err(_) => serde_json::from_slice::<Value>(response).ok().as_ref().and_then(usage_field),
+        }
     };
     reported.map(|(prompt, completion)| Usage { prompt, completion, estimated: false })
 }

@@ -314,12 +314,7 @@ async fn revoke_model_key(State(state): State<AppState>, signed_in: SignedIn, Pa
     signed_in.require(Role::Author)?;
     signed_in.verify_csrf(Some(&f.csrf)).await?;
     let a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
-    let now = crate::now_ms();
-    let mut revoked = 0;
-    for k in state.db.model_keys_of(&a.id).await?.into_iter().filter(|k| k.revoked_at.is_none()) {
-        state.db.revoke_model_key(k.id, now).await?;
-        revoked += 1;
-    }
+    let revoked = crate::meter::revoke_keys(&state, &a).await?;
     state
         .db
         .audit(&format!("user:{}", signed_in.user.id), "assignment.model_key.revoke", &format!("assignment:{}", a.id), &format!("{revoked} key(s) revoked"))

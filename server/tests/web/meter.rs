@@ -58,6 +58,8 @@ pub struct Upstream {
     pub last_auth: Arc<Mutex<Option<String>>>,
     /// The body of the last request, as the upstream got it.
     pub last_body: Arc<Mutex<Value>>,
+    /// The same, as the bytes it got.
+    pub last_raw: Arc<Mutex<String>>,
     /// The tokens the upstream reported in all its answers.
     pub reported: Arc<std::sync::atomic::AtomicI64>,
 }
@@ -150,6 +152,7 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
     up.hits.fetch_add(1, Ordering::SeqCst);
     *up.last_auth.lock().unwrap() = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
     *up.last_body.lock().unwrap() = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    *up.last_raw.lock().unwrap() = String::from_utf8_lossy(&body).into_owned();
     let mut b = up.behaviour.lock().unwrap().clone();
     // A request that offers tools gets a tool call.
     b.tool_call |= serde_json::from_slice::<Value>(&body).is_ok_and(|r| r.get("tools").is_some());
@@ -571,8 +574,16 @@ async fn time_box_over_refuses_with_429() {
 async fn revoked_key_is_refused_and_the_new_one_works() {
     let (url, _up) = spawn_upstream().await;
     let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
+    // Two calls: the first starts the assignment, after which the meter
+    // keeps the key's facts in memory; the second is served from there.
+    let hash = gatehouse::auth::password::token_hash(&m.key);
+    for i in 0..2 {
+        assert_eq!(call(&m.app, &m.key, &chat(&format!("warm {i}"))).await.0, 200);
+    }
+    assert!(m.app.state.memo.meter.key(&hash).is_ok(), "the key is kept after the assignment started");
     let a = m.app.state.db.assignment_by_id(&m.assignment).await.unwrap().unwrap();
     let new_key = gatehouse::meter::reissue_key(&m.app.state, &a, &m.token).await.unwrap();
+    assert!(m.app.state.memo.meter.key(&hash).is_err(), "revoking forgets the kept key");
     assert_eq!(new_key, gatehouse::meter::model_key(2, &m.token));
     let (status, body) = call(&m.app, &m.key, &chat("old")).await;
     assert_eq!(status, 401);
@@ -580,8 +591,8 @@ async fn revoked_key_is_refused_and_the_new_one_works() {
     assert_eq!(call(&m.app, &new_key, &chat("new")).await.0, 200);
     assert_eq!(key_of(&m.app, &m.token).await, new_key);
     let calls = ledger(&m.app, &m.assignment).await;
-    assert_eq!(calls[0].refused.as_deref(), Some("revoked"));
-    assert_eq!(calls[1].refused, None);
+    assert_eq!(calls[2].refused.as_deref(), Some("revoked"));
+    assert_eq!(calls[3].refused, None);
 }
 
 #[tokio::test]
@@ -701,6 +712,13 @@ pub(crate) async fn settled(m: &Meter) -> Vec<ModelCall> {
     for _ in 0..200 {
         let calls = ledger(&m.app, &m.assignment).await;
         if calls.iter().all(|c| c.status != 0) {
+            // The totals the meter keeps in memory (moved under the
+            // admission lock, after the database) agree with the database's.
+            let lock = m.app.state.memo.lock_for(&m.assignment);
+            let _guard = lock.lock().await;
+            if let Some(kept) = m.app.state.memo.meter.totals(&m.assignment) {
+                assert_eq!(kept, m.app.state.db.meter_usage(&m.assignment).await.unwrap(), "the meter's kept totals differ from the database's");
+            }
             return calls;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -878,6 +896,14 @@ async fn max_tokens_is_lowered_to_what_is_left_or_filled_in() {
     assert_eq!(body["error"]["cap"], "tokens");
     assert!(body["error"]["message"].as_str().unwrap().contains("about 100 tokens"), "{body}");
     assert_eq!(up.hits(), 4);
+    // A max_tokens that is no integer is replaced by the limit (never
+    // sent beside it, where the upstream would read the last one).
+    let mut body = chat("hi");
+    body["max_tokens"] = json!("lots");
+    assert_eq!(call(&m.app, &m.key, &body).await.0, 200);
+    let raw = up.last_raw.lock().unwrap().clone();
+    assert_eq!(raw.matches("max_tokens").count(), 1, "{raw}");
+    assert_eq!(up.last_body.lock().unwrap()["max_tokens"], 100 - 60 - prompt);
 }
 
 #[tokio::test]
@@ -1190,13 +1216,18 @@ async fn curl_works_unchanged_and_sees_the_documented_errors() {
 #[tokio::test]
 async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
     let (url, up) = spawn_upstream().await;
+    let upstream_addr: std::net::SocketAddr = url.trim_start_matches("http://").trim_end_matches("/v1").parse().unwrap();
     let m = setup(Some(&url), "model_calls = 50", false, |_| {}).await;
     // The upstream sends its headers, its first chunk 5 ms later and the
     // rest 300 ms later: the first chunk must not wait for the client's
-    // (delayed) ACK of the headers.
+    // (delayed) ACK of the headers. Nagle's algorithm would hold it ~40 ms
+    // on every hop whose socket lacks TCP_NODELAY; a timing bound alone
+    // cannot tell that apart from a loaded machine, so the sockets are
+    // asked directly while the connections are open.
     up.set(|b| b.stream_pause = Duration::from_millis(300));
     let client = reqwest::Client::new();
     let mut firsts = Vec::new();
+    let mut sockets = Vec::new();
     for i in 0..6 {
         let mut body = chat(&format!("stream {i}"));
         body["stream"] = json!(true);
@@ -1205,16 +1236,45 @@ async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
         let first = r.chunk().await.unwrap().expect("a first chunk");
         let took = sent.elapsed();
         assert!(String::from_utf8_lossy(&first).contains("Hel"), "{first:?}");
+        // Mid-stream: the meter's accepted socket (local end: the app) and
+        // its socket to the upstream (remote end: the upstream) are open.
+        sockets.extend(tcp_nodelay_of(|local, peer| local == m.app.addr || peer == upstream_addr));
         while r.chunk().await.unwrap().is_some() {}
         // The first request opens the connection; the rest reuse it.
         if i > 0 {
             firsts.push(took);
         }
     }
+    let served = sockets.iter().any(|s| s.0 == m.app.addr);
+    let upstream = sockets.iter().any(|s| s.1 == upstream_addr);
+    assert!(served && upstream, "the meter's sockets were not found: {sockets:?}");
+    assert!(sockets.iter().all(|s| s.2), "a socket of the meter lacks TCP_NODELAY (local, peer, nodelay): {sockets:?}");
+    // And the chunk really came before the rest (not buffered to the end).
     firsts.sort();
     let median = firsts[firsts.len() / 2];
-    // Nagle plus the client's delayed ACK held it ~40 ms; with TCP_NODELAY it is a few ms.
-    assert!(median < Duration::from_millis(25), "first chunk after {firsts:?}");
+    assert!(median < Duration::from_millis(250), "first chunk after {firsts:?}");
+}
+
+/// (local address, peer address, TCP_NODELAY) of this process's open TCP
+/// sockets that `wanted(local, peer)` picks, read from `/proc/self/fd`.
+fn tcp_nodelay_of(wanted: impl Fn(std::net::SocketAddr, std::net::SocketAddr) -> bool) -> Vec<(std::net::SocketAddr, std::net::SocketAddr, bool)> {
+    use std::os::fd::FromRawFd;
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if !std::fs::read_link(entry.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")) {
+            continue;
+        }
+        // SAFETY: the descriptor is only borrowed (ManuallyDrop never
+        // closes it); a non-TCP socket answers the calls below with errors.
+        let s = std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+        if let (Ok(local), Ok(peer), Ok(nodelay)) = (s.local_addr(), s.peer_addr(), s.nodelay())
+            && wanted(local, peer)
+        {
+            out.push((local, peer, nodelay));
+        }
+    }
+    out
 }
 
 #[tokio::test]
@@ -1263,8 +1323,10 @@ async fn per_call_queries_use_indexes_not_the_ledger() {
     for i in 0..3 {
         assert_eq!(call(&m.app, &m.key, &chat(&format!("q{i}"))).await.0, 200);
     }
-    let usage = m.app.state.db.meter_usage(&m.assignment).await.unwrap();
     let calls = settled(&m).await;
+    let usage = m.app.state.db.meter_usage(&m.assignment).await.unwrap();
+    // Admission read them from memory, moved by each admission and settlement.
+    assert_eq!(m.app.state.memo.meter.totals(&m.assignment), Some(usage));
     assert_eq!(usage.calls, calls.len() as i64);
     assert_eq!(usage.tokens, calls.iter().map(|c| c.prompt_tokens + c.completion_tokens).sum::<i64>());
     assert_eq!(usage.request_bytes, calls.iter().map(|c| c.request_bytes).sum::<i64>());

@@ -4,11 +4,12 @@
 //! uses `$n` placeholders, which sqlx binds on SQLite as on Postgres; what
 //! still differs between the dialects is an argument of the macro (the
 //! queue's claim under a row lock, publishing under one, `GREATEST` for
-//! `MAX`). The meter, whose reservations differ, keeps a file per backend.
+//! `MAX`, the meter's writer connection on SQLite).
 
 pub(crate) mod assignments;
 pub(crate) mod audit;
 pub(crate) mod jobs;
+pub(crate) mod meter;
 pub(crate) mod packet_audits;
 pub(crate) mod packets;
 pub(crate) mod sessions;

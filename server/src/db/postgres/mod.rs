@@ -6,8 +6,8 @@
 //! the dialects or their concurrency differ: `FOR UPDATE SKIP LOCKED` in
 //! the queue's claim (`jobs.rs`, with `LISTEN` for queued jobs), a row lock
 //! where SQLite's single writer serialises a read-then-write (publishing),
-//! `GREATEST` for SQLite's two-argument `MAX`. The files here hold the meter,
-//! whose reservations take row locks, and the blobs kept in the database.
+//! `GREATEST` for SQLite's two-argument `MAX`. The files here hold the
+//! queue's `LISTEN` and the blobs kept in the database.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -22,7 +22,9 @@ mod audit {
 }
 mod blobs;
 mod jobs;
-mod meter;
+mod meter {
+    crate::db::portable::meter::meter_store!(super::PgStore, pool);
+}
 mod packet_audits {
     crate::db::portable::packet_audits::packet_audit_store!(super::PgStore);
 }

@@ -20,7 +20,9 @@ mod jobs {
     // they are, with no row lock and no re-check.
     crate::db::portable::jobs::job_store!(super::SqliteStore, claim_lock: "", claim_recheck: "", greatest: "MAX", own: {});
 }
-mod meter;
+mod meter {
+    crate::db::portable::meter::meter_store!(super::SqliteStore, writer);
+}
 mod packet_audits {
     crate::db::portable::packet_audits::packet_audit_store!(super::SqliteStore);
 }
