@@ -116,14 +116,13 @@ fn a_variant_diff_that_climbs_writes_nothing_outside() {
         fs::write(dir.join("variants/sleep-in-limiter.diff"), diff).unwrap();
         m
     });
-    // The manifest is fine; the variant's own diff is the hostile part.
-    let packet = Packet::load(&h.dir).expect("the manifest itself is valid");
-    let dest = tempfile::tempdir().unwrap();
-    let v = packet.manifest.variants.iter().find(|v| v.name == "sleep-in-limiter").unwrap();
-    let err = packet.write_variant(v, &dest.path().join("sub")).expect_err("a climbing diff path is refused").to_string();
-    assert!(err.contains("relative path"), "{err}");
+    // The manifest is fine; the variant's own diff is the hostile part. It
+    // is refused as the packet loads, naming the diff, before any tree is
+    // laid, and nothing is written anywhere.
+    let err = Packet::load(&h.dir).expect_err("a climbing variant diff is refused when the packet loads").to_string();
+    assert!(err.contains("variants/sleep-in-limiter.diff") && err.contains("relative path"), "{err}");
     assert!(!h.canary.join("payload.py").exists());
-    assert!(!dest.path().join("canary").exists() && !dest.path().parent().unwrap().join("canary/payload.py").exists());
+    assert!(!h.dir.parent().unwrap().join("canary/payload.py").exists());
 }
 
 // ------------------------------------------------------------------ Root
