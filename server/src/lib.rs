@@ -18,6 +18,7 @@ pub mod library;
 pub mod mail;
 pub mod provenance;
 pub mod meter;
+pub mod meter_cache;
 pub mod queue;
 pub mod routes;
 pub mod serve;

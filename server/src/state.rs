@@ -72,8 +72,8 @@ pub struct Memo {
     /// Writes the meter's transcripts to the blob store in batches.
     pub blob_writer: crate::blobs::BatchWriter,
     /// The meter's keys, witnessed reds and running totals (see
-    /// `crate::meter::cache` for what invalidates each).
-    pub meter: crate::meter::cache::MeterCache,
+    /// `crate::meter_cache` for what invalidates each).
+    pub meter: crate::meter_cache::MeterCache,
 }
 
 /// Holds an assignment's witnessed-run slot until dropped.

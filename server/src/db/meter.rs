@@ -128,7 +128,7 @@ impl std::ops::AddAssign for MeterUsage {
 impl MeterUsage {
     /// What recording `c` adds to the totals: the arithmetic of the
     /// trigger `model_calls_admit` (migration 0011), for the meter's
-    /// in-memory copy (`crate::meter::cache`).
+    /// in-memory copy (`crate::meter_cache`).
     pub fn admit(&mut self, c: &NewModelCall<'_>) {
         let counted = i64::from(c.counted);
         self.calls += counted;

@@ -29,7 +29,7 @@ use crate::now_ms;
 use crate::state::AppState;
 
 mod budget;
-pub mod cache;
+pub use crate::meter_cache as cache;
 mod proxy;
 pub mod transcript;
 

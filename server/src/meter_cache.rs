@@ -6,7 +6,7 @@
 //!
 //! The invariants, each with what keeps it:
 //! - **Keys**: a key hash maps to its `model_keys` row and its assignment.
-//!   Every revocation goes through [`super::revoke_keys`], which revokes in
+//!   Every revocation goes through [`crate::meter::revoke_keys`], which revokes in
 //!   the database and then forgets the assignment's keys here, so the very
 //!   next call reads the revoked row. An entry is kept only for a key not
 //!   revoked and an assignment already started: the other facts the meter
