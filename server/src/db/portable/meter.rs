@@ -1,13 +1,15 @@
 //! `MeterStore` for both backends, written once: its SQL is the same on
 //! SQLite and Postgres (`$n` placeholders, which both sqlx drivers bind;
 //! `CAST` where Postgres must be told a parameter's type). The ledger's
-//! writes go to the pool the backend names: SQLite's one writer
-//! connection (meter writes queue there in order instead of sleeping in
-//! SQLite's busy handler), Postgres' pool. `meter_totals` is kept by the
-//! triggers of migration 0011 on both.
+//! two writes (a call admitted, a call settled) go through the backend's
+//! `ledger_fetch_one` / `ledger_execute`, given a closure that builds the
+//! bound statement: SQLite queues them for its one writer connection and
+//! commits those that queued together in one transaction (`sqlite/ledger.rs`),
+//! Postgres runs them on its pool. `meter_totals` is kept by the triggers of
+//! migration 0011 on both.
 
 macro_rules! meter_store {
-    ($store:ty, $writer:ident) => {
+    ($store:ty) => {
         use async_trait::async_trait;
 
         use crate::db::DbResult;
@@ -39,64 +41,73 @@ macro_rules! meter_store {
                 // One statement: the trigger `model_calls_admit` (migration 0011)
                 // adds the row to `meter_totals` in it (on Postgres locking the
                 // assignment's totals row until commit).
-                let (id,): (i64,) = sqlx::query_as(
-                    "INSERT INTO model_calls (assignment_id, at, model, stream, request_bytes, status, error, refused, request_sha256,
+                const INSERT: &str = "INSERT INTO model_calls (assignment_id, at, model, stream, request_bytes, status, error, refused, request_sha256,
                         prompt_tokens, tokens_estimated, reserved_tokens, counted, client_retry,
                         request_body_sha256, response_body_sha256, transcript_cut, transcript_bytes, duplicate_of)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
                         (SELECT MIN(id) FROM model_calls WHERE assignment_id = $19 AND request_sha256 = $20))
-                     RETURNING id",
-                )
-                .bind(c.assignment_id)
-                .bind(c.at)
-                .bind(c.model)
-                .bind(i64::from(c.stream))
-                .bind(c.request_bytes)
-                .bind(c.status)
-                .bind(c.error)
-                .bind(c.refused)
-                .bind(c.request_sha256)
-                .bind(c.prompt_estimate)
-                .bind(i64::from(c.prompt_estimate > 0))
-                .bind(if c.counted { c.reserved_tokens } else { 0 })
-                .bind(i64::from(c.counted))
-                .bind(c.client_retry)
-                .bind(c.request_body_sha256)
-                .bind(c.response_body_sha256)
-                .bind(c.transcript_cut)
-                .bind(c.transcript_bytes)
-                .bind(c.assignment_id)
-                .bind(c.request_sha256)
-                .fetch_one(&self.$writer)
-                .await?;
-                Ok(id)
+                     RETURNING id";
+                let own = |s: Option<&str>| s.map(str::to_owned);
+                let (assignment_id, model, request_sha256) = (c.assignment_id.to_owned(), c.model.to_owned(), c.request_sha256.to_owned());
+                let (error, refused, request_body, response_body, cut) =
+                    (own(c.error), own(c.refused), own(c.request_body_sha256), own(c.response_body_sha256), own(c.transcript_cut));
+                let (at, stream, request_bytes, status, prompt, counted, retry, transcript_bytes) =
+                    (c.at, i64::from(c.stream), c.request_bytes, c.status, c.prompt_estimate, c.counted, c.client_retry, c.transcript_bytes);
+                let reserved = if counted { c.reserved_tokens } else { 0 };
+                let row = self
+                    .ledger_fetch_one(Box::new(move || {
+                        sqlx::query(INSERT)
+                            .bind(assignment_id.clone())
+                            .bind(at)
+                            .bind(model.clone())
+                            .bind(stream)
+                            .bind(request_bytes)
+                            .bind(status)
+                            .bind(error.clone())
+                            .bind(refused.clone())
+                            .bind(request_sha256.clone())
+                            .bind(prompt)
+                            .bind(i64::from(prompt > 0))
+                            .bind(reserved)
+                            .bind(i64::from(counted))
+                            .bind(retry)
+                            .bind(request_body.clone())
+                            .bind(response_body.clone())
+                            .bind(cut.clone())
+                            .bind(transcript_bytes)
+                            .bind(assignment_id.clone())
+                            .bind(request_sha256.clone())
+                    }))
+                    .await?;
+                sqlx::Row::try_get(&row, 0)
             }
 
             async fn finish_model_call(&self, id: i64, o: ModelCallOutcome) -> DbResult<bool> {
                 // One statement: the trigger `model_calls_settle` (migration 0011)
                 // moves the totals in it, only when this call was still in flight.
-                let done = sqlx::query(
-                    "UPDATE model_calls SET status = $1, response_bytes = $2, prompt_tokens = $3, completion_tokens = $4, tokens_estimated = $5,
+                const FINISH: &str = "UPDATE model_calls SET status = $1, response_bytes = $2, prompt_tokens = $3, completion_tokens = $4, tokens_estimated = $5,
                         latency_ms = $6, error = $7, counted = counted * $8, reserved_tokens = 0,
                         response_body_sha256 = $9, transcript_bytes = COALESCE(CAST($10 AS BIGINT), transcript_bytes),
                         transcript_cut = CASE WHEN CAST($11 AS TEXT) IS NULL THEN transcript_cut WHEN transcript_cut IS NULL THEN CAST($11 AS TEXT) ELSE transcript_cut || '; ' || CAST($11 AS TEXT) END
-                     WHERE id = $12 AND status = 0",
-                )
-                .bind(o.status)
-                .bind(o.response_bytes)
-                .bind(o.prompt_tokens)
-                .bind(o.completion_tokens)
-                .bind(i64::from(o.tokens_estimated))
-                .bind(o.latency_ms)
-                .bind(o.error)
-                .bind(i64::from(o.counted))
-                .bind(o.response_body_sha256)
-                .bind(o.transcript_bytes)
-                .bind(o.transcript_cut)
-                .bind(id)
-                .execute(&self.$writer)
-                .await?
-                .rows_affected();
+                     WHERE id = $12 AND status = 0";
+                let done = self
+                    .ledger_execute(Box::new(move || {
+                        sqlx::query(FINISH)
+                            .bind(o.status)
+                            .bind(o.response_bytes)
+                            .bind(o.prompt_tokens)
+                            .bind(o.completion_tokens)
+                            .bind(i64::from(o.tokens_estimated))
+                            .bind(o.latency_ms)
+                            .bind(o.error.clone())
+                            .bind(i64::from(o.counted))
+                            .bind(o.response_body_sha256.clone())
+                            .bind(o.transcript_bytes)
+                            .bind(o.transcript_cut.clone())
+                            .bind(id)
+                    }))
+                    .await?
+                    .rows_affected();
                 Ok(done == 1)
             }
 

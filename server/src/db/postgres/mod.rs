@@ -23,7 +23,7 @@ mod audit {
 mod blobs;
 mod jobs;
 mod meter {
-    crate::db::portable::meter::meter_store!(super::PgStore, pool);
+    crate::db::portable::meter::meter_store!(super::PgStore);
 }
 mod packet_audits {
     crate::db::portable::packet_audits::packet_audit_store!(super::PgStore);
@@ -67,7 +67,20 @@ impl PgStore {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+
+    /// The meter's ledger writes run on the pool as they come (its
+    /// connections write side by side).
+    pub(crate) async fn ledger_fetch_one(&self, build: LedgerBuild) -> sqlx::Result<sqlx::postgres::PgRow> {
+        build().fetch_one(&self.pool).await
+    }
+
+    pub(crate) async fn ledger_execute(&self, build: LedgerBuild) -> sqlx::Result<sqlx::postgres::PgQueryResult> {
+        build().execute(&self.pool).await
+    }
 }
+
+/// Builds a ledger statement with its arguments bound.
+pub(crate) type LedgerBuild = Box<dyn Fn() -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> + Send + Sync>;
 
 impl super::Store for PgStore {
     fn backend(&self) -> &'static str {

@@ -1,7 +1,7 @@
 //! The SQLite backend: one file, WAL mode, migrations from `migrations/sqlite`.
 //! The portable areas are instantiated from [`super::portable`], with
-//! SQLite's arguments; the files here hold the areas whose SQL is SQLite's
-//! own (the meter) and the blobs it keeps out of the database.
+//! SQLite's arguments; the files here hold the blobs it keeps out of the
+//! database and the meter ledger's writer task (group commit, `ledger.rs`).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -15,13 +15,14 @@ mod audit {
     crate::db::portable::audit::audit_store!(super::SqliteStore);
 }
 mod blobs;
+mod ledger;
 mod jobs {
     // One writer at a time: the claim's subquery and update are atomic as
     // they are, with no row lock and no re-check.
     crate::db::portable::jobs::job_store!(super::SqliteStore, claim_lock: "", claim_recheck: "", greatest: "MAX", own: {});
 }
 mod meter {
-    crate::db::portable::meter::meter_store!(super::SqliteStore, writer);
+    crate::db::portable::meter::meter_store!(super::SqliteStore);
 }
 mod packet_audits {
     crate::db::portable::packet_audits::packet_audit_store!(super::SqliteStore);
@@ -44,11 +45,12 @@ mod witness {
 
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
-    /// One connection for the model meter's ledger writes (one statement
-    /// per call admitted and per call settled): they queue for it in order
-    /// instead of meeting SQLite's write lock on eight connections, whose
-    /// busy handler sleeps milliseconds at a time.
-    pub(crate) writer: SqlitePool,
+    /// The model meter's ledger writes (one statement per call admitted
+    /// and per call settled), on one connection of their own: they queue
+    /// for it in order instead of meeting SQLite's write lock on eight
+    /// connections, whose busy handler sleeps milliseconds at a time, and
+    /// those that queued together commit together (see [`ledger`]).
+    ledger: ledger::Ledger,
 }
 
 impl SqliteStore {
@@ -73,9 +75,20 @@ impl SqliteStore {
         let writer = if opts.get_filename() == std::path::Path::new(":memory:") || url.contains("mode=memory") {
             pool.clone()
         } else {
+            // Its WAL checkpoints run beside it, on the read pool.
+            let opts = opts.pragma("wal_autocheckpoint", "0");
             SqlitePoolOptions::new().max_connections(1).connect_with(opts).await.map_err(|e| anyhow::anyhow!("opening {url}: {e}"))?
         };
-        Ok(SqliteStore { pool, writer })
+        let ledger = ledger::Ledger::start(writer, pool.clone());
+        Ok(SqliteStore { pool, ledger })
+    }
+
+    pub(crate) async fn ledger_fetch_one(&self, build: ledger::Build) -> sqlx::Result<sqlx::sqlite::SqliteRow> {
+        self.ledger.fetch_one(build).await
+    }
+
+    pub(crate) async fn ledger_execute(&self, build: ledger::Build) -> sqlx::Result<sqlx::sqlite::SqliteQueryResult> {
+        self.ledger.execute(build).await
     }
 
     pub fn pool(&self) -> &SqlitePool {
