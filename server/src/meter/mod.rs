@@ -340,6 +340,65 @@ async fn red_witnessed(state: &AppState, assignment_id: &str) -> Result<bool, Ap
     Ok(red)
 }
 
+/// Whether a JSON text has an object with the same key twice, at any
+/// depth. The meter reads the last one (as serde_json, Python, Go and
+/// JavaScript do); an upstream that read the first could be sent a
+/// `max_tokens` other than the one admission reserved for, so such a body
+/// is forwarded as the meter read it.
+fn has_duplicate_keys(body: &[u8]) -> bool {
+    use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+    /// Whether the value read had a duplicate key.
+    struct Dupes(bool);
+    struct Walk;
+    impl<'de> Deserialize<'de> for Dupes {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dupes, D::Error> {
+            d.deserialize_any(Walk)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk {
+        type Value = Dupes;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Dupes, E> {
+            Ok(Dupes(false))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Dupes, E> {
+            Ok(Dupes(false))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Dupes, E> {
+            Ok(Dupes(false))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Dupes, E> {
+            Ok(Dupes(false))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Dupes, E> {
+            Ok(Dupes(false))
+        }
+        fn visit_unit<E>(self) -> Result<Dupes, E> {
+            Ok(Dupes(false))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dupes, A::Error> {
+            let mut found = false;
+            while let Some(Dupes(d)) = seq.next_element()? {
+                found |= d;
+            }
+            Ok(Dupes(found))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dupes, A::Error> {
+            let mut keys = std::collections::HashSet::new();
+            let mut found = false;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                found |= !keys.insert(key);
+                found |= map.next_value::<Dupes>()?.0;
+            }
+            Ok(Dupes(found))
+        }
+    }
+    serde_json::from_slice::<Dupes>(body).is_ok_and(|d| d.0)
+}
+
 /// What the meter reads from a request body before forwarding it.
 struct RequestInfo {
     model: String,
@@ -656,6 +715,8 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     state.memo.meter.keep_totals(&a.id, kept);
     drop(guard);
     metrics::counter!("gatehouse_model_calls_total").increment(1);
+    // A body with a key twice goes as the meter read it.
+    let rewritten = rewritten || has_duplicate_keys(&body);
     let upstream_body = match (rewritten, field_sent, max, strip_usage) {
         (false, ..) => body,
         // Only a max_tokens the client did not send was filled in: added
@@ -761,6 +822,23 @@ mod tests {
         ] {
             let out = with_first_field(body, "max_tokens", 7);
             assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), expect, "{}", String::from_utf8_lossy(&out));
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_found_at_any_depth() {
+        for (body, expect) in [
+            (&br#"{"model":"m","max_tokens":5}"#[..], false),
+            (br#"{"max_tokens":1000000,"max_tokens":5}"#, true),
+            (br#"{"a":{"b":1,"c":[{"d":1},{"d":2}]}}"#, false),
+            (br#"{"stream_options":{"include_usage":false,"include_usage":true}}"#, true),
+            (br#"{"messages":[{"role":"user","content":"x","content":"y"}]}"#, true),
+            (br#"{"a":null,"b":true,"c":-1.5,"d":"\u0041","e":18446744073709551615}"#, false),
+            // The same key once escaped, once not, is the same key.
+            (br#"{"max_tokens":1,"max\u005ftokens":2}"#, true),
+            (b"not json", false),
+        ] {
+            assert_eq!(has_duplicate_keys(body), expect, "{}", String::from_utf8_lossy(body));
         }
     }
 

@@ -906,6 +906,42 @@ async fn max_tokens_is_lowered_to_what_is_left_or_filled_in() {
     assert_eq!(up.last_body.lock().unwrap()["max_tokens"], 100 - 60 - prompt);
 }
 
+/// A body with a key twice could mean one `max_tokens` to the meter (the
+/// last, as serde_json reads it) and another to an upstream that reads the
+/// first: it is forwarded as the meter read it, one key each. A body with
+/// nothing to change goes byte for byte.
+#[tokio::test]
+async fn a_body_with_a_key_twice_is_forwarded_as_the_meter_read_it() {
+    let (url, up) = spawn_upstream().await;
+    let m = setup(Some(&url), "tokens = 100", false, |_| {}).await;
+    let send = |raw: String| {
+        let (app, key) = (&m.app, &m.key);
+        async move {
+            let r = reqwest::Client::new().post(app.url("/v1/chat/completions")).bearer_auth(key).header("content-type", "application/json").body(raw).send().await.unwrap();
+            r.status().as_u16()
+        }
+    };
+    let plain = serde_json::to_string(&chat("hi")).unwrap();
+    let twice = format!("{},\"max_tokens\":1000000,\"max_tokens\":5}}", &plain[..plain.len() - 1]);
+    assert_eq!(send(twice.clone()).await, 200);
+    let raw = up.last_raw.lock().unwrap().clone();
+    assert_eq!(raw.matches("max_tokens").count(), 1, "{raw}");
+    assert_eq!(up.last_body.lock().unwrap()["max_tokens"], 5, "{raw}");
+    // Nested too: the usage option the meter read is the one sent.
+    let nested = format!("{},\"max_tokens\":5,\"stream_options\":{{\"include_usage\":true,\"include_usage\":true}}}}", &plain[..plain.len() - 1]);
+    assert_eq!(send(nested).await, 200);
+    let raw = up.last_raw.lock().unwrap().clone();
+    assert_eq!(raw.matches("include_usage").count(), 1, "{raw}");
+    // Nothing to change: the client's own bytes, spacing and all.
+    let spaced = format!("{},  \"max_tokens\" : 5 }}", &plain[..plain.len() - 1]);
+    assert_eq!(send(spaced.clone()).await, 200);
+    assert_eq!(*up.last_raw.lock().unwrap(), spaced);
+    // The transcript keeps what the client sent.
+    let calls = settled(&m).await;
+    assert_eq!(calls.len(), 3);
+    assert_eq!(calls[0].request_sha256, hex::encode(<sha2::Sha256 as sha2::Digest>::digest(twice.as_bytes())));
+}
+
 #[tokio::test]
 async fn no_tokens_budget_leaves_max_tokens_alone() {
     let (url, up) = spawn_upstream().await;
