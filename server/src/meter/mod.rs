@@ -340,63 +340,70 @@ async fn red_witnessed(state: &AppState, assignment_id: &str) -> Result<bool, Ap
     Ok(red)
 }
 
-/// Whether a JSON text has an object with the same key twice, at any
-/// depth. The meter reads the last one (as serde_json, Python, Go and
-/// JavaScript do); an upstream that read the first could be sent a
-/// `max_tokens` other than the one admission reserved for, so such a body
+/// A JSON text read as serde_json reads it into a [`Value`] (a key given
+/// twice keeps its last value, as serde_json, Python, Go and JavaScript
+/// read it), in the same pass telling whether some object, at any depth,
+/// had a key twice. An upstream that read the first could be sent a model
+/// or a `max_tokens` other than the one the meter checked, so such a body
 /// is forwarded as the meter read it.
-fn has_duplicate_keys(body: &[u8]) -> bool {
-    use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+fn parse_noting_duplicates(body: &[u8]) -> Option<(Value, bool)> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-    /// Whether the value read had a duplicate key.
-    struct Dupes(bool);
-    struct Walk;
-    impl<'de> Deserialize<'de> for Dupes {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dupes, D::Error> {
-            d.deserialize_any(Walk)
+    /// Reads one value, setting the flag on a duplicate key within it.
+    struct Read<'f>(&'f mut bool);
+    impl<'de> DeserializeSeed<'de> for Read<'_> {
+        type Value = Value;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+            d.deserialize_any(self)
         }
     }
-    impl<'de> Visitor<'de> for Walk {
-        type Value = Dupes;
+    impl<'de> Visitor<'de> for Read<'_> {
+        type Value = Value;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a JSON value")
         }
-        fn visit_bool<E>(self, _: bool) -> Result<Dupes, E> {
-            Ok(Dupes(false))
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
         }
-        fn visit_i64<E>(self, _: i64) -> Result<Dupes, E> {
-            Ok(Dupes(false))
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
         }
-        fn visit_u64<E>(self, _: u64) -> Result<Dupes, E> {
-            Ok(Dupes(false))
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
         }
-        fn visit_f64<E>(self, _: f64) -> Result<Dupes, E> {
-            Ok(Dupes(false))
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
         }
-        fn visit_str<E>(self, _: &str) -> Result<Dupes, E> {
-            Ok(Dupes(false))
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
         }
-        fn visit_unit<E>(self) -> Result<Dupes, E> {
-            Ok(Dupes(false))
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
         }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dupes, A::Error> {
-            let mut found = false;
-            while let Some(Dupes(d)) = seq.next_element()? {
-                found |= d;
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(v) = seq.next_element_seed(Read(&mut *self.0))? {
+                out.push(v);
             }
-            Ok(Dupes(found))
+            Ok(Value::Array(out))
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dupes, A::Error> {
-            let mut keys = std::collections::HashSet::new();
-            let mut found = false;
-            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                found |= !keys.insert(key);
-                found |= map.next_value::<Dupes>()?.0;
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut out = serde_json::Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let v = map.next_value_seed(Read(&mut *self.0))?;
+                *self.0 |= out.insert(key, v).is_some();
             }
-            Ok(Dupes(found))
+            Ok(Value::Object(out))
         }
     }
-    serde_json::from_slice::<Dupes>(body).is_ok_and(|d| d.0)
+    let mut duplicated = false;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = Read(&mut duplicated).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some((value, duplicated))
 }
 
 /// What the meter reads from a request body before forwarding it.
@@ -407,11 +414,16 @@ struct RequestInfo {
     bytes: i64,
     /// The retry number a client library says this request is.
     client_retry: i64,
+    /// Some object in the body has a key twice.
+    duplicated: bool,
 }
 
 impl RequestInfo {
     fn of(body: &[u8], headers: &HeaderMap) -> (RequestInfo, Option<Value>) {
-        let json: Option<Value> = serde_json::from_slice(body).ok().filter(Value::is_object);
+        let (json, duplicated) = match parse_noting_duplicates(body) {
+            Some((json, duplicated)) if json.is_object() => (Some(json), duplicated),
+            _ => (None, false),
+        };
         let model = json.as_ref().and_then(|j| j.get("model")).and_then(Value::as_str).unwrap_or_default().to_string();
         let stream = json.as_ref().and_then(|j| j.get("stream")).and_then(Value::as_bool).unwrap_or(false);
         let info = RequestInfo {
@@ -420,6 +432,7 @@ impl RequestInfo {
             sha256: hex::encode(sha2::Sha256::digest(body)),
             bytes: body.len() as i64,
             client_retry: client_retry(headers),
+            duplicated,
         };
         (info, json)
     }
@@ -715,9 +728,9 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     state.memo.meter.keep_totals(&a.id, kept);
     drop(guard);
     metrics::counter!("gatehouse_model_calls_total").increment(1);
-    // A body with a key twice goes as the meter read it.
-    let rewritten = rewritten || has_duplicate_keys(&body);
     let upstream_body = match (rewritten, field_sent, max, strip_usage) {
+        // A body with a key twice goes as the meter read it.
+        _ if req.duplicated => Bytes::from(serde_json::to_vec(&forwarded).expect("JSON serializes")),
         (false, ..) => body,
         // Only a max_tokens the client did not send was filled in: added
         // to the client's bytes, the rest of the body is not serialised again.
@@ -828,17 +841,20 @@ mod tests {
     #[test]
     fn duplicate_keys_are_found_at_any_depth() {
         for (body, expect) in [
-            (&br#"{"model":"m","max_tokens":5}"#[..], false),
-            (br#"{"max_tokens":1000000,"max_tokens":5}"#, true),
-            (br#"{"a":{"b":1,"c":[{"d":1},{"d":2}]}}"#, false),
-            (br#"{"stream_options":{"include_usage":false,"include_usage":true}}"#, true),
-            (br#"{"messages":[{"role":"user","content":"x","content":"y"}]}"#, true),
-            (br#"{"a":null,"b":true,"c":-1.5,"d":"\u0041","e":18446744073709551615}"#, false),
+            (&br#"{"model":"m","max_tokens":5}"#[..], Some(false)),
+            (br#"{"max_tokens":1000000,"max_tokens":5}"#, Some(true)),
+            (br#"{"a":{"b":1,"c":[{"d":1},{"d":2}]}}"#, Some(false)),
+            (br#"{"stream_options":{"include_usage":false,"include_usage":true}}"#, Some(true)),
+            (br#"{"messages":[{"role":"user","content":"x","content":"y"}]}"#, Some(true)),
+            (br#"{"a":null,"b":true,"c":-1.5,"d":"\u0041","e":18446744073709551615}"#, Some(false)),
             // The same key once escaped, once not, is the same key.
-            (br#"{"max_tokens":1,"max\u005ftokens":2}"#, true),
-            (b"not json", false),
+            (br#"{"max_tokens":1,"max\u005ftokens":2}"#, Some(true)),
+            (b"not json", None),
         ] {
-            assert_eq!(has_duplicate_keys(body), expect, "{}", String::from_utf8_lossy(body));
+            let read = parse_noting_duplicates(body);
+            assert_eq!(read.as_ref().map(|r| r.1), expect, "{}", String::from_utf8_lossy(body));
+            // What the meter reads is what serde_json reads.
+            assert_eq!(read.map(|r| r.0), serde_json::from_slice::<Value>(body).ok(), "{}", String::from_utf8_lossy(body));
         }
     }
 

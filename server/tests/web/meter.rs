@@ -913,7 +913,7 @@ async fn max_tokens_is_lowered_to_what_is_left_or_filled_in() {
 #[tokio::test]
 async fn a_body_with_a_key_twice_is_forwarded_as_the_meter_read_it() {
     let (url, up) = spawn_upstream().await;
-    let m = setup(Some(&url), "tokens = 100", false, |_| {}).await;
+    let m = setup(Some(&url), "tokens = 100\nmodels = [\"fake-model\"]", false, |_| {}).await;
     let send = |raw: String| {
         let (app, key) = (&m.app, &m.key);
         async move {
@@ -932,13 +932,21 @@ async fn a_body_with_a_key_twice_is_forwarded_as_the_meter_read_it() {
     assert_eq!(send(nested).await, 200);
     let raw = up.last_raw.lock().unwrap().clone();
     assert_eq!(raw.matches("include_usage").count(), 1, "{raw}");
+    // Only a filled-in max_tokens to add: the model the allowlist passed
+    // (the last) is the one sent, never a first one beside it.
+    let model_twice = format!("{{\"model\":\"gpt-9-ultra\",{}", &plain[1..]);
+    assert_eq!(send(model_twice).await, 200);
+    let raw = up.last_raw.lock().unwrap().clone();
+    assert_eq!(raw.matches("\"model\"").count(), 1, "{raw}");
+    let sent = up.last_body.lock().unwrap().clone();
+    assert_eq!((sent["model"].as_str(), sent["max_tokens"].is_i64()), (Some("fake-model"), true), "{raw}");
     // Nothing to change: the client's own bytes, spacing and all.
     let spaced = format!("{},  \"max_tokens\" : 5 }}", &plain[..plain.len() - 1]);
     assert_eq!(send(spaced.clone()).await, 200);
     assert_eq!(*up.last_raw.lock().unwrap(), spaced);
     // The transcript keeps what the client sent.
     let calls = settled(&m).await;
-    assert_eq!(calls.len(), 3);
+    assert_eq!(calls.len(), 4);
     assert_eq!(calls[0].request_sha256, hex::encode(<sha2::Sha256 as sha2::Digest>::digest(twice.as_bytes())));
 }
 
