@@ -152,12 +152,8 @@ async fn write_batches(writer: SqlitePool, readers: SqlitePool, mut rx: mpsc::Un
             }
         }
         let (n, before) = (batch.len() as u64, commits);
-        let alone = |op: Op, writer: SqlitePool| async move {
-            let got = op.run(&writer).await;
-            op.answer(got);
-        };
         if batch.len() == 1 {
-            alone(batch.pop().expect("one write"), writer.clone()).await;
+            alone(batch.pop().expect("one write"), &writer).await;
             commits += 1;
         } else {
             match together(&writer, &batch).await {
@@ -169,7 +165,7 @@ async fn write_batches(writer: SqlitePool, readers: SqlitePool, mut rx: mpsc::Un
                     tracing::debug!(error = %e, writes = n, "a ledger batch failed; its writes run one by one");
                     stats.retried.fetch_add(1, Ordering::Relaxed);
                     for op in batch.drain(..) {
-                        alone(op, writer.clone()).await;
+                        alone(op, &writer).await;
                         commits += 1;
                     }
                 }
@@ -191,6 +187,12 @@ async fn write_batches(writer: SqlitePool, readers: SqlitePool, mut rx: mpsc::Un
             });
         }
     }
+}
+
+/// One write as its own transaction, answered.
+async fn alone(op: Op, writer: &SqlitePool) {
+    let got = op.run(writer).await;
+    op.answer(got);
 }
 
 /// The writes of `batch` in one transaction: every result, or the first
