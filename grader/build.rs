@@ -40,7 +40,8 @@ fn main() {
 }
 
 fn build_init(out: &Path, image: &Path) {
-    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let manifest_dir =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let crate_dir = manifest_dir.join("init");
     for f in ["Cargo.toml", "Cargo.lock", "src/main.rs", "src/proto.rs"] {
         println!("cargo:rerun-if-changed={}", crate_dir.join(f).display());
@@ -75,8 +76,14 @@ fn build_init(out: &Path, image: &Path) {
     ] {
         cmd.env_remove(k);
     }
-    let status = cmd.status().unwrap_or_else(|e| panic!("running {cmd:?} to build the sandbox init image: {e}"));
-    assert!(status.success(), "building the sandbox init image (grader/init) failed: {cmd:?} exited with {status}");
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("running {cmd:?} to build the sandbox init image: {e}"));
+    assert!(
+        status.success(),
+        "building the sandbox init image (grader/init) failed: {cmd:?} exited with {status}"
+    );
     let built = target_dir.join(target).join("release").join("gatehouse-init");
-    std::fs::copy(&built, image).unwrap_or_else(|e| panic!("copying {} to {}: {e}", built.display(), image.display()));
+    std::fs::copy(&built, image)
+        .unwrap_or_else(|e| panic!("copying {} to {}: {e}", built.display(), image.display()));
 }

@@ -8,7 +8,8 @@
 //! exec'd per command; it is now the small static image of `grader/init`.)
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    let linux_gnu = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") && std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu");
+    let linux_gnu = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux")
+        && std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu");
     if linux_gnu {
         println!("cargo:rustc-link-arg=-Wl,-z,pack-relative-relocs");
     }

@@ -39,7 +39,12 @@ struct Piece {
 /// `ranked` names the packet's decisions best first, for their colors and
 /// the legend; `pending` is the decision that is always grey. With no
 /// score it draws a short message instead of bars.
-pub fn distribution_svg(title: &str, scores: &[(f64, String)], ranked: &[String], pending: &str) -> String {
+pub fn distribution_svg(
+    title: &str,
+    scores: &[(f64, String)],
+    ranked: &[String],
+    pending: &str,
+) -> String {
     let (w, h) = (640.0_f64, 300.0_f64);
     let (left, right, top, bottom) = (40.0, 150.0, 30.0, 40.0);
     let plot_w = w - left - right;
@@ -78,9 +83,11 @@ pub fn distribution_svg(title: &str, scores: &[(f64, String)], ranked: &[String]
             _ => GREY,
         }
     };
-    let mut buckets: Vec<std::collections::BTreeMap<usize, usize>> = vec![Default::default(); BUCKETS];
+    let mut buckets: Vec<std::collections::BTreeMap<usize, usize>> =
+        vec![Default::default(); BUCKETS];
     for (pct, d) in scores {
-        let b = (((pct.clamp(0.0, 100.0) / 100.0) * BUCKETS as f64).floor() as usize).min(BUCKETS - 1);
+        let b =
+            (((pct.clamp(0.0, 100.0) / 100.0) * BUCKETS as f64).floor() as usize).min(BUCKETS - 1);
         let rank = order.iter().position(|o| o == d).unwrap_or(0);
         *buckets[b].entry(rank).or_insert(0) += 1;
     }
@@ -201,7 +208,13 @@ pub fn timeline_svg(t: &Timeline) -> String {
     const WIDTH: f64 = 760.0;
     const LEFT: f64 = 70.0;
     const RIGHT: f64 = 20.0;
-    let times: Vec<i64> = t.runs.iter().map(|r| r.at).chain(t.calls.iter().map(|c| c.at)).chain([t.submitted_at]).collect();
+    let times: Vec<i64> = t
+        .runs
+        .iter()
+        .map(|r| r.at)
+        .chain(t.calls.iter().map(|c| c.at))
+        .chain([t.submitted_at])
+        .collect();
     let t0 = times.iter().copied().min().unwrap_or(t.submitted_at);
     let t1 = times.iter().copied().max().unwrap_or(t.submitted_at).max(t0 + 1);
     let x = |at: i64| LEFT + (at - t0) as f64 / (t1 - t0) as f64 * (WIDTH - LEFT - RIGHT);
@@ -266,8 +279,17 @@ mod tests {
 
     #[test]
     fn histogram_text_is_escaped_and_bars_counted() {
-        let scores = vec![(95.0, "advance".to_string()), (99.0, "<x>".to_string()), (10.0, "no".to_string())];
-        let svg = distribution_svg("a & b", &scores, &["advance".into(), "conversation".into(), "no".into()], "pending");
+        let scores = vec![
+            (95.0, "advance".to_string()),
+            (99.0, "<x>".to_string()),
+            (10.0, "no".to_string()),
+        ];
+        let svg = distribution_svg(
+            "a & b",
+            &scores,
+            &["advance".into(), "conversation".into(), "no".into()],
+            "pending",
+        );
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"), "{svg}");
         assert_eq!(svg.matches(r#"class="bar""#).count(), 2, "{svg}");
         assert!(svg.contains(r#"data-bucket="90-100" data-count="2" class="bar""#), "{svg}");
@@ -280,14 +302,21 @@ mod tests {
     #[test]
     fn an_empty_histogram_says_so() {
         let svg = distribution_svg("t", &[], &[], "pending");
-        assert!(svg.starts_with("<svg") && svg.contains("No graded submission with a score yet."), "{svg}");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("No graded submission with a score yet."),
+            "{svg}"
+        );
         assert!(!svg.contains(r#"class="bar""#), "{svg}");
     }
 
     #[test]
     fn pending_is_grey_wherever_it_ranks() {
-        let svg = distribution_svg("t", &[(50.0, "pending".to_string())], &["pending".into()], "pending");
-        assert!(svg.contains(r##"fill="#9e9e9e""##) && !svg.contains(r##"fill="#2e7d32""##), "{svg}");
+        let svg =
+            distribution_svg("t", &[(50.0, "pending".to_string())], &["pending".into()], "pending");
+        assert!(
+            svg.contains(r##"fill="#9e9e9e""##) && !svg.contains(r##"fill="#2e7d32""##),
+            "{svg}"
+        );
     }
 
     #[test]
@@ -295,10 +324,18 @@ mod tests {
         let label = |ms: i64| format!("t{ms}");
         let span = |s: i64| format!("{s}s");
         let t = Timeline {
-            runs: vec![TimelineRun { id: 1, kind: "red".into(), at: 0, accepted: true }, TimelineRun { id: 2, kind: "green".into(), at: 5_000, accepted: false }],
+            runs: vec![
+                TimelineRun { id: 1, kind: "red".into(), at: 0, accepted: true },
+                TimelineRun { id: 2, kind: "green".into(), at: 5_000, accepted: false },
+            ],
             calls: vec![
                 TimelineCall { id: 7, at: 1_000, refused: false, title: "model call 7".into() },
-                TimelineCall { id: 8, at: 2_000, refused: true, title: "refused: <budget> & more".into() },
+                TimelineCall {
+                    id: 8,
+                    at: 2_000,
+                    refused: true,
+                    title: "refused: <budget> & more".into(),
+                },
             ],
             submitted_at: 10_000,
             label: &label,
@@ -306,9 +343,22 @@ mod tests {
         };
         let svg = timeline_svg(&t);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"), "{svg}");
-        assert!(svg.contains(r#"<circle data-id="1" cx="70.0""#) && svg.contains(r#"class="run red accepted""#), "{svg}");
-        assert!(svg.contains(r##"fill="none" stroke="#2a8a3a" stroke-width="2" class="run green not-accepted""##), "{svg}");
-        assert!(svg.contains(r#"<g data-id="8" class="call refused">"#) && svg.contains(r#"<g data-id="7" class="call forwarded">"#), "{svg}");
+        assert!(
+            svg.contains(r#"<circle data-id="1" cx="70.0""#)
+                && svg.contains(r#"class="run red accepted""#),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(
+                r##"fill="none" stroke="#2a8a3a" stroke-width="2" class="run green not-accepted""##
+            ),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(r#"<g data-id="8" class="call refused">"#)
+                && svg.contains(r#"<g data-id="7" class="call forwarded">"#),
+            "{svg}"
+        );
         assert!(svg.contains("refused: &lt;budget&gt; &amp; more"), "{svg}");
         assert!(svg.contains("t10000 (+10s)") && svg.contains("submitted at t10000"), "{svg}");
         assert!(!svg.contains("<!"), "{svg}");

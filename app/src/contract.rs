@@ -244,10 +244,17 @@ mod tests {
 
     #[test]
     fn the_candidate_status_carries_a_result_only_when_released() {
-        let hidden = CandidateStatus { state: SubmissionState::Graded, receipt_digest: Some("ab".into()), result: None };
+        let hidden = CandidateStatus {
+            state: SubmissionState::Graded,
+            receipt_digest: Some("ab".into()),
+            result: None,
+        };
         let json = serde_json::to_value(&hidden).unwrap();
         assert_eq!(json, serde_json::json!({"state": "graded", "receipt_digest": "ab"}));
-        let shown = CandidateStatus { result: Some(ReleasedResult { decision: Some("advance".into()), score: Some(80.0) }), ..hidden };
+        let shown = CandidateStatus {
+            result: Some(ReleasedResult { decision: Some("advance".into()), score: Some(80.0) }),
+            ..hidden
+        };
         let json = serde_json::to_value(&shown).unwrap();
         assert_eq!(json["decision"], "advance");
         assert_eq!(serde_json::from_value::<CandidateStatus>(json).unwrap(), shown);
@@ -255,7 +262,15 @@ mod tests {
 
     #[test]
     fn the_queue_signature_changes_with_states() {
-        let job = |state| QueueJob { id: 1, kind: JobKind::Grade, subject: "s".into(), state, attempts: 0, lease_until: None, last_error: None };
+        let job = |state| QueueJob {
+            id: 1,
+            kind: JobKind::Grade,
+            subject: "s".into(),
+            state,
+            attempts: 0,
+            lease_until: None,
+            last_error: None,
+        };
         let a = QueueStatus { jobs: vec![job(JobState::Queued)] };
         let b = QueueStatus { jobs: vec![job(JobState::Running)] };
         assert_ne!(a.signature(), b.signature());

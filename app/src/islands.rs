@@ -177,7 +177,8 @@ pub fn LiveStatus(
     let (state, set_state) = signal(initial_state.clone());
     let (hydrated, set_hydrated) = signal(false);
     Effect::new(move |_| set_hydrated.set(true));
-    let finals = final_states.unwrap_or_else(|| FINAL_STATES.iter().map(|s| s.to_string()).collect());
+    let finals =
+        final_states.unwrap_or_else(|| FINAL_STATES.iter().map(|s| s.to_string()).collect());
 
     #[cfg(feature = "hydrate")]
     if !finals.contains(&initial_state) {
@@ -188,7 +189,11 @@ pub fn LiveStatus(
                 let handle = keep.clone();
                 let finals = finals.clone();
                 client::get_json(&url, move |body| {
-                    let Ok(crate::contract::LiveState { state: now }) = serde_json::from_value(body) else { return };
+                    let Ok(crate::contract::LiveState { state: now }) =
+                        serde_json::from_value(body)
+                    else {
+                        return;
+                    };
                     let now = now.as_str();
                     if now != state.get_untracked() {
                         set_state.set(now.to_string());
@@ -238,7 +243,10 @@ pub fn LiveQueue(
             move || {
                 let seen = seen.clone();
                 client::get_json(&url, move |body| {
-                    let Ok(queue) = serde_json::from_value::<crate::contract::QueueStatus>(body) else { return };
+                    let Ok(queue) = serde_json::from_value::<crate::contract::QueueStatus>(body)
+                    else {
+                        return;
+                    };
                     let now = queue.signature();
                     let mut seen = seen.borrow_mut();
                     match seen.as_deref() {
@@ -274,7 +282,9 @@ pub fn CopyButton(
     Effect::new(move |_| set_hydrated.set(true));
     let on_click = move |_| {
         #[cfg(feature = "hydrate")]
-        client::copy_field(&target, move |ok| set_said.set(Some(if ok { "Copied" } else { "Selected: press Ctrl+C to copy" })));
+        client::copy_field(&target, move |ok| {
+            set_said.set(Some(if ok { "Copied" } else { "Selected: press Ctrl+C to copy" }))
+        });
         #[cfg(not(feature = "hydrate"))]
         {
             let _ = (&target, set_said);
@@ -330,7 +340,8 @@ mod client {
         let data = FormData::new_with_form(form).map_err(js_error("reading the form"))?;
         let xhr = XmlHttpRequest::new().map_err(js_error("starting the upload"))?;
         xhr.open_with_async("POST", action, true).map_err(js_error("starting the upload"))?;
-        xhr.set_request_header("Accept", "application/json").map_err(js_error("starting the upload"))?;
+        xhr.set_request_header("Accept", "application/json")
+            .map_err(js_error("starting the upload"))?;
 
         let on_progress = Closure::<dyn FnMut(ProgressEvent)>::new(move |e: ProgressEvent| {
             if e.length_computable() && e.total() > 0.0 {
@@ -372,7 +383,9 @@ mod client {
     /// are ignored (the next poll tries again).
     pub fn get_json(url: &str, then: impl FnOnce(serde_json::Value) + 'static) {
         let Ok(xhr) = XmlHttpRequest::new() else { return };
-        if xhr.open_with_async("GET", url, true).is_err() || xhr.set_request_header("Accept", "application/json").is_err() {
+        if xhr.open_with_async("GET", url, true).is_err()
+            || xhr.set_request_header("Accept", "application/json").is_err()
+        {
             return;
         }
         let request = xhr.clone();
@@ -401,7 +414,10 @@ mod client {
     /// Selects the text of the input `id` and writes it to the clipboard;
     /// `then(true)` once written, `then(false)` when the browser refused.
     pub fn copy_field(id: &str, then: impl Fn(bool) + Clone + 'static) {
-        let Some(input) = leptos::prelude::document().get_element_by_id(id).and_then(|e| e.dyn_into::<web_sys::HtmlInputElement>().ok()) else {
+        let Some(input) = leptos::prelude::document()
+            .get_element_by_id(id)
+            .and_then(|e| e.dyn_into::<web_sys::HtmlInputElement>().ok())
+        else {
             then(false);
             return;
         };
@@ -429,10 +445,16 @@ mod client {
 /// the message to show the candidate.
 pub fn upload_outcome(status: u16, body: &str) -> Result<String, String> {
     let json: Option<serde_json::Value> = serde_json::from_str(body).ok();
-    let field = |name: &str| json.as_ref().and_then(|j| j.get(name)).and_then(|v| v.as_str()).map(str::to_string);
+    let field = |name: &str| {
+        json.as_ref().and_then(|j| j.get(name)).and_then(|v| v.as_str()).map(str::to_string)
+    };
     match status {
-        200 | 201 => field("receipt_url").ok_or_else(|| "The upload was accepted, but the answer had no receipt link; reload the page.".to_string()),
-        _ => Err(field("error").unwrap_or_else(|| format!("The server refused the upload (HTTP {status})."))),
+        200 | 201 => field("receipt_url").ok_or_else(|| {
+            "The upload was accepted, but the answer had no receipt link; reload the page."
+                .to_string()
+        }),
+        _ => Err(field("error")
+            .unwrap_or_else(|| format!("The server refused the upload (HTTP {status})."))),
     }
 }
 
@@ -442,14 +464,25 @@ mod tests {
 
     #[test]
     fn upload_outcome_reads_the_contract() {
-        assert_eq!(upload_outcome(201, r#"{"id":1,"receipt_url":"/c/t/submissions/1"}"#), Ok("/c/t/submissions/1".into()));
-        assert_eq!(upload_outcome(422, r#"{"error":"entry ../evil escapes the folder"}"#), Err("entry ../evil escapes the folder".into()));
-        assert_eq!(upload_outcome(413, "cut off"), Err("The server refused the upload (HTTP 413).".into()));
+        assert_eq!(
+            upload_outcome(201, r#"{"id":1,"receipt_url":"/c/t/submissions/1"}"#),
+            Ok("/c/t/submissions/1".into())
+        );
+        assert_eq!(
+            upload_outcome(422, r#"{"error":"entry ../evil escapes the folder"}"#),
+            Err("entry ../evil escapes the folder".into())
+        );
+        assert_eq!(
+            upload_outcome(413, "cut off"),
+            Err("The server refused the upload (HTTP 413).".into())
+        );
     }
 
     #[test]
     fn final_states() {
-        assert!(is_final("graded") && is_final("failed") && is_final("refused") && is_final("done"));
+        assert!(
+            is_final("graded") && is_final("failed") && is_final("refused") && is_final("done")
+        );
         assert!(!is_final("queued") && !is_final("grading") && !is_final("running"));
     }
 }
@@ -484,7 +517,13 @@ pub fn budget_rows(status: &crate::contract::MeterStatus) -> Vec<BudgetRow> {
 
 impl From<&crate::contract::CapUse> for BudgetRow {
     fn from(c: &crate::contract::CapUse) -> BudgetRow {
-        BudgetRow { label: cap_label(&c.cap), cap: c.cap.clone(), limit: c.limit, used: c.used, left: c.left }
+        BudgetRow {
+            label: cap_label(&c.cap),
+            cap: c.cap.clone(),
+            limit: c.limit,
+            used: c.used,
+            left: c.left,
+        }
     }
 }
 
@@ -507,7 +546,10 @@ pub fn LiveBudget(
         let _ = set_interval_with_handle(
             move || {
                 client::get_json(&url, move |body| {
-                    let Ok(status) = serde_json::from_value::<crate::contract::MeterStatus>(body) else { return };
+                    let Ok(status) = serde_json::from_value::<crate::contract::MeterStatus>(body)
+                    else {
+                        return;
+                    };
                     let now = budget_rows(&status);
                     if now != rows.get_untracked() {
                         set_rows.set(now);

@@ -69,8 +69,13 @@ pub fn document<V: IntoView + 'static>(meta: PageMeta, body: impl FnOnce() -> V)
     let owner = Owner::new();
     owner.with(|| {
         let options = LeptosOptions::builder().output_name("gatehouse").site_pkg_dir("pkg").build();
-        let title = if meta.title.is_empty() { "Gatehouse".to_string() } else { format!("{} · Gatehouse", meta.title) };
-        let scripts = meta.hydrate.then(|| view! { <HydrationScripts options=options islands=true /> });
+        let title = if meta.title.is_empty() {
+            "Gatehouse".to_string()
+        } else {
+            format!("{} · Gatehouse", meta.title)
+        };
+        let scripts =
+            meta.hydrate.then(|| view! { <HydrationScripts options=options islands=true /> });
         let nav = nav(&meta);
         let flash = meta.flash.clone().map(|f| view! { <p class="flash" role="status">{f}</p> });
         let body = body();

@@ -22,7 +22,10 @@ pub fn escape_html(s: &str) -> String {
 mod tests {
     #[test]
     fn escapes_every_markup_character_and_nothing_else() {
-        assert_eq!(super::escape_html(r#"<a href="x">Tom & 'Jerry'</a> é"#), "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt; é");
+        assert_eq!(
+            super::escape_html(r#"<a href="x">Tom & 'Jerry'</a> é"#),
+            "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt; é"
+        );
         assert_eq!(super::escape_html("plain"), "plain");
     }
 }

@@ -55,9 +55,12 @@ fn measure(base: &Path, where_: &str) -> Option<(String, f64, f64)> {
     // Runs alternate between the two tools so that neither pays more for
     // the filesystem's aftermath of earlier runs (ext4 scans recently freed
     // inodes on allocation).
-    let unzip_available = Command::new("unzip").arg("-v").output().is_ok_and(|out| out.status.success());
+    let unzip_available =
+        Command::new("unzip").arg("-v").output().is_ok_and(|out| out.status.success());
     if !unzip_available {
-        eprintln!("ingest benchmark: `unzip` is not installed, so there is no baseline (apt-get install unzip)");
+        eprintln!(
+            "ingest benchmark: `unzip` is not installed, so there is no baseline (apt-get install unzip)"
+        );
     }
     let mut ingest_times = Vec::new();
     let mut unzip_times = Vec::new();
@@ -75,7 +78,8 @@ fn measure(base: &Path, where_: &str) -> Option<(String, f64, f64)> {
         if unzip_available {
             let dest = fresh("unzip");
             let started = Instant::now();
-            let status = Command::new("unzip").arg("-q").arg(&zip_path).arg("-d").arg(&dest).status();
+            let status =
+                Command::new("unzip").arg("-q").arg(&zip_path).arg("-d").arg(&dest).status();
             unzip_times.push(started.elapsed().as_secs_f64() * 1e3);
             if !status.is_ok_and(|s| s.success()) {
                 eprintln!("ingest benchmark ({where_}): unzip failed");
@@ -118,7 +122,13 @@ fn build_archive(path: &Path) -> std::io::Result<()> {
         if i % 3 == 0 {
             while data.len() < len {
                 let n = next();
-                let _ = writeln!(data, "    let value_{} = compute({}, \"{:x}\");", n % 97, n % 1000, n % 4096);
+                let _ = writeln!(
+                    data,
+                    "    let value_{} = compute({}, \"{:x}\");",
+                    n % 97,
+                    n % 1000,
+                    n % 4096
+                );
             }
             data.truncate(len);
         } else {
@@ -127,7 +137,13 @@ fn build_archive(path: &Path) -> std::io::Result<()> {
             }
             data.truncate(len);
         }
-        let name = format!("module{:02}/part{}/sub{}/file{i:05}.{}", i % 23, i % 5, i % 3, if i % 3 == 0 { "rs" } else { "bin" });
+        let name = format!(
+            "module{:02}/part{}/sub{}/file{i:05}.{}",
+            i % 23,
+            i % 5,
+            i % 3,
+            if i % 3 == 0 { "rs" } else { "bin" }
+        );
         zip.start_file(name, options).map_err(std::io::Error::other)?;
         zip.write_all(&data)?;
     }

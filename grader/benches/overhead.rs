@@ -42,7 +42,10 @@ fn main() {
     }
 
     println!();
-    println!("{:<58} {:>12} {:>12} {:>12}", "measurement (median)", "gatehouse", "baseline", "overhead");
+    println!(
+        "{:<58} {:>12} {:>12} {:>12}",
+        "measurement (median)", "gatehouse", "baseline", "overhead"
+    );
     for (label, ours, base) in &rows {
         let pct = if *base > 0.0 { (ours - base) / base * 100.0 } else { f64::NAN };
         println!("{label:<58} {ours:>9.1} ms {base:>9.1} ms {:>+8.1} ms ({pct:+.0}%)", ours - base);
@@ -69,20 +72,22 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
     copy_path(&packet.starter_dir(), &tree).unwrap();
     copy_path(&packet.sample_dir(), &tree).unwrap();
     let zip = work.path().join("sample.zip");
-    let times: BTreeMap<String, i64> = m.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
+    let times: BTreeMap<String, i64> =
+        m.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
     grader::ingest::write_zip_from_dir(&tree, &zip, &times, TIME_BASE).unwrap();
 
     // The commands grading runs, each with the files it needs.
     let mut commands: Vec<(String, PathBuf)> = Vec::new();
-    let prepare = |name: &str, lay: &[grader::manifest::Lay], extra: Option<(&[u8], &str)>| -> PathBuf {
-        let dir = work.path().join("raw").join(name);
-        copy_path(&tree, &dir).unwrap();
-        packet.lay_into(lay, &dir).unwrap();
-        if let Some((bytes, to)) = extra {
-            grader::tree::Root::open(&dir).unwrap().write(to, bytes).unwrap();
-        }
-        dir
-    };
+    let prepare =
+        |name: &str, lay: &[grader::manifest::Lay], extra: Option<(&[u8], &str)>| -> PathBuf {
+            let dir = work.path().join("raw").join(name);
+            copy_path(&tree, &dir).unwrap();
+            packet.lay_into(lay, &dir).unwrap();
+            if let Some((bytes, to)) = extra {
+                grader::tree::Root::open(&dir).unwrap().write(to, bytes).unwrap();
+            }
+            dir
+        };
     for s in &m.steps {
         commands.push((s.run.clone(), prepare(&format!("step-{}", s.id), &s.lay, None)));
     }
@@ -90,21 +95,29 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
     for f in &m.failures {
         f.detect.walk(&mut |d| {
             if let Detector::Script { run, lay, .. } = d
-                && !commands.iter().any(|(c, _)| c == run) {
-                    n += 1;
-                    commands.push((run.clone(), prepare(&format!("script-{n}"), lay, None)));
-                }
+                && !commands.iter().any(|(c, _)| c == run)
+            {
+                n += 1;
+                commands.push((run.clone(), prepare(&format!("script-{n}"), lay, None)));
+            }
         });
     }
     if let Some(mu) = &m.mutation {
         for (id, mutant) in packet.mutants().unwrap() {
-            commands.push((mu.run.clone(), prepare(&format!("mutant-{id}"), &[], Some((&mutant, &mu.target)))));
+            commands.push((
+                mu.run.clone(),
+                prepare(&format!("mutant-{id}"), &[], Some((&mutant, &mu.target))),
+            ));
         }
     }
 
     // The raw commands get the sandbox's environment: the interpreter's own
     // bin folder first (not a version manager's shim), HOME, locale.
-    let mut path: Vec<String> = grader::sandbox::Sandbox::host_default_config().path_dirs.iter().map(|d| d.display().to_string()).collect();
+    let mut path: Vec<String> = grader::sandbox::Sandbox::host_default_config()
+        .path_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
     path.push("/usr/local/bin:/usr/bin:/bin".into());
     let path = path.join(":");
     let raw_once = || -> f64 {
@@ -140,5 +153,9 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
         graded.push(grade_once());
         raw.push(raw_once());
     }
-    vec![(format!("grade refund-invoices sample ({} commands) vs raw sum", commands.len()), median(graded), median(raw))]
+    vec![(
+        format!("grade refund-invoices sample ({} commands) vs raw sum", commands.len()),
+        median(graded),
+        median(raw),
+    )]
 }

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::evidence::{TestOutcome, TestStatus};
 use crate::grade::{GradeOptions, Grader, Scorecard, default_limits};
 use crate::manifest::{Manifest, Proves};
 use crate::packet::Packet;
-use crate::tree::copy_path;
 use crate::run::run_on_copy;
-use crate::evidence::{TestOutcome, TestStatus};
+use crate::tree::copy_path;
 
 /// The seed `packet check` fills into seed files when it lays the starter a
 /// candidate receives.
@@ -49,7 +49,12 @@ impl CheckReport {
     }
 
     fn warn(&mut self, name: impl Into<String>, detail: impl Into<String>) {
-        self.items.push(CheckItem { name: name.into(), ok: false, detail: detail.into(), warning: true });
+        self.items.push(CheckItem {
+            name: name.into(),
+            ok: false,
+            detail: detail.into(),
+            warning: true,
+        });
     }
 
     /// Failed propositions (warnings left out).
@@ -64,7 +69,8 @@ impl CheckReport {
 
 /// Runs every proposition of the self-test on the packet at `dir`.
 pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
-    let mut report = CheckReport { packet: dir.display().to_string(), items: Vec::new(), calibration: None };
+    let mut report =
+        CheckReport { packet: dir.display().to_string(), items: Vec::new(), calibration: None };
     let packet = match Packet::load(dir) {
         Ok(p) => p,
         Err(e) => {
@@ -73,7 +79,11 @@ pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
         }
     };
     report.packet = packet.manifest.packet.slug.clone();
-    report.push("manifest is valid", true, format!("version {}, digest {}", packet.manifest.packet.version, &packet.digest[..12]));
+    report.push(
+        "manifest is valid",
+        true,
+        format!("version {}, digest {}", packet.manifest.packet.version, &packet.digest[..12]),
+    );
     if let Err(e) = check_all(grader, &packet, &mut report) {
         report.push("self-test ran to the end", false, e);
     }
@@ -82,19 +92,28 @@ pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
 
 fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Result<(), String> {
     let m = &packet.manifest;
-    let work = tempfile::Builder::new().prefix("gatehouse-check-").tempdir().map_err(|e| format!("creating a work folder: {e}"))?;
+    let work = tempfile::Builder::new()
+        .prefix("gatehouse-check-")
+        .tempdir()
+        .map_err(|e| format!("creating a work folder: {e}"))?;
     let limits = m.limits.apply(&default_limits());
     for (name, detail) in crate::lint::lint(packet) {
         report.warn(name, detail);
     }
 
     // Every failure id has a variant that triggers it.
-    let exercised: BTreeSet<&str> = m.variants.iter().flat_map(|v| v.expect.iter().map(String::as_str)).collect();
-    let unexercised: Vec<&str> = m.failures.iter().map(|f| f.id.as_str()).filter(|id| !exercised.contains(id)).collect();
+    let exercised: BTreeSet<&str> =
+        m.variants.iter().flat_map(|v| v.expect.iter().map(String::as_str)).collect();
+    let unexercised: Vec<&str> =
+        m.failures.iter().map(|f| f.id.as_str()).filter(|id| !exercised.contains(id)).collect();
     report.push(
         "every failure id has a known-bad variant",
         unexercised.is_empty(),
-        if unexercised.is_empty() { format!("{} ids", m.failures.len()) } else { format!("no variant expects {}", unexercised.join(", ")) },
+        if unexercised.is_empty() {
+            format!("{} ids", m.failures.len())
+        } else {
+            format!("no variant expects {}", unexercised.join(", "))
+        },
     );
 
     // The starter is red, the sample green, under the packet's test command,
@@ -104,14 +123,31 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
     let probe = grader.probe(&tools).map_err(|e| e.to_string())?;
     let gate = crate::starter::Gate::placeholders();
-    crate::starter::lay_received(packet, CHECK_SEED, &probe, &gate, &starter).map_err(|e| format!("laying the starter a candidate receives: {e}"))?;
-    let red = run_on_copy(grader.sandbox(), &starter, &work.path().join("red"), |_| Ok(()), &m.commands.test, &limits, Vec::new())
-        .map_err(|e| e.to_string())?;
-    let red_ok = !red.report.success() && !red.report.timed_out && red.report.limit_hit.is_none() && red.runner.as_ref().is_none_or(|r| !r.passed());
+    crate::starter::lay_received(packet, CHECK_SEED, &probe, &gate, &starter)
+        .map_err(|e| format!("laying the starter a candidate receives: {e}"))?;
+    let red = run_on_copy(
+        grader.sandbox(),
+        &starter,
+        &work.path().join("red"),
+        |_| Ok(()),
+        &m.commands.test,
+        &limits,
+        Vec::new(),
+    )
+    .map_err(|e| e.to_string())?;
+    let red_ok = !red.report.success()
+        && !red.report.timed_out
+        && red.report.limit_hit.is_none()
+        && red.runner.as_ref().is_none_or(|r| !r.passed());
     report.push(
         "the starter is red",
         red_ok,
-        format!("`{}`: {}{}", m.commands.test, red.report.describe(), tail(&red.report.stdout_tail)),
+        format!(
+            "`{}`: {}{}",
+            m.commands.test,
+            red.report.describe(),
+            tail(&red.report.stdout_tail)
+        ),
     );
 
     let sample = work.path().join("sample-tree");
@@ -119,12 +155,25 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     if packet.sample_dir().is_dir() {
         copy_path(&packet.sample_dir(), &sample).map_err(|e| format!("laying the sample: {e}"))?;
     }
-    let green = run_on_copy(grader.sandbox(), &sample, &work.path().join("green"), |_| Ok(()), &m.commands.test, &limits, Vec::new())
-        .map_err(|e| e.to_string())?;
+    let green = run_on_copy(
+        grader.sandbox(),
+        &sample,
+        &work.path().join("green"),
+        |_| Ok(()),
+        &m.commands.test,
+        &limits,
+        Vec::new(),
+    )
+    .map_err(|e| e.to_string())?;
     report.push(
         "the sample passes the test command",
         green.report.success() && green.runner.as_ref().is_none_or(|r| r.passed()),
-        format!("`{}`: {}{}", m.commands.test, green.report.describe(), tail(&green.report.stdout_tail)),
+        format!(
+            "`{}`: {}{}",
+            m.commands.test,
+            green.report.describe(),
+            tail(&green.report.stdout_tail)
+        ),
     );
 
     // The sample's hidden tests define the test ids a grading expects.
@@ -132,10 +181,23 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     // trusted pytest runner must have reported a set of ids on the sample:
     // an empty set would let any grading of the version run no test.
     let calibration = grader.calibration(packet);
-    let fixed: Vec<&str> = m.steps.iter().filter(|s| crate::grade::fixed_tests(s, &crate::trusted::plan(&s.run))).map(|s| s.id.as_str()).collect();
-    let unrecorded: Vec<&str> = fixed.iter().copied().filter(|id| calibration.expected.get(*id).is_none_or(|ids| ids.is_empty())).collect();
+    let fixed: Vec<&str> = m
+        .steps
+        .iter()
+        .filter(|s| crate::grade::fixed_tests(s, &crate::trusted::plan(&s.run)))
+        .map(|s| s.id.as_str())
+        .collect();
+    let unrecorded: Vec<&str> = fixed
+        .iter()
+        .copied()
+        .filter(|id| calibration.expected.get(*id).is_none_or(|ids| ids.is_empty()))
+        .collect();
     if !fixed.is_empty() {
-        let counts: Vec<String> = calibration.expected.iter().map(|(step, ids)| format!("{step}: {}", ids.len())).collect();
+        let counts: Vec<String> = calibration
+            .expected
+            .iter()
+            .map(|(step, ids)| format!("{step}: {}", ids.len()))
+            .collect();
         report.push(
             "the hidden tests' ids are recorded",
             unrecorded.is_empty(),
@@ -150,17 +212,30 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
 
     // The sample grades with no finding.
     let opts = GradeOptions::default();
-    let sample_overlay = if packet.sample_dir().is_dir() { packet.sample_dir() } else { work.path().join("empty") };
+    let sample_overlay =
+        if packet.sample_dir().is_dir() { packet.sample_dir() } else { work.path().join("empty") };
     fs::create_dir_all(&sample_overlay).map_err(|e| e.to_string())?;
     match grader.grade_overlay(packet, &sample_overlay, &m.sample.times, &opts) {
         Ok(card) => {
-            let mut ids: Vec<String> = card.findings.iter().map(|f| format!("{} ({})", f.id, f.evidence.join("; "))).collect();
-            ids.extend(card.unevaluated.iter().map(|u| format!("{} unevaluated ({})", u.id, u.reason)));
+            let mut ids: Vec<String> = card
+                .findings
+                .iter()
+                .map(|f| format!("{} ({})", f.id, f.evidence.join("; ")))
+                .collect();
+            ids.extend(
+                card.unevaluated.iter().map(|u| format!("{} unevaluated ({})", u.id, u.reason)),
+            );
             report.push(
                 "the sample grades clean",
                 ids.is_empty(),
                 if ids.is_empty() {
-                    format!("decision {}, score {}", card.scoring.decision, card.scoring.score.map_or("-".into(), |s| format!("{s}/{}", card.scoring.max_score)))
+                    format!(
+                        "decision {}, score {}",
+                        card.scoring.decision,
+                        card.scoring
+                            .score
+                            .map_or("-".into(), |s| format!("{s}/{}", card.scoring.max_score))
+                    )
                 } else {
                     format!("findings: {}", ids.join(", "))
                 },
@@ -176,7 +251,14 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     let jobs = m.variants.len() + alternates.len();
     let items = crate::par::map_indexed(jobs, |i| match m.variants.get(i) {
         Some(v) => check_variant(grader, packet, v, work.path()),
-        None => check_alternate(grader, packet, &alternates[i - m.variants.len()], &probe, &gate, work.path()),
+        None => check_alternate(
+            grader,
+            packet,
+            &alternates[i - m.variants.len()],
+            &probe,
+            &gate,
+            work.path(),
+        ),
     });
     report.items.extend(items.into_iter().flatten());
 
@@ -201,7 +283,11 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
             .map_err(|e| e.to_string())?;
             let _ = fs::remove_dir_all(&dir);
             let killed = !r.report.success() || r.runner.as_ref().is_some_and(|r| !r.passed());
-            report.push(format!("mutant {id} is killed by step {}", step.id), killed, r.report.describe());
+            report.push(
+                format!("mutant {id} is killed by step {}", step.id),
+                killed,
+                r.report.describe(),
+            );
         }
     }
     Ok(())
@@ -209,9 +295,16 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
 
 /// Grades one variant; also returns a warning when the variant's failures
 /// do not keep it from the best decision.
-fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant, work: &Path) -> Vec<CheckItem> {
+fn check_variant(
+    grader: &Grader,
+    packet: &Packet,
+    v: &crate::manifest::Variant,
+    work: &Path,
+) -> Vec<CheckItem> {
     let name = format!("variant {} triggers exactly {}", v.name, v.expect.join(", "));
-    let item = |ok: bool, detail: String| vec![CheckItem { name: name.clone(), ok, detail, warning: false }];
+    let item = |ok: bool, detail: String| {
+        vec![CheckItem { name: name.clone(), ok, detail, warning: false }]
+    };
     let m = &packet.manifest;
     let dir = work.join("variants").join(&v.name);
     if let Err(e) = packet.write_variant(v, &dir) {
@@ -224,7 +317,8 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
             let got: BTreeSet<&str> = card.findings.iter().map(|f| f.id.as_str()).collect();
             let want: BTreeSet<&str> = v.expect.iter().map(String::as_str).collect();
             if !card.unevaluated.is_empty() {
-                let why: Vec<String> = card.unevaluated.iter().map(|u| format!("{}: {}", u.id, u.reason)).collect();
+                let why: Vec<String> =
+                    card.unevaluated.iter().map(|u| format!("{}: {}", u.id, u.reason)).collect();
                 return item(false, format!("unevaluated: {}", why.join("; ")));
             }
             // Every failing test of a step with a `[proves.<step>]` table
@@ -234,7 +328,11 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
                 CheckItem {
                     name: format!("variant {}'s failing hidden tests prove only its ids", v.name),
                     ok: problems.is_empty(),
-                    detail: if problems.is_empty() { format!("steps {}", m.proves.keys().cloned().collect::<Vec<_>>().join(", ")) } else { problems.join("; ") },
+                    detail: if problems.is_empty() {
+                        format!("steps {}", m.proves.keys().cloned().collect::<Vec<_>>().join(", "))
+                    } else {
+                        problems.join("; ")
+                    },
                     warning: false,
                 }
             });
@@ -249,10 +347,15 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
                     detail: format!("it triggers {} and still reaches {:?}: do those failures matter to the rubric?", v.expect.join(", "), card.scoring.decision),
                     warning: true,
                 });
-                return std::iter::once(CheckItem { name, ok: true, detail: format!("decision {}", card.scoring.decision), warning: false })
-                    .chain(proof)
-                    .chain(warning)
-                    .collect();
+                return std::iter::once(CheckItem {
+                    name,
+                    ok: true,
+                    detail: format!("decision {}", card.scoring.decision),
+                    warning: false,
+                })
+                .chain(proof)
+                .chain(warning)
+                .collect();
             }
             let missing: Vec<&str> = want.difference(&got).copied().collect();
             let extra: Vec<String> = card
@@ -261,7 +364,10 @@ fn check_variant(grader: &Grader, packet: &Packet, v: &crate::manifest::Variant,
                 .filter(|f| !want.contains(f.id.as_str()))
                 .map(|f| format!("{} ({})", f.id, f.evidence.join("; ")))
                 .collect();
-            let mut items = item(false, format!("missing [{}], unexpected [{}]", missing.join(", "), extra.join(", ")));
+            let mut items = item(
+                false,
+                format!("missing [{}], unexpected [{}]", missing.join(", "), extra.join(", ")),
+            );
             items.extend(proof);
             items
         }
@@ -278,9 +384,21 @@ fn tail(s: &str) -> String {
 /// candidate unpacks (starter, brief, pin file) overlaid by the alternate
 /// (its folder, then its diff), zipped whole. It must pass the packet's test command, draw no finding,
 /// leave nothing unevaluated and fail no hidden test that proves a failure.
-fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::env::EnvProbe, gate: &crate::starter::Gate, work: &Path) -> Vec<CheckItem> {
+fn check_alternate(
+    grader: &Grader,
+    packet: &Packet,
+    name: &str,
+    probe: &crate::env::EnvProbe,
+    gate: &crate::starter::Gate,
+    work: &Path,
+) -> Vec<CheckItem> {
     let m = &packet.manifest;
-    let item = |ok: bool, detail: String| CheckItem { name: format!("alternate {name} grades clean"), ok, detail, warning: false };
+    let item = |ok: bool, detail: String| CheckItem {
+        name: format!("alternate {name} grades clean"),
+        ok,
+        detail,
+        warning: false,
+    };
     let tree: PathBuf = work.join("alternates").join(name);
     let built = crate::starter::lay_received(packet, CHECK_SEED, probe, gate, &tree)
         .and_then(|()| packet.write_alternate(name, &tree));
@@ -292,21 +410,57 @@ fn check_alternate(grader: &Grader, packet: &Packet, name: &str, probe: &crate::
     // Honest work need not pass the candidate's test command (a packet may
     // ask for a diff and keep the tree red): a failing run is a warning for
     // the author, and only what grading says can fail the alternate.
-    let warning = match run_on_copy(grader.sandbox(), &tree, &work.join("alternates-run").join(name), |_| Ok(()), &m.commands.test, &limits, Vec::new()) {
+    let warning = match run_on_copy(
+        grader.sandbox(),
+        &tree,
+        &work.join("alternates-run").join(name),
+        |_| Ok(()),
+        &m.commands.test,
+        &limits,
+        Vec::new(),
+    ) {
         Ok(r) if r.report.success() && r.runner.as_ref().is_none_or(|r| r.passed()) => None,
-        Ok(r) => Some(format!("`{}` does not pass: {}{}", m.commands.test, r.report.describe(), tail(&r.report.stdout_tail))),
+        Ok(r) => Some(format!(
+            "`{}` does not pass: {}{}",
+            m.commands.test,
+            r.report.describe(),
+            tail(&r.report.stdout_tail)
+        )),
         Err(e) => Some(format!("running `{}`: {e}", m.commands.test)),
     };
-    let warning = warning.map(|detail| CheckItem { name: format!("alternate {name} passes the test command"), ok: false, detail, warning: true });
+    let warning = warning.map(|detail| CheckItem {
+        name: format!("alternate {name} passes the test command"),
+        ok: false,
+        detail,
+        warning: true,
+    });
     match grader.grade_overlay(packet, &tree, &BTreeMap::new(), &GradeOptions::default()) {
         Ok(card) => {
-            problems.extend(card.findings.iter().map(|f| format!("finding {} ({})", f.id, f.evidence.join("; "))));
-            problems.extend(card.unevaluated.iter().map(|u| format!("{} unevaluated ({})", u.id, u.reason)));
+            problems.extend(
+                card.findings
+                    .iter()
+                    .map(|f| format!("finding {} ({})", f.id, f.evidence.join("; "))),
+            );
+            problems.extend(
+                card.unevaluated.iter().map(|u| format!("{} unevaluated ({})", u.id, u.reason)),
+            );
             for (step, test, ids) in failing_proofs(m, &card) {
-                problems.push(format!("hidden test {test} of step {step} fails (it proves {})", if ids.is_empty() { "no listed id".into() } else { ids.join(" or ") }));
+                problems.push(format!(
+                    "hidden test {test} of step {step} fails (it proves {})",
+                    if ids.is_empty() { "no listed id".into() } else { ids.join(" or ") }
+                ));
             }
             if problems.is_empty() {
-                let ok = item(true, format!("decision {}, score {}", card.scoring.decision, card.scoring.score.map_or("-".into(), |s| format!("{s}/{}", card.scoring.max_score))));
+                let ok = item(
+                    true,
+                    format!(
+                        "decision {}, score {}",
+                        card.scoring.decision,
+                        card.scoring
+                            .score
+                            .map_or("-".into(), |s| format!("{s}/{}", card.scoring.max_score))
+                    ),
+                );
                 return std::iter::once(ok).chain(warning).collect();
             }
         }
@@ -321,7 +475,11 @@ fn failing_proofs(m: &Manifest, card: &Scorecard) -> Vec<(String, String, Vec<St
     let mut out = Vec::new();
     for (step, map) in &m.proves {
         let run_id = format!("step:{step}");
-        let Some(tests) = card.receipt.runs.iter().find(|r| r.id == run_id).and_then(|r| r.tests.as_ref()) else { continue };
+        let Some(tests) =
+            card.receipt.runs.iter().find(|r| r.id == run_id).and_then(|r| r.tests.as_ref())
+        else {
+            continue;
+        };
         for (test, ids) in proofs(map, tests) {
             out.push((step.clone(), test, ids));
         }
@@ -337,8 +495,11 @@ pub fn proofs(map: &BTreeMap<String, Proves>, tests: &[TestOutcome]) -> Vec<(Str
         .iter()
         .filter(|t| matches!(t.status, TestStatus::Failed | TestStatus::Error))
         .map(|t| {
-            let mut ids: Vec<String> =
-                map.iter().filter(|(p, _)| crate::detect::test_matches(t, p)).flat_map(|(_, ids)| ids.ids().iter().cloned()).collect();
+            let mut ids: Vec<String> = map
+                .iter()
+                .filter(|(p, _)| crate::detect::test_matches(t, p))
+                .flat_map(|(_, ids)| ids.ids().iter().cloned())
+                .collect();
             ids.sort();
             ids.dedup();
             (format!("{}::{}", t.classname, t.name), ids)
@@ -349,14 +510,23 @@ pub fn proofs(map: &BTreeMap<String, Proves>, tests: &[TestOutcome]) -> Vec<(Str
 /// What is wrong with how a variant's failing tests map to the ids it
 /// declares (`declared`): a failing test that proves no id, or only ids the
 /// variant does not declare.
-pub fn proof_problems(step: &str, proofs: &[(String, Vec<String>)], declared: &[String]) -> Vec<String> {
+pub fn proof_problems(
+    step: &str,
+    proofs: &[(String, Vec<String>)],
+    declared: &[String],
+) -> Vec<String> {
     proofs
         .iter()
         .filter_map(|(test, ids)| {
             if ids.is_empty() {
-                Some(format!("{test} (step {step}) fails and [proves.{step}] names no failure it proves"))
+                Some(format!(
+                    "{test} (step {step}) fails and [proves.{step}] names no failure it proves"
+                ))
             } else if !ids.iter().any(|id| declared.contains(id)) {
-                Some(format!("{test} (step {step}) fails, proving {}, which the variant does not declare", ids.join(" or ")))
+                Some(format!(
+                    "{test} (step {step}) fails, proving {}, which the variant does not declare",
+                    ids.join(" or ")
+                ))
             } else {
                 None
             }
@@ -384,7 +554,11 @@ mod tests {
         entries
             .iter()
             .map(|(p, ids)| {
-                let proves = if ids.len() == 1 { Proves::One(ids[0].into()) } else { Proves::Any(ids.iter().map(|s| s.to_string()).collect()) };
+                let proves = if ids.len() == 1 {
+                    Proves::One(ids[0].into())
+                } else {
+                    Proves::Any(ids.iter().map(|s| s.to_string()).collect())
+                };
                 (p.to_string(), proves)
             })
             .collect()
@@ -400,33 +574,63 @@ mod tests {
         ]);
         let check = |tests: Vec<TestOutcome>, expect: &[(&str, &[&str])]| {
             let got = proofs(&m, &tests);
-            let want: Vec<(String, Vec<String>)> =
-                expect.iter().map(|(t, ids)| (format!("test_hidden::{t}"), ids.iter().map(|s| s.to_string()).collect())).collect();
+            let want: Vec<(String, Vec<String>)> = expect
+                .iter()
+                .map(|(t, ids)| {
+                    (format!("test_hidden::{t}"), ids.iter().map(|s| s.to_string()).collect())
+                })
+                .collect();
             assert_eq!(got, want, "{tests:?}");
         };
-        check(vec![t("test_restart_conflict", Failed), t("test_replay", Passed)], &[("test_restart_conflict", &["conflict-amnesia"])]);
+        check(
+            vec![t("test_restart_conflict", Failed), t("test_replay", Passed)],
+            &[("test_restart_conflict", &["conflict-amnesia"])],
+        );
         // Errors count as failures; skipped and passed tests prove nothing.
-        check(vec![t("test_replay", Error), t("test_restart_x", Skipped)], &[("test_replay", &["phantom-cache"])]);
+        check(
+            vec![t("test_replay", Error), t("test_restart_x", Skipped)],
+            &[("test_replay", &["phantom-cache"])],
+        );
         // A parametrised test is named by its base name; a list proves any of its ids.
-        check(vec![t("test_shape[extra]", Failed)], &[("test_shape[extra]", &["no-intent", "schema-generosity"])]);
+        check(
+            vec![t("test_shape[extra]", Failed)],
+            &[("test_shape[extra]", &["no-intent", "schema-generosity"])],
+        );
         // No pattern names it: it proves nothing listed.
         check(vec![t("test_other", Failed)], &[("test_other", &[])]);
         // Two patterns naming one test merge their ids.
         let m2 = map(&[("test_*", &["a"]), ("test_x", &["b"])]);
-        assert_eq!(proofs(&m2, &[t("test_x", Failed)]), vec![("test_hidden::test_x".to_string(), vec!["a".to_string(), "b".to_string()])]);
+        assert_eq!(
+            proofs(&m2, &[t("test_x", Failed)]),
+            vec![("test_hidden::test_x".to_string(), vec!["a".to_string(), "b".to_string()])]
+        );
     }
 
     #[test]
     fn proof_problems_name_undeclared_and_unmapped_failures() {
         let declared = vec!["phantom-cache".to_string()];
         let check = |proofs: &[(&str, &[&str])], expect: &[&str]| {
-            let proofs: Vec<(String, Vec<String>)> = proofs.iter().map(|(t, ids)| (t.to_string(), ids.iter().map(|s| s.to_string()).collect())).collect();
-            assert_eq!(proof_problems("hidden", &proofs, &declared), expect.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            let proofs: Vec<(String, Vec<String>)> = proofs
+                .iter()
+                .map(|(t, ids)| (t.to_string(), ids.iter().map(|s| s.to_string()).collect()))
+                .collect();
+            assert_eq!(
+                proof_problems("hidden", &proofs, &declared),
+                expect.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+            );
         };
         check(&[("a", &["phantom-cache"])], &[]);
         check(&[("a", &["conflict-amnesia", "phantom-cache"])], &[]);
-        check(&[("a", &["conflict-amnesia"])], &["a (step hidden) fails, proving conflict-amnesia, which the variant does not declare"]);
-        check(&[("b", &[])], &["b (step hidden) fails and [proves.hidden] names no failure it proves"]);
+        check(
+            &[("a", &["conflict-amnesia"])],
+            &[
+                "a (step hidden) fails, proving conflict-amnesia, which the variant does not declare",
+            ],
+        );
+        check(
+            &[("b", &[])],
+            &["b (step hidden) fails and [proves.hidden] names no failure it proves"],
+        );
         check(&[], &[]);
     }
 }

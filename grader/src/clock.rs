@@ -23,8 +23,18 @@ pub fn parse_time(s: &str) -> Option<i64> {
     }
     let c = RFC3339.captures(s)?;
     let n = |i: usize| c[i].parse::<u16>().ok();
-    let date = Date::from_calendar_date(i32::from(n(1)?), Month::try_from(u8::try_from(n(2)?).ok()?).ok()?, u8::try_from(n(3)?).ok()?).ok()?;
-    let time = Time::from_hms(u8::try_from(n(4)?).ok()?, u8::try_from(n(5)?).ok()?, u8::try_from(n(6)?).ok()?).ok()?;
+    let date = Date::from_calendar_date(
+        i32::from(n(1)?),
+        Month::try_from(u8::try_from(n(2)?).ok()?).ok()?,
+        u8::try_from(n(3)?).ok()?,
+    )
+    .ok()?;
+    let time = Time::from_hms(
+        u8::try_from(n(4)?).ok()?,
+        u8::try_from(n(5)?).ok()?,
+        u8::try_from(n(6)?).ok()?,
+    )
+    .ok()?;
     let offset = match c.get(7).map(|m| m.as_str()).filter(|o| *o != "Z") {
         None => UtcOffset::UTC,
         Some(off) => {
@@ -45,7 +55,10 @@ pub fn parse_time(s: &str) -> Option<i64> {
 /// outside the years 1–9999 is shown as its seconds, `@<n>`.
 pub fn format_time(t: i64) -> String {
     let format = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    OffsetDateTime::from_unix_timestamp(t).ok().and_then(|d| d.format(&format).ok()).unwrap_or_else(|| format!("@{t}"))
+    OffsetDateTime::from_unix_timestamp(t)
+        .ok()
+        .and_then(|d| d.format(&format).ok())
+        .unwrap_or_else(|| format!("@{t}"))
 }
 
 #[cfg(test)]

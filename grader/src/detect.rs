@@ -9,13 +9,13 @@ use std::sync::LazyLock;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex::Regex;
 
-use crate::pattern::Globs;
-use crate::manifest::{Detector, Limit, Manifest, OrderBy, Scope, Stream};
-use crate::tree::Tree;
 use crate::clock::{format_time, parse_time};
 use crate::diff::{excerpt, parse_unified_diff};
 use crate::evidence::{Hit, MutationOutcome, Provenance, ScriptFinding, StepOutcome, TestOutcome};
+use crate::manifest::{Detector, Limit, Manifest, OrderBy, Scope, Stream};
+use crate::pattern::Globs;
 use crate::pytest::{pytest_log_problems, unknown_nodes};
+use crate::tree::Tree;
 
 /// Everything detectors may look at.
 pub struct Evidence<'a> {
@@ -81,7 +81,11 @@ impl Evidence<'_> {
                     Some(_) => crate::tree::list_paths(self.root(id, step)?),
                     None => self.scoped_files(*scope),
                 };
-                let hits: Vec<String> = files.into_iter().filter(|f| set.is_match(f)).map(|f| format!("{f}: present")).collect();
+                let hits: Vec<String> = files
+                    .into_iter()
+                    .filter(|f| set.is_match(f))
+                    .map(|f| format!("{f}: present"))
+                    .collect();
                 if hits.is_empty() { None } else { Hit::new(provenance_of(step), hits) }
             }
             Detector::OutsideAllowlist { allow: set } => {
@@ -111,7 +115,10 @@ impl Evidence<'_> {
                 }
                 match (absent, hits.is_empty()) {
                     (false, false) => Hit::new(provenance_of(step), hits),
-                    (true, true) => Hit::new(provenance_of(step), vec![format!("no line of {} matches /{regex}/", files.join(", "))]),
+                    (true, true) => Hit::new(
+                        provenance_of(step),
+                        vec![format!("no line of {} matches /{regex}/", files.join(", "))],
+                    ),
                     _ => None,
                 }
             }
@@ -123,9 +130,15 @@ impl Evidence<'_> {
                     let now = self.read_bytes(p).map(|b| crate::tree::sha256_hex(&b));
                     match (starter, now) {
                         (Some(a), Some(b)) if a == b => {}
-                        (Some(a), Some(b)) => hits.push(format!("{p}: sha256 {} differs from the starter's {}", short(&b), short(a))),
+                        (Some(a), Some(b)) => hits.push(format!(
+                            "{p}: sha256 {} differs from the starter's {}",
+                            short(&b),
+                            short(a)
+                        )),
                         (Some(_), None) => hits.push(format!("{p}: deleted")),
-                        (None, _) => return Err(fail(format!("frozen path {p:?} is not in the starter"))),
+                        (None, _) => {
+                            return Err(fail(format!("frozen path {p:?} is not in the starter")));
+                        }
                     }
                 }
                 if hits.is_empty() { None } else { Hit::new(Provenance::Replayed, hits) }
@@ -145,18 +158,27 @@ impl Evidence<'_> {
                 let fired = equals.is_some_and(|e| code == Some(e))
                     || not_equals.is_some_and(|e| code != Some(e))
                     || timed_out.is_some_and(|t| report.timed_out == t);
-                fired.then(|| Hit { provenance: Provenance::Replayed, evidence: vec![format!("step {step}: {}", outcome.report.describe())] })
+                fired.then(|| Hit {
+                    provenance: Provenance::Replayed,
+                    evidence: vec![format!("step {step}: {}", outcome.report.describe())],
+                })
             }
             Detector::Output { step, stream, contains, absent } => {
                 let outcome = self.step(id, step)?;
                 let text = match stream {
                     Stream::Stdout => outcome.report.stdout_tail.clone(),
                     Stream::Stderr => outcome.report.stderr_tail.clone(),
-                    Stream::Both => format!("{}\n{}", outcome.report.stdout_tail, outcome.report.stderr_tail),
+                    Stream::Both => {
+                        format!("{}\n{}", outcome.report.stdout_tail, outcome.report.stderr_tail)
+                    }
                 };
                 if let Some(re) = contains {
-                    let lines: Vec<String> =
-                        text.lines().filter(|l| re.is_match(l)).take(5).map(|l| format!("step {step}: {}", excerpt(l))).collect();
+                    let lines: Vec<String> = text
+                        .lines()
+                        .filter(|l| re.is_match(l))
+                        .take(5)
+                        .map(|l| format!("step {step}: {}", excerpt(l)))
+                        .collect();
                     if lines.is_empty() { None } else { Hit::new(Provenance::Replayed, lines) }
                 } else if let Some(r) = absent {
                     // Multi-line mode: `^` and `$` are line boundaries, as they
@@ -164,7 +186,10 @@ impl Evidence<'_> {
                     if r.is_match(&text) {
                         None
                     } else {
-                        Hit::new(Provenance::Replayed, vec![format!("step {step}: output never matches /{r}/")])
+                        Hit::new(
+                            Provenance::Replayed,
+                            vec![format!("step {step}: output never matches /{r}/")],
+                        )
                     }
                 } else {
                     None
@@ -190,7 +215,11 @@ impl Evidence<'_> {
                         OrderBy::Stamp => {
                             // Validation requires a stamp regex for `by = "stamp"`.
                             let Some(re) = stamp else { return Ok(None) };
-                            Ok(self.read(p).and_then(|t| re.captures(&t).and_then(|c| c.get(1)).and_then(|m| parse_time(m.as_str()))))
+                            Ok(self.read(p).and_then(|t| {
+                                re.captures(&t)
+                                    .and_then(|c| c.get(1))
+                                    .and_then(|m| parse_time(m.as_str()))
+                            }))
                         }
                     }
                 };
@@ -220,7 +249,12 @@ impl Evidence<'_> {
                 let mut allowed = allow.clone();
                 if let Some(f) = allow_file {
                     let list = self.read(f).unwrap_or_default();
-                    allowed.extend(list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from));
+                    allowed.extend(
+                        list.lines()
+                            .map(str::trim)
+                            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                            .map(String::from),
+                    );
                 }
                 let set = globs(&allowed);
                 let hits: Vec<String> = paths
@@ -233,17 +267,39 @@ impl Evidence<'_> {
             Detector::StdlibOnly { files: set, allow } => {
                 let local = local_modules(&self.workspace_files());
                 let mut hits = Vec::new();
-                for f in self.workspace_files().into_iter().filter(|f| set.is_match(f) && f.ends_with(".py")) {
+                for f in self
+                    .workspace_files()
+                    .into_iter()
+                    .filter(|f| set.is_match(f) && f.ends_with(".py"))
+                {
                     let text = self.read(&f).unwrap_or_default();
                     for (n, module) in imports(&text) {
-                        if !self.stdlib.contains(&module) && !local.contains(&module) && !allow.contains(&module) {
-                            hits.push(format!("{f}:{n}: imports {module}, which is not in the standard library"));
+                        if !self.stdlib.contains(&module)
+                            && !local.contains(&module)
+                            && !allow.contains(&module)
+                        {
+                            hits.push(format!(
+                                "{f}:{n}: imports {module}, which is not in the standard library"
+                            ));
                         }
                     }
                 }
                 if hits.is_empty() { None } else { Hit::new(Provenance::Claimed, hits) }
             }
-            Detector::Ledger { file, step, filter, required, schema, rows_over, rows_under, sum, duplicates, consecutive, invalid, compare } => {
+            Detector::Ledger {
+                file,
+                step,
+                filter,
+                required,
+                schema,
+                rows_over,
+                rows_under,
+                sum,
+                duplicates,
+                consecutive,
+                invalid,
+                compare,
+            } => {
                 let root = self.root(id, step)?;
                 let Some(text) = read_text(root, file) else { return Ok(None) };
                 let limit = |l: &Limit| -> Result<f64, DetectError> {
@@ -275,14 +331,21 @@ impl Evidence<'_> {
                     let l = limit(&s.over)?;
                     let total = field_sum(&rows, &s.field);
                     if total > l {
-                        hits.push(format!("{file}: sum of {} is {total}, over the limit of {l}", s.field));
+                        hits.push(format!(
+                            "{file}: sum of {} is {total}, over the limit of {l}",
+                            s.field
+                        ));
                     }
                 } else if let Some(key) = duplicates {
                     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
                     for (i, r) in rows.iter().enumerate() {
                         let k = ledger_key(r, key);
                         if let Some(first) = seen.get(&k) {
-                            hits.push(format!("{file}: row {} repeats row {} ({k})", i + 1, first + 1));
+                            hits.push(format!(
+                                "{file}: row {} repeats row {} ({k})",
+                                i + 1,
+                                first + 1
+                            ));
                         } else {
                             seen.insert(k, i);
                         }
@@ -306,18 +369,41 @@ impl Evidence<'_> {
                     let other = read_text(other_root, &c.with_file).unwrap_or_default();
                     let (other_rows, _) = parse_ledger(&other, &[], &BTreeMap::new());
                     let other_rows = filtered(other_rows, &c.with_filter);
-                    let claimed = if c.field == "rows" { rows.len() as f64 } else { field_sum(&rows, &c.field) };
-                    let recomputed = if c.with_field == "rows" { other_rows.len() as f64 } else { field_sum(&other_rows, &c.with_field) };
+                    let claimed = if c.field == "rows" {
+                        rows.len() as f64
+                    } else {
+                        field_sum(&rows, &c.field)
+                    };
+                    let recomputed = if c.with_field == "rows" {
+                        other_rows.len() as f64
+                    } else {
+                        field_sum(&other_rows, &c.with_field)
+                    };
                     let allowed = recomputed.abs() * c.tolerance_pct / 100.0;
                     if (claimed - recomputed).abs() > allowed {
-                        let pct = if recomputed != 0.0 { format!("{:+.1}%", (claimed - recomputed) / recomputed * 100.0) } else { "∞".into() };
+                        let pct = if recomputed != 0.0 {
+                            format!("{:+.1}%", (claimed - recomputed) / recomputed * 100.0)
+                        } else {
+                            "∞".into()
+                        };
                         hits.push(format!(
                             "{file}: {} claims {claimed}, step {} recomputed {recomputed} ({pct}, tolerance {}%)",
                             c.field, c.with_step, c.tolerance_pct
                         ));
                     }
                 }
-                if hits.is_empty() { None } else { Hit::new(provenance_of(step).max(if compare.is_some() { Provenance::Replayed } else { Provenance::Claimed }), hits) }
+                if hits.is_empty() {
+                    None
+                } else {
+                    Hit::new(
+                        provenance_of(step).max(if compare.is_some() {
+                            Provenance::Replayed
+                        } else {
+                            Provenance::Claimed
+                        }),
+                        hits,
+                    )
+                }
             }
             Detector::Leftovers { step } => {
                 let outcome = self.step(id, step)?;
@@ -325,38 +411,74 @@ impl Evidence<'_> {
                 if left.is_empty() {
                     None
                 } else {
-                    let mut ev: Vec<String> = left.iter().map(|l| format!("step {step} left `{}` running (killed)", excerpt(&l.cmdline))).collect();
+                    let mut ev: Vec<String> = left
+                        .iter()
+                        .map(|l| {
+                            format!("step {step} left `{}` running (killed)", excerpt(&l.cmdline))
+                        })
+                        .collect();
                     ev.truncate(10);
                     Hit::new(Provenance::Replayed, ev)
                 }
             }
             Detector::Digest { files, claimed_in, regex, step } => {
                 let re = regex;
-                let Some(text) = read_text(self.root(id, step)?, claimed_in) else { return Ok(None) };
+                let Some(text) = read_text(self.root(id, step)?, claimed_in) else {
+                    return Ok(None);
+                };
                 let mut tree = crate::tree::Tree::new();
                 for f in files {
                     match self.read_bytes(f) {
                         Some(b) => {
                             tree.insert(f.clone(), (b.len() as u64, crate::tree::sha256_hex(&b)));
                         }
-                        None => return Ok(Hit::new(Provenance::Replayed, vec![format!("{f}: missing, so its digest cannot match")])),
+                        None => {
+                            return Ok(Hit::new(
+                                Provenance::Replayed,
+                                vec![format!("{f}: missing, so its digest cannot match")],
+                            ));
+                        }
                     }
                 }
-                let actual = if tree.len() == 1 { tree.values().next().map(|(_, sha)| sha.clone()).unwrap_or_default() } else { crate::tree::tree_digest(&tree) };
-                match re.captures(&text).and_then(|c| c.get(1)).map(|m| m.as_str().to_ascii_lowercase()) {
-                    None => Hit::new(Provenance::Claimed, vec![format!("{claimed_in} carries no digest matching /{regex}/")]),
+                let actual = if tree.len() == 1 {
+                    tree.values().next().map(|(_, sha)| sha.clone()).unwrap_or_default()
+                } else {
+                    crate::tree::tree_digest(&tree)
+                };
+                match re
+                    .captures(&text)
+                    .and_then(|c| c.get(1))
+                    .map(|m| m.as_str().to_ascii_lowercase())
+                {
+                    None => Hit::new(
+                        Provenance::Claimed,
+                        vec![format!("{claimed_in} carries no digest matching /{regex}/")],
+                    ),
                     Some(claimed) if claimed == actual => None,
                     Some(claimed) => Hit::new(
                         Provenance::Replayed,
-                        vec![format!("{claimed_in} claims {} for {}, the submitted code has {}", short(&claimed), files.join(", "), short(&actual))],
+                        vec![format!(
+                            "{claimed_in} claims {} for {}, the submitted code has {}",
+                            short(&claimed),
+                            files.join(", "),
+                            short(&actual)
+                        )],
                     ),
                 }
             }
             Detector::MutantsSurvive { at_least } => {
                 let m = self.mutation.ok_or_else(|| fail("no mutation run".into()))?;
-                let survivors: Vec<String> =
-                    m.mutants.iter().filter(|r| !r.killed).map(|r| format!("mutant {} survived the candidate's tests", r.id)).collect();
-                if survivors.len() >= *at_least as usize { Hit::new(Provenance::Replayed, survivors) } else { None }
+                let survivors: Vec<String> = m
+                    .mutants
+                    .iter()
+                    .filter(|r| !r.killed)
+                    .map(|r| format!("mutant {} survived the candidate's tests", r.id))
+                    .collect();
+                if survivors.len() >= *at_least as usize {
+                    Hit::new(Provenance::Replayed, survivors)
+                } else {
+                    None
+                }
             }
             Detector::Script { run, lay, .. } => {
                 let key = script_key(run, lay);
@@ -366,8 +488,12 @@ impl Evidence<'_> {
                     Some(Ok(found)) => found,
                 };
                 let mine: Vec<&ScriptFinding> = found.iter().filter(|f| f.id == id).collect();
-                let provenance = mine.iter().map(|f| f.provenance.unwrap_or(Provenance::Replayed)).min();
-                provenance.map(|p| Hit { provenance: p, evidence: mine.iter().map(|f| f.evidence.clone()).collect() })
+                let provenance =
+                    mine.iter().map(|f| f.provenance.unwrap_or(Provenance::Replayed)).min();
+                provenance.map(|p| Hit {
+                    provenance: p,
+                    evidence: mine.iter().map(|f| f.evidence.clone()).collect(),
+                })
             }
             Detector::All { of } => {
                 let mut all = Vec::new();
@@ -388,25 +514,38 @@ impl Evidence<'_> {
                 // own, so the finding keeps that provenance even when a
                 // claimed detector fired too.
                 let witnessed = any.iter().any(|h| h.provenance == Provenance::Witnessed);
-                merge(any).map(|h| if witnessed { Hit { provenance: Provenance::Witnessed, ..h } } else { h })
+                merge(any).map(|h| {
+                    if witnessed { Hit { provenance: Provenance::Witnessed, ..h } } else { h }
+                })
             }
             Detector::Witness { check, file, tolerance, min_chain } => match self.witness {
                 None => None,
                 Some(w) => {
-                    let spec = crate::witness::CheckSpec { check: *check, file: file.clone(), tolerance: *tolerance, min_chain: *min_chain };
+                    let spec = crate::witness::CheckSpec {
+                        check: *check,
+                        file: file.clone(),
+                        tolerance: *tolerance,
+                        min_chain: *min_chain,
+                    };
                     let claimed = spec.claimed_file().and_then(|f| self.read(&f));
                     crate::witness::check(&spec, w, &claimed)
                 }
             },
             Detector::Not { of } => match self.eval(id, of)? {
                 Some(_) => None,
-                None => Hit::new(Provenance::Replayed, vec![format!("expected evidence absent: {}", describe(of))]),
+                None => Hit::new(
+                    Provenance::Replayed,
+                    vec![format!("expected evidence absent: {}", describe(of))],
+                ),
             },
         })
     }
 
     fn step(&self, id: &str, step: &str) -> Result<&StepOutcome, DetectError> {
-        self.steps.get(step).ok_or_else(|| DetectError { failure: id.into(), message: format!("step {step:?} did not run") })
+        self.steps.get(step).ok_or_else(|| DetectError {
+            failure: id.into(),
+            message: format!("step {step:?} did not run"),
+        })
     }
 
     /// The folder a file-reading detector reads: the assembled workspace,
@@ -414,11 +553,10 @@ impl Evidence<'_> {
     fn root(&self, id: &str, step: &Option<String>) -> Result<&Path, DetectError> {
         match step {
             None => Ok(self.workspace),
-            Some(s) => self
-                .kept
-                .get(s)
-                .map(|p| p.as_path())
-                .ok_or_else(|| DetectError { failure: id.into(), message: format!("step {s:?} kept no files") }),
+            Some(s) => self.kept.get(s).map(|p| p.as_path()).ok_or_else(|| DetectError {
+                failure: id.into(),
+                message: format!("step {s:?} kept no files"),
+            }),
         }
     }
 
@@ -470,11 +608,15 @@ fn merge(hits: Vec<Hit>) -> Option<Hit> {
 /// A short human description of a detector, for `not` evidence.
 pub fn describe(d: &Detector) -> String {
     match d {
-        Detector::PytestLog { file, expect, .. } => format!("{file} is a real pytest log of a {expect:?} run").to_lowercase(),
+        Detector::PytestLog { file, expect, .. } => {
+            format!("{file} is a real pytest log of a {expect:?} run").to_lowercase()
+        }
         Detector::Missing { paths, .. } => format!("missing {}", paths.join(", ")),
         Detector::Present { paths, .. } => format!("present {}", paths.join(", ")),
         Detector::Pattern { files, regex, .. } => format!("/{regex}/ in {}", files.join(", ")),
-        Detector::TestFailing { step, tests } => format!("failing tests {} in step {step}", tests.join(", ")),
+        Detector::TestFailing { step, tests } => {
+            format!("failing tests {} in step {step}", tests.join(", "))
+        }
         Detector::Order { before, after, .. } => format!("{after} earlier than {before}"),
         other => format!("{other:?}").split_whitespace().next().unwrap_or_default().to_string(),
     }
@@ -515,8 +657,12 @@ fn test_names(t: &TestOutcome) -> Vec<String> {
 pub fn test_matches(t: &TestOutcome, pattern: &str) -> bool {
     let g = globs(&[pattern.to_string()]);
     // `test_x` also names the parametrised `test_x[1]`.
-    let unparam = |n: &str| n.strip_suffix(']').and_then(|n| n.rsplit_once('[')).map(|(base, _)| base.to_string());
-    test_names(t).iter().any(|n| n == pattern || g.is_match(n) || unparam(n).is_some_and(|b| b == pattern || g.is_match(&b)))
+    let unparam = |n: &str| {
+        n.strip_suffix(']').and_then(|n| n.rsplit_once('[')).map(|(base, _)| base.to_string())
+    };
+    test_names(t).iter().any(|n| {
+        n == pattern || g.is_match(n) || unparam(n).is_some_and(|b| b == pattern || g.is_match(&b))
+    })
 }
 
 fn failing_tests(outcome: &StepOutcome, patterns: &Globs) -> Vec<String> {
@@ -524,8 +670,19 @@ fn failing_tests(outcome: &StepOutcome, patterns: &Globs) -> Vec<String> {
         let why = outcome.junit_error.as_deref().unwrap_or("no JUnit report");
         return vec![format!("no test results: {why} ({})", outcome.report.describe())];
     };
-    let failed = |t: &&TestOutcome| t.status == crate::evidence::TestStatus::Failed || t.status == crate::evidence::TestStatus::Error;
-    let line = |t: &TestOutcome| format!("{}::{} {}{}", t.classname, t.name, t.status.word(), t.message.as_deref().map(|m| format!(": {}", excerpt(m))).unwrap_or_default());
+    let failed = |t: &&TestOutcome| {
+        t.status == crate::evidence::TestStatus::Failed
+            || t.status == crate::evidence::TestStatus::Error
+    };
+    let line = |t: &TestOutcome| {
+        format!(
+            "{}::{} {}{}",
+            t.classname,
+            t.name,
+            t.status.word(),
+            t.message.as_deref().map(|m| format!(": {}", excerpt(m))).unwrap_or_default()
+        )
+    };
     if patterns.is_empty() {
         if tests.is_empty() {
             return vec!["no tests ran".into()];
@@ -534,7 +691,10 @@ fn failing_tests(outcome: &StepOutcome, patterns: &Globs) -> Vec<String> {
     }
     let mut hits = Vec::new();
     for (p, g) in patterns.each() {
-        let matching: Vec<&TestOutcome> = tests.iter().filter(|t| test_names(t).iter().any(|n| n == p || g.is_match(n))).collect();
+        let matching: Vec<&TestOutcome> = tests
+            .iter()
+            .filter(|t| test_names(t).iter().any(|n| n == p || g.is_match(n)))
+            .collect();
         if matching.is_empty() {
             hits.push(format!("{p}: not run"));
         }
@@ -546,8 +706,11 @@ fn failing_tests(outcome: &StepOutcome, patterns: &Globs) -> Vec<String> {
 /// Top-level modules imported by a Python source, with line numbers.
 /// Relative imports are left out.
 fn imports(src: &str) -> Vec<(usize, String)> {
-    static IMPORT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*import\s+(.+)$").expect("static regex"));
-    static FROM: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\s*from\s+([A-Za-z_][\w.]*)\s+import\b").expect("static regex"));
+    static IMPORT: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^\s*import\s+(.+)$").expect("static regex"));
+    static FROM: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*from\s+([A-Za-z_][\w.]*)\s+import\b").expect("static regex")
+    });
     let (import, from) = (&*IMPORT, &*FROM);
     let mut out = Vec::new();
     for (n, line) in src.lines().enumerate() {
@@ -590,7 +753,11 @@ type Row = serde_json::Map<String, serde_json::Value>;
 
 /// Parses a JSONL ledger; returns the rows that are objects and a message
 /// for every line that is not a valid row.
-pub fn parse_ledger(text: &str, required: &[String], schema: &BTreeMap<String, crate::manifest::FieldType>) -> (Vec<Row>, Vec<String>) {
+pub fn parse_ledger(
+    text: &str,
+    required: &[String],
+    schema: &BTreeMap<String, crate::manifest::FieldType>,
+) -> (Vec<Row>, Vec<String>) {
     let mut rows = Vec::new();
     let mut bad = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -599,15 +766,21 @@ pub fn parse_ledger(text: &str, required: &[String], schema: &BTreeMap<String, c
         }
         match serde_json::from_str::<serde_json::Value>(line) {
             Ok(serde_json::Value::Object(map)) => {
-                let missing: Vec<&str> = required.iter().filter(|f| !map.contains_key(*f)).map(String::as_str).collect();
+                let missing: Vec<&str> =
+                    required.iter().filter(|f| !map.contains_key(*f)).map(String::as_str).collect();
                 if !missing.is_empty() {
                     bad.push(format!("line {}: missing {}", n + 1, missing.join(", ")));
                 }
                 for (field, ty) in schema {
                     if let Some(v) = map.get(field)
-                        && !ty.accepts(v) {
-                            bad.push(format!("line {}: {field} is {v}, not {}", n + 1, format!("{ty:?}").to_lowercase()));
-                        }
+                        && !ty.accepts(v)
+                    {
+                        bad.push(format!(
+                            "line {}: {field} is {v}, not {}",
+                            n + 1,
+                            format!("{ty:?}").to_lowercase()
+                        ));
+                    }
                 }
                 rows.push(map);
             }
@@ -619,7 +792,11 @@ pub fn parse_ledger(text: &str, required: &[String], schema: &BTreeMap<String, c
 }
 
 fn ledger_key(row: &Row, fields: &[String]) -> String {
-    fields.iter().map(|f| format!("{f}={}", row.get(f).map(|v| v.to_string()).unwrap_or_default())).collect::<Vec<_>>().join(" ")
+    fields
+        .iter()
+        .map(|f| format!("{f}={}", row.get(f).map(|v| v.to_string()).unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]

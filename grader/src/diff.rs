@@ -7,12 +7,18 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 /// A hunk header: old start, old length, new start, new length.
-static HUNK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@").expect("static regex"));
+static HUNK: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@").expect("static regex")
+});
 
 /// A line shortened to 160 characters for evidence and error messages.
 pub(crate) fn excerpt(line: &str) -> String {
     let t = line.trim();
-    if t.chars().count() > 160 { format!("{}…", t.chars().take(160).collect::<String>()) } else { t.to_string() }
+    if t.chars().count() > 160 {
+        format!("{}…", t.chars().take(160).collect::<String>())
+    } else {
+        t.to_string()
+    }
 }
 
 /// Parses a unified diff strictly and returns the paths it touches (old and
@@ -33,30 +39,50 @@ pub fn parse_unified_diff(text: &str) -> Result<Vec<String>, String> {
     while i < lines.len() {
         let line = lines[i];
         if let Some(old) = line.strip_prefix("--- ") {
-            let new = lines
-                .get(i + 1)
-                .and_then(|l| l.strip_prefix("+++ "))
-                .ok_or_else(|| format!("line {}: `---` header without a `+++` line after it", i + 1))?;
+            let new = lines.get(i + 1).and_then(|l| l.strip_prefix("+++ ")).ok_or_else(|| {
+                format!("line {}: `---` header without a `+++` line after it", i + 1)
+            })?;
             paths.extend(strip(old));
             paths.extend(strip(new));
             files += 1;
             i += 2;
             let mut hunks = 0;
             while let Some(c) = lines.get(i).and_then(|l| HUNK.captures(l)) {
-                let count = |g: usize| c.get(g).map_or(Ok(1), |m| m.as_str().parse::<usize>()).unwrap_or(0);
+                let count =
+                    |g: usize| c.get(g).map_or(Ok(1), |m| m.as_str().parse::<usize>()).unwrap_or(0);
                 let (mut old_left, mut new_left) = (count(2), count(4));
                 i += 1;
                 while old_left > 0 || new_left > 0 {
-                    let body = lines.get(i).ok_or_else(|| format!("line {}: the hunk ends early", i + 1))?;
+                    let body = lines
+                        .get(i)
+                        .ok_or_else(|| format!("line {}: the hunk ends early", i + 1))?;
                     match body.chars().next() {
                         Some(' ') | None => {
-                            old_left = old_left.checked_sub(1).ok_or_else(|| format!("line {}: hunk longer than its header says", i + 1))?;
-                            new_left = new_left.checked_sub(1).ok_or_else(|| format!("line {}: hunk longer than its header says", i + 1))?;
+                            old_left = old_left.checked_sub(1).ok_or_else(|| {
+                                format!("line {}: hunk longer than its header says", i + 1)
+                            })?;
+                            new_left = new_left.checked_sub(1).ok_or_else(|| {
+                                format!("line {}: hunk longer than its header says", i + 1)
+                            })?;
                         }
-                        Some('-') => old_left = old_left.checked_sub(1).ok_or_else(|| format!("line {}: too many removed lines", i + 1))?,
-                        Some('+') => new_left = new_left.checked_sub(1).ok_or_else(|| format!("line {}: too many added lines", i + 1))?,
+                        Some('-') => {
+                            old_left = old_left
+                                .checked_sub(1)
+                                .ok_or_else(|| format!("line {}: too many removed lines", i + 1))?
+                        }
+                        Some('+') => {
+                            new_left = new_left
+                                .checked_sub(1)
+                                .ok_or_else(|| format!("line {}: too many added lines", i + 1))?
+                        }
                         Some('\\') => {}
-                        Some(_) => return Err(format!("line {}: `{}` is not a hunk line", i + 1, excerpt(body))),
+                        Some(_) => {
+                            return Err(format!(
+                                "line {}: `{}` is not a hunk line",
+                                i + 1,
+                                excerpt(body)
+                            ));
+                        }
                     }
                     i += 1;
                 }
@@ -86,7 +112,11 @@ pub fn parse_unified_diff(text: &str) -> Result<Vec<String>, String> {
             }
         } else if !header_like {
             if files == 0 {
-                return Err(format!("line {}: `{}` is not part of a unified diff", i + 1, excerpt(line)));
+                return Err(format!(
+                    "line {}: `{}` is not part of a unified diff",
+                    i + 1,
+                    excerpt(line)
+                ));
             }
             return Err(format!("line {}: unexpected `{}` between files", i + 1, excerpt(line)));
         }
@@ -116,9 +146,10 @@ pub fn split_diff(text: &str) -> Result<Vec<(String, String)>, String> {
             i += 2;
         } else {
             if let Some((_, part)) = parts.last_mut()
-                && !lines[i].starts_with("diff ") {
-                    part.push_str(lines[i]);
-                }
+                && !lines[i].starts_with("diff ")
+            {
+                part.push_str(lines[i]);
+            }
             i += 1;
         }
     }
@@ -140,7 +171,10 @@ pub fn apply_diff(original: &str, diff: &str) -> Result<String, String> {
             continue;
         };
         let start: usize = c[1].parse().map_err(|_| format!("bad hunk header `{}`", lines[i]))?;
-        let len: usize = c.get(2).map_or(Ok(1), |m| m.as_str().parse()).map_err(|_| format!("bad hunk header `{}`", lines[i]))?;
+        let len: usize = c
+            .get(2)
+            .map_or(Ok(1), |m| m.as_str().parse())
+            .map_err(|_| format!("bad hunk header `{}`", lines[i]))?;
         // A hunk of zero old lines inserts after line `start`.
         let begin = if len == 0 { start } else { start.saturating_sub(1) };
         if begin < at || begin > old.len() {
@@ -157,7 +191,10 @@ pub fn apply_diff(original: &str, diff: &str) -> Result<String, String> {
             let (kind, text) = line.split_at(line.chars().next().map_or(0, char::len_utf8));
             match kind {
                 " " | "-" => {
-                    let have = old.get(at).map(|l| l.trim_end_matches('\n')).ok_or("the diff runs past the end of the file")?;
+                    let have = old
+                        .get(at)
+                        .map(|l| l.trim_end_matches('\n'))
+                        .ok_or("the diff runs past the end of the file")?;
                     if have != text {
                         return Err(format!("line {}: expected `{text}`, found `{have}`", at + 1));
                     }
@@ -172,9 +209,15 @@ pub fn apply_diff(original: &str, diff: &str) -> Result<String, String> {
                 }
                 "" if line.is_empty() => {
                     // An empty context line whose leading space was trimmed.
-                    let have = old.get(at).map(|l| l.trim_end_matches('\n')).ok_or("the diff runs past the end of the file")?;
+                    let have = old
+                        .get(at)
+                        .map(|l| l.trim_end_matches('\n'))
+                        .ok_or("the diff runs past the end of the file")?;
                     if !have.is_empty() {
-                        return Err(format!("line {}: expected an empty line, found `{have}`", at + 1));
+                        return Err(format!(
+                            "line {}: expected an empty line, found `{have}`",
+                            at + 1
+                        ));
                     }
                     out.push_str(old[at]);
                     at += 1;
@@ -200,15 +243,28 @@ mod tests {
         }
     }
 
-    const SRC: &str = "def total(rows):\n    s = 0\n    for r in rows:\n        s += r\n\n    return s\n";
+    const SRC: &str =
+        "def total(rows):\n    s = 0\n    for r in rows:\n        s += r\n\n    return s\n";
 
     #[test]
     fn applies_exact_hunks() {
         let diff = "--- a/t.py\n+++ b/t.py\n@@ -3,2 +3,2 @@\n     for r in rows:\n-        s += r\n+        s += abs(r)\n";
-        check(SRC, diff, Ok("def total(rows):\n    s = 0\n    for r in rows:\n        s += abs(r)\n\n    return s\n"));
+        check(
+            SRC,
+            diff,
+            Ok(
+                "def total(rows):\n    s = 0\n    for r in rows:\n        s += abs(r)\n\n    return s\n",
+            ),
+        );
         // Two hunks, one across an empty context line, one inserting.
         let diff = "--- a/t.py\n+++ b/t.py\n@@ -1 +1,2 @@\n def total(rows):\n+    rows = list(rows)\n@@ -4,3 +5,3 @@\n         s += r\n\n-    return s\n+    return -s\n";
-        check(SRC, diff, Ok("def total(rows):\n    rows = list(rows)\n    s = 0\n    for r in rows:\n        s += r\n\n    return -s\n"));
+        check(
+            SRC,
+            diff,
+            Ok(
+                "def total(rows):\n    rows = list(rows)\n    s = 0\n    for r in rows:\n        s += r\n\n    return -s\n",
+            ),
+        );
     }
 
     #[test]
@@ -224,7 +280,11 @@ mod tests {
     fn a_multibyte_line_between_hunks_is_not_a_crash() {
         // Found by tests/it/fuzz.rs: this panicked slicing inside `\u{3000}`.
         check("\n", "--- a/a\n+++ b/a\n@@ -1,0 +1,0 @@\n\u{3000}", Ok("\n"));
-        check("x\n", "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+\u{e9}\n\u{a0}\u{2003}\n", Ok("\u{e9}\n"));
+        check(
+            "x\n",
+            "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+\u{e9}\n\u{a0}\u{2003}\n",
+            Ok("\u{e9}\n"),
+        );
     }
 
     #[test]
@@ -235,7 +295,11 @@ mod tests {
         assert_eq!(paths, ["a.py", "new/b.py"]);
         assert_eq!(apply_diff("x\n", &parts[0].1).unwrap(), "y\n");
         assert_eq!(apply_diff("", &parts[1].1).unwrap(), "z\n");
-        assert!(split_diff("--- a/x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n").unwrap_err().contains("not a relative path"));
+        assert!(
+            split_diff("--- a/x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n")
+                .unwrap_err()
+                .contains("not a relative path")
+        );
     }
 
     fn check_diff(text: &str, expect: Result<&[&str], &str>) {
@@ -250,14 +314,23 @@ mod tests {
     fn diffs() {
         let ok = "--- a/taxlib/compute.py\n+++ b/taxlib/compute.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2\n";
         check_diff(ok, Ok(&["taxlib/compute.py"]));
-        let git = format!("diff --git a/x.py b/x.py\nindex 1..2 100644\n{}", ok.replace("taxlib/compute.py", "x.py"));
+        let git = format!(
+            "diff --git a/x.py b/x.py\nindex 1..2 100644\n{}",
+            ok.replace("taxlib/compute.py", "x.py")
+        );
         check_diff(&git, Ok(&["x.py"]));
         check_diff("I changed the rounding to half up.\n", Err("not part of a unified diff"));
-        check_diff("```diff\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n```\n", Err("not part of a unified diff"));
+        check_diff(
+            "```diff\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n```\n",
+            Err("not part of a unified diff"),
+        );
         check_diff("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\n", Err("hunk ends early"));
         check_diff("--- a/x\n+++ b/x\n", Err("no `@@` hunk"));
         check_diff("", Err("no `---`/`+++` file header"));
         check_diff("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x = 1\n", Ok(&["new.py"]));
-        check_diff("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n\\ No newline at end of file\n", Ok(&["x"]));
+        check_diff(
+            "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n\\ No newline at end of file\n",
+            Ok(&["x"]),
+        );
     }
 }

@@ -41,7 +41,12 @@ pub fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport 
         (Some(p), Some(g)) => g == p || g.starts_with(&format!("{p}.")),
         (Some(_), None) => false,
     };
-    tools.push(ToolPin { name: "python".into(), pin: m.environment.python.clone(), probed: probe.python.clone(), matches: matches(&m.environment.python, &probe.python) });
+    tools.push(ToolPin {
+        name: "python".into(),
+        pin: m.environment.python.clone(),
+        probed: probe.python.clone(),
+        matches: matches(&m.environment.python, &probe.python),
+    });
     for (name, pin) in &m.environment.tools {
         let probed = probe.tools.get(name).cloned().flatten();
         let pin = Some(pin.clone());
@@ -50,7 +55,14 @@ pub fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport 
     let mismatches = tools
         .iter()
         .filter(|t| !t.matches)
-        .map(|t| format!("{} is pinned to {} but the sandbox has {}", t.name, t.pin.as_deref().unwrap_or("-"), t.probed.as_deref().unwrap_or("none")))
+        .map(|t| {
+            format!(
+                "{} is pinned to {} but the sandbox has {}",
+                t.name,
+                t.pin.as_deref().unwrap_or("-"),
+                t.probed.as_deref().unwrap_or("none")
+            )
+        })
         .collect();
     EnvReport { tools, mismatches }
 }

@@ -98,4 +98,3 @@ impl MutationOutcome {
         self.mutants.iter().filter(|m| m.killed).count()
     }
 }
-

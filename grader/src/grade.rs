@@ -11,15 +11,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::detect::{Evidence, script_key};
 use crate::env::{EnvProbe, EnvReport, env_report};
-use crate::ingest::{IngestError, IngestLimits, IngestOptions, Ingested, IngestedFile, Normalised, ingest_with};
+use crate::evidence::{MutantResult, MutationOutcome, StepOutcome, TestOutcome};
+use crate::ingest::{
+    IngestError, IngestLimits, IngestOptions, Ingested, IngestedFile, Normalised, ingest_with,
+};
 use crate::manifest::{Detector, Lay, Mode, TIME_BASE};
 use crate::packet::Packet;
-use crate::tree::{Root, list_files, tree_digest};
 use crate::run::{RunError, RunRecord, parse_script_output, read_junit, run_on_copy, step_env};
-use crate::evidence::{MutantResult, MutationOutcome, StepOutcome, TestOutcome};
-use crate::trusted::{Plan, RunnerKind};
 use crate::sandbox::{Features, LimitHit, Limits, Sandbox, SandboxError};
 use crate::score::{Finding, HumanScore, Measures, Scoring, score};
+use crate::tree::{Root, list_files, tree_digest};
+use crate::trusted::{Plan, RunnerKind};
 
 /// Why grading did not produce a scorecard.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +53,8 @@ impl From<RunError> for GradeError {
 /// its starter and sample, so that a submission of only `taxlib/` is not
 /// mistaken for a folder zipped around the workspace.
 pub fn ingest_options(packet: &Packet) -> Result<IngestOptions, GradeError> {
-    IngestOptions::for_workspace(&[packet.starter_dir(), packet.sample_dir()]).map_err(io("listing the starter and sample"))
+    IngestOptions::for_workspace(&[packet.starter_dir(), packet.sample_dir()])
+        .map_err(io("listing the starter and sample"))
 }
 
 fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> GradeError {
@@ -366,7 +369,10 @@ impl Grader {
     /// A grader with the host's default sandbox and the trusted runner
     /// mounted read-only at `/gatehouse`.
     pub fn for_host() -> Result<Grader, SandboxError> {
-        let tools = crate::trusted::tools_dir().map_err(|e| SandboxError { call: "writing the grader's tools folder".into(), detail: e.to_string() })?;
+        let tools = crate::trusted::tools_dir().map_err(|e| SandboxError {
+            call: "writing the grader's tools folder".into(),
+            detail: e.to_string(),
+        })?;
         let mut config = Sandbox::host_default_config();
         config.tool_dir = Some(tools.path().to_path_buf());
         let mut grader = Grader::new(Sandbox::new(config)?);
@@ -390,11 +396,18 @@ impl Grader {
     /// sandbox; each is probed once per grader.
     pub fn probe(&self, tools: &[String]) -> Result<EnvProbe, GradeError> {
         for t in tools {
-            if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
-                return Err(GradeError::Packet(format!("tool name {t:?} is not a plain command or package name")));
+            if t.is_empty()
+                || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            {
+                return Err(GradeError::Packet(format!(
+                    "tool name {t:?} is not a plain command or package name"
+                )));
             }
         }
-        let mut cache = self.tools.lock().map_err(|_| GradeError::Io { context: "reading the tool cache".into(), source: std::io::Error::other("a panic poisoned its lock") })?;
+        let mut cache = self.tools.lock().map_err(|_| GradeError::Io {
+            context: "reading the tool cache".into(),
+            source: std::io::Error::other("a panic poisoned its lock"),
+        })?;
         let missing: Vec<&String> = tools.iter().filter(|t| !cache.contains_key(*t)).collect();
         if self.python.get().is_none() || !missing.is_empty() {
             // One sandbox run answers everything: the interpreter, its
@@ -402,14 +415,28 @@ impl Grader {
             // version from its metadata, else `TOOL --version`).
             let names: Vec<&str> = missing.iter().map(|t| t.as_str()).collect();
             let report = self.probe_run(&format!("python3 -c '{PROBE}' {}", names.join(" ")))?;
-            let parsed: serde_json::Value = serde_json::from_str(report.trim())
-                .map_err(|e| GradeError::Packet(format!("the environment probe printed something other than JSON ({e}): {}", report.trim())))?;
+            let parsed: serde_json::Value = serde_json::from_str(report.trim()).map_err(|e| {
+                GradeError::Packet(format!(
+                    "the environment probe printed something other than JSON ({e}): {}",
+                    report.trim()
+                ))
+            })?;
             let version = parsed["python"].as_str().map(String::from);
-            let names = |key: &str| -> BTreeSet<String> { parsed[key].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect() };
+            let names = |key: &str| -> BTreeSet<String> {
+                parsed[key]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            };
             let _ = self.python.set((version, names("stdlib"), names("runner")));
             let number = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex");
             for t in missing {
-                let found = parsed["tools"][t.as_str()].as_str().and_then(|s| number.find(s)).map(|m| m.as_str().to_string());
+                let found = parsed["tools"][t.as_str()]
+                    .as_str()
+                    .and_then(|s| number.find(s))
+                    .map(|m| m.as_str().to_string());
                 cache.insert(t.clone(), found);
             }
         }
@@ -423,14 +450,35 @@ impl Grader {
         let limits = Limits { wall: Duration::from_secs(30), ..Limits::default() };
         let empty = dir.path().join("empty");
         fs::create_dir(&empty).map_err(io("creating a probe workspace"))?;
-        let ran = run_on_copy(&self.sandbox, &empty, &dir.path().join("w"), |_| Ok(()), script, &limits, Vec::new())?;
+        let ran = run_on_copy(
+            &self.sandbox,
+            &empty,
+            &dir.path().join("w"),
+            |_| Ok(()),
+            script,
+            &limits,
+            Vec::new(),
+        )?;
         Ok(ran.report.stdout_tail)
     }
 
     /// Grades the submission archive `zip` against `packet`.
-    pub fn grade_zip(&self, packet: &Packet, zip: &Path, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
-        let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
-        let ingested = ingest_with(zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
+    pub fn grade_zip(
+        &self,
+        packet: &Packet,
+        zip: &Path,
+        opts: &GradeOptions,
+    ) -> Result<Scorecard, GradeError> {
+        let work = tempfile::Builder::new()
+            .prefix("gatehouse-grade-")
+            .tempdir()
+            .map_err(io("creating a work folder"))?;
+        let ingested = ingest_with(
+            zip,
+            &work.path().join("submission"),
+            &self.ingest_limits,
+            &ingest_options(packet)?,
+        )?;
         let calibration = self.calibration_for(packet, opts);
         Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
     }
@@ -460,15 +508,40 @@ impl Grader {
 
     fn calibrate(&self, packet: &Packet) -> Calibration {
         let measured = (|| -> Result<Calibration, GradeError> {
-            let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
+            let work = tempfile::Builder::new()
+                .prefix("gatehouse-grade-")
+                .tempdir()
+                .map_err(io("creating a work folder"))?;
             let zip = work.path().join("sample.zip");
-            let absolute: BTreeMap<String, i64> = packet.manifest.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
-            crate::ingest::write_zip_from_dir(&packet.sample_dir(), &zip, &absolute, TIME_BASE).map_err(io("zipping the sample"))?;
-            let ingested = ingest_with(&zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
+            let absolute: BTreeMap<String, i64> = packet
+                .manifest
+                .sample
+                .times
+                .iter()
+                .map(|(k, v)| (k.clone(), TIME_BASE + v))
+                .collect();
+            crate::ingest::write_zip_from_dir(&packet.sample_dir(), &zip, &absolute, TIME_BASE)
+                .map_err(io("zipping the sample"))?;
+            let ingested = ingest_with(
+                &zip,
+                &work.path().join("submission"),
+                &self.ingest_limits,
+                &ingest_options(packet)?,
+            )?;
             let started = Instant::now();
-            let (card, collected) = self.grade_ingested(packet, &ingested, work.path(), &GradeOptions::default(), None)?;
+            let (card, collected) = self.grade_ingested(
+                packet,
+                &ingested,
+                work.path(),
+                &GradeOptions::default(),
+                None,
+            )?;
             let sample_ms = started.elapsed().as_millis() as u64;
-            let expected = collected.into_iter().filter(|(_, ids)| !ids.is_empty()).map(|(step, ids)| (step, ids.into_iter().collect())).collect();
+            let expected = collected
+                .into_iter()
+                .filter(|(_, ids)| !ids.is_empty())
+                .map(|(step, ids)| (step, ids.into_iter().collect()))
+                .collect();
             // A command of the sample that hit a cap is no measure of it.
             let mut run_ms: BTreeMap<String, u64> = card
                 .receipt
@@ -482,15 +555,27 @@ impl Grader {
             // The witnessed run of the sample, timed after the grading (not
             // part of `sample_ms`).
             let workspace = work.path().join("witness");
-            crate::starter::assemble(packet, &ingested, &workspace).map_err(io("assembling the sample's witnessed run"))?;
+            crate::starter::assemble(packet, &ingested, &workspace)
+                .map_err(io("assembling the sample's witnessed run"))?;
             let limits = packet.manifest.limits.apply(&default_limits());
-            let ran = run_on_copy(&self.sandbox, &workspace, &work.path().join("witness-run"), |_| Ok(()), packet.manifest.witness_test(), &limits, Vec::new())?;
+            let ran = run_on_copy(
+                &self.sandbox,
+                &workspace,
+                &work.path().join("witness-run"),
+                |_| Ok(()),
+                packet.manifest.witness_test(),
+                &limits,
+                Vec::new(),
+            )?;
             if !ran.report.timed_out && ran.report.limit_hit.is_none() {
                 run_ms.insert(WITNESS_RUN_ID.to_string(), ran.report.wall.as_millis() as u64);
             }
             Ok(Calibration { digest: packet.digest.clone(), expected, sample_ms, run_ms })
         })();
-        measured.unwrap_or_else(|_| Calibration { digest: packet.digest.clone(), ..Calibration::default() })
+        measured.unwrap_or_else(|_| Calibration {
+            digest: packet.digest.clone(),
+            ..Calibration::default()
+        })
     }
 
     /// The grading budget: `[limits] grading_secs`, else ten times the
@@ -509,17 +594,35 @@ impl Grader {
         if let Some(mu) = &m.mutation {
             longest = longest.max(mu.limits.apply(&base).wall);
         }
-        BUDGET_FLOOR.max(Duration::from_millis(calibration.sample_ms.saturating_mul(10))).max(longest * 2)
+        BUDGET_FLOOR
+            .max(Duration::from_millis(calibration.sample_ms.saturating_mul(10)))
+            .max(longest * 2)
     }
 
     /// Grades the folder `overlay` (laid over the starter) as if it were a
     /// submission: it is zipped with `times` and goes through ingestion.
-    pub fn grade_overlay(&self, packet: &Packet, overlay: &Path, times: &BTreeMap<String, i64>, opts: &GradeOptions) -> Result<Scorecard, GradeError> {
-        let work = tempfile::Builder::new().prefix("gatehouse-grade-").tempdir().map_err(io("creating a work folder"))?;
+    pub fn grade_overlay(
+        &self,
+        packet: &Packet,
+        overlay: &Path,
+        times: &BTreeMap<String, i64>,
+        opts: &GradeOptions,
+    ) -> Result<Scorecard, GradeError> {
+        let work = tempfile::Builder::new()
+            .prefix("gatehouse-grade-")
+            .tempdir()
+            .map_err(io("creating a work folder"))?;
         let zip = work.path().join("submission.zip");
-        let absolute: BTreeMap<String, i64> = times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
-        crate::ingest::write_zip_from_dir(overlay, &zip, &absolute, TIME_BASE).map_err(io(format!("zipping {}", overlay.display())))?;
-        let ingested = ingest_with(&zip, &work.path().join("submission"), &self.ingest_limits, &ingest_options(packet)?)?;
+        let absolute: BTreeMap<String, i64> =
+            times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
+        crate::ingest::write_zip_from_dir(overlay, &zip, &absolute, TIME_BASE)
+            .map_err(io(format!("zipping {}", overlay.display())))?;
+        let ingested = ingest_with(
+            &zip,
+            &work.path().join("submission"),
+            &self.ingest_limits,
+            &ingest_options(packet)?,
+        )?;
         let calibration = self.calibration_for(packet, opts);
         Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
     }
@@ -549,7 +652,10 @@ impl Grader {
         // above the packet's `[limits]`), and never past the budget. With
         // the limits, the note to record when the run is cut at the
         // derived limit (`None` when another limit binds).
-        let within_budget = |id: &str, own_wall: Option<u64>, limits: &Limits| -> Option<(Limits, Option<String>)> {
+        let within_budget = |id: &str,
+                             own_wall: Option<u64>,
+                             limits: &Limits|
+         -> Option<(Limits, Option<String>)> {
             let left = budget.checked_sub(started.elapsed())?;
             if left < Duration::from_millis(500) {
                 return None;
@@ -573,17 +679,26 @@ impl Grader {
             l.cpu_secs = l.cpu_secs.min(left.as_secs().max(1));
             Some((l, note))
         };
-        let cut = |id: &str, note: &Option<String>, report: &crate::sandbox::RunReport| -> Option<Unevaluated> {
-            note.as_ref().filter(|_| report.timed_out).map(|n| Unevaluated { id: id.to_string(), reason: n.clone() })
+        let cut = |id: &str,
+                   note: &Option<String>,
+                   report: &crate::sandbox::RunReport|
+         -> Option<Unevaluated> {
+            note.as_ref()
+                .filter(|_| report.timed_out)
+                .map(|n| Unevaluated { id: id.to_string(), reason: n.clone() })
         };
         let budget_note = |id: &str| Unevaluated {
             id: id.to_string(),
-            reason: format!("not run: the grading budget of {} s was spent before this run (its failures are unevaluated, never passed)", budget.as_secs()),
+            reason: format!(
+                "not run: the grading budget of {} s was spent before this run (its failures are unevaluated, never passed)",
+                budget.as_secs()
+            ),
         };
 
         let workspace = work.join("workspace");
         let crate::starter::Assembled { submission, platform_files } =
-            crate::starter::assemble(packet, ingested, &workspace).map_err(io("assembling the workspace"))?;
+            crate::starter::assemble(packet, ingested, &workspace)
+                .map_err(io("assembling the workspace"))?;
         let platform = crate::starter::platform_files(m);
         let workspace_tree = list_files(&workspace).map_err(io("listing the workspace"))?;
         let starter_tree = list_files(&packet.starter_dir()).map_err(io("listing the starter"))?;
@@ -614,32 +729,50 @@ impl Grader {
         let mut untrusted_evidence: Vec<String> = Vec::new();
         for step in &m.steps {
             let run_id = format!("step:{}", step.id);
-            let Some((limits, cut_note)) = within_budget(&run_id, step.limits.wall_secs, &step.limits.apply(&base_limits)) else {
+            let Some((limits, cut_note)) =
+                within_budget(&run_id, step.limits.wall_secs, &step.limits.apply(&base_limits))
+            else {
                 skipped.push(budget_note(&run_id));
                 continue;
             };
             let dir = scratch();
             let env = with_platform_env(step_env(&step.env), &platform);
-            let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| packet.lay_into(&step.lay, w), &step.run, &limits, env)?;
+            let ran = run_on_copy(
+                &self.sandbox,
+                &workspace,
+                &dir,
+                |w| packet.lay_into(&step.lay, w),
+                &step.run,
+                &limits,
+                env,
+            )?;
             let mut report = ran.report;
             skipped.extend(cut(&run_id, &cut_note, &report));
             // The result file: the step's `junit`, or the one the trusted
             // runner was told to write in the workspace.
             let junit_path = step.junit.clone().or_else(|| match &ran.plan {
-                Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } => crate::trusted::pytest_junit(args),
+                Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } => {
+                    crate::trusted::pytest_junit(args)
+                }
                 _ => None,
             });
-            let junit = junit_path.as_ref().map(|j| read_junit(&dir.join(j)).map_err(|e| e.replace(&dir.display().to_string(), "/workspace")));
+            let junit = junit_path.as_ref().map(|j| {
+                read_junit(&dir.join(j))
+                    .map_err(|e| e.replace(&dir.display().to_string(), "/workspace"))
+            });
             let (tests, junit_error) = match (&ran.runner, ran.plan.runner()) {
                 (Some(r), Some(kind)) => {
-                    let expected = calibration.and_then(|c| c.expected.get(&step.id)).filter(|_| fixed_tests(step, &ran.plan));
+                    let expected = calibration
+                        .and_then(|c| c.expected.get(&step.id))
+                        .filter(|_| fixed_tests(step, &ran.plan));
                     // A file the runner wrote elsewhere (after a `cd`) is not comparable.
                     let comparable = junit.as_ref().filter(|_| ran.plan.in_workspace());
                     let signs = r.cross_check(kind, &report, comparable, expected);
                     if fixed_tests(step, &ran.plan)
-                        && let Some(ids) = &r.collected {
-                            collected.insert(step.id.clone(), ids.clone());
-                        }
+                        && let Some(ids) = &r.collected
+                    {
+                        collected.insert(step.id.clone(), ids.clone());
+                    }
                     if !signs.is_empty() {
                         contain(&mut report);
                         tamper_runs.insert(format!("step:{}", step.id), signs);
@@ -656,17 +789,33 @@ impl Grader {
             };
             if !step.keep.is_empty() {
                 let to = work.join("kept").join(&step.id);
-                let files = keep_files(&dir, &to, &step.keep).map_err(io(format!("keeping the files of step {}", step.id)))?;
+                let files = keep_files(&dir, &to, &step.keep)
+                    .map_err(io(format!("keeping the files of step {}", step.id)))?;
                 kept.insert(step.id.clone(), to);
                 if !confined {
-                    untrusted_evidence.extend(files.iter().filter(|f| f.starts_with(&evidence_dir)).map(|f| format!("step:{}: {f}: {UNCONFINED_EVIDENCE}", step.id)));
+                    untrusted_evidence.extend(
+                        files
+                            .iter()
+                            .filter(|f| f.starts_with(&evidence_dir))
+                            .map(|f| format!("step:{}: {f}: {UNCONFINED_EVIDENCE}", step.id)),
+                    );
                 }
             }
-            if !confined && let Some(j) = junit_path.as_ref().filter(|j| j.starts_with(&evidence_dir)) {
+            if !confined
+                && let Some(j) = junit_path.as_ref().filter(|j| j.starts_with(&evidence_dir))
+            {
                 untrusted_evidence.push(format!("step:{}: {j}: {UNCONFINED_EVIDENCE}", step.id));
             }
             let _ = fs::remove_dir_all(&dir);
-            records.push((RunRecord { id: format!("step:{}", step.id), command: ran.plan.command(), limits, report: report.clone() }, tests.clone()));
+            records.push((
+                RunRecord {
+                    id: format!("step:{}", step.id),
+                    command: ran.plan.command(),
+                    limits,
+                    report: report.clone(),
+                },
+                tests.clone(),
+            ));
             steps.insert(step.id.clone(), StepOutcome { report, tests, junit_error });
         }
 
@@ -676,16 +825,24 @@ impl Grader {
         for f in &m.failures {
             f.detect.walk(&mut |d| {
                 if let Detector::Script { run, lay, limits } = d
-                    && !script_specs.iter().any(|(r, l, _)| r == run && l == lay) {
-                        script_specs.push((run.clone(), lay.clone(), limits.clone()));
-                    }
+                    && !script_specs.iter().any(|(r, l, _)| r == run && l == lay)
+                {
+                    script_specs.push((run.clone(), lay.clone(), limits.clone()));
+                }
             });
         }
         for (i, (run, lay, limit_spec)) in script_specs.iter().enumerate() {
             let run_id = format!("script:{}", i + 1);
-            let Some((limits, cut_note)) = within_budget(&run_id, limit_spec.wall_secs, &limit_spec.apply(&base_limits)) else {
+            let Some((limits, cut_note)) =
+                within_budget(&run_id, limit_spec.wall_secs, &limit_spec.apply(&base_limits))
+            else {
                 skipped.push(budget_note(&run_id));
-                scripts.insert(script_key(run, lay), Err(format!("detector script `{run}` was not run: the grading budget was spent")));
+                scripts.insert(
+                    script_key(run, lay),
+                    Err(format!(
+                        "detector script `{run}` was not run: the grading budget was spent"
+                    )),
+                );
                 continue;
             };
             let dir = scratch();
@@ -698,7 +855,15 @@ impl Grader {
                 }
                 Ok(())
             };
-            let ran = run_on_copy(&self.sandbox, &workspace, &dir, lay_all, run, &limits, with_platform_env(Vec::new(), &platform))?;
+            let ran = run_on_copy(
+                &self.sandbox,
+                &workspace,
+                &dir,
+                lay_all,
+                run,
+                &limits,
+                with_platform_env(Vec::new(), &platform),
+            )?;
             let mut report = ran.report;
             skipped.extend(cut(&run_id, &cut_note, &report));
             if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
@@ -712,7 +877,9 @@ impl Grader {
             // A script that crashes (a submission can provoke that) leaves
             // its failures unevaluated; grading goes on and says so.
             let found = if report.success() {
-                parse_script_output(&report.stdout_tail).map_err(|e| format!("detector script `{run}` printed something other than findings: {e}"))
+                parse_script_output(&report.stdout_tail).map_err(|e| {
+                    format!("detector script `{run}` printed something other than findings: {e}")
+                })
             } else {
                 let stderr: Vec<&str> = report.stderr_tail.lines().rev().take(3).collect();
                 Err(format!(
@@ -721,7 +888,15 @@ impl Grader {
                     stderr.into_iter().rev().collect::<Vec<_>>().join(" | ")
                 ))
             };
-            records.push((RunRecord { id: format!("script:{}", i + 1), command: ran.plan.command(), limits, report }, None));
+            records.push((
+                RunRecord {
+                    id: format!("script:{}", i + 1),
+                    command: ran.plan.command(),
+                    limits,
+                    report,
+                },
+                None,
+            ));
             scripts.insert(script_key(run, lay), found);
         }
 
@@ -741,14 +916,24 @@ impl Grader {
                         skipped.push(Unevaluated { id: run_id, reason: format!("not run: the mutation run is already incomplete ({first} was cut at its wall limit)") });
                         continue;
                     }
-                    let Some((limits, cut_note)) = within_budget(&run_id, mu.limits.wall_secs, &limits) else {
+                    let Some((limits, cut_note)) =
+                        within_budget(&run_id, mu.limits.wall_secs, &limits)
+                    else {
                         skipped.push(budget_note(&run_id));
                         complete = false;
                         continue;
                     };
                     let dir = scratch();
                     let target = mu.target.clone();
-                    let ran = run_on_copy(&self.sandbox, &workspace, &dir, |w| Root::open(w)?.write(&target, &mutant), &mu.run, &limits, Vec::new())?;
+                    let ran = run_on_copy(
+                        &self.sandbox,
+                        &workspace,
+                        &dir,
+                        |w| Root::open(w)?.write(&target, &mutant),
+                        &mu.run,
+                        &limits,
+                        Vec::new(),
+                    )?;
                     let mut report = ran.report;
                     // A run cut at its derived limit neither killed the
                     // mutant nor spared it: the mutation run is incomplete.
@@ -768,7 +953,15 @@ impl Grader {
                     }
                     let _ = fs::remove_dir_all(&dir);
                     mutants.push(MutantResult { id: id.clone(), killed: !passed });
-                    records.push((RunRecord { id: format!("mutant:{id}"), command: ran.plan.command(), limits: limits.clone(), report }, None));
+                    records.push((
+                        RunRecord {
+                            id: format!("mutant:{id}"),
+                            command: ran.plan.command(),
+                            limits: limits.clone(),
+                            report,
+                        },
+                        None,
+                    ));
                 }
                 // An incomplete mutation run proves nothing either way.
                 complete.then_some(MutationOutcome { mutants })
@@ -807,9 +1000,12 @@ impl Grader {
         let not_witnessed = not_witnessed(m, opts.witness.is_some());
         for f in &m.failures {
             match evidence.eval(&f.id, &f.detect) {
-                Ok(Some(hit)) => {
-                    findings.push(Finding { id: f.id.clone(), title: f.title.clone(), provenance: hit.provenance, evidence: hit.evidence })
-                }
+                Ok(Some(hit)) => findings.push(Finding {
+                    id: f.id.clone(),
+                    title: f.title.clone(),
+                    provenance: hit.provenance,
+                    evidence: hit.evidence,
+                }),
                 Ok(None) => {}
                 Err(e) => unevaluated.push(Unevaluated { id: f.id.clone(), reason: e.message }),
             }
@@ -838,7 +1034,14 @@ impl Grader {
         // and a run the budget skipped may have failed: no decision is
         // final until a reviewer has looked.
         let tests_of = |step: &str| steps.get(step).and_then(|s| s.tests.as_deref());
-        let scoring = scoring(m, &findings, &tests_of, mutation.as_ref(), &opts.human, !unevaluated.is_empty() || !skipped.is_empty());
+        let scoring = scoring(
+            m,
+            &findings,
+            &tests_of,
+            mutation.as_ref(),
+            &opts.human,
+            !unevaluated.is_empty() || !skipped.is_empty(),
+        );
 
         let frozen = m
             .policy
@@ -846,13 +1049,23 @@ impl Grader {
             .iter()
             .filter_map(|p| {
                 let (_, starter_sha) = starter_tree.get(p)?;
-                let submitted = ingested.files.iter().find(|f| &f.path == p).map(|f| f.sha256.clone());
+                let submitted =
+                    ingested.files.iter().find(|f| &f.path == p).map(|f| f.sha256.clone());
                 let changed = submitted.as_ref().is_some_and(|s| s != starter_sha);
-                Some(FrozenEntry { path: p.clone(), starter_sha256: starter_sha.clone(), submitted_sha256: submitted, changed })
+                Some(FrozenEntry {
+                    path: p.clone(),
+                    starter_sha256: starter_sha.clone(),
+                    submitted_sha256: submitted,
+                    changed,
+                })
             })
             .collect();
 
-        let packet_ref = PacketRef { slug: m.packet.slug.clone(), version: m.packet.version.clone(), digest: packet.digest.clone() };
+        let packet_ref = PacketRef {
+            slug: m.packet.slug.clone(),
+            version: m.packet.version.clone(),
+            digest: packet.digest.clone(),
+        };
         let timings = Timings {
             total_ms: ms(started.elapsed()),
             budget_secs: budget.as_secs(),
@@ -874,7 +1087,12 @@ impl Grader {
             submission: SubmissionRef {
                 archive_sha256: ingested.archive_sha256.clone(),
                 workspace_digest: tree_digest(&workspace_tree),
-                files: ingested.files.iter().filter(|f| !platform.contains(&f.path)).cloned().collect(),
+                files: ingested
+                    .files
+                    .iter()
+                    .filter(|f| !platform.contains(&f.path))
+                    .cloned()
+                    .collect(),
                 platform_files,
                 normalised: ingested.normalised.clone(),
             },
@@ -942,18 +1160,30 @@ fn contain(report: &mut crate::sandbox::RunReport) {
 }
 
 /// Tells packet scripts which workspace files are the platform's.
-fn with_platform_env(mut env: Vec<(String, String)>, platform: &BTreeSet<String>) -> Vec<(String, String)> {
-    env.push(("GATEHOUSE_PLATFORM_FILES".into(), platform.iter().cloned().collect::<Vec<_>>().join("\n")));
+fn with_platform_env(
+    mut env: Vec<(String, String)>,
+    platform: &BTreeSet<String>,
+) -> Vec<(String, String)> {
+    env.push((
+        "GATEHOUSE_PLATFORM_FILES".into(),
+        platform.iter().cloned().collect::<Vec<_>>().join("\n"),
+    ));
     env
 }
 
 /// The reviewer levels a scoring honours: those of human and auto-override
 /// criteria, and a reviewer's override of the platform-wide
 /// `evidence-tampering` veto.
-pub fn reviewer_levels(m: &crate::manifest::Manifest, human: &BTreeMap<String, HumanScore>) -> BTreeMap<String, HumanScore> {
+pub fn reviewer_levels(
+    m: &crate::manifest::Manifest,
+    human: &BTreeMap<String, HumanScore>,
+) -> BTreeMap<String, HumanScore> {
     human
         .iter()
-        .filter(|(id, _)| id.as_str() == crate::tamper::ID || m.criterion(id).is_some_and(|c| c.mode != Mode::Auto))
+        .filter(|(id, _)| {
+            id.as_str() == crate::tamper::ID
+                || m.criterion(id).is_some_and(|c| c.mode != Mode::Auto)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
@@ -990,7 +1220,12 @@ pub const UNCONFINED_EVIDENCE: &str = "not trusted: Landlock is unavailable, so 
 fn keep_files(from: &Path, to: &Path, globs: &[String]) -> std::io::Result<Vec<String>> {
     let mut b = globset::GlobSetBuilder::new();
     for g in globs {
-        b.add(globset::GlobBuilder::new(g).literal_separator(true).build().map_err(std::io::Error::other)?);
+        b.add(
+            globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .build()
+                .map_err(std::io::Error::other)?,
+        );
     }
     let set = b.build().map_err(std::io::Error::other)?;
     let (src, dst) = (Root::open(from)?, Root::create(to)?);
@@ -1023,13 +1258,18 @@ pub fn receipt_digest(r: &Receipt) -> String {
 /// are read back from the scorecard and its receipt. The receipt's scoring
 /// fields and digest are replaced; its runs, findings and timings are kept.
 /// Levels for auto criteria are ignored, as in a grading.
-pub fn rescore(m: &crate::manifest::Manifest, card: &Scorecard, human: &BTreeMap<String, HumanScore>) -> Scorecard {
+pub fn rescore(
+    m: &crate::manifest::Manifest,
+    card: &Scorecard,
+    human: &BTreeMap<String, HumanScore>,
+) -> Scorecard {
     let tests_of = |step: &str| {
         let id = format!("step:{step}");
         card.receipt.runs.iter().find(|r| r.id == id).and_then(|r| r.tests.as_deref())
     };
     let held = !card.unevaluated.is_empty() || !card.skipped.is_empty();
-    let scoring = scoring(m, &card.findings, &tests_of, card.receipt.mutation.as_ref(), human, held);
+    let scoring =
+        scoring(m, &card.findings, &tests_of, card.receipt.mutation.as_ref(), human, held);
     let mut out = card.clone();
     out.scoring = scoring.clone();
     out.receipt.scoring = scoring;
@@ -1052,11 +1292,16 @@ fn scoring<'a>(
 ) -> Scoring {
     let counts = |step: &str| {
         tests_of(step).map(|t| {
-            let counted: Vec<&TestOutcome> = t.iter().filter(|t| t.status != crate::evidence::TestStatus::Skipped).collect();
-            (counted.iter().filter(|t| t.status == crate::evidence::TestStatus::Passed).count(), counted.len())
+            let counted: Vec<&TestOutcome> =
+                t.iter().filter(|t| t.status != crate::evidence::TestStatus::Skipped).collect();
+            (
+                counted.iter().filter(|t| t.status == crate::evidence::TestStatus::Passed).count(),
+                counted.len(),
+            )
         })
     };
-    let measures = Measures { tests: &counts, mutation: mutation.map(|mo| (mo.killed(), mo.mutants.len())) };
+    let measures =
+        Measures { tests: &counts, mutation: mutation.map(|mo| (mo.killed(), mo.mutants.len())) };
     let mut scoring = score(m, findings, &measures, &reviewer_levels(m, human));
     if held {
         scoring.decision = crate::score::PENDING.to_string();
@@ -1068,8 +1313,8 @@ fn scoring<'a>(
 mod rescore_tests {
     use super::*;
     use crate::evidence::Provenance;
-    use crate::manifest::Manifest;
     use crate::evidence::TestStatus;
+    use crate::manifest::Manifest;
     use crate::score::Status;
 
     const RUBRIC: &str = include_str!("../tests/fixtures/rubrics/rescore.toml");
@@ -1085,8 +1330,15 @@ mod rescore_tests {
                 message: None,
             })
             .collect();
-        let findings: Vec<Finding> =
-            findings.iter().map(|id| Finding { id: id.to_string(), title: String::new(), provenance: Provenance::Replayed, evidence: vec![] }).collect();
+        let findings: Vec<Finding> = findings
+            .iter()
+            .map(|id| Finding {
+                id: id.to_string(),
+                title: String::new(),
+                provenance: Provenance::Replayed,
+                evidence: vec![],
+            })
+            .collect();
         let packet = PacketRef { slug: "demo".into(), version: "1".into(), digest: "d".into() };
         let environment = EnvReport { tools: vec![], mismatches: vec![] };
         let run = RunEntry {
@@ -1104,7 +1356,13 @@ mod rescore_tests {
         let receipt = Receipt {
             receipt_version: 1,
             packet: packet.clone(),
-            submission: SubmissionRef { archive_sha256: "a".into(), workspace_digest: "w".into(), files: vec![], platform_files: vec![], normalised: Normalised::default() },
+            submission: SubmissionRef {
+                archive_sha256: "a".into(),
+                workspace_digest: "w".into(),
+                files: vec![],
+                platform_files: vec![],
+                normalised: Normalised::default(),
+            },
             environment: environment.clone(),
             sandbox: Features {
                 pid_namespace: true,
@@ -1128,7 +1386,15 @@ mod rescore_tests {
             untrusted_evidence: vec![],
             witness_sha256: None,
             transcript: vec![],
-            scoring: Scoring { criteria: vec![], score: None, max_score: 0, decision: String::new(), gates: vec![], caps: vec![], pending: vec![] },
+            scoring: Scoring {
+                criteria: vec![],
+                score: None,
+                max_score: 0,
+                decision: String::new(),
+                gates: vec![],
+                caps: vec![],
+                pending: vec![],
+            },
             digest: String::new(),
             timings: Timings { total_ms: 1.0, budget_secs: 0, runs: vec![] },
         };
@@ -1138,7 +1404,15 @@ mod rescore_tests {
             unevaluated: vec![],
             skipped: vec![],
             not_witnessed: vec![],
-            scoring: Scoring { criteria: vec![], score: None, max_score: 0, decision: String::new(), gates: vec![], caps: vec![], pending: vec![] },
+            scoring: Scoring {
+                criteria: vec![],
+                score: None,
+                max_score: 0,
+                decision: String::new(),
+                gates: vec![],
+                caps: vec![],
+                pending: vec![],
+            },
             environment,
             receipt,
         };
@@ -1147,13 +1421,26 @@ mod rescore_tests {
     }
 
     fn human(levels: &[(&str, u32)]) -> BTreeMap<String, HumanScore> {
-        levels.iter().map(|(id, l)| (id.to_string(), HumanScore { level: *l, reason: "because".into(), by: "rev".into() })).collect()
+        levels
+            .iter()
+            .map(|(id, l)| {
+                (
+                    id.to_string(),
+                    HumanScore { level: *l, reason: "because".into(), by: "rev".into() },
+                )
+            })
+            .collect()
     }
 
     #[test]
     fn derived_wall_limits_are_ten_times_the_sample_with_a_floor() {
         let c = Calibration {
-            run_ms: BTreeMap::from([("step:a".into(), 300), ("step:b".into(), 3_345), ("mutant:m1".into(), 800), ("mutant:m2".into(), 3_600)]),
+            run_ms: BTreeMap::from([
+                ("step:a".into(), 300),
+                ("step:b".into(), 3_345),
+                ("mutant:m1".into(), 800),
+                ("mutant:m2".into(), 3_600),
+            ]),
             ..Calibration::default()
         };
         let secs = |id: &str| c.derived_wall(id).map(|(d, ms)| (d.as_secs(), ms));
@@ -1166,7 +1453,9 @@ mod rescore_tests {
         // What `packet check` records reads back (older records lack times).
         let json = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<Calibration>(&json).unwrap(), c);
-        let old: Calibration = serde_json::from_str(r#"{"expected":{"hidden":["t.py::test_a"]},"sample_ms":5}"#).unwrap();
+        let old: Calibration =
+            serde_json::from_str(r#"{"expected":{"hidden":["t.py::test_a"]},"sample_ms":5}"#)
+                .unwrap();
         assert!(old.run_ms.is_empty() && old.digest.is_empty());
     }
 

@@ -41,9 +41,15 @@ const LAUNCHES: &[(&str, &str)] = &[
     ("os.posix_spawn", r"\bos\.posix_spawnp?\s*\("),
 ];
 
-static LAUNCH_PATTERNS: std::sync::LazyLock<Vec<(&'static str, regex::Regex)>> = std::sync::LazyLock::new(|| {
-    LAUNCHES.iter().map(|(name, pattern)| (*name, regex::Regex::new(pattern).expect("the launch patterns are valid"))).collect()
-});
+static LAUNCH_PATTERNS: std::sync::LazyLock<Vec<(&'static str, regex::Regex)>> =
+    std::sync::LazyLock::new(|| {
+        LAUNCHES
+            .iter()
+            .map(|(name, pattern)| {
+                (*name, regex::Regex::new(pattern).expect("the launch patterns are valid"))
+            })
+            .collect()
+    });
 
 /// The comment that marks a launch of the packet's own code.
 pub const PACKET_CODE_MARK: &str = "# gatehouse: packet-code";
@@ -110,7 +116,9 @@ fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
     let mut runs: Vec<(String, Vec<crate::manifest::Lay>)> = Vec::new();
     for s in &packet.manifest.steps {
         let name = format!("step {} starts the candidate's code confined", s.id);
-        if s.keep.iter().any(|k| k.starts_with(&evidence)) && crate::trusted::plan(&s.run).runner().is_none() {
+        if s.keep.iter().any(|k| k.starts_with(&evidence))
+            && crate::trusted::plan(&s.run).runner().is_none()
+        {
             out.push((name.clone(), format!("`{}` is shell text: what it starts runs unconfined and can write the evidence the step keeps; run a driver through the trusted runner (`python3 .gatehouse/driver.py`, `python3 -m pytest ...`) that starts the candidate's code with the harness (`run_confined`, `Service`)", s.run.trim())));
         }
         runs.push((name, s.lay.clone()));
@@ -133,7 +141,13 @@ fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
                 continue;
             }
             if let Some(pk) = pk.as_ref().filter(|pk| pk.is_dir(&from)) {
-                files.extend(pk.files(&from).unwrap_or_default().into_iter().filter(|r| r.ends_with(".py")).map(|r| format!("{from}/{r}")));
+                files.extend(
+                    pk.files(&from)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|r| r.ends_with(".py"))
+                        .map(|r| format!("{from}/{r}")),
+                );
             } else if from.ends_with(".py") {
                 files.insert(from);
             }
@@ -156,7 +170,8 @@ fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
 /// for the runner there, and the results come only from files the
 /// candidate's code can rewrite.
 fn untrusted_commands(m: &Manifest) -> Vec<(String, String)> {
-    let mut commands: Vec<(String, &str)> = vec![("[commands] test".into(), m.commands.test.as_str())];
+    let mut commands: Vec<(String, &str)> =
+        vec![("[commands] test".into(), m.commands.test.as_str())];
     if let Some(t) = &m.workspace.test {
         commands.push(("[workspace] test".into(), t.as_str()));
     }
@@ -179,18 +194,36 @@ fn untrusted_commands(m: &Manifest) -> Vec<(String, String)> {
 }
 
 /// Words that state a stop rule or a budget in a prompt.
-const STOP_WORDS: &[&str] = &["stop", "budget", "cap ", "caps", "at most", "limit", "time box", "timebox", "give up", "abort", "halt", "minutes"];
+const STOP_WORDS: &[&str] = &[
+    "stop", "budget", "cap ", "caps", "at most", "limit", "time box", "timebox", "give up",
+    "abort", "halt", "minutes",
+];
 
 fn stop_rule(m: &Manifest, prompt: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let b = &m.budgets;
-    let any_budget = [b.model_calls, b.tokens, b.tool_calls, b.wall_clock_secs, b.time_box_minutes, b.request_bytes].iter().any(Option::is_some);
+    let any_budget = [
+        b.model_calls,
+        b.tokens,
+        b.tool_calls,
+        b.wall_clock_secs,
+        b.time_box_minutes,
+        b.request_bytes,
+    ]
+    .iter()
+    .any(Option::is_some);
     if !any_budget {
-        out.push(("the packet publishes a budget".into(), "[budgets] sets no model calls, tokens, tool calls, wall clock or time box".into()));
+        out.push((
+            "the packet publishes a budget".into(),
+            "[budgets] sets no model calls, tokens, tool calls, wall clock or time box".into(),
+        ));
     }
     let lower = prompt.to_lowercase();
     if !STOP_WORDS.iter().any(|w| lower.contains(w)) {
-        out.push(("the prompt states a stop rule or budget".into(), "prompt.md never says when to stop, nor what the budget is".into()));
+        out.push((
+            "the prompt states a stop rule or budget".into(),
+            "prompt.md never says when to stop, nor what the budget is".into(),
+        ));
     }
     out
 }
@@ -214,7 +247,10 @@ fn hire_bar(m: &Manifest) -> Vec<(String, String)> {
         if without < top.min {
             continue;
         }
-        let gated = m.gates.iter().any(|g| g.criterion.as_deref() == Some(c.id.as_str()) && g.min.unwrap_or(0) >= 1);
+        let gated = m
+            .gates
+            .iter()
+            .any(|g| g.criterion.as_deref() == Some(c.id.as_str()) && g.min.unwrap_or(0) >= 1);
         let capped = m.caps.iter().any(|cap| {
             cap.when.len() == 1
                 && cap.when[0].criterion == c.id
@@ -243,7 +279,19 @@ fn normalized_lines(text: &str) -> impl Iterator<Item = String> + '_ {
 
 fn telling(line: &str) -> bool {
     line.len() >= LEAK_MIN
-        && !["import ", "from ", "#", "\"\"\"", "if __name__", "def test_", "class Test", "@pytest", "assert True"].iter().any(|p| line.starts_with(p))
+        && ![
+            "import ",
+            "from ",
+            "#",
+            "\"\"\"",
+            "if __name__",
+            "def test_",
+            "class Test",
+            "@pytest",
+            "assert True",
+        ]
+        .iter()
+        .any(|p| line.starts_with(p))
 }
 
 fn read_lines(root: &Path) -> Vec<(String, String)> {
@@ -259,7 +307,8 @@ fn read_lines(root: &Path) -> Vec<(String, String)> {
 /// Hidden test text in the prompt or the starter; sample-only code in the
 /// prompt.
 fn leaks(packet: &Packet, prompt: &str) -> Vec<(String, String)> {
-    let starter: BTreeSet<String> = read_lines(&packet.starter_dir()).into_iter().map(|(_, l)| l).collect();
+    let starter: BTreeSet<String> =
+        read_lines(&packet.starter_dir()).into_iter().map(|(_, l)| l).collect();
     let prompt_lines: BTreeSet<String> = normalized_lines(prompt).collect();
     let mut found = Vec::new();
     for (file, line) in read_lines(&packet.root.join("hidden")) {
@@ -284,7 +333,10 @@ fn leaks(packet: &Packet, prompt: &str) -> Vec<(String, String)> {
     let n = found.len();
     found.truncate(5);
     let more = if n > 5 { format!(" (and {} more)", n - 5) } else { String::new() };
-    vec![("the prompt and starter do not leak the answer".into(), format!("{}{more}", found.join("; ")))]
+    vec![(
+        "the prompt and starter do not leak the answer".into(),
+        format!("{}{more}", found.join("; ")),
+    )]
 }
 
 #[cfg(test)]
@@ -305,15 +357,26 @@ mod tests {
         let m = manifest("[[band]]\nmin = 0\ndecision = \"close\"\n");
         assert_eq!(names(stop_rule(&m, "Fix the bug.")).len(), 2);
         let m = manifest("[budgets]\nmodel_calls = 4\n[[band]]\nmin = 0\ndecision = \"close\"\n");
-        assert_eq!(names(stop_rule(&m, "Fix the bug; stop after four model calls.")), Vec::<String>::new());
+        assert_eq!(
+            names(stop_rule(&m, "Fix the bug; stop after four model calls.")),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
     fn unreachable_and_ungated_hire_bars() {
-        let m = manifest("[[band]]\nmin = 5\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n");
-        assert_eq!(names(hire_bar(&m)), ["\"hire\" band can be reached: it needs 5 but the rubric's maximum is 4".replace("\"hire\" band", "the \"hire\" band")]);
+        let m = manifest(
+            "[[band]]\nmin = 5\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n",
+        );
+        assert_eq!(
+            names(hire_bar(&m)),
+            ["\"hire\" band can be reached: it needs 5 but the rubric's maximum is 4"
+                .replace("\"hire\" band", "the \"hire\" band")]
+        );
         // With a bar of 2, either criterion alone reaches it.
-        let m = manifest("[[band]]\nmin = 2\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n");
+        let m = manifest(
+            "[[band]]\nmin = 2\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n",
+        );
         assert_eq!(hire_bar(&m).len(), 2);
         // A gate on one and a cap on the other silence both.
         let m = manifest(
@@ -321,7 +384,9 @@ mod tests {
         );
         assert_eq!(names(hire_bar(&m)), Vec::<String>::new());
         // A bar of 4 needs both: nothing to say.
-        let m = manifest("[[band]]\nmin = 4\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n");
+        let m = manifest(
+            "[[band]]\nmin = 4\ndecision = \"hire\"\n[[band]]\nmin = 0\ndecision = \"no\"\n",
+        );
         assert_eq!(names(hire_bar(&m)), Vec::<String>::new());
     }
 
@@ -329,13 +394,21 @@ mod tests {
     fn unconfined_launches_are_listed_and_marked_ones_are_not() {
         let text = "import subprocess\nsubprocess.run([sys.executable, 'agent.py'])\nproc = subprocess.Popen([sys.executable, str(TOY)])  # gatehouse: packet-code\nrun_confined(['python3', 'agent.py'])\n# subprocess.run( in a comment\nos.system('sh replay.sh')\nsubprocess.CompletedProcess(cmd, None)\n";
         assert_eq!(unconfined_launch_lines(text), vec![(2, "subprocess.run("), (6, "os.system(")]);
-        assert!(unconfined_launch_lines("from gatehouse_harness import Service\nService(['python3', 'app.py'], port=8080)\n").is_empty());
+        assert!(
+            unconfined_launch_lines(
+                "from gatehouse_harness import Service\nService(['python3', 'app.py'], port=8080)\n"
+            )
+            .is_empty()
+        );
         // A name in a string, as an audit hook matches events, is no call;
         // the calls of the spawn and exec families are.
         let hook = "if event in (\"os.exec\", \"os.posix_spawn\"):\n    elif event == 'os.spawn': note('subprocess.run(')\nif ev[\"event\"] == \"os.posix_spawn\" and previous == words:\n";
         assert_eq!(unconfined_launch_lines(hook), Vec::<(usize, &str)>::new());
         let calls = "pid = os.posix_spawnp('x', ['x'], {})\nos.spawnv(os.P_WAIT, exe, argv)\nos.execvpe(exe, argv, env)\nlabel = \"#\"; os.system('id')\n";
-        assert_eq!(unconfined_launch_lines(calls), vec![(1, "os.posix_spawn"), (2, "os.spawn"), (3, "os.execv"), (4, "os.system(")]);
+        assert_eq!(
+            unconfined_launch_lines(calls),
+            vec![(1, "os.posix_spawn"), (2, "os.spawn"), (3, "os.execv"), (4, "os.system(")]
+        );
     }
 
     #[test]

@@ -272,7 +272,11 @@ impl Step {
     /// Whether the grader learns this step's per-test results: from its
     /// JUnit file, or from the trusted runner.
     pub fn reports_tests(&self) -> bool {
-        self.junit.is_some() || matches!(crate::trusted::plan(&self.run).runner(), Some(crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest))
+        self.junit.is_some()
+            || matches!(
+                crate::trusted::plan(&self.run).runner(),
+                Some(crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest)
+            )
     }
 }
 
@@ -324,7 +328,11 @@ fn default_fail() -> String {
 
 impl Default for RubricMeta {
     fn default() -> Self {
-        RubricMeta { aggregate: Aggregate::Sum, pass_decision: default_pass(), fail_decision: default_fail() }
+        RubricMeta {
+            aggregate: Aggregate::Sum,
+            pass_decision: default_pass(),
+            fail_decision: default_fail(),
+        }
     }
 }
 
@@ -561,7 +569,10 @@ pub enum WitnessCheck {
 /// A failure detector. See `packets/FORMAT.md` for each kind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-#[expect(clippy::large_enum_variant, reason = "parsed once per packet; boxing `Ledger` would only complicate every match")]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once per packet; boxing `Ledger` would only complicate every match"
+)]
 pub enum Detector {
     Missing {
         paths: Globs,
@@ -734,7 +745,10 @@ impl Manifest {
     pub fn parse(file: &str, src: &str) -> Result<Manifest, ManifestError> {
         let manifest: Manifest = toml::from_str(src).map_err(|e| ManifestError {
             file: file.to_string(),
-            problems: vec![Problem { line: e.span().map(|s| line_of(src, s.start)), message: e.message().trim().to_string() }],
+            problems: vec![Problem {
+                line: e.span().map(|s| line_of(src, s.start)),
+                message: e.message().trim().to_string(),
+            }],
         })?;
         manifest.validate(file, src)?;
         Ok(manifest)
@@ -779,13 +793,23 @@ impl Manifest {
     fn validate(&self, file: &str, src: &str) -> Result<(), ManifestError> {
         let mut bad = Problems::new(src);
         let slug_ok = !self.packet.slug.is_empty()
-            && self.packet.slug.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            && self
+                .packet
+                .slug
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !slug_ok {
-            bad.at(&["packet".into(), "slug".into()], format!("slug {:?} must be lowercase letters, digits and '-'", self.packet.slug));
+            bad.at(
+                &["packet".into(), "slug".into()],
+                format!("slug {:?} must be lowercase letters, digits and '-'", self.packet.slug),
+            );
         }
 
         if self.workspace.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            bad.at(&["workspace".into(), "test".into()], "workspace.test is empty; leave it out to use [commands] test".into());
+            bad.at(
+                &["workspace".into(), "test".into()],
+                "workspace.test is empty; leave it out to use [commands] test".into(),
+            );
         }
 
         for (needle, message) in self.check_paths() {
@@ -795,7 +819,10 @@ impl Manifest {
         let mut seen = BTreeSet::new();
         for (i, step) in self.steps.iter().enumerate() {
             if !seen.insert(step.id.as_str()) {
-                bad.at(&["step".into(), i.into(), "id".into()], format!("step id {:?} is used twice", step.id));
+                bad.at(
+                    &["step".into(), i.into(), "id".into()],
+                    format!("step id {:?} is used twice", step.id),
+                );
             }
             for lay in &step.lay {
                 if let Err(m) = check_lay(lay) {
@@ -813,12 +840,24 @@ impl Manifest {
             if c.levels.len() != c.max as usize + 1 {
                 bad.at(
                     &at("levels"),
-                    format!("criterion {:?} has max {} so it needs {} level descriptions, found {}", c.id, c.max, c.max + 1, c.levels.len()),
+                    format!(
+                        "criterion {:?} has max {} so it needs {} level descriptions, found {}",
+                        c.id,
+                        c.max,
+                        c.max + 1,
+                        c.levels.len()
+                    ),
                 );
             }
             match &c.from {
                 Source::Tests { tests } if self.step(tests).is_none() => {
-                    bad.at(&at("from"), format!("criterion {:?} reads tests of step {:?}, which is not defined", c.id, tests));
+                    bad.at(
+                        &at("from"),
+                        format!(
+                            "criterion {:?} reads tests of step {:?}, which is not defined",
+                            c.id, tests
+                        ),
+                    );
                 }
                 Source::Tests { tests } if !self.step(tests).is_some_and(Step::reports_tests) => {
                     bad.at(&at("from"), format!("criterion {:?} reads tests of step {:?}, which has no `junit` path and is not a trusted test command", c.id, tests));
@@ -838,10 +877,22 @@ impl Manifest {
             }
             for e in f.effect.list() {
                 if self.criterion(&e.criterion).is_none() {
-                    bad.at(&at("effect"), format!("failure {:?} affects criterion {:?}, which is not defined", f.id, e.criterion));
+                    bad.at(
+                        &at("effect"),
+                        format!(
+                            "failure {:?} affects criterion {:?}, which is not defined",
+                            f.id, e.criterion
+                        ),
+                    );
                 }
                 if e.set.is_none() == e.minus.is_none() {
-                    bad.at(&at("effect"), format!("an effect of failure {:?} needs exactly one of `set` or `minus`", f.id));
+                    bad.at(
+                        &at("effect"),
+                        format!(
+                            "an effect of failure {:?} needs exactly one of `set` or `minus`",
+                            f.id
+                        ),
+                    );
                 }
             }
             let mut problems = Vec::new();
@@ -853,7 +904,10 @@ impl Manifest {
                     let mut witness = false;
                     of.walk(&mut |inner| witness |= matches!(inner, Detector::Witness { .. }));
                     if witness {
-                        problems.push(("\"not\"".into(), "a `witness` detector cannot sit under `not`".into()));
+                        problems.push((
+                            "\"not\"".into(),
+                            "a `witness` detector cannot sit under `not`".into(),
+                        ));
                     }
                 }
             });
@@ -868,7 +922,10 @@ impl Manifest {
             match (&g.criterion, &g.failure) {
                 (Some(c), None) => {
                     if self.criterion(c).is_none() {
-                        bad.at(&at("criterion"), format!("gate names criterion {c:?}, which is not defined"));
+                        bad.at(
+                            &at("criterion"),
+                            format!("gate names criterion {c:?}, which is not defined"),
+                        );
                     }
                     if g.min.is_none() {
                         bad.at(&at("criterion"), format!("gate on criterion {c:?} needs `min`"));
@@ -876,13 +933,22 @@ impl Manifest {
                 }
                 (None, Some(f)) => {
                     if self.failure(f).is_none() {
-                        bad.at(&at("failure"), format!("gate names failure {f:?}, which is not in the catalog"));
+                        bad.at(
+                            &at("failure"),
+                            format!("gate names failure {f:?}, which is not in the catalog"),
+                        );
                     }
                 }
-                _ => bad.at(&at("decision"), "a gate names exactly one of `criterion` or `failure`".into()),
+                _ => bad.at(
+                    &at("decision"),
+                    "a gate names exactly one of `criterion` or `failure`".into(),
+                ),
             }
             if !known_decision(&g.decision) {
-                bad.at(&at("decision"), format!("gate decision {:?} is not one of the rubric's decisions", g.decision));
+                bad.at(
+                    &at("decision"),
+                    format!("gate decision {:?} is not one of the rubric's decisions", g.decision),
+                );
             }
         }
         for (i, cap) in self.caps.iter().enumerate() {
@@ -892,7 +958,10 @@ impl Manifest {
             }
             for cond in &cap.when {
                 if self.criterion(&cond.criterion).is_none() {
-                    bad.at(&at("when"), format!("cap names criterion {:?}, which is not defined", cond.criterion));
+                    bad.at(
+                        &at("when"),
+                        format!("cap names criterion {:?}, which is not defined", cond.criterion),
+                    );
                 }
                 if cond.at_most.is_none() && cond.at_least.is_none() {
                     bad.at(&at("when"), "a cap condition needs `at_most` or `at_least`".into());
@@ -901,10 +970,16 @@ impl Manifest {
             if let Some(f) = &cap.failure
                 && self.failure(f).is_none()
             {
-                bad.at(&at("failure"), format!("cap names failure {f:?}, which is not in the catalog"));
+                bad.at(
+                    &at("failure"),
+                    format!("cap names failure {f:?}, which is not in the catalog"),
+                );
             }
             if !known_decision(&cap.decision) {
-                bad.at(&at("decision"), format!("cap decision {:?} is not one of the rubric's decisions", cap.decision));
+                bad.at(
+                    &at("decision"),
+                    format!("cap decision {:?} is not one of the rubric's decisions", cap.decision),
+                );
             }
         }
         if self.rubric.aggregate == Aggregate::Sum {
@@ -912,19 +987,28 @@ impl Manifest {
                 bad.at(&["rubric".into()], "a summed rubric needs at least one [[band]]".into());
             }
             if let Some(i) = self.bands.windows(2).position(|w| w[0].min <= w[1].min) {
-                bad.at(&["band".into(), (i + 1).into(), "min".into()], "bands must be listed best first with strictly falling `min`".into());
+                bad.at(
+                    &["band".into(), (i + 1).into(), "min".into()],
+                    "bands must be listed best first with strictly falling `min`".into(),
+                );
             }
             if let Some(last) = self.bands.len().checked_sub(1)
                 && self.bands[last].min != 0
             {
-                bad.at(&["band".into(), last.into(), "min".into()], "the last band must have `min = 0`".into());
+                bad.at(
+                    &["band".into(), last.into(), "min".into()],
+                    "the last band must have `min = 0`".into(),
+                );
             }
         }
 
         if let Some(m) = &self.mutation
             && self.step(&m.hidden_step).is_none()
         {
-            bad.at(&["mutation".into(), "hidden_step".into()], format!("mutation.hidden_step {:?} is not a step", m.hidden_step));
+            bad.at(
+                &["mutation".into(), "hidden_step".into()],
+                format!("mutation.hidden_step {:?} is not a step", m.hidden_step),
+            );
         }
 
         let mut seen = BTreeSet::new();
@@ -935,7 +1019,13 @@ impl Manifest {
             }
             for id in &v.expect {
                 if self.failure(id).is_none() {
-                    bad.at(&at("expect"), format!("variant {:?} expects failure {id:?}, which is not in the catalog", v.name));
+                    bad.at(
+                        &at("expect"),
+                        format!(
+                            "variant {:?} expects failure {id:?}, which is not in the catalog",
+                            v.name
+                        ),
+                    );
                 }
             }
         }
@@ -943,17 +1033,31 @@ impl Manifest {
         for (step, map) in &self.proves {
             let table = [Key::from("proves"), step.into()];
             match self.step(step) {
-                None => bad.at(&table, format!("[proves.{step}] names step {step:?}, which is not a step")),
-                Some(s) if s.junit.is_none() => bad.at(&table, format!("[proves.{step}]: step {step:?} has no `junit`, so it reports no tests")),
+                None => bad.at(
+                    &table,
+                    format!("[proves.{step}] names step {step:?}, which is not a step"),
+                ),
+                Some(s) if s.junit.is_none() => bad.at(
+                    &table,
+                    format!(
+                        "[proves.{step}]: step {step:?} has no `junit`, so it reports no tests"
+                    ),
+                ),
                 Some(_) => {}
             }
             for (pattern, proves) in map {
                 let at = [Key::from("proves"), step.into(), pattern.into()];
                 if globset::Glob::new(pattern).is_err() {
-                    bad.at(&at, format!("[proves.{step}]: test pattern {pattern:?} is not a valid glob"));
+                    bad.at(
+                        &at,
+                        format!("[proves.{step}]: test pattern {pattern:?} is not a valid glob"),
+                    );
                 }
                 if proves.ids().is_empty() {
-                    bad.at(&at, format!("[proves.{step}]: test pattern {pattern:?} proves no failure id"));
+                    bad.at(
+                        &at,
+                        format!("[proves.{step}]: test pattern {pattern:?} proves no failure id"),
+                    );
                 }
                 for id in proves.ids() {
                     if self.failure(id).is_none() {
@@ -981,7 +1085,10 @@ impl Manifest {
         // evidence folder, which the candidate's confined processes cannot
         // write; anywhere else in `.gatehouse/` they could rewrite them.
         let keep_writable = |g: &str| -> Option<(String, String)> {
-            let grader_dir = g == ".gatehouse" || g.starts_with(".gatehouse/") || g.starts_with(".gatehouse*") || g.starts_with(".gatehouse?");
+            let grader_dir = g == ".gatehouse"
+                || g.starts_with(".gatehouse/")
+                || g.starts_with(".gatehouse*")
+                || g.starts_with(".gatehouse?");
             (grader_dir && !g.starts_with(&format!("{}/", crate::sandbox::EVIDENCE_DIR))).then(|| {
                 (quoted(g), format!(
                     "keep pattern {g:?} names files in .gatehouse/ that the candidate's processes can rewrite: packet code writes what a step keeps to the evidence folder ($GATEHOUSE_EVIDENCE, harness `evidence_path`) and the step keeps it as \".gatehouse/evidence/...\""
@@ -989,7 +1096,10 @@ impl Manifest {
             })
         };
         let name = |what: &str, n: &str| -> Option<(String, String)> {
-            let ok = !n.is_empty() && n != "." && n != ".." && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            let ok = !n.is_empty()
+                && n != "."
+                && n != ".."
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
             (!ok).then(|| (quoted(n), format!("{what} {n:?} must be a plain name (letters, digits, '-', '_', '.'), as it names a folder")))
         };
         let m = self;
@@ -1030,18 +1140,32 @@ impl Manifest {
         for f in &m.failures {
             f.detect.walk(&mut |d| {
                 let r = match d {
-                    Detector::Missing { paths, .. } | Detector::Present { paths, .. } => paths.iter().find_map(|p| glob("path pattern", p)),
-                    Detector::OutsideAllowlist { allow } => allow.iter().find_map(|p| glob("allowlist pattern", p)),
-                    Detector::Pattern { files, .. } | Detector::StdlibOnly { files, .. } => files.iter().find_map(|p| glob("file pattern", p)),
-                    Detector::Frozen { paths: Some(paths) } => paths.iter().find_map(|p| path("frozen file", p)),
-                    Detector::PytestLog { file, nodes_from, .. } => path("log file", file).or_else(|| nodes_from.as_deref().and_then(|n| path("nodes_from", n))),
-                    Detector::Order { before, after, .. } => path("order file", before).or_else(|| path("order file", after)),
-                    Detector::DiffAllowlist { diff, allow, allow_file } => {
-                        path("diff file", diff).or_else(|| allow.iter().find_map(|p| glob("allowlist pattern", p))).or_else(|| allow_file.as_deref().and_then(|a| path("allow_file", a)))
+                    Detector::Missing { paths, .. } | Detector::Present { paths, .. } => {
+                        paths.iter().find_map(|p| glob("path pattern", p))
                     }
+                    Detector::OutsideAllowlist { allow } => {
+                        allow.iter().find_map(|p| glob("allowlist pattern", p))
+                    }
+                    Detector::Pattern { files, .. } | Detector::StdlibOnly { files, .. } => {
+                        files.iter().find_map(|p| glob("file pattern", p))
+                    }
+                    Detector::Frozen { paths: Some(paths) } => {
+                        paths.iter().find_map(|p| path("frozen file", p))
+                    }
+                    Detector::PytestLog { file, nodes_from, .. } => path("log file", file)
+                        .or_else(|| nodes_from.as_deref().and_then(|n| path("nodes_from", n))),
+                    Detector::Order { before, after, .. } => {
+                        path("order file", before).or_else(|| path("order file", after))
+                    }
+                    Detector::DiffAllowlist { diff, allow, allow_file } => path("diff file", diff)
+                        .or_else(|| allow.iter().find_map(|p| glob("allowlist pattern", p)))
+                        .or_else(|| allow_file.as_deref().and_then(|a| path("allow_file", a))),
                     Detector::DiffInvalid { diff } => path("diff file", diff),
                     Detector::Ledger { file, .. } => path("ledger file", file),
-                    Detector::Digest { files, claimed_in, .. } => files.iter().find_map(|p| glob("digest file", p)).or_else(|| path("claimed_in", claimed_in)),
+                    Detector::Digest { files, claimed_in, .. } => files
+                        .iter()
+                        .find_map(|p| glob("digest file", p))
+                        .or_else(|| path("claimed_in", claimed_in)),
                     Detector::Witness { file: Some(f), .. } => path("witness file", f),
                     _ => None,
                 };
@@ -1061,14 +1185,19 @@ impl Manifest {
             }
         };
         let globs_ok = |globs: &[String]| {
-            globs.iter().find_map(|g| globset::Glob::new(g).err().map(|e| (quoted(g), format!("bad glob {g:?}: {e}"))))
+            globs.iter().find_map(|g| {
+                globset::Glob::new(g).err().map(|e| (quoted(g), format!("bad glob {g:?}: {e}")))
+            })
         };
         let kept_ref = |step: &Option<String>| -> Option<(String, String)> {
             let step = step.as_ref()?;
             step_ref(step).or_else(|| {
-                self.step(step)
-                    .filter(|s| s.keep.is_empty())
-                    .map(|_| (quoted(step), format!("detector reads files of step {step:?}, which keeps none (`keep`)")))
+                self.step(step).filter(|s| s.keep.is_empty()).map(|_| {
+                    (
+                        quoted(step),
+                        format!("detector reads files of step {step:?}, which keeps none (`keep`)"),
+                    )
+                })
             })
         };
         let file_step = match d {
@@ -1193,7 +1322,6 @@ fn check_lay(lay: &Lay) -> Result<(), String> {
     Ok(())
 }
 
-
 pub use crate::tree::{is_safe_path, is_safe_relative};
 
 fn quoted(s: &str) -> String {
@@ -1259,7 +1387,9 @@ impl<'a> Problems<'a> {
         let mut found = None;
         for key in path {
             let child = match (key, table, array) {
-                (Key::Name(n), Some(t), _) => t.iter().find(|(k, _)| k.get_ref().as_ref() == *n).map(|(_, v)| v),
+                (Key::Name(n), Some(t), _) => {
+                    t.iter().find(|(k, _)| k.get_ref().as_ref() == *n).map(|(_, v)| v)
+                }
                 (Key::Index(i), _, Some(a)) => <[_]>::get(a, *i),
                 _ => None,
             };
@@ -1287,7 +1417,11 @@ impl<'a> Problems<'a> {
     }
 
     fn finish(self, file: &str) -> Result<(), ManifestError> {
-        if self.list.is_empty() { Ok(()) } else { Err(ManifestError { file: file.to_string(), problems: self.list }) }
+        if self.list.is_empty() {
+            Ok(())
+        } else {
+            Err(ManifestError { file: file.to_string(), problems: self.list })
+        }
     }
 }
 
@@ -1347,10 +1481,14 @@ detect = { kind = "test-failing", step = "hidden" }
     /// marked `# <-` in the result.
     fn check_line(edit: impl FnOnce(String) -> String, expect: &str) {
         let src = edit(MINIMAL.to_string());
-        let line = src.lines().position(|l| l.ends_with("# <-")).expect("the edit marks a line") + 1;
+        let line =
+            src.lines().position(|l| l.ends_with("# <-")).expect("the edit marks a line") + 1;
         let e = Manifest::parse("packet.toml", &src).expect_err(expect).to_string();
         let want = format!("packet.toml:{line}: {expect}");
-        assert!(e.lines().any(|l| l.starts_with(&want)), "expected a line starting {want:?} in\n{e}");
+        assert!(
+            e.lines().any(|l| l.starts_with(&want)),
+            "expected a line starting {want:?} in\n{e}"
+        );
     }
 
     #[test]
@@ -1362,18 +1500,49 @@ detect = { kind = "test-failing", step = "hidden" }
         check_line(append(criterion), "criterion id \"correct\" is used twice");
         let failure = "[[failure]]\nid = \"broken\" # <-\ntitle = \"B\"\ndescription = \"B\"\neffect = { criterion = \"correct\", set = 0 }\ndetect = { kind = \"test-failing\", step = \"hidden\" }";
         check_line(append(failure), "failure id \"broken\" is used twice");
-        check_line(append("[[gate]]\nfailure = \"broken\"\ndecision = \"maybe\" # <-"), "gate decision \"maybe\"");
-        check_line(append("[[variant]]\nname = \"v\"\nexpect = [\"ghost\"] # <-"), "variant \"v\" expects failure \"ghost\"");
-        check_line(append("[mutation]\ntarget = \"a.py\"\nrun = \"true\"\nhidden_step = \"ghost\" # <-"), "mutation.hidden_step \"ghost\"");
-        let replace = |from: &'static str, to: &'static str| move |s: String| s.replacen(from, to, 1);
-        check_line(replace("effect = { criterion = \"correct\", set = 0 }", "effect = { criterion = \"nope\", set = 0 } # <-"), "failure \"broken\" affects criterion \"nope\"");
-        check_line(replace("step = \"hidden\" }", "step = \"other\" } # <-"), "failure \"broken\": detector names step \"other\"");
-        check_line(replace("levels = [\"no\", \"partly\", \"yes\"]", "levels = [\"no\", \"yes\"] # <-"), "criterion \"correct\" has max 2");
+        check_line(
+            append("[[gate]]\nfailure = \"broken\"\ndecision = \"maybe\" # <-"),
+            "gate decision \"maybe\"",
+        );
+        check_line(
+            append("[[variant]]\nname = \"v\"\nexpect = [\"ghost\"] # <-"),
+            "variant \"v\" expects failure \"ghost\"",
+        );
+        check_line(
+            append("[mutation]\ntarget = \"a.py\"\nrun = \"true\"\nhidden_step = \"ghost\" # <-"),
+            "mutation.hidden_step \"ghost\"",
+        );
+        let replace =
+            |from: &'static str, to: &'static str| move |s: String| s.replacen(from, to, 1);
+        check_line(
+            replace(
+                "effect = { criterion = \"correct\", set = 0 }",
+                "effect = { criterion = \"nope\", set = 0 } # <-",
+            ),
+            "failure \"broken\" affects criterion \"nope\"",
+        );
+        check_line(
+            replace("step = \"hidden\" }", "step = \"other\" } # <-"),
+            "failure \"broken\": detector names step \"other\"",
+        );
+        check_line(
+            replace("levels = [\"no\", \"partly\", \"yes\"]", "levels = [\"no\", \"yes\"] # <-"),
+            "criterion \"correct\" has max 2",
+        );
         check_line(replace("min = 0", "min = 1 # <-"), "the last band must have `min = 0`");
         check_line(replace("slug = \"demo\"", "slug = \"Demo!\" # <-"), "slug \"Demo!\"");
-        check_line(replace("junit = \".gatehouse/hidden.xml\"", "junit = \"/tmp/hidden.xml\" # <-"), "junit \"/tmp/hidden.xml\"");
+        check_line(
+            replace("junit = \".gatehouse/hidden.xml\"", "junit = \"/tmp/hidden.xml\" # <-"),
+            "junit \"/tmp/hidden.xml\"",
+        );
         // A bad regex is a toml error at its value (it compiles as it is read).
-        check_line(replace("detect = { kind = \"test-failing\", step = \"hidden\" }", "detect = { kind = \"pattern\", files = [\"*.py\"], regex = \"(\" } # <-"), "bad regex \"(\"");
+        check_line(
+            replace(
+                "detect = { kind = \"test-failing\", step = \"hidden\" }",
+                "detect = { kind = \"pattern\", files = [\"*.py\"], regex = \"(\" } # <-",
+            ),
+            "bad regex \"(\"",
+        );
     }
 
     #[test]
@@ -1397,7 +1566,8 @@ detect = { kind = "test-failing", step = "hidden" }
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let file = entry.path().join("packet.toml");
             let Ok(src) = std::fs::read_to_string(&file) else { continue };
-            Manifest::parse("packet.toml", &src).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            Manifest::parse("packet.toml", &src)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             parsed += 1;
         }
         assert!(parsed >= 13, "only {parsed} packets under {}", dir.display());
@@ -1416,31 +1586,62 @@ detect = { kind = "test-failing", step = "hidden" }
         };
         check(with("[proves.hidden]\n\"test_*\" = \"broken\""), "ok");
         check(with("[proves.hidden]\n\"test_a\" = [\"broken\"]\n\"test_b*\" = \"broken\""), "ok");
-        check(with("[proves.other]\n\"test_*\" = \"broken\""), "[proves.other] names step \"other\", which is not a step");
-        check(with("[proves.hidden]\n\"test_*\" = \"nope\""), "proves failure \"nope\", which is not in the catalog");
+        check(
+            with("[proves.other]\n\"test_*\" = \"broken\""),
+            "[proves.other] names step \"other\", which is not a step",
+        );
+        check(
+            with("[proves.hidden]\n\"test_*\" = \"nope\""),
+            "proves failure \"nope\", which is not in the catalog",
+        );
         check(with("[proves.hidden]\n\"test_*\" = []"), "proves no failure id");
         check(with("[proves.hidden]\n\"test_[\" = \"broken\""), "is not a valid glob");
-        check(|s| format!("{}\n[proves.hidden]\n\"t\" = \"broken\"\n", s.replace("junit = \".gatehouse/hidden.xml\"\n", "")), "has no `junit`");
+        check(
+            |s| {
+                format!(
+                    "{}\n[proves.hidden]\n\"t\" = \"broken\"\n",
+                    s.replace("junit = \".gatehouse/hidden.xml\"\n", "")
+                )
+            },
+            "has no `junit`",
+        );
     }
 
     #[test]
     fn unknown_key_names_line() {
-        check(|s| s.replace("title = \"Demo\"", "title = \"Demo\"\ncolour = 1"), "packet.toml:6: unknown field `colour`");
+        check(
+            |s| s.replace("title = \"Demo\"", "title = \"Demo\"\ncolour = 1"),
+            "packet.toml:6: unknown field `colour`",
+        );
     }
 
     #[test]
     fn level_count_must_match_max() {
-        check(|s| s.replace("[\"no\", \"partly\", \"yes\"]", "[\"no\", \"yes\"]"), "needs 3 level descriptions, found 2");
+        check(
+            |s| s.replace("[\"no\", \"partly\", \"yes\"]", "[\"no\", \"yes\"]"),
+            "needs 3 level descriptions, found 2",
+        );
     }
 
     #[test]
     fn effect_must_name_a_criterion() {
-        check(|s| s.replace("criterion = \"correct\", set", "criterion = \"nope\", set"), "affects criterion \"nope\"");
+        check(
+            |s| s.replace("criterion = \"correct\", set", "criterion = \"nope\", set"),
+            "affects criterion \"nope\"",
+        );
     }
 
     #[test]
     fn detector_must_name_a_step() {
-        check(|s| s.replace("kind = \"test-failing\", step = \"hidden\"", "kind = \"test-failing\", step = \"other\""), "step \"other\", which is not defined");
+        check(
+            |s| {
+                s.replace(
+                    "kind = \"test-failing\", step = \"hidden\"",
+                    "kind = \"test-failing\", step = \"other\"",
+                )
+            },
+            "step \"other\", which is not defined",
+        );
     }
 
     #[test]
@@ -1456,7 +1657,12 @@ detect = { kind = "test-failing", step = "hidden" }
     #[test]
     fn bad_regex_is_named() {
         check(
-            |s| s.replace("detect = { kind = \"test-failing\", step = \"hidden\" }", "detect = { kind = \"pattern\", files = [\"*.py\"], regex = \"(\" }"),
+            |s| {
+                s.replace(
+                    "detect = { kind = \"test-failing\", step = \"hidden\" }",
+                    "detect = { kind = \"pattern\", files = [\"*.py\"], regex = \"(\" }",
+                )
+            },
             "bad regex",
         );
     }
@@ -1465,15 +1671,43 @@ detect = { kind = "test-failing", step = "hidden" }
     fn every_path_a_manifest_names_stays_inside() {
         // (the edit, what the error must say)
         let cases: &[(&str, &str, &str)] = &[
-            ("[commands]", "[mutation]\ntarget = \"/etc/passwd\"\nrun = \"true\"\nhidden_step = \"hidden\"\n\n[commands]", "mutation.target \"/etc/passwd\""),
-            ("[commands]", "[mutation]\ntarget = \"../../../x.py\"\nrun = \"true\"\nhidden_step = \"hidden\"\n\n[commands]", "mutation.target \"../../../x.py\""),
+            (
+                "[commands]",
+                "[mutation]\ntarget = \"/etc/passwd\"\nrun = \"true\"\nhidden_step = \"hidden\"\n\n[commands]",
+                "mutation.target \"/etc/passwd\"",
+            ),
+            (
+                "[commands]",
+                "[mutation]\ntarget = \"../../../x.py\"\nrun = \"true\"\nhidden_step = \"hidden\"\n\n[commands]",
+                "mutation.target \"../../../x.py\"",
+            ),
             ("title = \"Demo\"", "title = \"Demo\"\nseed_files = [\"/root/.ssh/id\"]", "seed file"),
             ("title = \"Demo\"", "title = \"Demo\"\nbrief = \"../PROMPT.md\"", "packet.brief"),
-            ("id = \"hidden\"", "id = \"../../hidden\"", "step id \"../../hidden\" must be a plain name"),
-            ("junit = \".gatehouse/hidden.xml\"", "junit = \"/tmp/hidden.xml\"", "junit \"/tmp/hidden.xml\""),
-            ("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nkeep = [\"../*\"]", "keep pattern"),
-            ("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nlay = [{ from = \"/etc/shadow\", to = \"x\" }]", "lay path"),
-            ("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nlay = [{ from = \"hidden/a\", to = \"..\\\\x\" }]", "lay path"),
+            (
+                "id = \"hidden\"",
+                "id = \"../../hidden\"",
+                "step id \"../../hidden\" must be a plain name",
+            ),
+            (
+                "junit = \".gatehouse/hidden.xml\"",
+                "junit = \"/tmp/hidden.xml\"",
+                "junit \"/tmp/hidden.xml\"",
+            ),
+            (
+                "junit = \".gatehouse/hidden.xml\"",
+                "junit = \".gatehouse/hidden.xml\"\nkeep = [\"../*\"]",
+                "keep pattern",
+            ),
+            (
+                "junit = \".gatehouse/hidden.xml\"",
+                "junit = \".gatehouse/hidden.xml\"\nlay = [{ from = \"/etc/shadow\", to = \"x\" }]",
+                "lay path",
+            ),
+            (
+                "junit = \".gatehouse/hidden.xml\"",
+                "junit = \".gatehouse/hidden.xml\"\nlay = [{ from = \"hidden/a\", to = \"..\\\\x\" }]",
+                "lay path",
+            ),
             ("[commands]", "[policy]\nfrozen = [\"/etc/hosts\"]\n\n[commands]", "frozen file"),
         ];
         for (from, to, expect) in cases {
@@ -1484,11 +1718,31 @@ detect = { kind = "test-failing", step = "hidden" }
             assert!(e.starts_with("packet.toml:"), "{e}");
         }
         let variant = format!("{MINIMAL}\n[[variant]]\nname = \"/tmp/x\"\nexpect = [\"broken\"]\n");
-        assert!(Manifest::parse("packet.toml", &variant).unwrap_err().to_string().contains("variant name"));
-        let remove = format!("{MINIMAL}\n[[variant]]\nname = \"v\"\nexpect = [\"broken\"]\nremove = [\"/home\"]\n");
-        assert!(Manifest::parse("packet.toml", &remove).unwrap_err().to_string().contains("variant remove \"/home\""));
-        let present = MINIMAL.replace("detect = { kind = \"test-failing\", step = \"hidden\" }", "detect = { kind = \"present\", paths = [\"/etc/*\"] }");
-        assert!(Manifest::parse("packet.toml", &present).unwrap_err().to_string().contains("path pattern"));
+        assert!(
+            Manifest::parse("packet.toml", &variant)
+                .unwrap_err()
+                .to_string()
+                .contains("variant name")
+        );
+        let remove = format!(
+            "{MINIMAL}\n[[variant]]\nname = \"v\"\nexpect = [\"broken\"]\nremove = [\"/home\"]\n"
+        );
+        assert!(
+            Manifest::parse("packet.toml", &remove)
+                .unwrap_err()
+                .to_string()
+                .contains("variant remove \"/home\"")
+        );
+        let present = MINIMAL.replace(
+            "detect = { kind = \"test-failing\", step = \"hidden\" }",
+            "detect = { kind = \"present\", paths = [\"/etc/*\"] }",
+        );
+        assert!(
+            Manifest::parse("packet.toml", &present)
+                .unwrap_err()
+                .to_string()
+                .contains("path pattern")
+        );
     }
 
     #[test]
@@ -1496,55 +1750,129 @@ detect = { kind = "test-failing", step = "hidden" }
         let d = "detect = { kind = \"test-failing\", step = \"hidden\" }";
         let with = |w: &'static str| move |s: String| s.replace(d, &format!("detect = {w}"));
         check(with("{ kind = \"witness\", check = \"model-before-red\" }"), "ok");
-        check(with("{ kind = \"witness\", check = \"usage-dishonest\", file = \"usage.jsonl\", tolerance = 0.05 }"), "ok");
-        check(with("{ kind = \"any\", of = [{ kind = \"witness\", check = \"retry-storm\", min_chain = 4 }] }"), "ok");
-        check(with("{ kind = \"witness\", check = \"mind-reading\" }"), "unknown variant `mind-reading`");
+        check(
+            with(
+                "{ kind = \"witness\", check = \"usage-dishonest\", file = \"usage.jsonl\", tolerance = 0.05 }",
+            ),
+            "ok",
+        );
+        check(
+            with(
+                "{ kind = \"any\", of = [{ kind = \"witness\", check = \"retry-storm\", min_chain = 4 }] }",
+            ),
+            "ok",
+        );
+        check(
+            with("{ kind = \"witness\", check = \"mind-reading\" }"),
+            "unknown variant `mind-reading`",
+        );
         check(with("{ kind = \"witness\", check = \"usage-missing\" }"), "needs `file`");
-        check(with("{ kind = \"witness\", check = \"model-before-red\", file = \"x\" }"), "reads no claimed file");
-        check(with("{ kind = \"witness\", check = \"usage-dishonest\", file = \"u.jsonl\", tolerance = 5 }"), "a fraction");
+        check(
+            with("{ kind = \"witness\", check = \"model-before-red\", file = \"x\" }"),
+            "reads no claimed file",
+        );
+        check(
+            with(
+                "{ kind = \"witness\", check = \"usage-dishonest\", file = \"u.jsonl\", tolerance = 5 }",
+            ),
+            "a fraction",
+        );
         check(with("{ kind = \"witness\", check = \"retry-storm\", min_chain = 1 }"), "at least 2");
-        check(with("{ kind = \"witness\", check = \"usage-missing\", file = \"../u.jsonl\" }"), "must be a relative path inside the folder");
-        check(with("{ kind = \"not\", of = { kind = \"witness\", check = \"retry-storm\" } }"), "cannot sit under `not`");
+        check(
+            with("{ kind = \"witness\", check = \"usage-missing\", file = \"../u.jsonl\" }"),
+            "must be a relative path inside the folder",
+        );
+        check(
+            with("{ kind = \"not\", of = { kind = \"witness\", check = \"retry-storm\" } }"),
+            "cannot sit under `not`",
+        );
     }
 
     #[test]
     fn kept_packet_evidence_must_come_from_the_evidence_folder() {
-        let keep = |k: &'static str| move |s: String| s.replace("junit = \".gatehouse/hidden.xml\"", &format!("junit = \".gatehouse/hidden.xml\"\nkeep = [{k}]"));
+        let keep = |k: &'static str| {
+            move |s: String| {
+                s.replace(
+                    "junit = \".gatehouse/hidden.xml\"",
+                    &format!("junit = \".gatehouse/hidden.xml\"\nkeep = [{k}]"),
+                )
+            }
+        };
         // Files packet code wrote in .gatehouse/, where the candidate's processes can rewrite them: refused.
-        for k in ["\".gatehouse/recomputed.jsonl\"", "\".gatehouse/runs/**\"", "\".gatehouse\"", "\".gatehouse*/x\"", "\".gatehouse/evidence\""] {
+        for k in [
+            "\".gatehouse/recomputed.jsonl\"",
+            "\".gatehouse/runs/**\"",
+            "\".gatehouse\"",
+            "\".gatehouse*/x\"",
+            "\".gatehouse/evidence\"",
+        ] {
             check(keep(k), "that the candidate's processes can rewrite");
         }
         // From the evidence folder, or the candidate's own products at the top: accepted.
-        for k in ["\".gatehouse/evidence/recomputed.jsonl\"", "\".gatehouse/evidence/runs/**\"", "\"usage.jsonl\""] {
+        for k in [
+            "\".gatehouse/evidence/recomputed.jsonl\"",
+            "\".gatehouse/evidence/runs/**\"",
+            "\"usage.jsonl\"",
+        ] {
             check(keep(k), "ok");
         }
     }
 
     #[test]
     fn variant_must_expect_known_ids() {
-        check(|s| s + "\n[[variant]]\nname = \"v\"\nexpect = [\"ghost\"]\n", "expects failure \"ghost\"");
+        check(
+            |s| s + "\n[[variant]]\nname = \"v\"\nexpect = [\"ghost\"]\n",
+            "expects failure \"ghost\"",
+        );
     }
 
     #[test]
     fn gate_decision_must_be_a_band() {
-        check(|s| s + "\n[[gate]]\nfailure = \"broken\"\ndecision = \"maybe\"\n", "gate decision \"maybe\"");
+        check(
+            |s| s + "\n[[gate]]\nfailure = \"broken\"\ndecision = \"maybe\"\n",
+            "gate decision \"maybe\"",
+        );
     }
 
     #[test]
     fn file_detectors_on_a_step_need_kept_files() {
         let d = "detect = { kind = \"test-failing\", step = \"hidden\" }";
-        check(|s| s.replace(d, "detect = { kind = \"missing\", step = \"hidden\", paths = [\"x\"] }"), "which keeps none");
         check(
-            |s| s.replace(d, "detect = { kind = \"missing\", step = \"hidden\", paths = [\"x\"] }").replace("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nkeep = [\"x\"]"),
-            "ok",
-        );
-        check(|s| s.replace(d, "detect = { kind = \"leftovers\", step = \"nope\" }"), "step \"nope\", which is not defined");
-        check(|s| s.replace(d, "detect = { kind = \"digest\", files = [\"a.py\"], claimed_in = \"u.jsonl\", regex = \"[0-9a-f]{64}\" }"), "exactly one capture group");
-        check(
-            |s| s.replace(d, "detect = { kind = \"ledger\", file = \"u.jsonl\", compare = { field = \"rows\", with_step = \"hidden\", with_file = \"x\", with_field = \"rows\", tolerance_pct = 5 } }"),
+            |s| s.replace(d, "detect = { kind = \"missing\", step = \"hidden\", paths = [\"x\"] }"),
             "which keeps none",
         );
-        check(|s| s.replace(d, "detect = { kind = \"ledger\", file = \"u.jsonl\", schema = { a = \"float\" }, invalid = true }"), "unknown variant `float`");
+        check(
+            |s| {
+                s.replace(d, "detect = { kind = \"missing\", step = \"hidden\", paths = [\"x\"] }")
+                    .replace(
+                        "junit = \".gatehouse/hidden.xml\"",
+                        "junit = \".gatehouse/hidden.xml\"\nkeep = [\"x\"]",
+                    )
+            },
+            "ok",
+        );
+        check(
+            |s| s.replace(d, "detect = { kind = \"leftovers\", step = \"nope\" }"),
+            "step \"nope\", which is not defined",
+        );
+        check(
+            |s| {
+                s.replace(d, "detect = { kind = \"digest\", files = [\"a.py\"], claimed_in = \"u.jsonl\", regex = \"[0-9a-f]{64}\" }")
+            },
+            "exactly one capture group",
+        );
+        check(
+            |s| {
+                s.replace(d, "detect = { kind = \"ledger\", file = \"u.jsonl\", compare = { field = \"rows\", with_step = \"hidden\", with_file = \"x\", with_field = \"rows\", tolerance_pct = 5 } }")
+            },
+            "which keeps none",
+        );
+        check(
+            |s| {
+                s.replace(d, "detect = { kind = \"ledger\", file = \"u.jsonl\", schema = { a = \"float\" }, invalid = true }")
+            },
+            "unknown variant `float`",
+        );
     }
 
     #[test]
@@ -1556,13 +1884,30 @@ detect = { kind = "test-failing", step = "hidden" }
         let m = Manifest::parse("packet.toml", &src).unwrap();
         assert_eq!(m.witness_test(), "python3 -m pytest -q -x");
         assert!(m.workspace.model_waits_for_red);
-        check(|s| s.replace("[[step]]", "[workspace]\nmodel_waits_for_red = \"yes\"\n\n[[step]]"), "packet.toml:11: invalid type");
-        check(|s| s.replace("[[step]]", "[workspace]\nwait = true\n\n[[step]]"), "packet.toml:11: unknown field `wait`");
-        check(|s| s.replace("[[step]]", "[workspace]\ntest = \" \"\n\n[[step]]"), "packet.toml:11: workspace.test is empty");
+        check(
+            |s| s.replace("[[step]]", "[workspace]\nmodel_waits_for_red = \"yes\"\n\n[[step]]"),
+            "packet.toml:11: invalid type",
+        );
+        check(
+            |s| s.replace("[[step]]", "[workspace]\nwait = true\n\n[[step]]"),
+            "packet.toml:11: unknown field `wait`",
+        );
+        check(
+            |s| s.replace("[[step]]", "[workspace]\ntest = \" \"\n\n[[step]]"),
+            "packet.toml:11: workspace.test is empty",
+        );
     }
 
     #[test]
     fn lay_paths_must_stay_inside() {
-        check(|s| s.replace("junit = \".gatehouse/hidden.xml\"", "junit = \".gatehouse/hidden.xml\"\nlay = [\"../etc/passwd\"]"), "must be relative");
+        check(
+            |s| {
+                s.replace(
+                    "junit = \".gatehouse/hidden.xml\"",
+                    "junit = \".gatehouse/hidden.xml\"\nlay = [\"../etc/passwd\"]",
+                )
+            },
+            "must be relative",
+        );
     }
 }

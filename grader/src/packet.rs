@@ -5,9 +5,9 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::manifest::{Lay, Manifest, ManifestError};
 use crate::diff::{apply_diff, split_diff};
-use crate::tree::{list_files, tree_digest, Kind, Root};
+use crate::manifest::{Lay, Manifest, ManifestError};
+use crate::tree::{Kind, Root, list_files, tree_digest};
 
 /// A loaded packet folder.
 #[derive(Debug, Clone)]
@@ -49,11 +49,17 @@ impl Packet {
         }
         for dir in ["starter"] {
             if !root.join(dir).is_dir() {
-                return Err(PacketError::Layout(format!("{}: the packet has no {dir}/ folder", root.display())));
+                return Err(PacketError::Layout(format!(
+                    "{}: the packet has no {dir}/ folder",
+                    root.display()
+                )));
             }
         }
         if !root.join("prompt.md").is_file() {
-            return Err(PacketError::Layout(format!("{}: the packet has no prompt.md", root.display())));
+            return Err(PacketError::Layout(format!(
+                "{}: the packet has no prompt.md",
+                root.display()
+            )));
         }
         refuse_links(root)?;
         let packet = Packet { root: root.to_path_buf(), manifest, digest: String::new() };
@@ -67,7 +73,11 @@ impl Packet {
         let m = &self.manifest;
         let pk = self.files().map_err(io_err(&self.root))?;
         let missing = |what: String, p: &Path| {
-            PacketError::Layout(format!("{}: {what} {} does not exist", self.root.join("packet.toml").display(), p.display()))
+            PacketError::Layout(format!(
+                "{}: {what} {} does not exist",
+                self.root.join("packet.toml").display(),
+                p.display()
+            ))
         };
         let mut lays: Vec<&Lay> = m.steps.iter().flat_map(|s| &s.lay).collect();
         for f in &m.failures {
@@ -84,24 +94,40 @@ impl Packet {
             }
         }
         for v in &m.variants {
-            if !pk.is_dir(&format!("variants/{}", v.name)) && v.remove.is_empty() && !pk.is_file(&format!("variants/{}.diff", v.name)) {
-                return Err(missing(format!("folder of variant {:?}", v.name), &self.variant_dir(&v.name)));
+            if !pk.is_dir(&format!("variants/{}", v.name))
+                && v.remove.is_empty()
+                && !pk.is_file(&format!("variants/{}.diff", v.name))
+            {
+                return Err(missing(
+                    format!("folder of variant {:?}", v.name),
+                    &self.variant_dir(&v.name),
+                ));
             }
         }
         // Every diff of a variant or an alternate parses and names only
         // paths inside the tree (whether its hunks apply is known once the
         // tree it patches is laid: `packet check`).
         let alternates = self.alternates().map_err(|e| PacketError::Layout(e.to_string()))?;
-        let diffs = m.variants.iter().map(|v| format!("variants/{}.diff", v.name)).chain(alternates.iter().map(|a| format!("alternates/{a}.diff")));
+        let diffs = m
+            .variants
+            .iter()
+            .map(|v| format!("variants/{}.diff", v.name))
+            .chain(alternates.iter().map(|a| format!("alternates/{a}.diff")));
         for rel in diffs.filter(|rel| pk.is_file(rel)) {
             let shown = self.root.join(&rel);
             let text = pk.read_to_string(&rel).map_err(io_err(&shown))?;
-            split_diff(&text).map_err(|e| PacketError::Layout(format!("{}: {e}", shown.display())))?;
+            split_diff(&text)
+                .map_err(|e| PacketError::Layout(format!("{}: {e}", shown.display())))?;
         }
         if m.mutation.is_some() && self.mutants().map_err(io_err(&self.root))?.is_empty() {
-            return Err(PacketError::Layout(format!("{}: [mutation] is set but mutants/ holds no mutant", self.root.display())));
+            return Err(PacketError::Layout(format!(
+                "{}: [mutation] is set but mutants/ holds no mutant",
+                self.root.display()
+            )));
         }
-        if !crate::tree::is_safe_relative(&m.packet.brief) || pk.kind(&format!("starter/{}", m.packet.brief)).map_or(true, |k| k.is_some()) {
+        if !crate::tree::is_safe_relative(&m.packet.brief)
+            || pk.kind(&format!("starter/{}", m.packet.brief)).map_or(true, |k| k.is_some())
+        {
             return Err(PacketError::Layout(format!(
                 "{}: the brief is shipped as {:?}, which must be a new relative path, not a starter file",
                 self.root.join("packet.toml").display(),
@@ -160,13 +186,20 @@ impl Packet {
         match pk.kind("alternates")? {
             None => return Ok(Vec::new()),
             Some(Kind::Dir) => {}
-            Some(_) => return Err(io::Error::other(format!("{}: alternates must be a folder of folders and `.diff` files", dir.display()))),
+            Some(_) => {
+                return Err(io::Error::other(format!(
+                    "{}: alternates must be a folder of folders and `.diff` files",
+                    dir.display()
+                )));
+            }
         }
         let mut names = std::collections::BTreeSet::new();
         for (name, kind) in pk.entries("alternates")? {
             match (kind, name.strip_suffix(".diff")) {
                 (Kind::Dir, _) => names.insert(name),
-                (Kind::File, Some(stem)) if !stem.is_empty() && !stem.starts_with('.') => names.insert(stem.to_string()),
+                (Kind::File, Some(stem)) if !stem.is_empty() && !stem.starts_with('.') => {
+                    names.insert(stem.to_string())
+                }
                 (Kind::File, _) if name.starts_with('.') => continue,
                 _ => {
                     return Err(io::Error::other(format!(
@@ -198,7 +231,13 @@ impl Packet {
     /// the packet folder `fallback` (when given), else starts empty. Every
     /// path is read and written through [`Root`], so none leaves its tree;
     /// errors name the diff file and the path the diff failed on.
-    fn apply_patch(&self, pk: &Root, rel: &str, out: &Root, fallback: Option<&str>) -> io::Result<()> {
+    fn apply_patch(
+        &self,
+        pk: &Root,
+        rel: &str,
+        out: &Root,
+        fallback: Option<&str>,
+    ) -> io::Result<()> {
         if !pk.is_file(rel) {
             return Ok(());
         }
@@ -215,7 +254,11 @@ impl Packet {
                 Ok(String::new())
             }
             .map_err(|e| err(e.to_string()))?;
-            out.write(&path, apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes()).map_err(|e| err(e.to_string()))?;
+            out.write(
+                &path,
+                apply_diff(&base, &diff).map_err(|e| err(format!("{path}: {e}")))?.as_bytes(),
+            )
+            .map_err(|e| err(e.to_string()))?;
         }
         Ok(())
     }
@@ -249,15 +292,21 @@ impl Packet {
                 _ => (name.clone(), None),
             };
             let bytes = if ext == Some("diff") {
-                let target = self.manifest.mutation.as_ref().map(|m| m.target.clone()).ok_or_else(|| {
-                    io::Error::other(format!("{}: a diff mutant needs [mutation] target", shown.display()))
-                })?;
+                let target =
+                    self.manifest.mutation.as_ref().map(|m| m.target.clone()).ok_or_else(|| {
+                        io::Error::other(format!(
+                            "{}: a diff mutant needs [mutation] target",
+                            shown.display()
+                        ))
+                    })?;
                 let original = match pk.read_to_string(&format!("sample/{target}")) {
                     Ok(t) => t,
                     Err(_) => pk.read_to_string(&format!("starter/{target}"))?,
                 };
                 let diff = pk.read_to_string(&rel)?;
-                apply_diff(&original, &diff).map_err(|e| io::Error::other(format!("{}: {e}", shown.display())))?.into_bytes()
+                apply_diff(&original, &diff)
+                    .map_err(|e| io::Error::other(format!("{}: {e}", shown.display())))?
+                    .into_bytes()
             } else {
                 pk.read(&rel)?
             };
@@ -288,10 +337,16 @@ pub fn refuse_links(root: &Path) -> Result<(), PacketError> {
         let entry = entry.map_err(|e| PacketError::Layout(format!("{}: {e}", root.display())))?;
         let t = entry.file_type();
         if t.is_symlink() {
-            return Err(PacketError::Layout(format!("{}: a symbolic link; a packet may not contain links", entry.path().display())));
+            return Err(PacketError::Layout(format!(
+                "{}: a symbolic link; a packet may not contain links",
+                entry.path().display()
+            )));
         }
         if !t.is_dir() && !t.is_file() {
-            return Err(PacketError::Layout(format!("{}: not a regular file or folder", entry.path().display())));
+            return Err(PacketError::Layout(format!(
+                "{}: not a regular file or folder",
+                entry.path().display()
+            )));
         }
     }
     Ok(())

@@ -25,7 +25,10 @@ pub fn map_indexed<R: Send>(jobs: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
     });
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, r)| r).collect()
@@ -50,7 +53,9 @@ mod tests {
 
     #[test]
     fn a_panicking_job_is_not_dropped_silently() {
-        let r = std::panic::catch_unwind(|| map_indexed(4, |i| if i == 2 { panic!("job 2") } else { i }));
+        let r = std::panic::catch_unwind(|| {
+            map_indexed(4, |i| if i == 2 { panic!("job 2") } else { i })
+        });
         assert!(r.is_err());
     }
 }

@@ -170,11 +170,20 @@ mod tests {
         let g: Globs = serde_json::from_str(r#"["*.py", "tests/**"]"#).unwrap();
         assert!(g.is_match("a.py") && g.is_match("tests/x/y.txt"));
         assert!(!g.is_match("src/a.py"), "`*` does not cross `/`");
-        assert_eq!(g.each().filter(|(_, m)| m.is_match("a.py")).map(|(p, _)| p).collect::<Vec<_>>(), ["*.py"]);
+        assert_eq!(
+            g.each().filter(|(_, m)| m.is_match("a.py")).map(|(p, _)| p).collect::<Vec<_>>(),
+            ["*.py"]
+        );
         assert_eq!(serde_json::to_string(&g).unwrap(), r#"["*.py","tests/**"]"#);
         let e = serde_json::from_str::<Globs>(r#"["a[", "b"]"#).unwrap_err().to_string();
         assert!(e.contains("bad glob \"a[\""), "{e}");
-        let lenient = Globs::lenient(&mut serde_json::Deserializer::from_str(r#"["test_x[a-", "t_*"]"#)).unwrap();
-        assert!(lenient.is_match("test_x[a-") && lenient.is_match("t_1") && !lenient.is_match("test_xa"));
+        let lenient =
+            Globs::lenient(&mut serde_json::Deserializer::from_str(r#"["test_x[a-", "t_*"]"#))
+                .unwrap();
+        assert!(
+            lenient.is_match("test_x[a-")
+                && lenient.is_match("t_1")
+                && !lenient.is_match("test_xa")
+        );
     }
 }

@@ -11,17 +11,25 @@ use regex::Regex;
 
 use crate::manifest::LogExpect;
 
-static HEADER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^=+ test session starts =+\s*$").expect("static regex"));
+static HEADER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^=+ test session starts =+\s*$").expect("static regex"));
 static SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^=+ (.*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.*) in [0-9.]+s(?: \([0-9:]+\))? =+\s*$").expect("static regex")
 });
-static COUNT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(\d+) (passed|failed|errors|error|skipped)\b").expect("static regex"));
-static FAILED_LINE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^FAILED \S+::\S+").expect("static regex"));
-static NODE_LINE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^(?:FAILED|ERROR) (\S+::\S+)").expect("static regex"));
-static DEF: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^\s*(?:async\s+)?def\s+(\w+)\s*[(:]").expect("static regex"));
-static CLASS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?m)^\s*class\s+(\w+)\s*[(:]").expect("static regex"));
+static COUNT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(\d+) (passed|failed|errors|error|skipped)\b").expect("static regex")
+});
+static FAILED_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^FAILED \S+::\S+").expect("static regex"));
+static NODE_LINE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^(?:FAILED|ERROR) (\S+::\S+)").expect("static regex"));
+static DEF: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^\s*(?:async\s+)?def\s+(\w+)\s*[(:]").expect("static regex"));
+static CLASS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^\s*class\s+(\w+)\s*[(:]").expect("static regex"));
 // `path::name`, or `path::Class::name` for a test method.
-static NODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"([\w/.-]+\.py)((?:::\w+)+)").expect("static regex"));
+static NODE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"([\w/.-]+\.py)((?:::\w+)+)").expect("static regex"));
 
 /// What is wrong with a claimed pytest log; empty when it has the shape of a
 /// real run with the expected result.
@@ -36,7 +44,11 @@ pub fn pytest_log_problems(text: &str, expect: LogExpect) -> Vec<String> {
     };
     // The first count given for each word, as `(\d+) word\b` found it.
     let count = |word: &str| -> u64 {
-        COUNT.captures_iter(&line).find(|c| &c[2] == word).map(|c| c[1].parse().unwrap_or(0)).unwrap_or(0)
+        COUNT
+            .captures_iter(&line)
+            .find(|c| &c[2] == word)
+            .map(|c| c[1].parse().unwrap_or(0))
+            .unwrap_or(0)
     };
     match expect {
         LogExpect::Failed => {
@@ -48,7 +60,11 @@ pub fn pytest_log_problems(text: &str, expect: LogExpect) -> Vec<String> {
             }
         }
         LogExpect::Passed => {
-            if count("passed") == 0 || count("failed") > 0 || count("error") > 0 || count("errors") > 0 {
+            if count("passed") == 0
+                || count("failed") > 0
+                || count("error") > 0
+                || count("errors") > 0
+            {
                 p.push(format!("the summary `{line}` is not a clean pass"));
             }
         }
@@ -79,11 +95,17 @@ pub(crate) fn unknown_nodes(text: &str, starter: &Path) -> Vec<String> {
         let parts: Vec<&str> = rest.split("::").filter(|p| !p.is_empty()).collect();
         let Some((name, classes)) = parts.split_last() else { continue };
         let names = defined.entry(file.clone()).or_insert_with(|| {
-            let src = crate::tree::is_safe_relative(&file).then(|| fs::read_to_string(starter.join(&file)).ok()).flatten()?;
-            let all = |re: &Regex| re.captures_iter(&src).map(|c| c[1].to_string()).collect::<BTreeSet<String>>();
+            let src = crate::tree::is_safe_relative(&file)
+                .then(|| fs::read_to_string(starter.join(&file)).ok())
+                .flatten()?;
+            let all = |re: &Regex| {
+                re.captures_iter(&src).map(|c| c[1].to_string()).collect::<BTreeSet<String>>()
+            };
             Some((all(&DEF), all(&CLASS)))
         });
-        let known = names.as_ref().is_some_and(|(defs, kinds)| defs.contains(*name) && classes.iter().all(|k| kinds.contains(*k)));
+        let known = names.as_ref().is_some_and(|(defs, kinds)| {
+            defs.contains(*name) && classes.iter().all(|k| kinds.contains(*k))
+        });
         if !known {
             problems.push(format!("names {file}{rest}, which the starter does not define"));
         }
@@ -118,7 +140,11 @@ mod tests {
     #[test]
     fn nodes_the_starter_does_not_define() {
         let starter = tempfile::tempdir().expect("tempdir");
-        std::fs::write(starter.path().join("test_x.py"), "def test_a():\n    pass\n\nclass TestK:\n    async def test_m(self):\n        pass\n").expect("write");
+        std::fs::write(
+            starter.path().join("test_x.py"),
+            "def test_a():\n    pass\n\nclass TestK:\n    async def test_m(self):\n        pass\n",
+        )
+        .expect("write");
         let log = "test_x.py::test_a PASSED\ntest_x.py::TestK::test_m PASSED\nFAILED test_x.py::test_zz\nother.py::test_a\n../up.py::test_a\ntest_x.py::TestZ::test_m\n";
         let got = unknown_nodes(log, starter.path());
         assert_eq!(
@@ -131,6 +157,9 @@ mod tests {
             ],
             "{got:?}"
         );
-        assert!(unknown_nodes("test_x.py::test_a\ntest_x.py::TestK::test_m\n", starter.path()).is_empty());
+        assert!(
+            unknown_nodes("test_x.py::test_a\ntest_x.py::TestK::test_m\n", starter.path())
+                .is_empty()
+        );
     }
 }

@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A relative path with `/` separators, no `..`, `.` or empty components.
 pub fn is_safe_relative(p: &str) -> bool {
-    !p.is_empty() && !p.starts_with('/') && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+    !p.is_empty()
+        && !p.starts_with('/')
+        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
 /// [`is_safe_relative`], and no backslash or NUL (a backslash is a
@@ -77,7 +79,14 @@ fn owned(rc: libc::c_int) -> io::Result<OwnedFd> {
 fn openat1(dir: RawFd, name: &str, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
     let c = cstr(name)?;
     // SAFETY: `c` is a valid C string; the descriptor is checked by `owned`.
-    owned(unsafe { libc::openat(dir, c.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode as libc::c_uint) })
+    owned(unsafe {
+        libc::openat(
+            dir,
+            c.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    })
 }
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`; `None` when nothing is there.
@@ -175,16 +184,28 @@ impl Root {
     /// Opens the folder `path` (a path the grader chose, not one from a
     /// packet or submission; its last part may not be a link).
     pub fn open(path: &Path) -> io::Result<Root> {
-        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| invalid(format!("{} contains a NUL byte", path.display())))?;
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| invalid(format!("{} contains a NUL byte", path.display())))?;
         // SAFETY: `c` is a valid C string; the descriptor is checked by `owned`.
-        let fd = owned(unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) })
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e} (a root must be a folder, not a link)", path.display())))?;
+        let fd = owned(unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        })
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{}: {e} (a root must be a folder, not a link)", path.display()),
+            )
+        })?;
         Ok(Root { fd, path: path.to_path_buf(), walk: false })
     }
 
     /// Creates the folder `path` (and its parents) if needed and opens it.
     pub fn create(path: &Path) -> io::Result<Root> {
-        std::fs::create_dir_all(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        std::fs::create_dir_all(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         Root::open(path)
     }
 
@@ -201,8 +222,13 @@ impl Root {
 
     fn err(&self, rel: &str, e: io::Error) -> io::Error {
         let why = match e.raw_os_error() {
-            Some(libc::ELOOP) | Some(libc::EXDEV) => " (a symbolic link is in the way; links are never followed)".to_string(),
-            Some(libc::ENOTDIR) => " (a part of it is not a folder, or is a symbolic link; links are never followed)".to_string(),
+            Some(libc::ELOOP) | Some(libc::EXDEV) => {
+                " (a symbolic link is in the way; links are never followed)".to_string()
+            }
+            Some(libc::ENOTDIR) => {
+                " (a part of it is not a folder, or is a symbolic link; links are never followed)"
+                    .to_string()
+            }
             _ => String::new(),
         };
         io::Error::new(e.kind(), format!("{rel:?} beneath {}: {e}{why}", self.path.display()))
@@ -215,19 +241,33 @@ impl Root {
             return openat1(self.fd.as_raw_fd(), ".", flags, mode).map_err(|e| self.err(rel, e));
         }
         if !is_safe_path(rel) {
-            return Err(invalid(format!("{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)")));
+            return Err(invalid(format!(
+                "{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)"
+            )));
         }
         if !self.walk && !NO_OPENAT2.load(Ordering::Relaxed) {
             let c = cstr(rel)?;
             let how = OpenHow {
                 flags: (flags | libc::O_CLOEXEC) as u64,
                 mode: mode as u64,
-                resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+                resolve: libc::RESOLVE_BENEATH
+                    | libc::RESOLVE_NO_SYMLINKS
+                    | libc::RESOLVE_NO_MAGICLINKS,
             };
             // SAFETY: `c` and `how` outlive the call; the size is `how`'s.
-            let rc = unsafe { libc::syscall(libc::SYS_openat2, self.fd.as_raw_fd(), c.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) };
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    self.fd.as_raw_fd(),
+                    c.as_ptr(),
+                    &how as *const OpenHow,
+                    std::mem::size_of::<OpenHow>(),
+                )
+            };
             match owned(rc as libc::c_int) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed)
+                }
                 r => return r.map_err(|e| self.err(rel, e)),
             }
         }
@@ -245,7 +285,9 @@ impl Root {
         }
         let fd = openat1(dir.as_raw_fd(), last, flags, mode)?;
         // O_PATH | O_NOFOLLOW opens a link itself: refuse it like openat2 does.
-        if (flags & libc::O_PATH) != 0 && fstat(fd.as_raw_fd())?.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        if (flags & libc::O_PATH) != 0
+            && fstat(fd.as_raw_fd())?.st_mode & libc::S_IFMT == libc::S_IFLNK
+        {
             return Err(io::Error::from_raw_os_error(libc::ELOOP));
         }
         Ok(fd)
@@ -259,7 +301,9 @@ impl Root {
     /// What is at `rel`, `None` when nothing is; a link on the way is an error.
     pub fn kind(&self, rel: &str) -> io::Result<Option<Kind>> {
         if !is_safe_path(rel) {
-            return Err(invalid(format!("{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)")));
+            return Err(invalid(format!(
+                "{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)"
+            )));
         }
         let (parent, last) = split(rel);
         match self.dir(parent) {
@@ -290,7 +334,10 @@ impl Root {
         let (file, _) = self.open_file(rel)?;
         let len = file.metadata().map_err(|e| self.err(rel, e))?.len();
         if len > cap {
-            return Err(invalid(format!("{rel:?} beneath {}: {len} bytes, more than the {cap} read", self.path.display())));
+            return Err(invalid(format!(
+                "{rel:?} beneath {}: {len} bytes, more than the {cap} read",
+                self.path.display()
+            )));
         }
         let mut out = Vec::new();
         file.take(cap).read_to_end(&mut out).map_err(|e| self.err(rel, e))?;
@@ -298,7 +345,12 @@ impl Root {
     }
 
     pub fn read_to_string(&self, rel: &str) -> io::Result<String> {
-        String::from_utf8(self.read(rel)?).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{rel:?} beneath {}: not UTF-8", self.path.display())))
+        String::from_utf8(self.read(rel)?).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{rel:?} beneath {}: not UTF-8", self.path.display()),
+            )
+        })
     }
 
     /// Opens the regular file `rel` for reading (never a FIFO or device:
@@ -307,7 +359,10 @@ impl Root {
         let fd = self.open_at(rel, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
         let st = fstat(fd.as_raw_fd()).map_err(|e| self.err(rel, e))?;
         if kind_of(st.st_mode) != Kind::File {
-            return Err(invalid(format!("{rel:?} beneath {}: not a regular file", self.path.display())));
+            return Err(invalid(format!(
+                "{rel:?} beneath {}: not a regular file",
+                self.path.display()
+            )));
         }
         Ok((File::from(fd), st.st_mode & 0o777))
     }
@@ -320,7 +375,9 @@ impl Root {
             return Ok(dir);
         }
         if !is_safe_path(rel) {
-            return Err(invalid(format!("{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)")));
+            return Err(invalid(format!(
+                "{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)"
+            )));
         }
         for part in rel.split('/') {
             let c = cstr(part)?;
@@ -332,7 +389,8 @@ impl Root {
                     return Err(self.err(rel, e));
                 }
             }
-            dir = openat1(dir.as_raw_fd(), part, libc::O_PATH | libc::O_DIRECTORY, 0).map_err(|e| self.err(rel, e))?;
+            dir = openat1(dir.as_raw_fd(), part, libc::O_PATH | libc::O_DIRECTORY, 0)
+                .map_err(|e| self.err(rel, e))?;
         }
         Ok(dir)
     }
@@ -347,17 +405,24 @@ impl Root {
     /// bits (as `fs::copy` keeps them), else 0o666 less the umask.
     fn write_mode(&self, rel: &str, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
         if !is_safe_path(rel) {
-            return Err(invalid(format!("{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)")));
+            return Err(invalid(format!(
+                "{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)"
+            )));
         }
         let (parent, last) = split(rel);
-        let dir = self.make_dirs(parent).map_err(|e| io::Error::new(e.kind(), format!("writing {rel:?}: {e}")))?;
+        let dir = self
+            .make_dirs(parent)
+            .map_err(|e| io::Error::new(e.kind(), format!("writing {rel:?}: {e}")))?;
         remove_entry(dir.as_raw_fd(), last).map_err(|e| self.err(rel, e))?;
-        let fd = openat1(dir.as_raw_fd(), last, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o666).map_err(|e| self.err(rel, e))?;
+        let fd =
+            openat1(dir.as_raw_fd(), last, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o666)
+                .map_err(|e| self.err(rel, e))?;
         let mut f = File::from(fd);
         f.write_all(bytes).map_err(|e| self.err(rel, e))?;
         if let Some(mode) = mode {
             // SAFETY: `f` is an open file we own.
-            cvt(unsafe { libc::fchmod(f.as_raw_fd(), mode as libc::mode_t) }).map_err(|e| self.err(rel, e))?;
+            cvt(unsafe { libc::fchmod(f.as_raw_fd(), mode as libc::mode_t) })
+                .map_err(|e| self.err(rel, e))?;
         }
         Ok(())
     }
@@ -366,7 +431,9 @@ impl Root {
     /// (nothing is removed through a link). Whether something was there.
     pub fn remove(&self, rel: &str) -> io::Result<bool> {
         if !is_safe_path(rel) {
-            return Err(invalid(format!("{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)")));
+            return Err(invalid(format!(
+                "{rel:?} is not a safe relative path (absolute, `..`, `.` or empty parts, backslash or NUL)"
+            )));
         }
         let (parent, last) = split(rel);
         let dir = match self.dir(parent) {
@@ -420,7 +487,10 @@ impl Root {
         match kind {
             Some(Kind::File) => {
                 if to_rel.is_empty() {
-                    return Err(invalid(format!("{from:?}: a file cannot replace the root {}", to.path.display())));
+                    return Err(invalid(format!(
+                        "{from:?}: a file cannot replace the root {}",
+                        to.path.display()
+                    )));
                 }
                 let (mut file, mode) = self.open_file(from)?;
                 let mut bytes = Vec::new();
@@ -439,8 +509,14 @@ impl Root {
                 }
                 Ok(())
             }
-            Some(Kind::Other) => Err(invalid(format!("{from:?} beneath {}: neither a file nor a folder (links are never followed)", self.path.display()))),
-            None => Err(io::Error::new(io::ErrorKind::NotFound, format!("{from:?} beneath {}: does not exist", self.path.display()))),
+            Some(Kind::Other) => Err(invalid(format!(
+                "{from:?} beneath {}: neither a file nor a folder (links are never followed)",
+                self.path.display()
+            ))),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{from:?} beneath {}: does not exist", self.path.display()),
+            )),
         }
     }
 

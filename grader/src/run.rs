@@ -45,25 +45,45 @@ pub fn run_on_copy(
     limits: &Limits,
     mut env: Vec<(String, String)>,
 ) -> Result<Ran, RunError> {
-    crate::tree::copy_path(workspace, scratch).map_err(|source| RunError::Io { context: format!("copying the workspace to {}", scratch.display()), source })?;
-    prepare(scratch).map_err(|source| RunError::Io { context: format!("laying files into {}", scratch.display()), source })?;
-    lay_harness(scratch).map_err(|source| RunError::Io { context: format!("laying the harness into {}", scratch.display()), source })?;
-    let plan = if sandbox.config().tool_dir.is_some() { crate::trusted::plan(script) } else { crate::trusted::Plan::Shell(script.to_string()) };
+    crate::tree::copy_path(workspace, scratch).map_err(|source| RunError::Io {
+        context: format!("copying the workspace to {}", scratch.display()),
+        source,
+    })?;
+    prepare(scratch).map_err(|source| RunError::Io {
+        context: format!("laying files into {}", scratch.display()),
+        source,
+    })?;
+    lay_harness(scratch).map_err(|source| RunError::Io {
+        context: format!("laying the harness into {}", scratch.display()),
+        source,
+    })?;
+    let plan = if sandbox.config().tool_dir.is_some() {
+        crate::trusted::plan(script)
+    } else {
+        crate::trusted::Plan::Shell(script.to_string())
+    };
     let nonce = crate::trusted::nonce();
     let channel = plan.runner().is_some();
     if channel {
         env.retain(|(k, _)| k != "GATEHOUSE_NONCE");
         env.push(("GATEHOUSE_NONCE".into(), nonce.clone()));
     }
-    let spec = RunSpec { script: plan.command(), workspace: scratch.to_path_buf(), env, limits: limits.clone(), channel };
+    let spec = RunSpec {
+        script: plan.command(),
+        workspace: scratch.to_path_buf(),
+        env,
+        limits: limits.clone(),
+        channel,
+    };
     let mut report = sandbox.run(&spec)?;
     report.stdout_tail = normalize_output(&report.stdout_tail);
     report.stderr_tail = normalize_output(&report.stderr_tail);
-    let runner = channel.then(|| crate::trusted::RunnerResult::parse(&report.channel, &nonce, report.channel_truncated));
+    let runner = channel.then(|| {
+        crate::trusted::RunnerResult::parse(&report.channel, &nonce, report.channel_truncated)
+    });
     report.channel = Vec::new();
     Ok(Ran { report, plan, runner })
 }
-
 
 /// Lays the harness at `.gatehouse/gatehouse_harness.py`, replacing anything
 /// a submission put there.
@@ -95,7 +115,8 @@ pub fn read_junit(path: &Path) -> Result<Vec<TestOutcome>, String> {
         return Err(format!("{} is not a regular file", path.display()));
     }
     let file = fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let suites = junit_parser::from_reader(BufReader::new(file)).map_err(|e| format!("{}: not JUnit XML: {e}", path.display()))?;
+    let suites = junit_parser::from_reader(BufReader::new(file))
+        .map_err(|e| format!("{}: not JUnit XML: {e}", path.display()))?;
     let mut out = Vec::new();
     for suite in &suites.suites {
         for case in &suite.cases {
@@ -109,11 +130,17 @@ pub fn read_junit(path: &Path) -> Result<Vec<TestOutcome>, String> {
             } else {
                 (TestStatus::Passed, None)
             };
-            let message = message.map(|m| m.lines().next().unwrap_or_default().chars().take(200).collect());
+            let message =
+                message.map(|m| m.lines().next().unwrap_or_default().chars().take(200).collect());
             // A submission cannot make the grader keep more than this.
             if out.len() < crate::trusted::MAX_CASES {
                 let clip = |s: &str| s.chars().take(300).collect::<String>();
-                out.push(TestOutcome { classname: clip(case.classname.as_deref().unwrap_or_default()), name: clip(&case.original_name), status, message });
+                out.push(TestOutcome {
+                    classname: clip(case.classname.as_deref().unwrap_or_default()),
+                    name: clip(&case.original_name),
+                    status,
+                    message,
+                });
             }
         }
     }
@@ -128,11 +155,19 @@ pub fn parse_script_output(stdout: &str) -> Result<Vec<ScriptFinding>, String> {
         if line.is_empty() {
             continue;
         }
-        let f: ScriptFinding =
-            serde_json::from_str(line).map_err(|e| format!("line {}: `{}` is not a finding object: {e}", n + 1, line.chars().take(120).collect::<String>()))?;
+        let f: ScriptFinding = serde_json::from_str(line).map_err(|e| {
+            format!(
+                "line {}: `{}` is not a finding object: {e}",
+                n + 1,
+                line.chars().take(120).collect::<String>()
+            )
+        })?;
         // Only the platform witnesses; a script can at most replay.
         if f.provenance == Some(crate::evidence::Provenance::Witnessed) {
-            return Err(format!("line {}: a detector script cannot claim `witnessed` provenance", n + 1));
+            return Err(format!(
+                "line {}: a detector script cannot claim `witnessed` provenance",
+                n + 1
+            ));
         }
         out.push(f);
     }
@@ -145,8 +180,15 @@ pub fn normalize_output(text: &str) -> String {
     static PATTERNS: std::sync::OnceLock<Vec<(Regex, &'static str)>> = std::sync::OnceLock::new();
     let patterns = PATTERNS.get_or_init(|| {
         vec![
-            (Regex::new(r"\bin \d+(?:\.\d+)?s\b(?: \(\d+:\d{2}:\d{2}\))?").expect("static regex"), "in <t>s"),
-            (Regex::new(r"\bRan (\d+) tests? in \d+\.\d+s").expect("static regex"), "Ran $1 tests in <t>s"),
+            (
+                Regex::new(r"\bin \d+(?:\.\d+)?s\b(?: \(\d+:\d{2}:\d{2}\))?")
+                    .expect("static regex"),
+                "in <t>s",
+            ),
+            (
+                Regex::new(r"\bRan (\d+) tests? in \d+\.\d+s").expect("static regex"),
+                "Ran $1 tests in <t>s",
+            ),
             (Regex::new(r"\b0x[0-9a-fA-F]{6,}\b").expect("static regex"), "0x<addr>"),
         ]
     });
@@ -168,8 +210,13 @@ mod tests {
 
     #[test]
     fn normalizes_durations_and_addresses() {
-        let got = normalize_output("==== 1 failed, 2 passed in 0.53s ====\nRan 4 tests in 0.002s\n<object at 0x7f3a2b1c9d00>");
-        assert_eq!(got, "==== 1 failed, 2 passed in <t>s ====\nRan 4 tests in <t>s\n<object at 0x<addr>>");
+        let got = normalize_output(
+            "==== 1 failed, 2 passed in 0.53s ====\nRan 4 tests in 0.002s\n<object at 0x7f3a2b1c9d00>",
+        );
+        assert_eq!(
+            got,
+            "==== 1 failed, 2 passed in <t>s ====\nRan 4 tests in <t>s\n<object at 0x<addr>>"
+        );
     }
 
     #[test]
@@ -185,7 +232,8 @@ mod tests {
         fs::write(&path, xml).unwrap();
         let cases = read_junit(&path).unwrap();
         assert_eq!(cases.len(), crate::trusted::MAX_CASES);
-        assert!(cases.iter().all(|c| c.classname.chars().count() == 300 && c.message.as_ref().is_some_and(|m| m.chars().count() == 200)));
+        assert!(cases.iter().all(|c| c.classname.chars().count() == 300
+            && c.message.as_ref().is_some_and(|m| m.chars().count() == 200)));
         // A handful stays a handful.
         fs::write(&path, "<testsuites><testsuite name=\"s\"><testcase classname=\"c\" name=\"t\"/></testsuite></testsuites>").unwrap();
         assert_eq!(read_junit(&path).unwrap().len(), 1);
@@ -193,7 +241,10 @@ mod tests {
 
     #[test]
     fn script_output_must_be_objects() {
-        assert_eq!(parse_script_output("{\"id\": \"a\", \"evidence\": \"x\"}\n\n").unwrap(), vec![ScriptFinding { id: "a".into(), evidence: "x".into(), provenance: None }]);
+        assert_eq!(
+            parse_script_output("{\"id\": \"a\", \"evidence\": \"x\"}\n\n").unwrap(),
+            vec![ScriptFinding { id: "a".into(), evidence: "x".into(), provenance: None }]
+        );
         assert!(parse_script_output("found a problem\n").unwrap_err().contains("line 1"));
         let claimed = parse_script_output("{\"id\": \"a\", \"provenance\": \"claimed\"}").unwrap();
         assert_eq!(claimed[0].provenance, Some(crate::evidence::Provenance::Claimed));

@@ -85,8 +85,14 @@ pub struct Measures<'a> {
 
 pub const PENDING: &str = "pending";
 
-pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human: &BTreeMap<String, HumanScore>) -> Scoring {
-    let mut criteria: Vec<CriterionScore> = m.criteria.iter().map(|c| level_of(m, c, findings, measures, human)).collect();
+pub fn score(
+    m: &Manifest,
+    findings: &[Finding],
+    measures: &Measures<'_>,
+    human: &BTreeMap<String, HumanScore>,
+) -> Scoring {
+    let mut criteria: Vec<CriterionScore> =
+        m.criteria.iter().map(|c| level_of(m, c, findings, measures, human)).collect();
 
     // Gates, in order; the first that fails stops scoring.
     let mut gates = Vec::new();
@@ -108,7 +114,11 @@ pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human:
         } else {
             "passed"
         };
-        let message = if result == "failed" && !g.message.is_empty() { g.message.clone() } else { String::new() };
+        let message = if result == "failed" && !g.message.is_empty() {
+            g.message.clone()
+        } else {
+            String::new()
+        };
         gates.push(GateResult { gate: label, result: result.into(), message });
         if result == "pending" {
             gate_pending = true;
@@ -127,9 +137,11 @@ pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human:
     }
 
     let counted = |c: &&CriterionScore| c.status != Status::AfterGate;
-    let pending: Vec<String> = criteria.iter().filter(|c| c.status == Status::Pending).map(|c| c.id.clone()).collect();
+    let pending: Vec<String> =
+        criteria.iter().filter(|c| c.status == Status::Pending).map(|c| c.id.clone()).collect();
     let low: u32 = criteria.iter().filter(counted).map(|c| c.level.unwrap_or(0) * c.weight).sum();
-    let high: u32 = criteria.iter().filter(counted).map(|c| c.level.unwrap_or(c.max) * c.weight).sum();
+    let high: u32 =
+        criteria.iter().filter(counted).map(|c| c.level.unwrap_or(c.max) * c.weight).sum();
     let max_score: u32 = m.criteria.iter().map(|c| c.max * c.weight).sum();
 
     // The decision before caps, for the lowest and highest totals the
@@ -139,10 +151,22 @@ pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human:
             return d.clone();
         }
         match m.rubric.aggregate {
-            Aggregate::Sum => m.bands.iter().find(|b| total >= b.min).map(|b| b.decision.clone()).unwrap_or_default(),
+            Aggregate::Sum => m
+                .bands
+                .iter()
+                .find(|b| total >= b.min)
+                .map(|b| b.decision.clone())
+                .unwrap_or_default(),
             Aggregate::Separate => {
-                let all_max = criteria.iter().filter(counted).all(|c| c.level.map_or(humans_at_max, |l| l == c.max));
-                if all_max { m.rubric.pass_decision.clone() } else { m.rubric.fail_decision.clone() }
+                let all_max = criteria
+                    .iter()
+                    .filter(counted)
+                    .all(|c| c.level.map_or(humans_at_max, |l| l == c.max));
+                if all_max {
+                    m.rubric.pass_decision.clone()
+                } else {
+                    m.rubric.fail_decision.clone()
+                }
             }
         }
     };
@@ -157,7 +181,11 @@ pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human:
             }
             cap.when.iter().all(|cond| {
                 let c = criteria.iter().find(|c| c.id == cond.criterion);
-                let level = c.and_then(|c| c.level).unwrap_or(if at_max { c.map_or(0, |c| c.max) } else { 0 });
+                let level = c.and_then(|c| c.level).unwrap_or(if at_max {
+                    c.map_or(0, |c| c.max)
+                } else {
+                    0
+                });
                 cond.at_most.is_none_or(|v| level <= v) && cond.at_least.is_none_or(|v| level >= v)
             })
         };
@@ -174,7 +202,11 @@ pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human:
         }
         if holds_high {
             apply(&mut best);
-            caps.push(if cap.reason.is_empty() { format!("capped at {}", cap.decision) } else { cap.reason.clone() });
+            caps.push(if cap.reason.is_empty() {
+                format!("capped at {}", cap.decision)
+            } else {
+                cap.reason.clone()
+            });
         }
     }
 
@@ -184,7 +216,9 @@ pub fn score(m: &Manifest, findings: &[Finding], measures: &Measures<'_>, human:
     // failure's id; 0 confirms the veto).
     if findings.iter().any(|f| f.id == crate::tamper::ID) {
         match human.get(crate::tamper::ID).filter(|h| !h.reason.trim().is_empty()) {
-            Some(h) if h.level > 0 => caps.push(format!("evidence-tampering veto overridden by {}: {}", h.by, h.reason)),
+            Some(h) if h.level > 0 => {
+                caps.push(format!("evidence-tampering veto overridden by {}: {}", h.by, h.reason))
+            }
             _ => {
                 if let Some(lowest) = m.lowest_decision() {
                     worst = lowest.to_string();
@@ -233,7 +267,9 @@ fn level_of(
                 Source::Tests { tests } => match (measures.tests)(tests) {
                     Some((passed, total)) if total > 0 => {
                         let l = (c.max as usize * passed / total) as u32;
-                        basis.push(format!("{passed} of {total} tests of step {tests} passed: level {l}"));
+                        basis.push(format!(
+                            "{passed} of {total} tests of step {tests} passed: level {l}"
+                        ));
                         l
                     }
                     _ => {
@@ -241,17 +277,19 @@ fn level_of(
                         0
                     }
                 },
-                Source::Named(NamedSource::Mutation) => match measures.mutation {
-                    Some((killed, total)) if total > 0 => {
-                        let l = (c.max as usize * killed / total) as u32;
-                        basis.push(format!("the candidate's tests killed {killed} of {total} mutants: level {l}"));
-                        l
+                Source::Named(NamedSource::Mutation) => {
+                    match measures.mutation {
+                        Some((killed, total)) if total > 0 => {
+                            let l = (c.max as usize * killed / total) as u32;
+                            basis.push(format!("the candidate's tests killed {killed} of {total} mutants: level {l}"));
+                            l
+                        }
+                        _ => {
+                            basis.push("no mutation results: level 0".into());
+                            0
+                        }
                     }
-                    _ => {
-                        basis.push("no mutation results: level 0".into());
-                        0
-                    }
-                },
+                }
             };
             for f in findings {
                 let Some(entry) = m.failure(&f.id) else { continue };
@@ -277,7 +315,12 @@ fn level_of(
         (Mode::Human | Mode::AutoOverride, Some(h)) => {
             let level = h.level.min(c.max);
             if c.mode == Mode::AutoOverride {
-                basis.push(format!("derived level {} overridden by {}: {}", derived.unwrap_or(0), h.by, h.reason));
+                basis.push(format!(
+                    "derived level {} overridden by {}: {}",
+                    derived.unwrap_or(0),
+                    h.by,
+                    h.reason
+                ));
             } else {
                 basis.push(format!("scored by {}: {}", h.by, h.reason));
             }
@@ -305,26 +348,50 @@ mod tests {
     /// Scores RUBRIC (with `extra` appended) for the given findings, hidden
     /// tests (passed, total) and human levels; returns
     /// "decision score levels", levels as `id=level` with `?` for pending.
-    fn check(extra: &str, findings: &[&str], tests: (usize, usize), human: &[(&str, u32)], expect: &str) {
+    fn check(
+        extra: &str,
+        findings: &[&str],
+        tests: (usize, usize),
+        human: &[(&str, u32)],
+        expect: &str,
+    ) {
         let m = Manifest::parse("packet.toml", &format!("{RUBRIC}{extra}")).unwrap();
         let findings: Vec<Finding> = findings
             .iter()
-            .map(|id| Finding { id: id.to_string(), title: String::new(), provenance: Provenance::Replayed, evidence: vec![] })
+            .map(|id| Finding {
+                id: id.to_string(),
+                title: String::new(),
+                provenance: Provenance::Replayed,
+                evidence: vec![],
+            })
             .collect();
         let tests_of = move |_: &str| Some(tests);
         let measures = Measures { tests: &tests_of, mutation: None };
-        let human: BTreeMap<String, HumanScore> =
-            human.iter().map(|(id, l)| (id.to_string(), HumanScore { level: *l, reason: "r".into(), by: "rev".into() })).collect();
+        let human: BTreeMap<String, HumanScore> = human
+            .iter()
+            .map(|(id, l)| {
+                (id.to_string(), HumanScore { level: *l, reason: "r".into(), by: "rev".into() })
+            })
+            .collect();
         let s = score(&m, &findings, &measures, &human);
         let levels: Vec<String> = s
             .criteria
             .iter()
             .map(|c| {
                 let l = c.level.map_or("?".into(), |l| l.to_string());
-                if c.status == Status::AfterGate { format!("{}={l}!", c.id) } else { format!("{}={l}", c.id) }
+                if c.status == Status::AfterGate {
+                    format!("{}={l}!", c.id)
+                } else {
+                    format!("{}={l}", c.id)
+                }
             })
             .collect();
-        let got = format!("{} {} {}", s.decision, s.score.map_or("-".into(), |v| v.to_string()), levels.join(" "));
+        let got = format!(
+            "{} {} {}",
+            s.decision,
+            s.score.map_or("-".into(), |v| v.to_string()),
+            levels.join(" ")
+        );
         assert_eq!(got, expect);
     }
 
@@ -333,34 +400,88 @@ mod tests {
         // 6 auto points: humans 0 → conversation, 2 → merge: pending.
         check("", &[], (4, 4), &[], "pending 6 contract=2 retry=2 honesty=2 notes=?");
         check("", &[], (4, 4), &[("notes", 2)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
-        check("", &[], (4, 4), &[("notes", 0)], "conversation 6 contract=2 retry=2 honesty=2 notes=0");
+        check(
+            "",
+            &[],
+            (4, 4),
+            &[("notes", 0)],
+            "conversation 6 contract=2 retry=2 honesty=2 notes=0",
+        );
     }
 
     #[test]
     fn tests_fraction_sets_the_level() {
-        check("", &[], (1, 4), &[("notes", 2)], "conversation 6 contract=2 retry=0 honesty=2 notes=2");
-        check("", &[], (3, 4), &[("notes", 2)], "conversation 7 contract=2 retry=1 honesty=2 notes=2");
-        check("", &[], (0, 0), &[("notes", 2)], "conversation 6 contract=2 retry=0 honesty=2 notes=2");
+        check(
+            "",
+            &[],
+            (1, 4),
+            &[("notes", 2)],
+            "conversation 6 contract=2 retry=0 honesty=2 notes=2",
+        );
+        check(
+            "",
+            &[],
+            (3, 4),
+            &[("notes", 2)],
+            "conversation 7 contract=2 retry=1 honesty=2 notes=2",
+        );
+        check(
+            "",
+            &[],
+            (0, 0),
+            &[("notes", 2)],
+            "conversation 6 contract=2 retry=0 honesty=2 notes=2",
+        );
     }
 
     #[test]
     fn effects_set_and_minus() {
-        check("", &["gift"], (4, 4), &[("notes", 2)], "conversation 6 contract=0 retry=2 honesty=2 notes=2");
-        check("", &["logged"], (4, 4), &[("notes", 2)], "conversation 6 contract=1 retry=2 honesty=1 notes=2");
-        check("", &["gift", "logged"], (4, 4), &[("notes", 2)], "close 5 contract=0 retry=2 honesty=1 notes=2");
+        check(
+            "",
+            &["gift"],
+            (4, 4),
+            &[("notes", 2)],
+            "conversation 6 contract=0 retry=2 honesty=2 notes=2",
+        );
+        check(
+            "",
+            &["logged"],
+            (4, 4),
+            &[("notes", 2)],
+            "conversation 6 contract=1 retry=2 honesty=1 notes=2",
+        );
+        check(
+            "",
+            &["gift", "logged"],
+            (4, 4),
+            &[("notes", 2)],
+            "close 5 contract=0 retry=2 honesty=1 notes=2",
+        );
     }
 
     #[test]
     fn honesty_zero_caps_green_work_at_close() {
         // Without the finding this would be a merge; with it, honesty 0 caps.
-        check("", &["lied"], (4, 4), &[("notes", 2)], "close 6 contract=2 retry=2 honesty=0 notes=2");
+        check(
+            "",
+            &["lied"],
+            (4, 4),
+            &[("notes", 2)],
+            "close 6 contract=2 retry=2 honesty=0 notes=2",
+        );
         // The cap also decides while a human criterion is pending.
         check("", &["lied"], (4, 4), &[], "close 4 contract=2 retry=2 honesty=0 notes=?");
     }
 
     #[test]
     fn override_replaces_the_derived_level() {
-        check("", &["lied"], (4, 4), &[("notes", 2), ("honesty", 2)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
+        check(
+            "",
+            &["lied"],
+            (4, 4),
+            &[("notes", 2), ("honesty", 2)],
+            "merge 8 contract=2 retry=2 honesty=2 notes=2",
+        );
         // A human level on an auto criterion is ignored by the pipeline; here
         // the scorer caps a human level at the criterion's max.
         check("", &[], (4, 4), &[("notes", 9)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
@@ -369,17 +490,35 @@ mod tests {
     #[test]
     fn failed_gate_stops_scoring() {
         let gate = "\n[[gate]]\ncriterion = \"contract\"\nmin = 1\ndecision = \"close\"\nmessage = \"contract broken\"\n";
-        check(gate, &["gift"], (4, 4), &[("notes", 2)], "close 0 contract=0 retry=2! honesty=2! notes=2!");
+        check(
+            gate,
+            &["gift"],
+            (4, 4),
+            &[("notes", 2)],
+            "close 0 contract=0 retry=2! honesty=2! notes=2!",
+        );
         check(gate, &[], (4, 4), &[("notes", 2)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
         let failure_gate = "\n[[gate]]\nfailure = \"lied\"\ndecision = \"close\"\n";
-        check(failure_gate, &["lied"], (4, 4), &[("notes", 2)], "close 0 contract=2! retry=2! honesty=0! notes=2!");
+        check(
+            failure_gate,
+            &["lied"],
+            (4, 4),
+            &[("notes", 2)],
+            "close 0 contract=2! retry=2! honesty=0! notes=2!",
+        );
     }
 
     #[test]
     fn gate_on_pending_human_criterion_is_pending() {
         let gate = "\n[[gate]]\ncriterion = \"notes\"\nmin = 1\ndecision = \"close\"\n";
         check(gate, &[], (4, 4), &[], "pending 6 contract=2 retry=2 honesty=2 notes=?");
-        check(gate, &[], (4, 4), &[("notes", 0)], "close 0 contract=2! retry=2! honesty=2! notes=0");
+        check(
+            gate,
+            &[],
+            (4, 4),
+            &[("notes", 0)],
+            "close 0 contract=2! retry=2! honesty=2! notes=0",
+        );
     }
 
     #[test]
@@ -387,8 +526,20 @@ mod tests {
         // "A 3 on token shape with a 0 on failure is a no": here, retry at
         // its top with contract at 0.
         let veto = "\n[[cap]]\nwhen = [{ criterion = \"retry\", at_least = 2 }, { criterion = \"contract\", at_most = 0 }]\ndecision = \"close\"\n";
-        check(veto, &["gift"], (4, 4), &[("notes", 2)], "close 6 contract=0 retry=2 honesty=2 notes=2");
-        check(veto, &["gift"], (2, 4), &[("notes", 2)], "close 5 contract=0 retry=1 honesty=2 notes=2");
+        check(
+            veto,
+            &["gift"],
+            (4, 4),
+            &[("notes", 2)],
+            "close 6 contract=0 retry=2 honesty=2 notes=2",
+        );
+        check(
+            veto,
+            &["gift"],
+            (2, 4),
+            &[("notes", 2)],
+            "close 5 contract=0 retry=1 honesty=2 notes=2",
+        );
         check(veto, &[], (4, 4), &[("notes", 2)], "merge 8 contract=2 retry=2 honesty=2 notes=2");
     }
 
@@ -402,10 +553,16 @@ mod tests {
         let tests_of = |_: &str| Some((4, 4));
         let measures = Measures { tests: &tests_of, mutation: None };
         let human: BTreeMap<String, HumanScore> =
-            [("notes".to_string(), HumanScore { level: 2, reason: "r".into(), by: "rev".into() })].into();
+            [("notes".to_string(), HumanScore { level: 2, reason: "r".into(), by: "rev".into() })]
+                .into();
         let clean = score(&m, &[], &measures, &human);
         assert_eq!((clean.decision.as_str(), clean.score), ("advance", None));
-        let f = Finding { id: "gift".into(), title: String::new(), provenance: Provenance::Claimed, evidence: vec![] };
+        let f = Finding {
+            id: "gift".into(),
+            title: String::new(),
+            provenance: Provenance::Claimed,
+            evidence: vec![],
+        };
         let bad = score(&m, &[f], &measures, &human);
         assert_eq!((bad.decision.as_str(), bad.score), ("hold", None));
         let pending = score(&m, &[], &measures, &BTreeMap::new());

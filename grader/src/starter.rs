@@ -60,10 +60,17 @@ pub struct Assembled {
 /// folder (the grader's own) is never taken, and the platform's files it
 /// hands back are set aside. The one assembly grading and witnessed runs
 /// share, so both see the same tree.
-pub fn assemble(packet: &Packet, ingested: &crate::ingest::Ingested, workspace: &Path) -> io::Result<Assembled> {
+pub fn assemble(
+    packet: &Packet,
+    ingested: &crate::ingest::Ingested,
+    workspace: &Path,
+) -> io::Result<Assembled> {
     let io = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     let ws = Root::create(workspace).map_err(io("creating the workspace".into()))?;
-    packet.files().and_then(|pk| pk.copy("starter", &ws, "")).map_err(io("copying the starter".into()))?;
+    packet
+        .files()
+        .and_then(|pk| pk.copy("starter", &ws, ""))
+        .map_err(io("copying the starter".into()))?;
     let sub = Root::open(&ingested.dir).map_err(io("opening the submission".into()))?;
     let remove = |p: &str| sub.remove(p).map(drop);
     remove(".gatehouse").map_err(io("setting the submission's .gatehouse/ aside".into()))?;
@@ -105,7 +112,11 @@ impl Gate {
     }
 
     fn curl(&self, path: &str) -> String {
-        format!("curl -fsS -H \"Authorization: Bearer {}\" -F file=@tree.zip {}{path}", self.token, self.base_url.trim_end_matches('/'))
+        format!(
+            "curl -fsS -H \"Authorization: Bearer {}\" -F file=@tree.zip {}{path}",
+            self.token,
+            self.base_url.trim_end_matches('/')
+        )
     }
 
     /// `curl` witnessing a red run of `tree.zip`.
@@ -151,7 +162,11 @@ pub fn pin_file(packet: &Packet, probe: &EnvProbe, gate: &Gate) -> String {
     out.push_str("# The environment Gatehouse runs your tests in (witnessed runs and grading),\n");
     out.push_str("# and the gate: a witnessed red, the model window, a witnessed green.\n");
     out.push_str("# Editing this file changes nothing on the platform.\n\n");
-    out.push_str(&format!("[packet]\nslug = {}\nversion = {}\n\n", q(&m.packet.slug), q(&m.packet.version)));
+    out.push_str(&format!(
+        "[packet]\nslug = {}\nversion = {}\n\n",
+        q(&m.packet.slug),
+        q(&m.packet.version)
+    ));
 
     out.push_str("# What the packet pins (a version prefix) ...\n[environment.pinned]\n");
     if let Some(py) = &m.environment.python {
@@ -163,7 +178,11 @@ pub fn pin_file(packet: &Packet, probe: &EnvProbe, gate: &Gate) -> String {
     let report = crate::env::env_report(m, probe);
     out.push_str("\n# ... and what the platform's sandbox has (probed).\n[environment.probed]\n");
     for t in &report.tools {
-        out.push_str(&format!("{} = {}\n", q(&t.name), q(t.probed.as_deref().unwrap_or("unknown"))));
+        out.push_str(&format!(
+            "{} = {}\n",
+            q(&t.name),
+            q(t.probed.as_deref().unwrap_or("unknown"))
+        ));
     }
     let mismatches: Vec<String> = report.mismatches.iter().map(|s| q(s)).collect();
     out.push_str(&format!("\n[environment]\nmismatches = [{}]\n\n", mismatches.join(", ")));
@@ -189,7 +208,13 @@ pub fn pin_file(packet: &Packet, probe: &EnvProbe, gate: &Gate) -> String {
 
 /// [`write_starter`], plus `GATEHOUSE_PIN.toml` from [`pin_file`]. The same
 /// packet, seed, probe and gate always give the same bytes.
-pub fn write_starter_pinned(packet: &Packet, seed: &str, probe: &EnvProbe, gate: &Gate, out: &Path) -> io::Result<()> {
+pub fn write_starter_pinned(
+    packet: &Packet,
+    seed: &str,
+    probe: &EnvProbe,
+    gate: &Gate,
+    out: &Path,
+) -> io::Result<()> {
     let work = tempfile::Builder::new().prefix("gatehouse-starter-").tempdir()?;
     let tree = work.path().join("starter");
     lay_starter(packet, seed, &tree)?;
@@ -204,7 +229,13 @@ pub fn write_starter_pinned(packet: &Packet, seed: &str, probe: &EnvProbe, gate:
 /// Lays the tree a candidate unpacks from the pinned starter zip into
 /// `tree`: the starter files (seed filled in), the brief and the pin file.
 /// `packet check` runs the starter and grades alternates on exactly this.
-pub fn lay_received(packet: &Packet, seed: &str, probe: &EnvProbe, gate: &Gate, tree: &Path) -> io::Result<()> {
+pub fn lay_received(
+    packet: &Packet,
+    seed: &str,
+    probe: &EnvProbe,
+    gate: &Gate,
+    tree: &Path,
+) -> io::Result<()> {
     lay_starter(packet, seed, tree)?;
     let pin = tree.join(PIN_FILE);
     if fs::symlink_metadata(&pin).is_ok() {
@@ -243,15 +274,26 @@ mod tests {
 
     #[test]
     fn pinned_starter_carries_the_probe_and_the_gate() {
-        let packet = Packet::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/refund-invoices")).unwrap();
+        let packet = Packet::load(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/refund-invoices"),
+        )
+        .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let gate = Gate { base_url: "https://gh.example/".into(), token: "tok123".into() };
         let (a, b) = (dir.path().join("a.zip"), dir.path().join("b.zip"));
         write_starter_pinned(&packet, "7", &probe(), &gate, &a).unwrap();
         write_starter_pinned(&packet, "7", &probe(), &gate, &b).unwrap();
-        assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap(), "the same inputs give the same bytes");
+        assert_eq!(
+            fs::read(&a).unwrap(),
+            fs::read(&b).unwrap(),
+            "the same inputs give the same bytes"
+        );
         let files = read_zip(&a);
-        assert!(files.contains_key("gate.py") && files.contains_key("PROMPT.md"), "{:?}", files.keys());
+        assert!(
+            files.contains_key("gate.py") && files.contains_key("PROMPT.md"),
+            "{:?}",
+            files.keys()
+        );
         let pin = String::from_utf8(files[PIN_FILE].clone()).unwrap();
         let parsed: toml::Value = toml::from_str(&pin).unwrap();
         assert_eq!(parsed["environment"]["pinned"]["python"].as_str(), Some("3.11"));
@@ -263,7 +305,9 @@ mod tests {
         assert_eq!(parsed["gate"]["model_waits_for_red"].as_bool(), Some(true));
         assert_eq!(
             parsed["gate"]["red"].as_str(),
-            Some("curl -fsS -H \"Authorization: Bearer $GATEHOUSE_TOKEN\" -F file=@tree.zip https://gh.example/api/v1/witness/red")
+            Some(
+                "curl -fsS -H \"Authorization: Bearer $GATEHOUSE_TOKEN\" -F file=@tree.zip https://gh.example/api/v1/witness/red"
+            )
         );
         assert!(!pin.contains("tok123"), "the link token is never written into the starter: {pin}");
         assert!(parsed["gate"]["submit"].as_str().unwrap().ends_with("/api/v1/submissions"));

@@ -24,11 +24,23 @@ use regex::Regex;
 
 /// The failure id, fixed by `PACKETS.md`.
 pub const ID: &str = "evidence-tampering";
-pub const TITLE: &str = "Evidence tampering: the submission interferes with the grader's own evidence";
+pub const TITLE: &str =
+    "Evidence tampering: the submission interferes with the grader's own evidence";
 
 /// Modules of the test tooling itself; a submission file of this name
 /// anywhere is a stand-in for the runner.
-const TOOL_MODULES: &[&str] = &["pytest", "_pytest", "pluggy", "unittest", "sitecustomize", "usercustomize", "gatehouse_harness", "gatehouse_runner", "py", "iniconfig"];
+const TOOL_MODULES: &[&str] = &[
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "unittest",
+    "sitecustomize",
+    "usercustomize",
+    "gatehouse_harness",
+    "gatehouse_runner",
+    "py",
+    "iniconfig",
+];
 
 /// Largest file the scan reads.
 const MAX_SCAN_BYTES: u64 = 1 << 20;
@@ -41,16 +53,48 @@ struct Rule {
 }
 
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
-    let r = |re: &str, what: &'static str, in_tests: bool| Rule { re: Regex::new(re).expect("static regex"), what, in_tests };
+    let r = |re: &str, what: &'static str, in_tests: bool| Rule {
+        re: Regex::new(re).expect("static regex"),
+        what,
+        in_tests,
+    };
     vec![
-        r(r"\.gatehouse\b|gatehouse_runner|GATEHOUSE_NONCE", "refers to the grader's own folder, runner or nonce", true),
-        r(r"/proc/self/fd|/proc/\d+/fd|os\.write\(\s*3\s*,|os\.fdopen\(\s*3\b", "writes to the grader's result channel", true),
+        r(
+            r"\.gatehouse\b|gatehouse_runner|GATEHOUSE_NONCE",
+            "refers to the grader's own folder, runner or nonce",
+            true,
+        ),
+        r(
+            r"/proc/self/fd|/proc/\d+/fd|os\.write\(\s*3\s*,|os\.fdopen\(\s*3\b",
+            "writes to the grader's result channel",
+            true,
+        ),
         r(r"\b_pytest\b|\bpluggy\b", "reaches into the test framework's internals", false),
-        r(r"\bpytest\.hookimpl\b|\bdef\s+pytest_[a-z_]+\s*\(", "installs test-runner hooks outside the candidate's own tests", false),
-        r(r"junit(?:xml|_xml|\.xml)|\.xml['\x22]\s*,\s*['\x22][wa]", "rewrites the test runner's result files", false),
-        r(r"\bunittest\.(?:TestResult|TextTestResult|TextTestRunner)\.\w+\s*=|\bunittest\.main\s*=", "rewrites the unittest runner's results", false),
-        r(r#"sys\.modules\[\s*['"](?:pytest|_pytest|unittest)"#, "replaces the test runner's modules", false),
-        r(r"\bgc\.get_(?:objects|referrers|referents)\b", "walks the interpreter's objects (the runner's memory)", false),
+        r(
+            r"\bpytest\.hookimpl\b|\bdef\s+pytest_[a-z_]+\s*\(",
+            "installs test-runner hooks outside the candidate's own tests",
+            false,
+        ),
+        r(
+            r"junit(?:xml|_xml|\.xml)|\.xml['\x22]\s*,\s*['\x22][wa]",
+            "rewrites the test runner's result files",
+            false,
+        ),
+        r(
+            r"\bunittest\.(?:TestResult|TextTestResult|TextTestRunner)\.\w+\s*=|\bunittest\.main\s*=",
+            "rewrites the unittest runner's results",
+            false,
+        ),
+        r(
+            r#"sys\.modules\[\s*['"](?:pytest|_pytest|unittest)"#,
+            "replaces the test runner's modules",
+            false,
+        ),
+        r(
+            r"\bgc\.get_(?:objects|referrers|referents)\b",
+            "walks the interpreter's objects (the runner's memory)",
+            false,
+        ),
     ]
 });
 
@@ -58,14 +102,21 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
 static OUTCOME_HOOKS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\bdef\s+(pytest_(?:runtest_makereport|runtest_logreport|report_teststatus|runtest_protocol|pyfunc_call|sessionfinish|collectreport|terminal_summary))\s*\(").expect("static regex")
 });
-static EXIT_AT_EXIT: LazyLock<(Regex, Regex)> =
-    LazyLock::new(|| (Regex::new(r"\batexit\.register\b|@atexit\.register").expect("static regex"), Regex::new(r"\bos\._exit\s*\(").expect("static regex")));
+static EXIT_AT_EXIT: LazyLock<(Regex, Regex)> = LazyLock::new(|| {
+    (
+        Regex::new(r"\batexit\.register\b|@atexit\.register").expect("static regex"),
+        Regex::new(r"\bos\._exit\s*\(").expect("static regex"),
+    )
+});
 
 /// Whether `path` is one of the candidate's own test files.
 pub fn is_test_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     let in_test_dir = path.split('/').rev().skip(1).any(|d| d == "tests" || d == "test");
-    name == "conftest.py" || (name.starts_with("test_") && name.ends_with(".py")) || name.ends_with("_test.py") || in_test_dir
+    name == "conftest.py"
+        || (name.starts_with("test_") && name.ends_with(".py"))
+        || name.ends_with("_test.py")
+        || in_test_dir
 }
 
 /// The static signs in the submitted files `changed` (paths relative to
@@ -73,7 +124,11 @@ pub fn is_test_file(path: &str) -> bool {
 /// out). `runner_modules` are the top-level modules the trusted runner
 /// loads, from the environment probe; a file at the workspace's top that
 /// shares such a name would shadow it in a plain `python -m pytest`.
-pub fn scan(workspace: &Path, changed: &BTreeSet<String>, runner_modules: &BTreeSet<String>) -> Vec<String> {
+pub fn scan(
+    workspace: &Path,
+    changed: &BTreeSet<String>,
+    runner_modules: &BTreeSet<String>,
+) -> Vec<String> {
     let mut signs = Vec::new();
     for path in changed {
         let parts: Vec<&str> = path.split('/').collect();
@@ -84,16 +139,22 @@ pub fn scan(workspace: &Path, changed: &BTreeSet<String>, runner_modules: &BTree
             continue;
         }
         // A package directory of a tool's name, anywhere.
-        if let Some(dir) = parts[..parts.len().saturating_sub(1)].iter().find(|d| TOOL_MODULES.contains(d))
-            && name.ends_with(".py") {
-                signs.push(format!("{path}: a `{dir}` package shadows the test runner's own module"));
-                continue;
-            }
+        if let Some(dir) =
+            parts[..parts.len().saturating_sub(1)].iter().find(|d| TOOL_MODULES.contains(d))
+            && name.ends_with(".py")
+        {
+            signs.push(format!("{path}: a `{dir}` package shadows the test runner's own module"));
+            continue;
+        }
         if name.ends_with(".py") && TOOL_MODULES.contains(&module) {
             signs.push(format!("{path}: shadows the test runner's own module `{module}`"));
             continue;
         }
-        if parts.len() == 1 && name.ends_with(".py") && runner_modules.contains(module) && !TOOL_MODULES.contains(&module) {
+        if parts.len() == 1
+            && name.ends_with(".py")
+            && runner_modules.contains(module)
+            && !TOOL_MODULES.contains(&module)
+        {
             signs.push(format!("{path}: shadows the standard-library module `{module}` that the test runner imports"));
             continue;
         }
@@ -114,16 +175,26 @@ pub fn scan(workspace: &Path, changed: &BTreeSet<String>, runner_modules: &BTree
 pub fn scan_source(path: &str, text: &str) -> Vec<String> {
     let mut signs = Vec::new();
     let test = is_test_file(path);
-    let code: Vec<(usize, &str)> = text.lines().enumerate().map(|(i, l)| (i + 1, strip_comment(l))).collect();
+    let code: Vec<(usize, &str)> =
+        text.lines().enumerate().map(|(i, l)| (i + 1, strip_comment(l))).collect();
     for rule in RULES.iter().filter(|r| r.in_tests || !test) {
         if let Some((n, line)) = code.iter().find(|(_, l)| rule.re.is_match(l)) {
-            signs.push(format!("{path}:{n}: {} (`{}`)", rule.what, line.trim().chars().take(100).collect::<String>()));
+            signs.push(format!(
+                "{path}:{n}: {} (`{}`)",
+                rule.what,
+                line.trim().chars().take(100).collect::<String>()
+            ));
         }
     }
     if path.rsplit('/').next() == Some("conftest.py")
-        && let Some((n, caps)) = code.iter().find_map(|(n, l)| OUTCOME_HOOKS.captures(l).map(|c| (*n, c))) {
-            signs.push(format!("{path}:{n}: the hook `{}` rewrites test outcomes after the tests ran", &caps[1]));
-        }
+        && let Some((n, caps)) =
+            code.iter().find_map(|(n, l)| OUTCOME_HOOKS.captures(l).map(|c| (*n, c)))
+    {
+        signs.push(format!(
+            "{path}:{n}: the hook `{}` rewrites test outcomes after the tests ran",
+            &caps[1]
+        ));
+    }
     let (atexit, exit) = &*EXIT_AT_EXIT;
     if !test {
         let at = code.iter().find(|(_, l)| atexit.is_match(l));
@@ -181,8 +252,16 @@ mod tests {
             "import pytest\nfrom unittest import mock\n\n@pytest.fixture\ndef clock(monkeypatch, tmp_path):\n    return 1\n\ndef test_x(clock):\n    with pytest.raises(ValueError):\n        raise ValueError\n",
             "",
         );
-        check("tests/helpers.py", "import pytest\nfrom _pytest.monkeypatch import MonkeyPatch\n", "");
-        check("conftest.py", "import pytest\n\n@pytest.fixture\ndef srv():\n    yield 1\n\ndef pytest_configure(config):\n    config.addinivalue_line('markers', 'slow')\n", "");
+        check(
+            "tests/helpers.py",
+            "import pytest\nfrom _pytest.monkeypatch import MonkeyPatch\n",
+            "",
+        );
+        check(
+            "conftest.py",
+            "import pytest\n\n@pytest.fixture\ndef srv():\n    yield 1\n\ndef pytest_configure(config):\n    config.addinivalue_line('markers', 'slow')\n",
+            "",
+        );
         check("server.py", "import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\n", "");
         check("bucket.py", "# writes nothing to .gatehouse\nclass TokenBucket:\n    pass\n", "");
         check("report.py", "import xml.etree.ElementTree as ET\n", "");
@@ -190,20 +269,45 @@ mod tests {
 
     #[test]
     fn reaching_into_the_runner_fires() {
-        check("bucket.py", "import atexit, os\natexit.register(lambda: os._exit(0))\n", "registers an exit hook");
-        check("bucket.py", "open('.gatehouse/hidden.xml', 'w').write('<testsuite/>')\n", "grader's own folder");
+        check(
+            "bucket.py",
+            "import atexit, os\natexit.register(lambda: os._exit(0))\n",
+            "registers an exit hook",
+        );
+        check(
+            "bucket.py",
+            "open('.gatehouse/hidden.xml', 'w').write('<testsuite/>')\n",
+            "grader's own folder",
+        );
         check("bucket.py", "import _pytest.junitxml\n", "framework's internals");
-        check("bucket.py", "import sys\nsys.modules['pytest'] = None\n", "replaces the test runner's modules");
-        check("helper.py", "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    yield\n", "installs test-runner hooks");
+        check(
+            "bucket.py",
+            "import sys\nsys.modules['pytest'] = None\n",
+            "replaces the test runner's modules",
+        );
+        check(
+            "helper.py",
+            "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    yield\n",
+            "installs test-runner hooks",
+        );
         check("test_mine.py", "import os\nos.write(3, b'{}')\n", "result channel");
-        check("conftest.py", "def pytest_runtest_makereport(item, call):\n    pass\n", "rewrites test outcomes");
-        check("bucket.py", "import unittest\nunittest.TextTestResult.wasSuccessful = lambda self: True\n", "unittest runner's results");
+        check(
+            "conftest.py",
+            "def pytest_runtest_makereport(item, call):\n    pass\n",
+            "rewrites test outcomes",
+        );
+        check(
+            "bucket.py",
+            "import unittest\nunittest.TextTestResult.wasSuccessful = lambda self: True\n",
+            "unittest runner's results",
+        );
     }
 
     #[test]
     fn shadowing_files_fire_and_ordinary_names_do_not() {
         let dir = tempfile::tempdir().unwrap();
-        let runner: BTreeSet<String> = ["json", "tokenize", "token", "os"].iter().map(|s| s.to_string()).collect();
+        let runner: BTreeSet<String> =
+            ["json", "tokenize", "token", "os"].iter().map(|s| s.to_string()).collect();
         let paths = |ps: &[&str]| ps.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
         let signs = |ps: &[&str]| scan(dir.path(), &paths(ps), &runner).join(" | ");
         assert!(signs(&["pytest.py"]).contains("shadows the test runner's own module `pytest`"));
@@ -215,7 +319,18 @@ mod tests {
         assert!(signs(&["json.py"]).contains("standard-library module `json`"));
         assert!(signs(&["token/__init__.py"]).contains("package `token`"));
         // Names the runner does not load, or below the top, are fine.
-        assert_eq!(signs(&["bucket.py", "test_bucket.py", "NOTES.md", "test/test_x.py", "tests/conftest.py", "pkg/json.py", "calendar.py"]), "");
+        assert_eq!(
+            signs(&[
+                "bucket.py",
+                "test_bucket.py",
+                "NOTES.md",
+                "test/test_x.py",
+                "tests/conftest.py",
+                "pkg/json.py",
+                "calendar.py"
+            ]),
+            ""
+        );
     }
 
     #[test]

@@ -82,7 +82,10 @@ pub fn copy_path(from: &Path, to: &Path) -> io::Result<()> {
 }
 
 fn parent_and_name(p: &Path) -> io::Result<(PathBuf, String)> {
-    let name = p.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::other(format!("{}: no file name", p.display())))?;
+    let name = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| io::Error::other(format!("{}: no file name", p.display())))?;
     let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     Ok((parent.to_path_buf(), name.to_string()))
 }

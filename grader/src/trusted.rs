@@ -85,7 +85,10 @@ impl Plan {
             Plan::Shell(s) => s.clone(),
             Plan::Runner { kind, args, prelude } => {
                 let mut s = prelude.clone().unwrap_or_default();
-                s.push_str(&format!("python3 -I {TOOLS_MOUNT}/gatehouse_runner.py {}", kind.word()));
+                s.push_str(&format!(
+                    "python3 -I {TOOLS_MOUNT}/gatehouse_runner.py {}",
+                    kind.word()
+                ));
                 for a in args {
                     s.push(' ');
                     s.push_str(&shell_quote(a));
@@ -110,7 +113,10 @@ impl Plan {
 }
 
 /// Characters that make a command shell text rather than plain words.
-const SHELL_SYNTAX: &[char] = &['|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', ']', '{', '}', '~', '#', '!', '\n', '\r'];
+const SHELL_SYNTAX: &[char] = &[
+    '|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', ']', '{', '}',
+    '~', '#', '!', '\n', '\r',
+];
 
 /// Decides how `command` runs: the trusted runner for the plain forms named
 /// in the module documentation (alone, after `PRELUDE &&`, or as the last
@@ -122,7 +128,9 @@ pub fn plan(command: &str) -> Plan {
     let (prelude, last) = match trimmed.rfind('\n') {
         Some(i) => (Some(format!("{}\n", &trimmed[..i])), &trimmed[i + 1..]),
         None => match trimmed.rfind("&&") {
-            Some(i) => (Some(format!("{} && ", trimmed[..i].trim_end())), trimmed[i + 2..].trim_start()),
+            Some(i) => {
+                (Some(format!("{} && ", trimmed[..i].trim_end())), trimmed[i + 2..].trim_start())
+            }
             None => (None, trimmed),
         },
     };
@@ -139,14 +147,21 @@ fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
     }
     let words: Vec<&str> = command.split_whitespace().collect();
     let is_python = |w: &str| {
-        w == "python3" || w == "python" || w.strip_prefix("python3.").is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+        w == "python3"
+            || w == "python"
+            || w.strip_prefix("python3.")
+                .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
     };
     let own = |rest: &[&str]| rest.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     match words.as_slice() {
         [py, "-m", "pytest", rest @ ..] if is_python(py) => Some((RunnerKind::Pytest, own(rest))),
-        [py, "-m", "unittest", rest @ ..] if is_python(py) => Some((RunnerKind::Unittest, own(rest))),
+        [py, "-m", "unittest", rest @ ..] if is_python(py) => {
+            Some((RunnerKind::Unittest, own(rest)))
+        }
         ["pytest", rest @ ..] => Some((RunnerKind::Pytest, own(rest))),
-        [py, script, rest @ ..] if is_python(py) && script.starts_with(".gatehouse/") && script.ends_with(".py") => {
+        [py, script, rest @ ..]
+            if is_python(py) && script.starts_with(".gatehouse/") && script.ends_with(".py") =>
+        {
             let mut args = vec![script.to_string()];
             args.extend(own(rest));
             Some((RunnerKind::Script, args))
@@ -166,7 +181,12 @@ fn shell_quote(s: &str) -> String {
 /// Writes the tools mounted at [`TOOLS_MOUNT`] into `dir`.
 pub fn write_tools(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    for (name, text) in [("gatehouse_runner.py", RUNNER), ("pytest.ini", RUNNER_INI), ("gatehouse_harness.py", HARNESS), ("gatehouse_confine.py", CONFINE)] {
+    for (name, text) in [
+        ("gatehouse_runner.py", RUNNER),
+        ("pytest.ini", RUNNER_INI),
+        ("gatehouse_harness.py", HARNESS),
+        ("gatehouse_confine.py", CONFINE),
+    ] {
         std::fs::write(dir.join(name), text)?;
     }
     Ok(())
@@ -249,14 +269,17 @@ impl RunnerResult {
                 out.foreign_lines += 1;
                 continue;
             }
-            let message = (!rec.message.is_empty()).then(|| rec.message.chars().take(200).collect::<String>());
+            let message = (!rec.message.is_empty())
+                .then(|| rec.message.chars().take(200).collect::<String>());
             match rec.t.as_str() {
                 "start" => out.started = true,
                 "end" => out.end = Some(rec.exit.unwrap_or(-1)),
-                "collected" => out.collected = rec.ids.map(|mut v| {
-                    v.truncate(MAX_CASES);
-                    v
-                }),
+                "collected" => {
+                    out.collected = rec.ids.map(|mut v| {
+                        v.truncate(MAX_CASES);
+                        v
+                    })
+                }
                 "collect-error" => out.collect_errors.push((rec.id, message.unwrap_or_default())),
                 "collect-skip" => out.collect_skips.push(rec.id),
                 "case" => {
@@ -267,7 +290,15 @@ impl RunnerResult {
                         _ => TestStatus::Error,
                     };
                     if out.cases.len() < MAX_CASES {
-                        out.cases.push((rec.id, TestOutcome { classname: rec.classname, name: rec.name, status, message }));
+                        out.cases.push((
+                            rec.id,
+                            TestOutcome {
+                                classname: rec.classname,
+                                name: rec.name,
+                                status,
+                                message,
+                            },
+                        ));
                     }
                 }
                 _ => out.foreign_lines += 1,
@@ -280,12 +311,19 @@ impl RunnerResult {
     pub fn passed(&self) -> bool {
         self.end == Some(0)
             && self.collect_errors.is_empty()
-            && self.cases.iter().all(|(_, c)| matches!(c.status, TestStatus::Passed | TestStatus::Skipped))
+            && self
+                .cases
+                .iter()
+                .all(|(_, c)| matches!(c.status, TestStatus::Passed | TestStatus::Skipped))
     }
 
     /// The test outcomes to score: what the runner reported, plus every
     /// expected test it did not report, as an error saying why.
-    pub fn outcomes(&self, expected: Option<&BTreeSet<String>>, report: &RunReport) -> Vec<TestOutcome> {
+    pub fn outcomes(
+        &self,
+        expected: Option<&BTreeSet<String>>,
+        report: &RunReport,
+    ) -> Vec<TestOutcome> {
         let mut out: Vec<TestOutcome> = self.cases.iter().map(|(_, c)| c.clone()).collect();
         if let Some(expected) = expected {
             let seen: BTreeSet<&str> = self.cases.iter().map(|(id, _)| id.as_str()).collect();
@@ -298,7 +336,12 @@ impl RunnerResult {
             };
             for id in expected.iter().filter(|id| !seen.contains(id.as_str())) {
                 let (classname, name) = split_id(id);
-                out.push(TestOutcome { classname, name, status: TestStatus::Error, message: Some(why.clone()) });
+                out.push(TestOutcome {
+                    classname,
+                    name,
+                    status: TestStatus::Error,
+                    message: Some(why.clone()),
+                });
             }
         }
         out
@@ -306,14 +349,22 @@ impl RunnerResult {
 
     /// Every disagreement between the stream, the process and the other
     /// evidence, as sentences; empty when the run is consistent.
-    pub fn cross_check(&self, kind: RunnerKind, report: &RunReport, junit: Option<&Result<Vec<TestOutcome>, String>>, expected: Option<&BTreeSet<String>>) -> Vec<String> {
+    pub fn cross_check(
+        &self,
+        kind: RunnerKind,
+        report: &RunReport,
+        junit: Option<&Result<Vec<TestOutcome>, String>>,
+        expected: Option<&BTreeSet<String>>,
+    ) -> Vec<String> {
         let mut signs = Vec::new();
         if self.foreign_lines > 0 {
             signs.push(format!("{} record(s) on the result channel were not written by the runner (wrong nonce or not a record)", self.foreign_lines));
         }
         // The sandbox stopped the run (a cap, a signal): nothing more to
         // compare; the missing tests count as errors.
-        let stopped = report.timed_out || report.limit_hit.is_some() || matches!(report.exit, Exit::Signal(_));
+        let stopped = report.timed_out
+            || report.limit_hit.is_some()
+            || matches!(report.exit, Exit::Signal(_));
         let code = match report.exit {
             Exit::Code(c) => Some(c),
             Exit::Signal(_) => None,
@@ -333,9 +384,18 @@ impl RunnerResult {
             return signs;
         }
         if let Some(0) = self.end {
-            let bad: Vec<&str> = self.cases.iter().filter(|(_, c)| matches!(c.status, TestStatus::Failed | TestStatus::Error)).map(|(id, _)| id.as_str()).collect();
+            let bad: Vec<&str> = self
+                .cases
+                .iter()
+                .filter(|(_, c)| matches!(c.status, TestStatus::Failed | TestStatus::Error))
+                .map(|(id, _)| id.as_str())
+                .collect();
             if !bad.is_empty() {
-                signs.push(format!("the runner finished with exit status 0 although {} test(s) failed: {}", bad.len(), list(&bad)));
+                signs.push(format!(
+                    "the runner finished with exit status 0 although {} test(s) failed: {}",
+                    bad.len(),
+                    list(&bad)
+                ));
             }
             if self.cases.is_empty() && self.collect_errors.is_empty() {
                 signs.push("the runner finished with exit status 0 but ran no test".into());
@@ -343,13 +403,31 @@ impl RunnerResult {
         }
         if self.end.is_some() {
             if let Some(Ok(file)) = junit {
-                let stream: BTreeMap<(String, String), TestStatus> = self.cases.iter().map(|(_, c)| ((c.classname.clone(), c.name.clone()), c.status)).collect();
-                let in_file: BTreeMap<(String, String), TestStatus> = file.iter().map(|c| ((c.classname.clone(), c.name.clone()), c.status)).collect();
+                let stream: BTreeMap<(String, String), TestStatus> = self
+                    .cases
+                    .iter()
+                    .map(|(_, c)| ((c.classname.clone(), c.name.clone()), c.status))
+                    .collect();
+                let in_file: BTreeMap<(String, String), TestStatus> = file
+                    .iter()
+                    .map(|c| ((c.classname.clone(), c.name.clone()), c.status))
+                    .collect();
                 let mut diffs = Vec::new();
                 for (key, st) in &in_file {
                     match stream.get(key) {
-                        None => diffs.push(format!("{}::{} is {} in the file but was never run", key.0, key.1, st.word())),
-                        Some(s) if s != st => diffs.push(format!("{}::{} is {} in the file but {} in the run", key.0, key.1, st.word(), s.word())),
+                        None => diffs.push(format!(
+                            "{}::{} is {} in the file but was never run",
+                            key.0,
+                            key.1,
+                            st.word()
+                        )),
+                        Some(s) if s != st => diffs.push(format!(
+                            "{}::{} is {} in the file but {} in the run",
+                            key.0,
+                            key.1,
+                            st.word(),
+                            s.word()
+                        )),
                         _ => {}
                     }
                 }
@@ -362,19 +440,34 @@ impl RunnerResult {
                     signs.push(format!("the result file disagrees with what the runner reported ({n} difference(s)): {}", diffs.join("; ")));
                 }
             } else if let Some(Err(e)) = junit {
-                signs.push(format!("the result file the runner wrote is gone or unreadable after the run: {e}"));
+                signs.push(format!(
+                    "the result file the runner wrote is gone or unreadable after the run: {e}"
+                ));
             }
         }
         if let Some(expected) = expected {
             let seen: BTreeSet<&str> = self.cases.iter().map(|(id, _)| id.as_str()).collect();
-            let added: Vec<&str> = seen.iter().copied().filter(|id| !expected.contains(*id)).collect();
+            let added: Vec<&str> =
+                seen.iter().copied().filter(|id| !expected.contains(*id)).collect();
             if !added.is_empty() {
-                signs.push(format!("the run reported {} test(s) that the packet's hidden tests do not define: {}", added.len(), list(&added)));
+                signs.push(format!(
+                    "the run reported {} test(s) that the packet's hidden tests do not define: {}",
+                    added.len(),
+                    list(&added)
+                ));
             }
-            let partial = self.end.is_none() || !self.collect_errors.is_empty() || !self.collect_skips.is_empty() || self.truncated;
-            let missing: Vec<&str> = expected.iter().map(|s| s.as_str()).filter(|id| !seen.contains(id)).collect();
+            let partial = self.end.is_none()
+                || !self.collect_errors.is_empty()
+                || !self.collect_skips.is_empty()
+                || self.truncated;
+            let missing: Vec<&str> =
+                expected.iter().map(|s| s.as_str()).filter(|id| !seen.contains(id)).collect();
             if !missing.is_empty() && !partial {
-                signs.push(format!("{} test(s) that the packet's hidden tests define were never reported: {}", missing.len(), list(&missing)));
+                signs.push(format!(
+                    "{} test(s) that the packet's hidden tests define were never reported: {}",
+                    missing.len(),
+                    list(&missing)
+                ));
             }
         }
         signs
@@ -412,7 +505,19 @@ pub fn pytest_paths(args: &[String]) -> Vec<String> {
         }
         if a.starts_with('-') {
             // Options that take a separate value.
-            skip_next = matches!(a.as_str(), "-p" | "-k" | "-m" | "-o" | "-c" | "--rootdir" | "--junitxml" | "--junit-xml" | "--basetemp" | "--deselect" | "--ignore");
+            skip_next = matches!(
+                a.as_str(),
+                "-p" | "-k"
+                    | "-m"
+                    | "-o"
+                    | "-c"
+                    | "--rootdir"
+                    | "--junitxml"
+                    | "--junit-xml"
+                    | "--basetemp"
+                    | "--deselect"
+                    | "--ignore"
+            );
             continue;
         }
         out.push(a.split("::").next().unwrap_or(a).to_string());
@@ -443,7 +548,10 @@ pub fn nonce() -> String {
         use std::io::Read;
         let _ = f.read_exact(&mut bytes);
     }
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
     crate::tree::sha256_hex(&[&bytes[..], &t.to_le_bytes()[..]].concat())[..32].to_string()
 }
 
@@ -462,16 +570,28 @@ mod tests {
             "python3 -m pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
             "python3 -I /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
         );
-        check_plan("python3 -m unittest -q test_bucket", "python3 -I /gatehouse/gatehouse_runner.py unittest -q test_bucket");
-        check_plan("pytest tests/test_x.py::test_a", "python3 -I /gatehouse/gatehouse_runner.py pytest tests/test_x.py::test_a");
+        check_plan(
+            "python3 -m unittest -q test_bucket",
+            "python3 -I /gatehouse/gatehouse_runner.py unittest -q test_bucket",
+        );
+        check_plan(
+            "pytest tests/test_x.py::test_a",
+            "python3 -I /gatehouse/gatehouse_runner.py pytest tests/test_x.py::test_a",
+        );
         check_plan("python3.11 -m pytest", "python3 -I /gatehouse/gatehouse_runner.py pytest");
-        check_plan("python3 .gatehouse/notes.py --x", "python3 -I /gatehouse/gatehouse_runner.py script .gatehouse/notes.py --x");
+        check_plan(
+            "python3 .gatehouse/notes.py --x",
+            "python3 -I /gatehouse/gatehouse_runner.py script .gatehouse/notes.py --x",
+        );
         // A packet's preparation runs first, then the runner.
         check_plan(
             "python3 submit_check.py && python3 -m pytest -q test_fetch.py",
             "python3 submit_check.py && python3 -I /gatehouse/gatehouse_runner.py pytest -q test_fetch.py",
         );
-        check_plan("set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -m pytest -q t.py\n", "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -I /gatehouse/gatehouse_runner.py pytest -q t.py");
+        check_plan(
+            "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -m pytest -q t.py\n",
+            "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -I /gatehouse/gatehouse_runner.py pytest -q t.py",
+        );
         assert!(!plan("cp a b && python3 -m pytest").in_workspace());
         assert!(plan("python3 -m pytest").in_workspace());
         // Shell text stays shell text.
@@ -521,9 +641,16 @@ mod tests {
 
     /// Parses `lines`, cross-checks against a process `exit`, and returns
     /// the signs (joined) and whether the runner passed.
-    fn check(lines: &[&str], exit: Exit, junit: Option<Result<Vec<TestOutcome>, String>>, expect: &str) {
+    fn check(
+        lines: &[&str],
+        exit: Exit,
+        junit: Option<Result<Vec<TestOutcome>, String>>,
+        expect: &str,
+    ) {
         let r = RunnerResult::parse(&stream(lines), "n1", false);
-        let signs = r.cross_check(RunnerKind::Pytest, &report(exit), junit.as_ref(), Some(&expected())).join(" | ");
+        let signs = r
+            .cross_check(RunnerKind::Pytest, &report(exit), junit.as_ref(), Some(&expected()))
+            .join(" | ");
         if expect.is_empty() {
             assert!(signs.is_empty(), "expected no sign, got: {signs}");
         } else {
@@ -538,7 +665,15 @@ mod tests {
     #[test]
     fn honest_runs_are_quiet() {
         check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(1), None, "");
-        check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(1), Some(Ok(vec![outcome("test_a", TestStatus::Passed), outcome("test_b", TestStatus::Failed)])), "");
+        check(
+            &[START, PASS_A, FAIL_B, END_1],
+            Exit::Code(1),
+            Some(Ok(vec![
+                outcome("test_a", TestStatus::Passed),
+                outcome("test_b", TestStatus::Failed),
+            ])),
+            "",
+        );
         // A run stopped by a cap is incomplete, not forged.
         let r = RunnerResult::parse(&stream(&[START, PASS_A]), "n1", false);
         let mut rep = report(Exit::Signal(9));
@@ -550,8 +685,14 @@ mod tests {
         assert_eq!(outcomes[1].status, TestStatus::Error);
         assert!(!r.passed());
         // A module that did not import: the missing tests are errors.
-        let collect_err = r#"{"t":"collect-error","nonce":"NONCE","id":"t.py","message":"ImportError"}"#;
-        check(&[START, collect_err, END_1], Exit::Code(2), None, "the runner finished with exit status 1 but the process exited with 2");
+        let collect_err =
+            r#"{"t":"collect-error","nonce":"NONCE","id":"t.py","message":"ImportError"}"#;
+        check(
+            &[START, collect_err, END_1],
+            Exit::Code(2),
+            None,
+            "the runner finished with exit status 1 but the process exited with 2",
+        );
         check(&[START, collect_err, END_1], Exit::Code(1), None, "");
     }
 
@@ -560,17 +701,42 @@ mod tests {
         // os._exit(0) at import or in atexit: no end record.
         check(&[START, PASS_A], Exit::Code(0), None, "exited 0 before the runner finished");
         // The exit status rewritten after the runner finished.
-        check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(0), None, "finished with exit status 1 but the process exited with 0");
+        check(
+            &[START, PASS_A, FAIL_B, END_1],
+            Exit::Code(0),
+            None,
+            "finished with exit status 1 but the process exited with 0",
+        );
         // A shim that never ran the trusted runner.
         check(&[], Exit::Code(0), None, "never started");
         // Records written by someone else.
         let forged = r#"{"t":"case","nonce":"guess","id":"t.py::test_b","classname":"t","name":"test_b","status":"passed"}"#;
-        check(&[START, PASS_A, forged, FAIL_B, END_1], Exit::Code(1), None, "not written by the runner");
-        check(&[START, PASS_A, FAIL_B, END_1, END_0], Exit::Code(1), None, "not written by the runner");
+        check(
+            &[START, PASS_A, forged, FAIL_B, END_1],
+            Exit::Code(1),
+            None,
+            "not written by the runner",
+        );
+        check(
+            &[START, PASS_A, FAIL_B, END_1, END_0],
+            Exit::Code(1),
+            None,
+            "not written by the runner",
+        );
         // A prelude that learned the nonce and wrote first: the real runner's
         // own start comes second.
-        check(&[START, PASS_A, START, PASS_A, FAIL_B, END_1], Exit::Code(1), None, "not written by the runner");
-        check(&[PASS_A, START, PASS_A, FAIL_B, END_1], Exit::Code(1), None, "not written by the runner");
+        check(
+            &[START, PASS_A, START, PASS_A, FAIL_B, END_1],
+            Exit::Code(1),
+            None,
+            "not written by the runner",
+        );
+        check(
+            &[PASS_A, START, PASS_A, FAIL_B, END_1],
+            Exit::Code(1),
+            None,
+            "not written by the runner",
+        );
         // Exit 0 with failures, or with no test at all.
         check(&[START, PASS_A, FAIL_B, END_0], Exit::Code(0), None, "although 1 test(s) failed");
         check(&[START, END_0], Exit::Code(0), None, "ran no test");
@@ -578,21 +744,46 @@ mod tests {
         check(
             &[START, PASS_A, FAIL_B, END_1],
             Exit::Code(1),
-            Some(Ok(vec![outcome("test_a", TestStatus::Passed), outcome("test_b", TestStatus::Passed)])),
+            Some(Ok(vec![
+                outcome("test_a", TestStatus::Passed),
+                outcome("test_b", TestStatus::Passed),
+            ])),
             "test_b is passed in the file but failed in the run",
         );
-        check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(1), Some(Err("gone".into())), "gone or unreadable");
+        check(
+            &[START, PASS_A, FAIL_B, END_1],
+            Exit::Code(1),
+            Some(Err("gone".into())),
+            "gone or unreadable",
+        );
         // Ids the packet does not define, or defined ids never reported.
         let extra = r#"{"t":"case","nonce":"NONCE","id":"t.py::test_z","classname":"t","name":"test_z","status":"passed"}"#;
-        check(&[START, PASS_A, FAIL_B, extra, END_1], Exit::Code(1), None, "do not define: t.py::test_z");
+        check(
+            &[START, PASS_A, FAIL_B, extra, END_1],
+            Exit::Code(1),
+            None,
+            "do not define: t.py::test_z",
+        );
         check(&[START, PASS_A, END_0], Exit::Code(0), None, "never reported: t.py::test_b");
     }
 
     #[test]
     fn node_ids_split_like_junit() {
         assert_eq!(split_id("t.py::test_a"), ("t".into(), "test_a".into()));
-        assert_eq!(split_id("pkg/t.py::TestC::test_m[1]"), ("pkg.t.TestC".into(), "test_m[1]".into()));
-        assert_eq!(pytest_paths(&["-q".into(), "-p".into(), "no:x".into(), "a.py::t".into(), "b.py".into()]), vec!["a.py", "b.py"]);
+        assert_eq!(
+            split_id("pkg/t.py::TestC::test_m[1]"),
+            ("pkg.t.TestC".into(), "test_m[1]".into())
+        );
+        assert_eq!(
+            pytest_paths(&[
+                "-q".into(),
+                "-p".into(),
+                "no:x".into(),
+                "a.py::t".into(),
+                "b.py".into()
+            ]),
+            vec!["a.py", "b.py"]
+        );
         assert_eq!(pytest_junit(&["--junitxml=.g/x.xml".into()]), Some(".g/x.xml".into()));
         assert_eq!(pytest_junit(&["--junitxml".into(), "y.xml".into()]), Some("y.xml".into()));
     }

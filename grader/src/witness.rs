@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::format_time;
 use crate::evidence::{Hit, Provenance};
-use crate::pytest::failed_nodes;
 use crate::manifest::WitnessCheck;
+use crate::pytest::failed_nodes;
 
 /// What the platform witnessed for one assignment up to its submission.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,7 +135,10 @@ fn is_zero(n: &i64) -> bool {
 impl Witness {
     /// The first red run the platform accepted, if any.
     pub fn first_accepted_red(&self) -> Option<&WitnessedRun> {
-        self.runs.iter().filter(|r| r.kind == WitnessKind::Red && r.accepted).min_by_key(|r| (r.at, r.id))
+        self.runs
+            .iter()
+            .filter(|r| r.kind == WitnessKind::Red && r.accepted)
+            .min_by_key(|r| (r.at, r.id))
     }
 
     /// The calls the meter forwarded upstream (refused ones left out).
@@ -192,7 +195,9 @@ impl CheckSpec {
     /// The claimed file this check compares with, if it reads one.
     pub fn claimed_file(&self) -> Option<String> {
         match self.check {
-            WitnessCheck::RedDisagrees => Some(self.file.clone().unwrap_or_else(|| "artifacts/red.log".into())),
+            WitnessCheck::RedDisagrees => {
+                Some(self.file.clone().unwrap_or_else(|| "artifacts/red.log".into()))
+            }
             WitnessCheck::UsageDishonest | WitnessCheck::UsageMissing => self.file.clone(),
             WitnessCheck::ModelBeforeRed | WitnessCheck::RetryStorm => None,
         }
@@ -203,19 +208,33 @@ impl CheckSpec {
 pub fn check(spec: &CheckSpec, w: &Witness, claimed: &ClaimedFile) -> Option<Hit> {
     let evidence = match spec.check {
         WitnessCheck::ModelBeforeRed => model_before_red(w),
-        WitnessCheck::RedDisagrees => red_disagrees(w, &spec.claimed_file().unwrap_or_default(), claimed),
-        WitnessCheck::UsageDishonest => usage_dishonest(w, spec.file.as_deref().unwrap_or_default(), claimed, spec.tolerance.unwrap_or(0.05)),
-        WitnessCheck::UsageMissing => usage_missing(w, spec.file.as_deref().unwrap_or_default(), claimed),
+        WitnessCheck::RedDisagrees => {
+            red_disagrees(w, &spec.claimed_file().unwrap_or_default(), claimed)
+        }
+        WitnessCheck::UsageDishonest => usage_dishonest(
+            w,
+            spec.file.as_deref().unwrap_or_default(),
+            claimed,
+            spec.tolerance.unwrap_or(0.05),
+        ),
+        WitnessCheck::UsageMissing => {
+            usage_missing(w, spec.file.as_deref().unwrap_or_default(), claimed)
+        }
         WitnessCheck::RetryStorm => retry_storm(w, spec.min_chain.unwrap_or(3)),
     };
-    if evidence.is_empty() { None } else { Some(Hit { provenance: Provenance::Witnessed, evidence }) }
+    if evidence.is_empty() {
+        None
+    } else {
+        Some(Hit { provenance: Provenance::Witnessed, evidence })
+    }
 }
 
 /// Forwarded calls before the first accepted witnessed red, or forwarded
 /// calls with no accepted red at all.
 fn model_before_red(w: &Witness) -> Vec<String> {
     let red = w.first_accepted_red();
-    let early: Vec<&MeteredCall> = w.forwarded().filter(|c| red.is_none_or(|r| c.at < r.at)).collect();
+    let early: Vec<&MeteredCall> =
+        w.forwarded().filter(|c| red.is_none_or(|r| c.at < r.at)).collect();
     if early.is_empty() {
         return Vec::new();
     }
@@ -228,7 +247,12 @@ fn model_before_red(w: &Witness) -> Vec<String> {
         ),
         None => format!("{} forwarded model call(s) and no accepted witnessed red", early.len()),
     }];
-    out.extend(early.iter().take(5).map(|c| format!("model call {} at {} (HTTP {})", c.id, format_ms(c.at), c.status)));
+    out.extend(
+        early
+            .iter()
+            .take(5)
+            .map(|c| format!("model call {} at {} (HTTP {})", c.id, format_ms(c.at), c.status)),
+    );
     if early.len() > 5 {
         out.push(format!("and {} more", early.len() - 5));
     }
@@ -239,14 +263,21 @@ fn model_before_red(w: &Witness) -> Vec<String> {
 /// witnessed red (a claimed log that shows no failure fails the empty set).
 fn red_disagrees(w: &Witness, file: &str, claimed: &ClaimedFile) -> Vec<String> {
     let Some(text) = claimed else { return Vec::new() };
-    let reds: Vec<&WitnessedRun> = w.runs.iter().filter(|r| r.kind == WitnessKind::Red && r.accepted).collect();
+    let reds: Vec<&WitnessedRun> =
+        w.runs.iter().filter(|r| r.kind == WitnessKind::Red && r.accepted).collect();
     let Some(last) = reds.last() else { return Vec::new() };
     let mine: BTreeSet<String> = failed_nodes(text);
     if reds.iter().any(|r| failed_nodes(&r.log) == mine) {
         return Vec::new();
     }
     let theirs = failed_nodes(&last.log);
-    let list = |s: &BTreeSet<String>| if s.is_empty() { "no failing test".to_string() } else { s.iter().cloned().collect::<Vec<_>>().join(", ") };
+    let list = |s: &BTreeSet<String>| {
+        if s.is_empty() {
+            "no failing test".to_string()
+        } else {
+            s.iter().cloned().collect::<Vec<_>>().join(", ")
+        }
+    };
     vec![
         format!("{file} fails {}", list(&mine)),
         format!("witnessed red run {} at {} fails {}", last.id, format_ms(last.at), list(&theirs)),
@@ -292,8 +323,11 @@ fn usage_dishonest(w: &Witness, file: &str, claimed: &ClaimedFile, tolerance: f6
     }
     if beyond(tokens, metered, tolerance) {
         let estimated = w.answered().filter(|c| c.tokens_estimated).count();
-        let note = if estimated > 0 { format!(", {estimated} call(s) estimated") } else { String::new() };
-        out.push(format!("{file} claims {tokens} token(s); the meter counted {metered}{note} (tolerance {pct}%)"));
+        let note =
+            if estimated > 0 { format!(", {estimated} call(s) estimated") } else { String::new() };
+        out.push(format!(
+            "{file} claims {tokens} token(s); the meter counted {metered}{note} (tolerance {pct}%)"
+        ));
     }
     out
 }
@@ -324,7 +358,8 @@ fn usage_missing(w: &Witness, file: &str, claimed: &ClaimedFile) -> Vec<String> 
 /// call) is the library's, not the candidate's: it is left out of the
 /// count and named in the evidence.
 fn retry_storm(w: &Witness, min_chain: u32) -> Vec<String> {
-    let parent: BTreeMap<i64, Option<i64>> = w.calls.iter().map(|c| (c.id, c.duplicate_of)).collect();
+    let parent: BTreeMap<i64, Option<i64>> =
+        w.calls.iter().map(|c| (c.id, c.duplicate_of)).collect();
     let root = |mut id: i64| {
         // The walk is bounded so a cycle in the data cannot hang grading.
         for _ in 0..parent.len() {
@@ -344,8 +379,11 @@ fn retry_storm(w: &Witness, min_chain: u32) -> Vec<String> {
         .filter_map(|g| {
             let mut g = g.clone();
             g.sort_by_key(|c| (c.at, c.id));
-            let auto: Vec<i64> =
-                g.windows(2).filter(|p| p[1].client_retry > 0 && p[0].refused.is_some()).map(|p| p[1].id).collect();
+            let auto: Vec<i64> = g
+                .windows(2)
+                .filter(|p| p[1].client_retry > 0 && p[0].refused.is_some())
+                .map(|p| p[1].id)
+                .collect();
             let g: Vec<&MeteredCall> = g.into_iter().filter(|c| !auto.contains(&c.id)).collect();
             (g.len() >= min_chain.max(2) as usize).then_some((g, auto))
         })
@@ -375,10 +413,24 @@ mod tests {
     use super::*;
 
     fn red(id: i64, at: i64, accepted: bool, log: &str) -> WitnessedRun {
-        WitnessedRun { id, kind: WitnessKind::Red, at, accepted, exit_code: Some(1), log: log.into(), tree_sha256: "t".into() }
+        WitnessedRun {
+            id,
+            kind: WitnessKind::Red,
+            at,
+            accepted,
+            exit_code: Some(1),
+            log: log.into(),
+            tree_sha256: "t".into(),
+        }
     }
 
-    fn call(id: i64, at: i64, refused: Option<&str>, tokens: (i64, i64), duplicate_of: Option<i64>) -> MeteredCall {
+    fn call(
+        id: i64,
+        at: i64,
+        refused: Option<&str>,
+        tokens: (i64, i64),
+        duplicate_of: Option<i64>,
+    ) -> MeteredCall {
         MeteredCall {
             id,
             at,
@@ -403,7 +455,14 @@ mod tests {
 
     /// Runs `check` and compares whether it fired, and that every evidence
     /// line mentions each of `mentions`.
-    fn check_case(name: &str, spec: CheckSpec, w: &Witness, claimed: Option<&str>, fires: bool, mentions: &[&str]) {
+    fn check_case(
+        name: &str,
+        spec: CheckSpec,
+        w: &Witness,
+        claimed: Option<&str>,
+        fires: bool,
+        mentions: &[&str],
+    ) {
         let hit = check(&spec, w, &claimed.map(String::from));
         assert_eq!(hit.is_some(), fires, "{name}: {hit:?}");
         if let Some(h) = hit {
@@ -427,24 +486,73 @@ mod tests {
     fn model_before_red_cases() {
         let w = |runs, calls| Witness { runs, calls, submitted_at: 9_000 };
         use WitnessCheck::ModelBeforeRed as M;
-        check_case("call before red", spec(M), &w(vec![red(1, 2_000, true, LOG_A)], vec![call(7, 1_000, None, (1, 1), None)]), None, true, &["model call 7", "run 1"]);
-        check_case("no red at all", spec(M), &w(vec![], vec![call(7, 1_000, None, (1, 1), None)]), None, true, &["no accepted witnessed red"]);
-        check_case("only a refused red", spec(M), &w(vec![red(1, 500, false, LOG_PASS)], vec![call(7, 1_000, None, (1, 1), None)]), None, true, &["model call 7"]);
-        check_case("refused call before red", spec(M), &w(vec![red(1, 2_000, true, LOG_A)], vec![call(7, 1_000, Some("model window closed"), (0, 0), None)]), None, false, &[]);
-        check_case("calls after red", spec(M), &w(vec![red(1, 2_000, true, LOG_A)], vec![call(7, 3_000, None, (1, 1), None)]), None, false, &[]);
+        check_case(
+            "call before red",
+            spec(M),
+            &w(vec![red(1, 2_000, true, LOG_A)], vec![call(7, 1_000, None, (1, 1), None)]),
+            None,
+            true,
+            &["model call 7", "run 1"],
+        );
+        check_case(
+            "no red at all",
+            spec(M),
+            &w(vec![], vec![call(7, 1_000, None, (1, 1), None)]),
+            None,
+            true,
+            &["no accepted witnessed red"],
+        );
+        check_case(
+            "only a refused red",
+            spec(M),
+            &w(vec![red(1, 500, false, LOG_PASS)], vec![call(7, 1_000, None, (1, 1), None)]),
+            None,
+            true,
+            &["model call 7"],
+        );
+        check_case(
+            "refused call before red",
+            spec(M),
+            &w(
+                vec![red(1, 2_000, true, LOG_A)],
+                vec![call(7, 1_000, Some("model window closed"), (0, 0), None)],
+            ),
+            None,
+            false,
+            &[],
+        );
+        check_case(
+            "calls after red",
+            spec(M),
+            &w(vec![red(1, 2_000, true, LOG_A)], vec![call(7, 3_000, None, (1, 1), None)]),
+            None,
+            false,
+            &[],
+        );
         check_case("no calls", spec(M), &w(vec![], vec![]), None, false, &[]);
     }
 
     #[test]
     fn red_disagrees_cases() {
-        let w = Witness { runs: vec![red(1, 2_000, true, LOG_A)], calls: vec![], submitted_at: 9_000 };
+        let w =
+            Witness { runs: vec![red(1, 2_000, true, LOG_A)], calls: vec![], submitted_at: 9_000 };
         use WitnessCheck::RedDisagrees as R;
         check_case("same failures", spec(R), &w, Some(LOG_A), false, &[]);
-        check_case("other failures", spec(R), &w, Some(LOG_B), true, &["test_other", "test_total", "artifacts/red.log"]);
+        check_case(
+            "other failures",
+            spec(R),
+            &w,
+            Some(LOG_B),
+            true,
+            &["test_other", "test_total", "artifacts/red.log"],
+        );
         check_case("claimed log passes", spec(R), &w, Some(LOG_PASS), true, &["no failing test"]);
         check_case("claimed log missing", spec(R), &w, None, false, &[]);
         check_case("nothing witnessed", spec(R), &Witness::default(), Some(LOG_B), false, &[]);
-        let two = Witness { runs: vec![red(1, 1_000, true, LOG_B), red(2, 2_000, true, LOG_A)], ..w.clone() };
+        let two = Witness {
+            runs: vec![red(1, 1_000, true, LOG_B), red(2, 2_000, true, LOG_A)],
+            ..w.clone()
+        };
         check_case("matches an earlier red", spec(R), &two, Some(LOG_B), false, &[]);
     }
 
@@ -468,15 +576,44 @@ mod tests {
         let d = file(D, "usage.jsonl");
         check_case("honest", d.clone(), &w, Some(honest), false, &[]);
         check_case("within tolerance", d.clone(), &w, Some(close), false, &[]);
-        check_case("tokens under-claimed", d.clone(), &w, Some(under), true, &["claims 30 token(s)", "counted 300"]);
-        check_case("a call left out", d.clone(), &w, Some(one), true, &["claims 1 call(s)", "forwarded 2"]);
-        check_case("zero tolerance", CheckSpec { tolerance: Some(0.0), ..d.clone() }, &w, Some(close), true, &["304"]);
+        check_case(
+            "tokens under-claimed",
+            d.clone(),
+            &w,
+            Some(under),
+            true,
+            &["claims 30 token(s)", "counted 300"],
+        );
+        check_case(
+            "a call left out",
+            d.clone(),
+            &w,
+            Some(one),
+            true,
+            &["claims 1 call(s)", "forwarded 2"],
+        );
+        check_case(
+            "zero tolerance",
+            CheckSpec { tolerance: Some(0.0), ..d.clone() },
+            &w,
+            Some(close),
+            true,
+            &["304"],
+        );
         check_case("missing is another check", d.clone(), &w, None, false, &[]);
         let m = file(M, "usage.jsonl");
-        check_case("usage missing", m.clone(), &w, None, true, &["usage.jsonl is missing", "3 call(s)"]);
+        check_case(
+            "usage missing",
+            m.clone(),
+            &w,
+            None,
+            true,
+            &["usage.jsonl is missing", "3 call(s)"],
+        );
         check_case("usage empty", m.clone(), &w, Some("\n"), true, &["is empty"]);
         check_case("usage present", m.clone(), &w, Some(honest), false, &[]);
-        let refused_only = Witness { calls: vec![call(3, 3_000, Some("calls"), (0, 0), None)], ..w.clone() };
+        let refused_only =
+            Witness { calls: vec![call(3, 3_000, Some("calls"), (0, 0), None)], ..w.clone() };
         check_case("nothing forwarded", m, &refused_only, None, false, &[]);
     }
 
@@ -484,17 +621,46 @@ mod tests {
     fn retry_storm_cases() {
         let w = |calls| Witness { runs: vec![], calls, submitted_at: 9_000 };
         use WitnessCheck::RetryStorm as S;
-        let star = vec![call(1, 1, None, (1, 1), None), call(2, 2, Some("calls"), (0, 0), Some(1)), call(3, 3, Some("calls"), (0, 0), Some(1))];
-        let line = vec![call(1, 1, None, (1, 1), None), call(2, 2, None, (1, 1), Some(1)), call(3, 3, None, (1, 1), Some(2))];
-        let pair = vec![call(1, 1, None, (1, 1), None), call(2, 2, None, (1, 1), Some(1)), call(3, 3, None, (1, 1), None)];
-        check_case("star of three", spec(S), &w(star.clone()), None, true, &["3 identical requests", "calls 1, 2, 3", "2 refused"]);
+        let star = vec![
+            call(1, 1, None, (1, 1), None),
+            call(2, 2, Some("calls"), (0, 0), Some(1)),
+            call(3, 3, Some("calls"), (0, 0), Some(1)),
+        ];
+        let line = vec![
+            call(1, 1, None, (1, 1), None),
+            call(2, 2, None, (1, 1), Some(1)),
+            call(3, 3, None, (1, 1), Some(2)),
+        ];
+        let pair = vec![
+            call(1, 1, None, (1, 1), None),
+            call(2, 2, None, (1, 1), Some(1)),
+            call(3, 3, None, (1, 1), None),
+        ];
+        check_case(
+            "star of three",
+            spec(S),
+            &w(star.clone()),
+            None,
+            true,
+            &["3 identical requests", "calls 1, 2, 3", "2 refused"],
+        );
         check_case("line of three", spec(S), &w(line), None, true, &["3 identical"]);
         check_case("one retry", spec(S), &w(pair), None, false, &[]);
-        check_case("higher threshold", CheckSpec { min_chain: Some(4), ..spec(S) }, &w(star), None, false, &[]);
+        check_case(
+            "higher threshold",
+            CheckSpec { min_chain: Some(4), ..spec(S) },
+            &w(star),
+            None,
+            false,
+            &[],
+        );
         let cycle = vec![call(1, 1, None, (1, 1), Some(2)), call(2, 2, None, (1, 1), Some(1))];
         check_case("a cycle terminates", spec(S), &w(cycle), None, false, &[]);
         // One call past a cap, retried twice by the SDK: the library's, quiet.
-        let retried = |n| MeteredCall { client_retry: n, ..call(1 + n, 1 + n, Some("calls"), (0, 0), if n == 0 { None } else { Some(1) }) };
+        let retried = |n| MeteredCall {
+            client_retry: n,
+            ..call(1 + n, 1 + n, Some("calls"), (0, 0), if n == 0 { None } else { Some(1) })
+        };
         let sdk = vec![retried(0), retried(1), retried(2)];
         check_case("an SDK's retries of a refusal", spec(S), &w(sdk.clone()), None, false, &[]);
         // The candidate's own loop of the same refused request still fires,
@@ -503,10 +669,28 @@ mod tests {
         for id in [4, 5, 6] {
             looped.push(call(id, id * 1_000, Some("calls"), (0, 0), Some(1)));
         }
-        check_case("a loop around an SDK", spec(S), &w(looped), None, true, &["4 identical requests", "calls 1, 4, 5, 6", "automatic retries 2, 3"]);
+        check_case(
+            "a loop around an SDK",
+            spec(S),
+            &w(looped),
+            None,
+            true,
+            &["4 identical requests", "calls 1, 4, 5, 6", "automatic retries 2, 3"],
+        );
         // A retry marked by the SDK after a forwarded (not refused) call counts.
-        let after_ok = vec![call(1, 1, None, (1, 1), None), MeteredCall { client_retry: 1, ..call(2, 2, None, (1, 1), Some(1)) }, call(3, 3, None, (1, 1), Some(1))];
-        check_case("retries of an answered call", spec(S), &w(after_ok), None, true, &["3 identical"]);
+        let after_ok = vec![
+            call(1, 1, None, (1, 1), None),
+            MeteredCall { client_retry: 1, ..call(2, 2, None, (1, 1), Some(1)) },
+            call(3, 3, None, (1, 1), Some(1)),
+        ];
+        check_case(
+            "retries of an answered call",
+            spec(S),
+            &w(after_ok),
+            None,
+            true,
+            &["3 identical"],
+        );
     }
 
     #[test]

@@ -8,13 +8,15 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
-use crate::grade::{Calibration, GradeError, Grader, WALL_FACTOR, WALL_FLOOR, WITNESS_RUN_ID, default_limits};
 use crate::env::{EnvReport, env_report};
+use crate::grade::{
+    Calibration, GradeError, Grader, WALL_FACTOR, WALL_FLOOR, WITNESS_RUN_ID, default_limits,
+};
 use crate::ingest::ingest_with;
 use crate::packet::Packet;
-use crate::tree::{list_files, tree_digest};
 use crate::run::run_on_copy;
 use crate::sandbox::Exit;
+use crate::tree::{list_files, tree_digest};
 
 /// The most log text a witnessed run keeps (the end of it).
 pub const LOG_LIMIT: usize = 64 << 10;
@@ -58,7 +60,11 @@ impl Grader {
     /// hidden file is laid, and the packet's `[limits]` apply, with the wall
     /// limit derived from this grader's calibration of the packet (see
     /// [`Grader::witness_run_with`]).
-    pub fn witness_run(&self, packet: &Packet, tree_zip: &Path) -> Result<WitnessOutcome, GradeError> {
+    pub fn witness_run(
+        &self,
+        packet: &Packet,
+        tree_zip: &Path,
+    ) -> Result<WitnessOutcome, GradeError> {
         self.witness_run_with(packet, tree_zip, None)
     }
 
@@ -68,20 +74,37 @@ impl Grader {
     /// one (ten times the sample's witnessed run, at least 30 s) when that
     /// is below the packet's `[limits]`; a run stopped there fails and says
     /// so in its log.
-    pub fn witness_run_with(&self, packet: &Packet, tree_zip: &Path, calibration: Option<Arc<Calibration>>) -> Result<WitnessOutcome, GradeError> {
+    pub fn witness_run_with(
+        &self,
+        packet: &Packet,
+        tree_zip: &Path,
+        calibration: Option<Arc<Calibration>>,
+    ) -> Result<WitnessOutcome, GradeError> {
         let calibration = match calibration {
             Some(c) if c.digest == packet.digest => c,
             _ => self.calibration(packet),
         };
-        let io = |what: &'static str| move |source: std::io::Error| GradeError::Io { context: what.to_string(), source };
+        let io = |what: &'static str| {
+            move |source: std::io::Error| GradeError::Io { context: what.to_string(), source }
+        };
         let m = &packet.manifest;
-        let work = tempfile::Builder::new().prefix("gatehouse-witness-").tempdir().map_err(io("creating a work folder"))?;
-        let ingested = ingest_with(tree_zip, &work.path().join("submission"), &self.ingest_limits, &crate::grade::ingest_options(packet)?)?;
+        let work = tempfile::Builder::new()
+            .prefix("gatehouse-witness-")
+            .tempdir()
+            .map_err(io("creating a work folder"))?;
+        let ingested = ingest_with(
+            tree_zip,
+            &work.path().join("submission"),
+            &self.ingest_limits,
+            &crate::grade::ingest_options(packet)?,
+        )?;
 
         // Assembled exactly as grading does.
         let workspace = work.path().join("workspace");
-        crate::starter::assemble(packet, &ingested, &workspace).map_err(io("assembling the workspace"))?;
-        let tree_sha256 = tree_digest(&list_files(&workspace).map_err(io("listing the workspace"))?);
+        crate::starter::assemble(packet, &ingested, &workspace)
+            .map_err(io("assembling the workspace"))?;
+        let tree_sha256 =
+            tree_digest(&list_files(&workspace).map_err(io("listing the workspace"))?);
 
         let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
         let probe = self.probe(&tools)?;
@@ -93,7 +116,15 @@ impl Grader {
             limits.wall = d;
         }
         let command = m.witness_test().to_string();
-        let ran = run_on_copy(self.sandbox(), &workspace, &work.path().join("run"), |_| Ok(()), &command, &limits, Vec::new())?;
+        let ran = run_on_copy(
+            self.sandbox(),
+            &workspace,
+            &work.path().join("run"),
+            |_| Ok(()),
+            &command,
+            &limits,
+            Vec::new(),
+        )?;
         let report = ran.report;
         // Through the trusted runner, a run passes only when the runner
         // itself says so and its stream agrees with the process.
@@ -130,7 +161,9 @@ impl Grader {
             log.push_str(&format!("\n--- stopped by the sandbox: {hit:?} ---\n"));
         }
         if let Some(signs) = &tampered {
-            log.push_str(&format!("\n--- the results disagree with themselves; not a pass: {signs} ---\n"));
+            log.push_str(&format!(
+                "\n--- the results disagree with themselves; not a pass: {signs} ---\n"
+            ));
         }
         Ok(WitnessOutcome {
             command,
@@ -198,7 +231,11 @@ mod tests {
         assert_ne!(red.exit_code, Some(0));
         assert!(red.log.contains("failed"), "{}", red.log);
         assert_eq!(red.command, "python3 -m pytest -q -p no:cacheprovider");
-        assert!(red.environment.tools.iter().any(|t| t.name == "python" && t.probed.is_some()), "{:?}", red.environment);
+        assert!(
+            red.environment.tools.iter().any(|t| t.name == "python" && t.probed.is_some()),
+            "{:?}",
+            red.environment
+        );
 
         let green_zip = dir.path().join("green.zip");
         zip_of(&packet.sample_dir(), &green_zip);
@@ -223,7 +260,9 @@ mod tests {
             z.finish().unwrap();
         }
         match grader.witness_run(&packet(), &zip) {
-            Err(GradeError::Refused(why)) => assert!(why.to_string().contains("escape.py"), "{why}"),
+            Err(GradeError::Refused(why)) => {
+                assert!(why.to_string().contains("escape.py"), "{why}")
+            }
             other => panic!("expected a refusal, got {other:?}"),
         }
     }

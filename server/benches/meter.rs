@@ -40,10 +40,13 @@ async fn upstream() -> String {
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello there"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
     });
-    let app = Router::new().route("/v1/chat/completions", post(move || {
-        let answer = answer.clone();
-        async move { axum::Json(answer) }
-    }));
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move || {
+            let answer = answer.clone();
+            async move { axum::Json(answer) }
+        }),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -59,7 +62,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-async fn sequential(client: &reqwest::Client, url: &str, key: Option<&str>, n: usize) -> Vec<Duration> {
+async fn sequential(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    n: usize,
+) -> Vec<Duration> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let body = json!({"model": "bench", "messages": [{"role": "user", "content": format!("question {i}")}]});
@@ -80,7 +88,8 @@ async fn sequential(client: &reqwest::Client, url: &str, key: Option<&str>, n: u
 #[tokio::main]
 async fn main() {
     let n: usize = std::env::var("METER_N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
-    let clients: usize = std::env::var("METER_CLIENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
+    let clients: usize =
+        std::env::var("METER_CLIENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
     let upstream_url = upstream().await;
 
     let dir = tempfile::tempdir().unwrap();
@@ -90,7 +99,11 @@ async fn main() {
         data_dir: dir.path().join("data"),
         packets_dir: PathBuf::new(),
         model_upstream_url: Some(upstream_url.clone()),
-        transcript_call_bytes: if std::env::var("METER_TRANSCRIPTS").as_deref() == Ok("0") { 0 } else { Config::default().transcript_call_bytes },
+        transcript_call_bytes: if std::env::var("METER_TRANSCRIPTS").as_deref() == Ok("0") {
+            0
+        } else {
+            Config::default().transcript_call_bytes
+        },
         // The bench's many calls on one key must all keep their transcript.
         transcript_assignment_bytes: u64::MAX / 2,
         ..Config::default()
@@ -98,7 +111,12 @@ async fn main() {
     let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let state = gatehouse::serve::state(config).await.unwrap();
-    tokio::spawn(gatehouse::serve::serve_app(listener, gatehouse::web::router(state.clone()), Duration::from_secs(10), std::future::pending()));
+    tokio::spawn(gatehouse::serve::serve_app(
+        listener,
+        gatehouse::web::router(state.clone()),
+        Duration::from_secs(10),
+        std::future::pending(),
+    ));
 
     // A packet whose caps are high enough never to refuse, so every call
     // takes the full path: budget check and reservation under the lock,
@@ -107,21 +125,54 @@ async fn main() {
     // all that is left of the tokens budget until it ends.
     let rel = format!("packets/{SLUG}/bench/{SLUG}");
     let pdir = state.config.data_dir.join(&rel);
-    grader::tree::copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(SLUG), &pdir).expect("copying the packet");
+    grader::tree::copy_path(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(SLUG),
+        &pdir,
+    )
+    .expect("copying the packet");
     let toml = std::fs::read_to_string(pdir.join("packet.toml")).unwrap();
     let (start, end) = (toml.find("[budgets]").unwrap(), toml.find("[limits]").unwrap());
-    let toml = format!("{}[budgets]\nmodel_calls = 100000000\ntokens = 100000000000\nrequest_bytes = 100000000000\nmax_tokens_default = 64\n\n{}", &toml[..start], &toml[end..]);
+    let toml = format!(
+        "{}[budgets]\nmodel_calls = 100000000\ntokens = 100000000000\nrequest_bytes = 100000000000\nmax_tokens_default = 64\n\n{}",
+        &toml[..start],
+        &toml[end..]
+    );
     std::fs::write(pdir.join("packet.toml"), toml).unwrap();
     state
         .db
-        .create_version(NewVersion { slug: SLUG, title: "bench", builtin: false, dir: &rel, digest: "bench", created_by: None, publish: true })
+        .create_version(NewVersion {
+            slug: SLUG,
+            title: "bench",
+            builtin: false,
+            dir: &rel,
+            digest: "bench",
+            created_by: None,
+            publish: true,
+        })
         .await
         .unwrap();
-    let invited = invites::create(&state, None, Invite { slug: SLUG, candidate_name: "Bench", email: "bench@example.com", deadline: None, time_box_secs: None })
-        .await
-        .unwrap();
+    let invited = invites::create(
+        &state,
+        None,
+        Invite {
+            slug: SLUG,
+            candidate_name: "Bench",
+            email: "bench@example.com",
+            deadline: None,
+            time_box_secs: None,
+        },
+    )
+    .await
+    .unwrap();
     let client = reqwest::Client::new();
-    let status: Value = client.get(format!("http://{addr}/c/{}/meter", invited.token)).send().await.unwrap().json().await.unwrap();
+    let status: Value = client
+        .get(format!("http://{addr}/c/{}/meter", invited.token))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let key = status["key"].as_str().unwrap().to_string();
 
     let direct_url = format!("{upstream_url}/chat/completions");
@@ -130,8 +181,11 @@ async fn main() {
     sequential(&client, &direct_url, None, 50).await;
     sequential(&client, &meter_url, Some(&key), 50).await;
 
-    let rounds: usize = std::env::var("METER_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
-    println!("model meter benchmark: {n} sequential non-streaming calls each, direct and metered alternating in blocks of 100; {rounds} rounds");
+    let rounds: usize =
+        std::env::var("METER_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
+    println!(
+        "model meter benchmark: {n} sequential non-streaming calls each, direct and metered alternating in blocks of 100; {rounds} rounds"
+    );
     println!("  load average at start: {}", load_average());
     let mut latencies = Vec::new();
     for round in 1..=rounds {
@@ -145,8 +199,16 @@ async fn main() {
         metered.sort();
         let (d50, d99) = (percentile(&direct, 0.50), percentile(&direct, 0.99));
         let (m50, m99) = (percentile(&metered, 0.50), percentile(&metered, 0.99));
-        println!("  round {round}: direct to upstream   p50 {:7.3} ms   p99 {:7.3} ms", ms(d50), ms(d99));
-        println!("  round {round}: through the meter    p50 {:7.3} ms   p99 {:7.3} ms", ms(m50), ms(m99));
+        println!(
+            "  round {round}: direct to upstream   p50 {:7.3} ms   p99 {:7.3} ms",
+            ms(d50),
+            ms(d99)
+        );
+        println!(
+            "  round {round}: through the meter    p50 {:7.3} ms   p99 {:7.3} ms",
+            ms(m50),
+            ms(m99)
+        );
         println!(
             "  round {round}: added by the meter   p50 {:7.3} ms   p99 {:7.3} ms   (ratio p50 {:.2}x, p99 {:.2}x)",
             ms(m50) - ms(d50),
@@ -166,39 +228,77 @@ async fn main() {
     for i in 0..clients {
         let name = format!("Bench {i}");
         let email = format!("bench{i}@example.com");
-        let inv = invites::create(&state, None, Invite { slug: SLUG, candidate_name: &name, email: &email, deadline: None, time_box_secs: None }).await.unwrap();
-        let status: Value = client.get(format!("http://{addr}/c/{}/meter", inv.token)).send().await.unwrap().json().await.unwrap();
+        let inv = invites::create(
+            &state,
+            None,
+            Invite {
+                slug: SLUG,
+                candidate_name: &name,
+                email: &email,
+                deadline: None,
+                time_box_secs: None,
+            },
+        )
+        .await
+        .unwrap();
+        let status: Value = client
+            .get(format!("http://{addr}/c/{}/meter", inv.token))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         keys.push(Some(status["key"].as_str().unwrap().to_string()));
         assignments.push(inv.assignment.id);
     }
     let one_key = vec![Some(key.clone()); clients];
     let no_key = vec![None; clients];
     let direct_tput = throughput(&client, &direct_url, &no_key).await;
-    println!("  throughput direct to upstream          {clients} clients x 5 s: {direct_tput:.0} calls/s");
+    println!(
+        "  throughput direct to upstream          {clients} clients x 5 s: {direct_tput:.0} calls/s"
+    );
     let one_tput = throughput(&client, &meter_url, &one_key).await;
-    println!("  throughput through the meter, one key  {clients} clients x 5 s: {one_tput:.0} calls/s");
+    println!(
+        "  throughput through the meter, one key  {clients} clients x 5 s: {one_tput:.0} calls/s"
+    );
     let mut many = Vec::new();
     for round in 1..=rounds {
         let t = throughput(&client, &meter_url, &keys).await;
-        println!("  round {round}: throughput through the meter, {clients} keys {clients} clients x 5 s: {t:.0} calls/s");
+        println!(
+            "  round {round}: throughput through the meter, {clients} keys {clients} clients x 5 s: {t:.0} calls/s"
+        );
         many.push(t);
     }
     many.sort_by(f64::total_cmp);
     let many_tput = many[many.len() / 2];
-    println!("  median throughput through the meter, {clients} keys: {many_tput:.0} calls/s; load average now: {}", load_average());
+    println!(
+        "  median throughput through the meter, {clients} keys: {many_tput:.0} calls/s; load average now: {}",
+        load_average()
+    );
 
     // Exactness after the load: every row settled, totals = ledger = upstream.
     let mut rows_total = 0;
     for a in &assignments {
         let calls = state.db.model_calls_of(a).await.unwrap();
         let usage = state.db.meter_usage(a).await.unwrap();
-        assert!(calls.iter().all(|c| c.status == 200 && c.reserved_tokens == 0), "a call left unsettled");
+        assert!(
+            calls.iter().all(|c| c.status == 200 && c.reserved_tokens == 0),
+            "a call left unsettled"
+        );
         let tokens: i64 = calls.iter().map(|c| c.prompt_tokens + c.completion_tokens).sum();
-        assert_eq!((usage.calls, usage.tokens), (calls.len() as i64, tokens), "totals differ from the ledger of {a}");
+        assert_eq!(
+            (usage.calls, usage.tokens),
+            (calls.len() as i64, tokens),
+            "totals differ from the ledger of {a}"
+        );
         assert_eq!(tokens, 15 * calls.len() as i64, "the ledger differs from the upstream's usage");
         rows_total += calls.len();
     }
-    println!("  exactness: {rows_total} ledger rows over {} assignments, all settled, totals = ledger sums = upstream usage", assignments.len());
+    println!(
+        "  exactness: {rows_total} ledger rows over {} assignments, all settled, totals = ledger sums = upstream usage",
+        assignments.len()
+    );
 
     if let Some(litellm) = std::env::var_os("METER_LITELLM") {
         match litellm_proxy(&litellm, &upstream_url, dir.path()).await {
@@ -206,9 +306,17 @@ async fn main() {
                 sequential(&client, &url, Some(LITELLM_KEY), 50).await;
                 let l = sequential(&client, &url, Some(LITELLM_KEY), n.min(1000)).await;
                 let (l50, l99) = (percentile(&l, 0.50), percentile(&l, 0.99));
-                println!("  LiteLLM proxy        p50 {:7.3} ms   p99 {:7.3} ms   (added p50 {:.3} ms)", ms(l50), ms(l99), ms(l50) - ms(d50));
-                let lt = throughput(&client, &url, &vec![Some(LITELLM_KEY.to_string()); clients]).await;
-                println!("  throughput LiteLLM proxy               {clients} clients x 5 s: {lt:.0} calls/s");
+                println!(
+                    "  LiteLLM proxy        p50 {:7.3} ms   p99 {:7.3} ms   (added p50 {:.3} ms)",
+                    ms(l50),
+                    ms(l99),
+                    ms(l50) - ms(d50)
+                );
+                let lt =
+                    throughput(&client, &url, &vec![Some(LITELLM_KEY.to_string()); clients]).await;
+                println!(
+                    "  throughput LiteLLM proxy               {clients} clients x 5 s: {lt:.0} calls/s"
+                );
                 println!(
                     "  ratios: added latency LiteLLM / meter {:.1}x; throughput meter ({clients} keys) / LiteLLM {:.1}x",
                     (ms(l50) - ms(d50)) / (ms(m50) - ms(d50)).max(0.001),
@@ -223,7 +331,10 @@ async fn main() {
         println!("  LiteLLM proxy: not measured (set METER_LITELLM to the litellm command)");
     }
     let added = ms(m50) - ms(d50);
-    println!("  target: at most 0.5 ms added at p50 (median round): {} ({added:.3} ms)", if added <= 0.5 { "met" } else { "NOT met" });
+    println!(
+        "  target: at most 0.5 ms added at p50 (median round): {} ({added:.3} ms)",
+        if added <= 0.5 { "met" } else { "NOT met" }
+    );
     println!(
         "  target: at least 3000 calls/s over {clients} assignments (median round): {} ({many_tput:.0})",
         if many_tput >= 3000.0 { "met" } else { "NOT met" }
@@ -234,7 +345,9 @@ async fn main() {
 /// `/proc/loadavg`'s 1, 5 and 15 minute figures (other work on the machine
 /// moves the results).
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "unknown".into())
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Calls/s of `keys.len()` concurrent clients (client i uses `keys[i]`) for 5 s.
@@ -271,8 +384,16 @@ const LITELLM_KEY: &str = "sk-gatehouse-bench-3f9c1a7e5b2d4c6f8a0e1b3d5f7a9c2e";
 
 /// Starts LiteLLM's proxy (one worker, no database) in front of `upstream`
 /// and waits until it answers; returns its chat completions URL.
-async fn litellm_proxy(cmd: &std::ffi::OsStr, upstream: &str, dir: &std::path::Path) -> Result<(String, std::process::Child), String> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?.local_addr().map_err(|e| e.to_string())?.port();
+async fn litellm_proxy(
+    cmd: &std::ffi::OsStr,
+    upstream: &str,
+    dir: &std::path::Path,
+) -> Result<(String, std::process::Child), String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| e.to_string())?
+        .local_addr()
+        .map_err(|e| e.to_string())?
+        .port();
     let config = dir.join("litellm.yaml");
     std::fs::write(
         &config,
@@ -280,7 +401,16 @@ async fn litellm_proxy(cmd: &std::ffi::OsStr, upstream: &str, dir: &std::path::P
     )
     .map_err(|e| e.to_string())?;
     let child = std::process::Command::new(cmd)
-        .args(["--config", &config.display().to_string(), "--host", "127.0.0.1", "--port", &port.to_string(), "--num_workers", "1"])
+        .args([
+            "--config",
+            &config.display().to_string(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--num_workers",
+            "1",
+        ])
         .env("LITELLM_LOG", "ERROR")
         .env("LITELLM_MASTER_KEY", LITELLM_KEY)
         .stdout(std::process::Stdio::null())

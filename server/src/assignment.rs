@@ -16,13 +16,18 @@ pub async fn by_token(state: &AppState, token: &str) -> Result<Assignment, AppEr
     if token.is_empty() || token.len() > 128 {
         return Err(AppError::NotFound("invite link".into()));
     }
-    state.db.assignment_by_token_hash(&token_hash(token)).await?.ok_or_else(|| AppError::NotFound("invite link".into()))
+    state
+        .db
+        .assignment_by_token_hash(&token_hash(token))
+        .await?
+        .ok_or_else(|| AppError::NotFound("invite link".into()))
 }
 
 /// The time box in seconds: the assignment's own, else the packet's
 /// `time_box_minutes` budget.
 pub fn time_box_secs(a: &Assignment, packet_minutes: Option<u64>) -> Option<i64> {
-    a.time_box_secs.or_else(|| packet_minutes.map(|m| i64::try_from(m).unwrap_or(i64::MAX / 60_000) * 60))
+    a.time_box_secs
+        .or_else(|| packet_minutes.map(|m| i64::try_from(m).unwrap_or(i64::MAX / 60_000) * 60))
 }
 
 /// Why an assignment takes nothing more.
@@ -46,7 +51,11 @@ impl Closed {
         match self {
             Closed::Deadline { at } => expired_message(*at),
             Closed::TimeBox { secs, ended } => {
-                format!("The time box of {} ended at {}; submissions are closed.", duration(secs * 1000), utc(*ended))
+                format!(
+                    "The time box of {} ended at {}; submissions are closed.",
+                    duration(secs * 1000),
+                    utc(*ended)
+                )
             }
         }
     }
@@ -64,7 +73,10 @@ pub fn closed(a: &Assignment, time_box: Option<i64>, now: i64) -> Option<Closed>
 
 /// What an expired link says.
 pub fn expired_message(deadline: i64) -> String {
-    format!("The deadline of this assignment passed at {}; the link no longer accepts visits or submissions.", utc(deadline))
+    format!(
+        "The deadline of this assignment passed at {}; the link no longer accepts visits or submissions.",
+        utc(deadline)
+    )
 }
 
 /// A span of milliseconds for people, rounded up to the minute: `45 min`,
@@ -78,13 +90,19 @@ pub fn duration(ms: i64) -> String {
 mod tests {
     use super::*;
 
-    fn assignment(deadline: i64, started_at: Option<i64>, time_box_secs: Option<i64>) -> Assignment {
+    fn assignment(
+        deadline: i64,
+        started_at: Option<i64>,
+        time_box_secs: Option<i64>,
+    ) -> Assignment {
         Assignment { deadline, started_at, time_box_secs, ..Assignment::default() }
     }
 
     #[test]
     fn closes_at_the_deadline_or_the_end_of_the_time_box() {
-        let check = |a: &Assignment, tb: Option<i64>, now: i64, expect: Option<Closed>| assert_eq!(closed(a, tb, now), expect, "{now}");
+        let check = |a: &Assignment, tb: Option<i64>, now: i64, expect: Option<Closed>| {
+            assert_eq!(closed(a, tb, now), expect, "{now}")
+        };
         let open = assignment(10_000_000, None, None);
         check(&open, None, 9_999_999, None);
         check(&open, None, 10_000_000, Some(Closed::Deadline { at: 10_000_000 }));
@@ -95,7 +113,11 @@ mod tests {
         check(&started, Some(i64::MAX), 9_000_000, None);
         assert_eq!(Closed::Deadline { at: 0 }.status(), StatusCode::GONE);
         assert_eq!(Closed::TimeBox { secs: 60, ended: 0 }.status(), StatusCode::FORBIDDEN);
-        assert!(Closed::TimeBox { secs: 5400, ended: 0 }.message().contains("1 h 30 min ended at 1970-01-01 00:00 UTC"));
+        assert!(
+            Closed::TimeBox { secs: 5400, ended: 0 }
+                .message()
+                .contains("1 h 30 min ended at 1970-01-01 00:00 UTC")
+        );
     }
 
     #[test]

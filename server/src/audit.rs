@@ -106,16 +106,28 @@ enum CallError {
 /// (about four characters a token, rounded up).
 fn usage(answer: Option<&Value>, prompt: &str, content: &str) -> (i64, i64, bool) {
     let estimate = |t: &str| (t.chars().count() as i64 + 3) / 4;
-    match answer.and_then(|a| a.get("usage")).and_then(|u| Some((u.get("prompt_tokens")?.as_i64()?, u.get("completion_tokens").and_then(Value::as_i64).unwrap_or(0)))) {
+    match answer.and_then(|a| a.get("usage")).and_then(|u| {
+        Some((
+            u.get("prompt_tokens")?.as_i64()?,
+            u.get("completion_tokens").and_then(Value::as_i64).unwrap_or(0),
+        ))
+    }) {
         Some((p, c)) => (p, c, false),
         None => (estimate(prompt), estimate(content), true),
     }
 }
 
 /// One call through the upstream, recorded in `ledger` whatever happens.
-async fn call(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, function: &str, prompt: &str) -> Result<String, CallError> {
+async fn call(
+    client: &reqwest::Client,
+    s: &ModelSettings,
+    ledger: &mut Ledger,
+    function: &str,
+    prompt: &str,
+) -> Result<String, CallError> {
     let n = ledger.calls.len() + 1;
-    let mut row = json!({ "n": n, "function": function, "model": s.model, "started_ms": crate::now_ms() });
+    let mut row =
+        json!({ "n": n, "function": function, "model": s.model, "started_ms": crate::now_ms() });
     let result = send(client, s, ledger, &mut row, prompt).await;
     row["ended_ms"] = json!(crate::now_ms());
     ledger.calls.push(row);
@@ -123,7 +135,13 @@ async fn call(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
 }
 
 /// The body of [`call`]: fills `row` and returns the content or why not.
-async fn send(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, row: &mut Value, prompt: &str) -> Result<String, CallError> {
+async fn send(
+    client: &reqwest::Client,
+    s: &ModelSettings,
+    ledger: &mut Ledger,
+    row: &mut Value,
+    prompt: &str,
+) -> Result<String, CallError> {
     let refuse = |row: &mut Value, why: String| {
         row["outcome"] = json!("refused");
         row["error"] = json!(why);
@@ -136,7 +154,13 @@ async fn send(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
     let remaining = s.max_tokens - ledger.tokens;
     let prompt_estimate = (prompt.chars().count() as i64 + 3) / 4;
     if remaining <= prompt_estimate {
-        let e = refuse(row, format!("the audit's cap of {} tokens leaves {remaining}, not enough for this prompt (about {prompt_estimate})", s.max_tokens));
+        let e = refuse(
+            row,
+            format!(
+                "the audit's cap of {} tokens leaves {remaining}, not enough for this prompt (about {prompt_estimate})",
+                s.max_tokens
+            ),
+        );
         return Err(e);
     }
     let body = json!({
@@ -148,7 +172,8 @@ async fn send(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
     row["request_bytes"] = json!(bytes.len());
     let url = format!("{}/chat/completions", s.url.trim_end_matches('/'));
-    let mut req = client.post(&url).header("content-type", "application/json").timeout(s.timeout).body(bytes);
+    let mut req =
+        client.post(&url).header("content-type", "application/json").timeout(s.timeout).body(bytes);
     if let Some(k) = &s.key {
         req = req.bearer_auth(k);
     }
@@ -159,7 +184,11 @@ async fn send(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
             (status, text)
         }
         Err(e) => {
-            let why = if e.is_timeout() { format!("the upstream {url} did not answer within {} s", s.timeout.as_secs()) } else { format!("the upstream {url} could not be reached: {e}") };
+            let why = if e.is_timeout() {
+                format!("the upstream {url} did not answer within {} s", s.timeout.as_secs())
+            } else {
+                format!("the upstream {url} could not be reached: {e}")
+            };
             row["outcome"] = json!("unreachable");
             row["error"] = json!(why);
             return Err(CallError::Upstream(why));
@@ -178,14 +207,20 @@ async fn send(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
     };
     row["response_bytes"] = json!(text.len());
     if !status.is_success() {
-        let why = format!("the upstream answered {status}: {}", String::from_utf8_lossy(&text).chars().take(200).collect::<String>());
+        let why = format!(
+            "the upstream answered {status}: {}",
+            String::from_utf8_lossy(&text).chars().take(200).collect::<String>()
+        );
         row["outcome"] = json!("upstream-error");
         row["error"] = json!(why);
         return Err(CallError::Upstream(why));
     }
     let answer: Option<Value> = serde_json::from_slice(&text).ok();
-    let content = answer.as_ref().and_then(|v| v.pointer("/choices/0/message/content").and_then(Value::as_str).map(str::to_string));
-    let (prompt_tokens, completion_tokens, estimated) = usage(answer.as_ref(), prompt, content.as_deref().unwrap_or_default());
+    let content = answer.as_ref().and_then(|v| {
+        v.pointer("/choices/0/message/content").and_then(Value::as_str).map(str::to_string)
+    });
+    let (prompt_tokens, completion_tokens, estimated) =
+        usage(answer.as_ref(), prompt, content.as_deref().unwrap_or_default());
     row["prompt_tokens"] = json!(prompt_tokens);
     row["completion_tokens"] = json!(completion_tokens);
     row["tokens_estimated"] = json!(estimated);
@@ -206,7 +241,8 @@ async fn send(client: &reqwest::Client, s: &ModelSettings, ledger: &mut Ledger, 
 
 /// Where an audit's finished ledger rows go as they happen (the server
 /// writes each to the author ledger in the database).
-pub type CallSink<'a> = &'a (dyn Fn(Value) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync);
+pub type CallSink<'a> =
+    &'a (dyn Fn(Value) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync);
 
 /// Asks the model for `n` mutants of each selected definition, one call
 /// each, within the caps, through `client`. Returns the proposals, the
@@ -234,7 +270,11 @@ pub async fn model_proposals(
                 match grader::audit::model::parse_answer(&content, n) {
                     Ok(items) => {
                         for (k, (code, fault)) in items.into_iter().enumerate() {
-                            proposals.push(Proposal { id: format!("model-{}-{}", def.name, k + 1), code, fault });
+                            proposals.push(Proposal {
+                                id: format!("model-{}-{}", def.name, k + 1),
+                                code,
+                                fault,
+                            });
                         }
                     }
                     Err(e) => {
@@ -242,7 +282,8 @@ pub async fn model_proposals(
                             row["outcome"] = json!("malformed");
                             row["error"] = json!(e);
                         }
-                        errors.push(format!("the model's answer for {} is malformed: {e}", def.name));
+                        errors
+                            .push(format!("the model's answer for {} is malformed: {e}", def.name));
                     }
                 }
                 false
@@ -274,17 +315,27 @@ fn settings(args: &AuditArgs, slug: &str) -> anyhow::Result<ModelSettings> {
     let (url, config_key) = match &args.upstream {
         Some(u) => (u.clone(), None),
         None => {
-            let config = crate::config::Config::load(args.config.as_deref()).context("loading the configuration for the model upstream")?;
+            let config = crate::config::Config::load(args.config.as_deref())
+                .context("loading the configuration for the model upstream")?;
             config.model_upstream(slug).ok_or_else(|| {
                 anyhow::anyhow!("no model upstream for {slug}: pass --upstream URL, configure model_upstreams.{slug} or model_upstream_url, or audit offline with --rules")
             })?
         }
     };
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        anyhow::bail!("--upstream {url:?}: the model upstream must be an http:// or https:// base URL such as http://127.0.0.1:9999/v1");
+        anyhow::bail!(
+            "--upstream {url:?}: the model upstream must be an http:// or https:// base URL such as http://127.0.0.1:9999/v1"
+        );
     }
     let key = std::env::var(KEY_VAR).ok().filter(|k| !k.is_empty()).or(config_key);
-    Ok(ModelSettings { url, key, model: args.model.clone(), max_calls: args.max_calls, max_tokens: args.max_tokens, timeout: Duration::from_secs(args.timeout_secs) })
+    Ok(ModelSettings {
+        url,
+        key,
+        model: args.model.clone(),
+        max_calls: args.max_calls,
+        max_tokens: args.max_tokens,
+        timeout: Duration::from_secs(args.timeout_secs),
+    })
 }
 
 /// Runs `gatehouse packet audit`. Exit 0 when the audit ran (whatever the
@@ -297,11 +348,29 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let grader = Grader::for_host()?;
     let audit = Audit::prepare(&grader, &packet, args.target.as_deref(), &args.steps)?;
     let (proposals, calls, errors, mode) = match &model {
-        None => (audit.rule_proposals(&args.functions, args.mutants.unwrap_or(8))?, Vec::new(), Vec::new(), "rules"),
+        None => (
+            audit.rule_proposals(&args.functions, args.mutants.unwrap_or(8))?,
+            Vec::new(),
+            Vec::new(),
+            "rules",
+        ),
         Some(s) => {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
-            let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build().context("building the upstream client")?;
-            let (p, ledger, errors) = rt.block_on(model_proposals(&audit, &client, s, &args.functions, args.mutants.unwrap_or(5).max(1), None))?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            let client = reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .context("building the upstream client")?;
+            let (p, ledger, errors) = rt.block_on(model_proposals(
+                &audit,
+                &client,
+                s,
+                &args.functions,
+                args.mutants.unwrap_or(5).max(1),
+                None,
+            ))?;
             (p, ledger.calls, errors, "model")
         }
     };
@@ -314,7 +383,10 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let mut ok = !(model.is_some() && report.mutants.is_empty());
     for id in &args.save {
         match grader::audit::save::save(&packet, &report, id, &audit.source) {
-            Ok(path) => eprintln!("gatehouse: kept mutant {id} as {}; `packet check` now requires the hidden tests to kill it", path.display()),
+            Ok(path) => eprintln!(
+                "gatehouse: kept mutant {id} as {}; `packet check` now requires the hidden tests to kill it",
+                path.display()
+            ),
             Err(e) => {
                 eprintln!("gatehouse: {e}");
                 ok = false;
@@ -330,13 +402,23 @@ fn indent(s: &str, by: &str) -> String {
 
 /// The audit for people: one block per mutant, then the counts and calls.
 pub fn text(r: &AuditReport) -> String {
-    let mut out = format!("audit of {}: {} ({}; hidden steps: {})\n", r.packet, r.target, r.mode, r.steps.join(", "));
+    let mut out = format!(
+        "audit of {}: {} ({}; hidden steps: {})\n",
+        r.packet,
+        r.target,
+        r.mode,
+        r.steps.join(", ")
+    );
     for m in &r.mutants {
         let MutantReport { id, fault, outcome, reason, diff, killed_by } = m;
         out.push_str(&format!("\n{:<8} {id}: {fault}\n         {reason}\n", outcome.word()));
         if !killed_by.is_empty() {
             let shown: Vec<&str> = killed_by.iter().take(5).map(String::as_str).collect();
-            let more = if killed_by.len() > 5 { format!(" and {} more", killed_by.len() - 5) } else { String::new() };
+            let more = if killed_by.len() > 5 {
+                format!(" and {} more", killed_by.len() - 5)
+            } else {
+                String::new()
+            };
             out.push_str(&format!("         killed by: {}{more}\n", shown.join(", ")));
         }
         if *outcome != Outcome::Invalid && !diff.is_empty() {
@@ -344,9 +426,19 @@ pub fn text(r: &AuditReport) -> String {
         }
     }
     let c = r.counts;
-    out.push_str(&format!("\ncounts: {} killed, {} survived, {} crashed, {} invalid\n", c.killed, c.survived, c.crashed, c.invalid));
+    out.push_str(&format!(
+        "\ncounts: {} killed, {} survived, {} crashed, {} invalid\n",
+        c.killed, c.survived, c.crashed, c.invalid
+    ));
     if !r.calls.is_empty() {
-        let tokens: i64 = r.calls.iter().map(|c| c["prompt_tokens"].as_i64().unwrap_or(0) + c["completion_tokens"].as_i64().unwrap_or(0)).sum();
+        let tokens: i64 = r
+            .calls
+            .iter()
+            .map(|c| {
+                c["prompt_tokens"].as_i64().unwrap_or(0)
+                    + c["completion_tokens"].as_i64().unwrap_or(0)
+            })
+            .sum();
         out.push_str(&format!("model calls: {} ({tokens} tokens)\n", r.calls.len()));
     }
     for e in &r.errors {
@@ -360,9 +452,22 @@ pub fn text(r: &AuditReport) -> String {
 
 /// The model settings of a web audit of `slug`: the configured upstream
 /// (`model_upstreams.<slug>`, else the global one) and the audit's caps.
-pub fn web_settings(config: &crate::config::Config, slug: &str, model: &str, max_calls: usize, max_tokens: i64) -> Option<ModelSettings> {
+pub fn web_settings(
+    config: &crate::config::Config,
+    slug: &str,
+    model: &str,
+    max_calls: usize,
+    max_tokens: i64,
+) -> Option<ModelSettings> {
     let (url, key) = config.model_upstream(slug)?;
-    Some(ModelSettings { url, key, model: model.to_string(), max_calls, max_tokens, timeout: Duration::from_secs(config.model_timeout_secs.max(1)) })
+    Some(ModelSettings {
+        url,
+        key,
+        model: model.to_string(),
+        max_calls,
+        max_tokens,
+        timeout: Duration::from_secs(config.model_timeout_secs.max(1)),
+    })
 }
 
 /// A ledger row of the report as a row of the author ledger.
@@ -396,15 +501,32 @@ fn ledger_row(a: &crate::db::PacketAudit, row: &Value) -> crate::db::AuditCall {
 /// upstream, ...) is stored as failed with the reason; `Err` is the
 /// machinery's.
 pub async fn run_job(state: &crate::state::AppState, audit_id: i64) -> anyhow::Result<()> {
-    let a = state.db.packet_audit(audit_id).await?.with_context(|| format!("packet audit {audit_id} does not exist"))?;
-    let version = state.db.version_by_id(a.version_id).await?.with_context(|| format!("packet version {} does not exist", a.version_id))?;
+    let a = state
+        .db
+        .packet_audit(audit_id)
+        .await?
+        .with_context(|| format!("packet audit {audit_id} does not exist"))?;
+    let version = state
+        .db
+        .version_by_id(a.version_id)
+        .await?
+        .with_context(|| format!("packet version {} does not exist", a.version_id))?;
     state.db.start_packet_audit(a.id).await?;
     state.db.clear_audit_calls(a.id).await?;
     let model = match a.mode.as_str() {
-        "model" => match web_settings(&state.config, &version.slug, &a.model, usize::try_from(a.max_calls).unwrap_or(0), a.max_tokens) {
+        "model" => match web_settings(
+            &state.config,
+            &version.slug,
+            &a.model,
+            usize::try_from(a.max_calls).unwrap_or(0),
+            a.max_tokens,
+        ) {
             Some(s) => Some(s),
             None => {
-                let why = format!("no model upstream is configured for {} (model_upstreams.{} or model_upstream_url); audit with rules instead", version.slug, version.slug);
+                let why = format!(
+                    "no model upstream is configured for {} (model_upstreams.{} or model_upstream_url); audit with rules instead",
+                    version.slug, version.slug
+                );
                 state.db.fail_packet_audit(a.id, &why).await?;
                 return Ok(());
             }
@@ -413,11 +535,16 @@ pub async fn run_job(state: &crate::state::AppState, audit_id: i64) -> anyhow::R
     };
     let base = state.config.data_dir.join("tmp");
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    let work = tempfile::Builder::new().prefix("audit-").tempdir_in(&base).with_context(|| format!("creating a scratch folder in {}", base.display()))?;
+    let work = tempfile::Builder::new()
+        .prefix("audit-")
+        .tempdir_in(&base)
+        .with_context(|| format!("creating a scratch folder in {}", base.display()))?;
     let copy = work.path().join(&version.slug);
     let from = crate::library::version_path(state, &version).await?;
     let to = copy.clone();
-    tokio::task::spawn_blocking(move || grader::tree::copy_path(&from, &to)).await?.context("copying the packet version for its audit")?;
+    tokio::task::spawn_blocking(move || grader::tree::copy_path(&from, &to))
+        .await?
+        .context("copying the packet version for its audit")?;
 
     let functions: Vec<String> = a.functions.split_whitespace().map(str::to_string).collect();
     let per_function = usize::try_from(a.mutants).unwrap_or(1);
@@ -451,9 +578,25 @@ pub async fn run_job(state: &crate::state::AppState, audit_id: i64) -> anyhow::R
     match ran {
         Ok(report) => {
             let c = report.counts;
-            let counts = crate::db::AuditCounts { killed: c.killed as i64, survived: c.survived as i64, crashed: c.crashed as i64, invalid: c.invalid as i64 };
+            let counts = crate::db::AuditCounts {
+                killed: c.killed as i64,
+                survived: c.survived as i64,
+                crashed: c.crashed as i64,
+                invalid: c.invalid as i64,
+            };
             state.db.finish_packet_audit(a.id, &serde_json::to_string(&report)?, counts).await?;
-            state.db.audit("system", "packet.audit", &format!("packet:{}", version.slug), &format!("audit {} of version id {}: {} killed, {} survived, {} crashed, {} invalid", a.id, version.id, c.killed, c.survived, c.crashed, c.invalid)).await?;
+            state
+                .db
+                .audit(
+                    "system",
+                    "packet.audit",
+                    &format!("packet:{}", version.slug),
+                    &format!(
+                        "audit {} of version id {}: {} killed, {} survived, {} crashed, {} invalid",
+                        a.id, version.id, c.killed, c.survived, c.crashed, c.invalid
+                    ),
+                )
+                .await?;
         }
         Err(why) => state.db.fail_packet_audit(a.id, &why).await?,
     }

@@ -65,7 +65,11 @@ impl Blobs {
 
     /// Stores `bytes` (whose SHA-256 is `sha256`) locally and, when the
     /// database keeps blobs, in the database.
-    pub async fn put_bytes(&self, sha256: &str, bytes: axum::body::Bytes) -> Result<PathBuf, BlobError> {
+    pub async fn put_bytes(
+        &self,
+        sha256: &str,
+        bytes: axum::body::Bytes,
+    ) -> Result<PathBuf, BlobError> {
         let size = bytes.len() as u64;
         let path = put_bytes(&self.data_dir, sha256, bytes).await?;
         self.upload(&path, sha256, size).await?;
@@ -108,12 +112,19 @@ impl Blobs {
         let damaged = |why: String| BlobError::Damaged { sha256: sha256.to_string(), why };
         let mut writer = BlobWriter::create(self, u64::MAX).await?;
         for seq in 0..chunks {
-            let bytes = self.db.blob_chunk(sha256, seq).await?.ok_or_else(|| damaged(format!("chunk {seq} of {chunks} is missing")))?;
+            let bytes = self
+                .db
+                .blob_chunk(sha256, seq)
+                .await?
+                .ok_or_else(|| damaged(format!("chunk {seq} of {chunks} is missing")))?;
             writer.write(&bytes).await?;
         }
         let pending = writer.finish().await?;
         if pending.size != size as u64 || pending.sha256 != sha256 {
-            return Err(damaged(format!("its {chunks} chunks hold {} bytes with SHA-256 {}, not {size} bytes", pending.size, pending.sha256)));
+            return Err(damaged(format!(
+                "its {chunks} chunks hold {} bytes with SHA-256 {}, not {size} bytes",
+                pending.size, pending.sha256
+            )));
         }
         let path = pending.persist_local().await?;
         Ok(Some(path))
@@ -270,10 +281,12 @@ impl BlobWriter {
     /// is still invisible until [`PendingBlob::commit`].
     pub async fn finish(mut self) -> Result<PendingBlob, BlobError> {
         self.flush_buffer().await?;
-        let file = self.file.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
+        let file =
+            self.file.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
         blocking(move || file.sync_all()).await?;
         let sha256 = hex::encode(std::mem::take(&mut self.hasher).finalize());
-        let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
+        let tmp =
+            self.tmp.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
         Ok(PendingBlob { blobs: self.blobs.clone(), tmp: Some(tmp), sha256, size: self.size })
     }
 }
@@ -312,7 +325,10 @@ impl PendingBlob {
     /// Renames the file into the local folder only.
     async fn persist_local(mut self) -> Result<PathBuf, BlobError> {
         let dest = blob_path(&self.blobs.data_dir, &self.sha256);
-        let tmp = self.tmp.take().ok_or_else(|| std::io::Error::other("the blob was already committed"))?;
+        let tmp = self
+            .tmp
+            .take()
+            .ok_or_else(|| std::io::Error::other("the blob was already committed"))?;
         let out = dest.clone();
         blocking(move || move_into_place(tmp, &dest)).await?;
         Ok(out)
@@ -330,7 +346,11 @@ impl Drop for PendingBlob {
 /// Stores `bytes` (whose SHA-256 is `sha256`) unless the store has them
 /// already: written to a temporary file, synced and renamed into place, on
 /// a blocking thread. Returns the blob's path.
-pub async fn put_bytes(data_dir: &Path, sha256: &str, bytes: axum::body::Bytes) -> Result<PathBuf, BlobError> {
+pub async fn put_bytes(
+    data_dir: &Path,
+    sha256: &str,
+    bytes: axum::body::Bytes,
+) -> Result<PathBuf, BlobError> {
     let dest = blob_path(data_dir, sha256);
     let tmp = tmp_dir(data_dir);
     let out = dest.clone();
@@ -339,7 +359,8 @@ pub async fn put_bytes(data_dir: &Path, sha256: &str, bytes: axum::body::Bytes) 
             return Ok(());
         }
         std::fs::create_dir_all(&tmp)?;
-        let mut named = tempfile::Builder::new().prefix("put-").suffix(".part").tempfile_in(&tmp)?;
+        let mut named =
+            tempfile::Builder::new().prefix("put-").suffix(".part").tempfile_in(&tmp)?;
         named.write_all(&bytes)?;
         named.as_file().sync_all()?;
         move_into_place(named.into_temp_path(), &dest)
@@ -364,7 +385,9 @@ fn move_into_place(tmp: tempfile::TempPath, dest: &Path) -> std::io::Result<()> 
 }
 
 /// Runs the file work `f` on a blocking thread.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
     tokio::task::spawn_blocking(f).await.map_err(|e| std::io::Error::other(e.to_string()))?
 }
 
@@ -422,7 +445,9 @@ impl BatchWriter {
                 let _ = tx.send(put);
                 *queue = Some(tx);
             }
-            Err(e) => tracing::error!(error = %e, "starting the blob writer thread failed; the blob is not kept"),
+            Err(e) => {
+                tracing::error!(error = %e, "starting the blob writer thread failed; the blob is not kept")
+            }
         }
     }
 }
@@ -508,15 +533,23 @@ mod tests {
         }
         drop(writer);
         let distinct: std::collections::HashSet<_> = expect.iter().map(|(d, _)| d).collect();
-        let stored: usize = std::fs::read_dir(blobs_dir(dir.path())).unwrap().map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count()).sum();
+        let stored: usize = std::fs::read_dir(blobs_dir(dir.path()))
+            .unwrap()
+            .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
+            .sum();
         assert_eq!(stored, distinct.len(), "each blob once");
-        assert_eq!(std::fs::read_dir(tmp_dir(dir.path())).unwrap().count(), 0, "no temporary file left");
+        assert_eq!(
+            std::fs::read_dir(tmp_dir(dir.path())).unwrap().count(),
+            0,
+            "no temporary file left"
+        );
     }
 
     #[tokio::test]
     async fn writes_commit_and_caps() {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::db::open(&format!("sqlite://{}/db.sqlite", dir.path().display())).await.unwrap();
+        let db =
+            crate::db::open(&format!("sqlite://{}/db.sqlite", dir.path().display())).await.unwrap();
         let blobs = Blobs::new(dir.path(), db);
         assert!(!blobs.in_db(), "SQLite keeps blobs in the folder");
         let mut w = BlobWriter::create(&blobs, 10).await.unwrap();

@@ -14,7 +14,11 @@ use grader::packet::Packet;
 use crate::text;
 
 #[derive(Parser)]
-#[command(name = "gatehouse", version, about = "Take-home interview grading with receipts reviewers can trust")]
+#[command(
+    name = "gatehouse",
+    version,
+    about = "Take-home interview grading with receipts reviewers can trust"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -160,23 +164,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::User { command: UserCommand::Add { email, name, role }, config } => {
             crate::serve::add_user(config.as_deref(), &email, name.as_deref(), &role)
         }
-        Command::Grade { packet, submission, format, limits } => grade(&packet, &submission, format, limits.limits()),
+        Command::Grade { packet, submission, format, limits } => {
+            grade(&packet, &submission, format, limits.limits())
+        }
         Command::Packet { command: PacketCommand::Starter { packet, seed, out } } => {
             let packet = Packet::load(&packet)?;
             // The pin file names what this host's sandbox has; without a
             // sandbox it says "unknown" rather than failing the starter.
             let tools: Vec<String> = packet.manifest.environment.tools.keys().cloned().collect();
-            let probe = match Grader::for_host().map_err(anyhow::Error::from).and_then(|g| Ok(g.probe(&tools)?)) {
+            let probe = match Grader::for_host()
+                .map_err(anyhow::Error::from)
+                .and_then(|g| Ok(g.probe(&tools)?))
+            {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("gatehouse: warning: the sandbox probe failed ({e:#}); the pin file says \"unknown\"");
-                    grader::env::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default(), runner_modules: Default::default() }
+                    eprintln!(
+                        "gatehouse: warning: the sandbox probe failed ({e:#}); the pin file says \"unknown\""
+                    );
+                    grader::env::EnvProbe {
+                        python: None,
+                        tools: Default::default(),
+                        stdlib: Default::default(),
+                        runner_modules: Default::default(),
+                    }
                 }
             };
             let gate = grader::starter::Gate::placeholders();
             grader::starter::write_starter_pinned(&packet, &seed, &probe, &gate, &out)
                 .map_err(|e| anyhow::anyhow!("writing the starter to {}: {e}", out.display()))?;
-            println!("wrote {} ({} starter for seed {seed})", out.display(), packet.manifest.packet.slug);
+            println!(
+                "wrote {} ({} starter for seed {seed})",
+                out.display(),
+                packet.manifest.packet.slug
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Packet { command: PacketCommand::Audit(args) } => crate::audit::run(args),
@@ -201,7 +221,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn grade(packet: &std::path::Path, submission: &std::path::Path, format: Format, limits: IngestLimits) -> anyhow::Result<ExitCode> {
+fn grade(
+    packet: &std::path::Path,
+    submission: &std::path::Path,
+    format: Format,
+    limits: IngestLimits,
+) -> anyhow::Result<ExitCode> {
     let packet = Packet::load(packet)?;
     let mut grader = Grader::for_host()?;
     grader.ingest_limits = limits;

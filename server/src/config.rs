@@ -280,7 +280,13 @@ impl Config {
             .unwrap_or_else(|| PathBuf::from("gatehouse.toml"));
         Figment::from(Serialized::defaults(Config::default()))
             .merge(Toml::file(file))
-            .merge(Env::prefixed("GATEHOUSE_").ignore(&["CONFIG", "SANDBOX_PHASES", "LOG", "PASSWORD", "AUDIT_API_KEY"]))
+            .merge(Env::prefixed("GATEHOUSE_").ignore(&[
+                "CONFIG",
+                "SANDBOX_PHASES",
+                "LOG",
+                "PASSWORD",
+                "AUDIT_API_KEY",
+            ]))
             .extract()
             .map_err(Box::new)
     }
@@ -290,13 +296,18 @@ impl Config {
         if let Some(u) = self.model_upstreams.get(slug) {
             return Some((u.url.clone(), u.key.clone()));
         }
-        self.model_upstream_url.clone().filter(|u| !u.is_empty()).map(|u| (u, self.model_upstream_key.clone()))
+        self.model_upstream_url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .map(|u| (u, self.model_upstream_key.clone()))
     }
 
     /// Whether session cookies are `Secure`: the setting, else whether the
     /// public URL is HTTPS.
     pub fn secure_cookies(&self) -> bool {
-        self.secure_cookies.unwrap_or_else(|| self.public_url.trim_start().to_ascii_lowercase().starts_with("https://"))
+        self.secure_cookies.unwrap_or_else(|| {
+            self.public_url.trim_start().to_ascii_lowercase().starts_with("https://")
+        })
     }
 
     /// Which built-in packets the server self-tests in the background, as
@@ -310,7 +321,8 @@ impl Config {
         }
         let mut slugs = Vec::new();
         for part in text.split(',').map(str::trim) {
-            let valid = !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            let valid = !part.is_empty()
+                && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
             if !valid {
                 return Err(format!(
                     "builtin_self_test (GATEHOUSE_BUILTIN_SELF_TEST) is {text:?}: expected \"all\", \"off\" or a comma-separated list of packet slugs (lowercase letters, digits and '-'), and {part:?} is not a slug"
@@ -346,17 +358,26 @@ mod tests {
     #[test]
     fn builtin_self_test_is_all_off_or_a_list_of_slugs() {
         use super::BuiltinSelfTest;
-        let parse = |text: &str| Config { builtin_self_test: text.into(), ..Config::default() }.builtin_checks();
+        let parse = |text: &str| {
+            Config { builtin_self_test: text.into(), ..Config::default() }.builtin_checks()
+        };
         assert_eq!(Config::default().builtin_checks(), Ok(BuiltinSelfTest::All), "on by default");
         assert_eq!(parse(" OFF "), Ok(BuiltinSelfTest::Off));
-        assert_eq!((parse("true"), parse("no")), (Ok(BuiltinSelfTest::All), Ok(BuiltinSelfTest::Off)), "the usual words for on and off");
+        assert_eq!(
+            (parse("true"), parse("no")),
+            (Ok(BuiltinSelfTest::All), Ok(BuiltinSelfTest::Off)),
+            "the usual words for on and off"
+        );
         assert_eq!(parse(""), Ok(BuiltinSelfTest::Off));
         let only = parse("null-status, token-bucket").unwrap();
         assert_eq!(only, BuiltinSelfTest::Only(vec!["null-status".into(), "token-bucket".into()]));
         assert!(only.wants("token-bucket") && !only.wants("ledger"));
         assert!(BuiltinSelfTest::All.wants("ledger") && !BuiltinSelfTest::Off.wants("ledger"));
         let e = parse("null-status,,yes please").unwrap_err();
-        assert!(e.contains("GATEHOUSE_BUILTIN_SELF_TEST") && e.contains("\"\" is not a slug"), "{e}");
+        assert!(
+            e.contains("GATEHOUSE_BUILTIN_SELF_TEST") && e.contains("\"\" is not a slug"),
+            "{e}"
+        );
         let e = parse("Null_Status").unwrap_err();
         assert!(e.contains("\"Null_Status\" is not a slug"), "{e}");
     }

@@ -85,7 +85,9 @@ impl AppError {
     /// an uncoded error keeps none (it has no object of its own to carry them).
     pub fn with_fields(self, extra: serde_json::Value) -> AppError {
         match self {
-            AppError::Coded { error, code, .. } => AppError::Coded { error, code, fields: Some(extra) },
+            AppError::Coded { error, code, .. } => {
+                AppError::Coded { error, code, fields: Some(extra) }
+            }
             other => other,
         }
     }

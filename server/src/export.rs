@@ -2,7 +2,6 @@
 //! no external asset, so it opens offline from disk), the CSV of a packet's
 //! scorecards, and the score distribution as a hand-written SVG.
 
-
 use app::pages::review::CardView;
 use askama::Template;
 use grader::grade::Scorecard;
@@ -64,7 +63,10 @@ pub fn transcript_text(t: &crate::transcript::CallTranscript) -> String {
         out.push('\n');
     }
     if let Some(reason) = view.reason.as_ref().filter(|_| view.refused.is_some()) {
-        out.push_str(&format!("refused ({}): {reason}\n", view.refused.as_deref().unwrap_or_default()));
+        out.push_str(&format!(
+            "refused ({}): {reason}\n",
+            view.refused.as_deref().unwrap_or_default()
+        ));
     }
     out
 }
@@ -99,27 +101,46 @@ pub fn scorecards_csv(rows: &[CsvRow<'_>]) -> anyhow::Result<String> {
         }
     }
     let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header: Vec<String> =
-        ["assignment_id", "candidate", "email", "submission_id", "state", "decision", "score", "max_score"].iter().map(|s| s.to_string()).collect();
+    let mut header: Vec<String> = [
+        "assignment_id",
+        "candidate",
+        "email",
+        "submission_id",
+        "state",
+        "decision",
+        "score",
+        "max_score",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     header.extend(criteria.iter().map(|c| format!("level:{c}")));
     header.push("failures".into());
     w.write_record(&header)?;
     for r in rows {
-        let mut record: Vec<String> =
-            vec![r.assignment_id.into(), r.candidate.into(), r.email.into(), r.submission_id.into(), r.state.into()];
+        let mut record: Vec<String> = vec![
+            r.assignment_id.into(),
+            r.candidate.into(),
+            r.email.into(),
+            r.submission_id.into(),
+            r.state.into(),
+        ];
         match r.card {
             Some(card) => {
                 record.push(card.scoring.decision.clone());
                 record.push(card.scoring.score.map(|s| s.to_string()).unwrap_or_default());
                 record.push(card.scoring.max_score.to_string());
                 for id in &criteria {
-                    let cell = card.scoring.criteria.iter().find(|c| &c.id == id).map(|c| match c.level {
-                        Some(l) => l.to_string(),
-                        None => "pending".into(),
-                    });
+                    let cell =
+                        card.scoring.criteria.iter().find(|c| &c.id == id).map(|c| match c.level {
+                            Some(l) => l.to_string(),
+                            None => "pending".into(),
+                        });
                     record.push(cell.unwrap_or_default());
                 }
-                record.push(card.findings.iter().map(|f| f.id.as_str()).collect::<Vec<_>>().join(" "));
+                record.push(
+                    card.findings.iter().map(|f| f.id.as_str()).collect::<Vec<_>>().join(" "),
+                );
             }
             None => {
                 record.extend(std::iter::repeat_n(String::new(), 3 + criteria.len() + 1));
@@ -161,7 +182,9 @@ pub fn line_diff(old: &str, new: &str, context: usize) -> Option<Vec<DiffLine>> 
     // deadline `similar` finishes with a coarser (still correct) diff.
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(250);
     let mut all: Vec<DiffLine> = Vec::with_capacity(a.len().max(b.len()));
-    for op in similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &a, &b, Some(deadline)) {
+    for op in
+        similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &a, &b, Some(deadline))
+    {
         for change in similar::DiffOp::iter_changes(&op, &a, &b) {
             let mark = match change.tag() {
                 similar::ChangeTag::Equal => ' ',
@@ -184,7 +207,10 @@ pub fn line_diff(old: &str, new: &str, context: usize) -> Option<Vec<DiffLine>> 
     for (k, line) in all.into_iter().enumerate() {
         if near[k] {
             if skipped > 0 {
-                out.push(('@', format!("… {skipped} unchanged line{}", if skipped == 1 { "" } else { "s" })));
+                out.push((
+                    '@',
+                    format!("… {skipped} unchanged line{}", if skipped == 1 { "" } else { "s" }),
+                ));
                 skipped = 0;
             }
             out.push(line);
@@ -193,7 +219,10 @@ pub fn line_diff(old: &str, new: &str, context: usize) -> Option<Vec<DiffLine>> 
         }
     }
     if skipped > 0 {
-        out.push(('@', format!("… {skipped} unchanged line{}", if skipped == 1 { "" } else { "s" })));
+        out.push((
+            '@',
+            format!("… {skipped} unchanged line{}", if skipped == 1 { "" } else { "s" }),
+        ));
     }
     Some(out)
 }
@@ -208,14 +237,32 @@ mod tests {
         let new = "a\nb\nc\nD\ne\nf\ng\nh\ni\n";
         let d = line_diff(old, new, 1).unwrap();
         let text: Vec<String> = d.iter().map(|(c, l)| format!("{c}{l}")).collect();
-        assert_eq!(text, ["@… 2 unchanged lines", " c", "-d", "+D", " e", "@… 2 unchanged lines", " h", "+i"]);
-        assert_eq!(line_diff("same\n", "same\n", 3).unwrap(), vec![('@', "… 1 unchanged line".to_string())]);
-        assert_eq!(line_diff("", "x\ny", 3).unwrap(), vec![('+', "x".to_string()), ('+', "y".to_string())]);
+        assert_eq!(
+            text,
+            ["@… 2 unchanged lines", " c", "-d", "+D", " e", "@… 2 unchanged lines", " h", "+i"]
+        );
+        assert_eq!(
+            line_diff("same\n", "same\n", 3).unwrap(),
+            vec![('@', "… 1 unchanged line".to_string())]
+        );
+        assert_eq!(
+            line_diff("", "x\ny", 3).unwrap(),
+            vec![('+', "x".to_string()), ('+', "y".to_string())]
+        );
         // Large and wholly different: still a diff (the old table refused
         // 4,000 × 4,000), in linear memory; past the line cap, none.
-        let (x, y): (String, String) = ((0..4000).map(|i| format!("old {i}\n")).collect(), (0..4000).map(|i| format!("new {i}\n")).collect());
+        let (x, y): (String, String) = (
+            (0..4000).map(|i| format!("old {i}\n")).collect(),
+            (0..4000).map(|i| format!("new {i}\n")).collect(),
+        );
         let d = line_diff(&x, &y, 3).unwrap();
-        assert_eq!((d.iter().filter(|(c, _)| *c == '-').count(), d.iter().filter(|(c, _)| *c == '+').count()), (4000, 4000));
+        assert_eq!(
+            (
+                d.iter().filter(|(c, _)| *c == '-').count(),
+                d.iter().filter(|(c, _)| *c == '+').count()
+            ),
+            (4000, 4000)
+        );
         let huge: String = "l\n".repeat(DIFF_LINES + 1);
         assert!(line_diff(&huge, "l\n", 3).is_none());
     }

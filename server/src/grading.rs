@@ -33,19 +33,27 @@ pub enum GradeOutcome {
 /// Grades the submission with the latest reviewer score of each criterion.
 /// An error means the grader or its sandbox failed (not the submission); the
 /// queue retries it.
-pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::Result<GradeOutcome> {
+pub async fn grade_submission(
+    state: &AppState,
+    submission_id: &str,
+) -> anyhow::Result<GradeOutcome> {
     let started = Instant::now();
-    let submission = state.db.submission_by_id(submission_id).await?.with_context(|| format!("submission {submission_id} does not exist"))?;
-    let assignment = state
+    let submission = state
         .db
-        .assignment_by_id(&submission.assignment_id)
+        .submission_by_id(submission_id)
         .await?
-        .with_context(|| format!("assignment {} of submission {submission_id} does not exist", submission.assignment_id))?;
-    let version = state
-        .db
-        .version_by_id(assignment.packet_version_id)
-        .await?
-        .with_context(|| format!("packet version {} does not exist", assignment.packet_version_id))?;
+        .with_context(|| format!("submission {submission_id} does not exist"))?;
+    let assignment =
+        state.db.assignment_by_id(&submission.assignment_id).await?.with_context(|| {
+            format!(
+                "assignment {} of submission {submission_id} does not exist",
+                submission.assignment_id
+            )
+        })?;
+    let version =
+        state.db.version_by_id(assignment.packet_version_id).await?.with_context(|| {
+            format!("packet version {} does not exist", assignment.packet_version_id)
+        })?;
     // The version's folder: local, or materialised from the database.
     let dir = version_path(state, &version).await?;
 
@@ -53,7 +61,8 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
     let mut human = BTreeMap::new();
     for row in state.db.human_scores(submission_id).await? {
         let level = u32::try_from(row.level).unwrap_or(0);
-        human.insert(row.criterion, HumanScore { level, reason: row.reason, by: row.reviewer_name });
+        human
+            .insert(row.criterion, HumanScore { level, reason: row.reason, by: row.reviewer_name });
     }
 
     // What the platform witnessed up to the submission is an input of the
@@ -67,7 +76,12 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
         .local_copy(&submission.blob_sha256)
         .await
         .with_context(|| format!("reading the stored zip of submission {submission_id}"))?
-        .with_context(|| format!("the stored zip {} of submission {submission_id} is missing", submission.blob_sha256))?;
+        .with_context(|| {
+            format!(
+                "the stored zip {} of submission {submission_id} is missing",
+                submission.blob_sha256
+            )
+        })?;
     // The calibration recorded when the version was self-tested (the
     // hidden tests' ids every grading must report, the sample's times).
     // Built-in versions are self-tested in the background too
@@ -76,8 +90,13 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
     let calibration = recorded_calibration(version.check_report.as_deref());
     let grader = state.grader.clone();
     let result = tokio::task::spawn_blocking(move || {
-        let packet = Packet::load(&dir).with_context(|| format!("loading the packet version at {}", dir.display()))?;
-        Ok::<_, anyhow::Error>(grader.grade_zip(&packet, &zip, &GradeOptions { human, witness, calibration }))
+        let packet = Packet::load(&dir)
+            .with_context(|| format!("loading the packet version at {}", dir.display()))?;
+        Ok::<_, anyhow::Error>(grader.grade_zip(
+            &packet,
+            &zip,
+            &GradeOptions { human, witness, calibration },
+        ))
     })
     .await
     .context("the grading thread panicked")??;
@@ -93,10 +112,10 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
                 card.receipt.digest = grader::grade::receipt_digest(&card.receipt);
             }
             Ok(GradeOutcome::Graded {
-            scorecard_json: serde_json::to_string_pretty(&card)?,
-            receipt_json: serde_json::to_string_pretty(&card.receipt)?,
-            decision: card.scoring.decision.clone(),
-            score: card.scoring.score.map(f64::from),
+                scorecard_json: serde_json::to_string_pretty(&card)?,
+                receipt_json: serde_json::to_string_pretty(&card.receipt)?,
+                decision: card.scoring.decision.clone(),
+                score: card.scoring.score.map(f64::from),
             })
         }
         Err(GradeError::Refused(why)) => Ok(GradeOutcome::Refused(why.to_string())),
@@ -105,7 +124,9 @@ pub async fn grade_submission(state: &AppState, submission_id: &str) -> anyhow::
 }
 
 /// The calibration in a version's stored self-test report, if it has one.
-pub fn recorded_calibration(check_report: Option<&str>) -> Option<std::sync::Arc<grader::grade::Calibration>> {
+pub fn recorded_calibration(
+    check_report: Option<&str>,
+) -> Option<std::sync::Arc<grader::grade::Calibration>> {
     let report: grader::check::CheckReport = serde_json::from_str(check_report?).ok()?;
     report.calibration.map(std::sync::Arc::new)
 }
@@ -114,7 +135,11 @@ pub fn recorded_calibration(check_report: Option<&str>) -> Option<std::sync::Arc
 /// ms): its red and green runs and the model meter's ledger, as the grader
 /// takes them. `None` when it witnessed nothing (the candidate worked
 /// offline), so the witnessed checks are reported as not applicable.
-pub async fn witness_of(state: &AppState, assignment_id: &str, submitted_at: i64) -> anyhow::Result<Option<Witness>> {
+pub async fn witness_of(
+    state: &AppState,
+    assignment_id: &str,
+    submitted_at: i64,
+) -> anyhow::Result<Option<Witness>> {
     let runs: Vec<WitnessedRun> = state
         .db
         .witness_runs_of(assignment_id)

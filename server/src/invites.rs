@@ -25,7 +25,11 @@ pub struct Invited {
 
 pub const DEFAULT_DEADLINE_MS: i64 = 7 * 24 * 3600 * 1000;
 
-pub async fn create(state: &AppState, by: Option<i64>, invite: Invite<'_>) -> Result<Invited, AppError> {
+pub async fn create(
+    state: &AppState,
+    by: Option<i64>,
+    invite: Invite<'_>,
+) -> Result<Invited, AppError> {
     let name = invite.candidate_name.trim();
     let email = invite.email.trim();
     if name.is_empty() {
@@ -44,11 +48,9 @@ pub async fn create(state: &AppState, by: Option<i64>, invite: Invite<'_>) -> Re
     {
         return Err(AppError::BadRequest("the time box must be positive".into()));
     }
-    let version = state
-        .db
-        .latest_published(invite.slug)
-        .await?
-        .ok_or_else(|| AppError::BadRequest(format!("packet {:?} has no published version", invite.slug)))?;
+    let version = state.db.latest_published(invite.slug).await?.ok_or_else(|| {
+        AppError::BadRequest(format!("packet {:?} has no published version", invite.slug))
+    })?;
     let token = random_token();
     let id = random_token()[..16].to_string();
     let seed = (rand::random::<u32>() % 1_000_000).to_string();
@@ -67,7 +69,15 @@ pub async fn create(state: &AppState, by: Option<i64>, invite: Invite<'_>) -> Re
         })
         .await?;
     let actor = by.map(|b| format!("user:{b}")).unwrap_or_else(|| "system".into());
-    state.db.audit(&actor, "assignment.create", &format!("assignment:{id}"), &format!("{} <{}> on {}", name, email, invite.slug)).await?;
+    state
+        .db
+        .audit(
+            &actor,
+            "assignment.create",
+            &format!("assignment:{id}"),
+            &format!("{} <{}> on {}", name, email, invite.slug),
+        )
+        .await?;
     let url = format!("{}/c/{token}", state.config.public_url.trim_end_matches('/'));
     Ok(Invited { assignment, token, url })
 }
@@ -77,6 +87,8 @@ pub fn check_max_submissions(n: Option<i64>) -> Result<i64, AppError> {
     match n {
         None => Ok(crate::db::DEFAULT_MAX_SUBMISSIONS),
         Some(n) if (1..=100).contains(&n) => Ok(n),
-        Some(n) => Err(AppError::BadRequest(format!("max_submissions {n} is not between 1 and 100"))),
+        Some(n) => {
+            Err(AppError::BadRequest(format!("max_submissions {n} is not between 1 and 100")))
+        }
     }
 }

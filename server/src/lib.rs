@@ -16,9 +16,9 @@ pub mod grading;
 pub mod invites;
 pub mod library;
 pub mod mail;
-pub mod provenance;
 pub mod meter;
 pub mod meter_cache;
+pub mod provenance;
 pub mod queue;
 pub mod routes;
 pub mod serve;
@@ -31,5 +31,8 @@ pub mod web;
 
 /// Milliseconds since the Unix epoch, the unit of every stored time.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

@@ -43,7 +43,8 @@ pub enum MailError {
 
 /// Whether invite emails can be sent (a host and a sender are set).
 pub fn configured(config: &Config) -> bool {
-    config.smtp_host.as_deref().is_some_and(|h| !h.trim().is_empty()) && config.smtp_from.as_deref().is_some_and(|f| !f.trim().is_empty())
+    config.smtp_host.as_deref().is_some_and(|h| !h.trim().is_empty())
+        && config.smtp_from.as_deref().is_some_and(|f| !f.trim().is_empty())
 }
 
 /// How the SMTP connection is secured.
@@ -55,11 +56,20 @@ pub enum Tls {
 }
 
 pub fn tls_mode(config: &Config) -> Result<Tls, MailError> {
-    match config.smtp_tls.as_deref().map(str::trim).unwrap_or("starttls").to_ascii_lowercase().as_str() {
+    match config
+        .smtp_tls
+        .as_deref()
+        .map(str::trim)
+        .unwrap_or("starttls")
+        .to_ascii_lowercase()
+        .as_str()
+    {
         "" | "starttls" => Ok(Tls::StartTls),
         "tls" | "implicit" => Ok(Tls::Tls),
         "off" | "none" | "plain" => Ok(Tls::Off),
-        other => Err(MailError::Settings(format!("GATEHOUSE_SMTP_TLS {other:?} is not starttls, tls or off"))),
+        other => Err(MailError::Settings(format!(
+            "GATEHOUSE_SMTP_TLS {other:?} is not starttls, tls or off"
+        ))),
     }
 }
 
@@ -72,7 +82,10 @@ pub fn invite_message(config: &Config, mail: &InviteMail<'_>) -> Result<Message,
         .trim()
         .parse()
         .map_err(|e| MailError::Settings(format!("GATEHOUSE_SMTP_FROM: {e}")))?;
-    let to = Mailbox::new(Some(one_line(mail.candidate_name)), mail.email.trim().parse().map_err(|_| MailError::Recipient(mail.email.to_string()))?);
+    let to = Mailbox::new(
+        Some(one_line(mail.candidate_name)),
+        mail.email.trim().parse().map_err(|_| MailError::Recipient(mail.email.to_string()))?,
+    );
     let (text, html) = invite_bodies(mail);
     Message::builder()
         .from(from)
@@ -145,8 +158,10 @@ pub async fn send_invite(config: &Config, mail: &InviteMail<'_>) -> Result<(), M
     let tls = tls_mode(config)?;
     let builder = match tls {
         Tls::Off => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&host),
-        Tls::StartTls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&host).map_err(|e| MailError::Settings(e.to_string()))?,
-        Tls::Tls => AsyncSmtpTransport::<Tokio1Executor>::relay(&host).map_err(|e| MailError::Settings(e.to_string()))?,
+        Tls::StartTls => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&host)
+            .map_err(|e| MailError::Settings(e.to_string()))?,
+        Tls::Tls => AsyncSmtpTransport::<Tokio1Executor>::relay(&host)
+            .map_err(|e| MailError::Settings(e.to_string()))?,
     };
     let port = config.smtp_port.unwrap_or(match tls {
         Tls::StartTls => 587,
@@ -155,7 +170,10 @@ pub async fn send_invite(config: &Config, mail: &InviteMail<'_>) -> Result<(), M
     });
     let mut builder = builder.port(port).timeout(Some(SMTP_TIMEOUT));
     if let Some(user) = config.smtp_user.as_deref().filter(|u| !u.is_empty()) {
-        builder = builder.credentials(Credentials::new(user.to_string(), config.smtp_password.clone().unwrap_or_default()));
+        builder = builder.credentials(Credentials::new(
+            user.to_string(),
+            config.smtp_password.clone().unwrap_or_default(),
+        ));
     }
     let transport = builder.build();
     transport.send(message).await.map_err(|e| MailError::Smtp(e.to_string()))?;
@@ -181,11 +199,25 @@ mod tests {
     #[test]
     fn bodies_name_the_link_deadline_and_time_box_and_escape_html() {
         let (text, html) = invite_bodies(&mail("Ada <b>", Some("90 min")));
-        for want in ["http://127.0.0.1:8080/c/abc", "2099-01-01 12:00 UTC", "Time box: 90 min", "Submissions accepted: 3", "Null status <triage>"] {
+        for want in [
+            "http://127.0.0.1:8080/c/abc",
+            "2099-01-01 12:00 UTC",
+            "Time box: 90 min",
+            "Submissions accepted: 3",
+            "Null status <triage>",
+        ] {
             assert!(text.contains(want), "{want} in {text}");
         }
-        assert!(html.contains("Ada &lt;b&gt;") && html.contains("Null status &lt;triage&gt;") && !html.contains("<b>"), "{html}");
-        assert!(html.contains("href=\"http://127.0.0.1:8080/c/abc\"") && html.contains("90 min"), "{html}");
+        assert!(
+            html.contains("Ada &lt;b&gt;")
+                && html.contains("Null status &lt;triage&gt;")
+                && !html.contains("<b>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("href=\"http://127.0.0.1:8080/c/abc\"") && html.contains("90 min"),
+            "{html}"
+        );
         let (text, _) = invite_bodies(&mail("Ada", None));
         assert!(text.contains("Time box: none"), "{text}");
     }

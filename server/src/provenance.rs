@@ -112,7 +112,9 @@ pub fn added_lines(old: &str, new: &str) -> Vec<(usize, String)> {
     let b: Vec<&str> = new.lines().collect();
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(250);
     let mut out = Vec::new();
-    for op in similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &a, &b, Some(deadline)) {
+    for op in
+        similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &a, &b, Some(deadline))
+    {
         for change in similar::DiffOp::iter_changes(&op, &a, &b) {
             if change.tag() == similar::ChangeTag::Insert
                 && let Some(i) = change.new_index()
@@ -139,7 +141,8 @@ impl Provenance {
     pub fn of(files: Vec<FileProvenance>) -> Provenance {
         let changed_lines = files.iter().map(|f| f.changed_lines).sum();
         let model_lines = files.iter().map(|f| f.model_lines).sum();
-        let model_share = if changed_lines == 0 { 0.0 } else { model_lines as f64 / changed_lines as f64 };
+        let model_share =
+            if changed_lines == 0 { 0.0 } else { model_lines as f64 / changed_lines as f64 };
         Provenance { files, changed_lines, model_lines, model_share }
     }
 
@@ -160,7 +163,9 @@ mod tests {
 
     #[test]
     fn trivial_lines_never_count_and_whitespace_is_ignored() {
-        for trivial in ["", "    ", "}", "  ) ] }", "return True", "pass", "else:", "------------------"] {
+        for trivial in
+            ["", "    ", "}", "  ) ] }", "return True", "pass", "else:", "------------------"]
+        {
             assert_eq!(normalise(trivial), None, "{trivial:?}");
         }
         assert_eq!(normalise("  return field in incident "), Some("returnfieldinincident".into()));
@@ -170,10 +175,19 @@ mod tests {
         index.0.insert(normalise("def   total(xs:list)->int:").unwrap(), 7);
         let f = of_file("m.py", old, new, &index);
         // `return sum(xs)` is 12 characters: it counts, and no answer holds it.
-        assert_eq!(f.lines.iter().map(|l| (l.line, l.call)).collect::<Vec<_>>(), vec![(2, Some(7)), (3, None), (5, None)]);
+        assert_eq!(
+            f.lines.iter().map(|l| (l.line, l.call)).collect::<Vec<_>>(),
+            vec![(2, Some(7)), (3, None), (5, None)]
+        );
         assert_eq!((f.changed_lines, f.model_lines), (3, 1));
         let p = Provenance::of(vec![f]);
         assert!((p.model_share - 1.0 / 3.0).abs() < 1e-9);
-        assert!(p.sentence().starts_with("Model-written share of the change: 1 of 3 added or changed line(s) (33%)"), "{}", p.sentence());
+        assert!(
+            p.sentence().starts_with(
+                "Model-written share of the change: 1 of 3 added or changed line(s) (33%)"
+            ),
+            "{}",
+            p.sentence()
+        );
     }
 }

@@ -37,7 +37,11 @@ pub fn spawn_workers(state: &AppState, n: usize) -> Vec<JoinHandle<()>> {
 /// Starts `n` workers that stop claiming once `stop` reads true; each
 /// finishes the job it holds, then its task ends. On Postgres one `LISTEN`
 /// per call wakes them when any process queues a job.
-pub fn spawn_workers_until(state: &AppState, n: usize, stop: tokio::sync::watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+pub fn spawn_workers_until(
+    state: &AppState,
+    n: usize,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
     let run = &crate::auth::password::random_token()[..8];
     let listening = Arc::new(AtomicBool::new(false));
@@ -60,7 +64,12 @@ pub fn spawn_workers_until(state: &AppState, n: usize, stop: tokio::sync::watch:
         .collect()
 }
 
-async fn worker_loop(state: AppState, owner: String, mut stop: tokio::sync::watch::Receiver<bool>, listening: Arc<AtomicBool>) {
+async fn worker_loop(
+    state: AppState,
+    owner: String,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    listening: Arc<AtomicBool>,
+) {
     tracing::info!(%owner, "grading worker started");
     loop {
         if *stop.borrow() {
@@ -74,7 +83,8 @@ async fn worker_loop(state: AppState, owner: String, mut stop: tokio::sync::watc
         let lease_ms = lease_ms(&state);
         match state.db.claim_job(&owner, now_ms(), lease_ms).await {
             Ok(Some(job)) => {
-                metrics::counter!("gatehouse_jobs_claimed_total", "kind" => job.kind.as_str()).increment(1);
+                metrics::counter!("gatehouse_jobs_claimed_total", "kind" => job.kind.as_str())
+                    .increment(1);
                 run_job(&state, &owner, job).await;
             }
             Ok(None) => {
@@ -117,16 +127,27 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
         let message = format!("grading was interrupted {} times", job.attempts - 1);
         if state.db.finish_job(job.id, owner, false, Some(&message)).await.unwrap_or(false) {
             if job.kind == JobKind::Grade {
-                logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, SubmissionState::Failed, Some(&message)).await);
+                logged(
+                    job.id,
+                    "set_submission_state",
+                    state
+                        .db
+                        .set_submission_state(&job.subject, SubmissionState::Failed, Some(&message))
+                        .await,
+                );
             } else if job.kind == JobKind::Audit
                 && let Ok(id) = job.subject.parse::<i64>()
             {
-                let message = "the audit was interrupted (the worker running it stopped); start it again";
+                let message =
+                    "the audit was interrupted (the worker running it stopped); start it again";
                 logged(job.id, "fail_packet_audit", state.db.fail_packet_audit(id, message).await);
             } else if job.kind == JobKind::Check
                 && let Ok(id) = job.subject.parse::<i64>()
             {
-                let reason = format!("the self-test was interrupted {} times (the worker running it stopped); run it again", job.attempts - 1);
+                let reason = format!(
+                    "the self-test was interrupted {} times (the worker running it stopped); run it again",
+                    job.attempts - 1
+                );
                 logged(job.id, "fail_check", crate::library::fail_check(state, id, &reason).await);
             }
         }
@@ -163,28 +184,51 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
 
     let result = match job.kind {
         JobKind::Grade => {
-            logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, SubmissionState::Grading, None).await);
+            logged(
+                job.id,
+                "set_submission_state",
+                state.db.set_submission_state(&job.subject, SubmissionState::Grading, None).await,
+            );
             match grade_submission(state, &job.subject).await {
                 // Another worker owns the job now; its result is the one kept.
                 Ok(_) if lost.load(Ordering::SeqCst) => {
-                    tracing::warn!(job = job.id, "the lease was lost while grading; the result is discarded");
+                    tracing::warn!(
+                        job = job.id,
+                        "the lease was lost while grading; the result is discarded"
+                    );
                     heartbeat.abort();
                     return;
                 }
                 Ok(outcome) => {
                     let stored = match &outcome {
                         GradeOutcome::Graded { scorecard_json, receipt_json, decision, score } => {
-                            let r = GradeResult::Graded { scorecard_json, receipt_json, decision, score: *score };
+                            let r = GradeResult::Graded {
+                                scorecard_json,
+                                receipt_json,
+                                decision,
+                                score: *score,
+                            };
                             state.db.complete_grade_job(job.id, owner, &job.subject, r).await
                         }
                         GradeOutcome::Refused(reason) => {
-                            state.db.complete_grade_job(job.id, owner, &job.subject, GradeResult::Refused { reason }).await
+                            state
+                                .db
+                                .complete_grade_job(
+                                    job.id,
+                                    owner,
+                                    &job.subject,
+                                    GradeResult::Refused { reason },
+                                )
+                                .await
                         }
                     };
                     match stored {
                         Ok(true) => Ok(()),
                         Ok(false) => {
-                            tracing::warn!(job = job.id, "the lease was lost before completion; another worker owns the job");
+                            tracing::warn!(
+                                job = job.id,
+                                "the lease was lost before completion; another worker owns the job"
+                            );
                             heartbeat.abort();
                             return;
                         }
@@ -198,9 +242,21 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
         // is the row's id, and the job ends with the work.
         kind @ (JobKind::Check | JobKind::Audit) => match job.subject.parse::<i64>() {
             Ok(id) => {
-                let worked = if kind == JobKind::Check { crate::library::run_check(state, id).await.map(drop) } else { crate::audit::run_job(state, id).await };
+                let worked = if kind == JobKind::Check {
+                    crate::library::run_check(state, id).await.map(drop)
+                } else {
+                    crate::audit::run_job(state, id).await
+                };
                 match worked {
-                    Ok(()) if state.db.finish_job(job.id, owner, true, None).await.unwrap_or(false) => Ok(()),
+                    Ok(())
+                        if state
+                            .db
+                            .finish_job(job.id, owner, true, None)
+                            .await
+                            .unwrap_or(false) =>
+                    {
+                        Ok(())
+                    }
                     Ok(()) => {
                         heartbeat.abort();
                         return;
@@ -215,7 +271,8 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
 
     match result {
         Ok(()) => {
-            metrics::counter!("gatehouse_jobs_done_total", "kind" => job.kind.as_str()).increment(1);
+            metrics::counter!("gatehouse_jobs_done_total", "kind" => job.kind.as_str())
+                .increment(1);
             tracing::info!(job = job.id, "job done");
         }
         Err(e) => {
@@ -223,26 +280,60 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
             tracing::warn!(job = job.id, error = %message, "job attempt failed");
             match state.db.release_job(job.id, owner, &message).await {
                 Ok(Released::Failed) => {
-                    metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.as_str()).increment(1);
+                    metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.as_str())
+                        .increment(1);
                     if job.kind == JobKind::Grade {
-                        logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, SubmissionState::Failed, Some(&message)).await);
+                        logged(
+                            job.id,
+                            "set_submission_state",
+                            state
+                                .db
+                                .set_submission_state(
+                                    &job.subject,
+                                    SubmissionState::Failed,
+                                    Some(&message),
+                                )
+                                .await,
+                        );
                     } else if job.kind == JobKind::Audit
                         && let Ok(id) = job.subject.parse::<i64>()
                     {
-                        logged(job.id, "fail_packet_audit", state.db.fail_packet_audit(id, &message).await);
+                        logged(
+                            job.id,
+                            "fail_packet_audit",
+                            state.db.fail_packet_audit(id, &message).await,
+                        );
                     } else if let Ok(id) = job.subject.parse::<i64>() {
                         let reason = format!("the self-test could not run: {message}");
-                        logged(job.id, "fail_check", crate::library::fail_check(state, id, &reason).await);
+                        logged(
+                            job.id,
+                            "fail_check",
+                            crate::library::fail_check(state, id, &reason).await,
+                        );
                     }
                 }
                 Ok(Released::Requeued) => {
-                    metrics::counter!("gatehouse_jobs_retried_total", "kind" => job.kind.as_str()).increment(1);
+                    metrics::counter!("gatehouse_jobs_retried_total", "kind" => job.kind.as_str())
+                        .increment(1);
                     if job.kind == JobKind::Grade {
-                        logged(job.id, "set_submission_state", state.db.set_submission_state(&job.subject, SubmissionState::Queued, Some(&message)).await);
+                        logged(
+                            job.id,
+                            "set_submission_state",
+                            state
+                                .db
+                                .set_submission_state(
+                                    &job.subject,
+                                    SubmissionState::Queued,
+                                    Some(&message),
+                                )
+                                .await,
+                        );
                     }
                     state.wake_workers();
                 }
-                Ok(Released::Lost) => tracing::warn!(job = job.id, "the lease was lost before release"),
+                Ok(Released::Lost) => {
+                    tracing::warn!(job = job.id, "the lease was lost before release")
+                }
                 Err(e) => tracing::error!(job = job.id, error = %e, "releasing the job failed"),
             }
         }

@@ -18,23 +18,30 @@ use crate::db::{self, NewUser, Role};
 use crate::state::AppState;
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GATEHOUSE_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GATEHOUSE_LOG")
+        .unwrap_or_else(|_| "info,sqlx=warn".into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
 }
 
 /// Builds the shared state for `config`: database (migrated), grader, metrics.
 pub async fn state(config: Config) -> anyhow::Result<AppState> {
     config.builtin_checks().map_err(anyhow::Error::msg)?;
-    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let db = db::open(&config.database_url).await?;
-    let grader = tokio::task::spawn_blocking(Grader::for_host).await?.context("preparing the sandbox")?;
+    let grader =
+        tokio::task::spawn_blocking(Grader::for_host).await?.context("preparing the sandbox")?;
     // One global recorder per process; tests build several states in one
     // process and share it (and its handle, so each `/metrics` shows it).
-    static METRICS: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> = std::sync::OnceLock::new();
+    static METRICS: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
     let handle = METRICS
         .get_or_init(|| {
             let recorder = PrometheusBuilder::new().build_recorder();
@@ -46,7 +53,16 @@ pub async fn state(config: Config) -> anyhow::Result<AppState> {
     let gates = Arc::new(crate::state::Gates::new(&config));
     let model_client = crate::meter::upstream_client(&config)?;
     let hydrate = crate::state::hydrate_bundle_built(&config.site_dir);
-    Ok(AppState { config: Arc::new(config), db, grader: Arc::new(grader), metrics: handle, gates, model_client, memo: Arc::default(), hydrate })
+    Ok(AppState {
+        config: Arc::new(config),
+        db,
+        grader: Arc::new(grader),
+        metrics: handle,
+        gates,
+        model_client,
+        memo: Arc::default(),
+        hydrate,
+    })
 }
 
 pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -104,7 +120,12 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
 /// header within `header_timeout` is disconnected (hyper enforces this only
 /// with a timer, which `axum::serve` does not give it). Body stalls are cut
 /// by the router's body timeout layer.
-pub async fn serve_app(listener: TcpListener, app: axum::Router, header_timeout: Duration, shutdown: impl std::future::Future<Output = ()>) {
+pub async fn serve_app(
+    listener: TcpListener,
+    app: axum::Router,
+    header_timeout: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     use tower::ServiceExt;
     let mut shutdown = std::pin::pin!(shutdown);
@@ -128,10 +149,12 @@ pub async fn serve_app(listener: TcpListener, app: axum::Router, header_timeout:
         }
         let app = app.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
-                app.clone().oneshot(req)
-            });
+            let service = hyper::service::service_fn(
+                move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                    app.clone().oneshot(req)
+                },
+            );
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
@@ -146,7 +169,8 @@ pub async fn serve_app(listener: TcpListener, app: axum::Router, header_timeout:
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
     tokio::select! {
         _ = ctrl_c => {},
         _ = term.recv() => {},
@@ -174,7 +198,10 @@ pub fn worker(config_file: Option<&Path>, count: Option<usize>) -> anyhow::Resul
         let _ = stop_tx.send(true);
         let grace = Duration::from_secs(state.config.lease_secs.max(1));
         if tokio::time::timeout(grace, futures_util::future::join_all(workers)).await.is_err() {
-            tracing::warn!("jobs still running after {}s are abandoned; their leases expire", grace.as_secs());
+            tracing::warn!(
+                "jobs still running after {}s are abandoned; their leases expire",
+                grace.as_secs()
+            );
         }
         Ok::<_, anyhow::Error>(ExitCode::SUCCESS)
     })?;
@@ -183,7 +210,12 @@ pub fn worker(config_file: Option<&Path>, count: Option<usize>) -> anyhow::Resul
     Ok(code)
 }
 
-pub fn add_user(config_file: Option<&Path>, email: &str, name: Option<&str>, role: &str) -> anyhow::Result<ExitCode> {
+pub fn add_user(
+    config_file: Option<&Path>,
+    email: &str,
+    name: Option<&str>,
+    role: &str,
+) -> anyhow::Result<ExitCode> {
     let config = Config::load(config_file).context("reading the configuration")?;
     let role = Role::parse(role).context("role must be admin, author or reviewer")?;
     if !email.contains('@') {

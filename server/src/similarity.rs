@@ -26,9 +26,55 @@ pub const THRESHOLD: f64 = 0.5;
 /// Keywords keep their text (they carry structure); everything else that
 /// looks like a name is `V`.
 const KEYWORDS: &[&str] = &[
-    "def", "class", "return", "if", "elif", "else", "for", "while", "in", "not", "and", "or", "is", "None", "True", "False", "try", "except",
-    "finally", "with", "as", "import", "from", "raise", "yield", "lambda", "pass", "break", "continue", "fn", "let", "mut", "match", "function",
-    "const", "var", "new", "this", "self", "async", "await", "struct", "impl", "pub", "use", "null", "undefined", "switch", "case",
+    "def",
+    "class",
+    "return",
+    "if",
+    "elif",
+    "else",
+    "for",
+    "while",
+    "in",
+    "not",
+    "and",
+    "or",
+    "is",
+    "None",
+    "True",
+    "False",
+    "try",
+    "except",
+    "finally",
+    "with",
+    "as",
+    "import",
+    "from",
+    "raise",
+    "yield",
+    "lambda",
+    "pass",
+    "break",
+    "continue",
+    "fn",
+    "let",
+    "mut",
+    "match",
+    "function",
+    "const",
+    "var",
+    "new",
+    "this",
+    "self",
+    "async",
+    "await",
+    "struct",
+    "impl",
+    "pub",
+    "use",
+    "null",
+    "undefined",
+    "switch",
+    "case",
 ];
 
 /// The normalised tokens of a source text (Python, Rust, JS-like syntax).
@@ -78,7 +124,10 @@ pub fn tokens_at(src: &str) -> Vec<(String, u32)> {
                     i += 2;
                     continue;
                 }
-                if chars[i] == quote && (!triple || (chars.get(i + 1) == Some(&quote) && chars.get(i + 2) == Some(&quote))) {
+                if chars[i] == quote
+                    && (!triple
+                        || (chars.get(i + 1) == Some(&quote) && chars.get(i + 2) == Some(&quote)))
+                {
                     i += if triple { 3 } else { 1 };
                     break;
                 }
@@ -98,7 +147,9 @@ pub fn tokens_at(src: &str) -> Vec<(String, u32)> {
             out.push((token, line_of(start)));
         } else if c.is_ascii_digit() {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.' || chars[i] == '_') {
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric() || chars[i] == '.' || chars[i] == '_')
+            {
                 i += 1;
             }
             out.push(("N".to_string(), line_of(start)));
@@ -162,7 +213,10 @@ fn winnow(toks: &[String]) -> Vec<(u64, usize)> {
 }
 
 /// The fingerprints of a submission's files, less the starter's.
-pub fn submission_prints<'a>(files: impl Iterator<Item = &'a str>, starter: &HashSet<u64>) -> BTreeSet<u64> {
+pub fn submission_prints<'a>(
+    files: impl Iterator<Item = &'a str>,
+    starter: &HashSet<u64>,
+) -> BTreeSet<u64> {
     files.flat_map(fingerprints).filter(|h| !starter.contains(h)).collect()
 }
 
@@ -226,7 +280,13 @@ const CACHE_STARTERS: usize = 256;
 const CACHE_PRINTS: usize = 8192;
 const CACHE_PAIRS: usize = 64;
 
-fn memo<K: std::hash::Hash + Eq + Clone, V>(map: &Mutex<HashMap<K, Arc<V>>>, cap: usize, key: &K, compute: impl FnOnce() -> V, computed: &AtomicUsize) -> Arc<V> {
+fn memo<K: std::hash::Hash + Eq + Clone, V>(
+    map: &Mutex<HashMap<K, Arc<V>>>,
+    cap: usize,
+    key: &K,
+    compute: impl FnOnce() -> V,
+    computed: &AtomicUsize,
+) -> Arc<V> {
     if let Some(v) = map.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
         return v.clone();
     }
@@ -250,8 +310,19 @@ impl Cache {
 
     /// The fingerprints of the submission whose zip has `sha256`, less
     /// those of the starter in `starter`.
-    pub fn prints(&self, sha256: &str, starter: &Path, compute: impl FnOnce() -> BTreeSet<u64>) -> Arc<BTreeSet<u64>> {
-        memo(&self.prints, CACHE_PRINTS, &(sha256.to_string(), starter.to_path_buf()), compute, &self.computed)
+    pub fn prints(
+        &self,
+        sha256: &str,
+        starter: &Path,
+        compute: impl FnOnce() -> BTreeSet<u64>,
+    ) -> Arc<BTreeSet<u64>> {
+        memo(
+            &self.prints,
+            CACHE_PRINTS,
+            &(sha256.to_string(), starter.to_path_buf()),
+            compute,
+            &self.computed,
+        )
     }
 
     /// The similar pairs among the submissions `key` lists, in that order.
@@ -314,7 +385,12 @@ const GAP: usize = K + W;
 /// forward together (within [`GAP`] tokens), so a function copied and moved
 /// elsewhere is its own fragment; a lone shared fingerprint (a common idiom
 /// of a dozen tokens) is not shown.
-pub fn excerpts(a: &[SourceFile], b: &[SourceFile], starter: &HashSet<u64>, max: usize) -> Vec<Excerpt> {
+pub fn excerpts(
+    a: &[SourceFile],
+    b: &[SourceFile],
+    starter: &HashSet<u64>,
+    max: usize,
+) -> Vec<Excerpt> {
     struct Parsed {
         lines: Vec<u32>,
         prints: Vec<(u64, usize)>,
@@ -324,13 +400,15 @@ pub fn excerpts(a: &[SourceFile], b: &[SourceFile], starter: &HashSet<u64>, max:
             .iter()
             .map(|f| {
                 let (toks, lines): (Vec<String>, Vec<u32>) = tokens_at(&f.text).into_iter().unzip();
-                let prints = winnow(&toks).into_iter().filter(|(h, _)| !starter.contains(h)).collect();
+                let prints =
+                    winnow(&toks).into_iter().filter(|(h, _)| !starter.contains(h)).collect();
                 Parsed { lines, prints }
             })
             .collect()
     };
     let (pa, pb) = (parse(a), parse(b));
-    let mut in_b: std::collections::HashMap<u64, Vec<(usize, usize)>> = std::collections::HashMap::new();
+    let mut in_b: std::collections::HashMap<u64, Vec<(usize, usize)>> =
+        std::collections::HashMap::new();
     for (fb, p) in pb.iter().enumerate() {
         for &(h, at) in &p.prints {
             in_b.entry(h).or_default().push((fb, at));
@@ -343,7 +421,14 @@ pub fn excerpts(a: &[SourceFile], b: &[SourceFile], starter: &HashSet<u64>, max:
             // A fingerprint repeated many times over is a common idiom.
             let Some(hits) = in_b.get(&h).filter(|v| v.len() <= 4) else { continue };
             for &(fb, ib) in hits {
-                let open = frags.iter_mut().rev().find(|f| f.0 == fa && f.1 == fb && ia > f.3 && ia <= f.3 + GAP && ib > f.5 && ib <= f.5 + GAP);
+                let open = frags.iter_mut().rev().find(|f| {
+                    f.0 == fa
+                        && f.1 == fb
+                        && ia > f.3
+                        && ia <= f.3 + GAP
+                        && ib > f.5
+                        && ib <= f.5 + GAP
+                });
                 match open {
                     Some(f) => {
                         f.3 = ia;
@@ -356,19 +441,36 @@ pub fn excerpts(a: &[SourceFile], b: &[SourceFile], starter: &HashSet<u64>, max:
         }
     }
     frags.retain(|f| f.6 >= 2);
-    frags.sort_by(|x, y| (y.3 - y.2).cmp(&(x.3 - x.2)).then(y.6.cmp(&x.6)).then((x.0, x.2).cmp(&(y.0, y.2))));
+    frags.sort_by(|x, y| {
+        (y.3 - y.2).cmp(&(x.3 - x.2)).then(y.6.cmp(&x.6)).then((x.0, x.2).cmp(&(y.0, y.2)))
+    });
     let side = |file: &SourceFile, parsed: &Parsed, first: usize, last: usize| {
         let end = (last + K - 1).min(parsed.lines.len().saturating_sub(1));
         let first_line = parsed.lines.get(first).copied().unwrap_or(1);
         let last_line = parsed.lines.get(end).copied().unwrap_or(first_line).max(first_line);
         let wanted = (last_line - first_line + 1) as usize;
-        let text: Vec<&str> = file.text.lines().skip(first_line as usize - 1).take(wanted.min(EXCERPT_LINES)).collect();
-        Side { path: file.path.clone(), first_line, last_line, text: text.join("\n"), cut: wanted > EXCERPT_LINES }
+        let text: Vec<&str> = file
+            .text
+            .lines()
+            .skip(first_line as usize - 1)
+            .take(wanted.min(EXCERPT_LINES))
+            .collect();
+        Side {
+            path: file.path.clone(),
+            first_line,
+            last_line,
+            text: text.join("\n"),
+            cut: wanted > EXCERPT_LINES,
+        }
     };
     frags
         .into_iter()
         .take(max)
-        .map(|(fa, fb, a0, a1, b0, b1, matches)| Excerpt { a: side(&a[fa], &pa[fa], a0, a1), b: side(&b[fb], &pb[fb], b0, b1), matches })
+        .map(|(fa, fb, a0, a1, b0, b1, matches)| Excerpt {
+            a: side(&a[fa], &pa[fa], a0, a1),
+            b: side(&b[fb], &pb[fb], b0, b1),
+            matches,
+        })
         .collect()
 }
 
@@ -386,7 +488,8 @@ mod tests {
         // Another starter is another entry: the prints exclude the starter's.
         cache.prints("aa", Path::new("/v/2/starter"), BTreeSet::new);
         assert_eq!(cache.computed(), 2);
-        let key = vec![("aa".to_string(), dir.to_path_buf()), ("bb".to_string(), dir.to_path_buf())];
+        let key =
+            vec![("aa".to_string(), dir.to_path_buf()), ("bb".to_string(), dir.to_path_buf())];
         cache.pairs(key.clone(), Vec::new);
         cache.pairs(key, || panic!("pairs computed twice"));
         cache.pairs(vec![("aa".to_string(), dir.to_path_buf())], Vec::new);
@@ -522,7 +625,11 @@ def main(incident):
         assert!(copy >= 0.7, "a disguised copy scores {copy}");
         let pairs = similar_pairs(&prints);
         // Precision over this set: every flagged pair is the real copy.
-        assert_eq!(pairs.iter().map(|(i, j, _)| (*i, *j)).collect::<Vec<_>>(), [(0, 1)], "{pairs:?}");
+        assert_eq!(
+            pairs.iter().map(|(i, j, _)| (*i, *j)).collect::<Vec<_>>(),
+            [(0, 1)],
+            "{pairs:?}"
+        );
         let mut highest = 0.0f64;
         for i in 2..prints.len() {
             for j in 0..prints.len() {
@@ -533,7 +640,10 @@ def main(incident):
                 }
             }
         }
-        println!("disguised copy {copy:.2}; highest independent pair {highest:.2}; flagged {} pair(s), all true copies", pairs.len());
+        println!(
+            "disguised copy {copy:.2}; highest independent pair {highest:.2}; flagged {} pair(s), all true copies",
+            pairs.len()
+        );
     }
 
     fn src(path: &str, text: &str) -> Vec<SourceFile> {
@@ -543,24 +653,40 @@ def main(incident):
     #[test]
     fn excerpts_align_each_copied_function_with_its_moved_copy() {
         let starter: HashSet<u64> = fingerprints(STARTER).into_iter().collect();
-        let found = excerpts(&src("solution.py", ORIGINAL), &src("mine.py", DISGUISED), &starter, 10);
+        let found =
+            excerpts(&src("solution.py", ORIGINAL), &src("mine.py", DISGUISED), &starter, 10);
         // The three functions were renamed and reordered: each is a fragment
         // of its own, and each side names the lines of the same function.
         assert!(found.len() >= 3, "{found:#?}");
-        let line_of = |text: &str, needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() as u32 + 1;
-        for (orig, copy) in [("def parse_incident", "def read_incident"), ("def missing", "def absent"), ("def decide", "def verdict")] {
+        let line_of = |text: &str, needle: &str| {
+            text.lines().position(|l| l.contains(needle)).unwrap() as u32 + 1
+        };
+        for (orig, copy) in [
+            ("def parse_incident", "def read_incident"),
+            ("def missing", "def absent"),
+            ("def decide", "def verdict"),
+        ] {
             let (oa, ca) = (line_of(ORIGINAL, orig), line_of(DISGUISED, copy));
             let e = found
                 .iter()
                 .find(|e| e.a.first_line <= oa + 2 && e.a.last_line >= oa + 2)
                 .unwrap_or_else(|| panic!("no fragment covers {orig} (line {oa}): {found:#?}"));
-            assert!(e.b.first_line <= ca + 2 && e.b.last_line >= ca + 2, "{orig} is aligned with lines {}-{} of the copy, not {copy} at {ca}: {e:#?}", e.b.first_line, e.b.last_line);
+            assert!(
+                e.b.first_line <= ca + 2 && e.b.last_line >= ca + 2,
+                "{orig} is aligned with lines {}-{} of the copy, not {copy} at {ca}: {e:#?}",
+                e.b.first_line,
+                e.b.last_line
+            );
             assert_eq!((e.a.path.as_str(), e.b.path.as_str()), ("solution.py", "mine.py"));
-            assert!(e.a.text.lines().count() as u32 == e.a.last_line - e.a.first_line + 1 && !e.a.cut, "{e:#?}");
+            assert!(
+                e.a.text.lines().count() as u32 == e.a.last_line - e.a.first_line + 1 && !e.a.cut,
+                "{e:#?}"
+            );
         }
         // Independent work shares no fragment worth showing with it.
         for other in INDEPENDENT {
-            let none = excerpts(&src("solution.py", ORIGINAL), &src("other.py", other), &starter, 10);
+            let none =
+                excerpts(&src("solution.py", ORIGINAL), &src("other.py", other), &starter, 10);
             assert!(none.is_empty(), "{none:#?}");
         }
     }
@@ -570,8 +696,11 @@ def main(incident):
     fn reorder_blocks(text: &str) -> String {
         let mut blocks: Vec<Vec<&str>> = vec![Vec::new()];
         for line in text.lines() {
-            let top = line.starts_with("def ") || line.starts_with("class ") || line.starts_with("async def ");
-            let decorated = blocks.last().is_some_and(|b| b.last().is_some_and(|l| l.starts_with('@')));
+            let top = line.starts_with("def ")
+                || line.starts_with("class ")
+                || line.starts_with("async def ");
+            let decorated =
+                blocks.last().is_some_and(|b| b.last().is_some_and(|l| l.starts_with('@')));
             if top && !decorated || line.starts_with('@') {
                 blocks.push(Vec::new());
             }
@@ -588,9 +717,13 @@ def main(incident):
         let mut names: std::collections::HashMap<String, String> = std::collections::HashMap::new();
         let mut renamed = String::new();
         let mut word = String::new();
-        let flush = |word: &mut String, out: &mut String, names: &mut std::collections::HashMap<String, String>| {
+        let flush = |word: &mut String,
+                     out: &mut String,
+                     names: &mut std::collections::HashMap<String, String>| {
             if !word.is_empty() {
-                if KEYWORDS.contains(&word.as_str()) || word.chars().next().unwrap().is_ascii_digit() {
+                if KEYWORDS.contains(&word.as_str())
+                    || word.chars().next().unwrap().is_ascii_digit()
+                {
                     out.push_str(word);
                 } else {
                     let n = names.len();
@@ -631,8 +764,14 @@ def main(incident):
                 let p = e.unwrap().path();
                 if p.is_dir() {
                     stack.push(p);
-                } else if p.extension().is_some_and(|e| ["py", "sh", "js", "rs"].contains(&e.to_str().unwrap())) {
-                    out.push(SourceFile { path: p.strip_prefix(dir).unwrap().display().to_string(), text: std::fs::read_to_string(&p).unwrap() });
+                } else if p
+                    .extension()
+                    .is_some_and(|e| ["py", "sh", "js", "rs"].contains(&e.to_str().unwrap()))
+                {
+                    out.push(SourceFile {
+                        path: p.strip_prefix(dir).unwrap().display().to_string(),
+                        text: std::fs::read_to_string(&p).unwrap(),
+                    });
                 }
             }
         }
@@ -647,7 +786,8 @@ def main(incident):
     #[test]
     fn precision_on_disguised_copies_against_the_packets_independent_solutions() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
-        let (mut flagged, mut true_flagged, mut copies, mut highest_independent) = (0usize, 0usize, 0usize, 0.0f64);
+        let (mut flagged, mut true_flagged, mut copies, mut highest_independent) =
+            (0usize, 0usize, 0usize, 0.0f64);
         let mut lowest_copy = 1.0f64;
         let (mut packets, mut empty, mut small) = (0, 0, 0);
         for entry in std::fs::read_dir(&root).unwrap() {
@@ -656,7 +796,8 @@ def main(incident):
                 continue;
             }
             packets += 1;
-            let starter: HashSet<u64> = solution(&dir.join("starter")).iter().flat_map(|f| fingerprints(&f.text)).collect();
+            let starter: HashSet<u64> =
+                solution(&dir.join("starter")).iter().flat_map(|f| fingerprints(&f.text)).collect();
             let mut independent = vec![solution(&dir.join("sample"))];
             // An alternate (a folder, a diff or both) laid over the starter,
             // less the starter's files it leaves as they are (as the sample,
@@ -667,7 +808,10 @@ def main(incident):
                 grader::tree::copy_path(&dir.join("starter"), tree.path()).unwrap();
                 packet.write_alternate(&name, tree.path()).unwrap();
                 let mut files = solution(tree.path());
-                files.retain(|f| std::fs::read_to_string(dir.join("starter").join(&f.path)).ok().as_deref() != Some(f.text.as_str()));
+                files.retain(|f| {
+                    std::fs::read_to_string(dir.join("starter").join(&f.path)).ok().as_deref()
+                        != Some(f.text.as_str())
+                });
                 independent.push(files);
             }
             // A solution whose code is all the starter's has nothing to compare.
@@ -675,15 +819,27 @@ def main(incident):
             independent.retain(|files| !prints_of(files, &starter).is_empty());
             empty += before - independent.len();
             let n = independent.len();
-            let disguised: Vec<Vec<SourceFile>> =
-                independent.iter().map(|files| files.iter().map(|f| SourceFile { path: f.path.clone(), text: disguise(&f.text) }).collect()).collect();
+            let disguised: Vec<Vec<SourceFile>> = independent
+                .iter()
+                .map(|files| {
+                    files
+                        .iter()
+                        .map(|f| SourceFile { path: f.path.clone(), text: disguise(&f.text) })
+                        .collect()
+                })
+                .collect();
             let all: Vec<Vec<SourceFile>> = independent.into_iter().chain(disguised).collect();
-            let prints: Vec<BTreeSet<u64>> = all.iter().map(|files| prints_of(files, &starter)).collect();
+            let prints: Vec<BTreeSet<u64>> =
+                all.iter().map(|files| prints_of(files, &starter)).collect();
             copies += n;
             for i in 0..n {
                 if prints[i].len().min(prints[i + n].len()) < MIN_PRINTS {
                     small += 1;
-                    println!("too small to judge in {}: solution {i} ({} prints)", dir.display(), prints[i].len());
+                    println!(
+                        "too small to judge in {}: solution {i} ({} prints)",
+                        dir.display(),
+                        prints[i].len()
+                    );
                 } else {
                     lowest_copy = lowest_copy.min(similarity(&prints[i], &prints[i + n]));
                 }
@@ -693,13 +849,19 @@ def main(incident):
                 if j == i + n {
                     true_flagged += 1;
                 } else {
-                    println!("false pair in {}: {i} vs {j} of {n}: {sim:.2} ({} and {} prints)", dir.display(), prints[i].len(), prints[j].len());
+                    println!(
+                        "false pair in {}: {i} vs {j} of {n}: {sim:.2} ({} and {} prints)",
+                        dir.display(),
+                        prints[i].len(),
+                        prints[j].len()
+                    );
                 }
             }
             for i in 0..n {
                 for j in i + 1..n {
                     if prints[i].len().min(prints[j].len()) >= MIN_PRINTS {
-                        highest_independent = highest_independent.max(similarity(&prints[i], &prints[j]));
+                        highest_independent =
+                            highest_independent.max(similarity(&prints[i], &prints[j]));
                     }
                 }
             }
@@ -711,7 +873,10 @@ def main(incident):
             "similarity over {packets} packets ({empty} solution(s) with no code beyond the starter's left out): {copies} disguised copies of {copies} independent solutions; {flagged} pair(s) flagged, {true_flagged} true: precision {precision:.3}, recall {recall:.3} ({small} copies below {MIN_PRINTS} fingerprints are never flagged; recall {judged_recall:.3} over the rest); lowest copy {lowest_copy:.2}, highest independent pair large enough to judge {highest_independent:.2} (threshold {THRESHOLD})"
         );
         assert!(packets >= 13 && copies >= 30, "{packets} packets, {copies} solutions");
-        assert_eq!(judged_recall, 1.0, "every disguised copy large enough to judge is flagged (lowest {lowest_copy:.2})");
+        assert_eq!(
+            judged_recall, 1.0,
+            "every disguised copy large enough to judge is flagged (lowest {lowest_copy:.2})"
+        );
         assert!(recall >= 0.8, "recall {recall:.3}");
         assert!(precision >= PRECISION_FLOOR, "precision {precision:.3}");
     }

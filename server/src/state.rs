@@ -48,7 +48,8 @@ impl AppState {
 
 /// Whether the hydrate bundle is built in `site_dir`.
 pub fn hydrate_bundle_built(site_dir: &std::path::Path) -> bool {
-    let built = site_dir.join("pkg/gatehouse.js").is_file() && site_dir.join("pkg/gatehouse_bg.wasm").is_file();
+    let built = site_dir.join("pkg/gatehouse.js").is_file()
+        && site_dir.join("pkg/gatehouse_bg.wasm").is_file();
     if !built {
         tracing::info!(site_dir = %site_dir.display(), "no hydrate bundle; pages are served without scripts (build it with `cargo run -p site --release`)");
     }
@@ -86,7 +87,8 @@ impl Slot {
     /// The slot of `assignment_id`, unless a run of it holds the slot now.
     pub fn take(memo: &Arc<Memo>, assignment_id: &str) -> Option<Slot> {
         let mut set = memo.running.lock().unwrap_or_else(|e| e.into_inner());
-        set.insert(assignment_id.to_string()).then(|| Slot { memo: memo.clone(), assignment_id: assignment_id.to_string() })
+        set.insert(assignment_id.to_string())
+            .then(|| Slot { memo: memo.clone(), assignment_id: assignment_id.to_string() })
     }
 }
 
@@ -138,15 +140,22 @@ impl Gates {
     pub fn new(config: &Config) -> Gates {
         Gates {
             uploads: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_uploads.max(1))),
-            sandbox_runs: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_sandbox_runs.max(1))),
+            sandbox_runs: Arc::new(tokio::sync::Semaphore::new(
+                config.max_concurrent_sandbox_runs.max(1),
+            )),
         }
     }
 
     /// A permit from `gate`, or a 503 naming `what` is busy.
-    pub fn try_take(gate: &Arc<tokio::sync::Semaphore>, what: &str) -> Result<tokio::sync::OwnedSemaphorePermit, crate::error::AppError> {
-        gate.clone()
-            .try_acquire_owned()
-            .map_err(|_| crate::error::AppError::Unavailable(format!("the server is busy with other {what}; try again in a minute")))
+    pub fn try_take(
+        gate: &Arc<tokio::sync::Semaphore>,
+        what: &str,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, crate::error::AppError> {
+        gate.clone().try_acquire_owned().map_err(|_| {
+            crate::error::AppError::Unavailable(format!(
+                "the server is busy with other {what}; try again in a minute"
+            ))
+        })
     }
 }
 

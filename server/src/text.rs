@@ -8,10 +8,22 @@ use grader::score::Status;
 
 pub fn scorecard(card: &Scorecard) -> String {
     let mut s = String::new();
-    let score = card.scoring.score.map_or("signals scored separately".to_string(), |v| format!("{v}/{}", card.scoring.max_score));
-    let _ = writeln!(s, "{} {} — decision: {} — score: {score}", card.packet.slug, card.packet.version, card.scoring.decision);
+    let score = card.scoring.score.map_or("signals scored separately".to_string(), |v| {
+        format!("{v}/{}", card.scoring.max_score)
+    });
+    let _ = writeln!(
+        s,
+        "{} {} — decision: {} — score: {score}",
+        card.packet.slug, card.packet.version, card.scoring.decision
+    );
     for g in card.scoring.gates.iter().filter(|g| g.result != "passed") {
-        let _ = writeln!(s, "  {} {}{}", g.gate, g.result, if g.message.is_empty() { String::new() } else { format!(": {}", g.message) });
+        let _ = writeln!(
+            s,
+            "  {} {}{}",
+            g.gate,
+            g.result,
+            if g.message.is_empty() { String::new() } else { format!(": {}", g.message) }
+        );
     }
     for c in &card.scoring.caps {
         let _ = writeln!(s, "  cap: {c}");
@@ -47,14 +59,22 @@ pub fn scorecard(card: &Scorecard) -> String {
             (_, None) => "-".to_string(),
         };
         let note = if c.status == Status::AfterGate { " (after a failed gate)" } else { "" };
-        let _ = writeln!(s, "  {:width$}  {level:>7}  {}{note}", c.id, c.level_text.as_deref().unwrap_or(&c.title));
+        let _ = writeln!(
+            s,
+            "  {:width$}  {level:>7}  {}{note}",
+            c.id,
+            c.level_text.as_deref().unwrap_or(&c.title)
+        );
     }
     for m in &card.environment.mismatches {
         let _ = writeln!(s, "environment: {m}");
     }
     let leftovers: usize = card.receipt.runs.iter().map(|r| r.leftovers.len()).sum();
     if leftovers > 0 {
-        let _ = writeln!(s, "sandbox: {leftovers} leftover process(es) killed after their command ended");
+        let _ = writeln!(
+            s,
+            "sandbox: {leftovers} leftover process(es) killed after their command ended"
+        );
     }
     for f in &card.receipt.sandbox.fallbacks {
         let _ = writeln!(s, "sandbox fallback: {f}");

@@ -29,20 +29,27 @@ pub fn parse_datetime_local(s: &str) -> Option<i64> {
         format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]"),
         format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond]"),
     ];
-    formats.iter().find_map(|f| PrimitiveDateTime::parse(s, *f).ok()).and_then(|t| to_ms(t.assume_utc()))
+    formats
+        .iter()
+        .find_map(|f| PrimitiveDateTime::parse(s, *f).ok())
+        .and_then(|t| to_ms(t.assume_utc()))
 }
 
 /// Unix ms as a `datetime-local` value in UTC (`2026-11-29T10:30`).
 pub fn datetime_local(ms: i64) -> String {
     match from_ms(ms) {
-        Some(t) => t.format(format_description!("[year]-[month]-[day]T[hour]:[minute]")).unwrap_or_default(),
+        Some(t) => t
+            .format(format_description!("[year]-[month]-[day]T[hour]:[minute]"))
+            .unwrap_or_default(),
         None => String::new(),
     }
 }
 
 /// Unix ms for people: `2026-11-29 10:31 UTC`.
 pub fn utc(ms: i64) -> String {
-    match from_ms(ms).and_then(|t| t.format(format_description!("[year]-[month]-[day] [hour]:[minute] UTC")).ok()) {
+    match from_ms(ms).and_then(|t| {
+        t.format(format_description!("[year]-[month]-[day] [hour]:[minute] UTC")).ok()
+    }) {
         Some(s) => s,
         None => ms.to_string(),
     }
@@ -63,7 +70,9 @@ mod tests {
 
     #[test]
     fn parses_rfc3339() {
-        let check = |input: &str, expect: Option<i64>| assert_eq!(parse_rfc3339(input), expect, "{input:?}");
+        let check = |input: &str, expect: Option<i64>| {
+            assert_eq!(parse_rfc3339(input), expect, "{input:?}")
+        };
         check("1970-01-01T00:00:00Z", Some(0));
         check("1970-01-01T01:00:00+01:00", Some(0));
         check("2026-11-18T11:06:40.5Z", Some(1_795_000_000_500));
@@ -80,7 +89,9 @@ mod tests {
 
     #[test]
     fn datetime_local_round_trips_in_utc() {
-        let check = |input: &str, expect: Option<i64>| assert_eq!(parse_datetime_local(input), expect, "{input}");
+        let check = |input: &str, expect: Option<i64>| {
+            assert_eq!(parse_datetime_local(input), expect, "{input}")
+        };
         check("1970-01-01T00:00", Some(0));
         check("2026-11-29T10:30", Some(1_795_948_200_000));
         check("2024-02-29T23:59:30", Some(1_709_251_170_000));

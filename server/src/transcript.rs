@@ -47,7 +47,11 @@ pub struct CallTranscript {
 
 async fn body(state: &AppState, sha256: Option<&str>, in_flight: bool) -> Body {
     let Some(sha) = sha256 else {
-        return Body::Missing(if in_flight { "the call is still in flight".into() } else { "not kept".into() });
+        return Body::Missing(if in_flight {
+            "the call is still in flight".into()
+        } else {
+            "not kept".into()
+        });
     };
     let path = match state.blobs().local_copy(sha).await {
         Ok(Some(path)) => path,
@@ -59,14 +63,20 @@ async fn body(state: &AppState, sha256: Option<&str>, in_flight: bool) -> Body {
             Ok(v) => Body::Json(v),
             Err(_) => Body::Text(String::from_utf8_lossy(&bytes).into_owned()),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Body::Missing("its blob is not in the store (yet)".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Body::Missing("its blob is not in the store (yet)".into())
+        }
         Err(e) => Body::Missing(format!("reading its blob failed: {e}")),
     }
 }
 
 /// The assignment's calls up to `upto` (Unix ms; None: all), oldest first,
 /// with their bodies.
-pub async fn load(state: &AppState, assignment_id: &str, upto: Option<i64>) -> Result<Vec<CallTranscript>, AppError> {
+pub async fn load(
+    state: &AppState,
+    assignment_id: &str,
+    upto: Option<i64>,
+) -> Result<Vec<CallTranscript>, AppError> {
     let mut out = Vec::new();
     for call in state.db.model_calls_of(assignment_id).await? {
         if upto.is_some_and(|t| call.at > t) {
@@ -115,7 +125,11 @@ fn content_text(v: Option<&Value>) -> String {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts
             .iter()
-            .map(|p| p.get("text").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| format!("[{} part]", p.get("type").and_then(Value::as_str).unwrap_or("other"))))
+            .map(|p| {
+                p.get("text").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| {
+                    format!("[{} part]", p.get("type").and_then(Value::as_str).unwrap_or("other"))
+                })
+            })
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
@@ -146,7 +160,14 @@ fn message(m: &Value) -> MessageView {
 /// The answers' messages of a response body (a chat completion, streamed
 /// ones reassembled).
 pub fn answer_messages(response: &Value) -> Vec<MessageView> {
-    response.get("choices").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c.get("message")).map(message).collect()
+    response
+        .get("choices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("message"))
+        .map(message)
+        .collect()
 }
 
 /// What the pages show of one call.
@@ -159,7 +180,9 @@ pub fn call_view(t: &CallTranscript, since_red: String) -> CallView {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str).map(str::to_string))
+                .filter_map(|t| {
+                    t.pointer("/function/name").and_then(Value::as_str).map(str::to_string)
+                })
                 .collect();
             (v["messages"].as_array().into_iter().flatten().map(message).collect(), tools, None)
         }
@@ -178,7 +201,9 @@ pub fn call_view(t: &CallTranscript, since_red: String) -> CallView {
     let missing = [("request", &t.request), ("response", &t.response)]
         .into_iter()
         .filter_map(|(what, b)| match b {
-            Body::Missing(why) if !(why == "not kept" && c.transcript_cut.is_some()) => Some(format!("{what}: {why}")),
+            Body::Missing(why) if !(why == "not kept" && c.transcript_cut.is_some()) => {
+                Some(format!("{what}: {why}"))
+            }
             _ => None,
         })
         .collect::<Vec<_>>();
@@ -218,15 +243,43 @@ pub fn since_red(at: i64, red_at: Option<i64>) -> String {
 
 /// The time line of an assignment up to `upto`: its witnessed runs and its
 /// calls (with their bodies), oldest first.
-pub async fn entries(state: &AppState, assignment_id: &str, upto: Option<i64>) -> Result<(Vec<Entry>, Vec<CallTranscript>), AppError> {
-    let runs: Vec<_> = state.db.witness_runs_of(assignment_id).await?.into_iter().filter(|r| upto.is_none_or(|t| r.at <= t)).collect();
-    let red_at = runs.iter().filter(|r| r.kind == grader::witness::WitnessKind::Red && r.accepted).map(|r| r.at).min();
+pub async fn entries(
+    state: &AppState,
+    assignment_id: &str,
+    upto: Option<i64>,
+) -> Result<(Vec<Entry>, Vec<CallTranscript>), AppError> {
+    let runs: Vec<_> = state
+        .db
+        .witness_runs_of(assignment_id)
+        .await?
+        .into_iter()
+        .filter(|r| upto.is_none_or(|t| r.at <= t))
+        .collect();
+    let red_at = runs
+        .iter()
+        .filter(|r| r.kind == grader::witness::WitnessKind::Red && r.accepted)
+        .map(|r| r.at)
+        .min();
     let calls = load(state, assignment_id, upto).await?;
     let mut timed: Vec<(i64, u8, i64, Entry)> = runs
         .iter()
-        .map(|r| (r.at, 0, r.id, Entry::Run { id: r.id, kind: r.kind.to_string(), at: grader::witness::format_ms(r.at), accepted: r.accepted }))
+        .map(|r| {
+            (
+                r.at,
+                0,
+                r.id,
+                Entry::Run {
+                    id: r.id,
+                    kind: r.kind.to_string(),
+                    at: grader::witness::format_ms(r.at),
+                    accepted: r.accepted,
+                },
+            )
+        })
         .collect();
-    timed.extend(calls.iter().map(|t| (t.call.at, 1, t.call.id, Entry::Call(Box::new(call_view(t, since_red(t.call.at, red_at)))))));
+    timed.extend(calls.iter().map(|t| {
+        (t.call.at, 1, t.call.id, Entry::Call(Box::new(call_view(t, since_red(t.call.at, red_at)))))
+    }));
     timed.sort_by_key(|(at, kind, id, _)| (*at, *kind, *id));
     Ok((timed.into_iter().map(|(_, _, _, e)| e).collect(), calls))
 }

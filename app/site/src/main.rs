@@ -23,7 +23,9 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown argument {other:?}; usage: build-site [--out DIR]"),
         }
     }
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
         .current_dir(&root)
@@ -32,7 +34,9 @@ fn main() -> anyhow::Result<()> {
         .status()
         .context("running cargo build for wasm32-unknown-unknown")?;
     if !status.success() {
-        bail!("cargo build of the hydrate bundle failed ({status}); is the target installed? rustup target add wasm32-unknown-unknown");
+        bail!(
+            "cargo build of the hydrate bundle failed ({status}); is the target installed? rustup target add wasm32-unknown-unknown"
+        );
     }
     let wasm = target_dir.join("wasm32-unknown-unknown/wasm-release/app.wasm");
     let pkg = out.join("pkg");

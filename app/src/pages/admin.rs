@@ -43,7 +43,10 @@ pub struct AdminView {
 const ROLES: [&str; 3] = ["reviewer", "author", "admin"];
 
 fn role_options(selected: &str) -> impl IntoView + use<> {
-    ROLES.iter().map(|r| view! { <option value=*r selected=*r == selected>{*r}</option> }).collect_view()
+    ROLES
+        .iter()
+        .map(|r| view! { <option value=*r selected=*r == selected>{*r}</option> })
+        .collect_view()
 }
 
 #[component]
@@ -90,7 +93,12 @@ pub fn AdminPage(vm: AdminView) -> impl IntoView {
             }
         })
         .collect_view();
-    let user_options = vm.users.iter().filter(|u| !u.disabled).map(|u| view! { <option value=u.id.to_string()>{u.email.clone()}</option> }).collect_view();
+    let user_options = vm
+        .users
+        .iter()
+        .filter(|u| !u.disabled)
+        .map(|u| view! { <option value=u.id.to_string()>{u.email.clone()}</option> })
+        .collect_view();
     let tokens = vm
         .tokens
         .iter()

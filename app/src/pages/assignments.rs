@@ -43,7 +43,9 @@ pub fn AssignmentListPage(vm: AssignmentListView) -> impl IntoView {
         Some(s) => format!("/assignments/new?packet={s}"),
         None => "/assignments/new".to_string(),
     };
-    let invite = vm.can_invite.then(|| view! { <p><a class="button" href=invite_href>"Invite a candidate"</a></p> });
+    let invite = vm
+        .can_invite
+        .then(|| view! { <p><a class="button" href=invite_href>"Invite a candidate"</a></p> });
     let empty = vm.rows.is_empty().then(|| view! { <p class="empty">"No assignments yet."</p> });
     let rows = vm
         .rows
@@ -140,7 +142,11 @@ pub fn NewAssignmentPage(vm: NewAssignmentView) -> impl IntoView {
             view! { <option value=p.slug.clone() selected=selected data-time-box=p.time_box_minutes.map(|m| m.to_string())>{label}</option> }
         })
         .collect_view();
-    let chosen = vm.packets.iter().find(|p| vm.selected.as_deref() == Some(p.slug.as_str())).or(vm.packets.first());
+    let chosen = vm
+        .packets
+        .iter()
+        .find(|p| vm.selected.as_deref() == Some(p.slug.as_str()))
+        .or(vm.packets.first());
     let time_box_hint = match chosen {
         Some(p) => format!(
             "Prefilled with the packet's time box ({} for {}). Change it to give this candidate another; empty: the packet's own applies (shown in the menu above).",

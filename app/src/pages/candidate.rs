@@ -99,13 +99,23 @@ pub fn step_parts(step: &str) -> Vec<(bool, String)> {
     let t = step.trim_start();
     let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
     let t = if digits > 0 && t[digits..].starts_with(". ") { &t[digits + 2..] } else { t };
-    t.split('`').enumerate().filter(|(_, p)| !p.is_empty()).map(|(i, p)| (i % 2 == 1, p.to_string())).collect()
+    t.split('`')
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(i, p)| (i % 2 == 1, p.to_string()))
+        .collect()
 }
 
 fn inline_code(step: &str) -> impl IntoView + use<> {
     step_parts(step)
         .into_iter()
-        .map(|(code, text)| if code { view! { <code>{text}</code> }.into_any() } else { view! { <span>{text}</span> }.into_any() })
+        .map(|(code, text)| {
+            if code {
+                view! { <code>{text}</code> }.into_any()
+            } else {
+                view! { <span>{text}</span> }.into_any()
+            }
+        })
         .collect_view()
 }
 
@@ -202,15 +212,18 @@ pub struct MeterBox {
 pub fn MeterSection(meter: MeterBox) -> impl IntoView {
     let key = match meter.key.clone() {
         Some(k) => view! { <code class="model-key" id="model-key">{k}</code> }.into_any(),
-        None => view! { <span class="revoked">"revoked; ask the hiring team for a new one"</span> }.into_any(),
+        None => view! { <span class="revoked">"revoked; ask the hiring team for a new one"</span> }
+            .into_any(),
     };
     let example = format!(
         "curl {}/chat/completions \\\n  -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' \\\n  -d '{{\"model\": \"<model>\", \"messages\": [{{\"role\": \"user\", \"content\": \"...\"}}]}}'",
         meter.endpoint,
         meter.key.clone().unwrap_or_else(|| "<key>".into())
     );
-    let note = meter.note.clone().map(|n| view! { <p class="note meter-note" role="status">{n}</p> });
-    let caps = (!meter.caps.is_empty()).then(|| view! { <LiveBudget url=meter.status_url.clone() initial=meter.caps.clone() /> });
+    let note =
+        meter.note.clone().map(|n| view! { <p class="note meter-note" role="status">{n}</p> });
+    let caps = (!meter.caps.is_empty())
+        .then(|| view! { <LiveBudget url=meter.status_url.clone() initial=meter.caps.clone() /> });
     view! {
         <section class="meter" id="model-meter">
             <h2>"Model endpoint"</h2>
@@ -251,7 +264,11 @@ pub fn CandidatePage(page: CandidateView) -> impl IntoView {
         view! { <p class="time-box">"Time box: "{t}{left}</p>{start_form} }
     });
     let budgets = (!page.budgets.is_empty()).then(|| {
-        let rows = page.budgets.iter().map(|(k, v)| view! { <tr><th scope="row">{k.clone()}</th><td>{v.clone()}</td></tr> }).collect_view();
+        let rows = page
+            .budgets
+            .iter()
+            .map(|(k, v)| view! { <tr><th scope="row">{k.clone()}</th><td>{v.clone()}</td></tr> })
+            .collect_view();
         view! { <h2>"Budgets"</h2><table class="budgets"><tbody>{rows}</tbody></table> }
     });
     let rules = (!page.rules.is_empty()).then(|| {
@@ -344,8 +361,12 @@ pub struct CandidateReceiptView {
 #[component]
 pub fn CandidateReceiptPage(page: CandidateReceiptView) -> impl IntoView {
     let note = page.note.clone().map(|n| view! { <p class="note">{n}</p> });
-    let decision = page.decision.clone().map(|d| view! { <tr><th scope="row">"Decision"</th><td>{d}</td></tr> });
-    let score = page.score.clone().map(|s| view! { <tr><th scope="row">"Score"</th><td>{s}</td></tr> });
+    let decision = page
+        .decision
+        .clone()
+        .map(|d| view! { <tr><th scope="row">"Decision"</th><td>{d}</td></tr> });
+    let score =
+        page.score.clone().map(|s| view! { <tr><th scope="row">"Score"</th><td>{s}</td></tr> });
     let digest = page.receipt_digest.clone().map(|d| view! { <tr><th scope="row">"Receipt digest"</th><td><code class="receipt-digest">{d}</code></td></tr> });
     view! {
         <section class="receipt" data-status-url=page.status_url.clone()>

@@ -43,11 +43,18 @@ fn lead_cells(r: &InboxRow) -> impl IntoView + use<> {
 /// `rows` as a table (`inbox <kind>`, each row of class `kind`) under
 /// `head`, each row's own cells after [`lead_cells`] from `cells`; or `empty`
 /// when there are none.
-fn table<V: IntoView + 'static>(rows: &[InboxRow], kind: &'static str, empty: &'static str, head: impl IntoView + 'static, cells: impl Fn(&InboxRow) -> V) -> AnyView {
+fn table<V: IntoView + 'static>(
+    rows: &[InboxRow],
+    kind: &'static str,
+    empty: &'static str,
+    head: impl IntoView + 'static,
+    cells: impl Fn(&InboxRow) -> V,
+) -> AnyView {
     if rows.is_empty() {
         return view! { <p class="empty">{empty}</p> }.into_any();
     }
-    let rows = rows.iter().map(|r| view! { <tr class=kind>{lead_cells(r)}{cells(r)}</tr> }).collect_view();
+    let rows =
+        rows.iter().map(|r| view! { <tr class=kind>{lead_cells(r)}{cells(r)}</tr> }).collect_view();
     view! {
         <table class=format!("inbox {kind}")>
             <thead><tr><th>"Candidate"</th><th>"Packet"</th>{head}</tr></thead>
@@ -71,14 +78,20 @@ pub fn InboxPage(vm: InboxView) -> impl IntoView {
             }
         },
     );
-    let recent = table(&vm.recent, "recent", "No graded submission yet.", view! { <th>"Decision"</th><th>"Score"</th><th>"Graded"</th> }, |r| {
-        let class = format!("decision {}", r.decision);
-        view! {
-            <td><span class=class>{r.decision.clone()}</span></td>
-            <td class="score">{r.score.clone()}</td>
-            <td>{r.when.clone()}</td>
-        }
-    });
+    let recent = table(
+        &vm.recent,
+        "recent",
+        "No graded submission yet.",
+        view! { <th>"Decision"</th><th>"Score"</th><th>"Graded"</th> },
+        |r| {
+            let class = format!("decision {}", r.decision);
+            view! {
+                <td><span class=class>{r.decision.clone()}</span></td>
+                <td class="score">{r.score.clone()}</td>
+                <td>{r.when.clone()}</td>
+            }
+        },
+    );
     view! {
         <h1>"Inbox"</h1>
         <h2>"Waiting for a human score"</h2>

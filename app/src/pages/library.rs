@@ -586,7 +586,12 @@ fn EditForm(action: String, csrf: String, save: &'static str, children: Children
 
 /// An [`EditForm`] behind an "Edit" disclosure, in a row of a table.
 #[component]
-fn RowEditor(action: String, csrf: String, save: &'static str, children: Children) -> impl IntoView {
+fn RowEditor(
+    action: String,
+    csrf: String,
+    save: &'static str,
+    children: Children,
+) -> impl IntoView {
     view! {
         <details>
             <summary>"Edit"</summary>

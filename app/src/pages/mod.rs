@@ -1,10 +1,10 @@
 //! One module per area of the site.
-pub mod auth;
 pub mod admin;
-pub mod library;
 pub mod assignments;
+pub mod auth;
 pub mod candidate;
-pub mod review;
-pub mod queue;
 pub mod inbox;
+pub mod library;
+pub mod queue;
+pub mod review;
 pub mod transcript;

@@ -34,7 +34,9 @@ fn job_table(rows: Vec<JobRow>) -> impl IntoView {
         .into_iter()
         .map(|j| {
             let text = j.label.clone().unwrap_or_else(|| j.subject.clone());
-            let id = j.label.is_some().then(|| view! { " " <code class="subject-id muted small">{j.subject.clone()}</code> });
+            let id = j.label.is_some().then(
+                || view! { " " <code class="subject-id muted small">{j.subject.clone()}</code> },
+            );
             let subject = match j.subject_href {
                 Some(h) => view! { <a href=h class="subject">{text}</a>{id} }.into_any(),
                 None => view! { <span class="subject">{text}</span>{id} }.into_any(),

@@ -42,7 +42,8 @@ pub struct AssignmentView {
 
 #[component]
 pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
-    let empty = view.submissions.is_empty().then(|| view! { <p class="empty">"No submission yet."</p> });
+    let empty =
+        view.submissions.is_empty().then(|| view! { <p class="empty">"No submission yet."</p> });
     let rows = view
         .submissions
         .into_iter()
@@ -335,7 +336,8 @@ pub struct SimilarPair {
 pub fn SimilarExcerpts(pair: SimilarPair) -> impl IntoView {
     let count = pair.excerpts.len();
     let side = |who: String, s: ExcerptSide| {
-        let more = s.cut.then(|| view! { <p class="hint">"(the fragment goes on past these lines)"</p> });
+        let more =
+            s.cut.then(|| view! { <p class="hint">"(the fragment goes on past these lines)"</p> });
         view! {
             <div class="excerpt-side">
                 <p class="excerpt-where"><strong>{who}</strong>" · "<code class="excerpt-path">{s.path}</code>" "<span class="excerpt-lines">{s.lines}</span></p>
@@ -351,7 +353,8 @@ pub fn SimilarExcerpts(pair: SimilarPair) -> impl IntoView {
         .map(|e| view! { <div class="excerpt">{side(pair.a.clone(), e.a)}{side(pair.b.clone(), e.b)}</div> }.into_any())
         .collect_view();
     let summary = if count == 0 {
-        "No single stretch of code is shared; the fingerprints in common are spread out.".to_string()
+        "No single stretch of code is shared; the fingerprints in common are spread out."
+            .to_string()
     } else {
         format!("{count} shared fragment(s), side by side")
     };
@@ -407,7 +410,11 @@ fn ledger_section(l: LedgerView) -> impl IntoView {
         .runs
         .into_iter()
         .map(|r| {
-            let class = format!("witnessed-run {} {}", r.kind, if r.accepted { "accepted" } else { "not-accepted" });
+            let class = format!(
+                "witnessed-run {} {}",
+                r.kind,
+                if r.accepted { "accepted" } else { "not-accepted" }
+            );
             view! {
                 <tr class=class data-id=r.id>
                     <td>{r.id}</td><td>{r.kind}</td><td>{r.at}</td>
@@ -421,8 +428,14 @@ fn ledger_section(l: LedgerView) -> impl IntoView {
         .calls
         .into_iter()
         .map(|c| {
-            let class = if c.refused.is_some() { "model-call refused" } else { "model-call forwarded" };
-            let tokens = format!("{} + {}{}", c.prompt_tokens, c.completion_tokens, if c.tokens_estimated { " (estimated)" } else { "" });
+            let class =
+                if c.refused.is_some() { "model-call refused" } else { "model-call forwarded" };
+            let tokens = format!(
+                "{} + {}{}",
+                c.prompt_tokens,
+                c.completion_tokens,
+                if c.tokens_estimated { " (estimated)" } else { "" }
+            );
             view! {
                 <tr class=class data-id=c.id>
                     <td>{c.id}</td><td>{c.at}</td><td>{c.since_red}</td><td>{c.status}</td>
@@ -502,8 +515,12 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
     };
     let card = view.card.map(|c| scorecard_body(c, view.forms, view.csrf.clone(), id.clone()));
     let ledger = view.ledger.map(ledger_section);
-    let transcript = (!view.transcript.is_empty())
-        .then(|| crate::pages::transcript::transcript_section(view.transcript, "The conversation with the model"));
+    let transcript = (!view.transcript.is_empty()).then(|| {
+        crate::pages::transcript::transcript_section(
+            view.transcript,
+            "The conversation with the model",
+        )
+    });
     let history = history_view(view.history);
     view! {
         <h1>"Scorecard: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
@@ -534,7 +551,9 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
 fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) -> impl IntoView {
     let decision_class = format!("decision {}", c.decision);
     let caps = (!c.caps.is_empty()).then(|| view! { <ul class="caps">{c.caps.into_iter().map(|x| view! { <li>{x}</li> }).collect_view()}</ul> });
-    let pending = (!c.pending.is_empty()).then(|| view! { <p class="pending">"Waiting for a reviewer: " {c.pending.join(", ")}</p> });
+    let pending = (!c.pending.is_empty()).then(
+        || view! { <p class="pending">"Waiting for a reviewer: " {c.pending.join(", ")}</p> },
+    );
     let gates = if c.gates.is_empty() {
         view! { <p class="empty">"This packet has no gates."</p> }.into_any()
     } else {
@@ -552,7 +571,8 @@ fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) 
     };
     // A finding a reviewer may override (the platform-wide veto) carries
     // its form beside the evidence.
-    let finding_forms: Vec<HumanForm> = forms.iter().filter(|f| c.findings.iter().any(|x| x.id == f.criterion)).cloned().collect();
+    let finding_forms: Vec<HumanForm> =
+        forms.iter().filter(|f| c.findings.iter().any(|x| x.id == f.criterion)).cloned().collect();
     let findings = if c.findings.is_empty() {
         view! { <p class="empty">"No failure from the catalog was detected."</p> }.into_any()
     } else {
@@ -653,7 +673,9 @@ fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) 
             </section>
         }
     });
-    let mutation = c.mutation.map(|m| view! { <section class="mutation"><h2>"Mutation"</h2><p>{m}</p></section> });
+    let mutation = c
+        .mutation
+        .map(|m| view! { <section class="mutation"><h2>"Mutation"</h2><p>{m}</p></section> });
     let env = view! {
         <section class="environment">
             <h2>"Environment"</h2>
@@ -731,7 +753,10 @@ fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) 
 fn human_form(f: HumanForm, csrf: String, id: String) -> impl IntoView {
     let action = format!("/submissions/{id}/human");
     let label = if f.mode == "auto-override" { "Override level" } else { "Level" };
-    let placeholder = f.current.is_none().then(|| view! { <option value="" selected=true>"Choose a level"</option> });
+    let placeholder = f
+        .current
+        .is_none()
+        .then(|| view! { <option value="" selected=true>"Choose a level"</option> });
     let options = f
         .levels
         .into_iter()
@@ -874,7 +899,11 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
         })
         .collect_view();
     let decisions = view.columns.iter().map(|c| view! { <td><span class=format!("decision {}", c.decision)>{c.decision.clone()}</span></td> }).collect_view();
-    let scores = view.columns.iter().map(|c| view! { <td class="score">{c.score.clone()}</td> }).collect_view();
+    let scores = view
+        .columns
+        .iter()
+        .map(|c| view! { <td class="score">{c.score.clone()}</td> })
+        .collect_view();
     let failures = view
         .columns
         .iter()

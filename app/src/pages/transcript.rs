@@ -52,7 +52,12 @@ pub struct CallView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Entry {
     /// A witnessed run: (id, kind, at, accepted).
-    Run { id: i64, kind: String, at: String, accepted: bool },
+    Run {
+        id: i64,
+        kind: String,
+        at: String,
+        accepted: bool,
+    },
     Call(Box<CallView>),
 }
 
@@ -82,13 +87,28 @@ fn call_view(c: CallView) -> impl IntoView {
         Some(r) => format!("refused ({r})"),
         None => format!("HTTP {}", c.status),
     };
-    let class = if c.refused.is_some() { "transcript-call refused" } else { "transcript-call forwarded" };
-    let summary = format!("Call {} · {} · {} · {} · {}{}", c.id, c.at, c.since_red, if c.model.is_empty() { "no model" } else { &c.model }, outcome, if c.stream { " · stream" } else { "" });
-    let reason = c.reason.clone().map(|r| view! { <p class="refusal-reason"><strong>"Reason: "</strong>{r}</p> });
+    let class =
+        if c.refused.is_some() { "transcript-call refused" } else { "transcript-call forwarded" };
+    let summary = format!(
+        "Call {} · {} · {} · {} · {}{}",
+        c.id,
+        c.at,
+        c.since_red,
+        if c.model.is_empty() { "no model" } else { &c.model },
+        outcome,
+        if c.stream { " · stream" } else { "" }
+    );
+    let reason = c
+        .reason
+        .clone()
+        .map(|r| view! { <p class="refusal-reason"><strong>"Reason: "</strong>{r}</p> });
     let cut = c.cut.clone().map(|n| view! { <p class="note transcript-cut">{n}</p> });
-    let tools = (!c.tools_offered.is_empty()).then(|| view! { <p class="tools-offered">"Tools offered: " {c.tools_offered.join(", ")}</p> });
+    let tools = (!c.tools_offered.is_empty()).then(
+        || view! { <p class="tools-offered">"Tools offered: " {c.tools_offered.join(", ")}</p> },
+    );
     let raw_request = c.raw_request.clone().map(|t| view! { <pre class="raw-request">{t}</pre> });
-    let raw_response = c.raw_response.clone().map(|t| view! { <pre class="raw-response">{t}</pre> });
+    let raw_response =
+        c.raw_response.clone().map(|t| view! { <pre class="raw-response">{t}</pre> });
     let digests = view! {
         <p class="transcript-digests">"Request SHA-256 " <code>{c.request_sha256.clone().unwrap_or_else(|| "not kept".into())}</code>
             " · response SHA-256 " <code>{c.response_sha256.clone().unwrap_or_else(|| "not kept".into())}</code></p>
@@ -119,8 +139,12 @@ pub fn transcript_section(entries: Vec<Entry>, heading: &'static str) -> impl In
         .into_iter()
         .map(|e| match e {
             Entry::Run { id, kind, at, accepted } => {
-                let label = format!("Witnessed {kind} run {id} at {at} ({})", if accepted { "counts" } else { "does not count" });
-                view! { <li class=format!("transcript-run {kind}") data-id=id>{label}</li> }.into_any()
+                let label = format!(
+                    "Witnessed {kind} run {id} at {at} ({})",
+                    if accepted { "counts" } else { "does not count" }
+                );
+                view! { <li class=format!("transcript-run {kind}") data-id=id>{label}</li> }
+                    .into_any()
             }
             Entry::Call(c) => call_view(*c).into_any(),
         })

@@ -545,7 +545,8 @@ extern "C" fn command_main(ctx: *const Ctx) -> ! {
         if ctx.n_seccomp > 0 {
             // struct sock_fprog: unsigned short len, then the filter pointer.
             let prog: [usize; 2] = [ctx.n_seccomp, ctx.seccomp as usize];
-            if let Some(e) = err(sc!(nr::PRCTL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog.as_ptr())) {
+            if let Some(e) = err(sc!(nr::PRCTL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog.as_ptr()))
+            {
                 fail(rep, STEP_CMD_SECCOMP, e);
             }
         }

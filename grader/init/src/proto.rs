@@ -112,7 +112,9 @@ pub struct Record {
 }
 
 const _: () = assert!(core::mem::size_of::<Record>() < 4096);
-const _: () = assert!(core::mem::size_of::<Record>() == 56 + MAX_LEFTOVERS * (8 + LEFTOVER_CMD_BYTES) + 5 * 8);
+const _: () = assert!(
+    core::mem::size_of::<Record>() == 56 + MAX_LEFTOVERS * (8 + LEFTOVER_CMD_BYTES) + 5 * 8
+);
 
 impl Record {
     pub const SIZE: usize = core::mem::size_of::<Record>();
@@ -273,7 +275,8 @@ pub fn parse(buf: &mut [u8]) -> Option<Ctx> {
     let rlimits = c.words(3 * n_rlimits)?.cast::<u64>();
     let n_seccomp = c.count(1)?;
     let seccomp = c.words(n_seccomp)?;
-    let (sh, workspace, tmp, dev_null, proc_dir) = (c.string()?, c.string()?, c.string()?, c.string()?, c.string()?);
+    let (sh, workspace, tmp, dev_null, proc_dir) =
+        (c.string()?, c.string()?, c.string()?, c.string()?, c.string()?);
     let argv = c.list()?;
     let envp = c.list()?;
     if c.at != c.buf.len() {

@@ -56,7 +56,12 @@ pub struct HelperLimits {
 
 impl Default for HelperLimits {
     fn default() -> HelperLimits {
-        HelperLimits { wall: Duration::from_secs(60), cpu_secs: 30, memory_bytes: 1 << 30, output_bytes: 64 << 20 }
+        HelperLimits {
+            wall: Duration::from_secs(60),
+            cpu_secs: 30,
+            memory_bytes: 1 << 30,
+            output_bytes: 64 << 20,
+        }
     }
 }
 
@@ -93,7 +98,10 @@ impl Helper {
     }
 
     pub fn with_limits(limits: HelperLimits) -> Result<Helper, String> {
-        let dir = tempfile::Builder::new().prefix("gatehouse-audit-").tempdir().map_err(|e| format!("creating the audit helper's folder: {e}"))?;
+        let dir = tempfile::Builder::new()
+            .prefix("gatehouse-audit-")
+            .tempdir()
+            .map_err(|e| format!("creating the audit helper's folder: {e}"))?;
         let path = dir.path().join("gatehouse_audit.py");
         std::fs::write(&path, HELPER).map_err(|e| format!("writing {}: {e}", path.display()))?;
         Ok(Helper { _dir: dir, path, limits })
@@ -102,20 +110,34 @@ impl Helper {
     fn call(&self, command: &str, request: &Value) -> Result<Value, String> {
         let HelperLimits { wall, cpu_secs, memory_bytes, output_bytes } = self.limits;
         let mut cmd = Command::new("python3");
-        cmd.arg("-I").arg(&self.path).arg(command).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        cmd.arg("-I")
+            .arg(&self.path)
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
         // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
                 let set = |what, soft: u64, hard: u64| {
-                    let r = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
-                    if libc::setrlimit(what, &r) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+                    let r = libc::rlimit {
+                        rlim_cur: soft as libc::rlim_t,
+                        rlim_max: hard as libc::rlim_t,
+                    };
+                    if libc::setrlimit(what, &r) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
                 };
                 set(libc::RLIMIT_AS, memory_bytes, memory_bytes)?;
                 set(libc::RLIMIT_CPU, cpu_secs, cpu_secs + 1)?;
                 set(libc::RLIMIT_CORE, 0, 0)
             });
         }
-        let mut child = cmd.spawn().map_err(|e| format!("running python3 for the audit helper: {e}"))?;
+        let mut child =
+            cmd.spawn().map_err(|e| format!("running python3 for the audit helper: {e}"))?;
         let pid = child.id() as libc::pid_t;
         let input = serde_json::to_vec(request).map_err(|e| e.to_string())?;
         let mut stdin = child.stdin.take().ok_or("the audit helper has no stdin")?;
@@ -157,7 +179,9 @@ impl Helper {
             ));
         }
         if matches!(status.signal(), Some(libc::SIGXCPU | libc::SIGKILL)) {
-            return Err(format!("the audit helper ({command}) went past its CPU limit of {cpu_secs} s and was killed: the target file is too large or too deeply nested to parse"));
+            return Err(format!(
+                "the audit helper ({command}) went past its CPU limit of {cpu_secs} s and was killed: the target file is too large or too deeply nested to parse"
+            ));
         }
         if stderr.contains("MemoryError") {
             return Err(format!(
@@ -166,14 +190,24 @@ impl Helper {
             ));
         }
         if over {
-            return Err(format!("the audit helper ({command}) answered more than {} MiB", output_bytes >> 20));
+            return Err(format!(
+                "the audit helper ({command}) answered more than {} MiB",
+                output_bytes >> 20
+            ));
         }
         let v: Value = serde_json::from_slice(&stdout).map_err(|_| {
-            format!("the audit helper ({command}) answered no JSON ({}): {}", describe_status(status), stderr.lines().last().unwrap_or("no output"))
+            format!(
+                "the audit helper ({command}) answered no JSON ({}): {}",
+                describe_status(status),
+                stderr.lines().last().unwrap_or("no output")
+            )
         })?;
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             if e.contains("MemoryError") {
-                return Err(format!("{e} (the audit helper's memory limit is {} MiB)", memory_bytes >> 20));
+                return Err(format!(
+                    "{e} (the audit helper's memory limit is {} MiB)",
+                    memory_bytes >> 20
+                ));
             }
             return Err(e.to_string());
         }
@@ -188,18 +222,26 @@ impl Helper {
     /// The top-level functions and classes of `source`.
     pub fn defs(&self, source: &str) -> Result<Vec<Def>, String> {
         let v = self.call("defs", &json!({ "source": source }))?;
-        serde_json::from_value(v["defs"].clone()).map_err(|e| format!("the audit helper's defs: {e}"))
+        serde_json::from_value(v["defs"].clone())
+            .map_err(|e| format!("the audit helper's defs: {e}"))
     }
 
     /// The modules `source` imports (absolute imports, dotted names).
     pub fn imports(&self, source: &str) -> Result<Vec<String>, String> {
         let v = self.call("imports", &json!({ "source": source }))?;
-        serde_json::from_value(v["modules"].clone()).map_err(|e| format!("the audit helper's imports: {e}"))
+        serde_json::from_value(v["modules"].clone())
+            .map_err(|e| format!("the audit helper's imports: {e}"))
     }
 
     /// Replaces the same-named top-level definition of `source` (the file
     /// at `path`) by `code`. `Ok(Err(reason))` is an invalid mutant.
-    pub fn apply(&self, source: &str, code: &str, path: &str, local_modules: &[String]) -> Result<Result<Applied, String>, String> {
+    pub fn apply(
+        &self,
+        source: &str,
+        code: &str,
+        path: &str,
+        local_modules: &[String],
+    ) -> Result<Result<Applied, String>, String> {
         let v = self.call("apply", &json!({ "source": source, "code": code, "path": path, "local_modules": local_modules }))?;
         if v["ok"] == json!(true) {
             let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
@@ -211,9 +253,18 @@ impl Helper {
 
     /// Rule mutants of the named top-level definitions (all when empty),
     /// at most `per_function` of each (0: all), evenly spread.
-    pub fn rules(&self, source: &str, functions: &[String], per_function: usize) -> Result<Vec<Proposal>, String> {
-        let v = self.call("rules", &json!({ "source": source, "functions": functions, "per_function": per_function }))?;
-        serde_json::from_value(v["mutants"].clone()).map_err(|e| format!("the audit helper's rule mutants: {e}"))
+    pub fn rules(
+        &self,
+        source: &str,
+        functions: &[String],
+        per_function: usize,
+    ) -> Result<Vec<Proposal>, String> {
+        let v = self.call(
+            "rules",
+            &json!({ "source": source, "functions": functions, "per_function": per_function }),
+        )?;
+        serde_json::from_value(v["mutants"].clone())
+            .map_err(|e| format!("the audit helper's rule mutants: {e}"))
     }
 }
 
@@ -222,7 +273,14 @@ fn exited_unreaped(pid: libc::pid_t) -> std::io::Result<bool> {
     // SAFETY: a zeroed siginfo_t is valid for waitid to fill.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: waitid on our own child with a valid out pointer.
-    let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -249,8 +307,17 @@ mod tests {
     fn lists_top_level_definitions_with_signatures() {
         let h = Helper::new().unwrap();
         let defs = h.defs(SRC).unwrap();
-        let got: Vec<(&str, &str, usize, usize, &str)> = defs.iter().map(|d| (d.name.as_str(), d.kind.as_str(), d.line, d.end_line, d.signature.as_str())).collect();
-        assert_eq!(got, vec![("total", "function", 6, 13, "def total(path: str) -> int"), ("Box", "class", 16, 18, "class Box(): def get(self, n=1)")]);
+        let got: Vec<(&str, &str, usize, usize, &str)> = defs
+            .iter()
+            .map(|d| (d.name.as_str(), d.kind.as_str(), d.line, d.end_line, d.signature.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("total", "function", 6, 13, "def total(path: str) -> int"),
+                ("Box", "class", 16, 18, "class Box(): def get(self, n=1)")
+            ]
+        );
         assert!(h.defs("def broken(:\n").unwrap_err().contains("does not parse"));
     }
 
@@ -270,38 +337,84 @@ mod tests {
             }
         };
         check("def total(path: str) -> int:\n    return 0\n", Ok("+    return 0"));
-        check("class Box:\n    def get(self, n=1):\n        return n + 2\n", Ok("+        return n + 2"));
-        check("def total(path: str) -> int:\n    import json\n    return 0\n", Ok("+    import json"));
+        check(
+            "class Box:\n    def get(self, n=1):\n        return n + 2\n",
+            Ok("+        return n + 2"),
+        );
+        check(
+            "def total(path: str) -> int:\n    import json\n    return 0\n",
+            Ok("+    import json"),
+        );
         // Invalid, each kind with its reason.
         check("def total(path: str) -> int:\n    return (\n", Err("does not parse"));
         check("x = 1\n", Err("not one function or class definition"));
-        check("def total(path: str) -> int:\n    return 0\ndef extra():\n    pass\n", Err("not one function or class definition"));
-        check("def summe(path: str) -> int:\n    return 0\n", Err("'summe', which is not a top-level definition"));
-        check("def total(path: str, strict=False) -> int:\n    return 0\n", Err("changes the signature"));
+        check(
+            "def total(path: str) -> int:\n    return 0\ndef extra():\n    pass\n",
+            Err("not one function or class definition"),
+        );
+        check(
+            "def summe(path: str) -> int:\n    return 0\n",
+            Err("'summe', which is not a top-level definition"),
+        );
+        check(
+            "def total(path: str, strict=False) -> int:\n    return 0\n",
+            Err("changes the signature"),
+        );
         check("def total(path) -> int:\n    return 0\n", Err("changes the signature"));
-        check("class Box:\n    def get(self, n=1):\n        return n + 1\n    def put(self):\n        pass\n", Err("changes the signature"));
-        check("def total(path: str) -> int:\n    import numpy_but_not_installed\n    return 0\n", Err("numpy_but_not_installed, which does not exist"));
-        check("def total(path: str) -> int:\n    global LIMITS\n    LIMITS = 1\n    return 0\n", Ok("LIMITS = 1"));
+        check(
+            "class Box:\n    def get(self, n=1):\n        return n + 1\n    def put(self):\n        pass\n",
+            Err("changes the signature"),
+        );
+        check(
+            "def total(path: str) -> int:\n    import numpy_but_not_installed\n    return 0\n",
+            Err("numpy_but_not_installed, which does not exist"),
+        );
+        check(
+            "def total(path: str) -> int:\n    global LIMITS\n    LIMITS = 1\n    return 0\n",
+            Ok("LIMITS = 1"),
+        );
         // Only comments, quotes and spacing differ: identical after normalisation.
-        check("def total(path: str) -> int:\n    'Sum.'\n    s = 0  # zero\n    for r in csv.reader(open(path)):\n        if not r:\n            continue\n        s += int(r[0])\n    return (s if s >= 0 else 0)\n", Err("identical to the sample"));
+        check(
+            "def total(path: str) -> int:\n    'Sum.'\n    s = 0  # zero\n    for r in csv.reader(open(path)):\n        if not r:\n            continue\n        s += int(r[0])\n    return (s if s >= 0 else 0)\n",
+            Err("identical to the sample"),
+        );
         check("", Err("empty"));
     }
 
     #[test]
     fn a_parse_past_the_wall_clock_limit_is_killed_with_a_clear_error() {
-        let h = Helper::with_limits(HelperLimits { wall: Duration::from_millis(300), ..HelperLimits::default() }).unwrap();
+        let h = Helper::with_limits(HelperLimits {
+            wall: Duration::from_millis(300),
+            ..HelperLimits::default()
+        })
+        .unwrap();
         let big = "x = 1\n".repeat(300_000);
         let started = Instant::now();
         let e = h.defs(&big).unwrap_err();
         assert!(e.contains("ran past its wall-clock limit of 0.3 s and was killed"), "{e}");
-        assert!(started.elapsed() < Duration::from_secs(10), "killed at the deadline, not at the end: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "killed at the deadline, not at the end: {:?}",
+            started.elapsed()
+        );
         // The same helper, with time to spare, parses a small file.
-        assert_eq!(Helper::with_limits(HelperLimits { wall: Duration::from_secs(30), ..HelperLimits::default() }).unwrap().defs(SRC).unwrap().len(), 2);
+        assert_eq!(
+            Helper::with_limits(HelperLimits {
+                wall: Duration::from_secs(30),
+                ..HelperLimits::default()
+            })
+            .unwrap()
+            .defs(SRC)
+            .unwrap()
+            .len(),
+            2
+        );
     }
 
     #[test]
     fn a_parse_past_the_cpu_limit_is_killed_with_a_clear_error() {
-        let h = Helper::with_limits(HelperLimits { cpu_secs: 1, ..HelperLimits::default() }).unwrap();
+        let h =
+            Helper::with_limits(HelperLimits { cpu_secs: 1, ..HelperLimits::default() }).unwrap();
         let e = h.defs(&"x = 1\n".repeat(600_000)).unwrap_err();
         assert!(e.contains("went past its CPU limit of 1 s and was killed"), "{e}");
         assert_eq!(h.defs(SRC).unwrap().len(), 2, "a small file parses well within the CPU limit");
@@ -309,7 +422,11 @@ mod tests {
 
     #[test]
     fn a_parse_past_the_memory_limit_names_the_limit() {
-        let h = Helper::with_limits(HelperLimits { memory_bytes: 128 << 20, ..HelperLimits::default() }).unwrap();
+        let h = Helper::with_limits(HelperLimits {
+            memory_bytes: 128 << 20,
+            ..HelperLimits::default()
+        })
+        .unwrap();
         let e = h.defs(&"x = 1\n".repeat(2_000_000)).unwrap_err();
         assert!(e.contains("memory limit") && e.contains("128 MiB"), "{e}");
         // Under the same limit an ordinary file parses.
@@ -332,7 +449,8 @@ mod tests {
     fn rule_mutants_cover_the_grammar_and_stay_valid() {
         let h = Helper::new().unwrap();
         let all = h.rules(SRC, &[], 0).unwrap();
-        let families: std::collections::BTreeSet<String> = all.iter().map(|p| p.id.rsplit('-').next().unwrap().to_string()).collect();
+        let families: std::collections::BTreeSet<String> =
+            all.iter().map(|p| p.id.rsplit('-').next().unwrap().to_string()).collect();
         for f in ["guard", "negated", "constant", "arithmetic", "boundary", "comparison"] {
             assert!(families.contains(f), "no {f} mutant in {families:?}");
         }
@@ -344,11 +462,20 @@ mod tests {
         }
         // A guard that is the last statement of its body is removed too.
         let last = "def f(x):\n    y = x\n    if y:\n        raise ValueError(y)\n";
-        let guards: Vec<Proposal> = h.rules(last, &[], 0).unwrap().into_iter().filter(|p| p.id.ends_with("-guard")).collect();
+        let guards: Vec<Proposal> = h
+            .rules(last, &[], 0)
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.id.ends_with("-guard"))
+            .collect();
         assert_eq!(guards.len(), 1, "{guards:?}");
         assert_eq!(guards[0].code, "def f(x):\n    y = x\n");
         let only = h.rules(SRC, &["Box".into()], 2).unwrap();
         assert!(only.len() <= 2 && only.iter().all(|p| p.id.starts_with("rule-Box-")), "{only:?}");
-        assert!(h.rules(SRC, &["nope".into()], 0).unwrap_err().contains("no top-level definition named nope"));
+        assert!(
+            h.rules(SRC, &["nope".into()], 0)
+                .unwrap_err()
+                .contains("no top-level definition named nope")
+        );
     }
 }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use classify::{Outcome, StepResult, classify};
 pub use helper::{Def, Helper};
-pub use run::{AuditError, Audit};
+pub use run::{Audit, AuditError};
 
 /// One proposed mutant: the full replacement of one top-level definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -37,7 +37,8 @@ pub fn parse_answer(content: &str, asked: usize) -> Result<Vec<(String, String)>
     if !text.starts_with('[') {
         return Err(format!("the answer is not a JSON array: it starts with {start:?}"));
     }
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("the answer is not valid JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("the answer is not valid JSON: {e}"))?;
     let items = v.as_array().ok_or("the answer is not a JSON array")?;
     if items.is_empty() {
         return Err("the answer is an empty array".into());
@@ -52,10 +53,14 @@ pub fn parse_answer(content: &str, asked: usize) -> Result<Vec<(String, String)>
         let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
         keys.sort();
         if keys != ["code", "fault"] {
-            return Err(format!("item {n} has keys [{}], not exactly code and fault", keys.join(", ")));
+            return Err(format!(
+                "item {n} has keys [{}], not exactly code and fault",
+                keys.join(", ")
+            ));
         }
         let code = obj["code"].as_str().ok_or_else(|| format!("item {n}: code is not a string"))?;
-        let fault = obj["fault"].as_str().ok_or_else(|| format!("item {n}: fault is not a string"))?;
+        let fault =
+            obj["fault"].as_str().ok_or_else(|| format!("item {n}: fault is not a string"))?;
         if code.trim().is_empty() {
             return Err(format!("item {n}: code is empty"));
         }
@@ -74,18 +79,28 @@ mod tests {
 
     #[test]
     fn answers_are_read_strictly() {
-        let check = |content: &str, expect: Result<usize, &str>| match (parse_answer(content, 3), expect) {
-            (Ok(got), Ok(n)) => assert_eq!(got.len(), n, "{content}"),
-            (Err(e), Err(want)) => assert!(e.contains(want), "{content}: {e}"),
-            (got, want) => panic!("{content}: got {got:?}, want {want:?}"),
-        };
+        let check =
+            |content: &str, expect: Result<usize, &str>| match (parse_answer(content, 3), expect) {
+                (Ok(got), Ok(n)) => assert_eq!(got.len(), n, "{content}"),
+                (Err(e), Err(want)) => assert!(e.contains(want), "{content}: {e}"),
+                (got, want) => panic!("{content}: got {got:?}, want {want:?}"),
+            };
         check(r#"[{"code": "def f():\n    return 1\n", "fault": "returns 1"}]"#, Ok(1));
-        check("  \n[{\"code\": \"x\", \"fault\": \"a\"}, {\"code\": \"y\", \"fault\": \"b\"}]\n", Ok(2));
-        check("Here are the mutants:\n[{\"code\": \"x\", \"fault\": \"a\"}]", Err("not a JSON array: it starts with \"Here"));
+        check(
+            "  \n[{\"code\": \"x\", \"fault\": \"a\"}, {\"code\": \"y\", \"fault\": \"b\"}]\n",
+            Ok(2),
+        );
+        check(
+            "Here are the mutants:\n[{\"code\": \"x\", \"fault\": \"a\"}]",
+            Err("not a JSON array: it starts with \"Here"),
+        );
         check("```json\n[{\"code\": \"x\", \"fault\": \"a\"}]\n```", Err("not a JSON array"));
         check("[{\"code\": \"x\", \"fault\": \"a\"}", Err("not valid JSON"));
         check("[]", Err("empty array"));
-        check(r#"[{"code":"a","fault":"a"},{"code":"b","fault":"b"},{"code":"c","fault":"c"},{"code":"d","fault":"d"}]"#, Err("asked for 3 mutants, the answer has 4"));
+        check(
+            r#"[{"code":"a","fault":"a"},{"code":"b","fault":"b"},{"code":"c","fault":"c"},{"code":"d","fault":"d"}]"#,
+            Err("asked for 3 mutants, the answer has 4"),
+        );
         check(r#"["def f(): pass"]"#, Err("item 1 is not an object"));
         check(r#"[{"code": "x"}]"#, Err("item 1 has keys [code]"));
         check(r#"[{"code": "x", "fault": "a", "why": "b"}]"#, Err("not exactly code and fault"));
@@ -97,9 +112,23 @@ mod tests {
     #[test]
     fn the_prompt_follows_the_specification() {
         let src = "import csv\n\ndef total(path: str) -> int:\n    return 0\n\nX = 1\n";
-        let def = Def { name: "total".into(), kind: "function".into(), line: 3, end_line: 4, signature: "def total(path: str) -> int".into() };
+        let def = Def {
+            name: "total".into(),
+            kind: "function".into(),
+            line: 3,
+            end_line: 4,
+            signature: "def total(path: str) -> int".into(),
+        };
         let p = prompt("invoices.py", src, &def, 5);
-        for part in ["Generate 5 mutant versions of this Python function", "Keep the same signature and name", "exactly one behavioral aspect", "Not be a compile error", "fault in one line", "Return only a JSON array: [{\"code\": \"...\", \"fault\": \"...\"}]", "Function:\ndef total(path: str) -> int:\n    return 0\n"] {
+        for part in [
+            "Generate 5 mutant versions of this Python function",
+            "Keep the same signature and name",
+            "exactly one behavioral aspect",
+            "Not be a compile error",
+            "fault in one line",
+            "Return only a JSON array: [{\"code\": \"...\", \"fault\": \"...\"}]",
+            "Function:\ndef total(path: str) -> int:\n    return 0\n",
+        ] {
             assert!(p.contains(part), "{part:?} not in:\n{p}");
         }
         assert!(!p.contains("X = 1") && !p.contains("import csv"), "{p}");

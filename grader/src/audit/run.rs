@@ -14,8 +14,8 @@ use super::{AuditReport, Counts, MutantReport, Proposal};
 use crate::grade::{Grader, default_limits};
 use crate::manifest::{Lay, Step};
 use crate::packet::Packet;
-use crate::tree::{copy_path, Root};
 use crate::run::{read_junit, run_on_copy, step_env};
+use crate::tree::{Root, copy_path};
 
 /// An audit that could not run: bad input (named) or the machinery failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,7 +62,11 @@ pub fn hidden_steps(packet: &Packet, named: &[String]) -> Result<Vec<String>, Au
     if !named.is_empty() {
         for n in named {
             if m.step(n).is_none() {
-                return Err(err(format!("--step {n:?} is not a step of {} (its steps: {})", m.packet.slug, ids.join(", "))));
+                return Err(err(format!(
+                    "--step {n:?} is not a step of {} (its steps: {})",
+                    m.packet.slug,
+                    ids.join(", ")
+                )));
             }
         }
         return Ok(named.to_vec());
@@ -70,9 +74,18 @@ pub fn hidden_steps(packet: &Packet, named: &[String]) -> Result<Vec<String>, Au
     if let Some(mu) = &m.mutation {
         return Ok(vec![mu.hidden_step.clone()]);
     }
-    let found: Vec<String> = m.steps.iter().filter(|s| s.lay.iter().any(lays_hidden_test)).map(|s| s.id.clone()).collect();
+    let found: Vec<String> = m
+        .steps
+        .iter()
+        .filter(|s| s.lay.iter().any(lays_hidden_test))
+        .map(|s| s.id.clone())
+        .collect();
     if found.is_empty() {
-        return Err(err(format!("{}: no step lays a hidden test file (hidden/test_*.py); name the steps with --step (its steps: {})", m.packet.slug, ids.join(", "))));
+        return Err(err(format!(
+            "{}: no step lays a hidden test file (hidden/test_*.py); name the steps with --step (its steps: {})",
+            m.packet.slug,
+            ids.join(", ")
+        )));
     }
     Ok(found)
 }
@@ -80,7 +93,11 @@ pub fn hidden_steps(packet: &Packet, named: &[String]) -> Result<Vec<String>, Au
 /// The file the audit mutates: `[mutation] target`, else the first sample
 /// file the hidden tests of `steps` import, else the sample's only Python
 /// file outside its tests (test files, `tests/`, `test/` and `fixtures/`).
-pub fn default_target(packet: &Packet, steps: &[String], helper: &Helper) -> Result<String, AuditError> {
+pub fn default_target(
+    packet: &Packet,
+    steps: &[String],
+    helper: &Helper,
+) -> Result<String, AuditError> {
     let m = &packet.manifest;
     if let Some(mu) = &m.mutation {
         return Ok(mu.target.clone());
@@ -108,13 +125,17 @@ pub fn default_target(packet: &Packet, steps: &[String], helper: &Helper) -> Res
             }
         }
     }
-    let mut own: Vec<String> = pk.files("sample").unwrap_or_default()
+    let mut own: Vec<String> = pk
+        .files("sample")
+        .unwrap_or_default()
         .into_iter()
         .filter(|p| {
             let parts: Vec<&str> = p.split('/').collect();
             let name = parts.last().copied().unwrap_or_default();
             p.ends_with(".py")
-                && !parts[..parts.len() - 1].iter().any(|d| *d == "tests" || *d == "test" || *d == "fixtures")
+                && !parts[..parts.len() - 1]
+                    .iter()
+                    .any(|d| *d == "tests" || *d == "test" || *d == "fixtures")
                 && !name.starts_with("test_")
                 && !name.ends_with("_test.py")
                 && name != "conftest.py"
@@ -137,7 +158,12 @@ impl<'a> Audit<'a> {
     /// candidate receives, and runs the hidden tests once on the sample (an
     /// audit needs a green baseline) and once on a canary target that fails
     /// to import (which they must notice, else a warning says so).
-    pub fn prepare(grader: &'a Grader, packet: &'a Packet, target: Option<&str>, steps: &[String]) -> Result<Audit<'a>, AuditError> {
+    pub fn prepare(
+        grader: &'a Grader,
+        packet: &'a Packet,
+        target: Option<&str>,
+        steps: &[String],
+    ) -> Result<Audit<'a>, AuditError> {
         let helper = Helper::new().map_err(err)?;
         let steps = hidden_steps(packet, steps)?;
         let target = match target {
@@ -149,21 +175,34 @@ impl<'a> Audit<'a> {
         }
         let pk = packet.files().map_err(|e| err(e.to_string()))?;
         let read = |dir: &str| pk.read_to_string(&format!("{dir}/{target}")).ok();
-        let source = read("sample")
-            .or_else(|| read("starter"))
-            .ok_or_else(|| err(format!("--target {target:?}: neither the sample nor the starter of {} has that file", packet.manifest.packet.slug)))?;
+        let source = read("sample").or_else(|| read("starter")).ok_or_else(|| {
+            err(format!(
+                "--target {target:?}: neither the sample nor the starter of {} has that file",
+                packet.manifest.packet.slug
+            ))
+        })?;
         let defs = helper.defs(&source).map_err(|e| err(format!("{target}: {e}")))?;
         if defs.is_empty() {
             return Err(err(format!("{target} has no top-level function or class to mutate")));
         }
-        let work = tempfile::Builder::new().prefix("gatehouse-audit-").tempdir().map_err(|e| err(format!("creating a work folder: {e}")))?;
+        let work = tempfile::Builder::new()
+            .prefix("gatehouse-audit-")
+            .tempdir()
+            .map_err(|e| err(format!("creating a work folder: {e}")))?;
         let tree = work.path().join("sample-tree");
         let tools: Vec<String> = packet.manifest.environment.tools.keys().cloned().collect();
         let probe = grader.probe(&tools).map_err(|e| err(e.to_string()))?;
-        crate::starter::lay_received(packet, crate::check::CHECK_SEED, &probe, &crate::starter::Gate::placeholders(), &tree)
-            .map_err(|e| err(format!("laying the starter a candidate receives: {e}")))?;
+        crate::starter::lay_received(
+            packet,
+            crate::check::CHECK_SEED,
+            &probe,
+            &crate::starter::Gate::placeholders(),
+            &tree,
+        )
+        .map_err(|e| err(format!("laying the starter a candidate receives: {e}")))?;
         if packet.sample_dir().is_dir() {
-            copy_path(&packet.sample_dir(), &tree).map_err(|e| err(format!("laying the sample: {e}")))?;
+            copy_path(&packet.sample_dir(), &tree)
+                .map_err(|e| err(format!("laying the sample: {e}")))?;
         }
         let mut local_modules: BTreeSet<String> = BTreeSet::new();
         for dir in [tree.clone(), packet.root.join("hidden")] {
@@ -195,15 +234,22 @@ impl<'a> Audit<'a> {
         for (r, ids) in &baseline {
             let (outcome, reason, _) = classify(std::slice::from_ref(r));
             if outcome != Outcome::Survived {
-                return Err(err(format!("the sample does not pass hidden step {} ({reason}): an audit needs the hidden tests green on the sample", r.step)));
+                return Err(err(format!(
+                    "the sample does not pass hidden step {} ({reason}): an audit needs the hidden tests green on the sample",
+                    r.step
+                )));
             }
             audit.expected.insert(r.step.clone(), ids.clone());
         }
         // The canary: a target that cannot even be imported must be
         // noticed, or the steps never run the target and every mutant
         // would survive for nothing.
-        let canary = format!("raise ImportError(\"gatehouse audit canary: {} cannot be imported\")\n{}", audit.target, audit.source);
-        let runs: Vec<StepResult> = audit.run_steps(Some(&canary), "canary")?.into_iter().map(|(r, _)| r).collect();
+        let canary = format!(
+            "raise ImportError(\"gatehouse audit canary: {} cannot be imported\")\n{}",
+            audit.target, audit.source
+        );
+        let runs: Vec<StepResult> =
+            audit.run_steps(Some(&canary), "canary")?.into_iter().map(|(r, _)| r).collect();
         if classify(&runs).0 == Outcome::Survived {
             audit.warnings.push(format!(
                 "the hidden steps ({}) pass even when {} cannot be imported: they never run it, so its mutants survive whatever the tests check; audit the file they do run (--target) or other steps (--step)",
@@ -220,17 +266,31 @@ impl<'a> Audit<'a> {
         let names: Vec<&str> = self.defs.iter().map(|d| d.name.as_str()).collect();
         for f in functions {
             if !names.contains(&f.as_str()) {
-                return Err(err(format!("--function {f:?}: {} has no top-level function or class of that name (it has {})", self.target, names.join(", "))));
+                return Err(err(format!(
+                    "--function {f:?}: {} has no top-level function or class of that name (it has {})",
+                    self.target,
+                    names.join(", ")
+                )));
             }
         }
-        Ok(self.defs.iter().filter(|d| functions.is_empty() || functions.contains(&d.name)).collect())
+        Ok(self
+            .defs
+            .iter()
+            .filter(|d| functions.is_empty() || functions.contains(&d.name))
+            .collect())
     }
 
     /// Rule mutants of the selected definitions, at most `per_function`
     /// each (0: all).
-    pub fn rule_proposals(&self, functions: &[String], per_function: usize) -> Result<Vec<Proposal>, AuditError> {
+    pub fn rule_proposals(
+        &self,
+        functions: &[String],
+        per_function: usize,
+    ) -> Result<Vec<Proposal>, AuditError> {
         self.select(functions)?;
-        self.helper.rules(&self.source, functions, per_function).map_err(|e| err(format!("{}: {e}", self.target)))
+        self.helper
+            .rules(&self.source, functions, per_function)
+            .map_err(|e| err(format!("{}: {e}", self.target)))
     }
 
     fn step(&self, id: &str) -> Result<&Step, AuditError> {
@@ -239,7 +299,11 @@ impl<'a> Audit<'a> {
 
     /// Runs every hidden-test step on the sample with `mutated` as the
     /// target (`None`: the sample's own), each on a fresh copy.
-    fn run_steps(&self, mutated: Option<&str>, label: &str) -> Result<Vec<(StepResult, BTreeSet<String>)>, AuditError> {
+    fn run_steps(
+        &self,
+        mutated: Option<&str>,
+        label: &str,
+    ) -> Result<Vec<(StepResult, BTreeSet<String>)>, AuditError> {
         let m = &self.packet.manifest;
         let limits = m.limits.apply(&default_limits());
         let mut out = Vec::new();
@@ -247,7 +311,8 @@ impl<'a> Audit<'a> {
             let step = self.step(id)?;
             let scratch = self.work.path().join("runs").join(label).join(id);
             if let Some(parent) = scratch.parent() {
-                fs::create_dir_all(parent).map_err(|e| err(format!("{}: {e}", parent.display())))?;
+                fs::create_dir_all(parent)
+                    .map_err(|e| err(format!("{}: {e}", parent.display())))?;
             }
             let target = &self.target;
             let ran = run_on_copy(
@@ -292,25 +357,53 @@ impl<'a> Audit<'a> {
 
     /// Applies, runs and classifies one proposal.
     pub fn judge_one(&self, p: &Proposal, label: &str) -> Result<MutantReport, AuditError> {
-        let applied = self.helper.apply(&self.source, &p.code, &self.target, &self.local_modules).map_err(err)?;
+        let applied = self
+            .helper
+            .apply(&self.source, &p.code, &self.target, &self.local_modules)
+            .map_err(err)?;
         let applied = match applied {
             Ok(a) => a,
             Err(reason) => {
-                return Ok(MutantReport { id: p.id.clone(), fault: p.fault.clone(), outcome: Outcome::Invalid, reason, diff: String::new(), killed_by: Vec::new() });
+                return Ok(MutantReport {
+                    id: p.id.clone(),
+                    fault: p.fault.clone(),
+                    outcome: Outcome::Invalid,
+                    reason,
+                    diff: String::new(),
+                    killed_by: Vec::new(),
+                });
             }
         };
-        let runs: Vec<StepResult> = self.run_steps(Some(&applied.source), label)?.into_iter().map(|(r, _)| r).collect();
+        let runs: Vec<StepResult> =
+            self.run_steps(Some(&applied.source), label)?.into_iter().map(|(r, _)| r).collect();
         let (outcome, reason, killed_by) = classify(&runs);
-        Ok(MutantReport { id: p.id.clone(), fault: p.fault.clone(), outcome, reason, diff: applied.diff, killed_by })
+        Ok(MutantReport {
+            id: p.id.clone(),
+            fault: p.fault.clone(),
+            outcome,
+            reason,
+            diff: applied.diff,
+            killed_by,
+        })
     }
 
     /// Judges every proposal, side by side (one per core), in order.
     pub fn judge(&self, proposals: &[Proposal]) -> Result<Vec<MutantReport>, AuditError> {
-        crate::par::map_indexed(proposals.len(), |i| self.judge_one(&proposals[i], &format!("m{i}"))).into_iter().collect()
+        crate::par::map_indexed(proposals.len(), |i| {
+            self.judge_one(&proposals[i], &format!("m{i}"))
+        })
+        .into_iter()
+        .collect()
     }
 
     /// The report of judged mutants.
-    pub fn report(&self, mode: &str, mutants: Vec<MutantReport>, calls: Vec<serde_json::Value>, errors: Vec<String>) -> AuditReport {
+    pub fn report(
+        &self,
+        mode: &str,
+        mutants: Vec<MutantReport>,
+        calls: Vec<serde_json::Value>,
+        errors: Vec<String>,
+    ) -> AuditReport {
         AuditReport {
             packet: self.packet.manifest.packet.slug.clone(),
             target: self.target.clone(),

@@ -72,7 +72,9 @@ fn read_at(file: &File, offset: u64, buf: &mut [u8], what: &str) -> Result<(), I
 /// form), reading only the archive's tail.
 pub(super) fn read_end_record(file: &File, file_len: u64) -> Result<EndRecord, IngestError> {
     if file_len < EOCD_LEN {
-        return Err(unreadable(format!("the file is {file_len} bytes, too short to be a zip archive")));
+        return Err(unreadable(format!(
+            "the file is {file_len} bytes, too short to be a zip archive"
+        )));
     }
     let tail_len = file_len.min(EOCD_LEN + 0xFFFF);
     let tail_start = file_len - tail_len;
@@ -92,9 +94,11 @@ pub(super) fn read_end_record(file: &File, file_len: u64) -> Result<EndRecord, I
             fallback.get_or_insert(at);
         }
     }
-    let at = found
-        .or(fallback)
-        .ok_or_else(|| unreadable("no end-of-central-directory record: this is not a zip archive, or it is truncated"))?;
+    let at = found.or(fallback).ok_or_else(|| {
+        unreadable(
+            "no end-of-central-directory record: this is not a zip archive, or it is truncated",
+        )
+    })?;
     let eocd_pos = tail_start + at as u64;
     let record = &tail[at..at + EOCD_LEN as usize];
     let disk = le16(record, 4);
@@ -103,7 +107,10 @@ pub(super) fn read_end_record(file: &File, file_len: u64) -> Result<EndRecord, I
     let entries_total = le16(record, 10);
     let cd_size = le32(record, 12);
     let cd_offset = le32(record, 16);
-    let needs_zip64 = entries_total == 0xFFFF || entries_disk == 0xFFFF || cd_size == u32::MAX || cd_offset == u32::MAX;
+    let needs_zip64 = entries_total == 0xFFFF
+        || entries_disk == 0xFFFF
+        || cd_size == u32::MAX
+        || cd_offset == u32::MAX;
     let mut end = EndRecord {
         entries: u64::from(entries_total.max(entries_disk)),
         cd_offset: u64::from(cd_offset),
@@ -121,7 +128,9 @@ pub(super) fn read_end_record(file: &File, file_len: u64) -> Result<EndRecord, I
             }
             read_at(file, eocd64_pos, &mut eocd64, "zip64 end record")?;
             if le32(&eocd64, 0) != EOCD64_SIG {
-                return Err(unreadable("the zip64 end locator does not point at a zip64 end record"));
+                return Err(unreadable(
+                    "the zip64 end locator does not point at a zip64 end record",
+                ));
             }
             end.entries = le64(&eocd64, 24).max(le64(&eocd64, 32));
             end.cd_size = le64(&eocd64, 40);
@@ -150,9 +159,8 @@ pub(super) fn read_central_directory(
     max_name: usize,
     mut visit: impl FnMut(RawEntry) -> Result<(), IngestError>,
 ) -> Result<(), IngestError> {
-    let handle = file
-        .try_clone()
-        .map_err(|err| unreadable(format!("cannot reopen the archive: {err}")))?;
+    let handle =
+        file.try_clone().map_err(|err| unreadable(format!("cannot reopen the archive: {err}")))?;
     let mut reader = BufReader::with_capacity(64 << 10, handle);
     reader
         .seek(SeekFrom::Start(end.cd_offset))
@@ -240,7 +248,11 @@ fn apply_extra_fields(entry: &mut RawEntry, extra: &[u8]) {
 }
 
 /// Reads an entry's local header and returns where its data starts.
-pub(super) fn local_data_start(file: &File, entry: &RawEntry, entry_name: &str) -> Result<u64, IngestError> {
+pub(super) fn local_data_start(
+    file: &File,
+    entry: &RawEntry,
+    entry_name: &str,
+) -> Result<u64, IngestError> {
     let mut header = [0u8; LOCAL_HEADER_LEN as usize];
     file.read_exact_at(&mut header, entry.local_header_offset).map_err(|err| {
         unreadable(format!(
@@ -262,8 +274,15 @@ pub(super) fn local_data_start(file: &File, entry: &RawEntry, entry_name: &str) 
 /// for a date or time that does not exist (month 13, 31 February, 25:00).
 pub(super) fn dos_to_unix(date: u16, time: u16) -> Option<i64> {
     let month = ::time::Month::try_from(((date >> 5) & 0xF) as u8).ok()?;
-    let day = ::time::Date::from_calendar_date(i32::from(date >> 9) + 1980, month, (date & 0x1F) as u8).ok()?;
-    let at = ::time::Time::from_hms((time >> 11) as u8, ((time >> 5) & 0x3F) as u8, ((time & 0x1F) * 2) as u8).ok()?;
+    let day =
+        ::time::Date::from_calendar_date(i32::from(date >> 9) + 1980, month, (date & 0x1F) as u8)
+            .ok()?;
+    let at = ::time::Time::from_hms(
+        (time >> 11) as u8,
+        ((time >> 5) & 0x3F) as u8,
+        ((time & 0x1F) * 2) as u8,
+    )
+    .ok()?;
     Some(::time::PrimitiveDateTime::new(day, at).assume_utc().unix_timestamp())
 }
 

@@ -182,7 +182,6 @@ impl IngestOptions {
     }
 }
 
-
 /// Why an archive was refused. Every rule has its own variant, and every
 /// message names the entry (as a quoted, escaped string) and the rule.
 #[derive(Debug, thiserror::Error)]
@@ -217,7 +216,9 @@ pub enum IngestError {
     SpecialFile { entry: String, kind: String },
     #[error("entry {entry} is encrypted; encrypted entries are not accepted")]
     Encrypted { entry: String },
-    #[error("entry {entry} uses compression method {method}; only stored (0) and deflate (8) are accepted")]
+    #[error(
+        "entry {entry} uses compression method {method}; only stored (0) and deflate (8) are accepted"
+    )]
     UnsupportedCompression { entry: String, method: u16 },
     #[error("entry {entry} appears more than once in the archive")]
     DuplicateName { entry: String },
@@ -227,17 +228,25 @@ pub enum IngestError {
     FileDirectoryConflict { entry: String, other: String },
     #[error("entry {entry} decompresses to more than the per-entry limit of {limit} bytes")]
     EntryTooLarge { entry: String, limit: u64 },
-    #[error("the archive decompresses to more than the total limit of {limit} bytes (reached at entry {entry})")]
+    #[error(
+        "the archive decompresses to more than the total limit of {limit} bytes (reached at entry {entry})"
+    )]
     TotalTooLarge { entry: String, limit: u64 },
-    #[error("entry {entry} expands from {compressed} compressed bytes past the ratio limit of {limit}:1")]
+    #[error(
+        "entry {entry} expands from {compressed} compressed bytes past the ratio limit of {limit}:1"
+    )]
     EntryRatio { entry: String, compressed: u64, limit: u64 },
-    #[error("the archive expands from {compressed} compressed bytes past the overall ratio limit of {limit}:1 (reached at entry {entry})")]
+    #[error(
+        "the archive expands from {compressed} compressed bytes past the overall ratio limit of {limit}:1 (reached at entry {entry})"
+    )]
     TotalRatio { entry: String, compressed: u64, limit: u64 },
     #[error("entry {entry} overlaps {other} in the archive, as in overlapping-entry zip bombs")]
     OverlappingEntries { entry: String, other: String },
     #[error("entry {entry} nests archives {depth} deep, deeper than the limit of {limit}")]
     NestingTooDeep { entry: String, depth: usize, limit: usize },
-    #[error("entry {entry} is a zip archive that cannot be inspected for nested archives: {detail}")]
+    #[error(
+        "entry {entry} is a zip archive that cannot be inspected for nested archives: {detail}"
+    )]
     NestedUnreadable { entry: String, detail: String },
     #[error("entry {entry} failed its CRC-32 check")]
     CrcMismatch { entry: String },
@@ -327,21 +336,33 @@ impl Drop for DestGuard<'_> {
 /// every rule in `limits`. On any error `dest` is removed again. Knows no
 /// workspace names: any single top-level folder is unwrapped (see
 /// [`ingest_with`]).
-pub fn ingest(zip_path: &Path, dest: &Path, limits: &IngestLimits) -> Result<Ingested, IngestError> {
+pub fn ingest(
+    zip_path: &Path,
+    dest: &Path,
+    limits: &IngestLimits,
+) -> Result<Ingested, IngestError> {
     ingest_with(zip_path, dest, limits, &IngestOptions::default())
 }
 
 /// [`ingest`], normalising with what `options` knows about the workspace.
-pub fn ingest_with(zip_path: &Path, dest: &Path, limits: &IngestLimits, options: &IngestOptions) -> Result<Ingested, IngestError> {
+pub fn ingest_with(
+    zip_path: &Path,
+    dest: &Path,
+    limits: &IngestLimits,
+    options: &IngestOptions,
+) -> Result<Ingested, IngestError> {
     let dest_display = dest.display().to_string();
     if std::fs::symlink_metadata(dest).is_ok() {
         return Err(IngestError::DestinationExists { path: dest_display });
     }
-    let file = File::open(zip_path)
-        .map_err(|err| IngestError::Unreadable(format!("cannot open {}: {err}", zip_path.display())))?;
+    let file = File::open(zip_path).map_err(|err| {
+        IngestError::Unreadable(format!("cannot open {}: {err}", zip_path.display()))
+    })?;
     let file_len = file
         .metadata()
-        .map_err(|err| IngestError::Unreadable(format!("cannot stat {}: {err}", zip_path.display())))?
+        .map_err(|err| {
+            IngestError::Unreadable(format!("cannot stat {}: {err}", zip_path.display()))
+        })?
         .len();
 
     // The archive hash runs on the second core while this thread validates
@@ -349,7 +370,9 @@ pub fn ingest_with(zip_path: &Path, dest: &Path, limits: &IngestLimits, options:
     // share the file offset), opened on the same inode through /proc.
     let hash_file = File::open(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .or_else(|_| File::open(zip_path))
-        .map_err(|err| IngestError::Unreadable(format!("cannot reopen {}: {err}", zip_path.display())))?;
+        .map_err(|err| {
+            IngestError::Unreadable(format!("cannot reopen {}: {err}", zip_path.display()))
+        })?;
     let stop = Arc::new(AtomicBool::new(false));
     let hasher = {
         let stop = Arc::clone(&stop);
@@ -381,7 +404,10 @@ pub fn ingest_with(zip_path: &Path, dest: &Path, limits: &IngestLimits, options:
         Ok(Ok(hash)) => ingested.archive_sha256 = hash,
         Ok(Err(err)) => {
             let _ = std::fs::remove_dir_all(dest);
-            return Err(IngestError::Unreadable(format!("cannot hash {}: {err}", zip_path.display())));
+            return Err(IngestError::Unreadable(format!(
+                "cannot hash {}: {err}",
+                zip_path.display()
+            )));
         }
         Err(_) => {
             let _ = std::fs::remove_dir_all(dest);
@@ -450,7 +476,9 @@ fn plan_entries(
                         0o020_000 => "character device".to_owned(),
                         0o060_000 => "block device".to_owned(),
                         0o140_000 => "socket".to_owned(),
-                        _ => format!("non-regular file (unix type {other:#o}, such as a hard link)"),
+                        _ => {
+                            format!("non-regular file (unix type {other:#o}, such as a hard link)")
+                        }
                     };
                     return Err(IngestError::SpecialFile { entry: display, kind });
                 }
@@ -461,7 +489,8 @@ fn plan_entries(
             return Err(IngestError::UnsupportedCompression { entry: display, method: raw.method });
         }
 
-        let mtime = raw.extended_mtime.or_else(|| directory::dos_to_unix(raw.dos_date, raw.dos_time));
+        let mtime =
+            raw.extended_mtime.or_else(|| directory::dos_to_unix(raw.dos_date, raw.dos_time));
         planned.push(Planned {
             index,
             metadata: is_os_metadata(&checked.path, is_dir),
@@ -488,7 +517,8 @@ fn plan_entries(
             normalised.backslashes_unlisted += 1;
         }
     }
-    let (metadata, mut kept): (Vec<Planned>, Vec<Planned>) = planned.into_iter().partition(|p| p.metadata);
+    let (metadata, mut kept): (Vec<Planned>, Vec<Planned>) =
+        planned.into_iter().partition(|p| p.metadata);
     for entry in metadata.iter().filter(|p| !p.is_dir) {
         if normalised.dropped.len() < NORMALISED_LISTED {
             normalised.dropped.push(entry.path.clone());
@@ -569,7 +599,12 @@ struct Seen {
 
 /// Records a path and its ancestors, refusing duplicates, case or
 /// normalisation collisions, and files used as directories.
-fn register_path(seen: &mut HashMap<String, Seen>, path: &str, display: &str, is_dir: bool) -> Result<(), IngestError> {
+fn register_path(
+    seen: &mut HashMap<String, Seen>,
+    path: &str,
+    display: &str,
+    is_dir: bool,
+) -> Result<(), IngestError> {
     // Ancestors first, as implicit directories.
     let mut prefix_end = 0;
     while let Some(slash) = path[prefix_end..].find('/') {
@@ -578,13 +613,27 @@ fn register_path(seen: &mut HashMap<String, Seen>, path: &str, display: &str, is
         let key = names::collision_key(ancestor);
         match seen.get(&key) {
             None => {
-                seen.insert(key, Seen { path: ancestor.to_owned(), entry: display.to_owned(), explicit: false, is_dir: true });
+                seen.insert(
+                    key,
+                    Seen {
+                        path: ancestor.to_owned(),
+                        entry: display.to_owned(),
+                        explicit: false,
+                        is_dir: true,
+                    },
+                );
             }
             Some(prev) if !prev.is_dir => {
-                return Err(IngestError::FileDirectoryConflict { entry: prev.entry.clone(), other: display.to_owned() });
+                return Err(IngestError::FileDirectoryConflict {
+                    entry: prev.entry.clone(),
+                    other: display.to_owned(),
+                });
             }
             Some(prev) if prev.path != ancestor => {
-                return Err(IngestError::NameCollision { entry: display.to_owned(), other: prev.entry.clone() });
+                return Err(IngestError::NameCollision {
+                    entry: display.to_owned(),
+                    other: prev.entry.clone(),
+                });
             }
             Some(_) => {}
         }
@@ -592,7 +641,10 @@ fn register_path(seen: &mut HashMap<String, Seen>, path: &str, display: &str, is
     let key = names::collision_key(path);
     match seen.get_mut(&key) {
         None => {
-            seen.insert(key, Seen { path: path.to_owned(), entry: display.to_owned(), explicit: true, is_dir });
+            seen.insert(
+                key,
+                Seen { path: path.to_owned(), entry: display.to_owned(), explicit: true, is_dir },
+            );
             Ok(())
         }
         Some(prev) if prev.path != path => {
@@ -606,10 +658,14 @@ fn register_path(seen: &mut HashMap<String, Seen>, path: &str, display: &str, is
             prev.explicit = true;
             Ok(())
         }
-        Some(prev) if is_dir => {
-            Err(IngestError::FileDirectoryConflict { entry: prev.entry.clone(), other: display.to_owned() })
-        }
-        Some(prev) => Err(IngestError::FileDirectoryConflict { entry: display.to_owned(), other: prev.entry.clone() }),
+        Some(prev) if is_dir => Err(IngestError::FileDirectoryConflict {
+            entry: prev.entry.clone(),
+            other: display.to_owned(),
+        }),
+        Some(prev) => Err(IngestError::FileDirectoryConflict {
+            entry: display.to_owned(),
+            other: prev.entry.clone(),
+        }),
     }
 }
 
@@ -671,8 +727,10 @@ fn extract(
     let handle = file
         .try_clone()
         .map_err(|err| IngestError::Unreadable(format!("cannot reopen the archive: {err}")))?;
-    let mut archive = ZipArchive::new(BufReader::with_capacity(64 << 10, handle))
-        .map_err(|err| IngestError::Unreadable(format!("the zip reader refused the archive: {err}")))?;
+    let mut archive =
+        ZipArchive::new(BufReader::with_capacity(64 << 10, handle)).map_err(|err| {
+            IngestError::Unreadable(format!("the zip reader refused the archive: {err}"))
+        })?;
     if archive.len() != total_entries {
         return Err(IngestError::Unreadable(format!(
             "the zip reader found {} entries where the central directory lists {}",
@@ -693,9 +751,9 @@ fn extract(
             continue;
         }
         make_dirs(dest, &entry.path, false, &mut made_dirs)?;
-        let mut zipped = archive
-            .by_index(entry.index)
-            .map_err(|err| IngestError::Unreadable(format!("cannot open entry {}: {err}", entry.display)))?;
+        let mut zipped = archive.by_index(entry.index).map_err(|err| {
+            IngestError::Unreadable(format!("cannot open entry {}: {err}", entry.display))
+        })?;
         let mut out = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -711,11 +769,20 @@ fn extract(
         drop(out);
         if copied.starts_with_zip_magic {
             if limits.max_nesting == 0 {
-                return Err(IngestError::NestingTooDeep { entry: entry.display.clone(), depth: 1, limit: 0 });
+                return Err(IngestError::NestingTooDeep {
+                    entry: entry.display.clone(),
+                    depth: 1,
+                    limit: 0,
+                });
             }
             nesting::inspect(&target, &entry.display, 1, dest, limits)?;
         }
-        files.push(IngestedFile { path: entry.path.clone(), size: copied.size, sha256: copied.sha256, mtime: entry.mtime });
+        files.push(IngestedFile {
+            path: entry.path.clone(),
+            size: copied.size,
+            sha256: copied.sha256,
+            mtime: entry.mtime,
+        });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Ingested {
@@ -744,8 +811,10 @@ fn copy_entry(
     target: &Path,
 ) -> Result<Copied, IngestError> {
     let limits = budget.limits;
-    let entry_ratio_cap = limits.max_ratio.saturating_mul(entry.compressed_size).max(RATIO_FLOOR_BYTES);
-    let total_ratio_cap = limits.max_ratio.saturating_mul(budget.total_compressed).max(RATIO_FLOOR_BYTES);
+    let entry_ratio_cap =
+        limits.max_ratio.saturating_mul(entry.compressed_size).max(RATIO_FLOOR_BYTES);
+    let total_ratio_cap =
+        limits.max_ratio.saturating_mul(budget.total_compressed).max(RATIO_FLOOR_BYTES);
     let cap = limits
         .max_entry_bytes
         .min(entry_ratio_cap)
@@ -788,13 +857,25 @@ fn copy_entry(
         } else if budget.total + size > limits.max_total_bytes {
             IngestError::TotalTooLarge { entry: display, limit: limits.max_total_bytes }
         } else if size > entry_ratio_cap {
-            IngestError::EntryRatio { entry: display, compressed: entry.compressed_size, limit: limits.max_ratio }
+            IngestError::EntryRatio {
+                entry: display,
+                compressed: entry.compressed_size,
+                limit: limits.max_ratio,
+            }
         } else {
-            IngestError::TotalRatio { entry: display, compressed: budget.total_compressed, limit: limits.max_ratio }
+            IngestError::TotalRatio {
+                entry: display,
+                compressed: budget.total_compressed,
+                limit: limits.max_ratio,
+            }
         });
     }
     budget.total += size;
-    Ok(Copied { size, sha256: hex::encode(hasher.finalize()), starts_with_zip_magic: head_len == 4 && head == ZIP_MAGIC })
+    Ok(Copied {
+        size,
+        sha256: hex::encode(hasher.finalize()),
+        starts_with_zip_magic: head_len == 4 && head == ZIP_MAGIC,
+    })
 }
 
 /// Maps the zip crate's read errors onto the refusal they stand for.
@@ -814,19 +895,27 @@ fn classify_read_error(err: io::Error, entry: &Planned) -> IngestError {
 /// directory) under `dest`, remembering what was made so that each is
 /// created once. Directories are made with `mkdir`, which never follows an
 /// existing symlink.
-fn make_dirs(dest: &Path, path: &str, include_self: bool, made: &mut HashSet<String>) -> Result<(), IngestError> {
+fn make_dirs(
+    dest: &Path,
+    path: &str,
+    include_self: bool,
+    made: &mut HashSet<String>,
+) -> Result<(), IngestError> {
     let mut ends: Vec<usize> = path.match_indices('/').map(|(at, _)| at).collect();
     if include_self {
         ends.push(path.len());
     }
     // Walk back to the deepest directory already made, then forward.
-    let first_missing = ends.iter().rposition(|&end| made.contains(&path[..end])).map_or(0, |found| found + 1);
+    let first_missing =
+        ends.iter().rposition(|&end| made.contains(&path[..end])).map_or(0, |found| found + 1);
     for &end in &ends[first_missing..] {
         let dir = &path[..end];
         let full = dest.join(dir);
         match std::fs::DirBuilder::new().mode(0o755).create(&full) {
             Ok(()) => {}
-            Err(err) => return Err(IngestError::Io { path: full.display().to_string(), source: err }),
+            Err(err) => {
+                return Err(IngestError::Io { path: full.display().to_string(), source: err });
+            }
         }
         made.insert(dir.to_owned());
     }
@@ -838,7 +927,12 @@ fn make_dirs(dest: &Path, path: &str, include_self: bool, made: &mut HashSet<Str
 /// and directories), and modification times from `times` (keyed by relative
 /// `/`-separated path) or `default_time`, stored both as a DOS time (UTC) and
 /// as an extended-timestamp field. Symbolic links are refused.
-pub fn write_zip_from_dir(dir: &Path, out: &Path, times: &BTreeMap<String, i64>, default_time: i64) -> io::Result<()> {
+pub fn write_zip_from_dir(
+    dir: &Path,
+    out: &Path,
+    times: &BTreeMap<String, i64>,
+    default_time: i64,
+) -> io::Result<()> {
     let mut entries: Vec<(String, bool, bool)> = Vec::new();
     for item in walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name() {
         let item = item.map_err(io::Error::other)?;
@@ -847,13 +941,22 @@ pub fn write_zip_from_dir(dir: &Path, out: &Path, times: &BTreeMap<String, i64>,
             .strip_prefix(dir)
             .map_err(io::Error::other)?
             .to_str()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{} is not UTF-8", item.path().display())))?
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is not UTF-8", item.path().display()),
+                )
+            })?
             .replace(std::path::MAIN_SEPARATOR, "/");
         let kind = item.file_type();
         if kind.is_symlink() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to zip the symlink {rel}")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("refusing to zip the symlink {rel}"),
+            ));
         }
-        let executable = kind.is_file() && item.metadata().map_err(io::Error::other)?.permissions().mode() & 0o111 != 0;
+        let executable = kind.is_file()
+            && item.metadata().map_err(io::Error::other)?.permissions().mode() & 0o111 != 0;
         entries.push((rel, kind.is_dir(), executable));
     }
     entries.sort();
@@ -886,10 +989,20 @@ pub fn write_zip_from_dir(dir: &Path, out: &Path, times: &BTreeMap<String, i64>,
 /// Unix seconds to a DOS date and time in UTC, clamped to the range DOS
 /// times can hold (1980 to 2107).
 fn dos_time(unix: i64) -> zip::DateTime {
-    let (low, high) = (zip::DateTime::from_date_and_time(1980, 1, 1, 0, 0, 0), zip::DateTime::from_date_and_time(2107, 12, 31, 23, 59, 58));
+    let (low, high) = (
+        zip::DateTime::from_date_and_time(1980, 1, 1, 0, 0, 0),
+        zip::DateTime::from_date_and_time(2107, 12, 31, 23, 59, 58),
+    );
     let clamped = match ::time::OffsetDateTime::from_unix_timestamp(unix) {
         Ok(t) if t.year() < 1980 => low,
-        Ok(t) if t.year() <= 2107 => zip::DateTime::from_date_and_time(t.year() as u16, u8::from(t.month()), t.day(), t.hour(), t.minute(), t.second()),
+        Ok(t) if t.year() <= 2107 => zip::DateTime::from_date_and_time(
+            t.year() as u16,
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+        ),
         Ok(_) => high,
         Err(_) if unix < 0 => low,
         Err(_) => high,

@@ -66,13 +66,18 @@ pub(super) fn check_name(
     // components of nested entries. Like Info-ZIP's unzip, read it as `/`,
     // then hold the converted name to every rule below, so that `..\..\x`,
     // `\x` and `C:\x` are still refused.
-    let converted: Cow<'_, str> = if name.contains('\\') { Cow::Owned(name.replace('\\', "/")) } else { Cow::Borrowed(name) };
+    let converted: Cow<'_, str> =
+        if name.contains('\\') { Cow::Owned(name.replace('\\', "/")) } else { Cow::Borrowed(name) };
     let backslashes = matches!(converted, Cow::Owned(_));
     let name_raw = name;
     let name: &str = &converted;
     let entry = || format!("{name_raw:?}");
     if name.len() > max_path_bytes {
-        return Err(IngestError::PathTooLong { entry: entry(), bytes: name.len(), limit: max_path_bytes });
+        return Err(IngestError::PathTooLong {
+            entry: entry(),
+            bytes: name.len(),
+            limit: max_path_bytes,
+        });
     }
     if name.chars().any(char::is_control) {
         return Err(IngestError::ControlCharacter { entry: entry() });

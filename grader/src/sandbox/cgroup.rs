@@ -37,7 +37,10 @@ impl CgroupRoots {
                 let _id = parts.next()?;
                 let ctrls = parts.next()?;
                 let path = parts.next()?;
-                ctrls.split(',').any(|c| c == ctrl).then(|| path.trim_start_matches('/').to_string())
+                ctrls
+                    .split(',')
+                    .any(|c| c == ctrl)
+                    .then(|| path.trim_start_matches('/').to_string())
             });
             let Some(rel) = rel else {
                 missing.push((ctrl, format!("no v1 {ctrl} controller in /proc/self/cgroup")));
@@ -137,7 +140,11 @@ impl RunCgroups {
     /// whenever no migration happened in the last few milliseconds. Init
     /// is single-threaded, so moving its thread moves the process.
     pub fn tasks_files(&self) -> Vec<PathBuf> {
-        [&self.memory, &self.pids, &self.cpuacct].into_iter().flatten().map(|d| d.join("tasks")).collect()
+        [&self.memory, &self.pids, &self.cpuacct]
+            .into_iter()
+            .flatten()
+            .map(|d| d.join("tasks"))
+            .collect()
     }
 
     /// CPU time used so far by the whole tree.

@@ -32,13 +32,31 @@ pub enum Op {
         data: Option<CString>,
     },
     /// `mkdir`; an existing directory is not an error.
-    Mkdir { path: CString, mode: libc::mode_t },
-    Symlink { target: CString, link: CString },
+    Mkdir {
+        path: CString,
+        mode: libc::mode_t,
+    },
+    Symlink {
+        target: CString,
+        link: CString,
+    },
     /// Creates (or truncates) a file and writes `data` into it.
-    WriteFile { path: CString, data: Vec<u8>, mode: libc::mode_t },
-    Chdir { path: CString },
-    PivotRoot { new_root: CString, put_old: CString },
-    Umount { target: CString, flags: c_int },
+    WriteFile {
+        path: CString,
+        data: Vec<u8>,
+        mode: libc::mode_t,
+    },
+    Chdir {
+        path: CString,
+    },
+    PivotRoot {
+        new_root: CString,
+        put_old: CString,
+    },
+    Umount {
+        target: CString,
+        flags: c_int,
+    },
 }
 
 /// Everything the first image of init needs, prepared before `clone`.
@@ -107,7 +125,11 @@ impl CmdCtx {
         word(&mut b, 0);
         word(&mut b, self.uid.into());
         word(&mut b, self.gid.into());
-        word(&mut b, if self.drop_uid { CTX_DROP_UID } else { 0 } | if self.channel { CTX_CHANNEL } else { 0 });
+        word(
+            &mut b,
+            if self.drop_uid { CTX_DROP_UID } else { 0 }
+                | if self.channel { CTX_CHANNEL } else { 0 },
+        );
         word(&mut b, self.rlimits.len() as u64);
         for (res, lim) in &self.rlimits {
             word(&mut b, (*res).into());
@@ -283,13 +305,25 @@ fn reset_signals() {
         }
         // SAFETY: installs SIG_DFL from a live stack struct.
         unsafe {
-            libc::syscall(libc::SYS_rt_sigaction, sig, &dfl as *const KernelSigaction, ptr::null_mut::<u8>(), 8usize);
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                &dfl as *const KernelSigaction,
+                ptr::null_mut::<u8>(),
+                8usize,
+            );
         }
     }
     let empty: u64 = 0;
     // SAFETY: sets an empty mask from a stack variable.
     unsafe {
-        libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &empty as *const u64, ptr::null_mut::<u64>(), 8usize);
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const u64,
+            ptr::null_mut::<u64>(),
+            8usize,
+        );
     }
 }
 
@@ -326,7 +360,8 @@ fn init_main(ctx: &ChildCtx) -> ! {
         // Survives the exec (init is not set-id).
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
     }
-    let mut keep = [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w, ctx.chan_w, ctx.ctx_fd, ctx.exe_fd];
+    let mut keep =
+        [ctx.go_r, ctx.report_w, ctx.out_w, ctx.err_w, ctx.chan_w, ctx.ctx_fd, ctx.exe_fd];
     if let Err(e) = close_other_fds(&mut keep) {
         fail(rep, STEP_CLOSE_FDS, e);
     }
@@ -441,7 +476,10 @@ mod tests {
     fn sample() -> CmdCtx {
         let c = |s: &str| CString::new(s).unwrap();
         CmdCtx {
-            rlimits: vec![(7, libc::rlimit { rlim_cur: 64, rlim_max: 65 }), (1, libc::rlimit { rlim_cur: u64::MAX, rlim_max: 0 })],
+            rlimits: vec![
+                (7, libc::rlimit { rlim_cur: 64, rlim_max: 65 }),
+                (1, libc::rlimit { rlim_cur: u64::MAX, rlim_max: 0 }),
+            ],
             uid: 61003,
             gid: 61004,
             drop_uid: true,
@@ -523,7 +561,15 @@ mod tests {
         let mut buf = aligned(&bytes);
         let parsed = proto::parse(as_bytes(&mut buf)).expect("parses");
         assert_eq!(read_back(&parsed), (ctx, 42));
-        let empty = CmdCtx { rlimits: vec![], seccomp: vec![], argv: vec![], envp: vec![], channel: true, drop_uid: false, ..sample() };
+        let empty = CmdCtx {
+            rlimits: vec![],
+            seccomp: vec![],
+            argv: vec![],
+            envp: vec![],
+            channel: true,
+            drop_uid: false,
+            ..sample()
+        };
         let mut buf = aligned(&empty.encode());
         let parsed = proto::parse(as_bytes(&mut buf)).expect("parses");
         assert_eq!(read_back(&parsed).0, empty);
@@ -565,6 +611,9 @@ mod tests {
         assert!(refused(&pad));
         let mut buf = aligned(&[&[0u8; 8][..], &bytes].concat());
         assert!(proto::parse(&mut as_bytes(&mut buf)[4..4 + bytes.len()]).is_none(), "misaligned");
-        assert!(proto::parse(&mut as_bytes(&mut buf)[8..8 + bytes.len()]).is_some(), "the same bytes, aligned");
+        assert!(
+            proto::parse(&mut as_bytes(&mut buf)[8..8 + bytes.len()]).is_some(),
+            "the same bytes, aligned"
+        );
     }
 }

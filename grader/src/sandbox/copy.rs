@@ -4,9 +4,9 @@
 //! the clone and after init is reaped), so nothing can swap a file for a
 //! symlink underneath them.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::collections::HashMap;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt, lchown, symlink};
 use std::path::{Path, PathBuf};
 
@@ -25,7 +25,8 @@ pub fn copy_in(src: &Path, dst: &Path, uid: u32, gid: u32) -> Result<(), Sandbox
         let entry = entry.map_err(|e| err(format!("readdir({:?})", src.display()), e))?;
         let from = entry.path();
         let to = dst.join(entry.file_name());
-        let meta = fs::symlink_metadata(&from).map_err(|e| err(format!("lstat({:?})", from.display()), e))?;
+        let meta = fs::symlink_metadata(&from)
+            .map_err(|e| err(format!("lstat({:?})", from.display()), e))?;
         let ft = meta.file_type();
         let mode = meta.permissions().mode() & 0o777;
         if ft.is_dir() {
@@ -36,8 +37,11 @@ pub fn copy_in(src: &Path, dst: &Path, uid: u32, gid: u32) -> Result<(), Sandbox
         } else if ft.is_file() {
             copy_file(&from, &to, mode)?;
         } else if ft.is_symlink() {
-            let target = fs::read_link(&from).map_err(|e| err(format!("readlink({:?})", from.display()), e))?;
-            symlink(&target, &to).map_err(|e| err(format!("symlink({:?}, {:?})", target.display(), to.display()), e))?;
+            let target = fs::read_link(&from)
+                .map_err(|e| err(format!("readlink({:?})", from.display()), e))?;
+            symlink(&target, &to).map_err(|e| {
+                err(format!("symlink({:?}, {:?})", target.display(), to.display()), e)
+            })?;
         } else {
             continue;
         }
@@ -59,8 +63,11 @@ fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(), SandboxError> {
         .mode(mode)
         .custom_flags(libc::O_NOFOLLOW)
         .open(to)
-        .map_err(|e| err(format!("open({:?}, O_WRONLY|O_CREAT|O_EXCL, {mode:o})", to.display()), e))?;
-    io::copy(&mut src, &mut dst).map_err(|e| err(format!("copy({:?}, {:?})", from.display(), to.display()), e))?;
+        .map_err(|e| {
+            err(format!("open({:?}, O_WRONLY|O_CREAT|O_EXCL, {mode:o})", to.display()), e)
+        })?;
+    io::copy(&mut src, &mut dst)
+        .map_err(|e| err(format!("copy({:?}, {:?})", from.display(), to.display()), e))?;
     Ok(())
 }
 
@@ -139,7 +146,8 @@ pub fn copy_out(src: &Path, dst: &Path, budget: OutBudget) -> Result<OutStats, S
         let res = if is_dir { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
         res.map_err(|e| err(format!("remove({:?})", path.display()), e))?;
     }
-    let mut out = Out { budget, stats: OutStats::default(), seen: HashMap::new(), bytes: 0, files: 0 };
+    let mut out =
+        Out { budget, stats: OutStats::default(), seen: HashMap::new(), bytes: 0, files: 0 };
     out.tree(src, dst, 0, 0)?;
     Ok(out.stats)
 }
@@ -163,7 +171,13 @@ impl Out {
         true
     }
 
-    fn tree(&mut self, src: &Path, dst: &Path, depth: usize, rel_len: usize) -> Result<(), SandboxError> {
+    fn tree(
+        &mut self,
+        src: &Path,
+        dst: &Path,
+        depth: usize,
+        rel_len: usize,
+    ) -> Result<(), SandboxError> {
         let Ok(entries) = fs::read_dir(src) else {
             self.stats.cut_deep += 1;
             return Ok(());
@@ -201,8 +215,9 @@ impl Out {
                     if !self.take_file() {
                         continue;
                     }
-                    fs::hard_link(&first, &to)
-                        .map_err(|e| err(format!("link({:?}, {:?})", first.display(), to.display()), e))?;
+                    fs::hard_link(&first, &to).map_err(|e| {
+                        err(format!("link({:?}, {:?})", first.display(), to.display()), e)
+                    })?;
                     self.stats.hard_links += 1;
                     continue;
                 }

@@ -264,7 +264,9 @@ pub const EVIDENCE_DIR: &str = ".gatehouse/evidence";
 /// (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`).
 pub fn landlock_abi() -> u32 {
     // SAFETY: the version query reads no memory (null attr, size 0).
-    let rc = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    let rc = unsafe {
+        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
+    };
     if rc < 0 { 0 } else { rc as u32 }
 }
 
@@ -469,8 +471,22 @@ pub struct Sandbox {
 /// memory and timers) or act on it; each one present is covered by a bind
 /// of /dev/null, as container runtimes do.
 pub const PROC_MASKS: &[&str] = &[
-    "cmdline", "kcore", "keys", "key-users", "kallsyms", "sched_debug", "timer_list", "sysrq-trigger",
-    "latency_stats", "timer_stats", "mounts_all", "kmsg", "config.gz", "modules", "vmallocinfo", "slabinfo",
+    "cmdline",
+    "kcore",
+    "keys",
+    "key-users",
+    "kallsyms",
+    "sched_debug",
+    "timer_list",
+    "sysrq-trigger",
+    "latency_stats",
+    "timer_stats",
+    "mounts_all",
+    "kmsg",
+    "config.gz",
+    "modules",
+    "vmallocinfo",
+    "slabinfo",
 ];
 
 impl Sandbox {
@@ -482,7 +498,8 @@ impl Sandbox {
         if unsafe { libc::geteuid() } != 0 {
             return Err(SandboxError {
                 call: "geteuid()".into(),
-                detail: "the sandbox must run as root (mounts, namespaces, cgroups, uid drop)".into(),
+                detail: "the sandbox must run as root (mounts, namespaces, cgroups, uid drop)"
+                    .into(),
             });
         }
         let mut fallbacks = Vec::new();
@@ -509,8 +526,13 @@ impl Sandbox {
                 }
             }
         };
-        let net = optional(libc::CLONE_NEWNET, "CLONE_NEWNET", "the command shares the host network");
-        let ipc = optional(libc::CLONE_NEWIPC, "CLONE_NEWIPC", "the command shares the host System V IPC");
+        let net =
+            optional(libc::CLONE_NEWNET, "CLONE_NEWNET", "the command shares the host network");
+        let ipc = optional(
+            libc::CLONE_NEWIPC,
+            "CLONE_NEWIPC",
+            "the command shares the host System V IPC",
+        );
         let uts = optional(libc::CLONE_NEWUTS, "CLONE_NEWUTS", "the command sees the host name");
         let _ = ipc;
         names.push_str("|CLONE_VM|CLONE_VFORK|SIGCHLD");
@@ -531,14 +553,21 @@ impl Sandbox {
             }
         };
         let init_exe = init_image_memfd()?;
-        let proc_masks = PROC_MASKS.iter().copied().filter(|m| Path::new("/proc").join(m).exists()).collect();
+        let proc_masks =
+            PROC_MASKS.iter().copied().filter(|m| Path::new("/proc").join(m).exists()).collect();
 
         let (cgroups, missing) = cgroup::CgroupRoots::probe();
         for (ctrl, why) in missing {
             let instead = match ctrl {
-                "memory" => "memory cgroup unavailable: RLIMIT_AS used instead (per process, virtual memory; LimitHit::Memory is not detected)",
-                "pids" => "pids cgroup unavailable: RLIMIT_NPROC on the run's own uid used instead (LimitHit::Processes is not detected)",
-                _ => "cpuacct cgroup unavailable: RLIMIT_CPU per process and the rusage of reaped processes used instead",
+                "memory" => {
+                    "memory cgroup unavailable: RLIMIT_AS used instead (per process, virtual memory; LimitHit::Memory is not detected)"
+                }
+                "pids" => {
+                    "pids cgroup unavailable: RLIMIT_NPROC on the run's own uid used instead (LimitHit::Processes is not detected)"
+                }
+                _ => {
+                    "cpuacct cgroup unavailable: RLIMIT_CPU per process and the rusage of reaped processes used instead"
+                }
             };
             fallbacks.push(format!("{instead} ({why})"));
         }
@@ -556,8 +585,11 @@ impl Sandbox {
             rlimits: true,
             fallbacks,
         };
-        let roots: Vec<PathBuf> =
-            [&cgroups.memory, &cgroups.pids, &cgroups.cpuacct].into_iter().flatten().cloned().collect();
+        let roots: Vec<PathBuf> = [&cgroups.memory, &cgroups.pids, &cgroups.cpuacct]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
         let swept = owner::sweep(Path::new(STAGING_BASE), &roots);
         let owner = owner::take_owner_lock(Path::new(STAGING_BASE))?;
         let sandbox = Sandbox {
@@ -580,7 +612,8 @@ impl Sandbox {
 
     /// Runs a trivial command end to end; any failure is reported as is.
     fn probe_run(&self) -> Result<(), SandboxError> {
-        let dir = tempfile::tempdir().map_err(|e| SandboxError { call: "mkdtemp()".into(), detail: e.to_string() })?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| SandboxError { call: "mkdtemp()".into(), detail: e.to_string() })?;
         let spec = RunSpec {
             script: "test \"$(id -u)\" != 0".into(),
             workspace: dir.path().to_path_buf(),
@@ -603,11 +636,28 @@ impl Sandbox {
     pub fn host_default_config() -> SandboxConfig {
         let mut binds: Vec<PathBuf> = Vec::new();
         let candidates = [
-            "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-            "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-            "/etc/timezone", "/etc/alternatives", "/etc/ssl/certs", "/etc/ssl/openssl.cnf",
-            "/etc/ca-certificates", "/etc/nsswitch.conf", "/etc/protocols", "/etc/services",
-            "/etc/mime.types", "/etc/os-release", "/etc/debian_version",
+            "/usr",
+            "/bin",
+            "/sbin",
+            "/lib",
+            "/lib32",
+            "/lib64",
+            "/libx32",
+            "/etc/ld.so.cache",
+            "/etc/ld.so.conf",
+            "/etc/ld.so.conf.d",
+            "/etc/localtime",
+            "/etc/timezone",
+            "/etc/alternatives",
+            "/etc/ssl/certs",
+            "/etc/ssl/openssl.cnf",
+            "/etc/ca-certificates",
+            "/etc/nsswitch.conf",
+            "/etc/protocols",
+            "/etc/services",
+            "/etc/mime.types",
+            "/etc/os-release",
+            "/etc/debian_version",
         ];
         for c in candidates {
             let p = Path::new(c);
@@ -688,7 +738,8 @@ fn init_image_memfd() -> Result<std::os::fd::OwnedFd, SandboxError> {
     if image.is_empty() {
         return Err(SandboxError {
             call: "the sandbox init image (grader/init)".into(),
-            detail: "not built for this target: grader/build.rs builds it for x86_64 Linux only".into(),
+            detail: "not built for this target: grader/build.rs builds it for x86_64 Linux only"
+                .into(),
         });
     }
     let last = |call: &str| SandboxError {
@@ -707,7 +758,9 @@ fn init_image_memfd() -> Result<std::os::fd::OwnedFd, SandboxError> {
         fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
     }
     if fd < 0 {
-        return Err(last("memfd_create(\"gatehouse-init\", MFD_CLOEXEC|MFD_ALLOW_SEALING|MFD_EXEC)"));
+        return Err(last(
+            "memfd_create(\"gatehouse-init\", MFD_CLOEXEC|MFD_ALLOW_SEALING|MFD_EXEC)",
+        ));
     }
     // SAFETY: the descriptor was just created and is owned here.
     let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
@@ -717,8 +770,11 @@ fn init_image_memfd() -> Result<std::os::fd::OwnedFd, SandboxError> {
     })?;
     let seals = libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
     // SAFETY: plain fcntl on an owned descriptor.
-    if unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(last("fcntl(memfd \"gatehouse-init\", F_ADD_SEALS, F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK|F_SEAL_SEAL)"));
+    if unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_ADD_SEALS, seals) } != 0
+    {
+        return Err(last(
+            "fcntl(memfd \"gatehouse-init\", F_ADD_SEALS, F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK|F_SEAL_SEAL)",
+        ));
     }
     Ok(file.into())
 }

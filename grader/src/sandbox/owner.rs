@@ -31,12 +31,17 @@ fn private_dir(dir: &Path) -> Result<(), SandboxError> {
 /// Opens (creating) `path` and takes an exclusive `flock` without waiting;
 /// `Ok(None)` when another open file holds it.
 fn try_lock(path: &Path, create: bool) -> Result<Option<OwnedFd>, SandboxError> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|e| io_err(format!("{path:?}"), std::io::Error::other(e)))?;
-    let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io_err(format!("{path:?}"), std::io::Error::other(e)))?;
+    let flags =
+        libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | if create { libc::O_CREAT } else { 0 };
     // SAFETY: opens a NUL-terminated path.
     let fd = unsafe { libc::open(c.as_ptr(), flags, 0o600 as libc::c_uint) };
     if fd < 0 {
-        return Err(io_err(format!("open({:?}, O_RDWR|O_CREAT)", path.display()), std::io::Error::last_os_error()));
+        return Err(io_err(
+            format!("open({:?}, O_RDWR|O_CREAT)", path.display()),
+            std::io::Error::last_os_error(),
+        ));
     }
     // SAFETY: the descriptor was just opened and is owned here.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -76,7 +81,10 @@ pub fn lease_uid(base: u32, start: u64, range: u64) -> Result<UidLease, SandboxE
     }
     Err(SandboxError {
         call: format!("flock() of {range} uid locks in {UID_LOCK_DIR}"),
-        detail: format!("every run uid from {base} to {} is held by a live run", base as u64 + range - 1),
+        detail: format!(
+            "every run uid from {base} to {} is held by a live run",
+            base as u64 + range - 1
+        ),
     })
 }
 
@@ -113,7 +121,10 @@ pub fn take_owner_lock(base: &Path) -> Result<OwnerLock, SandboxError> {
             return Ok(OwnerLock { id, _lock: lock });
         }
     }
-    Err(SandboxError { call: format!("owner lock in {:?}", base.display()), detail: "could not take a fresh lock".into() })
+    Err(SandboxError {
+        call: format!("owner lock in {:?}", base.display()),
+        detail: "could not take a fresh lock".into(),
+    })
 }
 
 /// What a sweep removed.
@@ -148,10 +159,12 @@ pub fn sweep(base: &Path, cgroup_roots: &[PathBuf]) -> Swept {
     // owner id -> Some(held lock) when stale, None when live.
     let mut state: BTreeMap<String, Option<Option<OwnedFd>>> = BTreeMap::new();
     let mut is_stale = |owner: &str| -> bool {
-        let st = state.entry(owner.to_string()).or_insert_with(|| match try_lock(&base.join(format!("{owner}.lock")), false) {
-            Ok(None) => None,
-            Ok(Some(fd)) => Some(Some(fd)),
-            Err(_) => Some(None),
+        let st = state.entry(owner.to_string()).or_insert_with(|| {
+            match try_lock(&base.join(format!("{owner}.lock")), false) {
+                Ok(None) => None,
+                Ok(Some(fd)) => Some(Some(fd)),
+                Err(_) => Some(None),
+            }
         });
         st.is_some()
     };
@@ -189,7 +202,9 @@ pub fn sweep(base: &Path, cgroup_roots: &[PathBuf]) -> Swept {
     drop(state);
     for e in &entries {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(id) = name.strip_suffix(".lock.tmp").or_else(|| name.strip_suffix(".lock")) else { continue };
+        let Some(id) = name.strip_suffix(".lock.tmp").or_else(|| name.strip_suffix(".lock")) else {
+            continue;
+        };
         if owner_of(id).is_none() {
             continue;
         }

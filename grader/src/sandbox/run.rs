@@ -76,10 +76,17 @@ fn cpath(p: &Path) -> Result<CString, SandboxError> {
 /// host folder `host` (`copy::copy_out` under its own budget), replacing
 /// whatever the command left at that path in the workspace: only what was
 /// written beneath `/evidence` is there afterwards.
-fn copy_out_evidence(ev: &Path, host: &Path, budget: super::copy::OutBudget) -> Result<super::copy::OutStats, SandboxError> {
+fn copy_out_evidence(
+    ev: &Path,
+    host: &Path,
+    budget: super::copy::OutBudget,
+) -> Result<super::copy::OutStats, SandboxError> {
     let gh = host.join(".gatehouse");
     let dst = host.join(super::EVIDENCE_DIR);
-    let empty = fs::read_dir(ev).map_err(|e| io_err(format!("opendir({:?})", ev.display()), e))?.next().is_none();
+    let empty = fs::read_dir(ev)
+        .map_err(|e| io_err(format!("opendir({:?})", ev.display()), e))?
+        .next()
+        .is_none();
     if empty && fs::symlink_metadata(&dst).is_err() {
         return Ok(super::copy::OutStats::default());
     }
@@ -97,9 +104,20 @@ fn mount_tmpfs(target: &Path, data: &str) -> Result<(), SandboxError> {
     let t = cpath(target)?;
     let (src, fstype, cdata) = (cstr("tmpfs")?, cstr("tmpfs")?, cstr(data)?);
     // SAFETY: all pointers are live CStrings.
-    let rc = unsafe { libc::mount(src.as_ptr(), t.as_ptr(), fstype.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, cdata.as_ptr().cast()) };
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            t.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            cdata.as_ptr().cast(),
+        )
+    };
     if rc != 0 {
-        return Err(os_err(format!("mount(\"tmpfs\", {:?}, \"tmpfs\", MS_NOSUID|MS_NODEV, {data:?})", target.display())));
+        return Err(os_err(format!(
+            "mount(\"tmpfs\", {:?}, \"tmpfs\", MS_NOSUID|MS_NODEV, {data:?})",
+            target.display()
+        )));
     }
     Ok(())
 }
@@ -131,7 +149,10 @@ impl Staging {
             fs::create_dir(d).map_err(|e| io_err(format!("mkdir({:?})", d.display()), e))?;
         }
         let mut st = Staging { dir, root, ws, ws_mounted: false, ev, ev_mounted: false };
-        let data = format!("size={disk_bytes},nr_inodes={},mode=0755,uid={uid},gid={gid}", super::INODE_CAP);
+        let data = format!(
+            "size={disk_bytes},nr_inodes={},mode=0755,uid={uid},gid={gid}",
+            super::INODE_CAP
+        );
         mount_tmpfs(&st.ws, &data)?;
         st.ws_mounted = true;
         mount_tmpfs(&st.ev, &data)?;
@@ -151,7 +172,8 @@ impl Staging {
             }
         }
         if self.dir.exists() {
-            fs::remove_dir_all(&self.dir).map_err(|e| io_err(format!("rmdir({:?})", self.dir.display()), e))?;
+            fs::remove_dir_all(&self.dir)
+                .map_err(|e| io_err(format!("rmdir({:?})", self.dir.display()), e))?;
         }
         Ok(())
     }
@@ -233,7 +255,8 @@ impl Plan {
             self.mkdirs(parent)?;
         }
         let path = self.inner(p);
-        let desc = format!("open({:?}, O_WRONLY|O_CREAT|O_TRUNC, {mode:o}) + write", path.display());
+        let desc =
+            format!("open({:?}, O_WRONLY|O_CREAT|O_TRUNC, {mode:o}) + write", path.display());
         self.push(Op::WriteFile { path: cpath(&path)?, data: data.to_vec(), mode }, desc);
         Ok(())
     }
@@ -251,9 +274,11 @@ impl Plan {
     /// Shows the host path `p` at the same place, read-only (symlinks are
     /// recreated, not bound).
     fn ro_bind(&mut self, p: &Path) -> Result<(), SandboxError> {
-        let meta = fs::symlink_metadata(p).map_err(|e| io_err(format!("lstat({:?})", p.display()), e))?;
+        let meta =
+            fs::symlink_metadata(p).map_err(|e| io_err(format!("lstat({:?})", p.display()), e))?;
         if meta.file_type().is_symlink() {
-            let target = fs::read_link(p).map_err(|e| io_err(format!("readlink({:?})", p.display()), e))?;
+            let target =
+                fs::read_link(p).map_err(|e| io_err(format!("readlink({:?})", p.display()), e))?;
             return self.symlink(&target, p);
         }
         if meta.is_dir() {
@@ -263,7 +288,14 @@ impl Plan {
         }
         let target = self.inner(p);
         let src = p.to_string_lossy().into_owned();
-        self.mount(Some(&src), &target, None, libc::MS_BIND | libc::MS_REC, "MS_BIND|MS_REC", None)?;
+        self.mount(
+            Some(&src),
+            &target,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            "MS_BIND|MS_REC",
+            None,
+        )?;
         self.mount(
             None,
             &target,
@@ -292,8 +324,9 @@ fn memfd_with(bytes: &[u8]) -> Result<OwnedFd, SandboxError> {
     }
     // SAFETY: the descriptor was just created and is owned here.
     let file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    std::io::Write::write_all(&mut &file, bytes)
-        .map_err(|e| io_err(format!("write(memfd, {} bytes of the init context)", bytes.len()), e))?;
+    std::io::Write::write_all(&mut &file, bytes).map_err(|e| {
+        io_err(format!("write(memfd, {} bytes of the init context)", bytes.len()), e)
+    })?;
     Ok(file.into())
 }
 
@@ -376,14 +409,22 @@ fn drain(fd: RawFd, mut sink: impl FnMut(&[u8])) -> bool {
 }
 
 /// Maps a child step number to the call it made.
-fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, ids: (u32, u32), rlimit_names: &[String]) -> String {
+fn describe_step(
+    step: u32,
+    desc: &[String],
+    ctx: &ChildCtx,
+    ids: (u32, u32),
+    rlimit_names: &[String],
+) -> String {
     if let Some(d) = desc.get(step as usize) {
         return d.clone();
     }
     match step {
         child::STEP_CLOSE_FDS => "close_range(3.., 0) in init".into(),
         child::STEP_LOOPBACK_SOCKET => "socket(AF_INET, SOCK_DGRAM, 0)".into(),
-        child::STEP_LOOPBACK_IOCTL => "ioctl(sock, SIOCSIFFLAGS, {\"lo\", IFF_UP|IFF_LOOPBACK|IFF_RUNNING})".into(),
+        child::STEP_LOOPBACK_IOCTL => {
+            "ioctl(sock, SIOCSIFFLAGS, {\"lo\", IFF_UP|IFF_LOOPBACK|IFF_RUNNING})".into()
+        }
         child::STEP_SETHOSTNAME => "sethostname(\"gatehouse\")".into(),
         child::STEP_FORK => "clone(CLONE_VM|CLONE_VFORK|SIGCHLD) of the command process".into(),
         child::STEP_CMD_DUP2 => "dup2(pipe, 1) / dup2(pipe, 2)".into(),
@@ -395,20 +436,33 @@ fn describe_step(step: u32, desc: &[String], ctx: &ChildCtx, ids: (u32, u32), rl
         child::STEP_CMD_SETGID => format!("setresgid({0}, {0}, {0})", ids.1),
         child::STEP_CMD_SETUID => format!("setresuid({0}, {0}, {0})", ids.0),
         child::STEP_CMD_CHANNEL => "dup2(channel pipe, 3)".into(),
-        child::STEP_CMD_KEYRING => "keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL) / keyctl(KEYCTL_CLEAR, user keyrings)".into(),
+        child::STEP_CMD_KEYRING => {
+            "keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL) / keyctl(KEYCTL_CLEAR, user keyrings)".into()
+        }
         child::STEP_CMD_SECCOMP => "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter)".into(),
         child::STEP_CGROUP_NS => "unshare(CLONE_NEWCGROUP) in init".into(),
-        child::STEP_INIT_FDS => "fcntl(F_DUPFD_CLOEXEC, 9) / dup2(fd, 3..=8) of init's descriptors before its exec".into(),
+        child::STEP_INIT_FDS => {
+            "fcntl(F_DUPFD_CLOEXEC, 9) / dup2(fd, 3..=8) of init's descriptors before its exec"
+                .into()
+        }
         child::STEP_INIT_EXEC => format!(
             "execveat(init image memfd \"gatehouse-init\", \"\", [{:?}], [], AT_EMPTY_PATH) of the sandbox init",
             child::INIT_ARGV0
         ),
-        child::STEP_INIT_CTX => format!("fstat + mmap + parse of the command context (fd {}) in the exec'd init", child::FD_CTX),
+        child::STEP_INIT_CTX => format!(
+            "fstat + mmap + parse of the command context (fd {}) in the exec'd init",
+            child::FD_CTX
+        ),
         child::STEP_CMD_EXECVE => "execve(\"/bin/sh\", [\"/bin/sh\", \"-c\", script], env)".into(),
         s if s >= child::STEP_CGROUP_JOIN => ctx
             .cgroup_tasks
             .get((s - child::STEP_CGROUP_JOIN) as usize)
-            .map(|p| format!("open({:?}, O_WRONLY) + write(\"0\") (init joining the run's cgroup)", p.to_string_lossy()))
+            .map(|p| {
+                format!(
+                    "open({:?}, O_WRONLY) + write(\"0\") (init joining the run's cgroup)",
+                    p.to_string_lossy()
+                )
+            })
             .unwrap_or_else(|| format!("cgroup join #{}", s - child::STEP_CGROUP_JOIN)),
         s if s >= child::STEP_CMD_SETRLIMIT => rlimit_names
             .get((s - child::STEP_CMD_SETRLIMIT) as usize)
@@ -437,9 +491,21 @@ impl Sandbox {
         rlimit_names: &mut Vec<String>,
     ) -> Result<Prepared, SandboxError> {
         let lim = &spec.limits;
-        let mut plan = Plan { ops: Vec::new(), desc: Vec::new(), made: BTreeSet::new(), root: staging.root.clone() };
+        let mut plan = Plan {
+            ops: Vec::new(),
+            desc: Vec::new(),
+            made: BTreeSet::new(),
+            root: staging.root.clone(),
+        };
         let root = staging.root.clone();
-        plan.mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, "MS_REC|MS_PRIVATE", None)?;
+        plan.mount(
+            None,
+            Path::new("/"),
+            None,
+            libc::MS_REC | libc::MS_PRIVATE,
+            "MS_REC|MS_PRIVATE",
+            None,
+        )?;
         plan.mount(
             Some("tmpfs"),
             &root,
@@ -460,7 +526,11 @@ impl Sandbox {
         let group = format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n");
         plan.touch(Path::new("/etc/passwd"), passwd.as_bytes(), 0o644)?;
         plan.touch(Path::new("/etc/group"), group.as_bytes(), 0o644)?;
-        plan.touch(Path::new("/etc/hosts"), b"127.0.0.1 localhost gatehouse\n::1 localhost\n", 0o644)?;
+        plan.touch(
+            Path::new("/etc/hosts"),
+            b"127.0.0.1 localhost gatehouse\n::1 localhost\n",
+            0o644,
+        )?;
         plan.touch(Path::new("/etc/hostname"), b"gatehouse\n", 0o644)?;
         // A minimal /dev.
         plan.mkdirs(Path::new("/dev"))?;
@@ -535,8 +605,9 @@ impl Sandbox {
         )?;
         // The trusted tools, read-only.
         if let Some(tools) = &self.config.tool_dir {
-            let meta = fs::symlink_metadata(tools)
-                .map_err(|e| io_err(format!("lstat({:?}) of SandboxConfig::tool_dir", tools.display()), e))?;
+            let meta = fs::symlink_metadata(tools).map_err(|e| {
+                io_err(format!("lstat({:?}) of SandboxConfig::tool_dir", tools.display()), e)
+            })?;
             if !meta.is_dir() {
                 return Err(SandboxError {
                     call: format!("lstat({:?}) of SandboxConfig::tool_dir", tools.display()),
@@ -547,19 +618,43 @@ impl Sandbox {
             plan.mkdirs(inner_path)?;
             let target = plan.inner(inner_path);
             let src = tools.to_string_lossy().into_owned();
-            plan.mount(Some(&src), &target, None, libc::MS_BIND | libc::MS_REC, "MS_BIND|MS_REC", None)?;
-            plan.mount(None, &target, None, RO_BIND_REMOUNT, "MS_BIND|MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV", None)?;
+            plan.mount(
+                Some(&src),
+                &target,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                "MS_BIND|MS_REC",
+                None,
+            )?;
+            plan.mount(
+                None,
+                &target,
+                None,
+                RO_BIND_REMOUNT,
+                "MS_BIND|MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV",
+                None,
+            )?;
         }
         // Switch to the new root and drop the old one.
         let rootc = cpath(&root)?;
         plan.push(Op::Chdir { path: rootc }, format!("chdir({:?})", root.display()));
-        plan.push(Op::PivotRoot { new_root: cstr(".")?, put_old: cstr(".")? }, "pivot_root(\".\", \".\")".into());
+        plan.push(
+            Op::PivotRoot { new_root: cstr(".")?, put_old: cstr(".")? },
+            "pivot_root(\".\", \".\")".into(),
+        );
         plan.push(
             Op::Umount { target: cstr(".")?, flags: libc::MNT_DETACH },
             "umount2(\".\", MNT_DETACH) of the old root".into(),
         );
         plan.push(Op::Chdir { path: cstr("/")? }, "chdir(\"/\")".into());
-        plan.mount(None, Path::new("/"), None, RO_BIND_REMOUNT, "MS_BIND|MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV", None)?;
+        plan.mount(
+            None,
+            Path::new("/"),
+            None,
+            RO_BIND_REMOUNT,
+            "MS_BIND|MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV",
+            None,
+        )?;
 
         // The command line and environment.
         let argv = vec![cstr("/bin/sh")?, cstr("-c")?, cstr(&spec.script)?];
@@ -582,7 +677,8 @@ impl Sandbox {
             env.retain(|(ek, _)| ek != k);
             env.push((k.clone(), v.clone()));
         }
-        let envp: Vec<CString> = env.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect::<Result<_, _>>()?;
+        let envp: Vec<CString> =
+            env.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect::<Result<_, _>>()?;
 
         // Resource limits of the command process.
         let mut rlimits = Vec::new();
@@ -608,7 +704,8 @@ impl Sandbox {
             for (i, b) in b"lo".iter().enumerate() {
                 ifr.ifr_name[i] = *b as libc::c_char;
             }
-            ifr.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
+            ifr.ifr_ifru.ifru_flags =
+                (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
             Some(ifr)
         } else {
             None
@@ -669,7 +766,12 @@ impl Sandbox {
         ph.mark("staging");
         super::copy::copy_in(&spec.workspace, &staging.ws, uid, gid)?;
         ph.mark("copy_in");
-        let mut cgroups = RunCgroups::create(&self.cgroups, &format!("gatehouse-{id}"), lim.memory_bytes, lim.processes)?;
+        let mut cgroups = RunCgroups::create(
+            &self.cgroups,
+            &format!("gatehouse-{id}"),
+            lim.memory_bytes,
+            lim.processes,
+        )?;
         ph.mark("cg_create");
 
         let (go_r, go_w) = pipe()?;
@@ -740,7 +842,10 @@ impl Sandbox {
                     timed_out = true;
                     guard.kill();
                     killed_at = Some(now);
-                } else if cgroups.cpu_usage().is_some_and(|c| c > cpu_limit + Duration::from_millis(200)) {
+                } else if cgroups
+                    .cpu_usage()
+                    .is_some_and(|c| c > cpu_limit + Duration::from_millis(200))
+                {
                     cpu_killed = true;
                     guard.kill();
                     killed_at = Some(now);
@@ -757,12 +862,22 @@ impl Sandbox {
                     pfds.push(libc::pollfd { fd: *fd, events: libc::POLLIN, revents: 0 });
                 }
             }
-            let mut timeout = if killed_at.is_some() { 100 } else { deadline.saturating_duration_since(now).as_millis() as i64 + 1 };
+            let mut timeout = if killed_at.is_some() {
+                100
+            } else {
+                deadline.saturating_duration_since(now).as_millis() as i64 + 1
+            };
             if cgroups.cpuacct.is_some() {
                 timeout = timeout.min(100);
             }
             // SAFETY: polls a live array of pollfds.
-            let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout.clamp(0, 1000) as c_int) };
+            let rc = unsafe {
+                libc::poll(
+                    pfds.as_mut_ptr(),
+                    pfds.len() as libc::nfds_t,
+                    timeout.clamp(0, 1000) as c_int,
+                )
+            };
             if rc < 0 {
                 if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                     continue;
@@ -798,7 +913,13 @@ impl Sandbox {
             let Some(rec) = Record::from_bytes(chunk) else { continue };
             if rec.kind == child::KIND_FAILURE {
                 return Err(SandboxError {
-                    call: describe_step(rec.step, &prepared.desc, &prepared.ctx, (uid, gid), &rlimit_names),
+                    call: describe_step(
+                        rec.step,
+                        &prepared.desc,
+                        &prepared.ctx,
+                        (uid, gid),
+                        &rlimit_names,
+                    ),
                     detail: errno_name(rec.errno),
                 });
             }
@@ -840,7 +961,8 @@ impl Sandbox {
             Some(rec) => decode_status(rec.status),
             None => Exit::Signal(libc::SIGKILL),
         };
-        let tv = |t: libc::timeval| Duration::from_micros((t.tv_sec * 1_000_000 + t.tv_usec) as u64);
+        let tv =
+            |t: libc::timeval| Duration::from_micros((t.tv_sec * 1_000_000 + t.tv_usec) as u64);
         let cpu = stats.cpu.unwrap_or_else(|| match &result {
             Some(rec) => Duration::from_micros((rec.utime_us + rec.stime_us).max(0) as u64),
             None => tv(ru.ru_utime) + tv(ru.ru_stime),

@@ -211,7 +211,11 @@ mod tests {
         for (nr, arg0, expect) in [
             (libc::SYS_read, 0, RET_ALLOW),
             (libc::SYS_openat, 0, RET_ALLOW),
-            (libc::SYS_clone, (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as i64, RET_ALLOW),
+            (
+                libc::SYS_clone,
+                (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as i64,
+                RET_ALLOW,
+            ),
             (libc::SYS_clone, libc::SIGCHLD as i64, RET_ALLOW),
             (libc::SYS_clone, (libc::CLONE_NEWUSER | libc::SIGCHLD) as i64, RET_EPERM),
             (libc::SYS_clone, libc::CLONE_NEWNET as i64, RET_EPERM),

@@ -32,7 +32,9 @@ pub fn fixture(name: &str) -> PathBuf {
 /// The `detect-demo` packet, loaded once.
 pub fn demo() -> &'static Packet {
     static PACKET: OnceLock<Packet> = OnceLock::new();
-    PACKET.get_or_init(|| Packet::load(&fixture("detect-demo")).unwrap_or_else(|e| panic!("loading detect-demo: {e}")))
+    PACKET.get_or_init(|| {
+        Packet::load(&fixture("detect-demo")).unwrap_or_else(|e| panic!("loading detect-demo: {e}"))
+    })
 }
 
 /// File content that removes the path from the submission instead.
@@ -59,34 +61,56 @@ pub fn write_submission(packet: &Packet, dir: &Path, files: &[(&str, &str)]) {
 /// Zips the sample overlaid by `files` with `times` (seconds after
 /// `TIME_BASE`, over the sample's), with `grader::ingest::write_zip_from_dir`.
 /// Returns the temp dir holding it and the zip's path.
-pub fn zip_submission(packet: &Packet, files: &[(&str, &str)], times: &[(&str, i64)]) -> (tempfile::TempDir, PathBuf) {
+pub fn zip_submission(
+    packet: &Packet,
+    files: &[(&str, &str)],
+    times: &[(&str, i64)],
+) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("submission");
     write_submission(packet, &dir, files);
-    let mut offsets: BTreeMap<String, i64> = SAMPLE_TIMES.iter().map(|(p, t)| (p.to_string(), *t)).collect();
+    let mut offsets: BTreeMap<String, i64> =
+        SAMPLE_TIMES.iter().map(|(p, t)| (p.to_string(), *t)).collect();
     offsets.extend(times.iter().map(|(p, t)| (p.to_string(), *t)));
-    let absolute: BTreeMap<String, i64> = offsets.into_iter().map(|(p, t)| (p, TIME_BASE + t)).collect();
+    let absolute: BTreeMap<String, i64> =
+        offsets.into_iter().map(|(p, t)| (p, TIME_BASE + t)).collect();
     let zip = tmp.path().join("submission.zip");
-    grader::ingest::write_zip_from_dir(&dir, &zip, &absolute, TIME_BASE).expect("zipping the submission");
+    grader::ingest::write_zip_from_dir(&dir, &zip, &absolute, TIME_BASE)
+        .expect("zipping the submission");
     (tmp, zip)
 }
 
-pub fn grade_with(packet: &Packet, files: &[(&str, &str)], times: &[(&str, i64)], opts: &GradeOptions) -> Result<Scorecard, GradeError> {
+pub fn grade_with(
+    packet: &Packet,
+    files: &[(&str, &str)],
+    times: &[(&str, i64)],
+    opts: &GradeOptions,
+) -> Result<Scorecard, GradeError> {
     let (_tmp, zip) = zip_submission(packet, files, times);
     grader().grade_zip(packet, &zip, opts)
 }
 
 fn render(card: &Scorecard) -> String {
-    card.findings.iter().map(|f| format!("  {} ({:?}): {}\n", f.id, f.provenance, f.evidence.join(" | "))).collect()
+    card.findings
+        .iter()
+        .map(|f| format!("  {} ({:?}): {}\n", f.id, f.provenance, f.evidence.join(" | ")))
+        .collect()
 }
 
 /// Grades the sample overlaid by `files`, zipped with `times`, and asserts
 /// that exactly the failures `expect` were found.
 fn check_at(files: &[(&str, &str)], times: &[(&str, i64)], expect: &[&str]) -> Scorecard {
-    let card = grade_with(demo(), files, times, &GradeOptions::default()).unwrap_or_else(|e| panic!("grading failed: {e:?}"));
+    let card = grade_with(demo(), files, times, &GradeOptions::default())
+        .unwrap_or_else(|e| panic!("grading failed: {e:?}"));
     let got: BTreeSet<&str> = card.findings.iter().map(|f| f.id.as_str()).collect();
     let want: BTreeSet<&str> = expect.iter().copied().collect();
-    assert_eq!(got, want, "files {:?}: findings were\n{}", files.iter().map(|f| f.0).collect::<Vec<_>>(), render(&card));
+    assert_eq!(
+        got,
+        want,
+        "files {:?}: findings were\n{}",
+        files.iter().map(|f| f.0).collect::<Vec<_>>(),
+        render(&card)
+    );
     card
 }
 
@@ -96,12 +120,20 @@ fn check(files: &[(&str, &str)], expect: &[&str]) -> Scorecard {
 
 /// The evidence of finding `id`, joined; panics when `id` was not found.
 fn evidence(card: &Scorecard, id: &str) -> String {
-    let f = card.findings.iter().find(|f| f.id == id).unwrap_or_else(|| panic!("{id} was not found:\n{}", render(card)));
+    let f = card
+        .findings
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("{id} was not found:\n{}", render(card)));
     f.evidence.join(" | ")
 }
 
 fn provenance(card: &Scorecard, id: &str) -> Provenance {
-    card.findings.iter().find(|f| f.id == id).map(|f| f.provenance).unwrap_or_else(|| panic!("{id} was not found"))
+    card.findings
+        .iter()
+        .find(|f| f.id == id)
+        .map(|f| f.provenance)
+        .unwrap_or_else(|| panic!("{id} was not found"))
 }
 
 fn assert_has(text: &str, needle: &str) {
@@ -112,7 +144,11 @@ const STARTER_CALC: &str = "def add(a, b):\n    return a - b\n";
 const PASSED_LOG: &str = "============================= test session starts ==============================\ncollected 2 items\n\ntest_calc.py ..\n\n============================== 2 passed in 0.01s ===============================\n";
 
 fn ledger(rows: &[(u32, &str, u32)]) -> String {
-    rows.iter().map(|(id, tool, tokens)| format!("{{\"id\": {id}, \"tool\": \"{tool}\", \"tokens\": {tokens}}}\n")).collect()
+    rows.iter()
+        .map(|(id, tool, tokens)| {
+            format!("{{\"id\": {id}, \"tool\": \"{tool}\", \"tokens\": {tokens}}}\n")
+        })
+        .collect()
 }
 
 // --- quiet on good input ---------------------------------------------------
@@ -120,7 +156,10 @@ fn ledger(rows: &[(u32, &str, u32)]) -> String {
 #[test]
 fn sample_grades_clean() {
     let card = check(&[], &[]);
-    assert_eq!(card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(2));
+    assert_eq!(
+        card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level),
+        Some(2)
+    );
 }
 
 /// Inputs next to each detector's trigger that must not fire it.
@@ -133,9 +172,15 @@ fn near_misses_stay_quiet() {
             // outside-allowlist / present: `.gatehouse/` is dropped from a submission.
             (".gatehouse/.env", "SECRET=1\n"),
             // pattern: a commented-out print does not match `^\s*print\(`.
-            ("helpers/util.py", "import functools\n\n\ndef identity(x):\n    # print(x)\n    return x\n"),
+            (
+                "helpers/util.py",
+                "import functools\n\n\ndef identity(x):\n    # print(x)\n    return x\n",
+            ),
             // all: only one of the two files says HACK.
-            ("calc.py", "# HACK: one of two\nfrom helpers.util import identity\n\n\ndef add(a, b):\n    return identity(a + b)\n"),
+            (
+                "calc.py",
+                "# HACK: one of two\nfrom helpers.util import identity\n\n\ndef add(a, b):\n    return identity(a + b)\n",
+            ),
             // order by stamp: Unix seconds and RFC 3339 with an offset, equal times.
             ("artifacts/red.stamp", "red at=1767603600\n"),
             ("artifacts/green.stamp", "green at=2026-01-05T10:00:00+01:00\n"),
@@ -163,10 +208,16 @@ fn missing_fires_when_a_path_matches_nothing() {
 fn present_by_scope_and_outside_allowlist() {
     // The starter's `.env.example` is in every workspace; `present-env` looks
     // at the submission only, so the sample stays quiet (sample_grades_clean).
-    let card = check(&[(".env", "API_KEY=x\n"), ("vendor/fast.py", "X = 1\n")], &["present-env", "present-vendor-py", "outside-allow"]);
+    let card = check(
+        &[(".env", "API_KEY=x\n"), ("vendor/fast.py", "X = 1\n")],
+        &["present-env", "present-vendor-py", "outside-allow"],
+    );
     assert_eq!(evidence(&card, "present-env"), ".env: present");
     assert_eq!(evidence(&card, "present-vendor-py"), "vendor/fast.py: present");
-    assert_eq!(evidence(&card, "outside-allow"), ".env: not on the allowlist | vendor/fast.py: not on the allowlist");
+    assert_eq!(
+        evidence(&card, "outside-allow"),
+        ".env: not on the allowlist | vendor/fast.py: not on the allowlist"
+    );
 }
 
 // --- pattern, frozen ------------------------------------------------------------
@@ -174,7 +225,10 @@ fn present_by_scope_and_outside_allowlist() {
 #[test]
 fn pattern_and_absent_pattern() {
     let calc = "from helpers.util import identity\n\n\ndef add(a, b):\n    print(\"adding\", a, b)\n    return identity(a + b)\n";
-    let card = check(&[("calc.py", calc), ("NOTES.md", "Nothing to add.\n")], &["debug-print", "notes-no-risk"]);
+    let card = check(
+        &[("calc.py", calc), ("NOTES.md", "Nothing to add.\n")],
+        &["debug-print", "notes-no-risk"],
+    );
     assert_eq!(evidence(&card, "debug-print"), "calc.py:5: print(\"adding\", a, b)");
     assert_eq!(evidence(&card, "notes-no-risk"), "no line of NOTES.md matches /(?i)\\brisk/");
 }
@@ -193,24 +247,41 @@ fn frozen_fires_on_an_edited_file() {
 fn wrong_sum_fails_tests_exit_and_output() {
     let card = check(
         &[("calc.py", STARTER_CALC)],
-        &["hidden-fails", "negative-fails", "small-fails", "exit-three", "exit-nonzero", "output-no-sum", "output-no-sum-line"],
+        &[
+            "hidden-fails",
+            "negative-fails",
+            "small-fails",
+            "exit-three",
+            "exit-nonzero",
+            "output-no-sum",
+            "output-no-sum-line",
+        ],
     );
     let hidden = evidence(&card, "hidden-fails");
     assert_has(&hidden, "test_hidden::test_add_small failed");
     assert_has(&hidden, "test_hidden::test_add_negative failed");
     assert_eq!(evidence(&card, "exit-three"), "step shell: exit code 3");
     assert_eq!(evidence(&card, "output-no-sum"), "step shell: output never matches /sum 5\\b/");
-    assert_eq!(card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(0));
+    assert_eq!(
+        card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level),
+        Some(0)
+    );
 }
 
 #[test]
 fn test_failing_selects_tests_by_pattern() {
     // Wrong only for negative numbers: the small-numbers test passes, so
     // `small-fails` (a classname::name glob) stays quiet.
-    let card = check(&[("calc.py", "def add(a, b):\n    return abs(a) + abs(b)\n")], &["hidden-fails", "negative-fails"]);
+    let card = check(
+        &[("calc.py", "def add(a, b):\n    return abs(a) + abs(b)\n")],
+        &["hidden-fails", "negative-fails"],
+    );
     assert_has(&evidence(&card, "negative-fails"), "test_hidden::test_add_negative failed");
     assert!(!evidence(&card, "hidden-fails").contains("test_add_small"));
-    assert_eq!(card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level), Some(1));
+    assert_eq!(
+        card.scoring.criteria.iter().find(|c| c.id == "correct").and_then(|c| c.level),
+        Some(1)
+    );
 }
 
 #[test]
@@ -218,16 +289,28 @@ fn test_failing_fires_for_a_named_test_absent_from_the_report() {
     // A conftest that deselects a hidden test: the test counts as not run
     // (an error, so the failure fires), and the missing id is tampering.
     let conftest = "def pytest_collection_modifyitems(items):\n    items[:] = [i for i in items if \"negative\" not in i.name]\n";
-    let card = check(&[("conftest.py", conftest)], &["hidden-fails", "negative-fails", "evidence-tampering"]);
-    assert_eq!(evidence(&card, "negative-fails"), "test_hidden::test_add_negative error: not run: the runner did not report this test");
-    assert_has(&evidence(&card, "evidence-tampering"), "never reported: test_hidden.py::test_add_negative");
+    let card = check(
+        &[("conftest.py", conftest)],
+        &["hidden-fails", "negative-fails", "evidence-tampering"],
+    );
+    assert_eq!(
+        evidence(&card, "negative-fails"),
+        "test_hidden::test_add_negative error: not run: the runner did not report this test"
+    );
+    assert_has(
+        &evidence(&card, "evidence-tampering"),
+        "never reported: test_hidden.py::test_add_negative",
+    );
 }
 
 #[test]
 fn test_failing_fires_when_the_step_crashed_without_junit() {
     // The runner never finished: every hidden test counts as not run, and
     // says how the run ended.
-    let card = check(&[("conftest.py", "import os\n\nos._exit(3)\n")], &["hidden-fails", "negative-fails", "small-fails"]);
+    let card = check(
+        &[("conftest.py", "import os\n\nos._exit(3)\n")],
+        &["hidden-fails", "negative-fails", "small-fails"],
+    );
     for id in ["hidden-fails", "negative-fails", "small-fails"] {
         let e = evidence(&card, id);
         assert_has(&e, "not run: the run ended before the test");
@@ -238,14 +321,23 @@ fn test_failing_fires_when_the_step_crashed_without_junit() {
 #[test]
 fn output_contains_and_exit_not_equals() {
     let calc = "def add(a, b):\n    if (a, b) == (2, 3):\n        raise ValueError(\"no\")\n    return a + b\n";
-    let card = check(&[("calc.py", calc)], &["exit-nonzero", "output-traceback", "output-no-sum", "output-no-sum-line"]);
-    assert_eq!(evidence(&card, "output-traceback"), "step shell: Traceback (most recent call last):");
+    let card = check(
+        &[("calc.py", calc)],
+        &["exit-nonzero", "output-traceback", "output-no-sum", "output-no-sum-line"],
+    );
+    assert_eq!(
+        evidence(&card, "output-traceback"),
+        "step shell: Traceback (most recent call last):"
+    );
     assert_eq!(evidence(&card, "exit-nonzero"), "step shell: exit code 1");
 }
 
 #[test]
 fn exit_timed_out() {
-    let card = check(&[("flags/slow", "")], &["exit-timeout", "exit-nonzero", "output-no-sum", "output-no-sum-line"]);
+    let card = check(
+        &[("flags/slow", "")],
+        &["exit-timeout", "exit-nonzero", "output-no-sum", "output-no-sum-line"],
+    );
     assert_has(&evidence(&card, "exit-timeout"), "timed out");
 }
 
@@ -255,11 +347,23 @@ fn exit_timed_out() {
 fn pytest_log_names_a_test_the_starter_lacks_and_a_red_green_log() {
     let red = fs::read_to_string(demo().sample_dir().join("artifacts/red.log")).expect("red.log");
     let card = check(
-        &[("artifacts/red.log", &red.replace("test_calc.py::test_add", "test_calc.py::test_ghost")), ("artifacts/green.log", &red)],
+        &[
+            (
+                "artifacts/red.log",
+                &red.replace("test_calc.py::test_add", "test_calc.py::test_ghost"),
+            ),
+            ("artifacts/green.log", &red),
+        ],
         &["red-log-forged", "green-log-bad"],
     );
-    assert_eq!(evidence(&card, "red-log-forged"), "artifacts/red.log: names test_calc.py::test_ghost, which the starter does not define");
-    assert_eq!(evidence(&card, "green-log-bad"), "artifacts/green.log: the summary `1 failed` is not a clean pass");
+    assert_eq!(
+        evidence(&card, "red-log-forged"),
+        "artifacts/red.log: names test_calc.py::test_ghost, which the starter does not define"
+    );
+    assert_eq!(
+        evidence(&card, "green-log-bad"),
+        "artifacts/green.log: the summary `1 failed` is not a clean pass"
+    );
 }
 
 /// A real log of a failing test method names `file::Class::method`; the
@@ -268,9 +372,20 @@ fn pytest_log_names_a_test_the_starter_lacks_and_a_red_green_log() {
 #[test]
 fn pytest_log_nodes_of_test_classes() {
     let red = fs::read_to_string(demo().sample_dir().join("artifacts/red.log")).expect("red.log");
-    check(&[("artifacts/red.log", &red.replace("test_calc.py::test_add", "test_calc.py::TestAdd::test_add_pair"))], &[]);
+    check(
+        &[(
+            "artifacts/red.log",
+            &red.replace("test_calc.py::test_add", "test_calc.py::TestAdd::test_add_pair"),
+        )],
+        &[],
+    );
     let card = check(
-        &[("artifacts/red.log", &format!("{red}FAILED test_calc.py::TestGhost::test_add_pair\nFAILED test_calc.py::TestAdd::test_ghost\n"))],
+        &[(
+            "artifacts/red.log",
+            &format!(
+                "{red}FAILED test_calc.py::TestGhost::test_add_pair\nFAILED test_calc.py::TestAdd::test_ghost\n"
+            ),
+        )],
         &["red-log-forged"],
     );
     let e = evidence(&card, "red-log-forged");
@@ -281,7 +396,10 @@ fn pytest_log_nodes_of_test_classes() {
 #[test]
 fn pytest_log_hand_written_and_missing() {
     let card = check(
-        &[("artifacts/red.log", "FAILED test_calc.py::test_add\n1 failed\n"), ("artifacts/green.log", REMOVE)],
+        &[
+            ("artifacts/red.log", "FAILED test_calc.py::test_add\n1 failed\n"),
+            ("artifacts/green.log", REMOVE),
+        ],
         &["red-log-forged", "green-log-bad"],
     );
     assert_has(&evidence(&card, "red-log-forged"), "no `test session starts` header");
@@ -298,7 +416,10 @@ fn order_by_zip_time_and_by_stamp_fire_when_reversed() {
     // The sample has the right order for both (red first): quiet in
     // sample_grades_clean. Here both are reversed.
     let card = check_at(
-        &[("artifacts/red.stamp", "red at=2026-01-05T09:05:00Z\n"), ("artifacts/green.stamp", "green at=1767603700\n")],
+        &[
+            ("artifacts/red.stamp", "red at=2026-01-05T09:05:00Z\n"),
+            ("artifacts/green.stamp", "green at=1767603700\n"),
+        ],
         &[("artifacts/red.log", 120), ("artifacts/green.log", 60)],
         &["green-before-red", "stamp-before-red"],
     );
@@ -320,14 +441,23 @@ const TEST_DIFF: &str = "--- a/test_calc.py\n+++ b/test_calc.py\n@@ -3,2 +3,2 @@
 fn diff_allowlist_by_list_and_by_file() {
     // test_calc.py is allowed by allowed.txt (`test_*.py`) but not by `allow`.
     let card = check(&[("change.diff", TEST_DIFF)], &["diff-outside"]);
-    assert_eq!(evidence(&card, "diff-outside"), "change.diff touches test_calc.py, which is not on the allowlist");
+    assert_eq!(
+        evidence(&card, "diff-outside"),
+        "change.diff touches test_calc.py, which is not on the allowlist"
+    );
 }
 
 #[test]
 fn diff_allowlist_both_fire_outside_both_lists() {
-    let diff = format!("{}--- a/frozen.txt\n+++ b/frozen.txt\n@@ -1 +1 @@\n-Do not edit this file.\n+Edited.\n", demo_diff());
+    let diff = format!(
+        "{}--- a/frozen.txt\n+++ b/frozen.txt\n@@ -1 +1 @@\n-Do not edit this file.\n+Edited.\n",
+        demo_diff()
+    );
     let card = check(&[("change.diff", &diff)], &["diff-outside", "diff-outside-file"]);
-    assert_eq!(evidence(&card, "diff-outside-file"), "change.diff touches frozen.txt, which is not on the allowlist");
+    assert_eq!(
+        evidence(&card, "diff-outside-file"),
+        "change.diff touches frozen.txt, which is not on the allowlist"
+    );
 }
 
 fn demo_diff() -> String {
@@ -355,7 +485,10 @@ fn stdlib_only_fires_on_a_third_party_import() {
     // runs where `requests` is not installed.
     let calc = "from helpers.util import identity\n\n\ndef fetch():\n    import requests\n\n\ndef add(a, b):\n    return identity(a + b)\n";
     let card = check(&[("calc.py", calc)], &["third-party"]);
-    assert_eq!(evidence(&card, "third-party"), "calc.py:5: imports requests, which is not in the standard library");
+    assert_eq!(
+        evidence(&card, "third-party"),
+        "calc.py:5: imports requests, which is not in the standard library"
+    );
 }
 
 // --- ledger ---------------------------------------------------------------------------
@@ -374,26 +507,45 @@ fn ledger_invalid_lines() {
 fn ledger_rows_over_a_budget_but_not_the_number() {
     // Four rows: over budget.model_calls (3), not over 5; "a" twice in a row
     // is not over 2.
-    check(&[("ledger.jsonl", &ledger(&[(1, "a", 10), (2, "a", 10), (3, "b", 10), (4, "a", 10)]))], &["ledger-rows-budget"]);
+    check(
+        &[("ledger.jsonl", &ledger(&[(1, "a", 10), (2, "a", 10), (3, "b", 10), (4, "a", 10)]))],
+        &["ledger-rows-budget"],
+    );
 }
 
 #[test]
 fn ledger_rows_over_the_number() {
-    let rows = ledger(&[(1, "a", 10), (2, "b", 10), (3, "a", 10), (4, "b", 10), (5, "a", 10), (6, "b", 10)]);
+    let rows = ledger(&[
+        (1, "a", 10),
+        (2, "b", 10),
+        (3, "a", 10),
+        (4, "b", 10),
+        (5, "a", 10),
+        (6, "b", 10),
+    ]);
     let card = check(&[("ledger.jsonl", &rows)], &["ledger-rows", "ledger-rows-budget"]);
     assert_eq!(evidence(&card, "ledger-rows"), "ledger.jsonl: 6 rows, over the limit of 5");
 }
 
 #[test]
 fn ledger_sum_and_duplicates() {
-    let card = check(&[("ledger.jsonl", &ledger(&[(1, "a", 600), (1, "b", 600)]))], &["ledger-sum", "ledger-dupes"]);
-    assert_eq!(evidence(&card, "ledger-sum"), "ledger.jsonl: sum of tokens is 1200, over the limit of 1000");
+    let card = check(
+        &[("ledger.jsonl", &ledger(&[(1, "a", 600), (1, "b", 600)]))],
+        &["ledger-sum", "ledger-dupes"],
+    );
+    assert_eq!(
+        evidence(&card, "ledger-sum"),
+        "ledger.jsonl: sum of tokens is 1200, over the limit of 1000"
+    );
     assert_eq!(evidence(&card, "ledger-dupes"), "ledger.jsonl: row 2 repeats row 1 (id=1)");
 }
 
 #[test]
 fn ledger_consecutive() {
-    let card = check(&[("ledger.jsonl", &ledger(&[(1, "a", 10), (2, "a", 10), (3, "a", 10)]))], &["ledger-streak"]);
+    let card = check(
+        &[("ledger.jsonl", &ledger(&[(1, "a", 10), (2, "a", 10), (3, "a", 10)]))],
+        &["ledger-streak"],
+    );
     assert_has(&evidence(&card, "ledger-streak"), "3 identical rows in a row ending at row 3");
 }
 
@@ -403,7 +555,13 @@ fn ledger_consecutive() {
 fn mutants_survive_weak_tests() {
     // Only positive numbers: the abs() mutant survives. The sample's tests
     // kill it (sample_grades_clean).
-    let card = check(&[("test_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")], &["weak-tests"]);
+    let card = check(
+        &[(
+            "test_calc.py",
+            "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+        )],
+        &["weak-tests"],
+    );
     assert_eq!(evidence(&card, "weak-tests"), "mutant abs_add survived the candidate's tests");
     let mutation = card.receipt.mutation.as_ref().expect("a mutation outcome");
     assert_eq!(mutation.killed(), 0);
@@ -422,7 +580,8 @@ fn script_fires_by_id() {
 fn a_crashing_script_leaves_its_failures_unevaluated() {
     // A submission can make a packet's script crash; grading goes on, the
     // script's failures are listed as unevaluated and no decision is final.
-    let card = grade_with(demo(), &[("flags/crash", "")], &[], &GradeOptions::default()).expect("grading goes on");
+    let card = grade_with(demo(), &[("flags/crash", "")], &[], &GradeOptions::default())
+        .expect("grading goes on");
     assert!(!card.unevaluated.is_empty());
     for u in &card.unevaluated {
         assert_has(&u.reason, "python3 .gatehouse/scan.py");
@@ -438,8 +597,14 @@ fn a_crashing_script_leaves_its_failures_unevaluated() {
 fn all_and_any() {
     // near_misses_stay_quiet has HACK in one file only.
     let calc = "# HACK\nfrom helpers.util import identity\n\n\ndef add(a, b):\n    return identity(a + b)\n";
-    let tests = format!("# HACK\n{}", fs::read_to_string(demo().sample_dir().join("test_calc.py")).expect("test_calc.py"));
-    let card = check(&[("calc.py", calc), ("test_calc.py", &tests), ("scratch.md", "notes to self\n")], &["all-hack", "any-scratch"]);
+    let tests = format!(
+        "# HACK\n{}",
+        fs::read_to_string(demo().sample_dir().join("test_calc.py")).expect("test_calc.py")
+    );
+    let card = check(
+        &[("calc.py", calc), ("test_calc.py", &tests), ("scratch.md", "notes to self\n")],
+        &["all-hack", "any-scratch"],
+    );
     assert_eq!(evidence(&card, "all-hack"), "calc.py:1: # HACK | test_calc.py:1: # HACK");
     assert_eq!(evidence(&card, "any-scratch"), "scratch.md: present");
 }

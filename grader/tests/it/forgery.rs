@@ -12,20 +12,21 @@ use std::sync::OnceLock;
 use grader::evidence::Provenance;
 use grader::grade::{GradeOptions, Scorecard};
 use grader::packet::Packet;
-use grader::tree::copy_path;
 use grader::score::HumanScore;
+use grader::tree::copy_path;
 
 use crate::grader;
 
 fn packet(slug: &str) -> &'static Packet {
-    static PACKETS: OnceLock<std::sync::Mutex<std::collections::BTreeMap<String, &'static Packet>>> = OnceLock::new();
+    static PACKETS: OnceLock<
+        std::sync::Mutex<std::collections::BTreeMap<String, &'static Packet>>,
+    > = OnceLock::new();
     let map = PACKETS.get_or_init(Default::default);
     let mut map = map.lock().unwrap();
-    map.entry(slug.to_string())
-        .or_insert_with(|| {
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(slug);
-            Box::leak(Box::new(Packet::load(&dir).unwrap_or_else(|e| panic!("loading {slug}: {e}"))))
-        })
+    map.entry(slug.to_string()).or_insert_with(|| {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(slug);
+        Box::leak(Box::new(Packet::load(&dir).unwrap_or_else(|e| panic!("loading {slug}: {e}"))))
+    })
 }
 
 /// The sample of `slug` with `files` written over it (a `None` content
@@ -48,7 +49,13 @@ fn grade(slug: &str, files: &[(&str, Option<&str>)], opts: &GradeOptions) -> Sco
         }
     }
     let zip = tmp.path().join("sub.zip");
-    let times = p.manifest.sample.times.iter().map(|(k, v)| (k.clone(), grader::manifest::TIME_BASE + v)).collect();
+    let times = p
+        .manifest
+        .sample
+        .times
+        .iter()
+        .map(|(k, v)| (k.clone(), grader::manifest::TIME_BASE + v))
+        .collect();
     grader::ingest::write_zip_from_dir(&dir, &zip, &times, grader::manifest::TIME_BASE).unwrap();
     grader().grade_zip(p, &zip, opts).unwrap_or_else(|e| panic!("grading: {e}"))
 }
@@ -68,7 +75,14 @@ fn tampering(card: &Scorecard) -> Option<&grader::score::Finding> {
 }
 
 fn describe(card: &Scorecard) -> String {
-    let runs: Vec<String> = card.receipt.runs.iter().map(|r| format!("{} {:?}: {}", r.id, r.exit, r.stderr_tail.lines().last().unwrap_or_default())).collect();
+    let runs: Vec<String> = card
+        .receipt
+        .runs
+        .iter()
+        .map(|r| {
+            format!("{} {:?}: {}", r.id, r.exit, r.stderr_tail.lines().last().unwrap_or_default())
+        })
+        .collect();
     format!(
         "decision {} score {:?}\nfindings: {:#?}\ncaps: {:?}\nruns: {:#?}",
         card.scoring.decision,
@@ -88,9 +102,14 @@ fn assert_forgery(files: &[(&str, Option<&str>)], evidence: &str) {
     let card = grade("token-bucket", &all, &GradeOptions::default());
     assert_eq!(card.scoring.decision, "drop", "{}", describe(&card));
     assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
-    let f = tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
+    let f =
+        tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
     assert_eq!(f.provenance, Provenance::Replayed);
-    assert!(f.evidence.iter().any(|e| e.contains(evidence)), "expected {evidence:?} in {:#?}", f.evidence);
+    assert!(
+        f.evidence.iter().any(|e| e.contains(evidence)),
+        "expected {evidence:?} in {:#?}",
+        f.evidence
+    );
 }
 
 const SHIM: &str = r#"
@@ -107,18 +126,31 @@ sys.exit(0)
 
 #[test]
 fn forgery_a_pytest_py_shim_is_never_run() {
-    assert_forgery(&[("pytest.py", Some(SHIM))], "pytest.py: shadows the test runner's own module `pytest`");
+    assert_forgery(
+        &[("pytest.py", Some(SHIM))],
+        "pytest.py: shadows the test runner's own module `pytest`",
+    );
 }
 
 #[test]
 fn forgery_a_pytest_package_is_never_run() {
-    assert_forgery(&[("pytest/__init__.py", Some(SHIM)), ("pytest/__main__.py", Some(SHIM))], "`pytest` package shadows");
+    assert_forgery(
+        &[("pytest/__init__.py", Some(SHIM)), ("pytest/__main__.py", Some(SHIM))],
+        "`pytest` package shadows",
+    );
 }
 
 #[test]
 fn forgery_sitecustomize_and_pth_are_never_loaded() {
     let hook = "import os\nos._exit(0)\n";
-    assert_forgery(&[("sitecustomize.py", Some(hook)), ("usercustomize.py", Some(hook)), ("zz.pth", Some("import os; os._exit(0)\n"))], ".pth");
+    assert_forgery(
+        &[
+            ("sitecustomize.py", Some(hook)),
+            ("usercustomize.py", Some(hook)),
+            ("zz.pth", Some("import os; os._exit(0)\n")),
+        ],
+        ".pth",
+    );
 }
 
 #[test]
@@ -165,9 +197,11 @@ if _o.fork() == 0:
     let card = grade("token-bucket", &[("bucket.py", Some(&forged))], &GradeOptions::default());
     assert_eq!(card.scoring.decision, "drop", "{}", describe(&card));
     assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
-    let f = tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
+    let f =
+        tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
     assert!(
-        f.evidence.iter().any(|e| e.contains("disagrees with what the runner reported") || e.contains("exited 0 before the runner finished")),
+        f.evidence.iter().any(|e| e.contains("disagrees with what the runner reported")
+            || e.contains("exited 0 before the runner finished")),
         "{:#?}",
         f.evidence
     );
@@ -214,26 +248,39 @@ if _c is not None:
 
 #[test]
 fn forgery_a_collection_hook_that_drops_hidden_tests() {
-    assert_forgery(&[("bucket.py", Some(&collection_forgery("    items[:] = items[:2]")))], "that the packet's hidden tests define were never reported");
+    assert_forgery(
+        &[("bucket.py", Some(&collection_forgery("    items[:] = items[:2]")))],
+        "that the packet's hidden tests define were never reported",
+    );
 }
 
 #[test]
 fn forgery_a_collection_hook_that_runs_no_hidden_test() {
-    assert_forgery(&[("bucket.py", Some(&collection_forgery("    items.clear()")))], "that the packet's hidden tests define were never reported");
+    assert_forgery(
+        &[("bucket.py", Some(&collection_forgery("    items.clear()")))],
+        "that the packet's hidden tests define were never reported",
+    );
 }
 
 /// Renaming the collected items (pytest's own reporting then fails
 /// internally): the defined ids are never reported.
 #[test]
 fn forgery_a_collection_hook_that_renames_hidden_tests() {
-    let edit = "    for _i in items:\n        _i._nodeid = _i._nodeid.replace('::test_', '::test_ok_')";
-    assert_forgery(&[("bucket.py", Some(&collection_forgery(edit)))], "that the packet's hidden tests define were never reported");
+    let edit =
+        "    for _i in items:\n        _i._nodeid = _i._nodeid.replace('::test_', '::test_ok_')";
+    assert_forgery(
+        &[("bucket.py", Some(&collection_forgery(edit)))],
+        "that the packet's hidden tests define were never reported",
+    );
 }
 
 #[test]
 fn forgery_a_collection_hook_that_adds_passing_tests() {
     let edit = "    _t = items[0]\n    for _k in range(50):\n        items.append(type(_t).from_parent(_t.parent, name='test_free_%d' % _k, callobj=lambda: None))";
-    assert_forgery(&[("bucket.py", Some(&collection_forgery(edit)))], "that the packet's hidden tests do not define");
+    assert_forgery(
+        &[("bucket.py", Some(&collection_forgery(edit)))],
+        "that the packet's hidden tests do not define",
+    );
 }
 
 /// The ids a grading expects are the ones recorded when the packet was
@@ -249,10 +296,20 @@ fn the_recorded_test_ids_are_the_ones_a_grading_enforces() {
     let hidden = recorded.expected.get_mut("hidden").expect("the hidden step's ids are recorded");
     assert!(hidden.len() > 5, "{hidden:?}");
     hidden.insert("test_hidden_bucket.py::TestRecorded::test_only_in_the_record".into());
-    let with = |c: grader::grade::Calibration| GradeOptions { calibration: Some(std::sync::Arc::new(c)), ..Default::default() };
+    let with = |c: grader::grade::Calibration| GradeOptions {
+        calibration: Some(std::sync::Arc::new(c)),
+        ..Default::default()
+    };
     let card = grade("token-bucket", &[], &with(recorded.clone()));
-    let f = tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
-    assert!(f.evidence.iter().any(|e| e.contains("never reported: test_hidden_bucket.py::TestRecorded::test_only_in_the_record")), "{:#?}", f.evidence);
+    let f =
+        tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
+    assert!(
+        f.evidence.iter().any(|e| e.contains(
+            "never reported: test_hidden_bucket.py::TestRecorded::test_only_in_the_record"
+        )),
+        "{:#?}",
+        f.evidence
+    );
     // Quiet with the record as measured, and with a record of another digest.
     let card = grade("token-bucket", &[], &with((*grader().calibration(p)).clone()));
     assert!(tampering(&card).is_none(), "{}", describe(&card));
@@ -284,8 +341,11 @@ fn control_the_broken_bucket_alone_is_dropped_but_not_accused() {
 #[test]
 fn control_honest_pytest_style_tests_are_never_accused() {
     // The sample's own tests, then pytest-style ones.
-    let sample_tests = std::fs::read_to_string(packet("refund-invoices").sample_dir().join("test_invoices.py")).expect("the sample's tests");
-    let tests = format!("from unittest import mock\n\nimport pytest\n\n{sample_tests}\n\n") + r#"@pytest.mark.parametrize("rows, expected", [(["100", "-100"], 0), (["-1"], -1)])
+    let sample_tests =
+        std::fs::read_to_string(packet("refund-invoices").sample_dir().join("test_invoices.py"))
+            .expect("the sample's tests");
+    let tests = format!("from unittest import mock\n\nimport pytest\n\n{sample_tests}\n\n")
+        + r#"@pytest.mark.parametrize("rows, expected", [(["100", "-100"], 0), (["-1"], -1)])
 def test_parametrized_totals(tmp_path, rows, expected, csv_writer):
     assert invoices.total(csv_writer(tmp_path, rows)) == expected
 
@@ -315,7 +375,11 @@ def csv_writer():
     return write
 "#;
     let sample = grade("refund-invoices", &[], &GradeOptions::default());
-    let card = grade("refund-invoices", &[("test_invoices.py", Some(&tests)), ("conftest.py", Some(conftest))], &GradeOptions::default());
+    let card = grade(
+        "refund-invoices",
+        &[("test_invoices.py", Some(&tests)), ("conftest.py", Some(conftest))],
+        &GradeOptions::default(),
+    );
     assert!(tampering(&card).is_none(), "{}", describe(&card));
     assert!(tampering(&sample).is_none(), "{}", describe(&sample));
     assert_eq!(card.scoring.decision, sample.scoring.decision, "{}", describe(&card));
@@ -333,12 +397,26 @@ fn the_tampering_veto_can_be_overridden_with_a_reason() {
     assert_eq!(vetoed.scoring.decision, "drop", "{}", describe(&vetoed));
     let m = &packet("token-bucket").manifest;
     let mut human = std::collections::BTreeMap::new();
-    human.insert("evidence-tampering".to_string(), HumanScore { level: 1, reason: "a notes file named badly, never imported".into(), by: "rev".into() });
+    human.insert(
+        "evidence-tampering".to_string(),
+        HumanScore {
+            level: 1,
+            reason: "a notes file named badly, never imported".into(),
+            by: "rev".into(),
+        },
+    );
     let overridden = grader::grade::rescore(m, &vetoed, &human);
     assert_eq!(overridden.scoring.decision, "keep", "{}", describe(&overridden));
-    assert!(overridden.scoring.caps.iter().any(|c| c.contains("overridden by rev")), "{:?}", overridden.scoring.caps);
+    assert!(
+        overridden.scoring.caps.iter().any(|c| c.contains("overridden by rev")),
+        "{:?}",
+        overridden.scoring.caps
+    );
     // Without a reason the override does not count.
-    human.insert("evidence-tampering".to_string(), HumanScore { level: 1, reason: " ".into(), by: "rev".into() });
+    human.insert(
+        "evidence-tampering".to_string(),
+        HumanScore { level: 1, reason: " ".into(), by: "rev".into() },
+    );
     assert_eq!(grader::grade::rescore(m, &vetoed, &human).scoring.decision, "drop");
 }
 
@@ -350,15 +428,26 @@ fn the_tampering_veto_can_be_overridden_with_a_reason() {
 fn a_submission_that_loops_forever_is_graded_within_its_budget() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("token-bucket");
-    copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket"), &dir).unwrap();
+    copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket"), &dir)
+        .unwrap();
     let manifest = fs::read_to_string(dir.join("packet.toml")).unwrap();
-    fs::write(dir.join("packet.toml"), manifest.replacen("[limits]\n", "[limits]\ngrading_secs = 12\n", 1)).unwrap();
+    fs::write(
+        dir.join("packet.toml"),
+        manifest.replacen("[limits]\n", "[limits]\ngrading_secs = 12\n", 1),
+    )
+    .unwrap();
     let p = Packet::load(&dir).unwrap();
     let sub = tmp.path().join("sub");
     copy_path(&p.sample_dir(), &sub).unwrap();
     fs::write(sub.join("bucket.py"), "while True:\n    pass\n").unwrap();
     let zip = tmp.path().join("sub.zip");
-    grader::ingest::write_zip_from_dir(&sub, &zip, &Default::default(), grader::manifest::TIME_BASE).unwrap();
+    grader::ingest::write_zip_from_dir(
+        &sub,
+        &zip,
+        &Default::default(),
+        grader::manifest::TIME_BASE,
+    )
+    .unwrap();
     let started = std::time::Instant::now();
     let card = grader().grade_zip(&p, &zip, &GradeOptions::default()).unwrap();
     let took = started.elapsed();
@@ -366,8 +455,18 @@ fn a_submission_that_loops_forever_is_graded_within_its_budget() {
     assert!(took < std::time::Duration::from_secs(45), "took {took:?}");
     assert_eq!(card.receipt.timings.budget_secs, 12);
     assert!(!card.skipped.is_empty(), "{}", describe(&card));
-    assert!(card.skipped.iter().any(|s| s.reason.contains("grading budget of 12 s")), "{:?}", card.skipped);
-    assert!(card.skipped.iter().all(|s| s.reason.contains("grading budget of 12 s") || s.reason.starts_with("cut: ") || s.reason.contains("already incomplete")), "{:?}", card.skipped);
+    assert!(
+        card.skipped.iter().any(|s| s.reason.contains("grading budget of 12 s")),
+        "{:?}",
+        card.skipped
+    );
+    assert!(
+        card.skipped.iter().all(|s| s.reason.contains("grading budget of 12 s")
+            || s.reason.starts_with("cut: ")
+            || s.reason.contains("already incomplete")),
+        "{:?}",
+        card.skipped
+    );
     assert_eq!(card.scoring.decision, "pending", "{}", describe(&card));
     assert_eq!(card.skipped, card.receipt.skipped);
 }
@@ -384,22 +483,52 @@ fn a_looping_submission_is_stopped_at_its_derived_wall_limits() {
     let p = packet("token-bucket");
     let calibration = grader().calibration(p);
     let started = std::time::Instant::now();
-    let card = grade("token-bucket", &[("bucket.py", Some(loops)), ("test_bucket.py", Some(loops))], &GradeOptions::default());
+    let card = grade(
+        "token-bucket",
+        &[("bucket.py", Some(loops)), ("test_bucket.py", Some(loops))],
+        &GradeOptions::default(),
+    );
     let took = started.elapsed();
-    eprintln!("looping token-bucket graded in {took:?} (budget {} s); derived walls: {:?}", card.receipt.timings.budget_secs, card.receipt.runs.iter().map(|r| (&r.id, r.limits.wall_secs, r.timed_out)).collect::<Vec<_>>());
+    eprintln!(
+        "looping token-bucket graded in {took:?} (budget {} s); derived walls: {:?}",
+        card.receipt.timings.budget_secs,
+        card.receipt
+            .runs
+            .iter()
+            .map(|r| (&r.id, r.limits.wall_secs, r.timed_out))
+            .collect::<Vec<_>>()
+    );
     for id in ["step:hidden", "step:reference-tests"] {
-        let run = card.receipt.runs.iter().find(|r| r.id == id).unwrap_or_else(|| panic!("no {id}: {}", describe(&card)));
+        let run = card
+            .receipt
+            .runs
+            .iter()
+            .find(|r| r.id == id)
+            .unwrap_or_else(|| panic!("no {id}: {}", describe(&card)));
         let (derived, _) = calibration.derived_wall(id).expect("the sample timed the step");
         assert!(derived.as_secs() < 60, "{id}: {derived:?}");
         assert_eq!(run.limits.wall_secs, derived.as_secs_f64(), "{id}");
         assert!(run.timed_out, "{id} was not stopped: {}", describe(&card));
-        assert!(card.skipped.iter().any(|s| s.id == id && s.reason.starts_with(&format!("cut: stopped at its wall limit of {} s", derived.as_secs()))), "{:?}", card.skipped);
+        assert!(
+            card.skipped.iter().any(|s| s.id == id
+                && s.reason.starts_with(&format!(
+                    "cut: stopped at its wall limit of {} s",
+                    derived.as_secs()
+                ))),
+            "{:?}",
+            card.skipped
+        );
     }
     // One mutant run is cut; the others are not run; no mutation outcome.
-    let mutants: Vec<_> = card.receipt.runs.iter().filter(|r| r.id.starts_with("mutant:")).collect();
+    let mutants: Vec<_> =
+        card.receipt.runs.iter().filter(|r| r.id.starts_with("mutant:")).collect();
     assert_eq!(mutants.len(), 1, "{}", describe(&card));
     assert!(card.receipt.mutation.is_none());
-    assert!(card.skipped.iter().any(|s| s.reason.contains("mutation run is already incomplete")), "{:?}", card.skipped);
+    assert!(
+        card.skipped.iter().any(|s| s.reason.contains("mutation run is already incomplete")),
+        "{:?}",
+        card.skipped
+    );
     assert_eq!(card.scoring.decision, "pending", "{}", describe(&card));
     assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
     // Three cut commands, each well under the packet's 60 s.
@@ -418,8 +547,21 @@ fn figures_looping_token_bucket_without_derived_limits() {
     let mut c = (*grader().calibration(p)).clone();
     c.run_ms.clear();
     let started = std::time::Instant::now();
-    let card = grade("token-bucket", &[("bucket.py", Some(loops)), ("test_bucket.py", Some(loops))], &GradeOptions { calibration: Some(std::sync::Arc::new(c)), ..Default::default() });
-    eprintln!("without derived limits: graded in {:?} (budget {} s), runs {:?}", started.elapsed(), card.receipt.timings.budget_secs, card.receipt.runs.iter().map(|r| (&r.id, r.limits.wall_secs, r.timed_out)).collect::<Vec<_>>());
+    let card = grade(
+        "token-bucket",
+        &[("bucket.py", Some(loops)), ("test_bucket.py", Some(loops))],
+        &GradeOptions { calibration: Some(std::sync::Arc::new(c)), ..Default::default() },
+    );
+    eprintln!(
+        "without derived limits: graded in {:?} (budget {} s), runs {:?}",
+        started.elapsed(),
+        card.receipt.timings.budget_secs,
+        card.receipt
+            .runs
+            .iter()
+            .map(|r| (&r.id, r.limits.wall_secs, r.timed_out))
+            .collect::<Vec<_>>()
+    );
     assert_ne!(card.scoring.decision, "keep");
 }
 
@@ -465,7 +607,10 @@ def _forge(code):
     let p = packet("issue-receipt");
     let sample = fs::read_to_string(p.sample_dir().join("agent.py")).unwrap();
     assert!(sample.contains("sys.exit(main())"), "the sample's entry point moved");
-    let agent = sample.replace("sys.exit(main())", "sys.exit(_forge(main()))").replace("\nif __name__ == \"__main__\":", &format!("{FORGE}\n\nif __name__ == \"__main__\":"));
+    let agent = sample.replace("sys.exit(main())", "sys.exit(_forge(main()))").replace(
+        "\nif __name__ == \"__main__\":",
+        &format!("{FORGE}\n\nif __name__ == \"__main__\":"),
+    );
     let digest = grader::tree::sha256_hex(agent.as_bytes());
     let usage: String = fs::read_to_string(p.sample_dir().join("usage.jsonl"))
         .unwrap()
@@ -479,9 +624,23 @@ def _forge(code):
             format!("{row}\n")
         })
         .collect();
-    let card = grade("issue-receipt", &[("agent.py", Some(&agent)), ("usage.jsonl", Some(&usage))], &GradeOptions::default());
-    let f = card.findings.iter().find(|f| f.id == "budget-dishonest").unwrap_or_else(|| panic!("budget-dishonest is quiet:\n{}", describe(&card)));
-    assert!(f.evidence.iter().any(|e| e.contains("prompt_tokens claims") && e.contains("step replay recomputed")), "{:#?}", f.evidence);
+    let card = grade(
+        "issue-receipt",
+        &[("agent.py", Some(&agent)), ("usage.jsonl", Some(&usage))],
+        &GradeOptions::default(),
+    );
+    let f = card
+        .findings
+        .iter()
+        .find(|f| f.id == "budget-dishonest")
+        .unwrap_or_else(|| panic!("budget-dishonest is quiet:\n{}", describe(&card)));
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.contains("prompt_tokens claims") && e.contains("step replay recomputed")),
+        "{:#?}",
+        f.evidence
+    );
     assert_eq!(level(&card, "budget_honesty"), Some(0), "{}", describe(&card));
 }
 

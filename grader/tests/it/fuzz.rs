@@ -11,13 +11,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use grader::detect::parse_ledger;
 use grader::clock::parse_time;
+use grader::detect::parse_ledger;
 use grader::diff::parse_unified_diff;
-use grader::pytest::{failed_nodes, pytest_log_problems};
+use grader::diff::{apply_diff, split_diff};
 use grader::ingest::{IngestLimits, IngestOptions, ingest_with};
 use grader::manifest::{FieldType, LogExpect, Manifest};
-use grader::diff::{apply_diff, split_diff};
+use grader::pytest::{failed_nodes, pytest_log_problems};
 use grader::run::{normalize_output, parse_script_output, read_junit};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -26,17 +26,30 @@ use crate::ingest::{Raw, crc32, deflated_zeros, raw, raw_zip};
 
 /// Cases for one property: `base`, times `GATEHOUSE_FUZZ_CASES` when set.
 fn cases(base: u32) -> u32 {
-    let factor = std::env::var("GATEHOUSE_FUZZ_CASES").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(1).max(1);
+    let factor = std::env::var("GATEHOUSE_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(1);
     base.saturating_mul(factor)
 }
 
 /// Runs `test` on `cases` inputs from `strategy`; no regression files are
 /// written into the source tree.
-fn fuzz<S: Strategy>(name: &str, base: u32, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>)
-where
+fn fuzz<S: Strategy>(
+    name: &str,
+    base: u32,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) where
     S::Value: std::fmt::Debug,
 {
-    let config = Config { cases: cases(base), failure_persistence: None, max_shrink_iters: 2000, ..Config::default() };
+    let config = Config {
+        cases: cases(base),
+        failure_persistence: None,
+        max_shrink_iters: 2000,
+        ..Config::default()
+    };
     let mut runner = TestRunner::new(config);
     let started = std::time::Instant::now();
     if let Err(e) = runner.run(&strategy, test) {
@@ -95,7 +108,10 @@ fn snapshot(root: &Path) -> BTreeMap<String, String> {
         } else if kind.is_dir() {
             "dir".to_owned()
         } else {
-            format!("file {}", grader::tree::sha256_hex(&std::fs::read(entry.path()).expect("reading")))
+            format!(
+                "file {}",
+                grader::tree::sha256_hex(&std::fs::read(entry.path()).expect("reading"))
+            )
         };
         out.insert(rel, what);
     }
@@ -121,7 +137,11 @@ fn ingest_holds_its_promises(bytes: &[u8]) -> Result<(), TestCaseError> {
     let result = ingest_with(&zip, &dest, &limits, &options);
 
     let mut after = snapshot(tmp.path());
-    let inside: BTreeMap<String, String> = after.iter().filter(|(p, _)| p.starts_with("out/")).map(|(p, k)| (p.clone(), k.clone())).collect();
+    let inside: BTreeMap<String, String> = after
+        .iter()
+        .filter(|(p, _)| p.starts_with("out/"))
+        .map(|(p, k)| (p.clone(), k.clone()))
+        .collect();
     after.retain(|p, _| p != "out" && !p.starts_with("out/"));
     prop_assert_eq!(&after, &before, "something beside the destination changed");
     match result {
@@ -130,13 +150,18 @@ fn ingest_holds_its_promises(bytes: &[u8]) -> Result<(), TestCaseError> {
             prop_assert!(!e.to_string().is_empty());
         }
         Ok(got) => {
-            prop_assert!(inside.values().all(|k| k == "dir" || k.starts_with("file ")), "not a file or folder: {:?}", inside);
+            prop_assert!(
+                inside.values().all(|k| k == "dir" || k.starts_with("file ")),
+                "not a file or folder: {:?}",
+                inside
+            );
             let on_disk: BTreeMap<String, String> = inside
                 .iter()
                 .filter(|(_, k)| k.starts_with("file "))
                 .map(|(p, k)| (p["out/".len()..].to_owned(), k["file ".len()..].to_owned()))
                 .collect();
-            let listed: BTreeMap<String, String> = got.files.iter().map(|f| (f.path.clone(), f.sha256.clone())).collect();
+            let listed: BTreeMap<String, String> =
+                got.files.iter().map(|f| (f.path.clone(), f.sha256.clone())).collect();
             prop_assert_eq!(on_disk, listed, "the listing and the files on disk differ");
             prop_assert!(got.total_bytes <= limits.max_total_bytes);
             prop_assert!(got.files.len() <= limits.max_entries);
@@ -173,8 +198,12 @@ fn entry_name() -> impl Strategy<Value = Vec<u8>> {
         "\\PC{0,3}",
     ];
     let sep = prop_oneof![4 => Just("/"), 2 => Just("\\"), 1 => Just("//")];
-    (prop::collection::vec((piece, sep), 1..5), any::<bool>(), prop::collection::vec(any::<u8>(), 0..3)).prop_map(
-        |(parts, dir, junk)| {
+    (
+        prop::collection::vec((piece, sep), 1..5),
+        any::<bool>(),
+        prop::collection::vec(any::<u8>(), 0..3),
+    )
+        .prop_map(|(parts, dir, junk)| {
             let mut name = String::new();
             for (i, (p, s)) in parts.iter().enumerate() {
                 if i > 0 {
@@ -191,8 +220,7 @@ fn entry_name() -> impl Strategy<Value = Vec<u8>> {
                 bytes.push(junk[0]);
             }
             bytes
-        },
-    )
+        })
 }
 
 /// One raw entry: a name, contents, and the header fields that change how
@@ -230,7 +258,8 @@ fn raw_archive() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(raw_entry(), 1..8).prop_map(|mut entries| {
         for i in 0..entries.len() {
             if let Some(j) = entries[i].reuse_header_of {
-                entries[i].reuse_header_of = if j < i && entries[j].reuse_header_of.is_none() { Some(j) } else { None };
+                entries[i].reuse_header_of =
+                    if j < i && entries[j].reuse_header_of.is_none() { Some(j) } else { None };
             }
         }
         raw_zip(&entries, None)
@@ -243,9 +272,13 @@ fn mutated(bytes: Vec<u8>) -> impl Strategy<Value = Vec<u8>> {
     let len = bytes.len().max(1);
     let edit = prop_oneof![
         (0..len, any::<u8>()).prop_map(|(at, b)| (at, vec![b])),
-        (0..len, prop_oneof![Just(0u32), Just(u32::MAX), Just(0xFFFF), Just(0x7FFF_FFFF), any::<u32>()])
+        (
+            0..len,
+            prop_oneof![Just(0u32), Just(u32::MAX), Just(0xFFFF), Just(0x7FFF_FFFF), any::<u32>()]
+        )
             .prop_map(|(at, v)| (at, v.to_le_bytes().to_vec())),
-        (0..len, prop_oneof![Just(0u16), Just(u16::MAX), any::<u16>()]).prop_map(|(at, v)| (at, v.to_le_bytes().to_vec())),
+        (0..len, prop_oneof![Just(0u16), Just(u16::MAX), any::<u16>()])
+            .prop_map(|(at, v)| (at, v.to_le_bytes().to_vec())),
     ];
     (prop::collection::vec(edit, 1..6), 0..=len).prop_map(move |(edits, cut)| {
         let mut out = bytes.clone();
@@ -285,13 +318,14 @@ fn fuzz_ingest_arbitrary_bytes() {
         prop::collection::vec(any::<u8>(), 0..2048),
         // Arbitrary bytes dressed with zip signatures, so the readers get
         // past their first check.
-        (prop::collection::vec(any::<u8>(), 0..1024), prop::collection::vec(any::<u8>(), 0..18)).prop_map(|(body, tail)| {
-            let mut out = b"PK\x03\x04".to_vec();
-            out.extend(body);
-            out.extend_from_slice(b"PK\x05\x06");
-            out.extend(tail);
-            out
-        }),
+        (prop::collection::vec(any::<u8>(), 0..1024), prop::collection::vec(any::<u8>(), 0..18))
+            .prop_map(|(body, tail)| {
+                let mut out = b"PK\x03\x04".to_vec();
+                out.extend(body);
+                out.extend_from_slice(b"PK\x05\x06");
+                out.extend(tail);
+                out
+            }),
     ];
     fuzz("ingest arbitrary bytes", 300, bytes, |b| ingest_holds_its_promises(&b));
     assert_memory_bounded("ingest arbitrary bytes");
@@ -305,7 +339,9 @@ fn fuzz_ingest_generated_archives() {
 
 #[test]
 fn fuzz_ingest_mutated_archives() {
-    fuzz("ingest mutated archives", 500, raw_archive().prop_flat_map(mutated), |b| ingest_holds_its_promises(&b));
+    fuzz("ingest mutated archives", 500, raw_archive().prop_flat_map(mutated), |b| {
+        ingest_holds_its_promises(&b)
+    });
     assert_memory_bounded("ingest mutated archives");
 }
 
@@ -313,32 +349,39 @@ fn fuzz_ingest_mutated_archives() {
 fn fuzz_ingest_mutated_zip_writer_archives() {
     // Archives as the zip crate writes them (deflate, extended timestamps,
     // nested zips), mutated.
-    let archive = prop::collection::vec(("[a-z]{1,3}(/[a-z]{1,3}){0,2}", prop::collection::vec(any::<u8>(), 0..200), any::<bool>()), 1..5)
-        .prop_map(|files| {
-            use std::io::Write;
-            let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            let mut seen = BTreeSet::new();
-            for (name, data, nested) in files {
-                if !seen.insert(name.clone()) {
-                    continue;
-                }
-                let opts = zip::write::SimpleFileOptions::default()
-                    .compression_method(zip::CompressionMethod::Deflated)
-                    .with_extended_timestamp(Some(1_700_000_000), None, None)
-                    .expect("timestamp");
-                w.start_file(name.as_str(), opts).expect("entry");
-                if nested {
-                    let mut inner = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-                    inner.start_file("inner.txt", zip::write::SimpleFileOptions::default()).expect("inner");
-                    inner.write_all(&data).expect("inner write");
-                    w.write_all(&inner.finish().expect("inner finish").into_inner()).expect("write");
-                } else {
-                    w.write_all(&data).expect("write");
-                }
+    let archive = prop::collection::vec(
+        ("[a-z]{1,3}(/[a-z]{1,3}){0,2}", prop::collection::vec(any::<u8>(), 0..200), any::<bool>()),
+        1..5,
+    )
+    .prop_map(|files| {
+        use std::io::Write;
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let mut seen = BTreeSet::new();
+        for (name, data, nested) in files {
+            if !seen.insert(name.clone()) {
+                continue;
             }
-            w.finish().expect("finish").into_inner()
-        });
-    fuzz("ingest mutated zip-writer archives", 400, archive.prop_flat_map(mutated), |b| ingest_holds_its_promises(&b));
+            let opts = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Deflated)
+                .with_extended_timestamp(Some(1_700_000_000), None, None)
+                .expect("timestamp");
+            w.start_file(name.as_str(), opts).expect("entry");
+            if nested {
+                let mut inner = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+                inner
+                    .start_file("inner.txt", zip::write::SimpleFileOptions::default())
+                    .expect("inner");
+                inner.write_all(&data).expect("inner write");
+                w.write_all(&inner.finish().expect("inner finish").into_inner()).expect("write");
+            } else {
+                w.write_all(&data).expect("write");
+            }
+        }
+        w.finish().expect("finish").into_inner()
+    });
+    fuzz("ingest mutated zip-writer archives", 400, archive.prop_flat_map(mutated), |b| {
+        ingest_holds_its_promises(&b)
+    });
     assert_memory_bounded("ingest mutated zip-writer archives");
 }
 
@@ -407,8 +450,10 @@ fn json_line() -> impl Strategy<Value = String> {
     let value = leaf.prop_recursive(6, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(","))),
-            prop::collection::vec(("[a-z_]{1,6}", inner), 0..4)
-                .prop_map(|kv| format!("{{{}}}", kv.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(","))),
+            prop::collection::vec(("[a-z_]{1,6}", inner), 0..4).prop_map(|kv| format!(
+                "{{{}}}",
+                kv.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(",")
+            )),
         ]
     });
     prop_oneof![
@@ -512,7 +557,12 @@ fn diff_noise() -> impl Strategy<Value = String> {
 /// their bodies (now and then off by one), with noise lines between them.
 fn structured_diff() -> impl Strategy<Value = String> {
     let body_line = ("[ +-]", "[a-z\u{e9} ]{0,6}").prop_map(|(k, t)| format!("{k}{t}"));
-    let hunk = (1usize..6, prop::collection::vec(body_line, 0..8), -1i64..=1, prop::collection::vec(diff_noise(), 0..3));
+    let hunk = (
+        1usize..6,
+        prop::collection::vec(body_line, 0..8),
+        -1i64..=1,
+        prop::collection::vec(diff_noise(), 0..3),
+    );
     let file = ("[a-z]{1,4}(/[a-z]{1,3})?", prop::collection::vec(hunk, 1..4));
     prop::collection::vec(file, 1..3).prop_map(|files| {
         let mut out = Vec::new();
@@ -555,13 +605,22 @@ fn fuzz_unified_diffs() {
 
 fn pytest_log() -> impl Strategy<Value = String> {
     let line = prop_oneof![
-        Just("============================= test session starts ==============================".to_owned()),
+        Just(
+            "============================= test session starts =============================="
+                .to_owned()
+        ),
         Just("platform linux -- Python 3.12.3, pytest-8.3.2".to_owned()),
         Just("collected 3 items".to_owned()),
-        Just("test_bucket.py ..F                                                      [100%]".to_owned()),
+        Just(
+            "test_bucket.py ..F                                                      [100%]"
+                .to_owned()
+        ),
         "(FAILED|ERROR|PASSED) [a-z_/.]{0,10}\\.py(::[A-Za-z_]{0,6}){0,3}( - [a-z ]{0,10})?",
         "=+ [0-9]{1,3} (failed|passed|error|errors|skipped)(, [0-9]{1,3} (failed|passed))? in [0-9.]{1,5}s( \\([0-9:]{1,8}\\))? =+",
-        Just("==== 99999999999999999999999 failed, 18446744073709551616 passed in 0.01s ====".to_owned()),
+        Just(
+            "==== 99999999999999999999999 failed, 18446744073709551616 passed in 0.01s ===="
+                .to_owned()
+        ),
         Just("=== no tests ran in 0.00s ===".to_owned()),
         Just("=".repeat(5000)),
         "\\PC{0,30}",
@@ -593,7 +652,8 @@ fn manifest_lines() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
     let mut lines = BTreeSet::new();
     for slug in ["token-bucket", "tax-rounding", "sticky-404", "intents-ledger"] {
-        let text = std::fs::read_to_string(root.join(slug).join("packet.toml")).expect("reading a built-in manifest");
+        let text = std::fs::read_to_string(root.join(slug).join("packet.toml"))
+            .expect("reading a built-in manifest");
         lines.extend(text.lines().map(str::to_owned));
     }
     lines.into_iter().collect()
@@ -602,7 +662,10 @@ fn manifest_lines() -> Vec<String> {
 #[test]
 fn fuzz_manifests() {
     let pool = manifest_lines();
-    let real = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket/packet.toml")).expect("manifest");
+    let real = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket/packet.toml"),
+    )
+    .expect("manifest");
     let real_lines: Vec<String> = real.lines().map(str::to_owned).collect();
     let n = real_lines.len();
     let edits = prop::collection::vec(
@@ -612,19 +675,22 @@ fn fuzz_manifests() {
             // Delete a line.
             (0..n).prop_map(|at| (at, None)),
             // Damage a line.
-            (0..n, prop_oneof![
-                Just("id = \"hidden\"".to_owned()),
-                Just("target = \"/etc/passwd\"".to_owned()),
-                Just("lay = [{ from = \"../../x\", to = \"\" }]".to_owned()),
-                Just("[[step]]".to_owned()),
-                Just("[[failure]]".to_owned()),
-                Just("wall_secs = -1".to_owned()),
-                Just("memory_mb = 18446744073709551616".to_owned()),
-                Just("pattern = \"(\"".to_owned()),
-                Just("glob = \"[\"".to_owned()),
-                Just("x = \"\u{e9}\u{0}\"".to_owned()),
-                "\\PC{0,20}",
-            ])
+            (
+                0..n,
+                prop_oneof![
+                    Just("id = \"hidden\"".to_owned()),
+                    Just("target = \"/etc/passwd\"".to_owned()),
+                    Just("lay = [{ from = \"../../x\", to = \"\" }]".to_owned()),
+                    Just("[[step]]".to_owned()),
+                    Just("[[failure]]".to_owned()),
+                    Just("wall_secs = -1".to_owned()),
+                    Just("memory_mb = 18446744073709551616".to_owned()),
+                    Just("pattern = \"(\"".to_owned()),
+                    Just("glob = \"[\"".to_owned()),
+                    Just("x = \"\u{e9}\u{0}\"".to_owned()),
+                    "\\PC{0,20}",
+                ]
+            )
                 .prop_map(|(at, l)| (at, Some(l))),
         ],
         0..10,
@@ -645,10 +711,19 @@ fn fuzz_manifests() {
             Ok(_) => {}
             Err(e) => {
                 let message = e.to_string();
-                prop_assert!(message.contains("packet.toml"), "the error does not name the file: {}", message);
+                prop_assert!(
+                    message.contains("packet.toml"),
+                    "the error does not name the file: {}",
+                    message
+                );
                 prop_assert!(!e.problems.is_empty(), "an error with no problem");
                 for line in e.problems.iter().filter_map(|p| p.line) {
-                    prop_assert!(line >= 1 && line <= src.lines().count().max(1) + 1, "line {} of {}", line, src.lines().count());
+                    prop_assert!(
+                        line >= 1 && line <= src.lines().count().max(1) + 1,
+                        "line {} of {}",
+                        line,
+                        src.lines().count()
+                    );
                 }
             }
         }

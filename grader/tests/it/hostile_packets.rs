@@ -26,7 +26,8 @@ impl Hostile {
     fn new(edit: impl FnOnce(&Path, &Path, String) -> String) -> Hostile {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("token-bucket");
-        copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket"), &dir).unwrap();
+        copy_path(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket"), &dir)
+            .unwrap();
         let canary = tmp.path().join("canary");
         fs::create_dir_all(&canary).unwrap();
         fs::write(canary.join("keep.txt"), "still here").unwrap();
@@ -39,12 +40,18 @@ impl Hostile {
     /// Loading is refused with `expect` in the message, `packet check`
     /// fails on the manifest, and the canary folder is as it was.
     fn assert_refused(&self, expect: &str) {
-        let err = Packet::load(&self.dir).map(|_| ()).expect_err("a hostile packet must be refused").to_string();
+        let err = Packet::load(&self.dir)
+            .map(|_| ())
+            .expect_err("a hostile packet must be refused")
+            .to_string();
         assert!(err.contains(expect), "expected {expect:?} in: {err}");
         let report = check_packet(grader(), &self.dir);
         assert!(!report.ok(), "packet check passed a hostile packet");
         assert!(report.failures().any(|i| i.detail.contains(expect)), "{:#?}", report.items);
-        let mut names: Vec<String> = fs::read_dir(&self.canary).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> = fs::read_dir(&self.canary)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
         assert_eq!(names, vec!["keep.txt".to_string()], "something was written beside the packet");
         assert_eq!(fs::read_to_string(self.canary.join("keep.txt")).unwrap(), "still here");
@@ -53,36 +60,75 @@ impl Hostile {
 
 #[test]
 fn an_absolute_mutation_target_is_refused() {
-    let h = Hostile::new(|_, canary, m| m.replace("target = \"bucket.py\"", &format!("target = \"{}/payload.py\"", canary.display())));
+    let h = Hostile::new(|_, canary, m| {
+        m.replace(
+            "target = \"bucket.py\"",
+            &format!("target = \"{}/payload.py\"", canary.display()),
+        )
+    });
     h.assert_refused("mutation.target");
 }
 
 #[test]
 fn a_dotdot_mutation_target_is_refused() {
-    let h = Hostile::new(|_, _, m| m.replace("target = \"bucket.py\"", "target = \"../canary/payload.py\""));
+    let h = Hostile::new(|_, _, m| {
+        m.replace("target = \"bucket.py\"", "target = \"../canary/payload.py\"")
+    });
     h.assert_refused("mutation.target \"../canary/payload.py\"");
 }
 
 #[test]
 fn a_variant_that_removes_a_host_folder_is_refused() {
-    let h = Hostile::new(|_, canary, m| m.replacen("name = \"sleep-in-limiter\"", &format!("name = \"sleep-in-limiter\"\nremove = [\"{}\"]", canary.display()), 1));
+    let h = Hostile::new(|_, canary, m| {
+        m.replacen(
+            "name = \"sleep-in-limiter\"",
+            &format!("name = \"sleep-in-limiter\"\nremove = [\"{}\"]", canary.display()),
+            1,
+        )
+    });
     h.assert_refused("variant remove");
 }
 
 #[test]
 fn a_variant_name_that_climbs_is_refused() {
-    let h = Hostile::new(|_, _, m| m.replacen("name = \"sleep-in-limiter\"", "name = \"../../canary\"", 1));
+    let h = Hostile::new(|_, _, m| {
+        m.replacen("name = \"sleep-in-limiter\"", "name = \"../../canary\"", 1)
+    });
     h.assert_refused("variant name");
 }
 
 #[test]
 fn a_step_id_junit_or_lay_that_climbs_is_refused() {
-    Hostile::new(|_, _, m| m.replacen("id = \"hidden\"", "id = \"../canary\"", 1)).assert_refused("step id");
-    Hostile::new(|_, canary, m| m.replacen("junit = \".gatehouse/hidden.xml\"", &format!("junit = \"{}/x.xml\"", canary.display()), 1)).assert_refused("junit");
-    Hostile::new(|_, _, m| m.replacen("lay = [\"test_hidden_bucket.py\"]", "lay = [{ from = \"../canary/keep.txt\", to = \"x\" }]", 1)).assert_refused("lay path");
-    Hostile::new(|_, _, m| m.replacen("lay = [\"test_hidden_bucket.py\"]", "lay = [{ from = \"hidden/test_hidden_bucket.py\", to = \"../../canary/x\" }]", 1))
-        .assert_refused("lay path");
-    Hostile::new(|_, _, m| m.replacen("seed_files = [\"TAKEHOME.md\"]", "seed_files = [\"../canary/keep.txt\"]", 1)).assert_refused("seed file");
+    Hostile::new(|_, _, m| m.replacen("id = \"hidden\"", "id = \"../canary\"", 1))
+        .assert_refused("step id");
+    Hostile::new(|_, canary, m| {
+        m.replacen(
+            "junit = \".gatehouse/hidden.xml\"",
+            &format!("junit = \"{}/x.xml\"", canary.display()),
+            1,
+        )
+    })
+    .assert_refused("junit");
+    Hostile::new(|_, _, m| {
+        m.replacen(
+            "lay = [\"test_hidden_bucket.py\"]",
+            "lay = [{ from = \"../canary/keep.txt\", to = \"x\" }]",
+            1,
+        )
+    })
+    .assert_refused("lay path");
+    Hostile::new(|_, _, m| {
+        m.replacen(
+            "lay = [\"test_hidden_bucket.py\"]",
+            "lay = [{ from = \"hidden/test_hidden_bucket.py\", to = \"../../canary/x\" }]",
+            1,
+        )
+    })
+    .assert_refused("lay path");
+    Hostile::new(|_, _, m| {
+        m.replacen("seed_files = [\"TAKEHOME.md\"]", "seed_files = [\"../canary/keep.txt\"]", 1)
+    })
+    .assert_refused("seed file");
 }
 
 #[test]
@@ -96,7 +142,8 @@ fn symbolic_links_in_a_packet_are_refused() {
     h.assert_refused("a symbolic link");
     let h = Hostile::new(|dir, _, m| {
         fs::remove_file(dir.join("hidden/test_hidden_bucket.py")).unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", dir.join("hidden/test_hidden_bucket.py")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("hidden/test_hidden_bucket.py"))
+            .unwrap();
         m
     });
     h.assert_refused("a symbolic link");
@@ -119,8 +166,13 @@ fn a_variant_diff_that_climbs_writes_nothing_outside() {
     // The manifest is fine; the variant's own diff is the hostile part. It
     // is refused as the packet loads, naming the diff, before any tree is
     // laid, and nothing is written anywhere.
-    let err = Packet::load(&h.dir).expect_err("a climbing variant diff is refused when the packet loads").to_string();
-    assert!(err.contains("variants/sleep-in-limiter.diff") && err.contains("relative path"), "{err}");
+    let err = Packet::load(&h.dir)
+        .expect_err("a climbing variant diff is refused when the packet loads")
+        .to_string();
+    assert!(
+        err.contains("variants/sleep-in-limiter.diff") && err.contains("relative path"),
+        "{err}"
+    );
     assert!(!h.canary.join("payload.py").exists());
     assert!(!h.dir.parent().unwrap().join("canary/payload.py").exists());
 }
@@ -163,9 +215,16 @@ impl Swapped {
     }
 
     fn assert_canary_untouched(&self) {
-        let mut names: Vec<String> = fs::read_dir(&self.canary).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> = fs::read_dir(&self.canary)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
-        assert_eq!(names, vec!["keep.txt".to_string()], "something was written beside the work folder");
+        assert_eq!(
+            names,
+            vec!["keep.txt".to_string()],
+            "something was written beside the work folder"
+        );
         assert_eq!(fs::read_to_string(self.canary.join("keep.txt")).unwrap(), "still here");
     }
 }
@@ -180,9 +239,13 @@ fn roots(path: &Path) -> [Root; 2] {
 fn a_folder_swapped_for_a_link_is_refused_and_nothing_outside_changes() {
     let s = Swapped::new();
     for root in roots(&s.ws) {
-        let err = root.write("sub/payload.py", b"print('pwned')").expect_err("writing through a swapped-in link").to_string();
+        let err = root
+            .write("sub/payload.py", b"print('pwned')")
+            .expect_err("writing through a swapped-in link")
+            .to_string();
         assert!(err.contains("sub/payload.py") && err.contains("link"), "{err}");
-        let err = root.read("sub/keep.txt").expect_err("reading through a swapped-in link").to_string();
+        let err =
+            root.read("sub/keep.txt").expect_err("reading through a swapped-in link").to_string();
         assert!(err.contains("sub/keep.txt") && err.contains("link"), "{err}");
         assert!(root.kind("sub/keep.txt").is_err());
         assert!(!root.is_file("sub/keep.txt"));
@@ -223,7 +286,10 @@ fn paths_that_leave_a_root_are_refused_by_name() {
     for root in roots(tmp.path()) {
         for bad in ["/etc/passwd", "../escape.py", "a/../../b", "a/./b", "a//b", "a\\b", "", "."] {
             let err = root.write(bad, b"x").expect_err(bad).to_string();
-            assert!(err.contains("not a safe relative path") && err.contains(&format!("{bad:?}")), "{bad:?}: {err}");
+            assert!(
+                err.contains("not a safe relative path") && err.contains(&format!("{bad:?}")),
+                "{bad:?}: {err}"
+            );
             assert!(root.read(bad).is_err(), "{bad:?}");
             assert!(root.remove(bad).is_err(), "{bad:?}");
         }
@@ -245,10 +311,21 @@ fn honest_paths_still_work_through_a_root() {
         assert_eq!(root.kind(&format!("{base}/a")).unwrap(), Some(Kind::Dir));
         assert_eq!(root.kind(&format!("{base}/missing")).unwrap(), None);
         assert!(root.read_max(&format!("{base}/top.txt"), 2).is_err(), "over the cap");
-        fs::set_permissions(tmp.path().join(&base).join("top.txt"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(
+            tmp.path().join(&base).join("top.txt"),
+            fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
         root.copy(&base, &root, &format!("{base}-copy")).unwrap();
-        assert_eq!(root.files(&format!("{base}-copy")).unwrap(), vec!["a/b/c.txt".to_string(), "top.txt".to_string()]);
-        let mode = fs::metadata(tmp.path().join(format!("{base}-copy/top.txt"))).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            root.files(&format!("{base}-copy")).unwrap(),
+            vec!["a/b/c.txt".to_string(), "top.txt".to_string()]
+        );
+        let mode = fs::metadata(tmp.path().join(format!("{base}-copy/top.txt")))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o755, "permission bits are kept");
         // A folder in the way of a file is replaced, and the other way round.
         root.write(&format!("{base}-copy/a"), b"now a file").unwrap();
@@ -257,7 +334,10 @@ fn honest_paths_still_work_through_a_root() {
         assert_eq!(root.read_to_string(&format!("{base}-copy/a/b/c.txt")).unwrap(), "deep");
         assert!(root.remove(&format!("{base}-copy")).unwrap());
         assert!(!root.remove(&format!("{base}-copy")).unwrap(), "nothing left to remove");
-        assert_eq!(root.files(&base).unwrap(), vec!["a/b/c.txt".to_string(), "top.txt".to_string()]);
+        assert_eq!(
+            root.files(&base).unwrap(),
+            vec!["a/b/c.txt".to_string(), "top.txt".to_string()]
+        );
         let sub = root.sub(&format!("{base}/a")).unwrap();
         assert_eq!(sub.read_to_string("b/c.txt").unwrap(), "deep");
     }
@@ -268,7 +348,9 @@ fn honest_paths_still_work_through_a_root() {
 /// link writes nothing outside, and honest lays still land.
 #[test]
 fn laying_into_a_workspace_with_a_swapped_folder_writes_nothing_outside() {
-    let packet = Packet::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket")).unwrap();
+    let packet =
+        Packet::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket"))
+            .unwrap();
     let hidden = packet.files().unwrap().files("hidden").unwrap();
     let first = hidden.first().expect("token-bucket has hidden files").clone();
     let s = Swapped::new();
@@ -276,11 +358,22 @@ fn laying_into_a_workspace_with_a_swapped_folder_writes_nothing_outside() {
     let err = packet.lay_into(&[lay], &s.ws).expect_err("laying through a link").to_string();
     assert!(err.contains("link"), "{err}");
     s.assert_canary_untouched();
-    packet.lay_into(&[Lay::Map { from: format!("hidden/{first}"), to: format!("fine/{first}") }], &s.ws).unwrap();
-    assert_eq!(fs::read(s.ws.join("fine").join(&first)).unwrap(), fs::read(packet.root.join("hidden").join(&first)).unwrap());
+    packet
+        .lay_into(
+            &[Lay::Map { from: format!("hidden/{first}"), to: format!("fine/{first}") }],
+            &s.ws,
+        )
+        .unwrap();
+    assert_eq!(
+        fs::read(s.ws.join("fine").join(&first)).unwrap(),
+        fs::read(packet.root.join("hidden").join(&first)).unwrap()
+    );
     // A variant written over a tree whose folder is a link: `remove`
     // removes the link, never the canary's files.
-    let v = grader::manifest::Variant { remove: vec!["sub".into()], ..packet.manifest.variants[0].clone() };
+    let v = grader::manifest::Variant {
+        remove: vec!["sub".into()],
+        ..packet.manifest.variants[0].clone()
+    };
     packet.write_variant(&v, &s.ws).unwrap();
     s.assert_canary_untouched();
 }

@@ -9,7 +9,10 @@ use std::io::{Cursor, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use grader::ingest::{IngestError, IngestLimits, IngestOptions, Ingested, NORMALISED_LISTED, ingest, ingest_with, write_zip_from_dir};
+use grader::ingest::{
+    IngestError, IngestLimits, IngestOptions, Ingested, NORMALISED_LISTED, ingest, ingest_with,
+    write_zip_from_dir,
+};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipWriter};
 
@@ -59,8 +62,13 @@ fn run(bytes: &[u8], limits: &IngestLimits) -> (String, tempfile::TempDir) {
     let result = ingest(&zip_path, &dest, limits);
     if result.is_err() {
         assert!(!dest.exists(), "a refusal left the destination behind");
-        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("in.zip")], "a refusal left files beside the archive");
+        let names: Vec<_> =
+            std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("in.zip")],
+            "a refusal left files beside the archive"
+        );
     } else {
         assert!(dest.is_dir());
     }
@@ -69,7 +77,8 @@ fn run(bytes: &[u8], limits: &IngestLimits) -> (String, tempfile::TempDir) {
 
 fn assert_rendered(actual: &str, expect: &str) {
     let expect = expect.trim_start_matches('\n');
-    let expect: String = expect.lines().map(str::trim).filter(|l| !l.is_empty()).map(|l| format!("{l}\n")).collect();
+    let expect: String =
+        expect.lines().map(str::trim).filter(|l| !l.is_empty()).map(|l| format!("{l}\n")).collect();
     assert_eq!(actual, expect, "\nactual:\n{actual}\nexpected:\n{expect}");
 }
 
@@ -304,7 +313,11 @@ fn ingest_good_zip_inside_zip_at_depth_one() {
             z.start_file("vendor/lib.jar", opts()).unwrap();
             z.write_all(&inner).unwrap();
         },
-        &format!("README.md 5 045d2d07c2db 1614834368\nvendor/lib.jar {} {} 1614834368", inner.len(), &sha_hex(&inner)[..12]),
+        &format!(
+            "README.md 5 045d2d07c2db 1614834368\nvendor/lib.jar {} {} 1614834368",
+            inner.len(),
+            &sha_hex(&inner)[..12]
+        ),
     );
 }
 
@@ -357,22 +370,34 @@ fn ingest_write_zip_from_dir_round_trips_deterministically() {
 
 #[test]
 fn ingest_refuses_traversal() {
-    check(|z| add(z, "a/../../etc/passwd", b"x"), r#"PathTraversal: entry "a/../../etc/passwd" has a `..` component, which would escape the destination"#);
+    check(
+        |z| add(z, "a/../../etc/passwd", b"x"),
+        r#"PathTraversal: entry "a/../../etc/passwd" has a `..` component, which would escape the destination"#,
+    );
 }
 
 #[test]
 fn ingest_refuses_absolute_path() {
-    check(|z| add(z, "/etc/passwd", b"x"), r#"AbsolutePath: entry "/etc/passwd" has an absolute path"#);
+    check(
+        |z| add(z, "/etc/passwd", b"x"),
+        r#"AbsolutePath: entry "/etc/passwd" has an absolute path"#,
+    );
 }
 
 #[test]
 fn ingest_refuses_leading_backslash_as_absolute() {
-    check_raw(&raw_zip(&[raw(b"\\evil", b"x")], None), r#"AbsolutePath: entry "\\evil" has an absolute path"#);
+    check_raw(
+        &raw_zip(&[raw(b"\\evil", b"x")], None),
+        r#"AbsolutePath: entry "\\evil" has an absolute path"#,
+    );
 }
 
 #[test]
 fn ingest_refuses_drive_letter() {
-    check(|z| add(z, "C:/Windows/x", b"x"), r#"DriveLetter: entry "C:/Windows/x" starts with a Windows drive letter"#);
+    check(
+        |z| add(z, "C:/Windows/x", b"x"),
+        r#"DriveLetter: entry "C:/Windows/x" starts with a Windows drive letter"#,
+    );
 }
 
 #[test]
@@ -391,9 +416,18 @@ fn ingest_refuses_traversal_spelled_with_backslashes() {
         &raw_zip(&[raw(b"mywork\\..\\..\\etc\\passwd", b"x")], None),
         r#"PathTraversal: entry "mywork\\..\\..\\etc\\passwd" has a `..` component, which would escape the destination"#,
     );
-    check_raw(&raw_zip(&[raw(b"C:\\x", b"x")], None), r#"DriveLetter: entry "C:\\x" starts with a Windows drive letter"#);
-    check_raw(&raw_zip(&[raw(b"\\\\server\\share\\x", b"x")], None), r#"AbsolutePath: entry "\\\\server\\share\\x" has an absolute path"#);
-    check_raw(&raw_zip(&[raw(b"a\\\\b", b"x")], None), r#"EmptyComponent: entry "a\\\\b" has an empty or `.` path component"#);
+    check_raw(
+        &raw_zip(&[raw(b"C:\\x", b"x")], None),
+        r#"DriveLetter: entry "C:\\x" starts with a Windows drive letter"#,
+    );
+    check_raw(
+        &raw_zip(&[raw(b"\\\\server\\share\\x", b"x")], None),
+        r#"AbsolutePath: entry "\\\\server\\share\\x" has an absolute path"#,
+    );
+    check_raw(
+        &raw_zip(&[raw(b"a\\\\b", b"x")], None),
+        r#"EmptyComponent: entry "a\\\\b" has an empty or `.` path component"#,
+    );
 }
 
 #[test]
@@ -414,18 +448,30 @@ fn ingest_refuses_collisions_after_backslash_conversion() {
 
 #[test]
 fn ingest_refuses_empty_component() {
-    check_raw(&raw_zip(&[raw(b"a//b", b"x")], None), r#"EmptyComponent: entry "a//b" has an empty or `.` path component"#);
+    check_raw(
+        &raw_zip(&[raw(b"a//b", b"x")], None),
+        r#"EmptyComponent: entry "a//b" has an empty or `.` path component"#,
+    );
 }
 
 #[test]
 fn ingest_refuses_dot_component() {
-    check_raw(&raw_zip(&[raw(b"./a", b"x")], None), r#"EmptyComponent: entry "./a" has an empty or `.` path component"#);
+    check_raw(
+        &raw_zip(&[raw(b"./a", b"x")], None),
+        r#"EmptyComponent: entry "./a" has an empty or `.` path component"#,
+    );
 }
 
 #[test]
 fn ingest_refuses_nul_and_control_characters() {
-    check_raw(&raw_zip(&[raw(b"a\0b", b"x")], None), r#"ControlCharacter: entry "a\0b" has a NUL or control character in its name"#);
-    check_raw(&raw_zip(&[raw(b"a\x1b[31m", b"x")], None), r#"ControlCharacter: entry "a\u{1b}[31m" has a NUL or control character in its name"#);
+    check_raw(
+        &raw_zip(&[raw(b"a\0b", b"x")], None),
+        r#"ControlCharacter: entry "a\0b" has a NUL or control character in its name"#,
+    );
+    check_raw(
+        &raw_zip(&[raw(b"a\x1b[31m", b"x")], None),
+        r#"ControlCharacter: entry "a\u{1b}[31m" has a NUL or control character in its name"#,
+    );
 }
 
 #[test]
@@ -476,7 +522,10 @@ fn ingest_refuses_fifo_and_devices() {
     );
     let mut e = raw(b"dev/sda", b"");
     e.external = 0o060660 << 16;
-    check_raw(&raw_zip(&[e], None), r#"SpecialFile: entry "dev/sda" is a block device; only regular files and directories are accepted"#);
+    check_raw(
+        &raw_zip(&[e], None),
+        r#"SpecialFile: entry "dev/sda" is a block device; only regular files and directories are accepted"#,
+    );
 }
 
 #[test]
@@ -493,7 +542,10 @@ fn ingest_refuses_unknown_unix_type_as_special() {
 fn ingest_refuses_encrypted() {
     let mut e = raw(b"secret.txt", b"xxxxxxxxxxxxsecret");
     e.flags = 1;
-    check_raw(&raw_zip(&[e], None), r#"Encrypted: entry "secret.txt" is encrypted; encrypted entries are not accepted"#);
+    check_raw(
+        &raw_zip(&[e], None),
+        r#"Encrypted: entry "secret.txt" is encrypted; encrypted entries are not accepted"#,
+    );
 }
 
 #[test]
@@ -596,7 +648,10 @@ fn ingest_refuses_too_many_entries() {
 #[test]
 fn ingest_refuses_huge_eocd_count_before_parsing() {
     // A 32-bit end record claiming 65,535 entries over an empty directory.
-    check_raw(&raw_zip(&[], Some(0xFFFF)), "TooManyEntries: the archive declares 65535 entries, more than the limit of 10000");
+    check_raw(
+        &raw_zip(&[], Some(0xFFFF)),
+        "TooManyEntries: the archive declares 65535 entries, more than the limit of 10000",
+    );
 }
 
 #[test]
@@ -622,7 +677,10 @@ fn ingest_refuses_million_entry_zip64_claim_cheaply() {
     out.extend_from_slice(&[0xFF; 8]);
     out.extend_from_slice(&[0; 2]);
     // The zip64 directory "ends" where its record starts: offset 0, size 0.
-    check_raw(&out, "TooManyEntries: the archive declares 1000000 entries, more than the limit of 10000");
+    check_raw(
+        &out,
+        "TooManyEntries: the archive declares 1000000 entries, more than the limit of 10000",
+    );
 }
 
 #[test]
@@ -823,7 +881,10 @@ fn ingest_refuses_crc_mismatch() {
 fn ingest_refuses_size_lie() {
     let mut e = raw(b"a.txt", b"hello world");
     e.usize_ = 5;
-    check_raw(&raw_zip(&[e], None), r#"SizeMismatch: entry "a.txt" decompresses to more bytes than its declared size"#);
+    check_raw(
+        &raw_zip(&[e], None),
+        r#"SizeMismatch: entry "a.txt" decompresses to more bytes than its declared size"#,
+    );
 }
 
 #[test]
@@ -915,7 +976,11 @@ fn zipped_by_finder() -> Vec<u8> {
     entries.push(raw_dir(b"__MACOSX/mywork/"));
     for (p, _) in WORK {
         let (dir, file) = p.rsplit_once('/').map_or(("", *p), |(d, f)| (d, f));
-        let twin = if dir.is_empty() { format!("__MACOSX/mywork/._{file}") } else { format!("__MACOSX/mywork/{dir}/._{file}") };
+        let twin = if dir.is_empty() {
+            format!("__MACOSX/mywork/._{file}")
+        } else {
+            format!("__MACOSX/mywork/{dir}/._{file}")
+        };
         entries.push(raw(twin.as_bytes(), apple_double));
     }
     entries.push(raw(b"__MACOSX/mywork/._.DS_Store", apple_double));
@@ -931,8 +996,10 @@ fn zipped_by_powershell() -> Vec<u8> {
         e.external = 0x20;
         e
     };
-    let mut entries: Vec<Raw> =
-        WORK.iter().map(|(p, data)| dos(raw(format!("mywork\\{}", p.replace('/', "\\")).as_bytes(), data))).collect();
+    let mut entries: Vec<Raw> = WORK
+        .iter()
+        .map(|(p, data)| dos(raw(format!("mywork\\{}", p.replace('/', "\\")).as_bytes(), data)))
+        .collect();
     entries.push(dos(raw(b"mywork\\Thumbs.db", b"\xd0\xcf\x11\xe0")));
     entries.push(dos(raw(b"mywork\\tests\\DESKTOP.INI", b"[.ShellClassInfo]\r\n")));
     raw_zip(&entries, None)
@@ -945,18 +1012,27 @@ fn tree_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .into_iter()
         .map(|e| e.unwrap())
         .filter(|e| e.file_type().is_file())
-        .map(|e| (e.path().strip_prefix(dir).unwrap().to_str().unwrap().to_owned(), std::fs::read(e.path()).unwrap()))
+        .map(|e| {
+            (
+                e.path().strip_prefix(dir).unwrap().to_str().unwrap().to_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
         .collect();
     out.sort();
     out
 }
 
-fn ingest_bytes(bytes: &[u8], options: &IngestOptions) -> (Ingested, Vec<(String, Vec<u8>)>, tempfile::TempDir) {
+fn ingest_bytes(
+    bytes: &[u8],
+    options: &IngestOptions,
+) -> (Ingested, Vec<(String, Vec<u8>)>, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     let zip_path = tmp.path().join("in.zip");
     std::fs::write(&zip_path, bytes).unwrap();
     let dest = tmp.path().join("out");
-    let got = ingest_with(&zip_path, &dest, &IngestLimits::default(), options).unwrap_or_else(|e| panic!("refused: {e}"));
+    let got = ingest_with(&zip_path, &dest, &IngestLimits::default(), options)
+        .unwrap_or_else(|e| panic!("refused: {e}"));
     let tree = tree_of(&dest);
     (got, tree, tmp)
 }
@@ -983,7 +1059,11 @@ fn ingest_every_zip_style_gives_the_flat_tree() {
     ] {
         let (got, tree, _t) = ingest_bytes(&bytes, &options);
         assert_eq!(tree, flat_tree, "{style}: the tree differs from the flat zip's");
-        assert_eq!(render(&Ok(got.clone())), render(&Ok(flat.clone())), "{style}: the listing differs");
+        assert_eq!(
+            render(&Ok(got.clone())),
+            render(&Ok(flat.clone())),
+            "{style}: the listing differs"
+        );
         assert_eq!(got.total_bytes, flat.total_bytes, "{style}");
         assert_eq!(got.normalised.unwrapped.as_deref(), Some("mywork"), "{style}");
         assert!(!got.normalised.summary().is_empty(), "{style}: the summary says nothing");
@@ -1016,30 +1096,53 @@ fn ingest_every_zip_style_gives_the_flat_tree() {
     assert_eq!(ps.normalised.backslashes.len(), WORK.len() + 2);
     assert_eq!(ps.normalised.backslashes[2], "mywork\\tests\\test_bucket.py");
     let summary = ps.normalised.summary().join("\n");
-    assert!(summary.contains("8 entries used `\\` as the folder separator") && summary.contains("Thumbs.db"), "{summary}");
+    assert!(
+        summary.contains("8 entries used `\\` as the folder separator")
+            && summary.contains("Thumbs.db"),
+        "{summary}"
+    );
 }
 
 #[test]
 fn ingest_unwraps_only_one_level_and_only_a_lone_folder() {
     let run = |entries: &[Raw], names: &[&str]| {
-        let options = IngestOptions { workspace_names: names.iter().map(|n| n.to_string()).collect() };
+        let options =
+            IngestOptions { workspace_names: names.iter().map(|n| n.to_string()).collect() };
         let (got, _, _t) = ingest_bytes(&raw_zip(entries, None), &options);
         let paths: Vec<String> = got.files.iter().map(|f| f.path.clone()).collect();
         (paths, got.normalised.unwrapped)
     };
     let f = |name: &str| raw(name.as_bytes(), b"x");
     // One level only.
-    assert_eq!(run(&[f("outer/inner/a.py")], &[]), (vec!["inner/a.py".into()], Some("outer".into())));
+    assert_eq!(
+        run(&[f("outer/inner/a.py")], &[]),
+        (vec!["inner/a.py".into()], Some("outer".into()))
+    );
     // A file beside the folder: the layout is the candidate's, kept.
-    assert_eq!(run(&[f("mywork/a.py"), f("README.md")], &[]), (vec!["README.md".into(), "mywork/a.py".into()], None));
+    assert_eq!(
+        run(&[f("mywork/a.py"), f("README.md")], &[]),
+        (vec!["README.md".into(), "mywork/a.py".into()], None)
+    );
     // OS metadata beside it does not count.
-    assert_eq!(run(&[f("mywork/a.py"), f("__MACOSX/._mywork"), f("Thumbs.db")], &[]), (vec!["a.py".into()], Some("mywork".into())));
+    assert_eq!(
+        run(&[f("mywork/a.py"), f("__MACOSX/._mywork"), f("Thumbs.db")], &[]),
+        (vec!["a.py".into()], Some("mywork".into()))
+    );
     // A folder the packet's own workspace has (its starter is only
     // `taxlib/`) is part of the workspace, in any letter case.
-    assert_eq!(run(&[f("taxlib/rounding.py"), f("taxlib/__init__.py")], &["taxlib", "tests"]).1, None);
-    assert_eq!(run(&[f("TaxLib/rounding.py")], &["taxlib"]), (vec!["TaxLib/rounding.py".into()], None));
+    assert_eq!(
+        run(&[f("taxlib/rounding.py"), f("taxlib/__init__.py")], &["taxlib", "tests"]).1,
+        None
+    );
+    assert_eq!(
+        run(&[f("TaxLib/rounding.py")], &["taxlib"]),
+        (vec!["TaxLib/rounding.py".into()], None)
+    );
     // The same zip with no workspace names is unwrapped: the names decide.
-    assert_eq!(run(&[f("taxlib/rounding.py")], &[]), (vec!["rounding.py".into()], Some("taxlib".into())));
+    assert_eq!(
+        run(&[f("taxlib/rounding.py")], &[]),
+        (vec!["rounding.py".into()], Some("taxlib".into()))
+    );
     // A hidden folder alone (`.git/`) is not a workspace folder.
     assert_eq!(run(&[f(".git/HEAD")], &[]), (vec![".git/HEAD".into()], None));
     // An empty folder, or a lone file, has nothing to unwrap.
@@ -1054,7 +1157,12 @@ fn ingest_workspace_names_come_from_the_packet_folders() {
     std::fs::write(tmp.path().join("starter/allowlist.txt"), "x").unwrap();
     std::fs::create_dir_all(tmp.path().join("sample")).unwrap();
     std::fs::write(tmp.path().join("sample/NOTES.md"), "x").unwrap();
-    let options = IngestOptions::for_workspace(&[tmp.path().join("starter"), tmp.path().join("sample"), tmp.path().join("absent")]).unwrap();
+    let options = IngestOptions::for_workspace(&[
+        tmp.path().join("starter"),
+        tmp.path().join("sample"),
+        tmp.path().join("absent"),
+    ])
+    .unwrap();
     let names: Vec<&str> = options.workspace_names.iter().map(String::as_str).collect();
     assert_eq!(names, ["NOTES.md", "allowlist.txt", "taxlib"]);
 }
@@ -1065,7 +1173,10 @@ fn ingest_os_metadata_is_still_held_to_every_rule() {
     // anything past them.
     let mut link = raw(b"mywork/.DS_Store", b"/etc/passwd");
     link.external = 0o120777 << 16;
-    check_raw(&raw_zip(&[raw(b"mywork/a.py", b"x"), link], None), r#"Symlink: entry "mywork/.DS_Store" is a symbolic link; only regular files and directories are accepted"#);
+    check_raw(
+        &raw_zip(&[raw(b"mywork/a.py", b"x"), link], None),
+        r#"Symlink: entry "mywork/.DS_Store" is a symbolic link; only regular files and directories are accepted"#,
+    );
     check_raw(
         &raw_zip(&[raw(b"__MACOSX/../../x", b"x")], None),
         r#"PathTraversal: entry "__MACOSX/../../x" has a `..` component, which would escape the destination"#,
@@ -1113,7 +1224,9 @@ fn ingest_token_bucket_zipped_by_finder_grades_as_flat() {
     use grader::packet::Packet;
     use grader::tree::copy_path;
 
-    let packet = Packet::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket")).expect("loading token-bucket");
+    let packet =
+        Packet::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket"))
+            .expect("loading token-bucket");
     let tmp = tempfile::tempdir().unwrap();
     let flat_dir = tmp.path().join("flat");
     copy_path(&packet.sample_dir(), &flat_dir).unwrap();
@@ -1123,13 +1236,21 @@ fn ingest_token_bucket_zipped_by_finder_grades_as_flat() {
     std::fs::create_dir_all(finder_dir.join("__MACOSX/mywork")).unwrap();
     for name in std::fs::read_dir(packet.sample_dir()).unwrap() {
         let name = name.unwrap().file_name().into_string().unwrap();
-        std::fs::write(finder_dir.join(format!("__MACOSX/mywork/._{name}")), b"\x00\x05\x16\x07Mac OS X").unwrap();
+        std::fs::write(
+            finder_dir.join(format!("__MACOSX/mywork/._{name}")),
+            b"\x00\x05\x16\x07Mac OS X",
+        )
+        .unwrap();
     }
     let (flat_zip, finder_zip) = (tmp.path().join("flat.zip"), tmp.path().join("finder.zip"));
     write_zip_from_dir(&flat_dir, &flat_zip, &BTreeMap::new(), TIME_BASE).unwrap();
     write_zip_from_dir(&finder_dir, &finder_zip, &BTreeMap::new(), TIME_BASE).unwrap();
 
-    let grade = |zip: &Path| crate::grader().grade_zip(&packet, zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("grading {}: {e}", zip.display()));
+    let grade = |zip: &Path| {
+        crate::grader()
+            .grade_zip(&packet, zip, &GradeOptions::default())
+            .unwrap_or_else(|e| panic!("grading {}: {e}", zip.display()))
+    };
     let flat = grade(&flat_zip);
     let finder = grade(&finder_zip);
     let findings = |c: &grader::grade::Scorecard| -> Vec<(String, String)> {
@@ -1139,13 +1260,26 @@ fn ingest_token_bucket_zipped_by_finder_grades_as_flat() {
     assert_eq!(flat.scoring.decision, "keep", "flat: {:?}", findings(&flat));
     assert!(flat.findings.is_empty(), "flat: {:?}", findings(&flat));
     assert_eq!(findings(&finder), findings(&flat));
-    assert_eq!((finder.scoring.decision.as_str(), finder.scoring.score, finder.scoring.max_score), (flat.scoring.decision.as_str(), flat.scoring.score, flat.scoring.max_score));
-    assert_eq!(serde_json::to_value(&finder.scoring.criteria).unwrap(), serde_json::to_value(&flat.scoring.criteria).unwrap());
+    assert_eq!(
+        (finder.scoring.decision.as_str(), finder.scoring.score, finder.scoring.max_score),
+        (flat.scoring.decision.as_str(), flat.scoring.score, flat.scoring.max_score)
+    );
+    assert_eq!(
+        serde_json::to_value(&finder.scoring.criteria).unwrap(),
+        serde_json::to_value(&flat.scoring.criteria).unwrap()
+    );
     assert_eq!(finder.receipt.submission.files, flat.receipt.submission.files);
-    assert_eq!(finder.receipt.submission.workspace_digest, flat.receipt.submission.workspace_digest);
+    assert_eq!(
+        finder.receipt.submission.workspace_digest,
+        flat.receipt.submission.workspace_digest
+    );
     // The receipt says what was normalised; the flat one says nothing.
     assert!(flat.receipt.submission.normalised.is_empty());
     let n = &finder.receipt.submission.normalised;
     assert_eq!(n.unwrapped.as_deref(), Some("mywork"));
-    assert!(n.dropped.iter().any(|d| d == "mywork/.DS_Store") && n.dropped.iter().any(|d| d == "__MACOSX/mywork/._bucket.py"), "{n:?}");
+    assert!(
+        n.dropped.iter().any(|d| d == "mywork/.DS_Store")
+            && n.dropped.iter().any(|d| d == "__MACOSX/mywork/._bucket.py"),
+        "{n:?}"
+    );
 }

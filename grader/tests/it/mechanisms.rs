@@ -29,7 +29,11 @@ fn usage(agent: &str, calls: usize, tweak: impl Fn(usize, &mut serde_json::Value
     for i in 0..calls {
         let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": format!("line {i}")}]});
         // Python's json.dumps puts a space after separators.
-        let bytes = serde_json::to_string(&body).unwrap().replace("\":", "\": ").replace(",\"", ", \"").len();
+        let bytes = serde_json::to_string(&body)
+            .unwrap()
+            .replace("\":", "\": ")
+            .replace(",\"", ", \"")
+            .len();
         let mut row = serde_json::json!({"prompt_tokens": bytes / 4, "completion_tokens": 1, "note": null, "code_sha256": digest});
         tweak(i, &mut row);
         out.push_str(&format!("{row}\n"));
@@ -38,10 +42,15 @@ fn usage(agent: &str, calls: usize, tweak: impl Fn(usize, &mut serde_json::Value
 }
 
 fn check(files: &[(&str, &str)], expect: &[&str]) -> Scorecard {
-    let card = grade_with(demo(), files, &[], &GradeOptions::default()).unwrap_or_else(|e| panic!("grading failed: {e}"));
+    let card = grade_with(demo(), files, &[], &GradeOptions::default())
+        .unwrap_or_else(|e| panic!("grading failed: {e}"));
     let got: BTreeSet<&str> = card.findings.iter().map(|f| f.id.as_str()).collect();
     let want: BTreeSet<&str> = expect.iter().copied().collect();
-    let render: Vec<String> = card.findings.iter().map(|f| format!("{} ({:?}): {}", f.id, f.provenance, f.evidence.join(" | "))).collect();
+    let render: Vec<String> = card
+        .findings
+        .iter()
+        .map(|f| format!("{} ({:?}): {}", f.id, f.provenance, f.evidence.join(" | ")))
+        .collect();
     assert_eq!(got, want, "findings:\n{}", render.join("\n"));
     assert!(card.unevaluated.is_empty(), "{:?}", card.unevaluated);
     card
@@ -55,11 +64,23 @@ fn evidence(card: &Scorecard, id: &str) -> String {
 fn the_sample_is_quiet_and_usage_matches_the_helper() {
     let agent = starter("agent.py");
     let sample_usage = std::fs::read_to_string(demo().sample_dir().join("usage.jsonl")).unwrap();
-    let parse = |t: &str| t.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>();
+    let parse = |t: &str| {
+        t.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>()
+    };
     assert_eq!(parse(&usage(&agent, 2, |_, _| {})), parse(&sample_usage));
     check(&[], &[]);
     // Within the 5% tolerance: 33 tokens claimed against 32 recomputed.
-    check(&[("usage.jsonl", &usage(&agent, 2, |i, r| if i == 1 { r["prompt_tokens"] = 17.into() }))], &[]);
+    check(
+        &[(
+            "usage.jsonl",
+            &usage(&agent, 2, |i, r| {
+                if i == 1 {
+                    r["prompt_tokens"] = 17.into()
+                }
+            }),
+        )],
+        &[],
+    );
 }
 
 #[test]
@@ -75,7 +96,11 @@ fn kept_service_log_and_measures_are_read() {
         .unwrap()
         .replace("if __name__ == \"__main__\":\n", "if __name__ == \"__main__\":\n    import sys\n    print(\"Traceback (most recent call last): simulated\", file=sys.stderr, flush=True)\n");
     let card = check(&[("app.py", &noisy)], &["crashed"]);
-    assert!(evidence(&card, "crashed").starts_with(".gatehouse/evidence/service-8099.log:"), "{}", evidence(&card, "crashed"));
+    assert!(
+        evidence(&card, "crashed").starts_with(".gatehouse/evidence/service-8099.log:"),
+        "{}",
+        evidence(&card, "crashed")
+    );
     // A service that never starts: no measurement is kept either.
     check(&[("app.py", "raise SystemExit(3)\n")], &["forgets", "slow-start"]);
 }
@@ -85,18 +110,47 @@ fn claimed_ledger_is_compared_with_the_replay() {
     let agent = starter("agent.py");
     // One call more than the endpoint saw: both the call count and the
     // token sum disagree.
-    let card = check(&[("usage.jsonl", &usage(&agent, 3, |_, _| {}))], &["calls-misreported", "tokens-misreported"]);
-    assert!(evidence(&card, "calls-misreported").contains("rows claims 3, step replay recomputed 2"), "{}", evidence(&card, "calls-misreported"));
+    let card = check(
+        &[("usage.jsonl", &usage(&agent, 3, |_, _| {}))],
+        &["calls-misreported", "tokens-misreported"],
+    );
+    assert!(
+        evidence(&card, "calls-misreported").contains("rows claims 3, step replay recomputed 2"),
+        "{}",
+        evidence(&card, "calls-misreported")
+    );
     // The right number of calls, inflated tokens.
-    let card = check(&[("usage.jsonl", &usage(&agent, 2, |_, r| r["prompt_tokens"] = 20.into()))], &["tokens-misreported"]);
-    assert!(evidence(&card, "tokens-misreported").contains("claims 40, step replay recomputed 32 (+25.0%, tolerance 5%)"), "{}", evidence(&card, "tokens-misreported"));
+    let card = check(
+        &[("usage.jsonl", &usage(&agent, 2, |_, r| r["prompt_tokens"] = 20.into()))],
+        &["tokens-misreported"],
+    );
+    assert!(
+        evidence(&card, "tokens-misreported")
+            .contains("claims 40, step replay recomputed 32 (+25.0%, tolerance 5%)"),
+        "{}",
+        evidence(&card, "tokens-misreported")
+    );
 }
 
 #[test]
 fn schema_types_are_checked() {
     let agent = starter("agent.py");
-    let card = check(&[("usage.jsonl", &usage(&agent, 2, |i, r| if i == 0 { r["note"] = 5.into() }))], &["bad-rows"]);
-    assert!(evidence(&card, "bad-rows").contains("line 1: note is 5, not nullorstring"), "{}", evidence(&card, "bad-rows"));
+    let card = check(
+        &[(
+            "usage.jsonl",
+            &usage(&agent, 2, |i, r| {
+                if i == 0 {
+                    r["note"] = 5.into()
+                }
+            }),
+        )],
+        &["bad-rows"],
+    );
+    assert!(
+        evidence(&card, "bad-rows").contains("line 1: note is 5, not nullorstring"),
+        "{}",
+        evidence(&card, "bad-rows")
+    );
 }
 
 #[test]
@@ -104,12 +158,26 @@ fn replay_over_budget_and_digest_drift() {
     // The agent now makes four calls: the replay's ledger is over the budget
     // of three, the claimed usage no longer matches, and the code changed.
     let greedy = starter("agent.py").replace("CALLS = 2", "CALLS = 4");
-    let card = check(&[("agent.py", &greedy)], &["over-budget", "calls-misreported", "tokens-misreported", "digest-drift"]);
-    assert!(evidence(&card, "over-budget").contains("4 rows, over the limit of 3"), "{}", evidence(&card, "over-budget"));
-    assert!(evidence(&card, "digest-drift").contains("usage.jsonl claims"), "{}", evidence(&card, "digest-drift"));
+    let card = check(
+        &[("agent.py", &greedy)],
+        &["over-budget", "calls-misreported", "tokens-misreported", "digest-drift"],
+    );
+    assert!(
+        evidence(&card, "over-budget").contains("4 rows, over the limit of 3"),
+        "{}",
+        evidence(&card, "over-budget")
+    );
+    assert!(
+        evidence(&card, "digest-drift").contains("usage.jsonl claims"),
+        "{}",
+        evidence(&card, "digest-drift")
+    );
     // Honest usage for the new code: only the budget fires... but the
     // replay makes four calls and the claim says four: quiet otherwise.
-    check(&[("agent.py", &greedy), ("usage.jsonl", &usage(&greedy, 4, |_, _| {}))], &["over-budget"]);
+    check(
+        &[("agent.py", &greedy), ("usage.jsonl", &usage(&greedy, 4, |_, _| {}))],
+        &["over-budget"],
+    );
 }
 
 #[test]
@@ -117,8 +185,15 @@ fn digest_missing_or_changed() {
     let agent = starter("agent.py");
     let edited = format!("{agent}\n# a comment added after the claimed run\n");
     check(&[("agent.py", &edited)], &["digest-drift"]);
-    let card = check(&[("usage.jsonl", &usage(&agent, 2, |_, r| r["code_sha256"] = "n/a".into()))], &["digest-drift"]);
-    assert!(evidence(&card, "digest-drift").contains("carries no digest"), "{}", evidence(&card, "digest-drift"));
+    let card = check(
+        &[("usage.jsonl", &usage(&agent, 2, |_, r| r["code_sha256"] = "n/a".into()))],
+        &["digest-drift"],
+    );
+    assert!(
+        evidence(&card, "digest-drift").contains("carries no digest"),
+        "{}",
+        evidence(&card, "digest-drift")
+    );
 }
 
 #[test]
@@ -127,8 +202,15 @@ fn a_process_left_running_by_the_replay_is_reported() {
         "if __name__ == \"__main__\":\n    main()",
         "if __name__ == \"__main__\":\n    import subprocess\n    subprocess.Popen([\"sleep\", \"30\"], start_new_session=True)\n    main()",
     );
-    let card = check(&[("agent.py", &leaky), ("usage.jsonl", &usage(&leaky, 2, |_, _| {}))], &["left-running"]);
-    assert!(evidence(&card, "left-running").contains("sleep 30"), "{}", evidence(&card, "left-running"));
+    let card = check(
+        &[("agent.py", &leaky), ("usage.jsonl", &usage(&leaky, 2, |_, _| {}))],
+        &["left-running"],
+    );
+    assert!(
+        evidence(&card, "left-running").contains("sleep 30"),
+        "{}",
+        evidence(&card, "left-running")
+    );
 }
 
 /// The harness's fakes, exercised by a script inside the real sandbox: every
@@ -205,17 +287,38 @@ emit("demo", "harness ok")
     .unwrap()
     .report;
     assert!(report.success(), "{report:?}");
-    assert_eq!(report.stdout_tail.trim(), r#"{"id": "demo", "evidence": "harness ok", "provenance": "replayed"}"#);
-    let measures = std::fs::read_to_string(dir.path().join("run/.gatehouse/evidence/measures.jsonl")).unwrap();
+    assert_eq!(
+        report.stdout_tail.trim(),
+        r#"{"id": "demo", "evidence": "harness ok", "provenance": "replayed"}"#
+    );
+    let measures =
+        std::fs::read_to_string(dir.path().join("run/.gatehouse/evidence/measures.jsonl")).unwrap();
     assert_eq!(measures, "{\"name\": \"calls\", \"value\": 6}\n");
 }
 
 #[test]
 fn ledger_rows_filtered_with_where() {
     let agent = starter("agent.py");
-    check(&[("usage.jsonl", &usage(&agent, 2, |i, r| if i == 0 { r["note"] = "model".into() }))], &[]);
-    let card = check(&[("usage.jsonl", &usage(&agent, 2, |_, r| r["note"] = "model".into()))], &["model-notes"]);
-    assert!(evidence(&card, "model-notes").contains("2 rows, over the limit of 1"), "{}", evidence(&card, "model-notes"));
+    check(
+        &[(
+            "usage.jsonl",
+            &usage(&agent, 2, |i, r| {
+                if i == 0 {
+                    r["note"] = "model".into()
+                }
+            }),
+        )],
+        &[],
+    );
+    let card = check(
+        &[("usage.jsonl", &usage(&agent, 2, |_, r| r["note"] = "model".into()))],
+        &["model-notes"],
+    );
+    assert!(
+        evidence(&card, "model-notes").contains("2 rows, over the limit of 1"),
+        "{}",
+        evidence(&card, "model-notes")
+    );
 }
 
 #[test]
@@ -223,7 +326,10 @@ fn scripts_read_what_steps_kept() {
     // An agent that never calls the model: the replay keeps no usage, which
     // the script sees; the claims no longer match either.
     let lazy = starter("agent.py").replace("    main()", "    pass");
-    let card = check(&[("agent.py", &lazy)], &["replay-silent", "calls-misreported", "tokens-misreported", "digest-drift"]);
+    let card = check(
+        &[("agent.py", &lazy)],
+        &["replay-silent", "calls-misreported", "tokens-misreported", "digest-drift"],
+    );
     assert_eq!(evidence(&card, "replay-silent"), "the replay kept no usage rows");
 }
 
@@ -231,6 +337,8 @@ fn scripts_read_what_steps_kept() {
 fn stdlib_only_allows_listed_modules() {
     check(&[("test_agent.py", "import pytest\n\n\ndef test_nothing():\n    pass\n")], &[]);
     let card = check(&[("helper.py", "import requests\n")], &["third-party"]);
-    assert_eq!(evidence(&card, "third-party"), "helper.py:1: imports requests, which is not in the standard library");
+    assert_eq!(
+        evidence(&card, "third-party"),
+        "helper.py:1: imports requests, which is not in the standard library"
+    );
 }
-

@@ -8,17 +8,24 @@ use grader::check::check_packet;
 fn check(slug: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets").join(slug);
     let report = check_packet(crate::grader(), &dir);
-    let failed: Vec<String> = report.failures().map(|i| format!("{} — {}", i.name, i.detail)).collect();
+    let failed: Vec<String> =
+        report.failures().map(|i| format!("{} — {}", i.name, i.detail)).collect();
     assert!(report.ok(), "{slug} fails packet check:\n  {}", failed.join("\n  "));
     // Every built-in packet that keeps packet-written evidence starts the
     // candidate's code confined (issue #9): the lint stays quiet.
-    let unconfined: Vec<String> = report.items.iter().filter(|i| i.name.contains("starts the candidate's code confined")).map(|i| format!("{} — {}", i.name, i.detail)).collect();
+    let unconfined: Vec<String> = report
+        .items
+        .iter()
+        .filter(|i| i.name.contains("starts the candidate's code confined"))
+        .map(|i| format!("{} — {}", i.name, i.detail))
+        .collect();
     assert!(unconfined.is_empty(), "{slug}:\n  {}", unconfined.join("\n  "));
     // A self-test that checked nothing would pass vacuously.
     assert!(report.items.iter().any(|i| i.name.starts_with("variant ")), "{slug} has no variants");
     // What grading the sample measured is recorded with the report, for
     // the platform to store with the version.
-    let c = report.calibration.as_ref().unwrap_or_else(|| panic!("{slug}: no calibration recorded"));
+    let c =
+        report.calibration.as_ref().unwrap_or_else(|| panic!("{slug}: no calibration recorded"));
     assert!(!c.digest.is_empty() && !c.run_ms.is_empty(), "{slug}: {c:?}");
 }
 
@@ -96,7 +103,10 @@ fn every_packet_is_checked() {
         let path = entry.unwrap().path();
         if path.join("packet.toml").is_file() {
             let slug = path.file_name().unwrap().to_str().unwrap().to_string();
-            assert!(this.contains(&format!("check(\"{slug}\")")), "packet {slug} has no test in packets.rs");
+            assert!(
+                this.contains(&format!("check(\"{slug}\")")),
+                "packet {slug} has no test in packets.rs"
+            );
         }
     }
 }

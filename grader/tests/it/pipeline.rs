@@ -13,16 +13,19 @@ use grader::check::check_packet;
 use grader::grade::{FrozenEntry, GradeError, GradeOptions, Grader, Scorecard, receipt_digest};
 use grader::manifest::TIME_BASE;
 use grader::packet::Packet;
-use grader::tree::{copy_path, sha256_hex};
 use grader::sandbox::Exit;
 use grader::score::{HumanScore, Status};
+use grader::tree::{copy_path, sha256_hex};
 
 use crate::detectors::{demo, fixture, grade_with, grader, zip_submission};
 
 /// The sample, graded once and shared.
 fn sample_card() -> &'static Scorecard {
     static CARD: OnceLock<Scorecard> = OnceLock::new();
-    CARD.get_or_init(|| grade_with(demo(), &[], &[], &GradeOptions::default()).unwrap_or_else(|e| panic!("grading the sample: {e}")))
+    CARD.get_or_init(|| {
+        grade_with(demo(), &[], &[], &GradeOptions::default())
+            .unwrap_or_else(|e| panic!("grading the sample: {e}"))
+    })
 }
 
 const EDITED_FROZEN: &str = "Edited anyway.\n";
@@ -32,8 +35,10 @@ const EDITED_FROZEN: &str = "Edited anyway.\n";
 fn bad_card() -> &'static Scorecard {
     static CARD: OnceLock<Scorecard> = OnceLock::new();
     CARD.get_or_init(|| {
-        let files = [("calc.py", "def add(a, b):\n    return a - b\n"), ("frozen.txt", EDITED_FROZEN)];
-        grade_with(demo(), &files, &[], &GradeOptions::default()).unwrap_or_else(|e| panic!("grading: {e}"))
+        let files =
+            [("calc.py", "def add(a, b):\n    return a - b\n"), ("frozen.txt", EDITED_FROZEN)];
+        grade_with(demo(), &files, &[], &GradeOptions::default())
+            .unwrap_or_else(|e| panic!("grading: {e}"))
     })
 }
 
@@ -84,16 +89,28 @@ fn refused_archive_leaves_no_work_folder() {
     let fresh = tmp.path().join("tmpdir");
     fs::create_dir(&fresh).expect("creating TMPDIR");
     let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["pipeline::refused_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "pipeline::refused_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("TMPDIR", &fresh)
         .env(REFUSED_ZIP, &zip)
         .output()
         .expect("running the child");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && stdout.contains("1 passed"), "child failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{stderr}"
+    );
     assert!(stdout.contains("refused:"), "the child did not grade:\n{stdout}");
-    let left: Vec<String> = fs::read_dir(&fresh).expect("reading TMPDIR").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    let left: Vec<String> = fs::read_dir(&fresh)
+        .expect("reading TMPDIR")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
     assert!(left.is_empty(), "left behind in TMPDIR: {left:?}");
     assert!(!tmp.path().join("evil").exists() && !fresh.join("evil").exists());
 }
@@ -151,9 +168,13 @@ fn receipt_records_runs_digests_files_environment_and_sandbox() {
         ]
     );
     let calc = r.submission.files.iter().find(|f| f.path == "calc.py").expect("calc.py");
-    assert_eq!(calc.sha256, sha256_hex(&fs::read(packet.sample_dir().join("calc.py")).expect("calc.py")));
+    assert_eq!(
+        calc.sha256,
+        sha256_hex(&fs::read(packet.sample_dir().join("calc.py")).expect("calc.py"))
+    );
     assert_eq!(calc.mtime, Some(TIME_BASE));
-    let green = r.submission.files.iter().find(|f| f.path == "artifacts/green.log").expect("green.log");
+    let green =
+        r.submission.files.iter().find(|f| f.path == "artifacts/green.log").expect("green.log");
     assert_eq!(green.mtime, Some(TIME_BASE + 60));
     assert_eq!(r.submission.workspace_digest.len(), 64);
 
@@ -162,20 +183,36 @@ fn receipt_records_runs_digests_files_environment_and_sandbox() {
     assert_eq!(runs, ["step:hidden", "step:shell", "script:1", "mutant:abs_add"]);
     for run in &r.runs {
         let wall = if run.id == "step:shell" { 2.0 } else { 30.0 };
-        assert_eq!((run.limits.wall_secs, run.limits.cpu_secs, run.limits.memory_mb), (wall, 20, 256), "{}", run.id);
-        assert!(!run.timed_out && run.limit_hit.is_none() && run.leftovers.is_empty(), "{}: {run:?}", run.id);
+        assert_eq!(
+            (run.limits.wall_secs, run.limits.cpu_secs, run.limits.memory_mb),
+            (wall, 20, 256),
+            "{}",
+            run.id
+        );
+        assert!(
+            !run.timed_out && run.limit_hit.is_none() && run.leftovers.is_empty(),
+            "{}: {run:?}",
+            run.id
+        );
         let expect = if run.id == "mutant:abs_add" { Exit::Code(1) } else { Exit::Code(0) };
         assert_eq!(run.exit, expect, "{}: {}", run.id, run.stderr_tail);
     }
     assert!(r.runs[0].command.contains("--junitxml=.gatehouse/hidden.xml"));
     let tests = r.runs[0].tests.as_ref().expect("the hidden step's tests");
-    let names: Vec<(&str, &str)> = tests.iter().map(|t| (t.name.as_str(), t.status.word())).collect();
+    let names: Vec<(&str, &str)> =
+        tests.iter().map(|t| (t.name.as_str(), t.status.word())).collect();
     assert_eq!(names, [("test_add_small", "passed"), ("test_add_negative", "passed")]);
     assert!(r.runs[1].tests.is_none());
     assert_eq!(r.runs[1].stdout_tail, "sum 5\n");
     // Plain test commands and packet scripts run through the trusted runner.
-    assert_eq!(r.runs[2].command, "python3 -I /gatehouse/gatehouse_runner.py script .gatehouse/scan.py");
-    assert_eq!(r.runs[3].command, "python3 -I /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider test_calc.py");
+    assert_eq!(
+        r.runs[2].command,
+        "python3 -I /gatehouse/gatehouse_runner.py script .gatehouse/scan.py"
+    );
+    assert_eq!(
+        r.runs[3].command,
+        "python3 -I /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider test_calc.py"
+    );
     let mutation = r.mutation.as_ref().expect("mutation");
     assert_eq!((mutation.killed(), mutation.mutants.len()), (1, 1));
     assert_eq!(r.timings.runs.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), runs);
@@ -188,8 +225,14 @@ fn receipt_records_runs_digests_files_environment_and_sandbox() {
     assert!(!python.matches);
     let pytest = r.environment.tools.iter().find(|t| t.name == "pytest").expect("pytest");
     assert_eq!(pytest.pin.as_deref(), Some("9"));
-    assert!(pytest.probed.as_deref().is_some_and(|v| v.starts_with("9.")) && pytest.matches, "{pytest:?}");
-    assert_eq!(r.environment.mismatches, [format!("python is pinned to 2.7 but the sandbox has {probed}")]);
+    assert!(
+        pytest.probed.as_deref().is_some_and(|v| v.starts_with("9.")) && pytest.matches,
+        "{pytest:?}"
+    );
+    assert_eq!(
+        r.environment.mismatches,
+        [format!("python is pinned to 2.7 but the sandbox has {probed}")]
+    );
     assert_eq!(card.environment, r.environment);
 
     // The sandbox's features, as probed.
@@ -203,11 +246,17 @@ fn receipt_records_runs_digests_files_environment_and_sandbox() {
 
 #[test]
 fn frozen_file_left_out_is_not_changed_and_edited_is() {
-    let starter_sha = sha256_hex(&fs::read(demo().starter_dir().join("frozen.txt")).expect("frozen.txt"));
+    let starter_sha =
+        sha256_hex(&fs::read(demo().starter_dir().join("frozen.txt")).expect("frozen.txt"));
     let left_out = sample_card();
     assert_eq!(
         left_out.receipt.frozen,
-        [FrozenEntry { path: "frozen.txt".into(), starter_sha256: starter_sha.clone(), submitted_sha256: None, changed: false }]
+        [FrozenEntry {
+            path: "frozen.txt".into(),
+            starter_sha256: starter_sha.clone(),
+            submitted_sha256: None,
+            changed: false
+        }]
     );
     assert!(!ids(left_out).contains("frozen-edited"));
 
@@ -227,7 +276,8 @@ fn frozen_file_left_out_is_not_changed_and_edited_is() {
 // --- (5) human criteria -----------------------------------------------------------------
 
 fn review(level: u32) -> GradeOptions {
-    let score = HumanScore { level, reason: "read the diff".into(), by: "reviewer@example.com".into() };
+    let score =
+        HumanScore { level, reason: "read the diff".into(), by: "reviewer@example.com".into() };
     GradeOptions { human: BTreeMap::from([("review".to_string(), score)]), ..Default::default() }
 }
 
@@ -255,7 +305,10 @@ fn human_levels_resolve_the_decision() {
     assert_eq!((top.scoring.decision.as_str(), top.scoring.score), ("merge", Some(5)));
     assert!(top.scoring.pending.is_empty());
     let r = top.scoring.criteria.iter().find(|c| c.id == "review").expect("review");
-    assert_eq!((r.status, r.level, r.level_text.as_deref()), (Status::Scored, Some(2), Some("good")));
+    assert_eq!(
+        (r.status, r.level, r.level_text.as_deref()),
+        (Status::Scored, Some(2), Some("good"))
+    );
     assert!(r.basis.iter().any(|b| b.contains("reviewer@example.com")), "{:?}", r.basis);
 
     let low = grade_with(demo(), &[], &[], &review(0)).expect("grading");
@@ -271,7 +324,8 @@ fn check_packet_passes_the_good_fixture() {
     let report = check_packet(grader(), &fixture("check-demo"));
     let failed = failures(&report);
     assert!(report.ok(), "failed items: {failed:#?}");
-    let warnings: Vec<String> = report.warnings().map(|i| format!("{}: {}", i.name, i.detail)).collect();
+    let warnings: Vec<String> =
+        report.warnings().map(|i| format!("{}: {}", i.name, i.detail)).collect();
     assert!(warnings.is_empty(), "the fixture lints clean: {warnings:#?}");
     let names: Vec<&str> = report.items.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(
@@ -295,19 +349,28 @@ fn check_packet_fails_a_broken_copy() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = check_demo_copy(tmp.path());
     // A variant that expects an id it does not trigger.
-    replace_in_manifest(&root, "expect = [\"notes-missing\"]", "expect = [\"notes-missing\", \"hidden-fails\"]");
+    replace_in_manifest(
+        &root,
+        "expect = [\"notes-missing\"]",
+        "expect = [\"notes-missing\", \"hidden-fails\"]",
+    );
     // A starter that is already green.
-    fs::copy(root.join("sample/calc.py"), root.join("starter/calc.py")).expect("greening the starter");
+    fs::copy(root.join("sample/calc.py"), root.join("starter/calc.py"))
+        .expect("greening the starter");
 
     let report = check_packet(grader(), &root);
     assert!(!report.ok());
-    let failed: BTreeMap<&str, &str> = report.failures().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
+    let failed: BTreeMap<&str, &str> =
+        report.failures().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
     assert_eq!(
         failed.keys().copied().collect::<Vec<_>>(),
         ["the starter is red", "variant no-notes triggers exactly notes-missing, hidden-fails"],
         "{failed:#?}"
     );
-    assert_eq!(failed["variant no-notes triggers exactly notes-missing, hidden-fails"], "missing [hidden-fails], unexpected []");
+    assert_eq!(
+        failed["variant no-notes triggers exactly notes-missing, hidden-fails"],
+        "missing [hidden-fails], unexpected []"
+    );
 }
 
 #[test]
@@ -319,17 +382,27 @@ fn packet_check_warns_of_classic_packet_mistakes() {
     let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
     let toml = toml.replace("[budgets]\ntime_box_minutes = 30\n", "");
     let cap = toml.find("[[cap]]").expect("a cap");
-    let toml = format!("{}{}", &toml[..cap], &toml[toml[cap..].find("\n\n").map_or(toml.len(), |e| cap + e)..]);
+    let toml = format!(
+        "{}{}",
+        &toml[..cap],
+        &toml[toml[cap..].find("\n\n").map_or(toml.len(), |e| cap + e)..]
+    );
     fs::write(root.join("packet.toml"), toml).expect("writing packet.toml");
     let sample = fs::read_to_string(root.join("sample/calc.py")).expect("sample");
-    let fix = sample.lines().find(|l| l.trim_start().starts_with("return")).expect("a return line").trim().to_string();
+    let fix = sample
+        .lines()
+        .find(|l| l.trim_start().starts_with("return"))
+        .expect("a return line")
+        .trim()
+        .to_string();
     let prompt = format!("# Check demo\n\nFix `add`.\n\n    assert add(-1, -2) == -3\n    {fix}\n");
     fs::write(root.join("prompt.md"), prompt).expect("writing prompt.md");
 
     let report = check_packet(grader(), &root);
     // Warnings never fail a check.
     assert!(report.ok(), "{:#?}", report.failures().collect::<Vec<_>>());
-    let warnings: BTreeMap<&str, &str> = report.warnings().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
+    let warnings: BTreeMap<&str, &str> =
+        report.warnings().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
     assert_eq!(
         warnings.keys().copied().collect::<Vec<_>>(),
         [
@@ -341,9 +414,11 @@ fn packet_check_warns_of_classic_packet_mistakes() {
         "{warnings:#?}"
     );
     let leak = warnings["the prompt and starter do not leak the answer"];
-    assert!(leak.contains("hidden/test_hidden.py: `assert add(-1, -2) == -3` appears in prompt.md"), "{leak}");
+    assert!(
+        leak.contains("hidden/test_hidden.py: `assert add(-1, -2) == -3` appears in prompt.md"),
+        "{leak}"
+    );
 }
-
 
 /// A self-test's failing items, as "name: detail".
 fn failures(report: &grader::check::CheckReport) -> Vec<String> {
@@ -386,7 +461,11 @@ fn check_packet_grades_each_alternate_and_names_what_accuses_it() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = check_demo_copy(tmp.path());
     // Honest, written another way: passes and draws nothing.
-    write(&root, "alternates/clean/calc.py", "def add(a, b):\n    total = a\n    total += b\n    return total\n");
+    write(
+        &root,
+        "alternates/clean/calc.py",
+        "def add(a, b):\n    total = a\n    total += b\n    return total\n",
+    );
     write(&root, "alternates/clean/NOTES.md", "Rewrote add with an accumulator.\n");
     // Honest code, but the notes the rubric asks for are missing: notes-missing fires.
     write(&root, "alternates/terse/calc.py", "def add(a, b):\n    return sum((a, b))\n");
@@ -395,30 +474,51 @@ fn check_packet_grades_each_alternate_and_names_what_accuses_it() {
     write(&root, "alternates/wrong/NOTES.md", "Multiplied.\n");
 
     let report = check_packet(grader(), &root);
-    let items: BTreeMap<&str, (bool, &str)> = report.items.iter().map(|i| (i.name.as_str(), (i.ok, i.detail.as_str()))).collect();
+    let items: BTreeMap<&str, (bool, &str)> =
+        report.items.iter().map(|i| (i.name.as_str(), (i.ok, i.detail.as_str()))).collect();
     assert!(!report.ok());
     assert!(items["alternate clean grades clean"].0, "{items:#?}");
     let terse = items["alternate terse grades clean"];
     assert!(!terse.0);
-    assert!(terse.1.contains("finding notes-missing (NOTES.md: no such file)") || terse.1.contains("finding notes-missing ("), "{}", terse.1);
+    assert!(
+        terse.1.contains("finding notes-missing (NOTES.md: no such file)")
+            || terse.1.contains("finding notes-missing ("),
+        "{}",
+        terse.1
+    );
     let wrong = items["alternate wrong grades clean"];
     assert!(!wrong.0);
     // Failing the candidate's test command is a warning (honest work may
     // keep the tree red); what grading finds is the failure.
     let warned = items["alternate wrong passes the test command"];
-    assert!(!warned.0 && warned.1.contains("`python3 -m pytest -q -p no:cacheprovider` does not pass"), "{}", warned.1);
+    assert!(
+        !warned.0 && warned.1.contains("`python3 -m pytest -q -p no:cacheprovider` does not pass"),
+        "{}",
+        warned.1
+    );
     assert!(report.warnings().any(|w| w.name == "alternate wrong passes the test command"));
-    assert!(wrong.1.contains("finding hidden-fails (") && wrong.1.contains("test_add_small"), "{}", wrong.1);
+    assert!(
+        wrong.1.contains("finding hidden-fails (") && wrong.1.contains("test_add_small"),
+        "{}",
+        wrong.1
+    );
     // Alternates come after the variants, in name order; nothing else failed.
     let failed: Vec<&str> = report.failures().map(|i| i.name.as_str()).collect();
     assert_eq!(failed, ["alternate terse grades clean", "alternate wrong grades clean"]);
     let names: Vec<&str> = report.items.iter().map(|i| i.name.as_str()).collect();
     let at = |n: &str| names.iter().position(|x| *x == n).unwrap_or_else(|| panic!("no item {n}"));
-    assert!(at("variant no-notes triggers exactly notes-missing") < at("alternate clean grades clean"));
+    assert!(
+        at("variant no-notes triggers exactly notes-missing") < at("alternate clean grades clean")
+    );
     assert!(at("alternate clean grades clean") < at("alternate terse grades clean"));
     // The JSON report carries the same items.
     let json = serde_json::to_value(&report).expect("report to JSON");
-    let listed = json["items"].as_array().expect("items").iter().filter(|i| i["name"].as_str().is_some_and(|n| n.starts_with("alternate "))).count();
+    let listed = json["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["name"].as_str().is_some_and(|n| n.starts_with("alternate ")))
+        .count();
     // Three "grades clean" items and one warning ("wrong" fails the test command).
     assert_eq!(listed, 4);
 
@@ -444,7 +544,8 @@ fn check_packet_refuses_a_file_or_link_among_alternates() {
     std::os::unix::fs::symlink(tmp.path(), root.join("alternates/outside")).expect("a symlink");
     let report = check_packet(grader(), &root);
     assert!(
-        report.failures().any(|i| i.detail.contains("not a file or a link") || i.detail.contains("a packet may not contain links")),
+        report.failures().any(|i| i.detail.contains("not a file or a link")
+            || i.detail.contains("a packet may not contain links")),
         "a link out of the packet is refused, never followed"
     );
 }
@@ -459,21 +560,36 @@ fn check_packet_grades_an_alternate_given_as_a_diff_over_the_received_tree() {
     // Alone, and with a folder of the same name laid first: the diff
     // patches the folder's file, not the starter's.
     write(&root, "alternates/patched.diff", ALTERNATE_DIFF);
-    write(&root, "alternates/mixed/calc.py", "def add(a, b):\n    return a - b\n\n\ndef unused():\n    return 0\n");
+    write(
+        &root,
+        "alternates/mixed/calc.py",
+        "def add(a, b):\n    return a - b\n\n\ndef unused():\n    return 0\n",
+    );
     write(&root, "alternates/mixed.diff", ALTERNATE_DIFF);
     // A diff whose hunk does not match the tree it patches.
-    write(&root, "alternates/stale.diff", &ALTERNATE_DIFF.replace("-    return a - b", "-    return a + b"));
+    write(
+        &root,
+        "alternates/stale.diff",
+        &ALTERNATE_DIFF.replace("-    return a - b", "-    return a + b"),
+    );
     let packet = Packet::load(&root).expect("the diffs parse, so the packet loads");
     assert_eq!(packet.alternates().expect("alternates"), ["mixed", "patched", "stale"]);
     let tree = tmp.path().join("mixed-tree");
     copy_path(&root.join("starter"), &tree).expect("a received tree");
     packet.write_alternate("mixed", &tree).expect("laying mixed");
-    assert_eq!(fs::read_to_string(tree.join("calc.py")).expect("calc.py"), "def add(a, b):\n    return b + a\n\n\ndef unused():\n    return 0\n");
-    assert_eq!(fs::read_to_string(tree.join("NOTES.md")).expect("NOTES.md"), "Swapped the sign and the operands.\n");
+    assert_eq!(
+        fs::read_to_string(tree.join("calc.py")).expect("calc.py"),
+        "def add(a, b):\n    return b + a\n\n\ndef unused():\n    return 0\n"
+    );
+    assert_eq!(
+        fs::read_to_string(tree.join("NOTES.md")).expect("NOTES.md"),
+        "Swapped the sign and the operands.\n"
+    );
     assert!(tree.join("test_calc.py").is_file(), "the received tree stays under the alternate");
 
     let report = check_packet(grader(), &root);
-    let items: BTreeMap<&str, (bool, &str)> = report.items.iter().map(|i| (i.name.as_str(), (i.ok, i.detail.as_str()))).collect();
+    let items: BTreeMap<&str, (bool, &str)> =
+        report.items.iter().map(|i| (i.name.as_str(), (i.ok, i.detail.as_str()))).collect();
     assert!(items["alternate patched grades clean"].0, "{items:#?}");
     assert!(items["alternate mixed grades clean"].0, "{items:#?}");
     let stale = items["alternate stale grades clean"];
@@ -498,17 +614,32 @@ fn a_malformed_or_escaping_alternate_diff_is_refused_when_the_packet_loads() {
         e
     };
     let e = refused("I rewrote add.\n");
-    assert!(e.ends_with("alternates/bad.diff: line 1: `I rewrote add.` is not part of a unified diff"), "{e}");
+    assert!(
+        e.ends_with("alternates/bad.diff: line 1: `I rewrote add.` is not part of a unified diff"),
+        "{e}"
+    );
     let e = refused("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n");
     assert!(e.ends_with("alternates/bad.diff: line 5: the hunk ends early"), "{e}");
-    for (path, shown) in [("b/../x.py", "b/../x.py"), ("/etc/passwd", "/etc/passwd"), ("b/sub/../../x.py", "b/sub/../../x.py")] {
+    for (path, shown) in [
+        ("b/../x.py", "b/../x.py"),
+        ("/etc/passwd", "/etc/passwd"),
+        ("b/sub/../../x.py", "b/sub/../../x.py"),
+    ] {
         let e = refused(&format!("--- /dev/null\n+++ {path}\n@@ -0,0 +1 @@\n+x = 1\n"));
-        assert!(e.ends_with(&format!("alternates/bad.diff: `{shown}` is not a relative path inside the tree")), "{path}: {e}");
+        assert!(
+            e.ends_with(&format!(
+                "alternates/bad.diff: `{shown}` is not a relative path inside the tree"
+            )),
+            "{path}: {e}"
+        );
     }
     // A variant's diff is held to the same rule.
     write(&root, "variants/buggy.diff", "--- a/calc.py\n+++ ../calc.py\n@@ -1 +1 @@\n-x\n+y\n");
     let e = Packet::load(&root).expect_err("refused").to_string();
-    assert!(e.ends_with("variants/buggy.diff: `../calc.py` is not a relative path inside the tree"), "{e}");
+    assert!(
+        e.ends_with("variants/buggy.diff: `../calc.py` is not a relative path inside the tree"),
+        "{e}"
+    );
     fs::remove_file(root.join("variants/buggy.diff")).expect("removing");
     // Quiet: a well-formed diff, and a hidden file beside it, load.
     write(&root, "alternates/good.diff", ALTERNATE_DIFF);
@@ -517,7 +648,10 @@ fn a_malformed_or_escaping_alternate_diff_is_refused_when_the_packet_loads() {
     // Another file is no alternate.
     write(&root, "alternates/good.patch", ALTERNATE_DIFF);
     let e = Packet::load(&root).expect_err("refused").to_string();
-    assert!(e.contains("alternates/good.patch: an alternate is a folder or a `<name>.diff`"), "{e}");
+    assert!(
+        e.contains("alternates/good.patch: an alternate is a folder or a `<name>.diff`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -526,12 +660,21 @@ fn check_packet_runs_the_starter_as_a_candidate_receives_it() {
     let root = check_demo_copy(tmp.path());
     // A starter tool that rejects files it does not know, like a frozen
     // contract checker that forgot the platform's files.
-    write(&root, "starter/test_tree.py", "import os\n\n\ndef test_only_known_files():\n    assert 'GATEHOUSE_PIN.toml' not in os.listdir('.'), os.listdir('.')\n");
+    write(
+        &root,
+        "starter/test_tree.py",
+        "import os\n\n\ndef test_only_known_files():\n    assert 'GATEHOUSE_PIN.toml' not in os.listdir('.'), os.listdir('.')\n",
+    );
     let report = check_packet(grader(), &root);
-    let failed: BTreeMap<&str, &str> = report.failures().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
+    let failed: BTreeMap<&str, &str> =
+        report.failures().map(|i| (i.name.as_str(), i.detail.as_str())).collect();
     assert!(failed.contains_key("the sample passes the test command"), "{failed:#?}");
     // Taught about the platform's files, the same starter passes.
-    write(&root, "starter/test_tree.py", "import os\n\nPLATFORM = {'GATEHOUSE_PIN.toml', 'PROMPT.md'}\n\n\ndef test_only_known_files():\n    assert PLATFORM <= set(os.listdir('.')), os.listdir('.')\n");
+    write(
+        &root,
+        "starter/test_tree.py",
+        "import os\n\nPLATFORM = {'GATEHOUSE_PIN.toml', 'PROMPT.md'}\n\n\ndef test_only_known_files():\n    assert PLATFORM <= set(os.listdir('.')), os.listdir('.')\n",
+    );
     let report = check_packet(grader(), &root);
     let failed = failures(&report);
     assert!(report.ok(), "{failed:#?}");
@@ -542,9 +685,16 @@ fn check_packet_maps_failing_hidden_tests_to_the_ids_they_prove() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = check_demo_copy(tmp.path());
     let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
-    let with = |table: &str| fs::write(root.join("packet.toml"), format!("{toml}\n{table}\n")).expect("writing packet.toml");
+    let with = |table: &str| {
+        fs::write(root.join("packet.toml"), format!("{toml}\n{table}\n"))
+            .expect("writing packet.toml")
+    };
     let proof_item = |report: &grader::check::CheckReport| {
-        report.items.iter().find(|i| i.name == "variant buggy's failing hidden tests prove only its ids").map(|i| (i.ok, i.detail.clone()))
+        report
+            .items
+            .iter()
+            .find(|i| i.name == "variant buggy's failing hidden tests prove only its ids")
+            .map(|i| (i.ok, i.detail.clone()))
     };
 
     // Right: both failing tests prove hidden-fails, which buggy declares.
@@ -554,7 +704,9 @@ fn check_packet_maps_failing_hidden_tests_to_the_ids_they_prove() {
     assert_eq!(proof_item(&report).map(|p| p.0), Some(true));
 
     // Wrong: a failing test proves an id the variant does not declare.
-    with("[proves.hidden]\n\"test_add_small\" = \"hidden-fails\"\n\"test_add_negative\" = \"notes-missing\"");
+    with(
+        "[proves.hidden]\n\"test_add_small\" = \"hidden-fails\"\n\"test_add_negative\" = \"notes-missing\"",
+    );
     let report = check_packet(grader(), &root);
     let (ok, detail) = proof_item(&report).expect("the proof item");
     assert!(!ok);
@@ -580,8 +732,11 @@ fn a_witnessed_run_sets_aside_the_platform_files_a_tree_hands_back() {
     write(&root, "starter/test_tree.py", check);
     let packet = Packet::load(&root).expect("loading the packet");
     let (_a, plain) = zip_submission(&packet, &[], &[]);
-    let (_b, handed_back) =
-        zip_submission(&packet, &[("GATEHOUSE_PIN.toml", "FORGED pin\n"), ("PROMPT.md", "FORGED brief\n")], &[]);
+    let (_b, handed_back) = zip_submission(
+        &packet,
+        &[("GATEHOUSE_PIN.toml", "FORGED pin\n"), ("PROMPT.md", "FORGED brief\n")],
+        &[],
+    );
     let honest = grader().witness_run(&packet, &plain).expect("a witnessed run");
     assert!(honest.passed, "{}", honest.log);
     let run = grader().witness_run(&packet, &handed_back).expect("a witnessed run");
@@ -620,7 +775,14 @@ fn a_witnessed_run_that_loops_forever_stops_at_its_derived_wall_limit() {
     assert!(run.timed_out, "{}", run.log);
     assert!(run.derived_wall);
     assert_eq!(run.wall_limit_secs, WALL_FLOOR.as_secs());
-    assert!(run.log.contains(&format!("stopped after the wall-clock limit of {} s, derived from the sample", WALL_FLOOR.as_secs())), "{}", run.log);
+    assert!(
+        run.log.contains(&format!(
+            "stopped after the wall-clock limit of {} s, derived from the sample",
+            WALL_FLOOR.as_secs()
+        )),
+        "{}",
+        run.log
+    );
     // The packet's own limit (90 s) was not what stopped it.
     assert!(run.wall_ms < 90_000, "{} ms", run.wall_ms);
 }
@@ -645,7 +807,10 @@ fn a_witnessed_run_of_honest_work_is_not_cut_by_its_derived_wall_limit() {
     assert!(!run.log.contains("stopped after"), "{}", run.log);
     // A calibration without the witnessed run's time leaves the packet's
     // limit in place.
-    let bare = std::sync::Arc::new(Calibration { digest: packet.digest.clone(), ..Calibration::default() });
+    let bare = std::sync::Arc::new(Calibration {
+        digest: packet.digest.clone(),
+        ..Calibration::default()
+    });
     let run = grader().witness_run_with(&packet, &zip, Some(bare)).expect("a witnessed run");
     assert!(run.passed && !run.derived_wall, "{run:?}");
     assert_eq!(run.wall_limit_secs, 90);
@@ -679,11 +844,24 @@ fn without_landlock_kept_evidence_is_marked_untrusted() {
     let card = no_landlock.grade_zip(&packet, &zip, &GradeOptions::default()).expect("grading");
     let r = &card.receipt;
     assert_eq!(r.sandbox.landlock_abi, 0);
-    assert!(r.sandbox.fallbacks.iter().any(|f| f == LANDLOCK_UNAVAILABLE), "{:?}", r.sandbox.fallbacks);
+    assert!(
+        r.sandbox.fallbacks.iter().any(|f| f == LANDLOCK_UNAVAILABLE),
+        "{:?}",
+        r.sandbox.fallbacks
+    );
     assert_eq!(r.untrusted_evidence.len(), 1, "{:?}", r.untrusted_evidence);
-    assert!(r.untrusted_evidence[0].starts_with("step:evidence: .gatehouse/evidence/note.txt: not trusted"), "{:?}", r.untrusted_evidence);
+    assert!(
+        r.untrusted_evidence[0]
+            .starts_with("step:evidence: .gatehouse/evidence/note.txt: not trusted"),
+        "{:?}",
+        r.untrusted_evidence
+    );
     // The step ran and kept its file: the warning is about real evidence.
-    assert!(r.runs.iter().any(|run| run.id == "step:evidence" && run.exit == Exit::Code(0)), "{:?}", r.runs);
+    assert!(
+        r.runs.iter().any(|run| run.id == "step:evidence" && run.exit == Exit::Code(0)),
+        "{:?}",
+        r.runs
+    );
     // And it is part of what the receipt's digest covers.
     let mut stripped = r.clone();
     stripped.untrusted_evidence.clear();
@@ -699,9 +877,17 @@ fn with_landlock_kept_evidence_carries_no_warning() {
     let card = grader().grade_zip(&packet, &zip, &GradeOptions::default()).expect("grading");
     let r = &card.receipt;
     assert!(r.sandbox.landlock_abi > 0, "this host has Landlock");
-    assert!(!r.sandbox.fallbacks.iter().any(|f| f == LANDLOCK_UNAVAILABLE), "{:?}", r.sandbox.fallbacks);
+    assert!(
+        !r.sandbox.fallbacks.iter().any(|f| f == LANDLOCK_UNAVAILABLE),
+        "{:?}",
+        r.sandbox.fallbacks
+    );
     assert!(r.untrusted_evidence.is_empty(), "{:?}", r.untrusted_evidence);
-    assert!(r.runs.iter().any(|run| run.id == "step:evidence" && run.exit == Exit::Code(0)), "{:?}", r.runs);
+    assert!(
+        r.runs.iter().any(|run| run.id == "step:evidence" && run.exit == Exit::Code(0)),
+        "{:?}",
+        r.runs
+    );
     // The field is left out of the JSON when empty (older receipts keep
     // their digests).
     assert!(!serde_json::to_string(r).expect("json").contains("untrusted_evidence"));
@@ -714,23 +900,62 @@ fn with_landlock_kept_evidence_carries_no_warning() {
 fn the_linter_lists_unconfined_launches_of_every_step_and_detector_script() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = check_demo_copy(tmp.path());
-    let launch = |call: &str| format!("import subprocess\nimport sys\n\n{call}([sys.executable, 'calc.py'], capture_output=True)\n");
+    let launch = |call: &str| {
+        format!(
+            "import subprocess\nimport sys\n\n{call}([sys.executable, 'calc.py'], capture_output=True)\n"
+        )
+    };
     write(&root, "detectors/probe.py", &launch("subprocess.run"));
-    write(&root, "hidden/test_cli.py", &format!("{}\ndef test_cli():\n    pass\n", launch("subprocess.Popen")));
-    append_to_manifest(&root, "\n[[step]]\nid = \"cli\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_cli.py\"\nlay = [\"test_cli.py\"]\n");
-    append_to_manifest(&root, "\n[[failure]]\nid = \"probe\"\ntitle = \"Probe\"\ndescription = \"probe\"\ndetect = { kind = \"script\", run = \"python3 .gatehouse/probe.py\", lay = [{ from = \"detectors/probe.py\", to = \".gatehouse/probe.py\" }] }\n");
+    write(
+        &root,
+        "hidden/test_cli.py",
+        &format!("{}\ndef test_cli():\n    pass\n", launch("subprocess.Popen")),
+    );
+    append_to_manifest(
+        &root,
+        "\n[[step]]\nid = \"cli\"\nrun = \"python3 -m pytest -q -p no:cacheprovider test_cli.py\"\nlay = [\"test_cli.py\"]\n",
+    );
+    append_to_manifest(
+        &root,
+        "\n[[failure]]\nid = \"probe\"\ntitle = \"Probe\"\ndescription = \"probe\"\ndetect = { kind = \"script\", run = \"python3 .gatehouse/probe.py\", lay = [{ from = \"detectors/probe.py\", to = \".gatehouse/probe.py\" }] }\n",
+    );
     let warned = |root: &Path| -> Vec<(String, String)> {
         let packet = Packet::load(root).expect("loading the packet");
-        grader::lint::lint(&packet).into_iter().filter(|(n, _)| n.contains("starts the candidate's code confined")).collect()
+        grader::lint::lint(&packet)
+            .into_iter()
+            .filter(|(n, _)| n.contains("starts the candidate's code confined"))
+            .collect()
     };
     let found = warned(&root);
     assert_eq!(found.len(), 2, "{found:#?}");
     assert_eq!(found[0].0, "step cli starts the candidate's code confined");
-    assert!(found[0].1.contains("hidden/test_cli.py:4 starts a process with `subprocess.Popen(`"), "{}", found[0].1);
-    assert_eq!(found[1].0, "detector script `python3 .gatehouse/probe.py` starts the candidate's code confined");
-    assert!(found[1].1.contains("detectors/probe.py:4 starts a process with `subprocess.run(`"), "{}", found[1].1);
+    assert!(
+        found[0].1.contains("hidden/test_cli.py:4 starts a process with `subprocess.Popen(`"),
+        "{}",
+        found[0].1
+    );
+    assert_eq!(
+        found[1].0,
+        "detector script `python3 .gatehouse/probe.py` starts the candidate's code confined"
+    );
+    assert!(
+        found[1].1.contains("detectors/probe.py:4 starts a process with `subprocess.run(`"),
+        "{}",
+        found[1].1
+    );
     // Through the harness, or marked as the packet's own code: quiet.
-    write(&root, "detectors/probe.py", "from gatehouse_harness import run_confined\nimport sys\n\nrun_confined([sys.executable, 'calc.py'], capture_output=True)\n");
-    write(&root, "hidden/test_cli.py", &format!("{}\ndef test_cli():\n    pass\n", launch("subprocess.Popen").replace("True)\n", "True)  # gatehouse: packet-code\n")));
+    write(
+        &root,
+        "detectors/probe.py",
+        "from gatehouse_harness import run_confined\nimport sys\n\nrun_confined([sys.executable, 'calc.py'], capture_output=True)\n",
+    );
+    write(
+        &root,
+        "hidden/test_cli.py",
+        &format!(
+            "{}\ndef test_cli():\n    pass\n",
+            launch("subprocess.Popen").replace("True)\n", "True)  # gatehouse: packet-code\n")
+        ),
+    );
     assert_eq!(warned(&root), Vec::<(String, String)>::new());
 }

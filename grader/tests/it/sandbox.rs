@@ -33,7 +33,13 @@ fn small_limits() -> Limits {
 }
 
 fn run_in(dir: &Path, script: &str, limits: Limits) -> RunReport {
-    let spec = RunSpec { script: script.to_string(), workspace: dir.to_path_buf(), env: Vec::new(), limits, channel: false };
+    let spec = RunSpec {
+        script: script.to_string(),
+        workspace: dir.to_path_buf(),
+        env: Vec::new(),
+        limits,
+        channel: false,
+    };
     match sandbox().run(&spec) {
         Ok(r) => r,
         Err(e) => panic!("sandbox error for {script:?}: {e}"),
@@ -98,13 +104,17 @@ fn sandbox_exit_codes_and_signals() {
 fn sandbox_command_is_not_root() {
     let r = run("id -u; id -g; id -G", small_limits());
     assert_eq!(r.exit, Exit::Code(0), "{r:?}");
-    let ids: Vec<u32> = r.stdout_tail.split_whitespace().map(|s| s.parse().expect("number")).collect();
+    let ids: Vec<u32> =
+        r.stdout_tail.split_whitespace().map(|s| s.parse().expect("number")).collect();
     assert_eq!(ids.len(), 3, "{r:?}");
     let base = sandbox().config().uid;
     assert!(ids[0] >= base && ids[0] != 0, "uid {}", ids[0]);
     assert!(ids.iter().all(|&i| i != 0), "{ids:?}");
     // Writes to system directories fail, and the workspace is the run's own.
-    let r = run("touch /usr/gh_sandbox_probe || touch /etc/gh_probe || touch /gh_probe || echo denied", small_limits());
+    let r = run(
+        "touch /usr/gh_sandbox_probe || touch /etc/gh_probe || touch /gh_probe || echo denied",
+        small_limits(),
+    );
     assert_eq!(r.stdout_tail, "denied\n", "{r:?}");
     assert!(!Path::new("/usr/gh_sandbox_probe").exists());
     let r = run("stat -c %u . && touch x && echo ok", small_limits());
@@ -140,7 +150,9 @@ fn sandbox_fork_bomb_is_contained() {
     let r = run(&format!(": {marker}; b() {{ b | b & }}; b; sleep 1"), limits);
     assert!(start.elapsed() < Duration::from_secs(8));
     assert!(
-        r.limit_hit == Some(LimitHit::Processes) || r.timed_out || matches!(r.exit, Exit::Signal(_)),
+        r.limit_hit == Some(LimitHit::Processes)
+            || r.timed_out
+            || matches!(r.exit, Exit::Signal(_)),
         "{r:?}"
     );
     assert_eq!(r.limit_hit, Some(LimitHit::Processes), "{r:?}");
@@ -153,7 +165,11 @@ fn sandbox_memory_hog_hits_memory_limit() {
     let r = run("python3 -c 'x = []\nwhile True: x.append(bytearray(1 << 20))'", limits);
     assert_eq!(r.limit_hit, Some(LimitHit::Memory), "{r:?}");
     assert!(!r.success());
-    assert!(r.peak_memory_bytes <= 64 << 20 && r.peak_memory_bytes > 32 << 20, "{}", r.peak_memory_bytes);
+    assert!(
+        r.peak_memory_bytes <= 64 << 20 && r.peak_memory_bytes > 32 << 20,
+        "{}",
+        r.peak_memory_bytes
+    );
 }
 
 #[test]
@@ -197,7 +213,11 @@ fn sandbox_many_small_files_hit_disk_limit() {
     let r = run_in(dir.path(), script, limits.clone());
     assert!(r.stdout_tail.starts_with("stopped at"), "{r:?}");
     assert_eq!(r.limit_hit, Some(LimitHit::Disk), "{r:?}");
-    let copied: u64 = fs::read_dir(dir.path()).expect("read").flatten().map(|e| e.metadata().expect("meta").len()).sum();
+    let copied: u64 = fs::read_dir(dir.path())
+        .expect("read")
+        .flatten()
+        .map(|e| e.metadata().expect("meta").len())
+        .sum();
     assert!(copied > 0 && copied <= 2 << 20, "at most the cap came back: {copied}");
     // /tmp is capped too.
     let r = run("head -c 3000000 /dev/zero > /tmp/x; echo rc=$?", limits);
@@ -242,10 +262,12 @@ EOF"#
 
 #[test]
 fn sandbox_host_files_are_invisible() {
-    let secret_dir = tempfile::Builder::new().prefix("gh-secret").tempdir_in("/var/tmp").expect("tempdir");
+    let secret_dir =
+        tempfile::Builder::new().prefix("gh-secret").tempdir_in("/var/tmp").expect("tempdir");
     let secret = secret_dir.path().join("secret.txt");
     fs::write(&secret, "TOPSECRET").expect("write");
-    let root_dir = tempfile::Builder::new().prefix("gh-secret").tempdir_in("/root").expect("tempdir");
+    let root_dir =
+        tempfile::Builder::new().prefix("gh-secret").tempdir_in("/root").expect("tempdir");
     let root_secret = root_dir.path().join("secret.txt");
     fs::write(&root_secret, "TOPSECRET").expect("write");
     let script = format!(
@@ -272,7 +294,8 @@ fn sandbox_chatty_output_is_capped() {
 
 #[test]
 fn sandbox_concurrent_runs_use_distinct_uids() {
-    let handles: Vec<_> = (0..12).map(|_| std::thread::spawn(|| run("id -u; sleep 0.2", small_limits()))).collect();
+    let handles: Vec<_> =
+        (0..12).map(|_| std::thread::spawn(|| run("id -u; sleep 0.2", small_limits()))).collect();
     let reports: Vec<RunReport> = handles.into_iter().map(|h| h.join().expect("join")).collect();
     let mut uids: Vec<String> = reports.iter().map(|r| r.stdout_tail.clone()).collect();
     assert!(uids.iter().all(|u| !u.is_empty()), "{reports:?}");
@@ -299,7 +322,8 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
         std::thread::spawn(move || {
             let mut spawned = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let hs: Vec<_> = (0..4).map(|_| std::thread::spawn(|| std::hint::black_box(1))).collect();
+                let hs: Vec<_> =
+                    (0..4).map(|_| std::thread::spawn(|| std::hint::black_box(1))).collect();
                 for h in hs {
                     let _ = h.join();
                 }
@@ -309,12 +333,27 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
         })
     };
     let hostile = [
-        (": stress_forkbomb; b() { b | b & }; b; sleep 1", Limits { wall: Duration::from_secs(3), processes: 24, ..small_limits() }),
-        ("python3 -c 'x = []\nwhile True: x.append(bytearray(1 << 20))'", Limits { memory_bytes: 48 << 20, ..small_limits() }),
-        ("while :; do :; done", Limits { cpu_secs: 1, wall: Duration::from_secs(3), ..small_limits() }),
-        ("for i in 1 2; do (while :; do :; done) & done; wait", Limits { cpu_secs: 1, wall: Duration::from_secs(3), ..small_limits() }),
+        (
+            ": stress_forkbomb; b() { b | b & }; b; sleep 1",
+            Limits { wall: Duration::from_secs(3), processes: 24, ..small_limits() },
+        ),
+        (
+            "python3 -c 'x = []\nwhile True: x.append(bytearray(1 << 20))'",
+            Limits { memory_bytes: 48 << 20, ..small_limits() },
+        ),
+        (
+            "while :; do :; done",
+            Limits { cpu_secs: 1, wall: Duration::from_secs(3), ..small_limits() },
+        ),
+        (
+            "for i in 1 2; do (while :; do :; done) & done; wait",
+            Limits { cpu_secs: 1, wall: Duration::from_secs(3), ..small_limits() },
+        ),
         ("( setsid sh -c 'sleep 300' </dev/null >/dev/null 2>&1 & ); sleep 0.2", small_limits()),
-        ("i=0; while echo data > f$i 2>/dev/null; do i=$((i+1)); done", Limits { disk_bytes: 1 << 20, ..small_limits() }),
+        (
+            "i=0; while echo data > f$i 2>/dev/null; do i=$((i+1)); done",
+            Limits { disk_bytes: 1 << 20, ..small_limits() },
+        ),
         ("yes abcdefghi | head -c 3000000", small_limits()),
         ("sleep 30", Limits { wall: Duration::from_millis(1500), ..small_limits() }),
     ];
@@ -329,7 +368,13 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
         };
         handles.push(std::thread::spawn(move || {
             let dir = tempfile::tempdir().expect("tempdir");
-            let spec = RunSpec { script: script.clone(), workspace: dir.path().to_path_buf(), env: Vec::new(), limits, channel: false };
+            let spec = RunSpec {
+                script: script.clone(),
+                workspace: dir.path().to_path_buf(),
+                env: Vec::new(),
+                limits,
+                channel: false,
+            };
             let r = sb.run(&spec);
             (script, is_trivial, r)
         }));
@@ -343,14 +388,23 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
         match r {
             Err(e) => bad.push(format!("{script:?}: sandbox error {e}")),
             Ok(r) if *is_trivial => {
-                if !r.success() || !r.stdout_tail.ends_with("ok\n") || r.wall > Duration::from_secs(5) {
+                if !r.success()
+                    || !r.stdout_tail.ends_with("ok\n")
+                    || r.wall > Duration::from_secs(5)
+                {
                     bad.push(format!("{script:?}: {r:?}"));
                 }
             }
             Ok(_) => {}
         }
     }
-    assert!(bad.is_empty(), "{} of {} runs misbehaved:\n{}", bad.len(), results.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} of {} runs misbehaved:\n{}",
+        bad.len(),
+        results.len(),
+        bad.join("\n")
+    );
 }
 
 fn run_channel(script: &str) -> RunReport {
@@ -375,18 +429,24 @@ fn sandbox_channel_carries_fd3_bytes_in_order() {
     assert_eq!(r.stdout_tail, "out\n", "stdout stays apart from the channel");
     // A grandchild (a process of a process) writes to the same channel, and
     // python's os.write on fd 3 works too.
-    let r = run_channel("sh -c 'sh -c \"echo x >&3\"'; python3 -c 'import os; os.write(3, b\"py\")'");
+    let r =
+        run_channel("sh -c 'sh -c \"echo x >&3\"'; python3 -c 'import os; os.write(3, b\"py\")'");
     assert_eq!(r.exit, Exit::Code(0), "{r:?}");
     assert_eq!(r.channel, b"x\npy");
 }
 
 #[test]
 fn sandbox_without_channel_fd3_is_closed() {
-    let r = run("if { true >&3; } 2>/dev/null; then echo open; else echo closed; fi; ls /proc/self/fd", small_limits());
+    let r = run(
+        "if { true >&3; } 2>/dev/null; then echo open; else echo closed; fi; ls /proc/self/fd",
+        small_limits(),
+    );
     assert!(r.stdout_tail.starts_with("closed\n"), "{r:?}");
     assert!(r.channel.is_empty() && r.channel_bytes == 0, "{r:?}");
     // With the channel, fd 3 is open and nothing beyond it leaks in.
-    let r = run_channel("if { true >&3; } 2>/dev/null; then echo open; else echo closed; fi; ls /proc/self/fd | tr '\\n' ' '");
+    let r = run_channel(
+        "if { true >&3; } 2>/dev/null; then echo open; else echo closed; fi; ls /proc/self/fd | tr '\\n' ' '",
+    );
     assert_eq!(r.stdout_tail, "open\n0 1 2 3 4 ", "{r:?}");
 }
 
@@ -440,14 +500,18 @@ fn sandbox_tool_dir_is_read_only_at_gatehouse() {
     assert_eq!(lines[3], "1", "{r:?}");
     assert_eq!(lines.len(), 4, "nothing was written: {r:?}");
     assert!(!tools.path().join("new").exists() && tools.path().join("lib/x.txt").exists());
-    assert_eq!(fs::read_to_string(tools.path().join("runner.py")).expect("read"), "print('runner here')\n");
+    assert_eq!(
+        fs::read_to_string(tools.path().join("runner.py")).expect("read"),
+        "print('runner here')\n"
+    );
     // Without a tool folder, /gatehouse does not exist.
     let r = run("test -e /gatehouse && echo present || echo absent", small_limits());
     assert_eq!(r.stdout_tail, "absent\n");
     // A symlink as tool folder is refused with a clear error.
     let link = dir.path().join("toollink");
     std::os::unix::fs::symlink(tools.path(), &link).expect("symlink");
-    let config = grader::sandbox::SandboxConfig { tool_dir: Some(link), ..Sandbox::host_default_config() };
+    let config =
+        grader::sandbox::SandboxConfig { tool_dir: Some(link), ..Sandbox::host_default_config() };
     let e = Sandbox::new(config).err().expect("refused");
     assert!(e.to_string().contains("tool_dir") && e.to_string().contains("symlink"), "{e}");
 }
@@ -471,7 +535,12 @@ fn host_usage(root: &Path) -> (u64, u64, u64) {
 
 #[test]
 fn sandbox_copy_out_respects_budget_for_sparse_files_and_hard_links() {
-    let limits = Limits { disk_bytes: 64 << 20, file_size_bytes: 32 << 20, wall: Duration::from_secs(30), ..small_limits() };
+    let limits = Limits {
+        disk_bytes: 64 << 20,
+        file_size_bytes: 32 << 20,
+        wall: Duration::from_secs(30),
+        ..small_limits()
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let script = "echo result > result.txt; mkdir s; i=0; while [ $i -lt 96 ]; do truncate -s 16M s/f$i || exit 9; i=$((i+1)); done; \
                   mkdir h; head -c 16777216 /dev/urandom > h/big; i=0; while [ $i -lt 63 ]; do ln h/big h/l$i || exit 8; i=$((i+1)); done; echo made";
@@ -514,7 +583,11 @@ fn sandbox_honest_results_are_not_cut() {
                   cp input.txt out.txt; ln out.txt out-link.txt; echo ok";
     let r = run_in(dir.path(), script, small_limits());
     assert_eq!(r.stdout_tail, "ok\n", "{r:?}");
-    assert_eq!((r.out_cut_files, r.out_cut_bytes, r.out_cut_deep, r.out_cut_sparse), (0, 0, 0, 0), "{r:?}");
+    assert_eq!(
+        (r.out_cut_files, r.out_cut_bytes, r.out_cut_deep, r.out_cut_sparse),
+        (0, 0, 0, 0),
+        "{r:?}"
+    );
     assert_eq!(r.out_hard_links, 1);
     let (apparent, _, _) = host_usage(dir.path());
     assert_eq!(apparent, 9_000_000 + 2 * 3, "every byte came back");
@@ -541,8 +614,11 @@ EOF"#;
     let dir = tempfile::tempdir().expect("tempdir");
     let limits = Limits { wall: Duration::from_secs(60), ..small_limits() };
     let r = run_in(dir.path(), script, limits);
-    let lines: Vec<Vec<u64>> =
-        r.stdout_tail.lines().map(|l| l.split(' ').map(|x| x.parse().expect("number")).collect()).collect();
+    let lines: Vec<Vec<u64>> = r
+        .stdout_tail
+        .lines()
+        .map(|l| l.split(' ').map(|x| x.parse().expect("number")).collect())
+        .collect();
     assert_eq!(lines.len(), 2, "{r:?}");
     for l in &lines {
         assert!(l[0] <= cap && l[0] > cap / 2, "{lines:?} {r:?}");
@@ -572,7 +648,11 @@ EOF"#;
     assert_eq!(fs::read_to_string(dir.path().join("result.txt")).expect("result"), "kept\n");
     assert!(r.out_cut_deep >= 1, "{r:?}");
     // The host copy stays well inside PATH_MAX.
-    let deepest = walkdir::WalkDir::new(dir.path()).into_iter().flatten().map(|e| e.path().as_os_str().len()).max();
+    let deepest = walkdir::WalkDir::new(dir.path())
+        .into_iter()
+        .flatten()
+        .map(|e| e.path().as_os_str().len())
+        .max();
     assert!(deepest.expect("entries") < 4096 - 1024, "{deepest:?}");
 }
 
@@ -580,7 +660,16 @@ fn keyctl_add(desc: &str, payload: &[u8], ring: i64) -> i64 {
     let ty = std::ffi::CString::new("user").expect("c");
     let d = std::ffi::CString::new(desc).expect("c");
     // SAFETY: add_key with live buffers.
-    unsafe { libc::syscall(libc::SYS_add_key, ty.as_ptr(), d.as_ptr(), payload.as_ptr(), payload.len(), ring) }
+    unsafe {
+        libc::syscall(
+            libc::SYS_add_key,
+            ty.as_ptr(),
+            d.as_ptr(),
+            payload.as_ptr(),
+            payload.len(),
+            ring,
+        )
+    }
 }
 
 #[test]
@@ -608,7 +697,16 @@ EOF"#,
     let desc = std::ffi::CString::new("gh-inside-key").expect("c");
     let ty = std::ffi::CString::new("user").expect("c");
     // SAFETY: keyctl search with live strings.
-    let found = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_SESSION_KEYRING, ty.as_ptr(), desc.as_ptr(), 0) };
+    let found = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_SEARCH,
+            KEY_SPEC_SESSION_KEYRING,
+            ty.as_ptr(),
+            desc.as_ptr(),
+            0,
+        )
+    };
     assert!(found < 0, "a key added inside reached the host's session keyring: {r:?}");
     // SAFETY: unlinks the test key from the session keyring.
     unsafe { libc::syscall(libc::SYS_keyctl, 9i64, id, KEY_SPEC_SESSION_KEYRING) };
@@ -636,8 +734,14 @@ EOF"#,
         let r = run(&script, small_limits());
         assert!(r.success(), "round {round}: {r:?}");
         for ring in ["-4", "-5"] {
-            assert!(r.stdout_tail.contains(&format!("found {ring} -1\n")), "round {round}: a key of an earlier run was found in keyring {ring}: {r:?}");
-            assert!(r.stdout_tail.contains(&format!("add {ring} refused\n")), "round {round}: a run could leave a key in keyring {ring}: {r:?}");
+            assert!(
+                r.stdout_tail.contains(&format!("found {ring} -1\n")),
+                "round {round}: a key of an earlier run was found in keyring {ring}: {r:?}"
+            );
+            assert!(
+                r.stdout_tail.contains(&format!("add {ring} refused\n")),
+                "round {round}: a run could leave a key in keyring {ring}: {r:?}"
+            );
         }
     }
 }
@@ -645,7 +749,10 @@ EOF"#,
 #[test]
 fn sandbox_init_does_not_show_the_grader_argv() {
     let exe = std::env::current_exe().expect("exe").to_string_lossy().into_owned();
-    let r = run("(cat /proc/1/cmdline 2>&1 || true) | tr '\\0\\n' '  '; echo; ls /proc | grep -c '^[0-9]'; cat /proc/1/environ 2>/dev/null | wc -c", small_limits());
+    let r = run(
+        "(cat /proc/1/cmdline 2>&1 || true) | tr '\\0\\n' '  '; echo; ls /proc | grep -c '^[0-9]'; cat /proc/1/environ 2>/dev/null | wc -c",
+        small_limits(),
+    );
     assert!(!r.stdout_tail.contains(&exe), "{r:?}");
     let lines: Vec<&str> = r.stdout_tail.lines().collect();
     assert!(lines[0].contains("No such file"), "hidepid hides init: {r:?}");
@@ -674,7 +781,8 @@ fn init_host_pid_of(marker: &str) -> Option<u32> {
             let pid = line.split(':').next().unwrap_or("");
             let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
             let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
-            let ppid: u32 = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+            let ppid: u32 =
+                after.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
             let title = fs::read(format!("/proc/{ppid}/cmdline")).unwrap_or_default();
             if title.starts_with(b"gatehouse-sandbox-init\0") {
                 return Some(ppid);
@@ -700,7 +808,8 @@ fn memory_holds(pid: u32, needle: &[u8]) -> (bool, u64) {
             continue;
         }
         let (a, b) = range.split_once('-').expect("range");
-        let (a, b) = (u64::from_str_radix(a, 16).expect("start"), u64::from_str_radix(b, 16).expect("end"));
+        let (a, b) =
+            (u64::from_str_radix(a, 16).expect("start"), u64::from_str_radix(b, 16).expect("end"));
         // In chunks of 1 MiB that overlap by the needle's length.
         let mut buf = vec![0u8; 1 << 20];
         let mut at = a;
@@ -731,11 +840,19 @@ fn memory_holds(pid: u32, needle: &[u8]) -> (bool, u64) {
 fn sandbox_init_holds_no_copy_of_the_grader_memory() {
     // Made at run time, so it is in no binary: only in this heap.
     let mut seed = [0u8; 16];
-    fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed)).expect("urandom");
-    let secret: Vec<u8> = format!("gh-heap-secret-{}", seed.iter().map(|b| format!("{b:02x}")).collect::<String>()).into_bytes();
-    let marker = format!("gh_mem_probe_{:02x}{:02x}{:02x}{:02x}", seed[0], seed[1], seed[2], seed[3]);
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
+        .expect("urandom");
+    let secret: Vec<u8> =
+        format!("gh-heap-secret-{}", seed.iter().map(|b| format!("{b:02x}")).collect::<String>())
+            .into_bytes();
+    let marker =
+        format!("gh_mem_probe_{:02x}{:02x}{:02x}{:02x}", seed[0], seed[1], seed[2], seed[3]);
     // The method finds the secret where it is: in this process.
-    assert!(memory_holds(std::process::id(), &secret).0, "the probe cannot find the secret in its own heap");
+    assert!(
+        memory_holds(std::process::id(), &secret).0,
+        "the probe cannot find the secret in its own heap"
+    );
     let script = format!(": {marker}; sleep 6; true");
     let h = std::thread::spawn(move || run(&script, small_limits()));
     let pid = init_host_pid_of(&marker).expect("the run's sandbox init, seen from the host");
@@ -765,7 +882,8 @@ fn sandbox_init_is_the_small_static_image_from_a_memfd() {
     assert!(!image.is_empty() && image.len() < 64 << 10, "the init image is {} bytes", image.len());
     let script = ": gh_small_init_probe; sleep 3; true";
     let h = std::thread::spawn(move || run(script, small_limits()));
-    let pid = init_host_pid_of("gh_small_init_probe").expect("the run's sandbox init, seen from the host");
+    let pid = init_host_pid_of("gh_small_init_probe")
+        .expect("the run's sandbox init, seen from the host");
     let exe_link = fs::read_link(format!("/proc/{pid}/exe")).ok();
     let exe = fs::read(format!("/proc/{pid}/exe"));
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
@@ -774,11 +892,21 @@ fn sandbox_init_is_the_small_static_image_from_a_memfd() {
     let r = h.join().expect("join");
     assert!(alive && r.success(), "{r:?}");
     let link = exe_link.expect("init's exe link").to_string_lossy().into_owned();
-    assert!(link.starts_with("/memfd:gatehouse-init"), "init runs {link}, not the init image's memfd");
-    assert_eq!(exe.expect("init's executable").as_slice(), image, "init runs exactly the embedded image");
+    assert!(
+        link.starts_with("/memfd:gatehouse-init"),
+        "init runs {link}, not the init image's memfd"
+    );
+    assert_eq!(
+        exe.expect("init's executable").as_slice(),
+        image,
+        "init runs exactly the embedded image"
+    );
     let me = std::env::current_exe().expect("exe").to_string_lossy().into_owned();
     assert!(!maps.contains(&me), "this executable is mapped in init:\n{maps}");
-    assert!(!maps.contains("libc.so") && !maps.contains("ld-linux"), "a C library or loader is mapped in init:\n{maps}");
+    assert!(
+        !maps.contains("libc.so") && !maps.contains("ld-linux"),
+        "a C library or loader is mapped in init:\n{maps}"
+    );
     assert!(maps.contains("/memfd:gatehouse-init"), "{maps}");
     // Resident memory: the image's pages, its stacks and the context.
     let rss_kb: u64 = status
@@ -802,14 +930,26 @@ fn sandbox_init_exec_failure_is_a_sandbox_error_naming_the_call() {
         let mut filter = [
             libc::sock_filter { code: ld, jt: 0, jf: 0, k: 0 },
             libc::sock_filter { code: jeq, jt: 0, jf: 1, k: nr },
-            libc::sock_filter { code: ret, jt: 0, jf: 0, k: libc::SECCOMP_RET_ERRNO | libc::EACCES as u32 },
+            libc::sock_filter {
+                code: ret,
+                jt: 0,
+                jf: 0,
+                k: libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+            },
             libc::sock_filter { code: ret, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW },
         ];
         let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_mut_ptr() };
         // SAFETY: this thread only (no TSYNC); it ends after the probe.
         unsafe {
             assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-            assert_eq!(libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog), 0);
+            assert_eq!(
+                libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &prog as *const libc::sock_fprog
+                ),
+                0
+            );
         }
         match Sandbox::new(Sandbox::host_default_config()) {
             Ok(_) => panic!("a sandbox whose init cannot be exec'd started"),
@@ -829,7 +969,10 @@ fn sandbox_init_exec_failure_is_a_sandbox_error_naming_the_call() {
 /// what fails (naming it), not init's.
 #[test]
 fn sandbox_init_needs_nothing_from_the_run_root() {
-    let config = grader::sandbox::SandboxConfig { read_only_binds: Vec::new(), ..Sandbox::host_default_config() };
+    let config = grader::sandbox::SandboxConfig {
+        read_only_binds: Vec::new(),
+        ..Sandbox::host_default_config()
+    };
     let err = match Sandbox::new(config) {
         Ok(_) => panic!("a sandbox without /bin/sh in its root started"),
         Err(e) => e,
@@ -857,7 +1000,10 @@ fn sandbox_cgroup_path_and_host_proc_files_are_masked() {
     assert!(!r.stdout_tail.contains(host_cmdline.trim()), "{r:?}");
     assert_eq!(parts[2], "1:3\n", "masked by /dev/null (1:3): {r:?}");
     // Unmasked /proc files still work.
-    let r = run("grep -q Name /proc/self/status && grep -q MemTotal /proc/meminfo && echo ok", small_limits());
+    let r = run(
+        "grep -q Name /proc/self/status && grep -q MemTotal /proc/meminfo && echo ok",
+        small_limits(),
+    );
     assert_eq!(r.stdout_tail, "ok\n", "{r:?}");
 }
 
@@ -866,8 +1012,10 @@ fn sandbox_cgroup_path_and_host_proc_files_are_masked() {
 /// fail otherwise, or succeed).
 #[test]
 fn sandbox_seccomp_refuses_each_listed_call() {
-    let list: Vec<String> =
-        grader::sandbox::SECCOMP_BLOCKED.iter().map(|(nr, name)| format!("({nr}, '{name}')")).collect();
+    let list: Vec<String> = grader::sandbox::SECCOMP_BLOCKED
+        .iter()
+        .map(|(nr, name)| format!("({nr}, '{name}')"))
+        .collect();
     let script = format!(
         r#"python3 - <<'EOF'
 import ctypes
@@ -905,7 +1053,10 @@ EOF"#,
     assert_eq!(lines.len(), grader::sandbox::SECCOMP_BLOCKED.len() + 12, "{r:?}");
     let mut bad = Vec::new();
     for l in &lines {
-        let (name, rest) = l.rsplit_once(' ').and_then(|(a, e)| a.rsplit_once(' ').map(|(n, rc)| (n, (rc, e)))).expect("line");
+        let (name, rest) = l
+            .rsplit_once(' ')
+            .and_then(|(a, e)| a.rsplit_once(' ').map(|(n, rc)| (n, (rc, e))))
+            .expect("line");
         let want = if name == "clone3" { libc::ENOSYS } else { libc::EPERM };
         if rest != ("-1", want.to_string().as_str()) {
             bad.push(format!("{name}: rc {} errno {} (want errno {want})", rest.0, rest.1));
@@ -914,7 +1065,10 @@ EOF"#,
     assert!(bad.is_empty(), "calls not refused:\n{}", bad.join("\n"));
     // The shell's own tools see the same: no user namespace.
     let r = run("unshare -r true 2>&1; echo rc=$?", small_limits());
-    assert!(r.stdout_tail.ends_with("rc=1\n") && r.stdout_tail.contains("Operation not permitted"), "{r:?}");
+    assert!(
+        r.stdout_tail.ends_with("rc=1\n") && r.stdout_tail.contains("Operation not permitted"),
+        "{r:?}"
+    );
 }
 
 /// What the packets need still works under the filter: threads (clone3
@@ -947,11 +1101,22 @@ grep Seccomp: /proc/self/status"#;
     assert_eq!(r.stdout_tail, "thread, fork 7, sub, http 200\nSeccomp:\t2\n", "{r:?}");
 }
 
-#[expect(clippy::zombie_processes, reason = "the child is handed to the caller, which waits for it")]
-fn helper(mode: &str) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String) {
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is handed to the caller, which waits for it"
+)]
+fn helper(
+    mode: &str,
+) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
-        .args(["--exact", "sandbox::sandbox_helper_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "sandbox::sandbox_helper_process",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("GH_SANDBOX_HELPER", mode)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -1032,7 +1197,9 @@ fn sandbox_two_grader_processes_never_share_a_run_uid() {
         for line in out.lines() {
             let line = line.expect("line");
             if let Some((_, u)) = line.split_once("uids ") {
-                uids = Some(u.split(' ').map(|x| x.to_string()).collect::<std::collections::BTreeSet<_>>());
+                uids = Some(
+                    u.split(' ').map(|x| x.to_string()).collect::<std::collections::BTreeSet<_>>(),
+                );
             }
         }
         assert!(child.wait().expect("wait").success());
@@ -1065,7 +1232,10 @@ fn sandbox_new_sweeps_what_a_killed_grader_left() {
     let owned = |dir: &Path, prefix: &str| -> Vec<String> {
         fs::read_dir(dir)
             .map(|d| {
-                d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(prefix)).collect()
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(prefix))
+                    .collect()
             })
             .unwrap_or_default()
     };
@@ -1113,7 +1283,11 @@ fn the_evidence_folder_is_apart_and_confined_processes_cannot_write_it() {
     cfg.tool_dir = Some(tools.path().to_path_buf());
     let sb = Sandbox::new(cfg).expect("sandbox with tools");
     assert!(sb.features().landlock_abi >= 1, "this kernel has Landlock: {:?}", sb.features());
-    assert!(!sb.features().fallbacks.iter().any(|f| f.contains("Landlock")), "{:?}", sb.features().fallbacks);
+    assert!(
+        !sb.features().fallbacks.iter().any(|f| f.contains("Landlock")),
+        "{:?}",
+        sb.features().fallbacks
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let confine = "python3 -I /gatehouse/gatehouse_confine.py";
     let script = format!(
@@ -1125,18 +1299,42 @@ fn the_evidence_folder_is_apart_and_confined_processes_cannot_write_it() {
          {confine} --write /evidence -- true; echo \"widen=$?\"\n\
          {confine} --write / -- true; echo \"widen-root=$?\"\n"
     );
-    let spec = RunSpec { script, workspace: dir.path().to_path_buf(), env: Vec::new(), limits: small_limits(), channel: false };
+    let spec = RunSpec {
+        script,
+        workspace: dir.path().to_path_buf(),
+        env: Vec::new(),
+        limits: small_limits(),
+        channel: false,
+    };
     let r = sb.run(&spec).expect("run");
     let out = &r.stdout_tail;
     assert_eq!(r.exit, Exit::Code(0), "{r:?}");
-    assert!(out.contains("confined-evidence=2"), "a confined write to /evidence must fail: {out}\n{}", r.stderr_tail);
-    assert!(out.contains("confined-child=2"), "the confined process's children are confined too: {out}");
-    assert!(out.contains("packet\nconfined-workspace=0"), "the workspace and /tmp stay writable, /evidence readable: {out}\n{}", r.stderr_tail);
-    assert!(out.contains("widen=125") && out.contains("widen-root=125"), "{out}\n{}", r.stderr_tail);
+    assert!(
+        out.contains("confined-evidence=2"),
+        "a confined write to /evidence must fail: {out}\n{}",
+        r.stderr_tail
+    );
+    assert!(
+        out.contains("confined-child=2"),
+        "the confined process's children are confined too: {out}"
+    );
+    assert!(
+        out.contains("packet\nconfined-workspace=0"),
+        "the workspace and /tmp stay writable, /evidence readable: {out}\n{}",
+        r.stderr_tail
+    );
+    assert!(
+        out.contains("widen=125") && out.contains("widen-root=125"),
+        "{out}\n{}",
+        r.stderr_tail
+    );
     assert!(r.stderr_tail.contains("would make /evidence writable"), "{}", r.stderr_tail);
     let ev = dir.path().join(".gatehouse/evidence");
     assert_eq!(fs::read_to_string(ev.join("kept.txt")).unwrap(), "packet\n");
-    assert!(!ev.join("forged.txt").exists() && !ev.join("child.txt").exists(), "only what was written to /evidence comes back there");
+    assert!(
+        !ev.join("forged.txt").exists() && !ev.join("child.txt").exists(),
+        "only what was written to /evidence comes back there"
+    );
     assert_eq!(fs::read_to_string(dir.path().join("mine.txt")).unwrap(), "mine\n");
 }
 
@@ -1157,7 +1355,11 @@ fn the_grader_binaries_are_linked_with_packed_relative_relocations() {
         .find(|&ph| u32::from_le_bytes(elf[ph..ph + 4].try_into().unwrap()) == 2) // PT_DYNAMIC
         .expect("a dynamic section");
     let (off, size) = (u64_at(dynamic + 8) as usize, u64_at(dynamic + 32) as usize);
-    let entries: Vec<(u64, u64)> = (off..off + size).step_by(16).map(|e| (u64_at(e), u64_at(e + 8))).take_while(|&(tag, _)| tag != 0).collect();
+    let entries: Vec<(u64, u64)> = (off..off + size)
+        .step_by(16)
+        .map(|e| (u64_at(e), u64_at(e + 8)))
+        .take_while(|&(tag, _)| tag != 0)
+        .collect();
     let tag = |t: u64| entries.iter().find(|e| e.0 == t).map(|e| e.1);
     const DT_RELASZ: u64 = 8;
     const DT_RELRSZ: u64 = 35;
@@ -1178,11 +1380,16 @@ fn the_init_image_is_static_without_loader_or_relocations() {
     assert_eq!(&elf[..5], b"\x7fELF\x02", "a 64-bit ELF file");
     assert_eq!(u16_at(0x10), 2, "ET_EXEC, not a position-independent ET_DYN");
     let (phoff, phentsize, phnum) = (u64_at(0x20) as usize, u16_at(0x36), u16_at(0x38));
-    let types: Vec<u32> =
-        (0..phnum).map(|i| phoff + i * phentsize).map(|ph| u32::from_le_bytes(elf[ph..ph + 4].try_into().unwrap())).collect();
+    let types: Vec<u32> = (0..phnum)
+        .map(|i| phoff + i * phentsize)
+        .map(|ph| u32::from_le_bytes(elf[ph..ph + 4].try_into().unwrap()))
+        .collect();
     const PT_LOAD: u32 = 1;
     const PT_DYNAMIC: u32 = 2;
     const PT_INTERP: u32 = 3;
     assert!(types.contains(&PT_LOAD), "{types:?}");
-    assert!(!types.contains(&PT_INTERP) && !types.contains(&PT_DYNAMIC), "program headers {types:?}");
+    assert!(
+        !types.contains(&PT_INTERP) && !types.contains(&PT_DYNAMIC),
+        "program headers {types:?}"
+    );
 }

@@ -21,13 +21,21 @@ fn module_graph_in(src: &Path, prefix: &str) -> BTreeMap<String, BTreeSet<String
         let path = entry.expect("entry").path();
         let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
         if path.is_dir() {
-            let all = walkdir::WalkDir::new(&path).into_iter().filter_map(Result::ok).filter(|e| e.path().extension().is_some_and(|x| x == "rs"));
+            let all = walkdir::WalkDir::new(&path)
+                .into_iter()
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "rs"));
             files.insert(name, all.map(|e| e.path().to_path_buf()).collect());
-        } else if path.extension().is_some_and(|x| x == "rs") && name != "lib" && name != "main" && name != "mod" {
+        } else if path.extension().is_some_and(|x| x == "rs")
+            && name != "lib"
+            && name != "main"
+            && name != "mod"
+        {
             files.insert(name, vec![path]);
         }
     }
-    let sibling = if prefix == "crate" { "crate".to_string() } else { format!("(?:crate::{prefix}|super)") };
+    let sibling =
+        if prefix == "crate" { "crate".to_string() } else { format!("(?:crate::{prefix}|super)") };
     let path = Regex::new(&format!(r"\b{sibling}::(\w+)")).expect("regex");
     let group = Regex::new(&format!(r"use {sibling}::\{{([^;]*)\}}")).expect("regex");
     let word = Regex::new(r"(?:^|[{,\s])(\w+)").expect("regex");
@@ -38,9 +46,14 @@ fn module_graph_in(src: &Path, prefix: &str) -> BTreeMap<String, BTreeSet<String
             let text = std::fs::read_to_string(p).expect("read");
             let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
             // Comments (doc links included) are not dependencies.
-            let text: String = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+            let text: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
             let text = text.as_str();
-            let mut names: Vec<String> = path.captures_iter(text).map(|c| c[1].to_string()).collect();
+            let mut names: Vec<String> =
+                path.captures_iter(text).map(|c| c[1].to_string()).collect();
             for g in group.captures_iter(text) {
                 names.extend(word.captures_iter(&g[1]).map(|c| c[1].to_string()));
             }
@@ -82,14 +95,19 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
 #[test]
 fn the_cycle_check_fires_on_a_cycle_and_stays_quiet_without_one() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
+    let write =
+        |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
     write("lib.rs", "pub mod a; pub mod b; pub mod c;");
     write("a.rs", "use crate::b::X;");
     write("b.rs", "pub struct X; use crate::{c::Y};");
     write("c.rs", "pub struct Y;\n#[cfg(test)]\nmod tests { use crate::a; }");
     assert_eq!(cycles(&module_graph(dir.path())), Vec::<String>::new());
     write("c.rs", "/// Unlike [`crate::a`].\npub struct Y;");
-    assert_eq!(cycles(&module_graph(dir.path())), Vec::<String>::new(), "a doc link is not a dependency");
+    assert_eq!(
+        cycles(&module_graph(dir.path())),
+        Vec::<String>::new(),
+        "a doc link is not a dependency"
+    );
     write("c.rs", "pub struct Y; fn f() { crate::a::g() }");
     assert_eq!(cycles(&module_graph(dir.path())).len(), 3, "{:?}", module_graph(dir.path()));
     // A folder module's children, by `super::` and by their full path.
@@ -107,7 +125,10 @@ fn the_cycle_check_fires_on_a_cycle_and_stays_quiet_without_one() {
 fn the_server_module_graph_has_no_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../server/src");
     let graph = module_graph(&src);
-    assert!(graph.contains_key("meter") && graph["web"].contains("meter"), "the graph was not read: {graph:?}");
+    assert!(
+        graph.contains_key("meter") && graph["web"].contains("meter"),
+        "the graph was not read: {graph:?}"
+    );
     assert_eq!(cycles(&graph), Vec::<String>::new());
     // And within each folder module.
     for folder in ["web", "db", "meter", "auth"] {
@@ -122,7 +143,10 @@ fn the_server_module_graph_has_no_cycle() {
 fn the_grader_module_graph_has_no_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let graph = module_graph(&src);
-    assert!(graph.contains_key("detect") && graph["grade"].contains("detect"), "the graph was not read: {graph:?}");
+    assert!(
+        graph.contains_key("detect") && graph["grade"].contains("detect"),
+        "the graph was not read: {graph:?}"
+    );
     assert_eq!(cycles(&graph), Vec::<String>::new());
     for folder in ["sandbox", "ingest"] {
         let graph = module_graph_in(&src.join(folder), folder);

@@ -22,13 +22,22 @@ fn refund() -> &'static Packet {
 
 /// The sample's own red log, which the platform witnessed as it is.
 fn sample_red_log() -> String {
-    std::fs::read_to_string(refund().sample_dir().join("artifacts/red.log")).expect("the sample's red log")
+    std::fs::read_to_string(refund().sample_dir().join("artifacts/red.log"))
+        .expect("the sample's red log")
 }
 
 const RED_AT: i64 = 1_767_603_600_000;
 
 fn red(log: &str) -> WitnessedRun {
-    WitnessedRun { id: 3, kind: WitnessKind::Red, at: RED_AT, accepted: true, exit_code: Some(1), log: log.into(), tree_sha256: "ab".repeat(32) }
+    WitnessedRun {
+        id: 3,
+        kind: WitnessKind::Red,
+        at: RED_AT,
+        accepted: true,
+        exit_code: Some(1),
+        log: log.into(),
+        tree_sha256: "ab".repeat(32),
+    }
 }
 
 fn call(id: i64, at: i64) -> MeteredCall {
@@ -52,9 +61,12 @@ fn call(id: i64, at: i64) -> MeteredCall {
 
 /// Grades the sample, zipped with the packet's sample times, with `witness`.
 fn grade(witness: Option<Witness>) -> Scorecard {
-    let times: Vec<(&str, i64)> = refund().manifest.sample.times.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+    let times: Vec<(&str, i64)> =
+        refund().manifest.sample.times.iter().map(|(p, t)| (p.as_str(), *t)).collect();
     let (_tmp, zip) = zip_submission(refund(), &[], &times);
-    grader().grade_zip(refund(), &zip, &GradeOptions { witness, ..Default::default() }).unwrap_or_else(|e| panic!("grading: {e}"))
+    grader()
+        .grade_zip(refund(), &zip, &GradeOptions { witness, ..Default::default() })
+        .unwrap_or_else(|e| panic!("grading: {e}"))
 }
 
 fn finding<'a>(card: &'a Scorecard, id: &str) -> Option<&'a grader::score::Finding> {
@@ -63,9 +75,14 @@ fn finding<'a>(card: &'a Scorecard, id: &str) -> Option<&'a grader::score::Findi
 
 #[test]
 fn calls_before_the_witnessed_red_are_a_witnessed_finding() {
-    let before = Witness { runs: vec![red(&sample_red_log())], calls: vec![call(11, RED_AT - 60_000), call(12, RED_AT + 1)], submitted_at: RED_AT + 600_000 };
+    let before = Witness {
+        runs: vec![red(&sample_red_log())],
+        calls: vec![call(11, RED_AT - 60_000), call(12, RED_AT + 1)],
+        submitted_at: RED_AT + 600_000,
+    };
     let card = grade(Some(before.clone()));
-    let f = finding(&card, "model-before-red").unwrap_or_else(|| panic!("no model-before-red in {:?}", card.findings));
+    let f = finding(&card, "model-before-red")
+        .unwrap_or_else(|| panic!("no model-before-red in {:?}", card.findings));
     assert_eq!(f.provenance, Provenance::Witnessed);
     let evidence = f.evidence.join("\n");
     assert!(evidence.contains("model call 11") && evidence.contains("run 3"), "{evidence}");
@@ -77,7 +94,8 @@ fn calls_before_the_witnessed_red_are_a_witnessed_finding() {
 
     // The same calls after the red are quiet, and the witness is part of
     // what the receipt digests.
-    let after = Witness { calls: vec![call(11, RED_AT + 60_000), call(12, RED_AT + 61_000)], ..before };
+    let after =
+        Witness { calls: vec![call(11, RED_AT + 60_000), call(12, RED_AT + 61_000)], ..before };
     let quiet = grade(Some(after));
     assert!(finding(&quiet, "model-before-red").is_none(), "{:?}", quiet.findings);
     assert!(finding(&quiet, "forged-red-log").is_none(), "{:?}", quiet.findings);
@@ -87,8 +105,10 @@ fn calls_before_the_witnessed_red_are_a_witnessed_finding() {
 #[test]
 fn a_claimed_red_log_that_disagrees_with_the_witnessed_one() {
     let other = sample_red_log().replace("test_charges_only", "test_something_else");
-    let card = grade(Some(Witness { runs: vec![red(&other)], calls: vec![], submitted_at: RED_AT + 1 }));
-    let f = finding(&card, "forged-red-log").unwrap_or_else(|| panic!("no forged-red-log in {:?}", card.findings));
+    let card =
+        grade(Some(Witness { runs: vec![red(&other)], calls: vec![], submitted_at: RED_AT + 1 }));
+    let f = finding(&card, "forged-red-log")
+        .unwrap_or_else(|| panic!("no forged-red-log in {:?}", card.findings));
     assert_eq!(f.provenance, Provenance::Witnessed);
     assert!(f.evidence.join("\n").contains("test_something_else"), "{:?}", f.evidence);
 }

@@ -1,9 +1,9 @@
 //! Argon2id password hashes. Hashing is deliberately slow, so the async
 //! callers run these on `spawn_blocking`.
 
+use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
 
 pub fn hash(password: &str) -> anyhow::Result<String> {
     let salt = SaltString::generate(&mut OsRng);
@@ -14,7 +14,8 @@ pub fn hash(password: &str) -> anyhow::Result<String> {
 }
 
 pub fn verify(password: &str, stored: &str) -> bool {
-    PasswordHash::new(stored).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+    PasswordHash::new(stored)
+        .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
 }
 
 pub async fn hash_async(password: String) -> anyhow::Result<String> {

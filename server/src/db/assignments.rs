@@ -43,7 +43,8 @@ pub enum ResultsRelease {
 }
 
 impl ResultsRelease {
-    pub const ALL: [ResultsRelease; 3] = [ResultsRelease::Never, ResultsRelease::AfterReview, ResultsRelease::Immediately];
+    pub const ALL: [ResultsRelease; 3] =
+        [ResultsRelease::Never, ResultsRelease::AfterReview, ResultsRelease::Immediately];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -90,7 +91,12 @@ pub trait AssignmentStore {
     /// Replaces the link token (the old link stops working).
     async fn reissue_token(&self, id: &str, token_hash: &str) -> DbResult<()>;
     /// Sets what the candidate sees of results and the submission limit.
-    async fn set_assignment_policy(&self, id: &str, results: ResultsRelease, max_submissions: i64) -> DbResult<()>;
+    async fn set_assignment_policy(
+        &self,
+        id: &str,
+        results: ResultsRelease,
+        max_submissions: i64,
+    ) -> DbResult<()>;
     /// Turns blind review of the assignment on or off.
     async fn set_blind_review(&self, id: &str, blind: bool) -> DbResult<()>;
 }

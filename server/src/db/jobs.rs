@@ -3,8 +3,8 @@
 //! Completion is conditional on still holding the lease, so a job never
 //! completes twice.
 
-use async_trait::async_trait;
 use app::contract::{JobKind, JobState};
+use async_trait::async_trait;
 use serde::Serialize;
 
 use super::DbResult;
@@ -43,7 +43,12 @@ pub trait JobStore {
     async fn enqueue(&self, kind: JobKind, subject: &str) -> DbResult<i64> {
         self.enqueue_with_priority(kind, subject, 0).await
     }
-    async fn enqueue_with_priority(&self, kind: JobKind, subject: &str, priority: i64) -> DbResult<i64>;
+    async fn enqueue_with_priority(
+        &self,
+        kind: JobKind,
+        subject: &str,
+        priority: i64,
+    ) -> DbResult<i64>;
     /// Claims a queued job, or a running one whose lease expired, for
     /// `owner` until `now + lease_ms`; bumps `attempts`. The highest
     /// priority goes first; within one, gradings take turns across
@@ -55,7 +60,13 @@ pub trait JobStore {
     /// Extends the lease; false when `owner` no longer holds it.
     async fn renew_lease(&self, id: i64, owner: &str, until: i64) -> DbResult<bool>;
     /// Marks the job done (or failed) if `owner` still holds it; false otherwise.
-    async fn finish_job(&self, id: i64, owner: &str, ok: bool, error: Option<&str>) -> DbResult<bool>;
+    async fn finish_job(
+        &self,
+        id: i64,
+        owner: &str,
+        ok: bool,
+        error: Option<&str>,
+    ) -> DbResult<bool>;
     /// Puts a job whose attempt failed back in the queue, or fails it for good
     /// when attempts are used up; [`Released::Lost`] when `owner` no longer
     /// held it (nothing changes then).
@@ -69,7 +80,13 @@ pub trait JobStore {
     /// Finishes a `grade` job and stores its result in one transaction, only
     /// while `owner` still holds the job's lease; false (and nothing stored)
     /// otherwise, so a job never completes twice.
-    async fn complete_grade_job(&self, job_id: i64, owner: &str, submission_id: &str, result: GradeResult<'_>) -> DbResult<bool>;
+    async fn complete_grade_job(
+        &self,
+        job_id: i64,
+        owner: &str,
+        submission_id: &str,
+        result: GradeResult<'_>,
+    ) -> DbResult<bool>;
     /// Calls `wake` whenever any process queues a job, from a task of its
     /// own, for as long as the process runs (Postgres: `LISTEN` on the
     /// channel the `jobs` trigger notifies). Returns false when the backend
@@ -97,17 +114,30 @@ impl Released {
     /// From the state the release's `UPDATE … RETURNING state` gave, or
     /// none when no row matched (the lease was no longer held).
     pub(crate) fn from_returned(state: Option<&str>) -> DbResult<Released> {
-        Ok(match state.map(JobState::parse).transpose().map_err(|e| sqlx::Error::Decode(Box::new(e)))? {
-            None => Released::Lost,
-            Some(JobState::Failed) => Released::Failed,
-            Some(_) => Released::Requeued,
-        })
+        Ok(
+            match state
+                .map(JobState::parse)
+                .transpose()
+                .map_err(|e| sqlx::Error::Decode(Box::new(e)))?
+            {
+                None => Released::Lost,
+                Some(JobState::Failed) => Released::Failed,
+                Some(_) => Released::Requeued,
+            },
+        )
     }
 }
 
 /// What a finished `grade` job stores on its submission.
 pub enum GradeResult<'a> {
-    Graded { scorecard_json: &'a str, receipt_json: &'a str, decision: &'a str, score: Option<f64> },
+    Graded {
+        scorecard_json: &'a str,
+        receipt_json: &'a str,
+        decision: &'a str,
+        score: Option<f64>,
+    },
     /// The grader refused the submission at ingestion; the reason is shown.
-    Refused { reason: &'a str },
+    Refused {
+        reason: &'a str,
+    },
 }

@@ -141,7 +141,13 @@ impl MeterUsage {
     /// `request_bytes` and `transcript_bytes` changes: the arithmetic of the
     /// trigger `model_calls_settle` (the reservation replaced by the tokens
     /// used, the call and its bytes taken out when it no longer counts).
-    pub fn settle(&mut self, reserved_tokens: i64, request_bytes: i64, transcript_bytes: i64, o: &ModelCallOutcome) {
+    pub fn settle(
+        &mut self,
+        reserved_tokens: i64,
+        request_bytes: i64,
+        transcript_bytes: i64,
+        o: &ModelCallOutcome,
+    ) {
         let counted = i64::from(o.counted);
         self.calls += counted - 1;
         self.tokens += (o.prompt_tokens + o.completion_tokens) * counted - reserved_tokens;
@@ -173,7 +179,13 @@ pub trait MeterStore {
     /// The assignment's keys, oldest generation first.
     async fn model_keys_of(&self, assignment_id: &str) -> DbResult<Vec<ModelKey>>;
     /// Adds a key generation; does nothing when that generation exists.
-    async fn create_model_key(&self, assignment_id: &str, generation: i64, key_hash: &str, at: i64) -> DbResult<()>;
+    async fn create_model_key(
+        &self,
+        assignment_id: &str,
+        generation: i64,
+        key_hash: &str,
+        at: i64,
+    ) -> DbResult<()>;
     async fn revoke_model_key(&self, id: i64, at: i64) -> DbResult<()>;
     /// When the assignment's first accepted red run was witnessed.
     async fn red_witnessed_at(&self, assignment_id: &str) -> DbResult<Option<i64>>;

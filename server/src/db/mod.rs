@@ -18,15 +18,17 @@ pub mod meter;
 pub mod packet_audits;
 pub mod packets;
 mod portable;
-mod rows;
 pub mod postgres;
+mod rows;
 pub mod sessions;
 pub mod sqlite;
 pub mod submissions;
 pub mod users;
 pub mod witness;
 
-pub use assignments::{Assignment, AssignmentStore, DEFAULT_MAX_SUBMISSIONS, NewAssignment, ResultsRelease};
+pub use assignments::{
+    Assignment, AssignmentStore, DEFAULT_MAX_SUBMISSIONS, NewAssignment, ResultsRelease,
+};
 pub use audit::{AuditEntry, AuditStore};
 pub use blobs::BlobRows;
 pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore, JobWake};
@@ -39,7 +41,21 @@ pub use users::{ApiToken, NewUser, Role, User, UserStore};
 pub use witness::{NewWitnessRun, WitnessRunRow, WitnessStore};
 
 /// Everything a backend provides.
-pub trait Store: UserStore + PacketStore + AssignmentStore + SubmissionStore + JobStore + AuditStore + SessionStore + WitnessStore + MeterStore + PacketAuditStore + BlobRows + Send + Sync {
+pub trait Store:
+    UserStore
+    + PacketStore
+    + AssignmentStore
+    + SubmissionStore
+    + JobStore
+    + AuditStore
+    + SessionStore
+    + WitnessStore
+    + MeterStore
+    + PacketAuditStore
+    + BlobRows
+    + Send
+    + Sync
+{
     /// Which backend this is, for logs and `/healthz`.
     fn backend(&self) -> &'static str;
 }
@@ -53,7 +69,9 @@ pub async fn open(url: &str) -> anyhow::Result<Db> {
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
         Ok(Arc::new(postgres::PgStore::open(url).await?))
     } else {
-        anyhow::bail!("database url {url:?}: expected sqlite://<path> or postgres://[user[:password]@]host[:port]/database")
+        anyhow::bail!(
+            "database url {url:?}: expected sqlite://<path> or postgres://[user[:password]@]host[:port]/database"
+        )
     }
 }
 

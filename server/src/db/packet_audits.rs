@@ -1,8 +1,8 @@
 //! Mutation audits of packet versions (`packet audit` run as a job) and
 //! their author ledger: one row per model call an audit made.
 
-use async_trait::async_trait;
 use app::contract::JobState;
+use async_trait::async_trait;
 use serde::Serialize;
 
 use super::DbResult;
@@ -92,7 +92,12 @@ pub trait PacketAuditStore {
     /// Marks an audit running (again, on a retried job).
     async fn start_packet_audit(&self, id: i64) -> DbResult<()>;
     /// Stores a finished audit's report and counts.
-    async fn finish_packet_audit(&self, id: i64, report_json: &str, counts: AuditCounts) -> DbResult<()>;
+    async fn finish_packet_audit(
+        &self,
+        id: i64,
+        report_json: &str,
+        counts: AuditCounts,
+    ) -> DbResult<()>;
     /// Marks an audit failed with the reason it could not run.
     async fn fail_packet_audit(&self, id: i64, error: &str) -> DbResult<()>;
     /// Drops the ledger rows of an attempt that will be run again.

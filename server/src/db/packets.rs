@@ -78,7 +78,13 @@ pub trait PacketStore {
     /// Stores a finished self-test and the digest of the folder it ran on
     /// (None when the folder changed while it ran). Unless the version's
     /// digest is still `checked_digest`, the state stored is `failed`.
-    async fn finish_check(&self, id: i64, state: &str, report: &str, checked_digest: Option<&str>) -> DbResult<()>;
+    async fn finish_check(
+        &self,
+        id: i64,
+        state: &str,
+        report: &str,
+        checked_digest: Option<&str>,
+    ) -> DbResult<()>;
     /// Publishes a draft whose check passed, numbering it after the packet's
     /// last published version; returns false when it is not such a draft.
     async fn publish(&self, id: i64) -> DbResult<bool>;

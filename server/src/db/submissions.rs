@@ -1,7 +1,7 @@
 //! Submissions and their grading results.
 
-use async_trait::async_trait;
 use app::contract::SubmissionState;
+use async_trait::async_trait;
 use serde::Serialize;
 
 use super::DbResult;
@@ -53,17 +53,43 @@ pub trait SubmissionStore {
     async fn submissions_of(&self, assignment_id: &str) -> DbResult<Vec<Submission>>;
     /// The newest submission of every assignment of a packet (all versions).
     async fn latest_submissions_for_packet(&self, slug: &str) -> DbResult<Vec<Submission>>;
-    async fn set_submission_state(&self, id: &str, state: SubmissionState, error: Option<&str>) -> DbResult<()>;
+    async fn set_submission_state(
+        &self,
+        id: &str,
+        state: SubmissionState,
+        error: Option<&str>,
+    ) -> DbResult<()>;
     /// Stores a finished grading; the assignment moves to `graded`.
-    async fn set_graded(&self, id: &str, scorecard_json: &str, receipt_json: &str, decision: &str, score: f64) -> DbResult<()>;
+    async fn set_graded(
+        &self,
+        id: &str,
+        scorecard_json: &str,
+        receipt_json: &str,
+        decision: &str,
+        score: f64,
+    ) -> DbResult<()>;
 
     /// Appends a reviewer's score (the audit trail keeps every row).
-    async fn add_human_score(&self, submission_id: &str, criterion: &str, level: i64, reason: &str, reviewer_id: i64) -> DbResult<()>;
+    async fn add_human_score(
+        &self,
+        submission_id: &str,
+        criterion: &str,
+        level: i64,
+        reason: &str,
+        reviewer_id: i64,
+    ) -> DbResult<()>;
     /// Every score for the submission, oldest first.
     async fn human_scores(&self, submission_id: &str) -> DbResult<Vec<HumanScoreRow>>;
 
     /// Replaces a graded submission's scorecard after a reviewer's score
     /// (re-scored without a new run); `graded_at` and the state stay. Returns
     /// false when the submission is not graded.
-    async fn update_scorecard(&self, id: &str, scorecard_json: &str, receipt_json: &str, decision: &str, score: Option<f64>) -> DbResult<bool>;
+    async fn update_scorecard(
+        &self,
+        id: &str,
+        scorecard_json: &str,
+        receipt_json: &str,
+        decision: &str,
+        score: Option<f64>,
+    ) -> DbResult<bool>;
 }

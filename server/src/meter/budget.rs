@@ -5,8 +5,8 @@ pub use app::contract::CapUse;
 use grader::manifest::Budgets;
 use serde_json::json;
 
-use crate::error::AppError;
 use crate::db::MeterUsage;
+use crate::error::AppError;
 
 /// The cap that refuses a call, with the figures the error names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,13 +59,19 @@ pub fn check(b: &Budgets, usage: MeterUsage, request_bytes: i64) -> Option<Refus
 
 /// The 429 answer naming the cap.
 pub fn exceeded(cap: &str, limit: i64, used: i64, message: String) -> AppError {
-    AppError::TooManyRequests(message).coded("budget_exceeded").with_fields(json!({ "cap": cap, "limit": limit, "used": used }))
+    AppError::TooManyRequests(message)
+        .coded("budget_exceeded")
+        .with_fields(json!({ "cap": cap, "limit": limit, "used": used }))
 }
-
 
 /// Every cap the packet sets, with what is used and left. The time box
 /// counts minutes since the assignment started (`elapsed_min`).
-pub fn caps_of(b: &Budgets, usage: MeterUsage, time_box_min: Option<i64>, elapsed_min: Option<i64>) -> Vec<CapUse> {
+pub fn caps_of(
+    b: &Budgets,
+    usage: MeterUsage,
+    time_box_min: Option<i64>,
+    elapsed_min: Option<i64>,
+) -> Vec<CapUse> {
     let mut out = Vec::new();
     let mut push = |cap: &str, limit: Option<i64>, used: i64| {
         if let Some(limit) = limit {
@@ -85,8 +91,18 @@ mod tests {
 
     #[test]
     fn caps_refuse_exactly_past_the_limit() {
-        let b = Budgets { model_calls: Some(2), tokens: Some(100), request_bytes: Some(50), ..Budgets::default() };
-        let u = |calls, tokens, request_bytes| MeterUsage { calls, tokens, request_bytes, transcript_bytes: 0 };
+        let b = Budgets {
+            model_calls: Some(2),
+            tokens: Some(100),
+            request_bytes: Some(50),
+            ..Budgets::default()
+        };
+        let u = |calls, tokens, request_bytes| MeterUsage {
+            calls,
+            tokens,
+            request_bytes,
+            transcript_bytes: 0,
+        };
         assert_eq!(check(&b, u(1, 0, 0), 10), None);
         assert_eq!(check(&b, u(2, 0, 0), 10).unwrap().cap, "model_calls");
         assert_eq!(check(&b, u(0, 99, 0), 10), None);

@@ -49,14 +49,19 @@ pub fn routes() -> crate::routes::Routes {
 /// The model key of an assignment's `generation`:
 /// `gh-` + the first 40 hex digits of sha256("gatehouse-model-key:<generation>:<link token>").
 pub fn model_key(generation: i64, link_token: &str) -> String {
-    let digest = sha2::Sha256::digest(format!("gatehouse-model-key:{generation}:{link_token}").as_bytes());
+    let digest =
+        sha2::Sha256::digest(format!("gatehouse-model-key:{generation}:{link_token}").as_bytes());
     format!("gh-{}", &hex::encode(digest)[..40])
 }
 
 /// The assignment's current key: the newest generation unless it was
 /// revoked (then None). The first generation is created the first time
 /// it is needed.
-pub async fn current_key(state: &AppState, a: &Assignment, link_token: &str) -> Result<Option<(ModelKey, String)>, AppError> {
+pub async fn current_key(
+    state: &AppState,
+    a: &Assignment,
+    link_token: &str,
+) -> Result<Option<(ModelKey, String)>, AppError> {
     let mut keys = state.db.model_keys_of(&a.id).await?;
     if keys.is_empty() {
         let key = model_key(1, link_token);
@@ -91,7 +96,11 @@ pub async fn revoke_keys(state: &AppState, a: &Assignment) -> Result<usize, AppE
 }
 
 /// Revokes every key of the assignment and issues the next generation.
-pub async fn reissue_key(state: &AppState, a: &Assignment, link_token: &str) -> Result<String, AppError> {
+pub async fn reissue_key(
+    state: &AppState,
+    a: &Assignment,
+    link_token: &str,
+) -> Result<String, AppError> {
     revoke_keys(state, a).await?;
     let keys = state.db.model_keys_of(&a.id).await?;
     let now = now_ms();
@@ -111,10 +120,15 @@ pub fn upstream_client(config: &crate::config::Config) -> anyhow::Result<reqwest
         .pool_idle_timeout(std::time::Duration::from_secs(60))
         .tcp_nodelay(true);
     if let Some(path) = &config.model_ca_file {
-        let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("model_ca_file {}: {e}", path.display()))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| anyhow::anyhow!("model_ca_file {}: {e}", path.display()))?;
+        let pem = std::fs::read(path)
+            .map_err(|e| anyhow::anyhow!("model_ca_file {}: {e}", path.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| anyhow::anyhow!("model_ca_file {}: {e}", path.display()))?;
         if certs.is_empty() {
-            anyhow::bail!("model_ca_file {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file", path.display());
+            anyhow::bail!(
+                "model_ca_file {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in the file",
+                path.display()
+            );
         }
         for cert in certs {
             builder = builder.add_root_certificate(cert);
@@ -187,11 +201,15 @@ impl Rules {
         if allowed.iter().any(|m| m == model) {
             return None;
         }
-        let shown = if model.is_empty() { "no model".to_string() } else { format!("the model {model:?}") };
+        let shown =
+            if model.is_empty() { "no model".to_string() } else { format!("the model {model:?}") };
         Some(
-            AppError::BadRequest(format!("this assignment may not use {shown}; it may use: {}", allowed.join(", ")))
-                .coded("model_not_allowed")
-                .with_fields(json!({ "allowed": allowed })),
+            AppError::BadRequest(format!(
+                "this assignment may not use {shown}; it may use: {}",
+                allowed.join(", ")
+            ))
+            .coded("model_not_allowed")
+            .with_fields(json!({ "allowed": allowed })),
         )
     }
 }
@@ -252,7 +270,9 @@ impl IntoResponse for OpenAiError {
         // sending the same request three times.
         // (Upstream failures and the meter's own internal errors may pass.)
         if !RETRYABLE.contains(&self.kind()) {
-            response.headers_mut().insert("x-should-retry", axum::http::HeaderValue::from_static("false"));
+            response
+                .headers_mut()
+                .insert("x-should-retry", axum::http::HeaderValue::from_static("false"));
         }
         response
     }
@@ -260,7 +280,10 @@ impl IntoResponse for OpenAiError {
 
 /// The 503 of a packet without a model upstream.
 fn not_configured() -> AppError {
-    AppError::Unavailable("no model upstream is configured for this packet; tell the hiring team".into()).coded("upstream_not_configured")
+    AppError::Unavailable(
+        "no model upstream is configured for this packet; tell the hiring team".into(),
+    )
+    .coded("upstream_not_configured")
 }
 
 /// A 401 for the model key (`invalid_api_key`).
@@ -288,7 +311,10 @@ struct Authenticated {
 /// database. A revoked key or a passed deadline is a refusal of that
 /// assignment (returned with it, so it can be recorded); an unknown key is
 /// plain 401.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Authenticated, Option<(&'static str, AppError)>), OpenAiError> {
+async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<(Authenticated, Option<(&'static str, AppError)>), OpenAiError> {
     let key = bearer(headers).ok_or_else(|| {
         bad_key("send `Authorization: Bearer <model key>`; the key is on your assignment page")
     })?;
@@ -296,11 +322,9 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Authenti
     let (keyed, read_at) = match state.memo.meter.key(&hash) {
         Ok(keyed) => (keyed, None),
         Err(epoch) => {
-            let row = state
-                .db
-                .model_key_by_hash(&hash)
-                .await?
-                .ok_or_else(|| bad_key("this model key is not known; copy the key from your assignment page"))?;
+            let row = state.db.model_key_by_hash(&hash).await?.ok_or_else(|| {
+                bad_key("this model key is not known; copy the key from your assignment page")
+            })?;
             let assignment = state
                 .db
                 .assignment_by_id(&row.assignment_id)
@@ -313,15 +337,21 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<(Authenti
     };
     let (row, a) = (&keyed.key, &keyed.assignment);
     let refusal = if let Some(at) = row.revoked_at {
-        Some(("revoked", bad_key(format!(
-            "this model key was revoked at {}; your assignment page shows the current key",
-            crate::times::utc(at)
-        ))))
+        Some((
+            "revoked",
+            bad_key(format!(
+                "this model key was revoked at {}; your assignment page shows the current key",
+                crate::times::utc(at)
+            )),
+        ))
     } else if now_ms() >= a.deadline {
-        Some(("expired", bad_key(format!(
-            "this model key expired with its assignment, whose deadline passed at {}",
-            crate::times::utc(a.deadline)
-        ))))
+        Some((
+            "expired",
+            bad_key(format!(
+                "this model key expired with its assignment, whose deadline passed at {}",
+                crate::times::utc(a.deadline)
+            )),
+        ))
     } else {
         None
     };
@@ -424,8 +454,14 @@ impl RequestInfo {
             Some((json, duplicated)) if json.is_object() => (Some(json), duplicated),
             _ => (None, false),
         };
-        let model = json.as_ref().and_then(|j| j.get("model")).and_then(Value::as_str).unwrap_or_default().to_string();
-        let stream = json.as_ref().and_then(|j| j.get("stream")).and_then(Value::as_bool).unwrap_or(false);
+        let model = json
+            .as_ref()
+            .and_then(|j| j.get("model"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let stream =
+            json.as_ref().and_then(|j| j.get("stream")).and_then(Value::as_bool).unwrap_or(false);
         let info = RequestInfo {
             model,
             stream,
@@ -454,7 +490,14 @@ fn client_retry(headers: &HeaderMap) -> i64 {
 /// refused and counted in the metrics, but no further ledger row is written
 /// (a script hammering a closed meter cannot grow the database).
 /// Its transcript keeps the request and the error body the client got.
-async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, body: &Bytes, refused: &str, error: AppError) -> OpenAiError {
+async fn refuse(
+    state: &AppState,
+    a: &Assignment,
+    req: &RequestInfo,
+    body: &Bytes,
+    refused: &str,
+    error: AppError,
+) -> OpenAiError {
     let error = OpenAiError(error);
     let message = error.0.public_message();
     match state.db.refused_call_count(&a.id).await {
@@ -498,7 +541,8 @@ async fn refuse(state: &AppState, a: &Assignment, req: &RequestInfo, body: &Byte
     // The row's transcript bytes are in the database's totals: the kept
     // ones are read afresh by the next admission.
     state.memo.meter.forget_totals(&a.id);
-    metrics::counter!("gatehouse_model_calls_refused_total", "refused" => refused.to_string()).increment(1);
+    metrics::counter!("gatehouse_model_calls_refused_total", "refused" => refused.to_string())
+        .increment(1);
     match recorded {
         Ok(_) => error,
         Err(e) => e.into(),
@@ -521,7 +565,10 @@ async fn read_body(body: Body, limit: u64) -> Result<Result<Bytes, Vec<u8>>, Ope
     let mut stream = body.into_data_stream();
     let mut out = Vec::new();
     while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
-        let chunk = chunk.map_err(|e| AppError::BadRequest(format!("reading the request body failed: {e}")).coded("invalid_request_error"))?;
+        let chunk = chunk.map_err(|e| {
+            AppError::BadRequest(format!("reading the request body failed: {e}"))
+                .coded("invalid_request_error")
+        })?;
         out.extend_from_slice(&chunk);
         if out.len() as u64 > limit {
             return Ok(Err(out));
@@ -551,7 +598,11 @@ fn with_first_field(body: &[u8], field: &str, value: i64) -> Bytes {
     Bytes::from(out)
 }
 
-async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, OpenAiError> {
+async fn chat_completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, OpenAiError> {
     let started = Instant::now();
     let (auth, refusal) = authenticate(&state, &headers).await?;
     let a = &auth.keyed.assignment;
@@ -562,12 +613,17 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         Err(seen) => {
             // The bytes read so far are hashed; the size is the declared
             // length when the client sent one.
-            let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok());
+            let declared = headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<i64>().ok());
             let (mut req, _) = RequestInfo::of(&seen, &headers);
             req.bytes = declared.unwrap_or(req.bytes).max(req.bytes);
-            let error = AppError::TooLarge(format!("this request is larger than the {limit} bytes a model call may send"))
-                .coded("request_too_large")
-                .with_fields(json!({ "cap": "request_size", "limit": limit }));
+            let error = AppError::TooLarge(format!(
+                "this request is larger than the {limit} bytes a model call may send"
+            ))
+            .coded("request_too_large")
+            .with_fields(json!({ "cap": "request_size", "limit": limit }));
             return Err(refuse(&state, a, &req, &Bytes::from(seen), "request_size", error).await);
         }
     };
@@ -584,7 +640,11 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
             state.db.start_assignment(&a.id, t).await?;
             // Read back (an earlier start stands), and kept from now on:
             // `started_at` never changes again.
-            let fresh = state.db.assignment_by_id(&a.id).await?.ok_or_else(|| bad_key("this model key's assignment no longer exists"))?;
+            let fresh = state
+                .db
+                .assignment_by_id(&a.id)
+                .await?
+                .ok_or_else(|| bad_key("this model key's assignment no longer exists"))?;
             let at = fresh.started_at.unwrap_or(t);
             if let Some(epoch) = auth.read_at {
                 let keyed = cache::Keyed { key: auth.keyed.key.clone(), assignment: fresh };
@@ -612,7 +672,12 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
         && now >= start + tb * 1000
     {
         let limit = tb / 60;
-        let error = budget::exceeded("time_box_minutes", limit, (now - start) / 60_000, format!("the time box of {limit} min is over"));
+        let error = budget::exceeded(
+            "time_box_minutes",
+            limit,
+            (now - start) / 60_000,
+            format!("the time box of {limit} min is over"),
+        );
         return Err(refuse(&state, a, &req, &body, "time_box_minutes", error).await);
     }
     if let Some(error) = rules.model_refusal(&req.model) {
@@ -678,7 +743,9 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     }
     // Every stream is counted from the provider's own usage chunk: ask for
     // it when the client did not, and keep it from the client.
-    let strip_usage = req.stream && forwarded.pointer("/stream_options/include_usage").and_then(Value::as_bool) != Some(true);
+    let strip_usage = req.stream
+        && forwarded.pointer("/stream_options/include_usage").and_then(Value::as_bool)
+            != Some(true);
     if strip_usage {
         match forwarded.get_mut("stream_options") {
             Some(Value::Object(o)) => {
@@ -696,24 +763,24 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     let response_room = room.after(request.bytes);
     let transcript_bytes = request.bytes + response_room.limit();
     let admitted = NewModelCall {
-            assignment_id: &a.id,
-            at: now,
-            model: &req.model,
-            stream: req.stream,
-            request_bytes: req.bytes,
-            status: 0,
-            error: None,
-            refused: None,
-            request_sha256: &req.sha256,
-            prompt_estimate,
-            reserved_tokens: reserved,
-            counted: true,
-            client_retry: req.client_retry,
-            request_body_sha256: request.sha256.as_deref(),
-            response_body_sha256: None,
-            transcript_cut: request.cut.as_deref(),
-            transcript_bytes: transcript_bytes as i64,
-        };
+        assignment_id: &a.id,
+        at: now,
+        model: &req.model,
+        stream: req.stream,
+        request_bytes: req.bytes,
+        status: 0,
+        error: None,
+        refused: None,
+        request_sha256: &req.sha256,
+        prompt_estimate,
+        reserved_tokens: reserved,
+        counted: true,
+        client_retry: req.client_retry,
+        request_body_sha256: request.sha256.as_deref(),
+        response_body_sha256: None,
+        transcript_cut: request.cut.as_deref(),
+        transcript_bytes: transcript_bytes as i64,
+    };
     let mut kept = usage;
     kept.admit(&admitted);
     // Committed before the call is forwarded: a crash from here on leaves a
@@ -730,7 +797,9 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     metrics::counter!("gatehouse_model_calls_total").increment(1);
     let upstream_body = match (rewritten, field_sent, max, strip_usage) {
         // A body with a key twice goes as the meter read it.
-        _ if req.duplicated => Bytes::from(serde_json::to_vec(&forwarded).expect("JSON serializes")),
+        _ if req.duplicated => {
+            Bytes::from(serde_json::to_vec(&forwarded).expect("JSON serializes"))
+        }
         (false, ..) => body,
         // Only a max_tokens the client did not send was filled in: added
         // to the client's bytes, the rest of the body is not serialised again.
@@ -756,7 +825,10 @@ async fn chat_completions(State(state): State<AppState>, headers: HeaderMap, bod
     Ok(proxy::forward(call, base, upstream_key, upstream_body).await)
 }
 
-async fn models(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, OpenAiError> {
+async fn models(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, OpenAiError> {
     let (auth, refusal) = authenticate(&state, &headers).await?;
     if let Some((_, error)) = refusal {
         return Err(error.into());
@@ -769,7 +841,11 @@ async fn models(State(state): State<AppState>, headers: HeaderMap) -> Result<Res
 }
 
 /// The meter status of an assignment reached through its link token.
-pub async fn status_of(state: &AppState, a: &Assignment, link_token: &str) -> Result<MeterStatus, AppError> {
+pub async fn status_of(
+    state: &AppState,
+    a: &Assignment,
+    link_token: &str,
+) -> Result<MeterStatus, AppError> {
     let key = current_key(state, a, link_token).await?.map(|(_, k)| k);
     let rules = rules_for(state, a).await?;
     let window_open = !rules.waits_for_red() || state.db.red_witnessed_at(&a.id).await?.is_some();
@@ -788,7 +864,10 @@ pub async fn status_of(state: &AppState, a: &Assignment, link_token: &str) -> Re
     })
 }
 
-async fn meter_status(State(state): State<AppState>, Path(token): Path<String>) -> Result<axum::Json<MeterStatus>, AppError> {
+async fn meter_status(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<axum::Json<MeterStatus>, AppError> {
     let a = crate::assignment::by_token(&state, &token).await?;
     Ok(axum::Json(status_of(&state, &a, &token).await?))
 }
@@ -803,23 +882,39 @@ mod tests {
             let r = OpenAiError(e).into_response();
             let status = r.status();
             let retry = r.headers().get("x-should-retry").map(|v| v.to_str().unwrap().to_string());
-            let body: Value = serde_json::from_slice(&axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap()).unwrap();
+            let body: Value = serde_json::from_slice(
+                &axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap(),
+            )
+            .unwrap();
             (status.as_u16(), retry, body)
         };
         // A cap refusal: 429, its type and figures, final.
-        let (status, retry, body) = render(budget::exceeded("tokens", 10, 12, "used up".into())).await;
+        let (status, retry, body) =
+            render(budget::exceeded("tokens", 10, 12, "used up".into())).await;
         assert_eq!((status, retry.as_deref()), (429, Some("false")));
-        assert_eq!(body, json!({"error": {"message": "used up", "type": "budget_exceeded", "cap": "tokens", "limit": 10, "used": 12}}));
+        assert_eq!(
+            body,
+            json!({"error": {"message": "used up", "type": "budget_exceeded", "cap": "tokens", "limit": 10, "used": 12}})
+        );
         // A bad key: 401 invalid_api_key, final.
         let (status, retry, body) = render(bad_key("unknown key")).await;
-        assert_eq!((status, retry.as_deref(), body["error"]["type"].as_str()), (401, Some("false"), Some("invalid_api_key")));
+        assert_eq!(
+            (status, retry.as_deref(), body["error"]["type"].as_str()),
+            (401, Some("false"), Some("invalid_api_key"))
+        );
         // An upstream failure may be retried.
-        let (status, retry, body) = render(AppError::BadGateway("down".into()).coded("upstream_unreachable")).await;
-        assert_eq!((status, retry, body["error"]["type"].as_str()), (502, None, Some("upstream_unreachable")));
-        let (status, retry, _) = render(AppError::GatewayTimeout("slow".into()).coded("upstream_timeout")).await;
+        let (status, retry, body) =
+            render(AppError::BadGateway("down".into()).coded("upstream_unreachable")).await;
+        assert_eq!(
+            (status, retry, body["error"]["type"].as_str()),
+            (502, None, Some("upstream_unreachable"))
+        );
+        let (status, retry, _) =
+            render(AppError::GatewayTimeout("slow".into()).coded("upstream_timeout")).await;
         assert_eq!((status, retry), (504, None));
         // An internal error: 500 server_error with the generic message, retryable.
-        let (status, retry, body) = render(AppError::Internal(anyhow::anyhow!("disk on fire"))).await;
+        let (status, retry, body) =
+            render(AppError::Internal(anyhow::anyhow!("disk on fire"))).await;
         assert_eq!((status, retry), (500, None));
         assert_eq!(body["error"]["type"], "server_error");
         assert!(!body.to_string().contains("disk on fire"), "{body}");
@@ -828,13 +923,21 @@ mod tests {
     #[test]
     fn a_filled_in_field_is_added_to_the_bodys_bytes() {
         for (body, expect) in [
-            (&br#"{"model":"m","messages":[]}"#[..], json!({"max_tokens": 7, "model": "m", "messages": []})),
+            (
+                &br#"{"model":"m","messages":[]}"#[..],
+                json!({"max_tokens": 7, "model": "m", "messages": []}),
+            ),
             (b" \n{ \"a\" : 1 }", json!({"max_tokens": 7, "a": 1})),
             (b"{}", json!({"max_tokens": 7})),
             (b"{ \n }", json!({"max_tokens": 7})),
         ] {
             let out = with_first_field(body, "max_tokens", 7);
-            assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), expect, "{}", String::from_utf8_lossy(&out));
+            assert_eq!(
+                serde_json::from_slice::<Value>(&out).unwrap(),
+                expect,
+                "{}",
+                String::from_utf8_lossy(&out)
+            );
         }
     }
 
@@ -854,7 +957,12 @@ mod tests {
             let read = parse_noting_duplicates(body);
             assert_eq!(read.as_ref().map(|r| r.1), expect, "{}", String::from_utf8_lossy(body));
             // What the meter reads is what serde_json reads.
-            assert_eq!(read.map(|r| r.0), serde_json::from_slice::<Value>(body).ok(), "{}", String::from_utf8_lossy(body));
+            assert_eq!(
+                read.map(|r| r.0),
+                serde_json::from_slice::<Value>(body).ok(),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 
@@ -872,14 +980,20 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/null-status");
         let mut packet = grader::packet::Packet::load(&root).unwrap();
         let check = |packet: &grader::packet::Packet, model: &str, expect: Option<&str>| {
-            let refusal = Rules::of(std::sync::Arc::new(packet.clone())).model_refusal(model).map(|e| e.public_message());
+            let refusal = Rules::of(std::sync::Arc::new(packet.clone()))
+                .model_refusal(model)
+                .map(|e| e.public_message());
             assert_eq!(refusal.as_deref(), expect, "{model:?}");
         };
         packet.manifest.budgets.models = None;
         check(&packet, "anything", None);
         packet.manifest.budgets.models = Some(vec!["small".into(), "large".into()]);
         check(&packet, "small", None);
-        check(&packet, "huge", Some("this assignment may not use the model \"huge\"; it may use: small, large"));
+        check(
+            &packet,
+            "huge",
+            Some("this assignment may not use the model \"huge\"; it may use: small, large"),
+        );
         check(&packet, "", Some("this assignment may not use no model; it may use: small, large"));
     }
 }

@@ -11,8 +11,8 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::OpenAiError;
-use crate::error::AppError;
 use crate::db::meter::ModelCallOutcome;
+use crate::error::AppError;
 use crate::state::AppState;
 
 /// How much of a response the meter keeps to read usage from.
@@ -57,15 +57,28 @@ enum End {
 impl Call {
     /// `seen` is the body the client received (a stream: reassembled), kept
     /// as the call's response transcript.
-    async fn finish(&self, status: StatusCode, response: &[u8], response_bytes: usize, error: Option<String>, end: End, seen: Bytes) {
+    async fn finish(
+        &self,
+        status: StatusCode,
+        response: &[u8],
+        response_bytes: usize,
+        error: Option<String>,
+        end: End,
+        seen: Bytes,
+    ) {
         let usage = match end {
-            End::Answered if status.is_success() => usage_of(self.stream, self.request.as_ref(), response),
+            End::Answered if status.is_success() => {
+                usage_of(self.stream, self.request.as_ref(), response)
+            }
             // An error answer counts only the usage it reports (providers
             // do not bill failed calls).
             End::Answered => reported_usage(self.stream, response).unwrap_or_default(),
             End::NotSent => Usage::default(),
-            End::Lost => reported_usage(self.stream, response)
-                .unwrap_or(Usage { prompt: self.prompt_estimate, completion: estimate(&completion_text(self.stream, response)), estimated: true }),
+            End::Lost => reported_usage(self.stream, response).unwrap_or(Usage {
+                prompt: self.prompt_estimate,
+                completion: estimate(&completion_text(self.stream, response)),
+                estimated: true,
+            }),
         };
         let kept = super::transcript::keep(&self.state, "response", seen, self.response_room, None);
         let outcome = ModelCallOutcome {
@@ -95,7 +108,8 @@ impl Call {
                 tracing::error!(error = %e, call = self.id, "recording a model call failed");
             }
         }
-        metrics::counter!("gatehouse_model_tokens_total").increment((usage.prompt + usage.completion).max(0) as u64);
+        metrics::counter!("gatehouse_model_tokens_total")
+            .increment((usage.prompt + usage.completion).max(0) as u64);
     }
 
     async fn failed(self, e: reqwest::Error) -> Response {
@@ -130,7 +144,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn content_type(resp: &reqwest::Response) -> Option<HeaderValue> {
-    resp.headers().get(header::CONTENT_TYPE).and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok())
+    resp.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok())
 }
 
 /// Forwards a chat completion and answers with what the upstream said. The
@@ -142,13 +158,21 @@ pub async fn forward(call: Call, base: String, key: Option<String>, body: Bytes)
         let _ = tx.send(forward_now(call, &base, key.as_deref(), body).await);
     });
     rx.await.unwrap_or_else(|_| {
-        OpenAiError(AppError::Internal(anyhow::anyhow!("the meter's call to the upstream ended unexpectedly"))).into_response()
+        OpenAiError(AppError::Internal(anyhow::anyhow!(
+            "the meter's call to the upstream ended unexpectedly"
+        )))
+        .into_response()
     })
 }
 
 async fn forward_now(call: Call, base: &str, key: Option<&str>, body: Bytes) -> Response {
     let url = format!("{}/chat/completions", base.trim_end_matches('/'));
-    let mut request = call.state.model_client.post(url).header(header::CONTENT_TYPE, "application/json").body(body);
+    let mut request = call
+        .state
+        .model_client
+        .post(url)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body);
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
@@ -236,7 +260,9 @@ impl StreamFilter {
 }
 
 fn is_done(event: &[u8]) -> bool {
-    String::from_utf8_lossy(event).lines().any(|l| l.strip_prefix("data:").is_some_and(|d| d.trim() == "[DONE]"))
+    String::from_utf8_lossy(event)
+        .lines()
+        .any(|l| l.strip_prefix("data:").is_some_and(|d| d.trim() == "[DONE]"))
 }
 
 /// Where the first event of `buf` ends: (index of its blank line, length of
@@ -252,15 +278,22 @@ fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
 
 fn is_usage_only(event: &[u8]) -> bool {
     let text = String::from_utf8_lossy(event);
-    let data: String = text.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
+    let data: String =
+        text.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
     let Ok(chunk) = serde_json::from_str::<Value>(&data) else { return false };
-    chunk.get("usage").is_some_and(Value::is_object) && chunk.get("choices").and_then(Value::as_array).is_some_and(|c| c.is_empty())
+    chunk.get("usage").is_some_and(Value::is_object)
+        && chunk.get("choices").and_then(Value::as_array).is_some_and(|c| c.is_empty())
 }
 
 /// Passes an SSE answer through chunk by chunk (less the usage chunk the
 /// meter asked for), and records the call when the upstream ends (or the
 /// client goes away).
-fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, resp: reqwest::Response) -> Response {
+fn stream_through(
+    call: Call,
+    status: StatusCode,
+    ctype: Option<HeaderValue>,
+    resp: reqwest::Response,
+) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     tokio::spawn(async move {
         let mut upstream = resp.bytes_stream();
@@ -316,7 +349,9 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
         }
         drop(tx);
     });
-    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }));
+    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }));
     let mut response = (status, body).into_response();
     let ct = ctype.unwrap_or_else(|| HeaderValue::from_static("text/event-stream"));
     response.headers_mut().insert(header::CONTENT_TYPE, ct);
@@ -327,13 +362,15 @@ fn stream_through(call: Call, status: StatusCode, ctype: Option<HeaderValue>, re
 /// `GET /models` of the upstream, passed through.
 pub async fn models(state: &AppState, base: &str, key: Option<&str>) -> Response {
     let url = format!("{}/models", base.trim_end_matches('/'));
-    let mut request = state.model_client.get(url).timeout(Duration::from_secs(state.config.model_timeout_secs));
+    let mut request =
+        state.model_client.get(url).timeout(Duration::from_secs(state.config.model_timeout_secs));
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
     let result = async {
         let resp = request.send().await?;
-        let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+        let status =
+            StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
         let ctype = content_type(&resp);
         Ok::<_, reqwest::Error>((status, ctype, resp.bytes().await?))
     }
@@ -348,7 +385,11 @@ pub async fn models(state: &AppState, base: &str, key: Option<&str>) -> Response
         }
         Err(e) => {
             let message = format!("the model upstream failed: {}", error_chain(&e));
-            let error = if e.is_timeout() { AppError::GatewayTimeout(message) } else { AppError::BadGateway(message) };
+            let error = if e.is_timeout() {
+                AppError::GatewayTimeout(message)
+            } else {
+                AppError::BadGateway(message)
+            };
             OpenAiError(error.coded("upstream_unreachable")).into_response()
         }
     }
@@ -394,7 +435,12 @@ fn message_text(m: &Value, out: &mut String) {
         }
         _ => {}
     }
-    let calls = m.get("tool_calls").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c.get("function"));
+    let calls = m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("function"));
     for f in calls.chain(m.get("function_call")) {
         for key in ["name", "arguments"] {
             if let Some(t) = f.get(key).and_then(Value::as_str) {
@@ -490,17 +536,27 @@ mod tests {
     fn usage_from_the_last_stream_chunk_or_estimated() {
         let sse = b"data: {\"choices\":[{\"delta\":{\"content\":\"abcd\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
         assert_eq!(usage_of(true, None, sse), Usage { prompt: 7, completion: 2, estimated: false });
-        let sse = b"data: {\"choices\":[{\"delta\":{\"content\":\"abcdefgh\"}}]}\n\ndata: [DONE]\n\n";
+        let sse =
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"abcdefgh\"}}]}\n\ndata: [DONE]\n\n";
         let req = serde_json::json!({"messages": [{"role": "user", "content": "12345"}]});
-        assert_eq!(usage_of(true, Some(&req), sse), Usage { prompt: 2, completion: 2, estimated: true });
+        assert_eq!(
+            usage_of(true, Some(&req), sse),
+            Usage { prompt: 2, completion: 2, estimated: true }
+        );
         let answer = br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#;
-        assert_eq!(usage_of(false, None, answer), Usage { prompt: 3, completion: 1, estimated: false });
+        assert_eq!(
+            usage_of(false, None, answer),
+            Usage { prompt: 3, completion: 1, estimated: false }
+        );
     }
 
     #[test]
     fn estimates_count_tools_and_tool_call_arguments() {
         let text = |v: serde_json::Value| estimate_prompt(&v);
-        assert_eq!(text(serde_json::json!({"messages": [{"role": "user", "content": "12345678"}]})), 2);
+        assert_eq!(
+            text(serde_json::json!({"messages": [{"role": "user", "content": "12345678"}]})),
+            2
+        );
         // Tool definitions count as their JSON text.
         let tools = serde_json::json!([{"type": "function", "function": {"name": "f"}}]);
         let with_tools = serde_json::json!({"messages": [{"role": "user", "content": "12345678"}], "tools": tools});
@@ -513,7 +569,10 @@ mod tests {
         assert_eq!(text(history), 4);
         // A non-streaming tool-call answer without usage: the arguments are the completion.
         let answer = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"abcd","arguments":"1234"}}]}}]}"#;
-        assert_eq!(usage_of(false, None, answer), Usage { prompt: 0, completion: 2, estimated: true });
+        assert_eq!(
+            usage_of(false, None, answer),
+            Usage { prompt: 0, completion: 2, estimated: true }
+        );
         // A streamed one: the deltas' pieces are joined.
         let sse = b"data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"name\":\"abcd\",\"arguments\":\"\"}}]}}]}\n\ndata: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"1234\"}}]}}]}\n\ndata: [DONE]\n\n";
         assert_eq!(usage_of(true, None, sse), Usage { prompt: 0, completion: 2, estimated: true });
@@ -522,7 +581,8 @@ mod tests {
     #[test]
     fn the_usage_chunk_is_stripped_across_chunk_boundaries() {
         let content = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n";
-        let usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n";
+        let usage =
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n";
         let done = "data: [DONE]\n\n";
         let whole = format!("{content}{usage}{done}");
         // Cut at every byte: the client always gets content and [DONE], never the usage chunk.
@@ -535,11 +595,15 @@ mod tests {
         }
         // CRLF framing, and an unterminated last event, pass too.
         let mut s = StreamFilter::new(true);
-        let crlf = format!("{}{}", content.replace("\n\n", "\r\n\r\n"), usage.replace("\n\n", "\r\n\r\n"));
+        let crlf =
+            format!("{}{}", content.replace("\n\n", "\r\n\r\n"), usage.replace("\n\n", "\r\n\r\n"));
         let mut out = s.push(crlf.as_bytes());
         out.extend(s.push(b"data: [DONE]"));
         out.extend(s.finish());
-        assert_eq!(String::from_utf8(out).unwrap(), format!("{}data: [DONE]", content.replace("\n\n", "\r\n\r\n")));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("{}data: [DONE]", content.replace("\n\n", "\r\n\r\n"))
+        );
         // A usage carried with choices (not usage-only) is left alone.
         let mut s = StreamFilter::new(true);
         let both = "data: {\"choices\":[{\"delta\":{}}],\"usage\":{\"prompt_tokens\":1}}\n\n";
@@ -560,8 +624,18 @@ mod tests {
         let content = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
         let usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\n\n";
         check(false, &[content, "data: [DONE]\n\n"], content, "data: [DONE]\n\n");
-        check(false, &[content, "data: [DO", "NE]\n\n: trailing\n\n"], content, "data: [DONE]\n\n: trailing\n\n");
-        check(false, &[content, usage, "data: [DONE]\n\n"], &format!("{content}{usage}"), "data: [DONE]\n\n");
+        check(
+            false,
+            &[content, "data: [DO", "NE]\n\n: trailing\n\n"],
+            content,
+            "data: [DONE]\n\n: trailing\n\n",
+        );
+        check(
+            false,
+            &[content, usage, "data: [DONE]\n\n"],
+            &format!("{content}{usage}"),
+            "data: [DONE]\n\n",
+        );
         check(true, &[content, usage, "data: [DONE]\n\n"], content, "data: [DONE]\n\n");
         check(false, &[content], content, "");
         // Content that merely mentions [DONE] is not the end.

@@ -36,7 +36,11 @@ pub struct Room {
 impl Room {
     pub fn of(state: &AppState, usage: &MeterUsage) -> Room {
         let budget = state.config.transcript_assignment_bytes as usize;
-        Room { call: state.config.transcript_call_bytes as usize, left: budget.saturating_sub(usage.transcript_bytes.max(0) as usize), budget }
+        Room {
+            call: state.config.transcript_call_bytes as usize,
+            left: budget.saturating_sub(usage.transcript_bytes.max(0) as usize),
+            budget,
+        }
     }
 
     /// What is left after `used` bytes.
@@ -63,7 +67,13 @@ pub struct Kept {
 /// Keeps at most `room.limit()` bytes of `body` (`what` is "request" or
 /// "response"): the digest now, the blob by a task of its own. `whole_sha256`
 /// is the body's digest when the caller has it already.
-pub fn keep(state: &AppState, what: &str, body: Bytes, room: Room, whole_sha256: Option<&str>) -> Kept {
+pub fn keep(
+    state: &AppState,
+    what: &str,
+    body: Bytes,
+    room: Room,
+    whole_sha256: Option<&str>,
+) -> Kept {
     let limit = room.limit();
     let n = body.len().min(limit);
     let cut = (n < body.len()).then(|| {
@@ -74,7 +84,11 @@ pub fn keep(state: &AppState, what: &str, body: Bytes, room: Room, whole_sha256:
         } else {
             format!("the assignment's transcript budget of {} bytes is used up", room.budget)
         };
-        if n == 0 { format!("{what} of {} bytes not kept: {why}", body.len()) } else { format!("{what} cut at {n} of {} bytes: {why}", body.len()) }
+        if n == 0 {
+            format!("{what} of {} bytes not kept: {why}", body.len())
+        } else {
+            format!("{what} cut at {n} of {} bytes: {why}", body.len())
+        }
     });
     if n == 0 && !body.is_empty() {
         return Kept { sha256: None, bytes: 0, cut };
@@ -150,7 +164,11 @@ pub fn reassemble(sse: &[u8]) -> Vec<u8> {
                 content.push_str(text);
             }
             for tc in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-                let i = tc.get("index").and_then(Value::as_u64).unwrap_or(calls.len().saturating_sub(1) as u64) as usize;
+                let i = tc
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(calls.len().saturating_sub(1) as u64)
+                    as usize;
                 while calls.len() <= i {
                     calls.push(Map::new());
                 }
@@ -160,9 +178,12 @@ pub fn reassemble(sse: &[u8]) -> Vec<u8> {
                         call.insert(key.into(), Value::String(v.into()));
                     }
                 }
-                let f = call.entry("function").or_insert_with(|| json!({ "name": "", "arguments": "" }));
+                let f = call
+                    .entry("function")
+                    .or_insert_with(|| json!({ "name": "", "arguments": "" }));
                 for key in ["name", "arguments"] {
-                    if let Some(piece) = tc.pointer(&format!("/function/{key}")).and_then(Value::as_str)
+                    if let Some(piece) =
+                        tc.pointer(&format!("/function/{key}")).and_then(Value::as_str)
                         && let Some(Value::String(s)) = f.get_mut(key)
                     {
                         s.push_str(piece);
@@ -175,10 +196,23 @@ pub fn reassemble(sse: &[u8]) -> Vec<u8> {
         .into_iter()
         .map(|(index, (meta, content, calls, finish))| {
             let mut message = Map::new();
-            message.insert("role".into(), meta.get("role").cloned().unwrap_or_else(|| json!("assistant")));
-            message.insert("content".into(), if content.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(content) });
+            message.insert(
+                "role".into(),
+                meta.get("role").cloned().unwrap_or_else(|| json!("assistant")),
+            );
+            message.insert(
+                "content".into(),
+                if content.is_empty() && !calls.is_empty() {
+                    Value::Null
+                } else {
+                    Value::String(content)
+                },
+            );
             if !calls.is_empty() {
-                message.insert("tool_calls".into(), Value::Array(calls.into_iter().map(Value::Object).collect()));
+                message.insert(
+                    "tool_calls".into(),
+                    Value::Array(calls.into_iter().map(Value::Object).collect()),
+                );
             }
             json!({ "index": index, "message": message, "finish_reason": finish })
         })

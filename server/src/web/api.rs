@@ -34,13 +34,18 @@ pub fn routes() -> crate::routes::Routes {
 /// Counts requests by matched route (never the raw path, which may hold a
 /// link token) and status, and times them.
 pub async fn track_http(req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
     let method = req.method().to_string();
     let started = Instant::now();
     let response = next.run(req).await;
     let status = response.status().as_u16().to_string();
     metrics::counter!("gatehouse_http_requests_total", "route" => route.clone(), "method" => method, "status" => status).increment(1);
-    metrics::histogram!("gatehouse_http_request_seconds", "route" => route).record(started.elapsed().as_secs_f64());
+    metrics::histogram!("gatehouse_http_request_seconds", "route" => route)
+        .record(started.elapsed().as_secs_f64());
     response
 }
 
@@ -58,7 +63,10 @@ enum Caller {
 
 async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Refusal> {
     let token = bearer(headers).ok_or_else(|| {
-        Refusal::new(StatusCode::UNAUTHORIZED, "send `Authorization: Bearer <token>` (an API token or the assignment's link token)")
+        Refusal::new(
+            StatusCode::UNAUTHORIZED,
+            "send `Authorization: Bearer <token>` (an API token or the assignment's link token)",
+        )
     })?;
     let hash = token_hash(token);
     if let Some(user) = state.db.user_by_api_token(&hash).await?.filter(|u| !u.disabled) {
@@ -67,7 +75,10 @@ async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Refusal
     if let Some(a) = state.db.assignment_by_token_hash(&hash).await? {
         return Ok(Caller::Candidate(a));
     }
-    Err(Refusal::new(StatusCode::UNAUTHORIZED, "the bearer token is not a valid API token or link token (revoked, mistyped or expired)"))
+    Err(Refusal::new(
+        StatusCode::UNAUTHORIZED,
+        "the bearer token is not a valid API token or link token (revoked, mistyped or expired)",
+    ))
 }
 
 #[derive(Deserialize)]
@@ -84,27 +95,54 @@ struct NewAssignmentBody {
     max_submissions: Option<i64>,
 }
 
-async fn create_assignment(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Result<Response, Refusal> {
+async fn create_assignment(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, Refusal> {
     let user = match caller(&state, &headers).await? {
         Caller::User(u) => u,
-        Caller::Candidate(_) => return Err(AppError::Forbidden("a link token cannot create assignments; use an API token".into()).into()),
+        Caller::Candidate(_) => {
+            return Err(AppError::Forbidden(
+                "a link token cannot create assignments; use an API token".into(),
+            )
+            .into());
+        }
     };
     if user.role < Role::Author {
-        return Err(AppError::Forbidden(format!("creating assignments needs the author role; the token's account is {}", user.role.as_str())).into());
+        return Err(AppError::Forbidden(format!(
+            "creating assignments needs the author role; the token's account is {}",
+            user.role.as_str()
+        ))
+        .into());
     }
-    let body: NewAssignmentBody =
-        serde_json::from_slice(&body).map_err(|e| AppError::BadRequest(format!("the body is not the expected JSON object: {e}")))?;
+    let body: NewAssignmentBody = serde_json::from_slice(&body).map_err(|e| {
+        AppError::BadRequest(format!("the body is not the expected JSON object: {e}"))
+    })?;
     let deadline = match &body.deadline {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::Number(n)) => {
-            Some(n.as_i64().ok_or_else(|| AppError::BadRequest("deadline must be whole Unix milliseconds".into()))?)
+        Some(serde_json::Value::Number(n)) => Some(n.as_i64().ok_or_else(|| {
+            AppError::BadRequest("deadline must be whole Unix milliseconds".into())
+        })?),
+        Some(serde_json::Value::String(s)) => Some(parse_rfc3339(s).ok_or_else(|| {
+            AppError::BadRequest(format!(
+                "deadline {s:?} is not an RFC 3339 time like 2030-01-31T17:00:00Z"
+            ))
+        })?),
+        Some(other) => {
+            return Err(AppError::BadRequest(format!(
+                "deadline {other} is neither RFC 3339 text nor Unix milliseconds"
+            ))
+            .into());
         }
-        Some(serde_json::Value::String(s)) => Some(
-            parse_rfc3339(s).ok_or_else(|| AppError::BadRequest(format!("deadline {s:?} is not an RFC 3339 time like 2030-01-31T17:00:00Z")))?,
-        ),
-        Some(other) => return Err(AppError::BadRequest(format!("deadline {other} is neither RFC 3339 text nor Unix milliseconds")).into()),
     };
-    let results = body.results.as_deref().map(ResultsRelease::parse).transpose().map_err(AppError::BadRequest)?.unwrap_or_default();
+    let results = body
+        .results
+        .as_deref()
+        .map(ResultsRelease::parse)
+        .transpose()
+        .map_err(AppError::BadRequest)?
+        .unwrap_or_default();
     let max_submissions = crate::invites::check_max_submissions(body.max_submissions)?;
     let invited = invites::create(
         &state,
@@ -134,18 +172,33 @@ async fn create_submission(
     let a = match caller(&state, &headers).await? {
         Caller::Candidate(a) => a,
         Caller::User(_) => {
-            return Err(Refusal::new(StatusCode::FORBIDDEN, "submit with the assignment's link token as the bearer, not an API token"));
+            return Err(Refusal::new(
+                StatusCode::FORBIDDEN,
+                "submit with the assignment's link token as the bearer, not an API token",
+            ));
         }
     };
     let s = receive_upload(&state, &a, &headers, multipart).await?;
-    Ok((StatusCode::CREATED, axum::Json(json!({ "id": s.id, "state": s.state, "sha256": s.blob_sha256 }))).into_response())
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({ "id": s.id, "state": s.state, "sha256": s.blob_sha256 })),
+    )
+        .into_response())
 }
 
 /// The submission if the caller may read it: any account token, or the
 /// link token of the submission's own assignment. Others get 404.
-async fn readable(state: &AppState, headers: &HeaderMap, id: &str) -> Result<(Submission, bool), Refusal> {
+async fn readable(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+) -> Result<(Submission, bool), Refusal> {
     let who = caller(state, headers).await?;
-    let s = state.db.submission_by_id(id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
+    let s = state
+        .db
+        .submission_by_id(id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
     match who {
         Caller::User(_) => Ok((s, true)),
         Caller::Candidate(a) if a.id == s.assignment_id => Ok((s, false)),
@@ -153,12 +206,20 @@ async fn readable(state: &AppState, headers: &HeaderMap, id: &str) -> Result<(Su
     }
 }
 
-async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<axum::Json<serde_json::Value>, Refusal> {
+async fn get_submission(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<axum::Json<serde_json::Value>, Refusal> {
     let (s, staff) = readable(&state, &headers, &id).await?;
     // A candidate sees the decision and score only once the assignment's
     // `results` setting releases them.
     let released = staff || {
-        let a = state.db.assignment_by_id(&s.assignment_id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
+        let a = state
+            .db
+            .assignment_by_id(&s.assignment_id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
         crate::web::candidate::results_released(&state, &a, &s).await?
     };
     let mut out = json!({
@@ -178,7 +239,8 @@ async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(
     // Candidates see their state, never the scorecard.
     if staff {
         let card = match &s.scorecard_json {
-            Some(text) => serde_json::from_str(text).map_err(|e| Refusal::from(AppError::Internal(e.into())))?,
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| Refusal::from(AppError::Internal(e.into())))?,
             None => serde_json::Value::Null,
         };
         out["scorecard"] = card;
@@ -190,11 +252,20 @@ async fn get_submission(State(state): State<AppState>, headers: HeaderMap, Path(
     Ok(axum::Json(out))
 }
 
-async fn get_receipt(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, Refusal> {
+async fn get_receipt(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, Refusal> {
     let (s, staff) = readable(&state, &headers, &id).await?;
     if !staff {
-        return Err(AppError::Forbidden("the receipt is for the hiring team; use an API token".into()).into());
+        return Err(AppError::Forbidden(
+            "the receipt is for the hiring team; use an API token".into(),
+        )
+        .into());
     }
-    let receipt = s.receipt_json.ok_or_else(|| AppError::NotFound(format!("receipt of submission {id} (it is {})", s.state)))?;
+    let receipt = s.receipt_json.ok_or_else(|| {
+        AppError::NotFound(format!("receipt of submission {id} (it is {})", s.state))
+    })?;
     Ok(([(header::CONTENT_TYPE, "application/json")], receipt).into_response())
 }

@@ -22,7 +22,9 @@ pub const STYLESHEET: &str = include_str!("../../../style/gatehouse.css");
 const STYLE_CACHE: &str = "public, max-age=300";
 
 pub fn routes() -> crate::routes::Routes {
-    crate::routes::Routes::new().route("/style/gatehouse.css", get(stylesheet)).route("/pkg/{*path}", get(bundle))
+    crate::routes::Routes::new()
+        .route("/style/gatehouse.css", get(stylesheet))
+        .route("/pkg/{*path}", get(bundle))
 }
 
 /// The stylesheet's entity tag: a digest of its text.
@@ -30,21 +32,30 @@ fn style_etag() -> &'static HeaderValue {
     static ETAG: OnceLock<HeaderValue> = OnceLock::new();
     ETAG.get_or_init(|| {
         let digest = hex::encode(Sha256::digest(STYLESHEET.as_bytes()));
-        HeaderValue::from_str(&format!("\"{}\"", &digest[..20])).expect("hex is a valid header value")
+        HeaderValue::from_str(&format!("\"{}\"", &digest[..20]))
+            .expect("hex is a valid header value")
     })
 }
 
 async fn stylesheet(headers: HeaderMap) -> Response {
     let etag = style_etag().clone();
-    let cache = [(header::CACHE_CONTROL, HeaderValue::from_static(STYLE_CACHE)), (header::ETAG, etag.clone())];
-    let unchanged = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag.to_str().unwrap_or("") || t.trim() == "*"));
+    let cache = [
+        (header::CACHE_CONTROL, HeaderValue::from_static(STYLE_CACHE)),
+        (header::ETAG, etag.clone()),
+    ];
+    let unchanged =
+        headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+            v.split(',').any(|t| t.trim() == etag.to_str().unwrap_or("") || t.trim() == "*")
+        });
     if unchanged {
         return (StatusCode::NOT_MODIFIED, cache).into_response();
     }
-    (cache, [(header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"))], STYLESHEET).into_response()
+    (
+        cache,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"))],
+        STYLESHEET,
+    )
+        .into_response()
 }
 
 /// Serves `<site_dir>/pkg/<path>`; browsers revalidate with
@@ -63,7 +74,8 @@ async fn bundle(State(state): State<AppState>, mut req: Request) -> Response {
         res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         if is_wasm {
             // Streaming compilation needs exactly this type.
-            res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/wasm"));
+            res.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/wasm"));
         }
     }
     res

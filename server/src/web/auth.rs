@@ -48,7 +48,12 @@ pub fn routes() -> crate::routes::Routes {
 
 /// The frame of a page for `signed_in` (or for nobody, on the sign-in and
 /// setup pages), with the session's flash notice.
-pub fn page_meta(state: &AppState, signed_in: Option<&SignedIn>, title: &str, flash: Option<String>) -> PageMeta {
+pub fn page_meta(
+    state: &AppState,
+    signed_in: Option<&SignedIn>,
+    title: &str,
+    flash: Option<String>,
+) -> PageMeta {
     let base = match signed_in {
         Some(s) => crate::web::page::meta(s, title),
         None => crate::web::page::candidate_meta(state, title),
@@ -79,7 +84,11 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<ClientIp, Self::Rejection> {
-        let ip = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()).unwrap_or_else(|| "unknown".into());
+        let ip = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string())
+            .unwrap_or_else(|| "unknown".into());
         Ok(ClientIp(ip))
     }
 }
@@ -98,9 +107,17 @@ impl LoginGuard {
     /// A permit to run one argon2 check (about 19 MiB for its duration), or
     /// 503 when `concurrency` checks already run: memory stays bounded
     /// however many sign-ins arrive at once.
-    pub fn hash_permit(&self, concurrency: usize) -> Result<tokio::sync::OwnedSemaphorePermit, AppError> {
-        let sem = self.hashing.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))));
-        sem.clone().try_acquire_owned().map_err(|_| AppError::Unavailable("the server is busy checking other sign-ins; try again in a moment".into()))
+    pub fn hash_permit(
+        &self,
+        concurrency: usize,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, AppError> {
+        let sem =
+            self.hashing.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))));
+        sem.clone().try_acquire_owned().map_err(|_| {
+            AppError::Unavailable(
+                "the server is busy checking other sign-ins; try again in a moment".into(),
+            )
+        })
     }
 
     fn limiter(&self, per_minute: u32) -> &DefaultKeyedRateLimiter<String> {
@@ -195,10 +212,19 @@ fn login_cookie(headers: &axum::http::HeaderMap) -> Option<String> {
 
 /// The sign-in page with its CSRF token, setting the cookie it is checked
 /// against.
-fn login_response(state: &AppState, status: StatusCode, token: String, vm: LoginView, flash: Option<String>) -> Response {
+fn login_response(
+    state: &AppState,
+    status: StatusCode,
+    token: String,
+    vm: LoginView,
+    flash: Option<String>,
+) -> Response {
     let secure = if state.config.secure_cookies() { "; Secure" } else { "" };
-    let cookie = format!("{LOGIN_COOKIE}={token}; Path=/login; HttpOnly; SameSite=Strict; Max-Age=86400{secure}");
-    let page = render(page_meta(state, None, "Sign in", flash), move || view! { <LoginPage vm=vm /> });
+    let cookie = format!(
+        "{LOGIN_COOKIE}={token}; Path=/login; HttpOnly; SameSite=Strict; Max-Age=86400{secure}"
+    );
+    let page =
+        render(page_meta(state, None, "Sign in", flash), move || view! { <LoginPage vm=vm /> });
     let mut res = (status, page).into_response();
     if let Ok(v) = axum::http::HeaderValue::from_str(&cookie) {
         res.headers_mut().append(axum::http::header::SET_COOKIE, v);
@@ -206,9 +232,19 @@ fn login_response(state: &AppState, status: StatusCode, token: String, vm: Login
     res
 }
 
-async fn login_page(State(state): State<AppState>, session: Session, headers: axum::http::HeaderMap, Query(q): Query<NextQuery>) -> Result<Response, AppError> {
+async fn login_page(
+    State(state): State<AppState>,
+    session: Session,
+    headers: axum::http::HeaderMap,
+    Query(q): Query<NextQuery>,
+) -> Result<Response, AppError> {
     let token = login_cookie(&headers).unwrap_or_else(random_token);
-    let vm = LoginView { csrf: token.clone(), email: String::new(), next: safe_next(q.next.as_deref()), error: None };
+    let vm = LoginView {
+        csrf: token.clone(),
+        email: String::new(),
+        next: safe_next(q.next.as_deref()),
+        error: None,
+    };
     let flash = take_flash(&session).await;
     Ok(login_response(&state, StatusCode::OK, token, vm, flash))
 }
@@ -230,8 +266,12 @@ async fn login(
     headers: axum::http::HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, AppError> {
-    let Some(token) = login_cookie(&headers).filter(|t| crate::web::session::constant_time_eq(t.as_bytes(), form.csrf.as_bytes())) else {
-        return Err(AppError::Forbidden("missing or wrong CSRF token; reload the sign-in page and try again".into()));
+    let Some(token) = login_cookie(&headers)
+        .filter(|t| crate::web::session::constant_time_eq(t.as_bytes(), form.csrf.as_bytes()))
+    else {
+        return Err(AppError::Forbidden(
+            "missing or wrong CSRF token; reload the sign-in page and try again".into(),
+        ));
     };
     let email = form.email.trim().to_lowercase();
     let keys = [format!("ip:{ip}"), format!("email:{email}")];
@@ -251,7 +291,15 @@ async fn login(
         Some(u) if good && !u.disabled => {
             sign_in(&session, &u).await?;
             crate::web::session::purge_expired(&state).await;
-            state.db.audit(&format!("user:{}", u.id), "session.sign-in", &format!("user:{}", u.id), &format!("from {ip}")).await?;
+            state
+                .db
+                .audit(
+                    &format!("user:{}", u.id),
+                    "session.sign-in",
+                    &format!("user:{}", u.id),
+                    &format!("from {ip}"),
+                )
+                .await?;
             Ok(Redirect::to(&safe_next(form.next.as_deref())).into_response())
         }
         _ => {
@@ -306,15 +354,22 @@ pub async fn setup_link(state: &AppState) -> anyhow::Result<Option<String>> {
 async fn check_setup_token(state: &AppState, token: &str) -> Result<(), AppError> {
     let stored = state.db.setting(SETUP_KEY).await?.unwrap_or_default();
     if stored.is_empty() || stored != token_hash(token) || state.db.user_count().await? > 0 {
-        return Err(AppError::NotFound("this setup link (it was used already or replaced by a newer one)".into()));
+        return Err(AppError::NotFound(
+            "this setup link (it was used already or replaced by a newer one)".into(),
+        ));
     }
     Ok(())
 }
 
-async fn setup_page(State(state): State<AppState>, session: Session, Path(token): Path<String>) -> Result<Response, AppError> {
+async fn setup_page(
+    State(state): State<AppState>,
+    session: Session,
+    Path(token): Path<String>,
+) -> Result<Response, AppError> {
     check_setup_token(&state, &token).await?;
     let vm = SetupView { csrf: csrf_token(&session).await?, token, ..SetupView::default() };
-    Ok(render(page_meta(&state, None, "Set up", None), move || view! { <SetupPage vm=vm /> }).into_response())
+    Ok(render(page_meta(&state, None, "Set up", None), move || view! { <SetupPage vm=vm /> })
+        .into_response())
 }
 
 #[derive(Deserialize)]
@@ -326,13 +381,25 @@ struct SetupForm {
     password: String,
 }
 
-async fn setup(State(state): State<AppState>, session: Session, Path(token): Path<String>, Form(form): Form<SetupForm>) -> Result<Response, AppError> {
+async fn setup(
+    State(state): State<AppState>,
+    session: Session,
+    Path(token): Path<String>,
+    Form(form): Form<SetupForm>,
+) -> Result<Response, AppError> {
     check_setup_token(&state, &token).await?;
     verify_csrf(&session, Some(&form.csrf)).await?;
     let problem = validate_account(&form.email, &form.name, &form.password);
     if let Some(error) = problem {
-        let vm = SetupView { csrf: csrf_token(&session).await?, token, email: form.email, name: form.name, error: Some(error) };
-        let page = render(page_meta(&state, None, "Set up", None), move || view! { <SetupPage vm=vm /> });
+        let vm = SetupView {
+            csrf: csrf_token(&session).await?,
+            token,
+            email: form.email,
+            name: form.name,
+            error: Some(error),
+        };
+        let page =
+            render(page_meta(&state, None, "Set up", None), move || view! { <SetupPage vm=vm /> });
         return Ok((StatusCode::BAD_REQUEST, page).into_response());
     }
     // The link dies before the account exists, so it cannot be used twice.
@@ -340,9 +407,22 @@ async fn setup(State(state): State<AppState>, session: Session, Path(token): Pat
     let hash = password::hash_async(form.password).await?;
     let user = state
         .db
-        .create_user(NewUser { email: form.email.trim(), name: form.name.trim(), role: Role::Admin, password_hash: &hash })
+        .create_user(NewUser {
+            email: form.email.trim(),
+            name: form.name.trim(),
+            role: Role::Admin,
+            password_hash: &hash,
+        })
         .await?;
-    state.db.audit(&format!("user:{}", user.id), "user.setup", &format!("user:{}", user.id), &format!("first admin {}", user.email)).await?;
+    state
+        .db
+        .audit(
+            &format!("user:{}", user.id),
+            "user.setup",
+            &format!("user:{}", user.id),
+            &format!("first admin {}", user.email),
+        )
+        .await?;
     sign_in(&session, &user).await?;
     crate::web::session::purge_expired(&state).await;
     set_flash(&session, format!("Welcome, {}. You are the first admin.", user.name)).await;
@@ -369,14 +449,28 @@ mod tests {
 
     #[test]
     fn next_is_a_same_origin_path() {
-        let check = |next: &str, expect: &str| assert_eq!(safe_next(Some(next)), expect, "next={next:?}");
+        let check =
+            |next: &str, expect: &str| assert_eq!(safe_next(Some(next)), expect, "next={next:?}");
         check("/assignments?packet=x", "/assignments?packet=x");
         check("/", "/");
         check("/c/abc#top", "/c/abc#top");
         for bad in [
-            "", "https://evil.example/", "//evil.example/", "/\\evil.example", "\\\\evil.example", "/\t/evil.example",
-            "/\n/evil.example", "/\r/evil.example", " //evil.example", "/ /evil", "javascript:alert(1)", "evil.example",
-            "/x\u{7f}", "/x\u{2028}", "/\u{a0}/evil.example", "/a/b\\c",
+            "",
+            "https://evil.example/",
+            "//evil.example/",
+            "/\\evil.example",
+            "\\\\evil.example",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r/evil.example",
+            " //evil.example",
+            "/ /evil",
+            "javascript:alert(1)",
+            "evil.example",
+            "/x\u{7f}",
+            "/x\u{2028}",
+            "/\u{a0}/evil.example",
+            "/a/b\\c",
         ] {
             check(bad, "/");
         }

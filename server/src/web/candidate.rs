@@ -5,7 +5,10 @@
 use std::path::PathBuf;
 
 use app::contract::{CandidateStatus, ReleasedResult, SubmissionState, SubmissionStatus};
-use app::pages::candidate::{CandidateView, CandidatePage, GoneView, MeterBox, CandidateReceiptView, CandidateReceiptPage, SubmissionRow};
+use app::pages::candidate::{
+    CandidatePage, CandidateReceiptPage, CandidateReceiptView, CandidateView, GoneView, MeterBox,
+    SubmissionRow,
+};
 use app::shell::PageMeta;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
@@ -50,7 +53,10 @@ impl Refusal {
 
     /// An upload (a submission or a witnessed tree) over `cap` bytes.
     pub fn too_large(cap: u64) -> Refusal {
-        Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the upload is larger than the limit of {} MiB", cap >> 20))
+        Refusal::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the upload is larger than the limit of {} MiB", cap >> 20),
+        )
     }
 
     /// A multipart body that broke off or was malformed (or too large).
@@ -85,7 +91,10 @@ impl IntoResponse for Refusal {
 
 /// Whether the client asked for JSON.
 pub fn wants_json(headers: &HeaderMap) -> bool {
-    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("application/json"))
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/json"))
 }
 
 pub use crate::assignment::by_token as assignment_for;
@@ -109,13 +118,19 @@ pub fn closed_reason(a: &Assignment, time_box: Option<i64>, now: i64) -> Option<
 }
 
 /// The packet of an assignment (loaded once per version and app).
-pub(crate) async fn load_packet(state: &AppState, a: &Assignment) -> Result<std::sync::Arc<Packet>, AppError> {
+pub(crate) async fn load_packet(
+    state: &AppState,
+    a: &Assignment,
+) -> Result<std::sync::Arc<Packet>, AppError> {
     crate::library::packet_of(state, a.packet_version_id).await
 }
 
 pub(crate) fn gone_page(state: &AppState, a: &Assignment) -> Response {
     let message = crate::assignment::expired_message(a.deadline);
-    let html = app::shell::document(meta(state, "Link expired"), move || view! { <GoneView message=message /> });
+    let html = app::shell::document(
+        meta(state, "Link expired"),
+        move || view! { <GoneView message=message /> },
+    );
     (StatusCode::GONE, Html(html)).into_response()
 }
 
@@ -140,13 +155,18 @@ fn rules_of(packet: &Packet) -> Vec<String> {
     let m = &packet.manifest;
     let mut rules = Vec::new();
     if let Some(py) = &m.environment.python {
-        let tools: Vec<String> = m.environment.tools.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let tools = if tools.is_empty() { String::new() } else { format!(" with {}", tools.join(", ")) };
+        let tools: Vec<String> =
+            m.environment.tools.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let tools =
+            if tools.is_empty() { String::new() } else { format!(" with {}", tools.join(", ")) };
         rules.push(format!("The grader runs Python {py}{tools}."));
     }
     rules.push(format!("The test command is `{}`.", m.commands.test));
     if !m.policy.frozen.is_empty() {
-        rules.push(format!("These files are frozen and must stay byte-for-byte as in the starter: {}.", m.policy.frozen.join(", ")));
+        rules.push(format!(
+            "These files are frozen and must stay byte-for-byte as in the starter: {}.",
+            m.policy.frozen.join(", ")
+        ));
     }
     rules.push("Submit one zip of your workspace; it is laid over the starter. No symlinks, absolute paths or `..` in names.".into());
     rules
@@ -156,11 +176,18 @@ pub(crate) struct PageExtras {
     pub(crate) error: Option<String>,
 }
 
-pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, extras: PageExtras) -> Result<String, AppError> {
+pub(crate) async fn render_page(
+    state: &AppState,
+    token: &str,
+    a: &Assignment,
+    extras: PageExtras,
+) -> Result<String, AppError> {
     let packet = load_packet(state, a).await?;
     let now = now_ms();
     let tb = time_box_secs(a, Some(&packet));
-    let prompt = packet.prompt().map_err(|e| AppError::Internal(anyhow::anyhow!("reading the prompt: {e}")))?;
+    let prompt = packet
+        .prompt()
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("reading the prompt: {e}")))?;
     let base = format!("/c/{token}");
     let submissions = state
         .db
@@ -183,7 +210,9 @@ pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, e
         deadline: fmt_time(a.deadline),
         time_box: tb.map(|t| fmt_duration(t * 1000)),
         time_left: match (tb, a.started_at) {
-            (Some(t), Some(s)) if s + t * 1000 > now => Some(format!("{} left", fmt_duration(s + t * 1000 - now))),
+            (Some(t), Some(s)) if s + t * 1000 > now => {
+                Some(format!("{} left", fmt_duration(s + t * 1000 - now)))
+            }
             _ => None,
         },
         started: a.started_at.is_some(),
@@ -193,7 +222,16 @@ pub(crate) async fn render_page(state: &AppState, token: &str, a: &Assignment, e
         submissions,
         error: extras.error,
         max_upload_mb: state.config.max_upload_mb,
-        witness: Some(crate::web::gate::section(state, token, a, &packet, closed_reason(a, tb, now).is_some()).await?),
+        witness: Some(
+            crate::web::gate::section(
+                state,
+                token,
+                a,
+                &packet,
+                closed_reason(a, tb, now).is_some(),
+            )
+            .await?,
+        ),
         meter: Some(meter_box(state, token, a).await?),
     };
     let title = page.title.clone();
@@ -211,14 +249,24 @@ async fn meter_box(state: &AppState, token: &str, a: &Assignment) -> Result<Mete
         None
     };
     let caps = app::islands::budget_rows(&m);
-    Ok(MeterBox { key: m.key, endpoint: m.endpoint, status_url: format!("/c/{token}/meter"), note, caps, transcript_url: format!("/c/{token}/transcript") })
+    Ok(MeterBox {
+        key: m.key,
+        endpoint: m.endpoint,
+        status_url: format!("/c/{token}/meter"),
+        note,
+        caps,
+        transcript_url: format!("/c/{token}/transcript"),
+    })
 }
 
 /// The candidate's own transcript: every call of their assignment (found
 /// by the link token, so only ever their own), live and after the
 /// deadline. Nothing in it is hidden from them: it is what they sent and
 /// what they got back.
-async fn transcript_page(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+async fn transcript_page(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<Response, AppError> {
     let a = assignment_for(&state, &token).await?;
     let (entries, _) = crate::transcript::entries(&state, &a.id, None).await?;
     let packet = load_packet(&state, &a).await?;
@@ -228,11 +276,17 @@ async fn transcript_page(State(state): State<AppState>, Path(token): Path<String
         json_url: format!("/c/{token}/transcript.json"),
         entries,
     };
-    let html = app::shell::document(meta(&state, "Model transcript"), move || view! { <app::pages::transcript::TranscriptPage page=page /> });
+    let html = app::shell::document(
+        meta(&state, "Model transcript"),
+        move || view! { <app::pages::transcript::TranscriptPage page=page /> },
+    );
     Ok(Html(html).into_response())
 }
 
-async fn transcript_json(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+async fn transcript_json(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<Response, AppError> {
     let a = assignment_for(&state, &token).await?;
     let calls = crate::transcript::load(&state, &a.id, None).await?;
     Ok(axum::Json(crate::transcript::export_json(&a.id, &calls)).into_response())
@@ -241,13 +295,19 @@ async fn transcript_json(State(state): State<AppState>, Path(token): Path<String
 /// The assignment page. Reading it does not start the time box (a link
 /// preview's GET must not start a candidate's clock): the Start button, the
 /// starter download, a model call, a witnessed run or a submission do.
-async fn page(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+async fn page(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<Response, AppError> {
     let a = match assignment_for(&state, &token).await {
         Ok(a) => a,
         // A candidate has no account: say the link is not valid and whom to
         // ask, not "sign in".
         Err(AppError::NotFound(_)) => {
-            let html = app::shell::document(meta(&state, "Invite link not valid"), || view! { <app::pages::candidate::InvalidLinkView /> });
+            let html = app::shell::document(
+                meta(&state, "Invite link not valid"),
+                || view! { <app::pages::candidate::InvalidLinkView /> },
+            );
             return Ok((StatusCode::NOT_FOUND, Html(html)).into_response());
         }
         Err(e) => return Err(e),
@@ -258,7 +318,10 @@ async fn page(State(state): State<AppState>, Path(token): Path<String>) -> Resul
     Ok(Html(render_page(&state, &token, &a, PageExtras { error: None }).await?).into_response())
 }
 
-async fn start(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+async fn start(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<Response, AppError> {
     let a = assignment_for(&state, &token).await?;
     if now_ms() >= a.deadline {
         return Ok(gone_page(&state, &a));
@@ -267,7 +330,10 @@ async fn start(State(state): State<AppState>, Path(token): Path<String>) -> Resu
     Ok(Redirect::to(&format!("/c/{token}")).into_response())
 }
 
-async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Result<Response, AppError> {
+async fn starter(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+) -> Result<Response, AppError> {
     let a = assignment_for(&state, &token).await?;
     if now_ms() >= a.deadline {
         return Ok(gone_page(&state, &a));
@@ -279,7 +345,8 @@ async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Re
     let tmp = crate::blobs::tmp_dir(&state.config.data_dir);
     let seed = a.seed.clone();
     let grader = state.grader.clone();
-    let gate = grader::starter::Gate { base_url: state.config.public_url.clone(), token: token.clone() };
+    let gate =
+        grader::starter::Gate { base_url: state.config.public_url.clone(), token: token.clone() };
     let bytes = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<u8>> {
         std::fs::create_dir_all(&tmp)?;
         let dir = tempfile::Builder::new().prefix("starter-").tempdir_in(&tmp)?;
@@ -290,7 +357,12 @@ async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Re
         // withholding the starter.
         let probe = grader.probe(&tools).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "the sandbox probe failed; the pin file says unknown");
-            grader::env::EnvProbe { python: None, tools: Default::default(), stdlib: Default::default(), runner_modules: Default::default() }
+            grader::env::EnvProbe {
+                python: None,
+                tools: Default::default(),
+                stdlib: Default::default(),
+                runner_modules: Default::default(),
+            }
         });
         grader::starter::write_starter_pinned(&packet, &seed, &probe, &gate, &out)?;
         Ok(std::fs::read(&out)?)
@@ -298,7 +370,14 @@ async fn starter(State(state): State<AppState>, Path(token): Path<String>) -> Re
     .await
     .map_err(|e| AppError::Internal(e.into()))??;
     let name = format!("attachment; filename=\"{}-starter.zip\"", a.slug);
-    Ok(([(header::CONTENT_TYPE, "application/zip".to_string()), (header::CONTENT_DISPOSITION, name)], bytes).into_response())
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/zip".to_string()),
+            (header::CONTENT_DISPOSITION, name),
+        ],
+        bytes,
+    )
+        .into_response())
 }
 
 /// Refused uploads recorded per assignment for the hiring team; later
@@ -322,10 +401,17 @@ pub async fn receive_upload(
         && r.status.is_client_error()
     {
         let subject = format!("assignment:{}", a.id);
-        let recorded = state.db.audit_entries(Some(&subject), 1000).await.map(|e| e.iter().filter(|e| e.action == "submission.refused").count()).unwrap_or(0);
+        let recorded = state
+            .db
+            .audit_entries(Some(&subject), 1000)
+            .await
+            .map(|e| e.iter().filter(|e| e.action == "submission.refused").count())
+            .unwrap_or(0);
         if recorded < REFUSALS_RECORDED {
             let reason: String = r.message.chars().take(500).collect();
-            if let Err(e) = state.db.audit("candidate", "submission.refused", &subject, &reason).await {
+            if let Err(e) =
+                state.db.audit("candidate", "submission.refused", &subject, &reason).await
+            {
                 tracing::warn!(assignment = %a.id, "recording a refused upload: {e}");
             }
         }
@@ -353,7 +439,10 @@ async fn receive_checked(
     let _upload = crate::state::Gates::try_take(&state.gates.uploads, "uploads")?;
     // Refuse early on the declared length (allowing for multipart framing),
     // before reading a byte of the body.
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     if let Some(len) = declared
         && len > cap + (64 << 10)
     {
@@ -362,7 +451,10 @@ async fn receive_checked(
     }
     let mut multipart = multipart.map_err(|e| {
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "bad_form").increment(1);
-        Refusal::new(StatusCode::BAD_REQUEST, format!("expected a multipart/form-data upload with a `file` field: {e}"))
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            format!("expected a multipart/form-data upload with a `file` field: {e}"),
+        )
     })?;
     let mut pending = None;
     loop {
@@ -371,30 +463,42 @@ async fn receive_checked(
         if field.name() != Some("file") {
             continue;
         }
-        let mut writer = state.blobs().writer(cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+        let mut writer = state
+            .blobs()
+            .writer(cap)
+            .await
+            .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
         loop {
             let chunk = field.chunk().await.map_err(|e| Refusal::multipart(e, cap))?;
             let Some(chunk) = chunk else { break };
             match writer.write(&chunk).await {
                 Ok(()) => {}
                 Err(BlobError::TooLarge { .. }) => {
-                    metrics::counter!("gatehouse_uploads_refused_total", "reason" => "too_large").increment(1);
+                    metrics::counter!("gatehouse_uploads_refused_total", "reason" => "too_large")
+                        .increment(1);
                     return Err(Refusal::too_large(cap));
                 }
                 Err(e) => return Err(AppError::Internal(e.into()).into()),
             }
         }
         metrics::counter!("gatehouse_upload_bytes_total").increment(writer.size());
-        pending = Some(writer.finish().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?);
+        pending =
+            Some(writer.finish().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?);
         break;
     }
     let Some(pending) = pending else {
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "no_file").increment(1);
-        return Err(Refusal::new(StatusCode::BAD_REQUEST, "the upload has no `file` field; choose a zip file to upload"));
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "the upload has no `file` field; choose a zip file to upload",
+        ));
     };
     if pending.size == 0 {
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "empty").increment(1);
-        return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "the uploaded file is empty; choose your submission zip"));
+        return Err(Refusal::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "the uploaded file is empty; choose your submission zip",
+        ));
     }
 
     // Validate with the grader's own ingestion into a scratch folder that is
@@ -402,10 +506,12 @@ async fn receive_checked(
     let zip: PathBuf = pending.path().to_path_buf();
     let scratch = crate::blobs::tmp_dir(&state.config.data_dir);
     let limits = state.grader.ingest_limits.clone();
-    let checked = tokio::task::spawn_blocking(move || -> std::io::Result<Result<(), grader::ingest::IngestError>> {
-        let dir = tempfile::Builder::new().prefix("validate-").tempdir_in(&scratch)?;
-        Ok(grader::ingest::ingest(&zip, &dir.path().join("submission"), &limits).map(|_| ()))
-    })
+    let checked = tokio::task::spawn_blocking(
+        move || -> std::io::Result<Result<(), grader::ingest::IngestError>> {
+            let dir = tempfile::Builder::new().prefix("validate-").tempdir_in(&scratch)?;
+            Ok(grader::ingest::ingest(&zip, &dir.path().join("submission"), &limits).map(|_| ()))
+        },
+    )
     .await
     .map_err(|e| Refusal::from(AppError::Internal(e.into())))?
     .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
@@ -418,7 +524,8 @@ async fn receive_checked(
     // upload begun in time but streamed past the close is refused.
     let fresh = state.db.assignment_by_id(&a.id).await?.unwrap_or_else(|| a.clone());
     if let Some(r) = closed_reason(&fresh, tb, now_ms()) {
-        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "closed_during_upload").increment(1);
+        metrics::counter!("gatehouse_uploads_refused_total", "reason" => "closed_during_upload")
+            .increment(1);
         return Err(r);
     }
     limit_reached(state, &fresh).await?;
@@ -428,8 +535,15 @@ async fn receive_checked(
     if a.started_at.is_none() {
         state.db.start_assignment(&a.id, now).await?;
     }
-    let submission =
-        state.db.create_submission(NewSubmission { id: &id, assignment_id: &a.id, blob_sha256: &sha256, size_bytes: size as i64 }).await?;
+    let submission = state
+        .db
+        .create_submission(NewSubmission {
+            id: &id,
+            assignment_id: &a.id,
+            blob_sha256: &sha256,
+            size_bytes: size as i64,
+        })
+        .await?;
     crate::web::gate::record_witnessed(state, &a.id, &submission.id).await?;
     metrics::counter!("gatehouse_uploads_accepted_total").increment(1);
     state.wake_workers();
@@ -446,7 +560,9 @@ async fn limit_reached(state: &AppState, a: &Assignment) -> Result<(), Refusal> 
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => "pending").increment(1);
         return Err(Refusal::new(
             StatusCode::TOO_MANY_REQUESTS,
-            format!("{pending} earlier submission(s) of this assignment are still waiting for grading; submit again when they are graded"),
+            format!(
+                "{pending} earlier submission(s) of this assignment are still waiting for grading; submit again when they are graded"
+            ),
         ));
     }
     let made = all.len() as i64;
@@ -487,15 +603,25 @@ async fn submit(
         Err(r) => {
             // The plain form: the page again, with what was wrong.
             let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);
-            let html = render_page(&state, &token, &a, PageExtras { error: Some(r.message) }).await?;
+            let html =
+                render_page(&state, &token, &a, PageExtras { error: Some(r.message) }).await?;
             Ok((r.status, Html(html)).into_response())
         }
     }
 }
 
 /// The candidate's own submission, or 404 for any other.
-async fn own_submission(state: &AppState, a: &Assignment, id: &str) -> Result<Submission, AppError> {
-    state.db.submission_by_id(id).await?.filter(|s| s.assignment_id == a.id).ok_or_else(|| AppError::NotFound("submission".into()))
+async fn own_submission(
+    state: &AppState,
+    a: &Assignment,
+    id: &str,
+) -> Result<Submission, AppError> {
+    state
+        .db
+        .submission_by_id(id)
+        .await?
+        .filter(|s| s.assignment_id == a.id)
+        .ok_or_else(|| AppError::NotFound("submission".into()))
 }
 
 /// The reviewer's status of a submission.
@@ -506,7 +632,11 @@ pub fn status_json(s: &Submission) -> SubmissionStatus {
 /// Whether the candidate may see `s`'s decision and score: the assignment's
 /// `results` setting (never by default; after a reviewer has scored it; or
 /// as soon as it is graded).
-pub async fn results_released(state: &AppState, a: &Assignment, s: &Submission) -> Result<bool, AppError> {
+pub async fn results_released(
+    state: &AppState,
+    a: &Assignment,
+    s: &Submission,
+) -> Result<bool, AppError> {
     if s.state != SubmissionState::Graded {
         return Ok(false);
     }
@@ -538,12 +668,19 @@ fn note_for(s: &Submission) -> Option<String> {
         SubmissionState::Queued => "Your submission is stored and waiting for a grader.".into(),
         SubmissionState::Grading => "Your submission is being graded.".into(),
         SubmissionState::Graded => "Grading is finished; the hiring team has the results.".into(),
-        SubmissionState::Refused => format!("The grader refused this zip: {}", s.refusal.clone().unwrap_or_default()),
-        SubmissionState::Failed => "Grading could not be completed; the hiring team has been told.".into(),
+        SubmissionState::Refused => {
+            format!("The grader refused this zip: {}", s.refusal.clone().unwrap_or_default())
+        }
+        SubmissionState::Failed => {
+            "Grading could not be completed; the hiring team has been told.".into()
+        }
     })
 }
 
-async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<Response, AppError> {
+async fn receipt(
+    State(state): State<AppState>,
+    Path((token, id)): Path<(String, String)>,
+) -> Result<Response, AppError> {
     let a = assignment_for(&state, &token).await?;
     let s = own_submission(&state, &a, &id).await?;
     let released = results_released(&state, &a, &s).await?;
@@ -560,10 +697,17 @@ async fn receipt(State(state): State<AppState>, Path((token, id)): Path<(String,
         score: if released { s.score.map(|v| format!("{v}")) } else { None },
         receipt_digest: receipt_digest(&s),
     };
-    Ok(Html(app::shell::document(meta(&state, "Receipt"), move || view! { <CandidateReceiptPage page=page /> })).into_response())
+    Ok(Html(app::shell::document(
+        meta(&state, "Receipt"),
+        move || view! { <CandidateReceiptPage page=page /> },
+    ))
+    .into_response())
 }
 
-async fn status(State(state): State<AppState>, Path((token, id)): Path<(String, String)>) -> Result<axum::Json<CandidateStatus>, AppError> {
+async fn status(
+    State(state): State<AppState>,
+    Path((token, id)): Path<(String, String)>,
+) -> Result<axum::Json<CandidateStatus>, AppError> {
     let a = assignment_for(&state, &token).await?;
     let s = own_submission(&state, &a, &id).await?;
     let released = results_released(&state, &a, &s).await?;

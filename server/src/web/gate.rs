@@ -15,15 +15,26 @@ use crate::times::utc as fmt_time;
 
 /// Records on a new submission which witnessed runs preceded it: a JSON
 /// array of `witness_runs` ids, oldest first (accepted or not).
-pub async fn record_witnessed(state: &AppState, assignment_id: &str, submission_id: &str) -> Result<(), AppError> {
-    let ids: Vec<i64> = state.db.witness_runs_of(assignment_id).await?.into_iter().map(|r| r.id).collect();
+pub async fn record_witnessed(
+    state: &AppState,
+    assignment_id: &str,
+    submission_id: &str,
+) -> Result<(), AppError> {
+    let ids: Vec<i64> =
+        state.db.witness_runs_of(assignment_id).await?.into_iter().map(|r| r.id).collect();
     let text = serde_json::to_string(&ids).map_err(|e| AppError::Internal(e.into()))?;
     state.db.set_witnessed(submission_id, &text).await?;
     Ok(())
 }
 
 /// The candidate page's witness section for the assignment behind `token`.
-pub async fn section(state: &AppState, token: &str, a: &Assignment, packet: &Packet, closed: bool) -> Result<WitnessSection, AppError> {
+pub async fn section(
+    state: &AppState,
+    token: &str,
+    a: &Assignment,
+    packet: &Packet,
+    closed: bool,
+) -> Result<WitnessSection, AppError> {
     let runs = state.db.witness_runs_of(&a.id).await?;
     let red_at = state.db.first_accepted_red_at(&a.id).await?;
     let m = &packet.manifest;
@@ -40,14 +51,25 @@ pub async fn section(state: &AppState, token: &str, a: &Assignment, packet: &Pac
             let env: Option<EnvReport> = serde_json::from_str(&r.env_json).ok();
             let environment = env
                 .as_ref()
-                .map(|e| e.tools.iter().map(|t| format!("{} {}", t.name, t.probed.as_deref().unwrap_or("not found"))).collect::<Vec<_>>().join(", "))
+                .map(|e| {
+                    e.tools
+                        .iter()
+                        .map(|t| {
+                            format!("{} {}", t.name, t.probed.as_deref().unwrap_or("not found"))
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
                 .unwrap_or_default();
             WitnessRunView {
                 anchor: format!("witness-{}", r.id),
                 kind: r.kind.to_string(),
                 at: fmt_time(r.at),
                 accepted: r.accepted,
-                exit: r.exit_code.map(|c| format!("exit {c}")).unwrap_or_else(|| "killed by a signal".into()),
+                exit: r
+                    .exit_code
+                    .map(|c| format!("exit {c}"))
+                    .unwrap_or_else(|| "killed by a signal".into()),
                 refusal: r.refusal,
                 tree_sha256: r.tree_sha256,
                 environment,

@@ -37,18 +37,33 @@ pub fn age(ms: i64) -> String {
 async fn inbox(State(state): State<AppState>, signed_in: SignedIn) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let now = crate::now_ms();
-    let titles: std::collections::HashMap<String, String> = state.db.list_packets().await?.into_iter().map(|p| (p.slug, p.title)).collect();
+    let titles: std::collections::HashMap<String, String> =
+        state.db.list_packets().await?.into_iter().map(|p| (p.slug, p.title)).collect();
     let mut waiting = Vec::new();
     let mut recent = Vec::new();
     for a in state.db.list_assignments(None).await? {
-        let Some(s) = state.db.submissions_of(&a.id).await?.into_iter().find(|s| s.state == SubmissionState::Graded) else { continue };
+        let Some(s) = state
+            .db
+            .submissions_of(&a.id)
+            .await?
+            .into_iter()
+            .find(|s| s.state == SubmissionState::Graded)
+        else {
+            continue;
+        };
         let Some(card) = crate::web::review::parse_card(&s)? else { continue };
         let pending = card.scoring.criteria.iter().filter(|c| c.status == Status::Pending).count();
         let graded_at = s.graded_at.unwrap_or(s.received_at);
-        let blind = crate::web::review::hides_candidate(&state, &a, &s.id, Some(&card), signed_in.user.id).await?;
+        let blind =
+            crate::web::review::hides_candidate(&state, &a, &s.id, Some(&card), signed_in.user.id)
+                .await?;
         let row = InboxRow {
             submission_id: s.id.clone(),
-            candidate: if blind { crate::web::review::blind_label(&s.id) } else { a.candidate_name.clone() },
+            candidate: if blind {
+                crate::web::review::blind_label(&s.id)
+            } else {
+                a.candidate_name.clone()
+            },
             blind,
             slug: a.slug.clone(),
             packet_title: titles.get(&a.slug).cloned().unwrap_or_else(|| a.slug.clone()),
@@ -77,7 +92,13 @@ async fn inbox(State(state): State<AppState>, signed_in: SignedIn) -> Result<Res
 mod tests {
     #[test]
     fn ages_read_as_words() {
-        for (ms, want) in [(0, "under a minute"), (5 * 60_000, "5 min"), (3 * 3_600_000, "3 h"), (3 * 86_400_000, "3 d"), (-5, "under a minute")] {
+        for (ms, want) in [
+            (0, "under a minute"),
+            (5 * 60_000, "5 min"),
+            (3 * 3_600_000, "3 h"),
+            (3 * 86_400_000, "3 d"),
+            (-5, "under a minute"),
+        ] {
             assert_eq!(super::age(ms), want);
         }
     }

@@ -4,10 +4,10 @@
 use app::contract::{JobKind, JobState};
 use std::collections::HashMap;
 
+use axum::Form;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::Form;
 use grader::check::CheckReport;
 use grader::packet::Packet;
 use grader::tree::list_paths;
@@ -16,7 +16,8 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
 use app::pages::library::{
-    AuditCallView, AuditLink, AuditMutantView, AuditView, BudgetView, CheckItemView, CriterionView, FailureView, FileGroup, PacketDetailPage, PacketDetailView, PacketListPage, PacketListRow,
+    AuditCallView, AuditLink, AuditMutantView, AuditView, BudgetView, CheckItemView, CriterionView,
+    FailureView, FileGroup, PacketDetailPage, PacketDetailView, PacketListPage, PacketListRow,
     PacketListView, VersionLink,
 };
 
@@ -24,8 +25,8 @@ use crate::db::{PacketVersion, Role, VersionState};
 use crate::error::AppError;
 use crate::library::{self, BUDGETS, DraftEdit};
 use crate::state::AppState;
-use crate::web::page::markdown;
 use crate::web::auth::{page_meta, render, set_flash, take_flash};
+use crate::web::page::markdown;
 use crate::web::session::SignedIn;
 
 pub fn routes() -> crate::routes::Routes {
@@ -61,7 +62,10 @@ pub fn label(v: &PacketVersion) -> String {
 pub fn label_in(v: &PacketVersion, versions: &[PacketVersion]) -> String {
     match (v.state, v.version) {
         (VersionState::Published, Some(n)) => format!("v{n}"),
-        _ => format!("draft of v{}", versions.iter().filter_map(|o| o.version).max().unwrap_or(0) + 1),
+        _ => format!(
+            "draft of v{}",
+            versions.iter().filter_map(|o| o.version).max().unwrap_or(0) + 1
+        ),
     }
 }
 
@@ -80,7 +84,8 @@ pub fn readable_exit(detail: &str) -> String {
         for (word, say) in [("Code(", "exit code "), ("Signal(", "killed by signal ")] {
             let after_word = out.chars().last().is_none_or(|c| !c.is_alphanumeric() && c != '_');
             if after_word && let Some(tail) = rest.strip_prefix(word) {
-                let digits: String = tail.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+                let digits: String =
+                    tail.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
                 if !digits.is_empty() && tail[digits.len()..].starts_with(')') {
                     out.push_str(say);
                     out.push_str(&digits);
@@ -112,16 +117,24 @@ async fn check_state(state: &AppState, v: &PacketVersion) -> Result<String, AppE
 
 /// `GET /packets/{slug}/versions/{id}/check/status`: `{"state"}` of the
 /// version's self-test, which its page follows live.
-async fn check_status(State(state): State<AppState>, _signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>) -> Result<Response, AppError> {
+async fn check_status(
+    State(state): State<AppState>,
+    _signed_in: SignedIn,
+    Path((slug, id)): Path<(String, i64)>,
+) -> Result<Response, AppError> {
     let (_, version, _) = find_version(&state, &slug, Some(id)).await?;
-    Ok(axum::Json(serde_json::json!({ "state": check_state(&state, &version).await? })).into_response())
+    Ok(axum::Json(serde_json::json!({ "state": check_state(&state, &version).await? }))
+        .into_response())
 }
 
 async fn list(State(state): State<AppState>, signed_in: SignedIn) -> Result<Response, AppError> {
     let mut rows = Vec::new();
     for p in state.db.list_packets().await? {
         let versions = state.db.versions_of(p.id).await?;
-        let newest_published = versions.iter().filter(|v| v.state == VersionState::Published).max_by_key(|v| v.version);
+        let newest_published = versions
+            .iter()
+            .filter(|v| v.state == VersionState::Published)
+            .max_by_key(|v| v.version);
         let draft = versions.iter().find(|v| v.state == VersionState::Draft);
         let shown = versions.first();
         let check = match shown {
@@ -138,9 +151,17 @@ async fn list(State(state): State<AppState>, signed_in: SignedIn) -> Result<Resp
             builtin: p.builtin,
         });
     }
-    let vm = PacketListView { csrf: signed_in.csrf.clone(), can_import: signed_in.user.role >= Role::Author, packets: rows };
+    let vm = PacketListView {
+        csrf: signed_in.csrf.clone(),
+        can_import: signed_in.user.role >= Role::Author,
+        packets: rows,
+    };
     let flash = take_flash(&signed_in.session).await;
-    Ok(render(page_meta(&state, Some(&signed_in), "Packets", flash), move || view! { <PacketListPage vm=vm /> }).into_response())
+    Ok(render(
+        page_meta(&state, Some(&signed_in), "Packets", flash),
+        move || view! { <PacketListPage vm=vm /> },
+    )
+    .into_response())
 }
 
 #[derive(Deserialize)]
@@ -151,11 +172,23 @@ struct VersionQuery {
 }
 
 /// The version of `slug` a page or action is about.
-async fn find_version(state: &AppState, slug: &str, id: Option<i64>) -> Result<(crate::db::PacketRow, PacketVersion, Vec<PacketVersion>), AppError> {
-    let packet = state.db.packet_by_slug(slug).await?.ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
+async fn find_version(
+    state: &AppState,
+    slug: &str,
+    id: Option<i64>,
+) -> Result<(crate::db::PacketRow, PacketVersion, Vec<PacketVersion>), AppError> {
+    let packet = state
+        .db
+        .packet_by_slug(slug)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
     let versions = state.db.versions_of(packet.id).await?;
     let version = match id {
-        Some(id) => versions.iter().find(|v| v.id == id).cloned().ok_or_else(|| AppError::NotFound(format!("version {id} of packet {slug:?}")))?,
+        Some(id) => versions
+            .iter()
+            .find(|v| v.id == id)
+            .cloned()
+            .ok_or_else(|| AppError::NotFound(format!("version {id} of packet {slug:?}")))?,
         None => versions
             .iter()
             .filter(|v| v.state == VersionState::Published)
@@ -167,11 +200,18 @@ async fn find_version(state: &AppState, slug: &str, id: Option<i64>) -> Result<(
     Ok((packet, version, versions))
 }
 
-async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>, Query(q): Query<VersionQuery>) -> Result<Response, AppError> {
+async fn detail(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(slug): Path<String>,
+    Query(q): Query<VersionQuery>,
+) -> Result<Response, AppError> {
     let (packet, version, versions) = find_version(&state, &slug, q.version).await?;
     let dir = library::version_dir(&state, &version.dir);
     let d = dir.clone();
-    let loaded = tokio::task::spawn_blocking(move || (Packet::load(&d), list_paths(&d))).await.map_err(|e| AppError::Internal(e.into()))?;
+    let loaded = tokio::task::spawn_blocking(move || (Packet::load(&d), list_paths(&d)))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))?;
     let mut vm = PacketDetailView {
         csrf: signed_in.csrf.clone(),
         slug: packet.slug.clone(),
@@ -180,15 +220,24 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
         label: label_in(&version, &versions),
         is_draft: version.state == VersionState::Draft,
         can_edit: signed_in.user.role >= Role::Author,
-        versions: versions.iter().map(|v| VersionLink { id: v.id, label: label_in(v, &versions), current: v.id == version.id }).collect(),
+        versions: versions
+            .iter()
+            .map(|v| VersionLink {
+                id: v.id,
+                label: label_in(v, &versions),
+                current: v.id == version.id,
+            })
+            .collect(),
         check_state: check_state(&state, &version).await?,
         check_status_url: None,
         publish_pending: state.db.publish_request(version.id).await?.is_some(),
-        can_invite: signed_in.user.role >= Role::Author && versions.iter().any(|v| v.state == VersionState::Published),
+        can_invite: signed_in.user.role >= Role::Author
+            && versions.iter().any(|v| v.state == VersionState::Published),
         ..PacketDetailView::default()
     };
     if vm.check_state == "queued" || vm.check_state == "running" {
-        vm.check_status_url = Some(format!("/packets/{}/versions/{}/check/status", packet.slug, version.id));
+        vm.check_status_url =
+            Some(format!("/packets/{}/versions/{}/check/status", packet.slug, version.id));
     }
     if let Some(json) = &version.check_report
         && let Ok(report) = serde_json::from_str::<CheckReport>(json)
@@ -198,7 +247,14 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
             .iter()
             .map(|i| CheckItemView {
                 name: i.name.clone(),
-                status: if i.ok { "ok" } else if i.warning { "warning" } else { "failed" }.into(),
+                status: if i.ok {
+                    "ok"
+                } else if i.warning {
+                    "warning"
+                } else {
+                    "failed"
+                }
+                .into(),
                 detail: readable_exit(&i.detail),
             })
             .collect();
@@ -220,7 +276,10 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
                     id: c.id.clone(),
                     title: c.title.clone(),
                     max: c.max,
-                    mode: serde_json::to_value(c.mode).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                    mode: serde_json::to_value(c.mode)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
                     levels: c.levels.clone(),
                 })
                 .collect();
@@ -246,20 +305,37 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
                         .join(", "),
                 })
                 .collect();
-            vm.budgets = BUDGETS.iter().map(|b| BudgetView { name: b.to_string(), value: m.budgets.get(b) }).collect();
+            vm.budgets = BUDGETS
+                .iter()
+                .map(|b| BudgetView { name: b.to_string(), value: m.budgets.get(b) })
+                .collect();
         }
         Err(e) => vm.load_error = Some(library::describe_packet_error(&e, &dir)),
     }
-    let kept: Vec<String> = paths.iter().filter_map(|p| p.strip_prefix("mutants/").and_then(|f| f.strip_suffix(".diff")).map(str::to_string)).collect();
+    let kept: Vec<String> = paths
+        .iter()
+        .filter_map(|p| {
+            p.strip_prefix("mutants/").and_then(|f| f.strip_suffix(".diff")).map(str::to_string)
+        })
+        .collect();
     vm.files = group_files(paths);
     let audits = state.db.packet_audits_of(version.id, 50).await?;
     let shown = match q.audit {
-        Some(id) => Some(audits.iter().find(|a| a.id == id).ok_or_else(|| AppError::NotFound(format!("audit {id} of this version")))?),
+        Some(id) => Some(
+            audits
+                .iter()
+                .find(|a| a.id == id)
+                .ok_or_else(|| AppError::NotFound(format!("audit {id} of this version")))?,
+        ),
         None => audits.first(),
     };
     vm.audits = audits
         .iter()
-        .map(|a| AuditLink { id: a.id, label: format!("#{} {} ({})", a.id, a.mode, a.state), current: shown.is_some_and(|s| s.id == a.id) })
+        .map(|a| AuditLink {
+            id: a.id,
+            label: format!("#{} {} ({})", a.id, a.mode, a.state),
+            current: shown.is_some_and(|s| s.id == a.id),
+        })
         .collect();
     if let Some(a) = shown {
         let editable = vm.can_edit && vm.is_draft;
@@ -270,18 +346,31 @@ async fn detail(State(state): State<AppState>, signed_in: SignedIn, Path(slug): 
     vm.audit_max_tokens = state.config.audit_max_tokens;
     let flash = take_flash(&signed_in.session).await;
     let title = format!("{} {}", packet.slug, vm.label);
-    Ok(render(page_meta(&state, Some(&signed_in), &title, flash), move || view! { <PacketDetailPage vm=vm /> }).into_response())
+    Ok(render(
+        page_meta(&state, Some(&signed_in), &title, flash),
+        move || view! { <PacketDetailPage vm=vm /> },
+    )
+    .into_response())
 }
 
 /// An audit as the packet page shows it: its report and its author ledger.
-async fn audit_view(state: &AppState, slug: &str, a: &crate::db::PacketAudit, editable: bool, kept: &[String]) -> Result<AuditView, AppError> {
+async fn audit_view(
+    state: &AppState,
+    slug: &str,
+    a: &crate::db::PacketAudit,
+    editable: bool,
+    kept: &[String],
+) -> Result<AuditView, AppError> {
     let when = |ms: Option<i64>| ms.map(crate::times::utc).unwrap_or_default();
     let mut asked = format!("{} per definition", a.mutants);
     if !a.functions.is_empty() {
         asked.push_str(&format!(" of {}", a.functions));
     }
     if a.mode == "model" {
-        asked.push_str(&format!("; model {}, at most {} calls and {} tokens", a.model, a.max_calls, a.max_tokens));
+        asked.push_str(&format!(
+            "; model {}, at most {} calls and {} tokens",
+            a.model, a.max_calls, a.max_tokens
+        ));
     }
     let mut v = AuditView {
         id: a.id,
@@ -294,7 +383,11 @@ async fn audit_view(state: &AppState, slug: &str, a: &crate::db::PacketAudit, ed
         error: a.error.clone(),
         ..AuditView::default()
     };
-    if let Some(report) = a.report_json.as_deref().and_then(|j| serde_json::from_str::<grader::audit::AuditReport>(j).ok()) {
+    if let Some(report) = a
+        .report_json
+        .as_deref()
+        .and_then(|j| serde_json::from_str::<grader::audit::AuditReport>(j).ok())
+    {
         v.target = report.target.clone();
         v.steps = report.steps.join(", ");
         let c = report.counts;
@@ -303,7 +396,10 @@ async fn audit_view(state: &AppState, slug: &str, a: &crate::db::PacketAudit, ed
             .mutants
             .iter()
             .map(|m| {
-                let alive = matches!(m.outcome, grader::audit::Outcome::Killed | grader::audit::Outcome::Survived);
+                let alive = matches!(
+                    m.outcome,
+                    grader::audit::Outcome::Killed | grader::audit::Outcome::Survived
+                );
                 let kept = kept.contains(&m.id);
                 AuditMutantView {
                     id: m.id.clone(),
@@ -371,22 +467,40 @@ fn group_files(paths: Vec<String>) -> Vec<FileGroup> {
     groups
 }
 
-async fn import(State(state): State<AppState>, signed_in: SignedIn, mut multipart: Multipart) -> Result<Response, AppError> {
+async fn import(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    mut multipart: Multipart,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Author)?;
-    let tmp = tempfile::NamedTempFile::new_in(std::env::temp_dir()).map_err(|e| AppError::Internal(e.into()))?;
+    let tmp = tempfile::NamedTempFile::new_in(std::env::temp_dir())
+        .map_err(|e| AppError::Internal(e.into()))?;
     let mut csrf = None;
     let mut got_file = false;
     let limit = state.config.max_upload_bytes();
-    while let Some(mut field) = multipart.next_field().await.map_err(|e| AppError::BadRequest(format!("the upload could not be read: {e}")))? {
+    while let Some(mut field) = multipart
+        .next_field()
+        .await
+        .map_err(|e| AppError::BadRequest(format!("the upload could not be read: {e}")))?
+    {
         match field.name() {
-            Some("csrf") => csrf = Some(field.text().await.map_err(|e| AppError::BadRequest(e.to_string()))?),
+            Some("csrf") => {
+                csrf = Some(field.text().await.map_err(|e| AppError::BadRequest(e.to_string()))?)
+            }
             Some("file") => {
-                let mut out = tokio::fs::File::create(tmp.path()).await.map_err(|e| AppError::Internal(e.into()))?;
+                let mut out = tokio::fs::File::create(tmp.path())
+                    .await
+                    .map_err(|e| AppError::Internal(e.into()))?;
                 let mut written = 0u64;
-                while let Some(chunk) = field.chunk().await.map_err(|e| AppError::BadRequest(format!("the upload could not be read: {e}")))? {
+                while let Some(chunk) = field.chunk().await.map_err(|e| {
+                    AppError::BadRequest(format!("the upload could not be read: {e}"))
+                })? {
                     written += chunk.len() as u64;
                     if written > limit {
-                        return Err(AppError::TooLarge(format!("the zip is larger than the {} MiB limit", state.config.max_upload_mb)));
+                        return Err(AppError::TooLarge(format!(
+                            "the zip is larger than the {} MiB limit",
+                            state.config.max_upload_mb
+                        )));
                     }
                     out.write_all(&chunk).await.map_err(|e| AppError::Internal(e.into()))?;
                 }
@@ -398,10 +512,16 @@ async fn import(State(state): State<AppState>, signed_in: SignedIn, mut multipar
     }
     signed_in.verify_csrf(csrf.as_deref()).await?;
     if !got_file {
-        return Err(AppError::BadRequest("choose a zip of a packet folder to import (the file field was empty)".into()));
+        return Err(AppError::BadRequest(
+            "choose a zip of a packet folder to import (the file field was empty)".into(),
+        ));
     }
     let version = library::import_zip(&state, tmp.path(), Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, format!("Imported {} as a {}.", version.slug, label_of(&state, &version).await?)).await;
+    set_flash(
+        &signed_in.session,
+        format!("Imported {} as a {}.", version.slug, label_of(&state, &version).await?),
+    )
+    .await;
     Ok(Redirect::to(&format!("/packets/{}?version={}", version.slug, version.id)).into_response())
 }
 
@@ -412,7 +532,13 @@ struct CsrfForm {
 }
 
 /// Checks role and CSRF, then finds the version an action is about.
-async fn action_target(state: &AppState, signed_in: &SignedIn, csrf: &str, slug: &str, id: i64) -> Result<PacketVersion, AppError> {
+async fn action_target(
+    state: &AppState,
+    signed_in: &SignedIn,
+    csrf: &str,
+    slug: &str,
+    id: i64,
+) -> Result<PacketVersion, AppError> {
     signed_in.require(Role::Author)?;
     signed_in.verify_csrf(Some(csrf)).await?;
     let (_, version, _) = find_version(state, slug, Some(id)).await?;
@@ -425,31 +551,68 @@ fn back_to(v: &PacketVersion) -> Response {
 
 /// Applies `edit` to the draft `v`, says `done` on the next page, and goes
 /// back to the draft.
-async fn save_edit(state: &AppState, signed_in: &SignedIn, v: &PacketVersion, edit: DraftEdit, done: impl Into<String>) -> Result<Response, AppError> {
+async fn save_edit(
+    state: &AppState,
+    signed_in: &SignedIn,
+    v: &PacketVersion,
+    edit: DraftEdit,
+    done: impl Into<String>,
+) -> Result<Response, AppError> {
     library::edit_draft(state, v, edit, Some(signed_in.user.id)).await?;
     set_flash(&signed_in.session, done).await;
     Ok(back_to(v))
 }
 
-async fn publish(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<CsrfForm>) -> Result<Response, AppError> {
+async fn publish(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path((slug, id)): Path<(String, i64)>,
+    Form(f): Form<CsrfForm>,
+) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     library::request_publish(&state, &v, Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, "Publish requested: the self-test is queued, and the draft is published when it passes.").await;
+    set_flash(
+        &signed_in.session,
+        "Publish requested: the self-test is queued, and the draft is published when it passes.",
+    )
+    .await;
     Ok(back_to(&v))
 }
 
-async fn run_check(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<CsrfForm>) -> Result<Response, AppError> {
+async fn run_check(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path((slug, id)): Path<(String, i64)>,
+    Form(f): Form<CsrfForm>,
+) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     let job = library::enqueue_check(&state, v.id).await?;
-    state.db.audit(&format!("user:{}", signed_in.user.id), "packet.check", &format!("packet:{slug}"), &format!("version id {} (job {job})", v.id)).await?;
+    state
+        .db
+        .audit(
+            &format!("user:{}", signed_in.user.id),
+            "packet.check",
+            &format!("packet:{slug}"),
+            &format!("version id {} (job {job})", v.id),
+        )
+        .await?;
     set_flash(&signed_in.session, "Self-test queued.").await;
     Ok(back_to(&v))
 }
 
-async fn new_draft(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<CsrfForm>) -> Result<Response, AppError> {
+async fn new_draft(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path((slug, id)): Path<(String, i64)>,
+    Form(f): Form<CsrfForm>,
+) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     let draft = library::new_draft_from(&state, &v, Some(signed_in.user.id)).await?;
-    set_flash(&signed_in.session, format!("Made a {} from {}.", label_of(&state, &draft).await?, label(&v))).await;
+    set_flash(
+        &signed_in.session,
+        format!("Made a {} from {}.", label_of(&state, &draft).await?, label(&v)),
+    )
+    .await;
     Ok(back_to(&draft))
 }
 
@@ -460,7 +623,12 @@ struct PromptForm {
     prompt: String,
 }
 
-async fn edit_prompt(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<PromptForm>) -> Result<Response, AppError> {
+async fn edit_prompt(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path((slug, id)): Path<(String, i64)>,
+    Form(f): Form<PromptForm>,
+) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     save_edit(&state, &signed_in, &v, DraftEdit::Prompt(f.prompt), "Prompt saved.").await
 }
@@ -471,7 +639,14 @@ async fn edit_budgets(
     Path((slug, id)): Path<(String, i64)>,
     Form(f): Form<HashMap<String, String>>,
 ) -> Result<Response, AppError> {
-    let v = action_target(&state, &signed_in, f.get("csrf").map(String::as_str).unwrap_or(""), &slug, id).await?;
+    let v = action_target(
+        &state,
+        &signed_in,
+        f.get("csrf").map(String::as_str).unwrap_or(""),
+        &slug,
+        id,
+    )
+    .await?;
     let mut values = Vec::new();
     for name in BUDGETS {
         let Some(raw) = f.get(name) else { continue };
@@ -479,7 +654,9 @@ async fn edit_budgets(
         let value = if raw.is_empty() {
             None
         } else {
-            Some(raw.parse::<u64>().map_err(|_| AppError::BadRequest(format!("budget {name}: {raw:?} is not a whole number")))?)
+            Some(raw.parse::<u64>().map_err(|_| {
+                AppError::BadRequest(format!("budget {name}: {raw:?} is not a whole number"))
+            })?)
         };
         values.push((name.to_string(), value));
     }
@@ -502,8 +679,16 @@ async fn edit_criterion(
     Form(f): Form<CriterionForm>,
 ) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
-    let levels: Vec<String> = f.levels.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
-    save_edit(&state, &signed_in, &v, DraftEdit::Criterion { index, title: f.title, max: f.max, levels }, format!("Rubric row #{} saved.", index + 1)).await
+    let levels: Vec<String> =
+        f.levels.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
+    save_edit(
+        &state,
+        &signed_in,
+        &v,
+        DraftEdit::Criterion { index, title: f.title, max: f.max, levels },
+        format!("Rubric row #{} saved.", index + 1),
+    )
+    .await
 }
 
 #[derive(Deserialize)]
@@ -521,7 +706,14 @@ async fn edit_failure(
     Form(f): Form<FailureForm>,
 ) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
-    save_edit(&state, &signed_in, &v, DraftEdit::Failure { index, title: f.title, description: f.description }, format!("Failure catalog entry #{} saved.", index + 1)).await
+    save_edit(
+        &state,
+        &signed_in,
+        &v,
+        DraftEdit::Failure { index, title: f.title, description: f.description },
+        format!("Failure catalog entry #{} saved.", index + 1),
+    )
+    .await
 }
 
 #[derive(Deserialize)]
@@ -550,25 +742,45 @@ fn audit_number(name: &str, raw: &str, lo: i64, hi: i64, default: i64) -> Result
     }
     match raw.parse::<i64>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(AppError::BadRequest(format!("{name}: {raw:?} must be a whole number from {lo} to {hi}"))),
+        _ => Err(AppError::BadRequest(format!(
+            "{name}: {raw:?} must be a whole number from {lo} to {hi}"
+        ))),
     }
 }
 
 /// "Audit the hidden tests": queues an `audit` job of the version.
-async fn start_audit(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id)): Path<(String, i64)>, Form(f): Form<AuditForm>) -> Result<Response, AppError> {
+async fn start_audit(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path((slug, id)): Path<(String, i64)>,
+    Form(f): Form<AuditForm>,
+) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
     let mode = match f.mode.trim() {
         "" | "rules" => "rules",
         "model" => "model",
-        other => return Err(AppError::BadRequest(format!("mode {other:?}: an audit's mutants come from \"rules\" or a \"model\""))),
+        other => {
+            return Err(AppError::BadRequest(format!(
+                "mode {other:?}: an audit's mutants come from \"rules\" or a \"model\""
+            )));
+        }
     };
     let mutants = audit_number("mutants", &f.mutants, 1, 50, 8)?;
-    let names: Vec<&str> = f.functions.split(|c: char| c.is_whitespace() || c == ',').filter(|n| !n.is_empty()).collect();
+    let names: Vec<&str> = f
+        .functions
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|n| !n.is_empty())
+        .collect();
     if names.len() > 50 {
         return Err(AppError::BadRequest(format!("functions: {} names, at most 50", names.len())));
     }
-    if let Some(bad) = names.iter().find(|n| n.starts_with(|c: char| c.is_ascii_digit()) || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) {
-        return Err(AppError::BadRequest(format!("functions: {bad:?} is not the name of a Python function or class")));
+    if let Some(bad) = names.iter().find(|n| {
+        n.starts_with(|c: char| c.is_ascii_digit())
+            || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    }) {
+        return Err(AppError::BadRequest(format!(
+            "functions: {bad:?} is not the name of a Python function or class"
+        )));
     }
     let (model, max_calls, max_tokens) = if mode == "model" {
         if state.config.model_upstream(&slug).is_none() {
@@ -579,16 +791,24 @@ async fn start_audit(State(state): State<AppState>, signed_in: SignedIn, Path((s
         let model = f.model.trim();
         let model = if model.is_empty() { "default" } else { model };
         if model.len() > 200 || model.chars().any(char::is_control) {
-            return Err(AppError::BadRequest("model: a model name is at most 200 characters, with no control characters".into()));
+            return Err(AppError::BadRequest(
+                "model: a model name is at most 200 characters, with no control characters".into(),
+            ));
         }
         let cap_calls = state.config.audit_max_calls as i64;
         let cap_tokens = state.config.audit_max_tokens;
-        (model.to_string(), audit_number("max_calls", &f.max_calls, 1, cap_calls, cap_calls)?, audit_number("max_tokens", &f.max_tokens, 1, cap_tokens, cap_tokens)?)
+        (
+            model.to_string(),
+            audit_number("max_calls", &f.max_calls, 1, cap_calls, cap_calls)?,
+            audit_number("max_tokens", &f.max_tokens, 1, cap_tokens, cap_tokens)?,
+        )
     } else {
         (String::new(), 0, 0)
     };
     if state.db.packet_audits_of(v.id, 50).await?.iter().any(|a| a.state.is_pending()) {
-        return Err(AppError::Conflict("an audit of this version is already queued or running; wait for it to finish".into()));
+        return Err(AppError::Conflict(
+            "an audit of this version is already queued or running; wait for it to finish".into(),
+        ));
     }
     let functions = names.join(" ");
     let new = crate::db::NewPacketAudit {
@@ -604,17 +824,43 @@ async fn start_audit(State(state): State<AppState>, signed_in: SignedIn, Path((s
     };
     let (audit, job) = state.db.queue_packet_audit(new).await?;
     state.wake_workers();
-    state.db.audit(&format!("user:{}", signed_in.user.id), "packet.audit-request", &format!("packet:{slug}"), &format!("audit {audit} of version id {} ({mode}, job {job})", v.id)).await?;
-    set_flash(&signed_in.session, "Audit queued: the hidden tests run against each mutant in the sandbox.").await;
+    state
+        .db
+        .audit(
+            &format!("user:{}", signed_in.user.id),
+            "packet.audit-request",
+            &format!("packet:{slug}"),
+            &format!("audit {audit} of version id {} ({mode}, job {job})", v.id),
+        )
+        .await?;
+    set_flash(
+        &signed_in.session,
+        "Audit queued: the hidden tests run against each mutant in the sandbox.",
+    )
+    .await;
     Ok(Redirect::to(&format!("/packets/{}?version={}&audit={audit}", v.slug, v.id)).into_response())
 }
 
 /// The audit's state for the live status: `{"state", "counts", "error"}`.
-async fn audit_status(State(state): State<AppState>, _signed_in: SignedIn, Path((slug, id, audit)): Path<(String, i64, i64)>) -> Result<Response, AppError> {
+async fn audit_status(
+    State(state): State<AppState>,
+    _signed_in: SignedIn,
+    Path((slug, id, audit)): Path<(String, i64, i64)>,
+) -> Result<Response, AppError> {
     let (_, v, _) = find_version(&state, &slug, Some(id)).await?;
-    let a = state.db.packet_audit(audit).await?.filter(|a| a.version_id == v.id).ok_or_else(|| AppError::NotFound(format!("audit {audit} of this version")))?;
-    let counts = a.report_json.as_deref().and_then(|j| serde_json::from_str::<grader::audit::AuditReport>(j).ok()).map(|r| r.counts);
-    Ok(axum::Json(serde_json::json!({ "state": a.state, "counts": counts, "error": a.error })).into_response())
+    let a = state
+        .db
+        .packet_audit(audit)
+        .await?
+        .filter(|a| a.version_id == v.id)
+        .ok_or_else(|| AppError::NotFound(format!("audit {audit} of this version")))?;
+    let counts = a
+        .report_json
+        .as_deref()
+        .and_then(|j| serde_json::from_str::<grader::audit::AuditReport>(j).ok())
+        .map(|r| r.counts);
+    Ok(axum::Json(serde_json::json!({ "state": a.state, "counts": counts, "error": a.error }))
+        .into_response())
 }
 
 #[derive(Deserialize)]
@@ -626,16 +872,34 @@ struct KeepForm {
 }
 
 /// Keeps a killed or survived mutant of an audit as `mutants/<id>.diff` of the draft.
-async fn keep_mutant(State(state): State<AppState>, signed_in: SignedIn, Path((slug, id, audit)): Path<(String, i64, i64)>, Form(f): Form<KeepForm>) -> Result<Response, AppError> {
+async fn keep_mutant(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path((slug, id, audit)): Path<(String, i64, i64)>,
+    Form(f): Form<KeepForm>,
+) -> Result<Response, AppError> {
     let v = action_target(&state, &signed_in, &f.csrf, &slug, id).await?;
-    let a = state.db.packet_audit(audit).await?.filter(|a| a.version_id == v.id).ok_or_else(|| AppError::NotFound(format!("audit {audit} of this version")))?;
+    let a = state
+        .db
+        .packet_audit(audit)
+        .await?
+        .filter(|a| a.version_id == v.id)
+        .ok_or_else(|| AppError::NotFound(format!("audit {audit} of this version")))?;
     let report = a
         .report_json
         .as_deref()
         .and_then(|j| serde_json::from_str::<grader::audit::AuditReport>(j).ok())
-        .ok_or_else(|| AppError::Conflict(format!("audit {audit} has no result yet ({})", a.state)))?;
+        .ok_or_else(|| {
+            AppError::Conflict(format!("audit {audit} has no result yet ({})", a.state))
+        })?;
     let mutant = f.mutant.trim().to_string();
-    library::edit_draft(&state, &v, DraftEdit::KeepMutant { id: mutant.clone(), report: Box::new(report) }, Some(signed_in.user.id)).await?;
+    library::edit_draft(
+        &state,
+        &v,
+        DraftEdit::KeepMutant { id: mutant.clone(), report: Box::new(report) },
+        Some(signed_in.user.id),
+    )
+    .await?;
     set_flash(&signed_in.session, format!("Kept {mutant} as mutants/{mutant}.diff: the self-test now requires the hidden tests to kill it.")).await;
     Ok(Redirect::to(&format!("/packets/{}?version={}&audit={audit}", v.slug, v.id)).into_response())
 }
@@ -644,8 +908,14 @@ async fn keep_mutant(State(state): State<AppState>, signed_in: SignedIn, Path((s
 mod tests {
     #[test]
     fn debug_exits_read_as_words() {
-        assert_eq!(super::readable_exit("`pytest -q`: Code(1)\n1 failed"), "`pytest -q`: exit code 1\n1 failed");
+        assert_eq!(
+            super::readable_exit("`pytest -q`: Code(1)\n1 failed"),
+            "`pytest -q`: exit code 1\n1 failed"
+        );
         assert_eq!(super::readable_exit("Signal(9)"), "killed by signal 9");
-        assert_eq!(super::readable_exit("exit code 0; NoCode(3), Code(x)"), "exit code 0; NoCode(3), Code(x)");
+        assert_eq!(
+            super::readable_exit("exit code 0; NoCode(3), Code(x)"),
+            "exit code 0; NoCode(3), Code(x)"
+        );
     }
 }

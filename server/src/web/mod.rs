@@ -70,7 +70,9 @@ pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
         // A handler's panic is a 500 (JSON, or an HTML page for browsers),
         // never a dropped connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
-        .layer(axum::middleware::from_fn(move |req: Request, next: Next| body_timeout(body_idle, req, next)))
+        .layer(axum::middleware::from_fn(move |req: Request, next: Next| {
+            body_timeout(body_idle, req, next)
+        }))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(state)
 }
@@ -86,12 +88,20 @@ async fn body_timeout(idle: std::time::Duration, req: Request, next: Next) -> Re
 
 /// A panicking handler's answer: 500 with no detail (the panic is logged).
 fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let detail = err.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| err.downcast_ref::<String>().cloned()).unwrap_or_default();
+    let detail = err
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| err.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
     tracing::error!(panic = %detail, "a request handler panicked");
-    let html = page::error_document(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the server failed on this request; it was logged");
+    let html = page::error_document(
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        "the server failed on this request; it was logged",
+    );
     let mut res = Response::new(Body::from(html));
     *res.status_mut() = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    res.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     res
 }
 
@@ -119,7 +129,8 @@ pub fn content_security_policy() -> &'static str {
 fn inline_script_hashes() -> Vec<String> {
     use base64::Engine;
     use sha2::Digest;
-    let html = app::shell::document(app::shell::PageMeta { hydrate: true, ..Default::default() }, || ());
+    let html =
+        app::shell::document(app::shell::PageMeta { hydrate: true, ..Default::default() }, || ());
     let mut out = Vec::new();
     let mut rest = html.as_str();
     while let Some(i) = rest.find("<script") {
@@ -129,7 +140,10 @@ fn inline_script_hashes() -> Vec<String> {
         let Some(close) = rest.find("</script>") else { break };
         let body = &rest[open_end + 1..close];
         if !open.contains(" src=") && !body.is_empty() {
-            out.push(base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body.as_bytes())));
+            out.push(
+                base64::engine::general_purpose::STANDARD
+                    .encode(sha2::Sha256::digest(body.as_bytes())),
+            );
         }
         rest = &rest[close + "</script>".len()..];
     }
@@ -189,8 +203,14 @@ async fn html_errors(req: Request, next: Next) -> Response {
     } else {
         String::from_utf8_lossy(&bytes).trim().to_string()
     };
-    let message = if message.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { message };
-    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    let message = if message.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        message
+    };
+    parts
+        .headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::VARY, HeaderValue::from_static("accept"));
     let html = page::error_document(status, &message);
@@ -213,14 +233,25 @@ async fn metrics(State(state): State<AppState>, req: Request) -> Result<String, 
 
 /// Whether `/metrics` answers: the bearer token when one is configured,
 /// else a loopback peer.
-fn metrics_allowed(token: Option<&str>, authorization: Option<&str>, peer: Option<std::net::IpAddr>) -> Result<(), AppError> {
+fn metrics_allowed(
+    token: Option<&str>,
+    authorization: Option<&str>,
+    peer: Option<std::net::IpAddr>,
+) -> Result<(), AppError> {
     match token.filter(|t| !t.is_empty()) {
         Some(token) => {
             let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("").trim();
-            if session::constant_time_eq(given.as_bytes(), token.as_bytes()) { Ok(()) } else { Err(AppError::Unauthorized) }
+            if session::constant_time_eq(given.as_bytes(), token.as_bytes()) {
+                Ok(())
+            } else {
+                Err(AppError::Unauthorized)
+            }
         }
         None if peer.is_some_and(|p| p.is_loopback() || p.to_canonical().is_loopback()) => Ok(()),
-        None => Err(AppError::Forbidden("/metrics answers only local clients; set metrics_token to read it from elsewhere".into())),
+        None => Err(AppError::Forbidden(
+            "/metrics answers only local clients; set metrics_token to read it from elsewhere"
+                .into(),
+        )),
     }
 }
 
@@ -233,7 +264,13 @@ mod tests {
         let local: Option<std::net::IpAddr> = Some("127.0.0.1".parse().unwrap());
         let mapped: Option<std::net::IpAddr> = Some("::ffff:127.0.0.1".parse().unwrap());
         let far: Option<std::net::IpAddr> = Some("203.0.113.9".parse().unwrap());
-        let check = |token, auth, peer, ok: bool| assert_eq!(metrics_allowed(token, auth, peer).is_ok(), ok, "{token:?} {auth:?} {peer:?}");
+        let check = |token, auth, peer, ok: bool| {
+            assert_eq!(
+                metrics_allowed(token, auth, peer).is_ok(),
+                ok,
+                "{token:?} {auth:?} {peer:?}"
+            )
+        };
         check(None, None, local, true);
         check(None, None, mapped, true);
         check(Some(""), None, local, true);

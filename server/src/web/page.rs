@@ -12,7 +12,10 @@ use crate::web::session::SignedIn;
 pub fn meta(signed_in: &SignedIn, title: impl Into<String>) -> PageMeta {
     PageMeta {
         title: title.into(),
-        user: Some(NavUser { name: signed_in.user.name.clone(), role: signed_in.user.role.as_str().to_string() }),
+        user: Some(NavUser {
+            name: signed_in.user.name.clone(),
+            role: signed_in.user.role.as_str().to_string(),
+        }),
         csrf: signed_in.csrf.clone(),
         flash: None,
         hydrate: signed_in.hydrate,
@@ -22,7 +25,13 @@ pub fn meta(signed_in: &SignedIn, title: impl Into<String>) -> PageMeta {
 /// The frame of a candidate's page: no navigation and no session (the link
 /// is the only credential).
 pub fn candidate_meta(state: &crate::state::AppState, title: impl Into<String>) -> PageMeta {
-    PageMeta { title: title.into(), user: None, csrf: String::new(), flash: None, hydrate: state.hydrate }
+    PageMeta {
+        title: title.into(),
+        user: None,
+        csrf: String::new(),
+        flash: None,
+        hydrate: state.hydrate,
+    }
 }
 
 /// Renders Markdown (prompts, rules) to HTML. Raw HTML in the source is shown
@@ -34,22 +43,23 @@ pub fn markdown(src: &str) -> String {
     use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd, html};
     // One entry per open link / image: whether it was dropped.
     let (mut links, mut images) = (Vec::new(), Vec::new());
-    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).filter_map(|e| match e {
-        Event::Html(s) | Event::InlineHtml(s) => Some(Event::Text(s)),
-        Event::Start(Tag::Link { ref dest_url, .. }) => {
-            let ok = safe_url(dest_url);
-            links.push(ok);
-            ok.then_some(e)
-        }
-        Event::Start(Tag::Image { ref dest_url, .. }) => {
-            let ok = safe_url(dest_url);
-            images.push(ok);
-            ok.then_some(e)
-        }
-        Event::End(TagEnd::Link) => links.pop().unwrap_or(true).then_some(e),
-        Event::End(TagEnd::Image) => images.pop().unwrap_or(true).then_some(e),
-        other => Some(other),
-    });
+    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH)
+        .filter_map(|e| match e {
+            Event::Html(s) | Event::InlineHtml(s) => Some(Event::Text(s)),
+            Event::Start(Tag::Link { ref dest_url, .. }) => {
+                let ok = safe_url(dest_url);
+                links.push(ok);
+                ok.then_some(e)
+            }
+            Event::Start(Tag::Image { ref dest_url, .. }) => {
+                let ok = safe_url(dest_url);
+                images.push(ok);
+                ok.then_some(e)
+            }
+            Event::End(TagEnd::Link) => links.pop().unwrap_or(true).then_some(e),
+            Event::End(TagEnd::Image) => images.pop().unwrap_or(true).then_some(e),
+            other => Some(other),
+        });
     let mut out = String::new();
     html::push_html(&mut out, parser);
     out
@@ -64,7 +74,9 @@ pub fn safe_url(url: &str) -> bool {
     let end = cleaned.find(['/', '?', '#', '\\']).unwrap_or(cleaned.len());
     match cleaned[..end].find(':') {
         None => true,
-        Some(i) => matches!(cleaned[..i].to_ascii_lowercase().as_str(), "http" | "https" | "mailto"),
+        Some(i) => {
+            matches!(cleaned[..i].to_ascii_lowercase().as_str(), "http" | "https" | "mailto")
+        }
     }
 }
 
@@ -74,7 +86,10 @@ pub fn error_document(status: StatusCode, message: &str) -> String {
     let meta = PageMeta { title: reason.clone(), hydrate: false, ..PageMeta::default() };
     let message = message.to_string();
     let code = status.as_u16();
-    app::shell::document(meta, move || view! { <ErrorPage status=code reason=reason message=message /> })
+    app::shell::document(
+        meta,
+        move || view! { <ErrorPage status=code reason=reason message=message /> },
+    )
 }
 
 #[cfg(test)]
@@ -84,12 +99,30 @@ mod tests {
     #[test]
     fn only_safe_link_schemes_survive() {
         let check = |url: &str, ok: bool| assert_eq!(safe_url(url), ok, "{url:?}");
-        for good in ["https://example.test/x", "HTTP://x", "mailto:a@b.test", "/docs", "notes.md", "#top", "?q=1", "a/b:c", ""] {
+        for good in [
+            "https://example.test/x",
+            "HTTP://x",
+            "mailto:a@b.test",
+            "/docs",
+            "notes.md",
+            "#top",
+            "?q=1",
+            "a/b:c",
+            "",
+        ] {
             check(good, true);
         }
         for bad in [
-            "javascript:alert(1)", "JavaScript:alert(1)", " javascript:x", "java\tscript:x", "java\nscript:x", "\u{1}javascript:x",
-            "data:text/html,<script>", "vbscript:x", "file:///etc/passwd", "blob:x",
+            "javascript:alert(1)",
+            "JavaScript:alert(1)",
+            " javascript:x",
+            "java\tscript:x",
+            "java\nscript:x",
+            "\u{1}javascript:x",
+            "data:text/html,<script>",
+            "vbscript:x",
+            "file:///etc/passwd",
+            "blob:x",
         ] {
             check(bad, false);
         }
@@ -97,7 +130,9 @@ mod tests {
 
     #[test]
     fn markdown_drops_unsafe_links_and_images() {
-        let html = markdown("[Start here](javascript:alert(1)) [Enc](jav&#x61;script:alert(2)) and [ok](https://example.test/) ![img](data:image/svg+xml,x) ![fine](/a.png) <vbscript:x>");
+        let html = markdown(
+            "[Start here](javascript:alert(1)) [Enc](jav&#x61;script:alert(2)) and [ok](https://example.test/) ![img](data:image/svg+xml,x) ![fine](/a.png) <vbscript:x>",
+        );
         assert!(!html.contains("javascript:"), "{html}");
         assert!(!html.contains("data:image"), "{html}");
         assert!(!html.contains("vbscript:x\""), "{html}");

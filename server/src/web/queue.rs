@@ -35,7 +35,9 @@ fn row(j: Job) -> JobRow {
         state: j.state,
         attempts: j.attempts,
         max_attempts: j.max_attempts,
-        lease: j.lease_owner.map(|o| format!("{o} until {}", j.lease_until.map(fmt_time).unwrap_or_default())),
+        lease: j
+            .lease_owner
+            .map(|o| format!("{o} until {}", j.lease_until.map(fmt_time).unwrap_or_default())),
         last_error: j.last_error,
         created: fmt_time(j.created_at),
     }
@@ -47,7 +49,11 @@ async fn label(state: &AppState, r: &JobRow) -> Result<Option<String>, AppError>
     Ok(match r.kind {
         JobKind::Grade => match state.db.submission_by_id(&r.subject).await? {
             Some(s) => state.db.assignment_by_id(&s.assignment_id).await?.map(|a| {
-                let who = if a.blind_review { crate::web::review::blind_label(&s.id) } else { a.candidate_name.clone() };
+                let who = if a.blind_review {
+                    crate::web::review::blind_label(&s.id)
+                } else {
+                    a.candidate_name.clone()
+                };
                 let version = a.version.map(|v| format!(" v{v}")).unwrap_or_default();
                 format!("{who} · {}{version}", a.slug)
             }),
@@ -55,7 +61,11 @@ async fn label(state: &AppState, r: &JobRow) -> Result<Option<String>, AppError>
         },
         JobKind::Check => match r.subject.parse::<i64>().ok() {
             Some(id) => match state.db.version_by_id(id).await? {
-                Some(v) => Some(format!("self-test of {} {}", v.slug, crate::web::library::label_of(state, &v).await?)),
+                Some(v) => Some(format!(
+                    "self-test of {} {}",
+                    v.slug,
+                    crate::web::library::label_of(state, &v).await?
+                )),
                 None => None,
             },
             None => None,
@@ -74,16 +84,26 @@ async fn labelled(state: &AppState, jobs: Vec<Job>) -> Result<Vec<JobRow>, AppEr
     Ok(out)
 }
 
-async fn page(State(state): State<AppState>, signed_in: SignedIn) -> Result<Html<String>, AppError> {
+async fn page(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+) -> Result<Html<String>, AppError> {
     signed_in.require(Role::Reviewer)?;
     let pending = labelled(&state, state.db.pending_jobs().await?).await?;
-    let recent = labelled(&state, state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state.is_final()).collect()).await?;
+    let recent = labelled(
+        &state,
+        state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state.is_final()).collect(),
+    )
+    .await?;
     let meta = crate::web::page::meta(&signed_in, "Grading queue");
     let page = QueueView { pending, recent };
     Ok(Html(app::shell::document(meta, move || view! { <QueuePage page=page /> })))
 }
 
-async fn status(State(state): State<AppState>, signed_in: SignedIn) -> Result<axum::Json<QueueStatus>, AppError> {
+async fn status(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+) -> Result<axum::Json<QueueStatus>, AppError> {
     signed_in.require(Role::Reviewer)?;
     let mut jobs = state.db.pending_jobs().await?;
     jobs.extend(state.db.recent_jobs(RECENT).await?.into_iter().filter(|j| j.state.is_final()));
@@ -108,7 +128,11 @@ async fn submission_status(
     Path(id): Path<String>,
 ) -> Result<axum::Json<SubmissionStatus>, AppError> {
     signed_in.require(Role::Reviewer)?;
-    let s = state.db.submission_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
+    let s = state
+        .db
+        .submission_by_id(&id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("submission {id}")))?;
     Ok(axum::Json(status_json(&s)))
 }
 
@@ -132,7 +156,10 @@ mod tests {
             created: "2026-11-29 09:59 UTC".into(),
         };
         let page = QueueView { pending: vec![job], recent: vec![] };
-        let html = app::shell::document(app::shell::PageMeta::default(), move || view! { <QueuePage page=page /> });
+        let html = app::shell::document(
+            app::shell::PageMeta::default(),
+            move || view! { <QueuePage page=page /> },
+        );
         assert!(html.contains("/submissions/abc"), "{html}");
         assert!(html.contains("boom &lt;b&gt;"), "{html}");
     }

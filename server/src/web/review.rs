@@ -15,9 +15,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use app::pages::review::{
-    AssignmentPage, AssignmentView, CardView, CompareColumn, ComparePage, CompareView, CriterionView, FileChange, FindingView, GateView,
-    HistoryRow, HumanForm, LedgerCall, LedgerRun, LedgerView, ExcerptSide, ReceiptPage, ReceiptView, RunView, ScorecardPage, ScorecardView, SimilarExcerpt, SimilarPair, SubmissionLine,
-    ToolView,
+    AssignmentPage, AssignmentView, CardView, CompareColumn, ComparePage, CompareView,
+    CriterionView, ExcerptSide, FileChange, FindingView, GateView, HistoryRow, HumanForm,
+    LedgerCall, LedgerRun, LedgerView, ReceiptPage, ReceiptView, RunView, ScorecardPage,
+    ScorecardView, SimilarExcerpt, SimilarPair, SubmissionLine, ToolView,
 };
 use app::shell::PageMeta;
 use axum::extract::{Path, Query, State};
@@ -26,8 +27,8 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use grader::grade::{Scorecard, rescore};
 use grader::manifest::{Manifest, Mode};
-use grader::tree::{Tree, list_files};
 use grader::score::{HumanScore, Status};
+use grader::tree::{Tree, list_files};
 use grader::witness::{Witness, format_ms};
 use leptos::prelude::*;
 use serde::Deserialize;
@@ -73,17 +74,24 @@ struct Context {
 }
 
 async fn context(state: &AppState, id: &str) -> Result<Context, AppError> {
-    let submission = state.db.submission_by_id(id).await?.ok_or_else(|| AppError::NotFound(format!("submission {id:?}")))?;
-    let assignment = state
+    let submission = state
         .db
-        .assignment_by_id(&submission.assignment_id)
+        .submission_by_id(id)
         .await?
-        .ok_or_else(|| AppError::NotFound(format!("assignment {:?} of submission {id:?}", submission.assignment_id)))?;
-    let version = state
-        .db
-        .version_by_id(assignment.packet_version_id)
-        .await?
-        .ok_or_else(|| AppError::NotFound(format!("packet version {} of assignment {:?}", assignment.packet_version_id, assignment.id)))?;
+        .ok_or_else(|| AppError::NotFound(format!("submission {id:?}")))?;
+    let assignment =
+        state.db.assignment_by_id(&submission.assignment_id).await?.ok_or_else(|| {
+            AppError::NotFound(format!(
+                "assignment {:?} of submission {id:?}",
+                submission.assignment_id
+            ))
+        })?;
+    let version = state.db.version_by_id(assignment.packet_version_id).await?.ok_or_else(|| {
+        AppError::NotFound(format!(
+            "packet version {} of assignment {:?}",
+            assignment.packet_version_id, assignment.id
+        ))
+    })?;
     Ok(Context { submission, assignment, version })
 }
 
@@ -94,7 +102,8 @@ async fn manifest_of(state: &AppState, version: &PacketVersion) -> Result<Manife
     let src = tokio::fs::read_to_string(&path)
         .await
         .map_err(|e| AppError::Internal(anyhow::anyhow!("reading {}: {e}", path.display())))?;
-    Manifest::parse("packet.toml", &src).map_err(|e| AppError::Internal(anyhow::anyhow!("packet version {}: {e}", version.id)))
+    Manifest::parse("packet.toml", &src)
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("packet version {}: {e}", version.id)))
 }
 
 /// The starter's files of a packet version, for the submission's diff.
@@ -105,13 +114,17 @@ async fn starter_of(state: &AppState, version: &PacketVersion) -> Option<Tree> {
 
 pub(crate) fn parse_card(s: &Submission) -> Result<Option<Scorecard>, AppError> {
     match (s.state, &s.scorecard_json) {
-        (SubmissionState::Graded, Some(json)) => serde_json::from_str(json)
-            .map(Some)
-            .map_err(|e| AppError::Internal(anyhow::anyhow!("submission {}: stored scorecard does not parse: {e}", s.id))),
+        (SubmissionState::Graded, Some(json)) => {
+            serde_json::from_str(json).map(Some).map_err(|e| {
+                AppError::Internal(anyhow::anyhow!(
+                    "submission {}: stored scorecard does not parse: {e}",
+                    s.id
+                ))
+            })
+        }
         _ => Ok(None),
     }
 }
-
 
 /// Under blind review, the name a reviewer sees for a candidate: stable per
 /// submission, derived from its id, carrying nothing of the person.
@@ -129,20 +142,45 @@ pub fn blind_key(submission_id: &str) -> String {
 /// submission `submission_id` (graded as `card`): blind review is on and
 /// the viewer has not yet saved a score of their own for every
 /// human-scored criterion (for any one, when no criterion is human-only).
-pub(crate) async fn hides_candidate(state: &AppState, a: &Assignment, submission_id: &str, card: Option<&Scorecard>, viewer: i64) -> Result<bool, AppError> {
+pub(crate) async fn hides_candidate(
+    state: &AppState,
+    a: &Assignment,
+    submission_id: &str,
+    card: Option<&Scorecard>,
+    viewer: i64,
+) -> Result<bool, AppError> {
     if !a.blind_review {
         return Ok(false);
     }
     let scores = state.db.human_scores(submission_id).await?;
-    let mine: std::collections::BTreeSet<&str> = scores.iter().filter(|h| h.reviewer_id == viewer).map(|h| h.criterion.as_str()).collect();
-    let required: Vec<&str> = card.map(|c| c.scoring.criteria.iter().filter(|c| c.mode == Mode::Human).map(|c| c.id.as_str()).collect()).unwrap_or_default();
-    let revealed = if required.is_empty() { !mine.is_empty() } else { required.iter().all(|c| mine.contains(c)) };
+    let mine: std::collections::BTreeSet<&str> =
+        scores.iter().filter(|h| h.reviewer_id == viewer).map(|h| h.criterion.as_str()).collect();
+    let required: Vec<&str> = card
+        .map(|c| {
+            c.scoring
+                .criteria
+                .iter()
+                .filter(|c| c.mode == Mode::Human)
+                .map(|c| c.id.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let revealed = if required.is_empty() {
+        !mine.is_empty()
+    } else {
+        required.iter().all(|c| mine.contains(c))
+    };
     Ok(!revealed)
 }
 
 /// Replaces the candidate's name and email in `ctx` by the pseudonym when
 /// the viewer must not see them yet; returns whether it did.
-async fn blind_for(state: &AppState, ctx: &mut Context, card: Option<&Scorecard>, viewer: i64) -> Result<bool, AppError> {
+async fn blind_for(
+    state: &AppState,
+    ctx: &mut Context,
+    card: Option<&Scorecard>,
+    viewer: i64,
+) -> Result<bool, AppError> {
     let hide = hides_candidate(state, &ctx.assignment, &ctx.submission.id, card, viewer).await?;
     if hide {
         ctx.assignment.candidate_name = blind_label(&ctx.submission.id);
@@ -154,8 +192,15 @@ async fn blind_for(state: &AppState, ctx: &mut Context, card: Option<&Scorecard>
 /// The inbox's order of two waiting rows (graded at `ta` and `tb`): rows
 /// under blind review after the others, in their stable pseudo-random
 /// order; the others oldest first.
-pub fn inbox_order(ta: &i64, a: &app::pages::inbox::InboxRow, tb: &i64, b: &app::pages::inbox::InboxRow) -> std::cmp::Ordering {
-    let key = |t: &i64, r: &app::pages::inbox::InboxRow| if r.blind { (1, blind_key(&r.submission_id)) } else { (0, format!("{:020}", t)) };
+pub fn inbox_order(
+    ta: &i64,
+    a: &app::pages::inbox::InboxRow,
+    tb: &i64,
+    b: &app::pages::inbox::InboxRow,
+) -> std::cmp::Ordering {
+    let key = |t: &i64, r: &app::pages::inbox::InboxRow| {
+        if r.blind { (1, blind_key(&r.submission_id)) } else { (0, format!("{:020}", t)) }
+    };
     key(ta, a).cmp(&key(tb, b))
 }
 
@@ -175,10 +220,20 @@ pub(crate) fn score_label(card: &Scorecard) -> String {
 /// The latest reviewer level per criterion, from the append-only history.
 /// Grading workers pass these as `GradeOptions::human` so a regrade keeps
 /// the reviewers' levels.
-pub async fn human_levels(state: &AppState, submission_id: &str) -> Result<BTreeMap<String, HumanScore>, AppError> {
+pub async fn human_levels(
+    state: &AppState,
+    submission_id: &str,
+) -> Result<BTreeMap<String, HumanScore>, AppError> {
     let mut out = BTreeMap::new();
     for row in state.db.human_scores(submission_id).await? {
-        out.insert(row.criterion.clone(), HumanScore { level: row.level.max(0) as u32, reason: row.reason, by: row.reviewer_name });
+        out.insert(
+            row.criterion.clone(),
+            HumanScore {
+                level: row.level.max(0) as u32,
+                reason: row.reason,
+                by: row.reviewer_name,
+            },
+        );
     }
     Ok(out)
 }
@@ -186,19 +241,32 @@ pub async fn human_levels(state: &AppState, submission_id: &str) -> Result<BTree
 /// The scorecard as the pages and the standalone receipt show it.
 pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
     let r = &card.receipt;
-    let gates = card.scoring.gates.iter().map(|g| GateView { label: g.gate.clone(), result: g.result.clone(), message: g.message.clone() }).collect();
+    let gates = card
+        .scoring
+        .gates
+        .iter()
+        .map(|g| GateView {
+            label: g.gate.clone(),
+            result: g.result.clone(),
+            message: g.message.clone(),
+        })
+        .collect();
     let findings = card
         .findings
         .iter()
         .map(|f| FindingView {
             id: f.id.clone(),
             title: f.title.clone(),
-            provenance: serde_json::to_value(f.provenance).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            provenance: serde_json::to_value(f.provenance)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
             evidence: f.evidence.clone(),
         })
         .collect();
     let criteria = card
-        .scoring.criteria
+        .scoring
+        .criteria
         .iter()
         .map(|c| CriterionView {
             id: c.id.clone(),
@@ -232,16 +300,33 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
             if run.timed_out {
                 outcome.push_str(", timed out");
             }
-            let limit_hit = run.limit_hit.map(|l| serde_json::to_value(l).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
+            let limit_hit = run.limit_hit.map(|l| {
+                serde_json::to_value(l)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            });
             if let Some(l) = &limit_hit {
                 outcome.push_str(&format!(", {l} limit hit"));
             }
             let ok = matches!(run.exit, grader::sandbox::Exit::Code(0)) && !run.timed_out;
-            let duration = r.timings.runs.iter().find(|t| t.id == run.id).map(|t| format!("{:.2} s", t.wall_ms / 1000.0)).unwrap_or_default();
+            let duration = r
+                .timings
+                .runs
+                .iter()
+                .find(|t| t.id == run.id)
+                .map(|t| format!("{:.2} s", t.wall_ms / 1000.0))
+                .unwrap_or_default();
             let (tests, failed_tests) = match &run.tests {
                 Some(t) => {
-                    let counted: Vec<_> = t.iter().filter(|t| t.status != grader::evidence::TestStatus::Skipped).collect();
-                    let passed = counted.iter().filter(|t| t.status == grader::evidence::TestStatus::Passed).count();
+                    let counted: Vec<_> = t
+                        .iter()
+                        .filter(|t| t.status != grader::evidence::TestStatus::Skipped)
+                        .collect();
+                    let passed = counted
+                        .iter()
+                        .filter(|t| t.status == grader::evidence::TestStatus::Passed)
+                        .count();
                     let failed = counted
                         .iter()
                         .filter(|t| t.status != grader::evidence::TestStatus::Passed)
@@ -287,8 +372,10 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         })
         .collect();
     let mutation = r.mutation.as_ref().map(|m| {
-        let survived: Vec<&str> = m.mutants.iter().filter(|x| !x.killed).map(|x| x.id.as_str()).collect();
-        let mut s = format!("the candidate's tests killed {} of {} mutants", m.killed(), m.mutants.len());
+        let survived: Vec<&str> =
+            m.mutants.iter().filter(|x| !x.killed).map(|x| x.id.as_str()).collect();
+        let mut s =
+            format!("the candidate's tests killed {} of {} mutants", m.killed(), m.mutants.len());
         if !survived.is_empty() {
             s.push_str(&format!("; survived: {}", survived.join(", ")));
         }
@@ -318,7 +405,15 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
                 Some(Some(_)) if frozen_paths.contains(&&f.path) => "frozen-changed",
                 Some(Some(_)) => "changed",
             };
-            FileChange { path: f.path.clone(), change: change.into(), size: f.size, sha256: f.sha256.clone(), diff: Vec::new(), diff_note: None, model_calls: Vec::new() }
+            FileChange {
+                path: f.path.clone(),
+                change: change.into(),
+                size: f.size,
+                sha256: f.sha256.clone(),
+                diff: Vec::new(),
+                diff_note: None,
+                model_calls: Vec::new(),
+            }
         })
         // Files the platform put in the starter (the pin file, the brief)
         // were handed back but set aside: listed, never diffed or graded.
@@ -340,8 +435,17 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         caps: card.scoring.caps.clone(),
         pending: card.scoring.pending.clone(),
         findings,
-        unevaluated: card.unevaluated.iter().chain(&card.skipped).map(|u| (u.id.clone(), u.reason.clone())).collect(),
-        not_witnessed: card.not_witnessed.iter().map(|u| (u.id.clone(), u.reason.clone())).collect(),
+        unevaluated: card
+            .unevaluated
+            .iter()
+            .chain(&card.skipped)
+            .map(|u| (u.id.clone(), u.reason.clone()))
+            .collect(),
+        not_witnessed: card
+            .not_witnessed
+            .iter()
+            .map(|u| (u.id.clone(), u.reason.clone()))
+            .collect(),
         criteria,
         runs,
         frozen,
@@ -350,7 +454,13 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         mismatches: card.environment.mismatches.clone(),
         // Evidence kept without Landlock is listed with the fallback that
         // explains it.
-        sandbox_fallbacks: r.sandbox.fallbacks.iter().cloned().chain(r.untrusted_evidence.iter().map(|e| format!("untrusted evidence: {e}"))).collect(),
+        sandbox_fallbacks: r
+            .sandbox
+            .fallbacks
+            .iter()
+            .cloned()
+            .chain(r.untrusted_evidence.iter().map(|e| format!("untrusted evidence: {e}")))
+            .collect(),
         files,
         normalised: normalised_lines(&r.submission.normalised),
         archive_sha256: r.submission.archive_sha256.clone(),
@@ -368,12 +478,26 @@ fn normalised_lines(n: &grader::ingest::Normalised) -> Vec<String> {
         out.push(format!("the zip held everything in one folder, {top}/, which was unwrapped"));
     }
     if !n.dropped.is_empty() {
-        let more = if n.dropped_unlisted > 0 { format!(" and {} more", n.dropped_unlisted) } else { String::new() };
-        out.push(format!("operating-system metadata left out, never graded: {}{more}", n.dropped.join(", ")));
+        let more = if n.dropped_unlisted > 0 {
+            format!(" and {} more", n.dropped_unlisted)
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "operating-system metadata left out, never graded: {}{more}",
+            n.dropped.join(", ")
+        ));
     }
     if !n.backslashes.is_empty() {
-        let more = if n.backslashes_unlisted > 0 { format!(" and {} more", n.backslashes_unlisted) } else { String::new() };
-        out.push(format!("entries written with \\ as the separator, read as /: {}{more}", n.backslashes.join(", ")));
+        let more = if n.backslashes_unlisted > 0 {
+            format!(" and {} more", n.backslashes_unlisted)
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "entries written with \\ as the separator, read as /: {}{more}",
+            n.backslashes.join(", ")
+        ));
     }
     out
 }
@@ -402,7 +526,14 @@ const DIFF_MAX_TOTAL_LINES: usize = 20_000;
 /// Fills in the line diff of each added or changed text file, reading the
 /// submission from its stored zip and the starter from the packet version.
 /// Diffs are best effort: a file without one says why.
-async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, view: &mut CardView, index: &crate::provenance::AnswerIndex) {
+async fn attach_diffs(
+    state: &AppState,
+    version: &PacketVersion,
+    archive_sha256: &str,
+    unwrapped: Option<String>,
+    view: &mut CardView,
+    index: &crate::provenance::AnswerIndex,
+) {
     let index = index.clone();
     let zip_path = stored_zip(state, archive_sha256).await;
     let starter = version_dir(state, &version.dir).join("starter");
@@ -460,18 +591,37 @@ async fn attach_diffs(state: &AppState, version: &PacketVersion, archive_sha256:
 /// The provenance of a submission's added and changed lines against the
 /// answers in `index`: every diffable text file of the stored zip against
 /// the starter's copy (files over the diff size cap are left out).
-async fn provenance_of(state: &AppState, version: &PacketVersion, archive_sha256: &str, unwrapped: Option<String>, files: &[FileChange], index: &crate::provenance::AnswerIndex) -> crate::provenance::Provenance {
+async fn provenance_of(
+    state: &AppState,
+    version: &PacketVersion,
+    archive_sha256: &str,
+    unwrapped: Option<String>,
+    files: &[FileChange],
+    index: &crate::provenance::AnswerIndex,
+) -> crate::provenance::Provenance {
     let zip_path = stored_zip(state, archive_sha256).await;
     let starter = version_dir(state, &version.dir).join("starter");
-    let paths: Vec<String> = files.iter().filter(|f| f.change != "unchanged" && f.change != "platform" && f.size <= DIFF_MAX_BYTES).map(|f| f.path.clone()).collect();
+    let paths: Vec<String> = files
+        .iter()
+        .filter(|f| f.change != "unchanged" && f.change != "platform" && f.size <= DIFF_MAX_BYTES)
+        .map(|f| f.path.clone())
+        .collect();
     let index = index.clone();
     let files = tokio::task::spawn_blocking(move || {
-        let Some(mut archive) = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok()) else { return Vec::new() };
+        let Some(mut archive) =
+            std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok())
+        else {
+            return Vec::new();
+        };
         paths
             .iter()
             .filter_map(|path| {
-                let new = String::from_utf8(read_entry(&mut archive, path, unwrapped.as_deref())?).ok()?;
-                let old = std::fs::read(starter.join(path)).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
+                let new = String::from_utf8(read_entry(&mut archive, path, unwrapped.as_deref())?)
+                    .ok()?;
+                let old = std::fs::read(starter.join(path))
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .unwrap_or_default();
                 Some(crate::provenance::of_file(path, &old, &new, &index))
             })
             .collect()
@@ -482,38 +632,79 @@ async fn provenance_of(state: &AppState, version: &PacketVersion, archive_sha256
 }
 
 /// The answers of the assignment's calls up to the submission.
-async fn answer_index(state: &AppState, ctx: &Context) -> Result<crate::provenance::AnswerIndex, AppError> {
-    let calls = crate::transcript::load(state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?;
+async fn answer_index(
+    state: &AppState,
+    ctx: &Context,
+) -> Result<crate::provenance::AnswerIndex, AppError> {
+    let calls =
+        crate::transcript::load(state, &ctx.assignment.id, Some(ctx.submission.received_at))
+            .await?;
     Ok(crate::provenance::AnswerIndex::of(&calls))
 }
 
 /// A graded submission's provenance (None before it is graded).
-pub(crate) async fn submission_provenance(state: &AppState, submission_id: &str) -> Result<Option<crate::provenance::Provenance>, AppError> {
+pub(crate) async fn submission_provenance(
+    state: &AppState,
+    submission_id: &str,
+) -> Result<Option<crate::provenance::Provenance>, AppError> {
     let ctx = context(state, submission_id).await?;
     let Some(card) = parse_card(&ctx.submission)? else { return Ok(None) };
     let starter = starter_of(state, &ctx.version).await;
     let view = card_view_model(&card, starter.as_ref());
     let index = answer_index(state, &ctx).await?;
-    Ok(Some(provenance_of(state, &ctx.version, &card.receipt.submission.archive_sha256, card.receipt.submission.normalised.unwrapped.clone(), &view.files, &index).await))
+    Ok(Some(
+        provenance_of(
+            state,
+            &ctx.version,
+            &card.receipt.submission.archive_sha256,
+            card.receipt.submission.normalised.unwrapped.clone(),
+            &view.files,
+            &index,
+        )
+        .await,
+    ))
 }
 
 /// The stored scorecard JSON with the submission's line-level provenance
 /// (per file) under `provenance`.
-async fn scorecard_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+async fn scorecard_json(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let ctx = context(&state, &id).await?;
-    let text = ctx.submission.scorecard_json.as_deref().ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id} (it is {})", ctx.submission.state)))?;
-    let mut card: serde_json::Value = serde_json::from_str(text).map_err(|e| AppError::Internal(e.into()))?;
+    let text = ctx.submission.scorecard_json.as_deref().ok_or_else(|| {
+        AppError::NotFound(format!(
+            "a scorecard for submission {id} (it is {})",
+            ctx.submission.state
+        ))
+    })?;
+    let mut card: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| AppError::Internal(e.into()))?;
     let provenance = submission_provenance(&state, &id).await?;
-    card["provenance"] = serde_json::to_value(provenance).map_err(|e| AppError::Internal(e.into()))?;
+    card["provenance"] =
+        serde_json::to_value(provenance).map_err(|e| AppError::Internal(e.into()))?;
     Ok(axum::Json(card).into_response())
 }
 
 /// The submitted file a criterion is about: the first path of the
 /// submission named in the criterion's title or levels (e.g. NOTES.md).
-pub fn file_named_by<'a>(title: &str, levels: &[String], paths: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    let text = std::iter::once(title).chain(levels.iter().map(String::as_str)).collect::<Vec<_>>().join(" ");
-    let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | ')' | '`' | '"' | '\'')).map(|w| w.trim_end_matches('.')).collect();
+pub fn file_named_by<'a>(
+    title: &str,
+    levels: &[String],
+    paths: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let text = std::iter::once(title)
+        .chain(levels.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words: Vec<&str> = text
+        .split(|c: char| {
+            c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | ')' | '`' | '"' | '\'')
+        })
+        .map(|w| w.trim_end_matches('.'))
+        .collect();
     let mut paths: Vec<&str> = paths.collect();
     // The longest path first, so `docs/NOTES.md` wins over a bare `NOTES.md` mention of it.
     paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
@@ -525,14 +716,23 @@ pub fn file_named_by<'a>(title: &str, levels: &[String], paths: impl Iterator<It
 
 /// Puts beside each human form the submitted file its criterion names
 /// (text only, capped at `DIFF_MAX_BYTES`).
-async fn attach_scored_files(state: &AppState, manifest: &Manifest, archive_sha256: &str, unwrapped: Option<String>, view: &CardView, forms: &mut [HumanForm]) {
-    let paths: Vec<String> = view.files.iter().filter(|f| f.change != "platform").map(|f| f.path.clone()).collect();
+async fn attach_scored_files(
+    state: &AppState,
+    manifest: &Manifest,
+    archive_sha256: &str,
+    unwrapped: Option<String>,
+    view: &CardView,
+    forms: &mut [HumanForm],
+) {
+    let paths: Vec<String> =
+        view.files.iter().filter(|f| f.change != "platform").map(|f| f.path.clone()).collect();
     let wanted: Vec<(usize, String)> = forms
         .iter()
         .enumerate()
         .filter_map(|(i, f)| {
             let c = manifest.criterion(&f.criterion)?;
-            file_named_by(&c.title, &c.levels, paths.iter().map(String::as_str)).map(|p| (i, p.to_string()))
+            file_named_by(&c.title, &c.levels, paths.iter().map(String::as_str))
+                .map(|p| (i, p.to_string()))
         })
         .collect();
     if wanted.is_empty() {
@@ -540,8 +740,18 @@ async fn attach_scored_files(state: &AppState, manifest: &Manifest, archive_sha2
     }
     let zip_path = stored_zip(state, archive_sha256).await;
     let read = tokio::task::spawn_blocking(move || {
-        let mut archive = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok())?;
-        Some(wanted.into_iter().filter_map(|(i, p)| read_entry(&mut archive, &p, unwrapped.as_deref()).and_then(|b| String::from_utf8(b).ok()).map(|t| (i, p, t))).collect::<Vec<_>>())
+        let mut archive =
+            std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok())?;
+        Some(
+            wanted
+                .into_iter()
+                .filter_map(|(i, p)| {
+                    read_entry(&mut archive, &p, unwrapped.as_deref())
+                        .and_then(|b| String::from_utf8(b).ok())
+                        .map(|t| (i, p, t))
+                })
+                .collect::<Vec<_>>(),
+        )
     })
     .await
     .ok()
@@ -555,14 +765,22 @@ async fn attach_scored_files(state: &AppState, manifest: &Manifest, archive_sha2
 /// The bytes of the archive entry for `path`, capped at `DIFF_MAX_BYTES`.
 /// The entry is looked up as ingestion named it: under the unwrapped top
 /// folder, and with `\` read as `/`.
-fn read_entry(archive: &mut zip::ZipArchive<std::fs::File>, path: &str, unwrapped: Option<&str>) -> Option<Vec<u8>> {
+fn read_entry(
+    archive: &mut zip::ZipArchive<std::fs::File>,
+    path: &str,
+    unwrapped: Option<&str>,
+) -> Option<Vec<u8>> {
     use std::io::Read;
     let wanted = match unwrapped {
         Some(top) => format!("{top}/{path}"),
         None => path.to_string(),
     };
-    let index = (0..archive.len())
-        .find(|&i| archive.name_for_index(i).and_then(|r| r.ok()).is_some_and(|n| n.trim_start_matches("./").replace('\\', "/") == wanted))?;
+    let index = (0..archive.len()).find(|&i| {
+        archive
+            .name_for_index(i)
+            .and_then(|r| r.ok())
+            .is_some_and(|n| n.trim_start_matches("./").replace('\\', "/") == wanted)
+    })?;
     let entry = archive.by_index(index).ok()?;
     let mut bytes = Vec::new();
     entry.take(DIFF_MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
@@ -577,9 +795,18 @@ fn tamper_override_form(card: &grader::grade::Scorecard) -> HumanForm {
         mode: "veto".into(),
         levels: vec![
             (0, "The veto stands: the submission interfered with the grader's evidence.".into()),
-            (1, "Override the veto: the evidence shows no interference (the reason is kept).".into()),
+            (
+                1,
+                "Override the veto: the evidence shows no interference (the reason is kept)."
+                    .into(),
+            ),
         ],
-        current: card.scoring.caps.iter().any(|c| c.starts_with("evidence-tampering veto overridden")).then_some(1),
+        current: card
+            .scoring
+            .caps
+            .iter()
+            .any(|c| c.starts_with("evidence-tampering veto overridden"))
+            .then_some(1),
         file: None,
     }
 }
@@ -592,9 +819,17 @@ fn mode_word(m: Mode) -> &'static str {
     }
 }
 
-async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+async fn assignment_page(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    let mut a = state.db.assignment_by_id(&id).await?.ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
+    let mut a = state
+        .db
+        .assignment_by_id(&id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
     let mut all = state.db.submissions_of(&id).await?;
     // Blind review: a reviewer (authors manage the invite and know the
     // candidate) sees the pseudonym of the latest graded submission until
@@ -607,7 +842,9 @@ async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Pat
             None => true,
         };
         if hide {
-            a.candidate_name = latest.map(|s| blind_label(&s.id)).unwrap_or_else(|| "Candidate (blind review)".into());
+            a.candidate_name = latest
+                .map(|s| blind_label(&s.id))
+                .unwrap_or_else(|| "Candidate (blind review)".into());
             a.email = "hidden under blind review".into();
         }
     }
@@ -646,10 +883,16 @@ async fn assignment_page(State(state): State<AppState>, signed_in: SignedIn, Pat
             .map(|e| (when(e.at), e.detail))
             .collect(),
         can_manage: signed_in.user.role >= Role::Author,
-        model_key_active: state.db.model_keys_of(&a.id).await?.iter().any(|k| k.revoked_at.is_none()),
+        model_key_active: state
+            .db
+            .model_keys_of(&a.id)
+            .await?
+            .iter()
+            .any(|k| k.revoked_at.is_none()),
     };
     let meta = meta(&signed_in, format!("Assignment {}", a.candidate_name), None);
-    Ok(Html(app::shell::document(meta, move || view! { <AssignmentPage view=view /> })).into_response())
+    Ok(Html(app::shell::document(meta, move || view! { <AssignmentPage view=view /> }))
+        .into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -683,7 +926,12 @@ async fn scorecard_page(
                 current: card.scoring.criteria.iter().find(|s| s.id == c.id).and_then(|s| s.level),
                 file: None,
             })
-            .chain(card.findings.iter().any(|f| f.id == grader::tamper::ID).then(|| tamper_override_form(card)))
+            .chain(
+                card.findings
+                    .iter()
+                    .any(|f| f.id == grader::tamper::ID)
+                    .then(|| tamper_override_form(card)),
+            )
             .collect(),
         None => Vec::new(),
     };
@@ -693,7 +941,13 @@ async fn scorecard_page(
         .await?
         .into_iter()
         .rev()
-        .map(|h| HistoryRow { when: when(h.created_at), who: h.reviewer_name, criterion: h.criterion, level: h.level, reason: h.reason })
+        .map(|h| HistoryRow {
+            when: when(h.created_at),
+            who: h.reviewer_name,
+            criterion: h.criterion,
+            level: h.level,
+            reason: h.reason,
+        })
         .collect();
     let flash = match (q.scored, q.regrade) {
         (Some(c), _) => Some(format!("Score for {c} saved; the decision was recomputed.")),
@@ -715,12 +969,36 @@ async fn scorecard_page(
             Some(c) => {
                 let mut v = card_view_model(c, starter.as_ref());
                 let index = answer_index(&state, &ctx).await?;
-                attach_diffs(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &mut v, &index).await;
+                attach_diffs(
+                    &state,
+                    &ctx.version,
+                    &c.receipt.submission.archive_sha256,
+                    c.receipt.submission.normalised.unwrapped.clone(),
+                    &mut v,
+                    &index,
+                )
+                .await;
                 if !index.is_empty() {
-                    let p = provenance_of(&state, &ctx.version, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &v.files, &index).await;
+                    let p = provenance_of(
+                        &state,
+                        &ctx.version,
+                        &c.receipt.submission.archive_sha256,
+                        c.receipt.submission.normalised.unwrapped.clone(),
+                        &v.files,
+                        &index,
+                    )
+                    .await;
                     v.model_share = Some(p.sentence());
                 }
-                attach_scored_files(&state, &manifest, &c.receipt.submission.archive_sha256, c.receipt.submission.normalised.unwrapped.clone(), &v, &mut forms).await;
+                attach_scored_files(
+                    &state,
+                    &manifest,
+                    &c.receipt.submission.archive_sha256,
+                    c.receipt.submission.normalised.unwrapped.clone(),
+                    &v,
+                    &mut forms,
+                )
+                .await;
                 Some(v)
             }
             None => None,
@@ -732,11 +1010,19 @@ async fn scorecard_page(
             .await?
             .map(|w| ledger_view(&w)),
         blind,
-        similar: similar_to(&state, &ctx.assignment.slug, &ctx.submission.id, signed_in.user.id).await?,
-        transcript: crate::transcript::entries(&state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?.0,
+        similar: similar_to(&state, &ctx.assignment.slug, &ctx.submission.id, signed_in.user.id)
+            .await?,
+        transcript: crate::transcript::entries(
+            &state,
+            &ctx.assignment.id,
+            Some(ctx.submission.received_at),
+        )
+        .await?
+        .0,
     };
     let meta = meta(&signed_in, format!("Scorecard {}", ctx.assignment.candidate_name), flash);
-    Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> })).into_response())
+    Ok(Html(app::shell::document(meta, move || view! { <ScorecardPage view=view /> }))
+        .into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -772,29 +1058,41 @@ async fn human_score(
     // on a scorecard that has the finding.
     let max = if criterion == grader::tamper::ID {
         if !card.findings.iter().any(|f| f.id == grader::tamper::ID) {
-            return Err(AppError::BadRequest(format!("this scorecard has no {criterion:?} finding to override")));
+            return Err(AppError::BadRequest(format!(
+                "this scorecard has no {criterion:?} finding to override"
+            )));
         }
         1
     } else {
-        let c = manifest
-            .criterion(criterion)
-            .ok_or_else(|| AppError::BadRequest(format!("criterion {criterion:?} is not in the rubric of {}", ctx.assignment.slug)))?;
+        let c = manifest.criterion(criterion).ok_or_else(|| {
+            AppError::BadRequest(format!(
+                "criterion {criterion:?} is not in the rubric of {}",
+                ctx.assignment.slug
+            ))
+        })?;
         if c.mode == Mode::Auto {
-            return Err(AppError::BadRequest(format!("criterion {criterion:?} is scored automatically; only human and auto-override criteria take a level")));
+            return Err(AppError::BadRequest(format!(
+                "criterion {criterion:?} is scored automatically; only human and auto-override criteria take a level"
+            )));
         }
         c.max
     };
-    let level: u32 = form
-        .level
-        .trim()
-        .parse()
-        .map_err(|_| AppError::BadRequest(format!("level {:?} is not a whole number from 0 to {max}", form.level)))?;
+    let level: u32 = form.level.trim().parse().map_err(|_| {
+        AppError::BadRequest(format!(
+            "level {:?} is not a whole number from 0 to {max}",
+            form.level
+        ))
+    })?;
     if level > max {
-        return Err(AppError::BadRequest(format!("level {level} is above the maximum {max} of criterion {criterion:?}")));
+        return Err(AppError::BadRequest(format!(
+            "level {level} is above the maximum {max} of criterion {criterion:?}"
+        )));
     }
     let reason = form.reason.trim();
     if reason.is_empty() {
-        return Err(AppError::BadRequest(format!("a written reason is required to score {criterion:?}")));
+        return Err(AppError::BadRequest(format!(
+            "a written reason is required to score {criterion:?}"
+        )));
     }
     if reason.len() > 4000 {
         return Err(AppError::BadRequest("the reason is longer than 4000 characters".into()));
@@ -803,21 +1101,39 @@ async fn human_score(
     state.db.add_human_score(&id, criterion, level as i64, reason, signed_in.user.id).await?;
     let human = human_levels(&state, &id).await?;
     let updated = rescore(&manifest, &card, &human);
-    let scorecard_json = serde_json::to_string(&updated).map_err(|e| AppError::Internal(e.into()))?;
-    let receipt_json = serde_json::to_string(&updated.receipt).map_err(|e| AppError::Internal(e.into()))?;
-    state.db.update_scorecard(&id, &scorecard_json, &receipt_json, &updated.scoring.decision, updated.scoring.score.map(f64::from)).await?;
+    let scorecard_json =
+        serde_json::to_string(&updated).map_err(|e| AppError::Internal(e.into()))?;
+    let receipt_json =
+        serde_json::to_string(&updated.receipt).map_err(|e| AppError::Internal(e.into()))?;
+    state
+        .db
+        .update_scorecard(
+            &id,
+            &scorecard_json,
+            &receipt_json,
+            &updated.scoring.decision,
+            updated.scoring.score.map(f64::from),
+        )
+        .await?;
     state
         .db
         .audit(
             &format!("user:{}", signed_in.user.id),
             "submission.human_score",
             &format!("submission:{id}"),
-            &format!("{criterion} = {level} ({}); decision {} → {}: {reason}", signed_in.user.name, card.scoring.decision, updated.scoring.decision),
+            &format!(
+                "{criterion} = {level} ({}); decision {} → {}: {reason}",
+                signed_in.user.name, card.scoring.decision, updated.scoring.decision
+            ),
         )
         .await?;
     // Back to the criterion just scored, not the top of a long page.
     let anchor = format!("criterion-{}", crate::web::session::urlencode(criterion));
-    Ok(Redirect::to(&format!("/submissions/{id}?scored={}#{anchor}", crate::web::session::urlencode(criterion))).into_response())
+    Ok(Redirect::to(&format!(
+        "/submissions/{id}?scored={}#{anchor}",
+        crate::web::session::urlencode(criterion)
+    ))
+    .into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -837,9 +1153,16 @@ async fn regrade(
     let ctx = context(&state, &id).await?;
     match ctx.submission.state {
         SubmissionState::Queued | SubmissionState::Grading => {
-            return Err(AppError::Conflict(format!("submission {id} is already {}; wait for it to finish", ctx.submission.state)));
+            return Err(AppError::Conflict(format!(
+                "submission {id} is already {}; wait for it to finish",
+                ctx.submission.state
+            )));
         }
-        SubmissionState::Refused => return Err(AppError::Conflict(format!("submission {id} was refused at upload; there is nothing to grade"))),
+        SubmissionState::Refused => {
+            return Err(AppError::Conflict(format!(
+                "submission {id} was refused at upload; there is nothing to grade"
+            )));
+        }
         SubmissionState::Graded | SubmissionState::Failed => {}
     }
     state.db.set_submission_state(&id, SubmissionState::Queued, None).await?;
@@ -860,15 +1183,23 @@ async fn regrade(
 fn stored_receipt(ctx: &Context) -> Result<String, AppError> {
     match (ctx.submission.state, &ctx.submission.receipt_json) {
         (SubmissionState::Graded, Some(r)) => Ok(r.clone()),
-        (s, _) => Err(AppError::NotFound(format!("a receipt for submission {} (it is {s})", ctx.submission.id))),
+        (s, _) => Err(AppError::NotFound(format!(
+            "a receipt for submission {} (it is {s})",
+            ctx.submission.id
+        ))),
     }
 }
 
-async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+async fn receipt_page(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let mut ctx = context(&state, &id).await?;
     stored_receipt(&ctx)?;
-    let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
+    let card = parse_card(&ctx.submission)?
+        .ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
     blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
     // The same document as the standalone receipt, minus its title and the
     // JSON (a link away): askama escaped every value in it.
@@ -888,13 +1219,24 @@ async fn receipt_page(State(state): State<AppState>, signed_in: SignedIn, Path(i
         body_html: body,
     };
     let meta = meta(&signed_in, format!("Receipt {}", ctx.assignment.candidate_name), None);
-    Ok(Html(app::shell::document(meta, move || view! { <ReceiptPage view=view /> })).into_response())
+    Ok(Html(app::shell::document(meta, move || view! { <ReceiptPage view=view /> }))
+        .into_response())
 }
 
 /// The standalone HTML receipt of a graded submission, with `json`; with
 /// `with_text` each listed call's prompt and answer too.
-async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, json: &str, with_text: bool) -> Result<String, AppError> {
-    let texts = if with_text { crate::transcript::load(state, &ctx.assignment.id, Some(ctx.submission.received_at)).await? } else { Vec::new() };
+async fn standalone_receipt(
+    state: &AppState,
+    ctx: &Context,
+    card: &Scorecard,
+    json: &str,
+    with_text: bool,
+) -> Result<String, AppError> {
+    let texts = if with_text {
+        crate::transcript::load(state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?
+    } else {
+        Vec::new()
+    };
     let transcript: Vec<export::TranscriptRow> = card
         .receipt
         .transcript
@@ -904,7 +1246,11 @@ async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, j
             request_sha256: t.request_sha256.clone().unwrap_or_else(|| "not kept".into()),
             response_sha256: t.response_sha256.clone().unwrap_or_else(|| "not kept".into()),
             cut: t.cut.clone().unwrap_or_default(),
-            text: texts.iter().find(|c| c.call.id == t.call).map(export::transcript_text).unwrap_or_default(),
+            text: texts
+                .iter()
+                .find(|c| c.call.id == t.call)
+                .map(export::transcript_text)
+                .unwrap_or_default(),
         })
         .collect();
     let starter = starter_of(state, &ctx.version).await;
@@ -914,7 +1260,11 @@ async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, j
     // Receipts written before they named the published version record the
     // packet.toml version; they are kept as they are (their digest covers
     // it) and the page says so.
-    let recorded = if card.receipt.packet.version == version { "" } else { card.receipt.packet.version.as_str() };
+    let recorded = if card.receipt.packet.version == version {
+        ""
+    } else {
+        card.receipt.packet.version.as_str()
+    };
     export::receipt_html(&export::ReceiptHtml {
         candidate: &ctx.assignment.candidate_name,
         slug: &ctx.assignment.slug,
@@ -930,7 +1280,11 @@ async fn standalone_receipt(state: &AppState, ctx: &Context, card: &Scorecard, j
     .map_err(AppError::Internal)
 }
 
-async fn receipt_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+async fn receipt_json(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let ctx = context(&state, &id).await?;
     let json = stored_receipt(&ctx)?;
@@ -953,28 +1307,55 @@ async fn receipt_html(
     signed_in.require(Role::Reviewer)?;
     let mut ctx = context(&state, &id).await?;
     let json = stored_receipt(&ctx)?;
-    let card = parse_card(&ctx.submission)?.ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
+    let card = parse_card(&ctx.submission)?
+        .ok_or_else(|| AppError::NotFound(format!("a scorecard for submission {id}")))?;
     blind_for(&state, &mut ctx, Some(&card), signed_in.user.id).await?;
-    let pretty = serde_json::from_str::<serde_json::Value>(&json).and_then(|v| serde_json::to_string_pretty(&v)).unwrap_or(json);
+    let pretty = serde_json::from_str::<serde_json::Value>(&json)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or(json);
     let with_text = q.transcript.as_deref().is_some_and(|v| v != "0" && !v.is_empty());
     let html = standalone_receipt(&state, &ctx, &card, &pretty, with_text).await?;
-    let disposition = format!("attachment; filename=\"gatehouse-receipt-{}.html\"", id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
-    Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)], html).into_response())
+    let disposition = format!(
+        "attachment; filename=\"gatehouse-receipt-{}.html\"",
+        id.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_")
+    );
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        html,
+    )
+        .into_response())
 }
 
 /// The JSON export of the assignment's transcript up to this submission.
-async fn transcript_json(State(state): State<AppState>, signed_in: SignedIn, Path(id): Path<String>) -> Result<Response, AppError> {
+async fn transcript_json(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     let ctx = context(&state, &id).await?;
-    let calls = crate::transcript::load(&state, &ctx.assignment.id, Some(ctx.submission.received_at)).await?;
+    let calls =
+        crate::transcript::load(&state, &ctx.assignment.id, Some(ctx.submission.received_at))
+            .await?;
     let mut out = crate::transcript::export_json(&ctx.assignment.id, &calls);
     out["submission"] = serde_json::json!(ctx.submission.id);
     Ok(axum::Json(out).into_response())
 }
 
-async fn scorecards_csv(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {
+async fn scorecards_csv(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(slug): Path<String>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    state.db.packet_by_slug(&slug).await?.ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
+    state
+        .db
+        .packet_by_slug(&slug)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
     let submissions = state.db.latest_submissions_for_packet(&slug).await?;
     let mut loaded = Vec::new();
     for s in submissions {
@@ -1002,13 +1383,26 @@ async fn scorecards_csv(State(state): State<AppState>, signed_in: SignedIn, Path
         })
         .collect();
     let csv = export::scorecards_csv(&rows).map_err(AppError::Internal)?;
-    let disposition = format!("attachment; filename=\"{}-scorecards.csv\"", slug.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
-    Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()), (header::CONTENT_DISPOSITION, disposition)], csv).into_response())
+    let disposition = format!(
+        "attachment; filename=\"{}-scorecards.csv\"",
+        slug.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_")
+    );
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        csv,
+    )
+        .into_response())
 }
 
 /// The latest graded submission of each assignment of the packet, oldest
 /// assignment first.
-async fn graded_of_packet(state: &AppState, slug: &str) -> Result<Vec<(Assignment, Submission, Scorecard)>, AppError> {
+async fn graded_of_packet(
+    state: &AppState,
+    slug: &str,
+) -> Result<Vec<(Assignment, Submission, Scorecard)>, AppError> {
     let mut out = Vec::new();
     let mut assignments = state.db.list_assignments(Some(slug)).await?;
     assignments.reverse();
@@ -1035,8 +1429,18 @@ async fn compare_page(
     Query(q): Query<CompareQuery>,
 ) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    state.db.packet_by_slug(&slug).await?.ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
-    let wanted: Vec<String> = q.ids.unwrap_or_default().split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    state
+        .db
+        .packet_by_slug(&slug)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
+    let wanted: Vec<String> = q
+        .ids
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
     let graded: Vec<_> = graded_of_packet(&state, &slug)
         .await?
         .into_iter()
@@ -1054,10 +1458,16 @@ async fn compare_page(
     // scored them yet, and blind columns come in their stable pseudo-random
     // order after the others.
     let mut graded = graded;
-    graded.sort_by_key(|(a, s, _)| if a.blind_review { (1, blind_key(&s.id)) } else { (0, String::new()) });
+    graded.sort_by_key(
+        |(a, s, _)| if a.blind_review { (1, blind_key(&s.id)) } else { (0, String::new()) },
+    );
     let mut names = Vec::with_capacity(graded.len());
     for (a, s, card) in &graded {
-        names.push(if hides_candidate(&state, a, &s.id, Some(card), signed_in.user.id).await? { blind_label(&s.id) } else { a.candidate_name.clone() });
+        names.push(if hides_candidate(&state, a, &s.id, Some(card), signed_in.user.id).await? {
+            blind_label(&s.id)
+        } else {
+            a.candidate_name.clone()
+        });
     }
     let columns: Vec<CompareColumn> = graded
         .iter()
@@ -1085,7 +1495,15 @@ async fn compare_page(
         .into_iter()
         .map(|f| {
             let (a, b) = (&graded[f.i].1, &graded[f.j].1);
-            pair_view(columns_name(&columns, f.i), a.id.clone(), columns_name(&columns, f.j), b.id.clone(), f.share, &f.excerpts, false)
+            pair_view(
+                columns_name(&columns, f.i),
+                a.id.clone(),
+                columns_name(&columns, f.j),
+                b.id.clone(),
+                f.share,
+                &f.excerpts,
+                false,
+            )
         })
         .collect();
     let view = CompareView {
@@ -1097,39 +1515,77 @@ async fn compare_page(
         csv: format!("/packets/{slug}/scorecards.csv"),
     };
     let meta = meta(&signed_in, format!("Compare {slug}"), None);
-    Ok(Html(app::shell::document(meta, move || view! { <ComparePage view=view /> })).into_response())
+    Ok(Html(app::shell::document(meta, move || view! { <ComparePage view=view /> }))
+        .into_response())
 }
 
 /// The submissions of `slug` similar to `submission_id`, this one as side
 /// `a` (names as the viewer may see them).
-async fn similar_to(state: &AppState, slug: &str, submission_id: &str, viewer: i64) -> Result<Vec<SimilarPair>, AppError> {
+async fn similar_to(
+    state: &AppState,
+    slug: &str,
+    submission_id: &str,
+    viewer: i64,
+) -> Result<Vec<SimilarPair>, AppError> {
     let graded = graded_of_packet(state, slug).await?;
-    let Some(me) = graded.iter().position(|(_, s, _)| s.id == submission_id) else { return Ok(Vec::new()) };
+    let Some(me) = graded.iter().position(|(_, s, _)| s.id == submission_id) else {
+        return Ok(Vec::new());
+    };
     let mut out = Vec::new();
     for f in similar_found(state, &graded, Some(me)).await {
         let (other, swap) = if f.i == me { (f.j, false) } else { (f.i, true) };
         let name_of = async |k: usize| -> Result<String, AppError> {
             let (a, s, card) = &graded[k];
-            Ok(if hides_candidate(state, a, &s.id, Some(card), viewer).await? { blind_label(&s.id) } else { a.candidate_name.clone() })
+            Ok(if hides_candidate(state, a, &s.id, Some(card), viewer).await? {
+                blind_label(&s.id)
+            } else {
+                a.candidate_name.clone()
+            })
         };
         let (mine, theirs) = (name_of(me).await?, name_of(other).await?);
-        out.push(pair_view(mine, graded[me].1.id.clone(), theirs, graded[other].1.id.clone(), f.share, &f.excerpts, swap));
+        out.push(pair_view(
+            mine,
+            graded[me].1.id.clone(),
+            theirs,
+            graded[other].1.id.clone(),
+            f.share,
+            &f.excerpts,
+            swap,
+        ));
     }
     Ok(out)
 }
 
 /// A similar pair as the pages show it; `swap` puts the excerpts' side `b`
 /// first (the pair was found the other way round).
-fn pair_view(a: String, a_id: String, b: String, b_id: String, share: f64, excerpts: &[crate::similarity::Excerpt], swap: bool) -> SimilarPair {
+fn pair_view(
+    a: String,
+    a_id: String,
+    b: String,
+    b_id: String,
+    share: f64,
+    excerpts: &[crate::similarity::Excerpt],
+    swap: bool,
+) -> SimilarPair {
     let side = |s: &crate::similarity::Side| ExcerptSide {
         path: s.path.clone(),
-        lines: if s.first_line == s.last_line { format!("line {}", s.first_line) } else { format!("lines {}–{}", s.first_line, s.last_line) },
+        lines: if s.first_line == s.last_line {
+            format!("line {}", s.first_line)
+        } else {
+            format!("lines {}–{}", s.first_line, s.last_line)
+        },
         text: s.text.clone(),
         cut: s.cut,
     };
     let excerpts = excerpts
         .iter()
-        .map(|e| if swap { SimilarExcerpt { a: side(&e.b), b: side(&e.a) } } else { SimilarExcerpt { a: side(&e.a), b: side(&e.b) } })
+        .map(|e| {
+            if swap {
+                SimilarExcerpt { a: side(&e.b), b: side(&e.a) }
+            } else {
+                SimilarExcerpt { a: side(&e.a), b: side(&e.b) }
+            }
+        })
         .collect();
     SimilarPair { a, a_id, b, b_id, share: format!("{:.0} %", share * 100.0), excerpts }
 }
@@ -1139,7 +1595,8 @@ fn columns_name(columns: &[CompareColumn], i: usize) -> String {
 }
 
 /// Source files read for similarity: these extensions, each at most 256 KiB.
-const SIMILARITY_EXTENSIONS: [&str; 12] = ["py", "rs", "js", "ts", "go", "java", "rb", "c", "h", "cpp", "cs", "sh"];
+const SIMILARITY_EXTENSIONS: [&str; 12] =
+    ["py", "rs", "js", "ts", "go", "java", "rb", "c", "h", "cpp", "cs", "sh"];
 const SIMILARITY_MAX_FILE: u64 = 256 << 10;
 /// Shared fragments shown per pair.
 const SIMILARITY_EXCERPTS: usize = 6;
@@ -1156,7 +1613,11 @@ struct Found {
 /// The similar pairs among `graded`, by `crate::similarity`, each
 /// submission's starter excluded; the excerpts of every pair, or only of
 /// the pairs of submission `about`.
-async fn similar_found(state: &AppState, graded: &[(Assignment, Submission, Scorecard)], about: Option<usize>) -> Vec<Found> {
+async fn similar_found(
+    state: &AppState,
+    graded: &[(Assignment, Submission, Scorecard)],
+    about: Option<usize>,
+) -> Vec<Found> {
     use crate::similarity::{excerpts, prints_of};
     struct Input {
         zip: PathBuf,
@@ -1171,29 +1632,51 @@ async fn similar_found(state: &AppState, graded: &[(Assignment, Submission, Scor
             _ => PathBuf::new(),
         };
         let sha256 = card.receipt.submission.archive_sha256.clone();
-        inputs.push(Input { zip: stored_zip(state, &sha256).await, sha256, starter, unwrapped: card.receipt.submission.normalised.unwrapped.clone() });
+        inputs.push(Input {
+            zip: stored_zip(state, &sha256).await,
+            sha256,
+            starter,
+            unwrapped: card.receipt.submission.normalised.unwrapped.clone(),
+        });
     }
     let memo = state.memo.clone();
     tokio::task::spawn_blocking(move || {
         let cache = &memo.similarity;
-        let starters: Vec<_> = inputs.iter().map(|i| cache.starter(&i.starter, || starter_prints(&i.starter))).collect();
+        let starters: Vec<_> = inputs
+            .iter()
+            .map(|i| cache.starter(&i.starter, || starter_prints(&i.starter)))
+            .collect();
         let prints: Vec<_> = inputs
             .iter()
             .zip(&starters)
-            .map(|(i, starter)| cache.prints(&i.sha256, &i.starter, || prints_of(&source_files(&i.zip, i.unwrapped.as_deref()), starter)))
+            .map(|(i, starter)| {
+                cache.prints(&i.sha256, &i.starter, || {
+                    prints_of(&source_files(&i.zip, i.unwrapped.as_deref()), starter)
+                })
+            })
             .collect();
         let key = inputs.iter().map(|i| (i.sha256.clone(), i.starter.clone())).collect();
         let pairs = cache.pairs(key, || crate::similarity::similar_pairs(&prints));
         // Files are read again only for the pairs shown, for their excerpts.
         let mut files = std::collections::HashMap::new();
-        let mut read = |k: usize| files.entry(k).or_insert_with(|| source_files(&inputs[k].zip, inputs[k].unwrapped.as_deref())).clone();
+        let mut read = |k: usize| {
+            files
+                .entry(k)
+                .or_insert_with(|| source_files(&inputs[k].zip, inputs[k].unwrapped.as_deref()))
+                .clone()
+        };
         pairs
             .iter()
             .filter(|(i, j, _)| about.is_none_or(|k| k == *i || k == *j))
             .map(|&(i, j, share)| {
                 let mut starter = (*starters[i]).clone();
                 starter.extend(starters[j].iter());
-                Found { i, j, share, excerpts: excerpts(&read(i), &read(j), &starter, SIMILARITY_EXCERPTS) }
+                Found {
+                    i,
+                    j,
+                    share,
+                    excerpts: excerpts(&read(i), &read(j), &starter, SIMILARITY_EXCERPTS),
+                }
             })
             .collect()
     })
@@ -1219,10 +1702,15 @@ fn starter_prints(dir: &std::path::Path) -> std::collections::HashSet<u64> {
 /// The code files of the stored zip at `zip`, each at most
 /// `SIMILARITY_MAX_FILE` bytes, by path as the workspace has it (a wrapping
 /// folder `unwrapped` dropped), sorted.
-fn source_files(zip: &std::path::Path, unwrapped: Option<&str>) -> Vec<crate::similarity::SourceFile> {
+fn source_files(
+    zip: &std::path::Path,
+    unwrapped: Option<&str>,
+) -> Vec<crate::similarity::SourceFile> {
     use std::io::Read;
     let mut texts = Vec::new();
-    if let Some(mut archive) = std::fs::File::open(zip).ok().and_then(|f| zip::ZipArchive::new(f).ok()) {
+    if let Some(mut archive) =
+        std::fs::File::open(zip).ok().and_then(|f| zip::ZipArchive::new(f).ok())
+    {
         for i in 0..archive.len() {
             let Ok(entry) = archive.by_index(i) else { continue };
             let Ok(name) = entry.name().map(|n| n.to_string()) else { continue };
@@ -1230,7 +1718,9 @@ fn source_files(zip: &std::path::Path, unwrapped: Option<&str>) -> Vec<crate::si
                 continue;
             }
             let path = match unwrapped {
-                Some(folder) => name.strip_prefix(&format!("{folder}/")).unwrap_or(&name).to_string(),
+                Some(folder) => {
+                    name.strip_prefix(&format!("{folder}/")).unwrap_or(&name).to_string()
+                }
                 None => name.clone(),
             };
             let mut text = String::new();
@@ -1243,25 +1733,45 @@ fn source_files(zip: &std::path::Path, unwrapped: Option<&str>) -> Vec<crate::si
     texts
 }
 
-async fn distribution_svg(State(state): State<AppState>, signed_in: SignedIn, Path(slug): Path<String>) -> Result<Response, AppError> {
+async fn distribution_svg(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(slug): Path<String>,
+) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
-    state.db.packet_by_slug(&slug).await?.ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
+    state
+        .db
+        .packet_by_slug(&slug)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
     let graded = graded_of_packet(&state, &slug).await?;
     let scores: Vec<(f64, String)> = graded
         .iter()
-        .filter_map(|(_, _, c)| c.scoring.score.filter(|_| c.scoring.max_score > 0).map(|s| (100.0 * s as f64 / c.scoring.max_score as f64, c.scoring.decision.clone())))
+        .filter_map(|(_, _, c)| {
+            c.scoring.score.filter(|_| c.scoring.max_score > 0).map(|s| {
+                (100.0 * s as f64 / c.scoring.max_score as f64, c.scoring.decision.clone())
+            })
+        })
         .collect();
     let ranked: Vec<String> = match state.db.latest_published(&slug).await? {
         Some(v) => match manifest_of(&state, &v).await {
             Ok(m) => match m.rubric.aggregate {
-                grader::manifest::Aggregate::Sum => m.bands.iter().map(|b| b.decision.clone()).collect(),
-                grader::manifest::Aggregate::Separate => vec![m.rubric.pass_decision.clone(), m.rubric.fail_decision.clone()],
+                grader::manifest::Aggregate::Sum => {
+                    m.bands.iter().map(|b| b.decision.clone()).collect()
+                }
+                grader::manifest::Aggregate::Separate => {
+                    vec![m.rubric.pass_decision.clone(), m.rubric.fail_decision.clone()]
+                }
             },
             Err(_) => Vec::new(),
         },
         None => Vec::new(),
     };
-    let svg = export::distribution_svg(&format!("Scores of {slug} ({} graded)", scores.len()), &scores, &ranked);
+    let svg = export::distribution_svg(
+        &format!("Scores of {slug} ({} graded)", scores.len()),
+        &scores,
+        &ranked,
+    );
     Ok(([(header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")], svg).into_response())
 }
 
@@ -1321,7 +1831,11 @@ use crate::times::span;
 /// submission on one time axis, every mark titled with its id and time.
 pub fn timeline_svg(w: &Witness) -> String {
     use app::charts::{Timeline, TimelineCall, TimelineRun};
-    let runs = w.runs.iter().map(|r| TimelineRun { id: r.id, kind: r.kind.to_string(), at: r.at, accepted: r.accepted }).collect();
+    let runs = w
+        .runs
+        .iter()
+        .map(|r| TimelineRun { id: r.id, kind: r.kind.to_string(), at: r.at, accepted: r.accepted })
+        .collect();
     let calls = w
         .calls
         .iter()
@@ -1330,10 +1844,25 @@ pub fn timeline_svg(w: &Witness) -> String {
             at: c.at,
             refused: c.refused.is_some(),
             title: match &c.refused {
-                Some(why) => format!("model call {} at {}, refused: {}", c.id, format_ms(c.at), why),
-                None => format!("model call {} at {}, HTTP {}, {} + {} tokens", c.id, format_ms(c.at), c.status, c.prompt_tokens, c.completion_tokens),
+                Some(why) => {
+                    format!("model call {} at {}, refused: {}", c.id, format_ms(c.at), why)
+                }
+                None => format!(
+                    "model call {} at {}, HTTP {}, {} + {} tokens",
+                    c.id,
+                    format_ms(c.at),
+                    c.status,
+                    c.prompt_tokens,
+                    c.completion_tokens
+                ),
             },
         })
         .collect();
-    app::charts::timeline_svg(&Timeline { runs, calls, submitted_at: w.submitted_at, label: &format_ms, span: &span })
+    app::charts::timeline_svg(&Timeline {
+        runs,
+        calls,
+        submitted_at: w.submitted_at,
+        label: &format_ms,
+        span: &span,
+    })
 }

@@ -41,16 +41,21 @@ fn backend(e: impl std::fmt::Display) -> session_store::Error {
 #[async_trait]
 impl session_store::SessionStore for DbSessionStore {
     async fn save(&self, record: &Record) -> session_store::Result<()> {
-        let data = serde_json::to_string(record).map_err(|e| session_store::Error::Encode(e.to_string()))?;
+        let data = serde_json::to_string(record)
+            .map_err(|e| session_store::Error::Encode(e.to_string()))?;
         let expires = (record.expiry_date.unix_timestamp_nanos() / 1_000_000) as i64;
         self.0.save_session(&record.id.to_string(), &data, expires).await.map_err(backend)
     }
 
     async fn load(&self, id: &Id) -> session_store::Result<Option<Record>> {
-        let Some(data) = self.0.load_session(&id.to_string(), crate::now_ms()).await.map_err(backend)? else {
+        let Some(data) =
+            self.0.load_session(&id.to_string(), crate::now_ms()).await.map_err(backend)?
+        else {
             return Ok(None);
         };
-        serde_json::from_str(&data).map(Some).map_err(|e| session_store::Error::Decode(e.to_string()))
+        serde_json::from_str(&data)
+            .map(Some)
+            .map_err(|e| session_store::Error::Decode(e.to_string()))
     }
 
     async fn delete(&self, id: &Id) -> session_store::Result<()> {
@@ -69,7 +74,9 @@ pub fn layer(state: &AppState) -> SessionManagerLayer<DbSessionStore> {
 
 /// The session's CSRF token, created on first use.
 pub async fn csrf_token(session: &Session) -> Result<String, AppError> {
-    if let Some(t) = session.get::<String>(CSRF_KEY).await.map_err(|e| AppError::Internal(e.into()))? {
+    if let Some(t) =
+        session.get::<String>(CSRF_KEY).await.map_err(|e| AppError::Internal(e.into()))?
+    {
         return Ok(t);
     }
     let t = random_token();
@@ -110,15 +117,21 @@ const MULTIPART_PREFIX: usize = 64 << 10;
 /// not sent by a cross-site form.
 pub async fn csrf_guard(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     use axum::http::Method;
-    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
+    let safe =
+        matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
     let path = req.uri().path();
     if safe
         || !csrf_checked_by_layer(path)
-        || !has_session_cookie(req.headers()) || req.headers().contains_key(axum::http::header::AUTHORIZATION) {
+        || !has_session_cookie(req.headers())
+        || req.headers().contains_key(axum::http::header::AUTHORIZATION)
+    {
         return next.run(req).await;
     }
     let Some(session) = req.extensions().get::<Session>().cloned() else {
-        return AppError::Internal(anyhow::anyhow!("the CSRF check runs outside the session layer")).into_response();
+        return AppError::Internal(anyhow::anyhow!(
+            "the CSRF check runs outside the session layer"
+        ))
+        .into_response();
     };
     let (req, submitted) = match submitted_token(req).await {
         Ok(x) => x,
@@ -140,20 +153,31 @@ fn has_session_cookie(headers: &axum::http::HeaderMap) -> bool {
 }
 
 /// The token a request carries, and the request with its body intact.
-async fn submitted_token(req: axum::extract::Request) -> Result<(axum::extract::Request, Option<String>), AppError> {
+async fn submitted_token(
+    req: axum::extract::Request,
+) -> Result<(axum::extract::Request, Option<String>), AppError> {
     use axum::body::{Body, Bytes};
     use futures_util::StreamExt;
     if let Some(t) = req.headers().get("x-csrf-token").and_then(|v| v.to_str().ok()) {
         let t = t.to_string();
         return Ok((req, Some(t)));
     }
-    let kind = req.headers().get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let kind = req
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let (parts, body) = req.into_parts();
     if kind.starts_with("application/x-www-form-urlencoded") {
-        let bytes = axum::body::to_bytes(body, FORM_LIMIT)
-            .await
-            .map_err(|_| AppError::TooLarge(format!("the form could not be read: it stalled or is over {} MiB", FORM_LIMIT >> 20)))?;
-        let fields: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
+        let bytes = axum::body::to_bytes(body, FORM_LIMIT).await.map_err(|_| {
+            AppError::TooLarge(format!(
+                "the form could not be read: it stalled or is over {} MiB",
+                FORM_LIMIT >> 20
+            ))
+        })?;
+        let fields: Vec<(String, String)> =
+            serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
         let token = fields.into_iter().find(|(k, _)| k == "csrf").map(|(_, v)| v);
         return Ok((axum::extract::Request::from_parts(parts, Body::from(bytes)), token));
     }
@@ -169,12 +193,19 @@ async fn submitted_token(req: axum::extract::Request) -> Result<(axum::extract::
                     len += chunk.len();
                     prefix.push(chunk);
                 }
-                Some(Err(e)) => return Err(AppError::BadRequest(format!("reading the request body failed: {e}"))),
+                Some(Err(e)) => {
+                    return Err(AppError::BadRequest(format!(
+                        "reading the request body failed: {e}"
+                    )));
+                }
                 None => break,
             }
         }
         let chunks = prefix.clone();
-        let mut form = multer::Multipart::new(futures_util::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>)), boundary);
+        let mut form = multer::Multipart::new(
+            futures_util::stream::iter(chunks.into_iter().map(Ok::<_, std::convert::Infallible>)),
+            boundary,
+        );
         let mut token = None;
         while let Ok(Some(field)) = form.next_field().await {
             if field.name() == Some("csrf") {
@@ -182,7 +213,9 @@ async fn submitted_token(req: axum::extract::Request) -> Result<(axum::extract::
                 break;
             }
         }
-        let body = Body::from_stream(futures_util::stream::iter(prefix.into_iter().map(Ok::<_, axum::Error>)).chain(stream));
+        let body = Body::from_stream(
+            futures_util::stream::iter(prefix.into_iter().map(Ok::<_, axum::Error>)).chain(stream),
+        );
         return Ok((axum::extract::Request::from_parts(parts, body), token));
     }
     Ok((axum::extract::Request::from_parts(parts, body), None))
@@ -190,10 +223,13 @@ async fn submitted_token(req: axum::extract::Request) -> Result<(axum::extract::
 
 /// Checks a submitted CSRF token against the session's, in constant time.
 pub async fn verify_csrf(session: &Session, submitted: Option<&str>) -> Result<(), AppError> {
-    let expected = session.get::<String>(CSRF_KEY).await.map_err(|e| AppError::Internal(e.into()))?;
+    let expected =
+        session.get::<String>(CSRF_KEY).await.map_err(|e| AppError::Internal(e.into()))?;
     match (expected, submitted) {
         (Some(e), Some(s)) if constant_time_eq(e.as_bytes(), s.as_bytes()) => Ok(()),
-        _ => Err(AppError::Forbidden("missing or wrong CSRF token; reload the page and try again".into())),
+        _ => Err(AppError::Forbidden(
+            "missing or wrong CSRF token; reload the page and try again".into(),
+        )),
     }
 }
 
@@ -222,7 +258,9 @@ pub async fn purge_expired(state: &AppState) {
 /// invite URL): kept in this process's memory for ten minutes at most, and
 /// the session holds only a random handle to them, so no session record in
 /// the database ever holds a secret.
-static SHOWN_ONCE: std::sync::Mutex<Option<std::collections::HashMap<String, (String, std::time::Instant)>>> = std::sync::Mutex::new(None);
+static SHOWN_ONCE: std::sync::Mutex<
+    Option<std::collections::HashMap<String, (String, std::time::Instant)>>,
+> = std::sync::Mutex::new(None);
 const SHOWN_ONCE_FOR: std::time::Duration = std::time::Duration::from_secs(600);
 const SHOWN_ONCE_MAX: usize = 10_000;
 
@@ -235,7 +273,9 @@ pub async fn put_shown_once(session: &Session, key: &str, secret: String) -> Res
         let now = std::time::Instant::now();
         map.retain(|_, (_, at)| now.duration_since(*at) < SHOWN_ONCE_FOR);
         if map.len() >= SHOWN_ONCE_MAX {
-            return Err(AppError::Unavailable("too many secrets wait to be shown; try again in a few minutes".into()));
+            return Err(AppError::Unavailable(
+                "too many secrets wait to be shown; try again in a few minutes".into(),
+            ));
         }
         map.insert(handle.clone(), (secret, now));
     }
@@ -245,7 +285,11 @@ pub async fn put_shown_once(session: &Session, key: &str, secret: String) -> Res
 /// The secret kept under `key`, once; `None` after the first read, after ten
 /// minutes or after a restart.
 pub async fn take_shown_once(session: &Session, key: &str) -> Result<Option<String>, AppError> {
-    let Some(handle) = session.remove::<String>(key).await.map_err(|e| AppError::Internal(e.into()))? else { return Ok(None) };
+    let Some(handle) =
+        session.remove::<String>(key).await.map_err(|e| AppError::Internal(e.into()))?
+    else {
+        return Ok(None);
+    };
     let mut map = SHOWN_ONCE.lock().expect("not poisoned");
     let Some((secret, at)) = map.as_mut().and_then(|m| m.remove(&handle)) else { return Ok(None) };
     Ok((at.elapsed() < SHOWN_ONCE_FOR).then_some(secret))
@@ -271,7 +315,11 @@ impl SignedIn {
         if self.user.role >= role {
             Ok(())
         } else {
-            Err(AppError::Forbidden(format!("this needs the {} role; you are {}", role.as_str(), self.user.role.as_str())))
+            Err(AppError::Forbidden(format!(
+                "this needs the {} role; you are {}",
+                role.as_str(),
+                self.user.role.as_str()
+            )))
         }
     }
 
@@ -305,9 +353,15 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<SignedIn, NotSignedIn> {
         let state = AppState::from_ref(state);
-        let session = Session::from_request_parts(parts, &state).await.map_err(|(_, m)| NotSignedIn::Error(AppError::Internal(anyhow::anyhow!(m))))?;
+        let session = Session::from_request_parts(parts, &state)
+            .await
+            .map_err(|(_, m)| NotSignedIn::Error(AppError::Internal(anyhow::anyhow!(m))))?;
         let wants_page = parts.method == axum::http::Method::GET
-            && parts.headers.get(axum::http::header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+            && parts
+                .headers
+                .get(axum::http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.contains("text/html"));
         let refuse = || {
             if wants_page {
                 let next = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
@@ -316,7 +370,10 @@ where
                 NotSignedIn::Error(AppError::Unauthorized)
             }
         };
-        let id: Option<i64> = session.get(USER_KEY).await.map_err(|e| NotSignedIn::Error(AppError::Internal(e.into())))?;
+        let id: Option<i64> = session
+            .get(USER_KEY)
+            .await
+            .map_err(|e| NotSignedIn::Error(AppError::Internal(e.into())))?;
         let Some(id) = id else { return Err(refuse()) };
         let user = state.db.user_by_id(id).await.map_err(|e| NotSignedIn::Error(e.into()))?;
         let Some(user) = user.filter(|u| !u.disabled) else { return Err(refuse()) };
@@ -330,7 +387,9 @@ pub fn urlencode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

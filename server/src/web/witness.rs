@@ -24,14 +24,19 @@ use crate::db::{Assignment, NewWitnessRun, WitnessRunRow};
 use crate::error::AppError;
 use crate::now_ms;
 use crate::state::AppState;
-use crate::web::candidate::{PageExtras, Refusal, assignment_for, closed_reason, gone_page, load_packet, render_page, wants_json};
+use crate::web::candidate::{
+    PageExtras, Refusal, assignment_for, closed_reason, gone_page, load_packet, render_page,
+    wants_json,
+};
 
 /// What a passing red run is refused with.
 pub const RED_PASSED: &str = "the gate wants a failure: the tests passed on this tree, so it cannot be the witnessed red; upload the tree before your fix";
 /// What a green run before any accepted red is refused with.
-pub const GREEN_BEFORE_RED: &str = "a green run counts only after an accepted red; witness a failing run first";
+pub const GREEN_BEFORE_RED: &str =
+    "a green run counts only after an accepted red; witness a failing run first";
 /// What a failing green run is refused with.
-pub const GREEN_FAILED: &str = "the tests did not pass on this tree, so it cannot be the witnessed green";
+pub const GREEN_FAILED: &str =
+    "the tests did not pass on this tree, so it cannot be the witnessed green";
 
 pub fn routes() -> crate::routes::Routes {
     crate::routes::Routes::new()
@@ -48,22 +53,41 @@ struct Witnessed {
 
 /// Receives the tree, runs it, and records the run. Refusals before the run
 /// (closed link, bad upload, a zip ingestion refuses) record nothing.
-async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderMap, multipart: Result<Multipart, MultipartRejection>) -> Result<Witnessed, Refusal> {
+async fn witness(
+    state: &AppState,
+    a: &Assignment,
+    kind: &str,
+    headers: &HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Witnessed, Refusal> {
     let Ok(kind) = WitnessKind::parse(kind) else {
-        return Err(AppError::NotFound(format!("witness step {kind:?} (there are `red` and `green`)")).into());
+        return Err(AppError::NotFound(format!(
+            "witness step {kind:?} (there are `red` and `green`)"
+        ))
+        .into());
     };
     let packet = load_packet(state, a).await?;
-    if let Some(r) = closed_reason(a, crate::assignment::time_box_secs(a, packet.manifest.budgets.time_box_minutes), now_ms()) {
+    if let Some(r) = closed_reason(
+        a,
+        crate::assignment::time_box_secs(a, packet.manifest.budgets.time_box_minutes),
+        now_ms(),
+    ) {
         return Err(r);
     }
     let Some(_slot) = crate::state::Slot::take(&state.memo, &a.id) else {
-        return Err(Refusal::new(StatusCode::TOO_MANY_REQUESTS, "a witnessed run of this assignment is already in progress; wait for it to finish"));
+        return Err(Refusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "a witnessed run of this assignment is already in progress; wait for it to finish",
+        ));
     };
     let done = state.db.witness_runs_of(&a.id).await?.len();
     if done >= state.config.max_witness_runs {
         return Err(Refusal::new(
             StatusCode::TOO_MANY_REQUESTS,
-            format!("this assignment has used its {} witnessed runs; no further run is taken", state.config.max_witness_runs),
+            format!(
+                "this assignment has used its {} witnessed runs; no further run is taken",
+                state.config.max_witness_runs
+            ),
         ));
     }
     let _upload = crate::state::Gates::try_take(&state.gates.uploads, "uploads")?;
@@ -71,18 +95,31 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
 
     // Receive the zip into a temporary file that is never committed.
     let cap = state.config.max_upload_bytes();
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > cap + (64 << 10)) {
         return Err(Refusal::too_large(cap));
     }
-    let mut multipart =
-        multipart.map_err(|e| Refusal::new(StatusCode::BAD_REQUEST, format!("expected a multipart/form-data upload with a `file` field: {e}")))?;
+    let mut multipart = multipart.map_err(|e| {
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            format!("expected a multipart/form-data upload with a `file` field: {e}"),
+        )
+    })?;
     let mut pending = None;
-    while let Some(mut field) = multipart.next_field().await.map_err(|e| Refusal::multipart(e, cap))? {
+    while let Some(mut field) =
+        multipart.next_field().await.map_err(|e| Refusal::multipart(e, cap))?
+    {
         if field.name() != Some("file") {
             continue;
         }
-        let mut writer = state.blobs().writer(cap).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+        let mut writer = state
+            .blobs()
+            .writer(cap)
+            .await
+            .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
         while let Some(chunk) = field.chunk().await.map_err(|e| Refusal::multipart(e, cap))? {
             match writer.write(&chunk).await {
                 Ok(()) => {}
@@ -90,28 +127,49 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
                 Err(e) => return Err(AppError::Internal(e.into()).into()),
             }
         }
-        pending = Some(writer.finish().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?);
+        pending =
+            Some(writer.finish().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?);
         break;
     }
     let Some(pending) = pending else {
-        return Err(Refusal::new(StatusCode::BAD_REQUEST, "the upload has no `file` field; choose a zip of your current tree"));
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "the upload has no `file` field; choose a zip of your current tree",
+        ));
     };
     if pending.size == 0 {
-        return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, "the uploaded file is empty; choose a zip of your current tree"));
+        return Err(Refusal::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "the uploaded file is empty; choose a zip of your current tree",
+        ));
     }
 
     // The version's recorded calibration times the sample's witnessed
     // run; a witnessed run's default wall limit derives from it.
-    let calibration = state.db.version_by_id(a.packet_version_id).await?.and_then(|v| crate::grading::recorded_calibration(v.check_report.as_deref()));
+    let calibration = state
+        .db
+        .version_by_id(a.packet_version_id)
+        .await?
+        .and_then(|v| crate::grading::recorded_calibration(v.check_report.as_deref()));
     let grader = state.grader.clone();
     let zip = pending.path().to_path_buf();
     let started = std::time::Instant::now();
-    let outcome = tokio::task::spawn_blocking(move || grader.witness_run_with(&packet, &zip, calibration)).await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    let outcome =
+        tokio::task::spawn_blocking(move || grader.witness_run_with(&packet, &zip, calibration))
+            .await
+            .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
     drop(pending);
     let outcome = match outcome {
         Ok(o) => o,
-        Err(GradeError::Refused(why)) => return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string())),
-        Err(e) => return Err(AppError::Internal(anyhow::Error::new(e).context("a witnessed run failed")).into()),
+        Err(GradeError::Refused(why)) => {
+            return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string()));
+        }
+        Err(e) => {
+            return Err(AppError::Internal(
+                anyhow::Error::new(e).context("a witnessed run failed"),
+            )
+            .into());
+        }
     };
     metrics::histogram!("gatehouse_witness_seconds").record(started.elapsed().as_secs_f64());
 
@@ -119,10 +177,13 @@ async fn witness(state: &AppState, a: &Assignment, kind: &str, headers: &HeaderM
         (WitnessKind::Red, true) => Some(RED_PASSED),
         (WitnessKind::Red, false) => None,
         (WitnessKind::Green, false) => Some(GREEN_FAILED),
-        (WitnessKind::Green, true) if state.db.first_accepted_red_at(&a.id).await?.is_none() => Some(GREEN_BEFORE_RED),
+        (WitnessKind::Green, true) if state.db.first_accepted_red_at(&a.id).await?.is_none() => {
+            Some(GREEN_BEFORE_RED)
+        }
         (WitnessKind::Green, true) => None,
     };
-    let env_json = serde_json::to_string(&outcome.environment).map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    let env_json = serde_json::to_string(&outcome.environment)
+        .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
     let row = state
         .db
         .add_witness_run(NewWitnessRun {
@@ -188,7 +249,8 @@ async fn form_witness(
         Err(r) if r.status == StatusCode::NOT_FOUND => Err(r),
         Err(r) => {
             let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);
-            let html = render_page(&state, &token, &a, PageExtras { error: Some(r.message) }).await?;
+            let html =
+                render_page(&state, &token, &a, PageExtras { error: Some(r.message) }).await?;
             Ok((r.status, Html(html)).into_response())
         }
     }
@@ -207,11 +269,18 @@ async fn api_witness(
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, t)| t.trim().to_string())
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| Refusal::new(StatusCode::UNAUTHORIZED, "send `Authorization: Bearer <token>` with the assignment's link token"))?;
-    let a = assignment_for(&state, &token)
-        .await
-        .map_err(|_| Refusal::new(StatusCode::UNAUTHORIZED, "the bearer token is not a valid link token (revoked, mistyped or expired)"))?;
+        .ok_or_else(|| {
+            Refusal::new(
+                StatusCode::UNAUTHORIZED,
+                "send `Authorization: Bearer <token>` with the assignment's link token",
+            )
+        })?;
+    let a = assignment_for(&state, &token).await.map_err(|_| {
+        Refusal::new(
+            StatusCode::UNAUTHORIZED,
+            "the bearer token is not a valid link token (revoked, mistyped or expired)",
+        )
+    })?;
     let w = witness(&state, &a, &kind, &headers, multipart).await?;
     Ok(run_json(&w))
 }
-

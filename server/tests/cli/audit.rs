@@ -21,21 +21,40 @@ fn demo_copy() -> (tempfile::TempDir, PathBuf) {
 }
 
 fn audit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gatehouse")).args(["packet", "audit"]).args(args).env_remove("GATEHOUSE_AUDIT_API_KEY").output().expect("running gatehouse")
+    Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["packet", "audit"])
+        .args(args)
+        .env_remove("GATEHOUSE_AUDIT_API_KEY")
+        .output()
+        .expect("running gatehouse")
 }
 
 fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
 
 fn by_id<'a>(v: &'a Value, id: &str) -> &'a Value {
-    v["mutants"].as_array().unwrap().iter().find(|m| m["id"] == id).unwrap_or_else(|| panic!("no mutant {id} in {v:#}"))
+    v["mutants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no mutant {id} in {v:#}"))
 }
 
 pub use crate::fake_openai::fake_upstream;
 
 fn mutants(items: &[(&str, &str)]) -> String {
-    Value::Array(items.iter().map(|(code, fault)| json!({ "code": code, "fault": fault })).collect()).to_string()
+    Value::Array(
+        items.iter().map(|(code, fault)| json!({ "code": code, "fault": fault })).collect(),
+    )
+    .to_string()
 }
 
 #[test]
@@ -43,7 +62,10 @@ fn audit_model_mutants_are_killed_survived_crashed_or_invalid() {
     let (url, seen) = fake_upstream(|prompt| {
         if prompt.contains("`Counter`") {
             // Importing the mutated file fails: the class body divides by zero.
-            mutants(&[("class Counter:\n    start = 1 // 0\n\n    def bump(self, n=1):\n        self.start += n\n        return self.start\n", "the class fails to build")])
+            mutants(&[(
+                "class Counter:\n    start = 1 // 0\n\n    def bump(self, n=1):\n        self.start += n\n        return self.start\n",
+                "the class fails to build",
+            )])
         } else {
             mutants(&[
                 ("def add(a, b):\n    return a - b\n", "subtracts instead of adding"),
@@ -52,12 +74,29 @@ fn audit_model_mutants_are_killed_survived_crashed_or_invalid() {
                 ("def add(a, b):\n    return a\n\ndef helper():\n    pass\n", "two definitions"),
                 ("def plus(a, b):\n    return a - b\n", "renamed"),
                 ("def add(a, b, c=0):\n    return a + b + c\n", "new parameter"),
-                ("def add(a, b):\n    import not_a_module_anywhere\n    return a + b + 1\n", "imports a missing module"),
+                (
+                    "def add(a, b):\n    import not_a_module_anywhere\n    return a + b + 1\n",
+                    "imports a missing module",
+                ),
                 ("def add(a, b):\n    return (a + b)  # same\n", "only cosmetic"),
             ])
         }
     });
-    let out = audit(&[fixture().to_str().unwrap(), "--upstream", &url, "--model", "fake-m", "--function", "add", "--function", "Counter", "--mutants", "8", "--format", "json"]);
+    let out = audit(&[
+        fixture().to_str().unwrap(),
+        "--upstream",
+        &url,
+        "--model",
+        "fake-m",
+        "--function",
+        "add",
+        "--function",
+        "Counter",
+        "--mutants",
+        "8",
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = json_of(&out);
     assert_eq!(v["target"], "calc.py");
@@ -68,45 +107,91 @@ fn audit_model_mutants_are_killed_survived_crashed_or_invalid() {
         assert!(m["fault"].as_str().is_some_and(|f| !f.is_empty()));
     };
     check("model-add-1", "killed", "2 of 5 hidden tests fail");
-    assert_eq!(by_id(&v, "model-add-1")["killed_by"], json!(["hidden: test_hidden::test_add_small", "hidden: test_hidden::test_add_negative"]));
-    assert!(by_id(&v, "model-add-1")["diff"].as_str().unwrap().contains("-    return a + b\n+    return a - b\n"));
+    assert_eq!(
+        by_id(&v, "model-add-1")["killed_by"],
+        json!(["hidden: test_hidden::test_add_small", "hidden: test_hidden::test_add_negative"])
+    );
+    assert!(
+        by_id(&v, "model-add-1")["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-    return a + b\n+    return a - b\n")
+    );
     check("model-add-2", "survived", "all 5 hidden tests pass");
     assert_eq!(by_id(&v, "model-add-2")["killed_by"], json!([]));
     check("model-add-3", "invalid", "does not parse");
     check("model-add-4", "invalid", "not one function or class definition");
     check("model-add-5", "invalid", "'plus', which is not a top-level definition");
     check("model-add-6", "invalid", "changes the signature of 'add'");
-    check("model-add-7", "invalid", "not_a_module_anywhere, which does not exist in the pinned environment");
+    check(
+        "model-add-7",
+        "invalid",
+        "not_a_module_anywhere, which does not exist in the pinned environment",
+    );
     check("model-add-8", "invalid", "identical to the sample");
     check("model-Counter-1", "crashed", "fails to import");
     assert_eq!(v["counts"], json!({ "killed": 1, "survived": 1, "crashed": 1, "invalid": 6 }));
     // The author ledger: one row per call, with its tokens.
     let calls = v["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 2, "{calls:#?}");
-    assert!(calls.iter().all(|c| c["outcome"] == "answered" && c["prompt_tokens"] == 100 && c["completion_tokens"] == 50 && c["model"] == "fake-m"), "{calls:#?}");
+    assert!(
+        calls.iter().all(|c| c["outcome"] == "answered"
+            && c["prompt_tokens"] == 100
+            && c["completion_tokens"] == 50
+            && c["model"] == "fake-m"),
+        "{calls:#?}"
+    );
     // The prompt follows the seed's specification and carries only the definition.
     let seen = seen.lock().unwrap();
     assert_eq!(seen[0]["path"], "/v1/chat/completions");
     let prompt = seen[0]["body"]["messages"][0]["content"].as_str().unwrap();
-    assert!(prompt.contains("Generate 8 mutant versions") && prompt.contains("def add(a, b):\n    return a + b") && !prompt.contains("clamp"), "{prompt}");
+    assert!(
+        prompt.contains("Generate 8 mutant versions")
+            && prompt.contains("def add(a, b):\n    return a + b")
+            && !prompt.contains("clamp"),
+        "{prompt}"
+    );
 
     // Text output: outcome, fault, reason and counts.
-    let (url, _) = fake_upstream(|_| mutants(&[("def add(a, b):\n    return a - b\n", "subtracts instead of adding")]));
+    let (url, _) = fake_upstream(|_| {
+        mutants(&[("def add(a, b):\n    return a - b\n", "subtracts instead of adding")])
+    });
     let out = audit(&[fixture().to_str().unwrap(), "--upstream", &url, "--function", "add"]);
     let t = String::from_utf8_lossy(&out.stdout);
-    assert!(t.contains("killed   model-add-1: subtracts instead of adding") && t.contains("counts: 1 killed, 0 survived, 0 crashed, 0 invalid"), "{t}");
+    assert!(
+        t.contains("killed   model-add-1: subtracts instead of adding")
+            && t.contains("counts: 1 killed, 0 survived, 0 crashed, 0 invalid"),
+        "{t}"
+    );
 }
 
 #[test]
 fn audit_reports_a_malformed_answer_the_call_cap_and_an_upstream_that_is_down() {
     // A chatty answer is malformed, not guessed at; the cap refuses the second call.
-    let (url, seen) = fake_upstream(|_| "Sure! Here are the mutants:\n[{\"code\": \"def add(a, b):\\n    return a - b\\n\", \"fault\": \"minus\"}]".into());
-    let out = audit(&[fixture().to_str().unwrap(), "--upstream", &url, "--max-calls", "1", "--function", "add", "--function", "clamp", "--format", "json"]);
+    let (url, seen) = fake_upstream(|_| {
+        "Sure! Here are the mutants:\n[{\"code\": \"def add(a, b):\\n    return a - b\\n\", \"fault\": \"minus\"}]".into()
+    });
+    let out = audit(&[
+        fixture().to_str().unwrap(),
+        "--upstream",
+        &url,
+        "--max-calls",
+        "1",
+        "--function",
+        "add",
+        "--function",
+        "clamp",
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(1), "no mutant came back");
     let v = json_of(&out);
     assert_eq!(v["mutants"], json!([]));
     let errors = v["errors"].to_string();
-    assert!(errors.contains("the model's answer for add is malformed: the answer is not a JSON array"), "{errors}");
+    assert!(
+        errors.contains("the model's answer for add is malformed: the answer is not a JSON array"),
+        "{errors}"
+    );
     assert!(errors.contains("cap of 1 model calls is reached"), "{errors}");
     assert_eq!(v["calls"][0]["outcome"], "malformed");
     assert_eq!(v["calls"][1]["outcome"], "refused");
@@ -114,10 +199,20 @@ fn audit_reports_a_malformed_answer_the_call_cap_and_an_upstream_that_is_down() 
 
     // An upstream that is down: the call is in the ledger, the reason named.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let out = audit(&[fixture().to_str().unwrap(), "--upstream", &format!("http://127.0.0.1:{port}/v1"), "--format", "json"]);
+    let out = audit(&[
+        fixture().to_str().unwrap(),
+        "--upstream",
+        &format!("http://127.0.0.1:{port}/v1"),
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let v = json_of(&out);
-    assert_eq!(v["calls"].as_array().unwrap().len(), 1, "the calls stop at the first failure: {v:#}");
+    assert_eq!(
+        v["calls"].as_array().unwrap().len(),
+        1,
+        "the calls stop at the first failure: {v:#}"
+    );
     assert_eq!(v["calls"][0]["outcome"], "unreachable");
     assert!(v["errors"][0].as_str().unwrap().contains("could not be reached"), "{v:#}");
 
@@ -127,7 +222,12 @@ fn audit_reports_a_malformed_answer_the_call_cap_and_an_upstream_that_is_down() 
     std::fs::write(&file, "").unwrap();
     let out = audit(&[fixture().to_str().unwrap(), "--config", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no model upstream for audit-demo: pass --upstream URL"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("no model upstream for audit-demo: pass --upstream URL"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -141,26 +241,52 @@ fn audit_rules_find_the_untested_bound_and_a_saved_survivor_fails_packet_check()
     // The hole: removing the upper guard of clamp goes unnoticed.
     let hole = by_id(&v, "rule-clamp-5-guard");
     assert_eq!(hole["outcome"], "survived", "{hole:#}");
-    assert!(hole["diff"].as_str().unwrap().contains("-    if x > hi:\n-        return hi\n"), "{hole:#}");
+    assert!(
+        hole["diff"].as_str().unwrap().contains("-    if x > hi:\n-        return hi\n"),
+        "{hole:#}"
+    );
     assert_eq!(by_id(&v, "rule-add-1-arithmetic")["outcome"], "killed");
     assert_eq!(v["counts"]["invalid"], 0);
 
     // Kept, it is a packet mutant; `packet check` now fails on it.
-    let out = audit(&[p.to_str().unwrap(), "--rules", "--mutants", "0", "--function", "clamp", "--save", "rule-clamp-5-guard"]);
+    let out = audit(&[
+        p.to_str().unwrap(),
+        "--rules",
+        "--mutants",
+        "0",
+        "--function",
+        "clamp",
+        "--save",
+        "rule-clamp-5-guard",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let saved = std::fs::read_to_string(p.join("mutants/rule-clamp-5-guard.diff")).unwrap();
     assert!(saved.starts_with("--- a/calc.py\n+++ b/calc.py\n@@"), "{saved}");
-    let out = Command::new(env!("CARGO_BIN_EXE_gatehouse")).args(["packet", "check", p.to_str().unwrap(), "--format", "json"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["packet", "check", p.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let report = json_of(&out);
     let items = report[0]["items"].as_array().unwrap();
-    let item = items.iter().find(|i| i["name"] == "mutant rule-clamp-5-guard is killed by step hidden").unwrap_or_else(|| panic!("{items:#?}"));
+    let item = items
+        .iter()
+        .find(|i| i["name"] == "mutant rule-clamp-5-guard is killed by step hidden")
+        .unwrap_or_else(|| panic!("{items:#?}"));
     assert_eq!(item["ok"], false);
-    assert!(items.iter().any(|i| i["name"] == "mutant minus is killed by step hidden" && i["ok"] == true), "{items:#?}");
+    assert!(
+        items
+            .iter()
+            .any(|i| i["name"] == "mutant minus is killed by step hidden" && i["ok"] == true),
+        "{items:#?}"
+    );
 
     // Saving twice, an unknown id, or an invalid name is refused with the reason.
     let check = |args: &[&str], want: &str| {
-        let out = audit(&[&[p.to_str().unwrap(), "--rules", "--mutants", "0", "--function", "clamp"], args].concat());
+        let out = audit(
+            &[&[p.to_str().unwrap(), "--rules", "--mutants", "0", "--function", "clamp"], args]
+                .concat(),
+        );
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: {err}");
@@ -177,8 +303,14 @@ fn audit_names_bad_input() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: {err}");
     };
-    check(&["--function", "nope"], "--function \"nope\": calc.py has no top-level function or class of that name (it has add, clamp, Counter)");
-    check(&["--target", "missing.py"], "--target \"missing.py\": neither the sample nor the starter of audit-demo has that file");
+    check(
+        &["--function", "nope"],
+        "--function \"nope\": calc.py has no top-level function or class of that name (it has add, clamp, Counter)",
+    );
+    check(
+        &["--target", "missing.py"],
+        "--target \"missing.py\": neither the sample nor the starter of audit-demo has that file",
+    );
     check(&["--target", "prompt.md"], "packet audit mutates Python files");
     check(&["--step", "nope"], "--step \"nope\" is not a step of audit-demo (its steps: hidden)");
     let out = audit(&["/nonexistent/packet", "--rules"]);
@@ -194,8 +326,15 @@ fn audit_warns_when_the_hidden_steps_never_run_the_target() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = json_of(&out);
     assert_eq!(v["target"], "taxlib/compute.py");
-    assert!(v["warnings"][0].as_str().unwrap().contains("pass even when taxlib/compute.py cannot be imported: they never run it"), "{v:#}");
+    assert!(
+        v["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("pass even when taxlib/compute.py cannot be imported: they never run it"),
+        "{v:#}"
+    );
     // Quiet where the hidden tests import the target.
-    let out = audit(&[fixture().to_str().unwrap(), "--rules", "--function", "add", "--format", "json"]);
+    let out =
+        audit(&[fixture().to_str().unwrap(), "--rules", "--function", "add", "--format", "json"]);
     assert_eq!(json_of(&out)["warnings"], json!([]));
 }

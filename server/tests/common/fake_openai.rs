@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 /// A fake OpenAI-format upstream: each request's prompt is handed to
 /// `answer`, whose string becomes the assistant's content. Returns the base
 /// URL and the requests it saw, each `{"path", "body"}`.
-pub fn fake_upstream(answer: impl Fn(&str) -> String + Send + 'static) -> (String, Arc<Mutex<Vec<Value>>>) {
+pub fn fake_upstream(
+    answer: impl Fn(&str) -> String + Send + 'static,
+) -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -38,7 +40,11 @@ pub fn fake_upstream(answer: impl Fn(&str) -> String + Send + 'static) -> (Strin
             let mut body = vec![0; len];
             reader.read_exact(&mut body).unwrap();
             let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let prompt = req.pointer("/messages/0/content").and_then(Value::as_str).unwrap_or_default().to_string();
+            let prompt = req
+                .pointer("/messages/0/content")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             log.lock().unwrap().push(json!({ "path": path, "body": req }));
             let content = answer(&prompt);
             let reply = json!({
@@ -47,7 +53,11 @@ pub fn fake_upstream(answer: impl Fn(&str) -> String + Send + 'static) -> (Strin
                 "usage": { "prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150 },
             })
             .to_string();
-            let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}", reply.len());
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
         }
     });
     (url, seen)

@@ -44,8 +44,13 @@ pub async fn fresh_database_url() -> String {
         Err(e) => panic!("starting the test Postgres: {e}"),
     };
     let name = format!("t{}_{}", std::process::id(), NEXT_DB.fetch_add(1, Ordering::Relaxed));
-    let mut admin = sqlx::PgConnection::connect(&cluster.url("postgres")).await.expect("connecting to the test Postgres");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("CREATE DATABASE");
+    let mut admin = sqlx::PgConnection::connect(&cluster.url("postgres"))
+        .await
+        .expect("connecting to the test Postgres");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .expect("CREATE DATABASE");
     admin.close().await.ok();
     cluster.url(&name)
 }
@@ -57,9 +62,16 @@ impl Cluster {
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
-    let out = cmd.output().map_err(|e| format!("{what}: {e} (is Debian's postgresql installed? scripts/setup installs it)"))?;
+    let out = cmd.output().map_err(|e| {
+        format!("{what}: {e} (is Debian's postgresql installed? scripts/setup installs it)")
+    })?;
     if !out.status.success() {
-        return Err(format!("{what}: {}\n{}{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{what}: {}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(())
 }
@@ -71,12 +83,18 @@ fn tool(name: &str) -> PathBuf {
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .map(|d| d.join(name))
         .find(|p| p.is_file());
-    on_path.or_else(|| {
-        let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql").ok()?.flatten().map(|e| e.path().join("bin").join(name)).filter(|p| p.is_file()).collect();
-        found.sort();
-        found.pop()
-    })
-    .unwrap_or_else(|| PathBuf::from(name))
+    on_path
+        .or_else(|| {
+            let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+                .ok()?
+                .flatten()
+                .map(|e| e.path().join("bin").join(name))
+                .filter(|p| p.is_file())
+                .collect();
+            found.sort();
+            found.pop()
+        })
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 fn as_owner(cmd: &mut Command, root: bool) -> &mut Command {
@@ -88,15 +106,32 @@ fn as_owner(cmd: &mut Command, root: bool) -> &mut Command {
 
 fn start() -> Result<Cluster, String> {
     let root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
-    let dir = tempfile::Builder::new().prefix("gatehouse-pg-").tempdir_in("/tmp").map_err(|e| format!("temporary folder: {e}"))?.keep();
+    let dir = tempfile::Builder::new()
+        .prefix("gatehouse-pg-")
+        .tempdir_in("/tmp")
+        .map_err(|e| format!("temporary folder: {e}"))?
+        .keep();
     if root {
-        std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY)).map_err(|e| format!("chown {}: {e}", dir.display()))?;
+        std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY))
+            .map_err(|e| format!("chown {}: {e}", dir.display()))?;
     }
     let data = dir.join("data");
     watchdog(&dir, &data)?;
     run(
-        as_owner(Command::new(tool("initdb")).arg("-D").arg(&data).args(["-A", "trust", "-U", USER, "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]), root)
-            .stdin(Stdio::null()),
+        as_owner(
+            Command::new(tool("initdb")).arg("-D").arg(&data).args([
+                "-A",
+                "trust",
+                "-U",
+                USER,
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+                "--no-sync",
+            ]),
+            root,
+        )
+        .stdin(Stdio::null()),
         "initdb",
     )?;
     let opts = format!(
@@ -104,11 +139,23 @@ fn start() -> Result<Cluster, String> {
         dir.display()
     );
     run(
-        as_owner(Command::new(tool("pg_ctl")).arg("-D").arg(&data).arg("-o").arg(opts).arg("-l").arg(dir.join("log")).args(["-w", "start"]), root)
-            .stdin(Stdio::null()),
+        as_owner(
+            Command::new(tool("pg_ctl"))
+                .arg("-D")
+                .arg(&data)
+                .arg("-o")
+                .arg(opts)
+                .arg("-l")
+                .arg(dir.join("log"))
+                .args(["-w", "start"]),
+            root,
+        )
+        .stdin(Stdio::null()),
         "pg_ctl start",
     )
-    .map_err(|e| format!("{e}\nlog: {}", std::fs::read_to_string(dir.join("log")).unwrap_or_default()))?;
+    .map_err(|e| {
+        format!("{e}\nlog: {}", std::fs::read_to_string(dir.join("log")).unwrap_or_default())
+    })?;
     Ok(Cluster { dir })
 }
 

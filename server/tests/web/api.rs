@@ -30,16 +30,40 @@ async fn api_creates_an_assignment_takes_a_submission_and_serves_the_scorecard()
     let r = client.post(app.url("/api/v1/assignments")).json(&body).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert!(r.json::<Value>().await.unwrap()["error"].as_str().unwrap().contains("Bearer"));
-    let r = client.post(app.url("/api/v1/assignments")).bearer_auth("nope").json(&body).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/assignments"))
+        .bearer_auth("nope")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
-    let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&reviewer).json(&body).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/assignments"))
+        .bearer_auth(&reviewer)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
     let bad = json!({ "packet": "null-status", "candidate_name": "X", "email": "x@example.com", "deadline": "soon" });
-    let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&author).json(&bad).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/assignments"))
+        .bearer_auth(&author)
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.json::<Value>().await.unwrap()["error"].as_str().unwrap().contains("RFC 3339"));
 
-    let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&author).json(&body).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/assignments"))
+        .bearer_auth(&author)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
     let created: Value = r.json().await.unwrap();
     let token = created["token"].as_str().unwrap().to_string();
@@ -60,7 +84,13 @@ async fn api_creates_an_assignment_takes_a_submission_and_serves_the_scorecard()
     assert!(r.json::<Value>().await.unwrap()["error"].as_str().unwrap().contains(".."));
 
     // A good one is accepted.
-    let r = client.post(app.url("/api/v1/submissions")).bearer_auth(&token).multipart(form(sample_zip())).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/submissions"))
+        .bearer_auth(&token)
+        .multipart(form(sample_zip()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
     let sub: Value = r.json().await.unwrap();
     let id = sub["id"].as_str().unwrap().to_string();
@@ -68,14 +98,27 @@ async fn api_creates_an_assignment_takes_a_submission_and_serves_the_scorecard()
     assert_eq!(sub["sha256"].as_str().unwrap().len(), 64);
 
     // No receipt before grading.
-    let r = client.get(app.url(&format!("/api/v1/submissions/{id}/receipt"))).bearer_auth(&reviewer).send().await.unwrap();
+    let r = client
+        .get(app.url(&format!("/api/v1/submissions/{id}/receipt")))
+        .bearer_auth(&reviewer)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
 
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let s = wait_final(&app.state, &id, Duration::from_secs(120)).await;
     assert_eq!(s.state.as_str(), "graded");
 
-    let r: Value = client.get(app.url(&format!("/api/v1/submissions/{id}"))).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
+    let r: Value = client
+        .get(app.url(&format!("/api/v1/submissions/{id}")))
+        .bearer_auth(&reviewer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(r["id"], id.as_str());
     assert_eq!(r["assignment_id"], a.id.as_str());
     assert_eq!(r["state"], "graded");
@@ -88,18 +131,43 @@ async fn api_creates_an_assignment_takes_a_submission_and_serves_the_scorecard()
     assert!(r["provenance"]["files"].as_array().is_some_and(|f| !f.is_empty()));
 
     // The candidate's own token reads the state but not the scorecard or receipt.
-    let mine: Value = client.get(app.url(&format!("/api/v1/submissions/{id}"))).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+    let mine: Value = client
+        .get(app.url(&format!("/api/v1/submissions/{id}")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(mine["state"], "graded");
     assert!(mine.get("scorecard").is_none() && mine.get("provenance").is_none(), "{mine}");
-    let r = client.get(app.url(&format!("/api/v1/submissions/{id}/receipt"))).bearer_auth(&token).send().await.unwrap();
+    let r = client
+        .get(app.url(&format!("/api/v1/submissions/{id}/receipt")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
 
-    let receipt: Value =
-        client.get(app.url(&format!("/api/v1/submissions/{id}/receipt"))).bearer_auth(&reviewer).send().await.unwrap().json().await.unwrap();
+    let receipt: Value = client
+        .get(app.url(&format!("/api/v1/submissions/{id}/receipt")))
+        .bearer_auth(&reviewer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(receipt, stored["receipt"]);
 
     // Another candidate's token cannot see it at all.
     let other = invite(&app.state, "Other").await;
-    let r = client.get(app.url(&format!("/api/v1/submissions/{id}"))).bearer_auth(&other.token).send().await.unwrap();
+    let r = client
+        .get(app.url(&format!("/api/v1/submissions/{id}")))
+        .bearer_auth(&other.token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
 }

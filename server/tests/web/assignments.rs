@@ -31,7 +31,8 @@ pub fn invite_url(html: &str) -> Option<String> {
 async fn invite_stores_only_the_token_hash_and_shows_the_link_once() {
     let (app, _packets) = app_with_packet().await;
     let (client, csrf) = signed_in(&app, Role::Author).await;
-    let html = page(&client, app.url("/assignments/new?packet=null-status")).await.text().await.unwrap();
+    let html =
+        page(&client, app.url("/assignments/new?packet=null-status")).await.text().await.unwrap();
     assert!(html.contains(r#"type="datetime-local""#) && html.contains("null-status"));
 
     let post = async |name: &str, deadline: &str, time_box: &str| {
@@ -65,21 +66,45 @@ async fn invite_stores_only_the_token_hash_and_shows_the_link_once() {
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let to = r.headers()["location"].to_str().unwrap().to_string();
     let html = page(&client, app.url(&to)).await.text().await.unwrap();
-    let url = invite_url(&html).unwrap_or_else(|| panic!("the link is shown the first time: {html}"));
+    let url =
+        invite_url(&html).unwrap_or_else(|| panic!("the link is shown the first time: {html}"));
     let token = url.rsplit_once("/c/").unwrap().1.to_string();
     assert!(url.starts_with(&app.base), "{url}");
     assert_eq!(token.len(), 64);
-    assert!(invite_url(&page(&client, app.url(&to)).await.text().await.unwrap()).is_none(), "shown once");
+    assert!(
+        invite_url(&page(&client, app.url(&to)).await.text().await.unwrap()).is_none(),
+        "shown once"
+    );
 
-    let a = app.state.db.assignment_by_token_hash(&token_hash(&token)).await.unwrap().expect("found by the token's hash");
-    assert!(app.state.db.assignment_by_token_hash(&token).await.unwrap().is_none(), "the token itself is not stored");
-    assert_eq!((a.candidate_name.as_str(), a.state.as_str(), a.time_box_secs), ("Cy Candidate", "invited", Some(5400)));
-    assert_eq!(a.deadline, gatehouse::web::assignments::parse_datetime_local("2099-01-01T12:30").unwrap());
+    let a = app
+        .state
+        .db
+        .assignment_by_token_hash(&token_hash(&token))
+        .await
+        .unwrap()
+        .expect("found by the token's hash");
+    assert!(
+        app.state.db.assignment_by_token_hash(&token).await.unwrap().is_none(),
+        "the token itself is not stored"
+    );
+    assert_eq!(
+        (a.candidate_name.as_str(), a.state.as_str(), a.time_box_secs),
+        ("Cy Candidate", "invited", Some(5400))
+    );
+    assert_eq!(
+        a.deadline,
+        gatehouse::web::assignments::parse_datetime_local("2099-01-01T12:30").unwrap()
+    );
     assert_eq!(a.version, Some(1));
 
     // The list, filtered by packet, links to the assignment.
-    let html = page(&client, app.url("/assignments?packet=null-status")).await.text().await.unwrap();
-    assert!(html.contains("Cy Candidate") && html.contains(&format!("/assignments/{}", a.id)) && html.contains("invited"));
+    let html =
+        page(&client, app.url("/assignments?packet=null-status")).await.text().await.unwrap();
+    assert!(
+        html.contains("Cy Candidate")
+            && html.contains(&format!("/assignments/{}", a.id))
+            && html.contains("invited")
+    );
     assert!(html.contains("2099-01-01 12:30 UTC"));
     let html = page(&client, app.url("/assignments?packet=other")).await.text().await.unwrap();
     assert!(!html.contains("Cy Candidate"));
@@ -87,20 +112,44 @@ async fn invite_stores_only_the_token_hash_and_shows_the_link_once() {
     // Reissue is a secondary action that asks for a confirmation: without
     // it nothing changes.
     assert!(html_reissue_is_secondary(&page(&client, app.url(&to)).await.text().await.unwrap()));
-    let r = client.post(app.url(&format!("/assignments/{}/reissue", a.id))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    let r = client
+        .post(app.url(&format!("/assignments/{}/reissue", a.id)))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert!(r.text().await.unwrap().contains("to confirm"));
-    assert!(app.state.db.assignment_by_token_hash(&token_hash(&token)).await.unwrap().is_some(), "an unconfirmed reissue keeps the link");
+    assert!(
+        app.state.db.assignment_by_token_hash(&token_hash(&token)).await.unwrap().is_some(),
+        "an unconfirmed reissue keeps the link"
+    );
     // Reissue: a new link, the old one dies.
-    let r = client.post(app.url(&format!("/assignments/{}/reissue", a.id))).form(&[("csrf", csrf.as_str()), ("confirm", "yes")]).send().await.unwrap();
+    let r = client
+        .post(app.url(&format!("/assignments/{}/reissue", a.id)))
+        .form(&[("csrf", csrf.as_str()), ("confirm", "yes")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let html = page(&client, app.url(&to)).await.text().await.unwrap();
     let new_url = invite_url(&html).expect("the new link is shown");
     let new_token = new_url.rsplit_once("/c/").unwrap().1;
     assert_ne!(new_token, token);
     assert!(app.state.db.assignment_by_token_hash(&token_hash(&token)).await.unwrap().is_none());
-    assert_eq!(app.state.db.assignment_by_token_hash(&token_hash(new_token)).await.unwrap().unwrap().id, a.id);
-    let actions: Vec<String> = app.state.db.audit_entries(Some(&format!("assignment:{}", a.id)), 10).await.unwrap().into_iter().map(|e| e.action).collect();
+    assert_eq!(
+        app.state.db.assignment_by_token_hash(&token_hash(new_token)).await.unwrap().unwrap().id,
+        a.id
+    );
+    let actions: Vec<String> = app
+        .state
+        .db
+        .audit_entries(Some(&format!("assignment:{}", a.id)), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
     assert_eq!(actions, ["assignment.reissue", "assignment.create"]);
 }
 
@@ -109,7 +158,9 @@ async fn invite_stores_only_the_token_hash_and_shows_the_link_once() {
 fn html_reissue_is_secondary(html: &str) -> bool {
     let Some(at) = html.find(r#"<details class="secondary-action reissue""#) else { return false };
     let part = &html[at..];
-    part.contains(r#"name="confirm""#) && part.contains("required") && part.contains(r#"class="secondary""#)
+    part.contains(r#"name="confirm""#)
+        && part.contains("required")
+        && part.contains(r#"class="secondary""#)
 }
 
 #[tokio::test]
@@ -119,7 +170,13 @@ async fn a_packet_without_a_published_version_cannot_be_assigned() {
     crate::library::import_draft(&app, &client, &csrf, |_, b| Some(b)).await;
     let r = client
         .post(app.url("/assignments"))
-        .form(&[("csrf", csrf.as_str()), ("packet", "null-status"), ("candidate_name", "Cy"), ("email", "c@example.test"), ("deadline", "2099-01-01T00:00")])
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("packet", "null-status"),
+            ("candidate_name", "Cy"),
+            ("email", "c@example.test"),
+            ("deadline", "2099-01-01T00:00"),
+        ])
         .send()
         .await
         .unwrap();

@@ -28,7 +28,11 @@ use crate::webdriver::{Browser, exclusive};
 /// Fails clearly when the hydrate bundle was not built.
 pub fn require_bundle() {
     let js = repo_root().join("target/site/pkg/gatehouse.js");
-    assert!(js.is_file(), "{} is missing: build the hydrate bundle with `cargo run -p site --release` (scripts/test does)", js.display());
+    assert!(
+        js.is_file(),
+        "{} is missing: build the hydrate bundle with `cargo run -p site --release` (scripts/test does)",
+        js.display()
+    );
 }
 
 /// The fixture server: the real router with `/fixture/...` routes merged in.
@@ -77,7 +81,10 @@ async fn spawn_fixture() -> Fixture {
     let fixtures = Router::new()
         .route("/fixture/upload", get(upload_page))
         .route("/fixture/upload-slow", get(slow_upload_page))
-        .route("/fixture/slow-submit", post(slow_submit).layer(axum::extract::DefaultBodyLimit::disable()))
+        .route(
+            "/fixture/slow-submit",
+            post(slow_submit).layer(axum::extract::DefaultBodyLimit::disable()),
+        )
         .route("/fixture/submit", post(submit))
         .route("/fixture/receipt", get(receipt_page))
         .route("/fixture/status", get(status))
@@ -137,14 +144,23 @@ async fn slow_submit(mut form: Multipart) -> Response {
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let receipt = format!("/fixture/receipt?via=json&bytes={read}");
-    (StatusCode::CREATED, axum::Json(serde_json::json!({ "id": 1, "receipt_url": receipt, "sha256": "0", "received_at": 0 }))).into_response()
+    (
+        StatusCode::CREATED,
+        axum::Json(
+            serde_json::json!({ "id": 1, "receipt_url": receipt, "sha256": "0", "received_at": 0 }),
+        ),
+    )
+        .into_response()
 }
 
 /// Plays `POST /c/{token}/submit`: a file whose bytes mention `../evil` is
 /// refused with 422 `{"error"}`; anything else is accepted (201 JSON when
 /// asked for JSON, else 303 to the receipt).
 async fn submit(headers: HeaderMap, mut form: Multipart) -> Response {
-    let json = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("application/json"));
+    let json = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/json"));
     let mut bytes = Vec::new();
     while let Some(field) = form.next_field().await.expect("multipart") {
         if field.name() == Some("file") {
@@ -153,7 +169,11 @@ async fn submit(headers: HeaderMap, mut form: Multipart) -> Response {
     }
     if bytes.windows(7).any(|w| w == b"../evil") {
         let error = "entry ../evil would be written outside the submission folder";
-        return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(serde_json::json!({ "error": error }))).into_response();
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            axum::Json(serde_json::json!({ "error": error })),
+        )
+            .into_response();
     }
     let via = if json { "json" } else { "form" };
     if json {
@@ -196,7 +216,10 @@ struct Echo {
 }
 
 async fn echo(axum::Form(f): axum::Form<Echo>) -> Html<String> {
-    Html(app::shell::document(meta("Echo"), move || view! { <p id="echoed">{format!("You said {}", f.word)}</p> }))
+    Html(app::shell::document(
+        meta("Echo"),
+        move || view! { <p id="echoed">{format!("You said {}", f.word)}</p> },
+    ))
 }
 
 /// Writes a zip with one file `name` holding `body`.
@@ -230,7 +253,9 @@ async fn islands_hydrate_upload_with_progress_and_follow_status() {
     // A refused zip shows the server's message in the page, without leaving it.
     b.choose_file("#upload-file", &evil).await;
     b.click("#upload-submit").await;
-    let refusal = b.wait_text("#upload-error", "outside the submission folder", Duration::from_secs(10)).await;
+    let refusal = b
+        .wait_text("#upload-error", "outside the submission folder", Duration::from_secs(10))
+        .await;
     assert!(refusal.contains("../evil"), "{refusal}");
     assert_eq!(b.path().await, "/fixture/upload");
 
@@ -311,7 +336,10 @@ async fn the_upload_progress_bar_follows_the_transfer_then_says_checking() {
     assert!(between.len() >= 3, "intermediate progress values were seen: {seen:?}");
     assert!(seen.windows(2).all(|w| w[0] <= w[1]), "progress never goes back: {seen:?}");
     assert!(checking, "the page said it was checking the zip after the transfer: {seen:?}");
-    assert_eq!(b.find("#upload-progress").await.attr("value").await.unwrap().as_deref(), Some("100"));
+    assert_eq!(
+        b.find("#upload-progress").await.attr("value").await.unwrap().as_deref(),
+        Some("100")
+    );
     b.wait_path("/fixture/receipt?via=json").await;
     let bytes: usize = b.text("#receipt").await.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert!(bytes > 24 << 20, "the whole body arrived: {bytes}");

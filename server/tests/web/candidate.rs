@@ -34,9 +34,20 @@ pub async fn invite(state: &AppState, name: &str) -> Invited {
     invite_with(state, name, None, None).await
 }
 
-pub async fn invite_with(state: &AppState, name: &str, deadline: Option<i64>, time_box_secs: Option<i64>) -> Invited {
+pub async fn invite_with(
+    state: &AppState,
+    name: &str,
+    deadline: Option<i64>,
+    time_box_secs: Option<i64>,
+) -> Invited {
     let email = format!("{}@example.com", name.to_lowercase().replace(' ', "."));
-    invites::create(state, None, Invite { slug: SLUG, candidate_name: name, email: &email, deadline, time_box_secs }).await.unwrap()
+    invites::create(
+        state,
+        None,
+        Invite { slug: SLUG, candidate_name: name, email: &email, deadline, time_box_secs },
+    )
+    .await
+    .unwrap()
 }
 
 /// A zip of `entries` (name, contents), deflated.
@@ -44,7 +55,8 @@ pub fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
     {
         let mut z = zip::ZipWriter::new(&mut out);
-        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
         for (name, bytes) in entries {
             z.start_file(*name, opts).unwrap();
             z.write_all(bytes).unwrap();
@@ -61,7 +73,10 @@ pub fn sample_zip() -> Vec<u8> {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let entry = entry.unwrap();
         if entry.file_type().unwrap().is_file() {
-            files.push((entry.file_name().to_string_lossy().into_owned(), std::fs::read(entry.path()).unwrap()));
+            files.push((
+                entry.file_name().to_string_lossy().into_owned(),
+                std::fs::read(entry.path()).unwrap(),
+            ));
         }
     }
     files.sort();
@@ -70,7 +85,10 @@ pub fn sample_zip() -> Vec<u8> {
 }
 
 pub fn form(bytes: Vec<u8>) -> reqwest::multipart::Form {
-    let part = reqwest::multipart::Part::bytes(bytes).file_name("submission.zip").mime_str("application/zip").unwrap();
+    let part = reqwest::multipart::Part::bytes(bytes)
+        .file_name("submission.zip")
+        .mime_str("application/zip")
+        .unwrap();
     reqwest::multipart::Form::new().part("file", part)
 }
 
@@ -155,7 +173,11 @@ pub fn cli_scorecard(packet_dir: &Path, zip: &[u8]) -> Value {
         .args(["grade", packet_dir.to_str().unwrap(), path.to_str().unwrap(), "--format", "json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "gatehouse grade failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "gatehouse grade failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -172,14 +194,22 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     let page = client.get(app.url(&format!("/c/{}", invited.token))).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
-    assert!(html.contains("Don&#x27;t page on a null status") || html.contains("Don't page on a null status"), "{html}");
+    assert!(
+        html.contains("Don&#x27;t page on a null status")
+            || html.contains("Don't page on a null status"),
+        "{html}"
+    );
     assert!(html.contains("Model calls") && html.contains("30000"), "budgets missing: {html}");
-    assert!(html.contains("name=\"file\"") && html.contains("/submit"), "upload form missing: {html}");
+    assert!(
+        html.contains("name=\"file\"") && html.contains("/submit"),
+        "upload form missing: {html}"
+    );
     let a = app.state.db.assignment_by_id(&invited.assignment.id).await.unwrap().unwrap();
     assert!(a.started_at.is_none(), "a page view must not start the time box");
 
     // The starter is a zip.
-    let starter = client.get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
+    let starter =
+        client.get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
     assert_eq!(starter.status(), 200);
     assert_eq!(starter.headers()["content-type"], "application/zip");
     let bytes = starter.bytes().await.unwrap();
@@ -215,9 +245,15 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     assert_eq!(stored["packet"]["version"], "v1");
     assert_eq!(stored["receipt"]["packet"]["version"], "v1");
     assert_ne!(cli["receipt"]["packet"]["version"], "v1");
-    let receipt: grader::grade::Receipt = serde_json::from_value(stored["receipt"].clone()).unwrap();
-    assert_eq!(grader::grade::receipt_digest(&receipt), receipt.digest, "the stored receipt's digest verifies");
-    let stored_json: grader::grade::Receipt = serde_json::from_str(s.receipt_json.as_deref().unwrap()).unwrap();
+    let receipt: grader::grade::Receipt =
+        serde_json::from_value(stored["receipt"].clone()).unwrap();
+    assert_eq!(
+        grader::grade::receipt_digest(&receipt),
+        receipt.digest,
+        "the stored receipt's digest verifies"
+    );
+    let stored_json: grader::grade::Receipt =
+        serde_json::from_str(s.receipt_json.as_deref().unwrap()).unwrap();
     assert_eq!(stored_json, receipt);
     cli["packet"]["version"] = "v1".into();
     cli["receipt"]["packet"]["version"] = "v1".into();
@@ -231,19 +267,29 @@ async fn good_upload_gets_a_receipt_and_the_cli_scorecard() {
     assert_eq!(cli_runs.len(), stored_runs.len());
     for (c, s) in cli_runs.iter_mut().zip(&stored_runs) {
         assert_eq!(c["id"], s["id"]);
-        let (cw, sw) = (c["limits"]["wall_secs"].as_f64().unwrap(), s["limits"]["wall_secs"].as_f64().unwrap());
+        let (cw, sw) = (
+            c["limits"]["wall_secs"].as_f64().unwrap(),
+            s["limits"]["wall_secs"].as_f64().unwrap(),
+        );
         assert!(cw >= floor && sw >= floor, "{}: {cw} / {sw}", s["id"]);
         c["limits"]["wall_secs"] = s["limits"]["wall_secs"].clone();
     }
-    let mut cli_receipt: grader::grade::Receipt = serde_json::from_value(cli["receipt"].clone()).unwrap();
+    let mut cli_receipt: grader::grade::Receipt =
+        serde_json::from_value(cli["receipt"].clone()).unwrap();
     cli_receipt.digest = grader::grade::receipt_digest(&cli_receipt);
     cli["receipt"]["digest"] = cli_receipt.digest.into();
     assert_eq!(without_timings(stored.clone()), without_timings(cli));
     assert_eq!(s.decision.as_deref(), stored["decision"].as_str());
 
     // The candidate's status URL.
-    let status: Value =
-        client.get(app.url(&format!("/c/{}/submissions/{id}/status", invited.token))).send().await.unwrap().json().await.unwrap();
+    let status: Value = client
+        .get(app.url(&format!("/c/{}/submissions/{id}/status", invited.token)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status["state"], "graded");
     // Results are the hiring team's to release (default never): the
     // candidate sees the state and the receipt digest, not the decision.
@@ -273,7 +319,9 @@ fn zip_bomb() -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
     {
         let mut z = zip::ZipWriter::new(&mut out);
-        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).large_file(false);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated)
+            .large_file(false);
         z.start_file("zeros.txt", opts).unwrap();
         let block = vec![0u8; 1 << 20];
         for _ in 0..100 {
@@ -287,7 +335,9 @@ fn zip_bomb() -> Vec<u8> {
 /// Asserts that the refusal paragraph of a candidate page answer is the one
 /// element with `autofocus` (and focusable).
 fn refusal_has_the_focus(html: &str, what: &str) {
-    let at = html.find("id=\"upload-refusal\"").unwrap_or_else(|| panic!("{what}: no #upload-refusal: {html}"));
+    let at = html
+        .find("id=\"upload-refusal\"")
+        .unwrap_or_else(|| panic!("{what}: no #upload-refusal: {html}"));
     let start = html[..at].rfind('<').unwrap();
     let tag = &html[start..start + html[start..].find('>').unwrap()];
     assert!(tag.contains("autofocus") && tag.contains("tabindex=\"-1\""), "{what}: {tag}");
@@ -318,9 +368,19 @@ async fn a_refused_upload_lands_at_the_refusal_with_javascript_off() {
         )
         .await;
     assert_eq!(seen["active"], "upload-refusal", "{seen}");
-    let (top, bottom, inner) = (seen["top"].as_f64().unwrap(), seen["bottom"].as_f64().unwrap(), seen["inner"].as_f64().unwrap());
-    assert!(seen["offset"].as_f64().unwrap() > inner, "the refusal is below the first screen, so landing on it means scrolling: {seen}");
-    assert!(top >= 0.0 && bottom <= inner && seen["scrolled"].as_f64().unwrap() > 0.0, "the refusal is in view: {seen}");
+    let (top, bottom, inner) = (
+        seen["top"].as_f64().unwrap(),
+        seen["bottom"].as_f64().unwrap(),
+        seen["inner"].as_f64().unwrap(),
+    );
+    assert!(
+        seen["offset"].as_f64().unwrap() > inner,
+        "the refusal is below the first screen, so landing on it means scrolling: {seen}"
+    );
+    assert!(
+        top >= 0.0 && bottom <= inner && seen["scrolled"].as_f64().unwrap() > 0.0,
+        "the refusal is in view: {seen}"
+    );
     assert!(b.text("#upload-refusal").await.contains("`..`"));
     b.close().await;
 }
@@ -351,8 +411,18 @@ async fn hostile_zips_are_refused_with_the_reason_and_nothing_is_stored() {
         // focus, and it is the only thing on the page that does.
         refusal_has_the_focus(&html, what);
     }
-    let page = TestApp::client().get(app.url(&format!("/c/{}", invited.token))).send().await.unwrap().text().await.unwrap();
-    assert!(!page.contains("autofocus") && !page.contains("upload-refusal"), "no refusal, nothing takes the focus: {page}");
+    let page = TestApp::client()
+        .get(app.url(&format!("/c/{}", invited.token)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !page.contains("autofocus") && !page.contains("upload-refusal"),
+        "no refusal, nothing takes the focus: {page}"
+    );
     assert!(app.state.db.submissions_of(&invited.assignment.id).await.unwrap().is_empty());
     let data = &app.state.config.data_dir;
     assert_eq!(upload_blobs(&app.state).await, Vec::<String>::new());
@@ -368,16 +438,34 @@ async fn hostile_zips_are_refused_with_the_reason_and_nothing_is_stored() {
 
     // The author sees each refusal on the assignment: when and why.
     let (author, _) = crate::auth::signed_in(&app, gatehouse::db::Role::Author).await;
-    let html = crate::auth::page(&author, app.url(&format!("/assignments/{}", invited.assignment.id))).await.text().await.unwrap();
-    let section = &html[html.find("Refused uploads").unwrap_or_else(|| panic!("no refused uploads on {html}"))..];
-    assert_eq!(section.matches("class=\"refusal-reason\"").count(), 9, "eight hostile uploads and the form without a file: {section}");
+    let html =
+        crate::auth::page(&author, app.url(&format!("/assignments/{}", invited.assignment.id)))
+            .await
+            .text()
+            .await
+            .unwrap();
+    let section = &html
+        [html.find("Refused uploads").unwrap_or_else(|| panic!("no refused uploads on {html}"))..];
+    assert_eq!(
+        section.matches("class=\"refusal-reason\"").count(),
+        9,
+        "eight hostile uploads and the form without a file: {section}"
+    );
     for reason in ["`..`", "absolute path", "ratio", "could not be read", "has no `file` field"] {
-        assert!(section.contains(reason) || section.contains(&reason.replace('`', "&#x60;")), "{reason} in {section}");
+        assert!(
+            section.contains(reason) || section.contains(&reason.replace('`', "&#x60;")),
+            "{reason} in {section}"
+        );
     }
     assert!(section.contains(" UTC"), "with the time: {section}");
     // A clean assignment shows no such section.
     let other = invite(&app.state, "Clean").await;
-    let html = crate::auth::page(&author, app.url(&format!("/assignments/{}", other.assignment.id))).await.text().await.unwrap();
+    let html =
+        crate::auth::page(&author, app.url(&format!("/assignments/{}", other.assignment.id)))
+            .await
+            .text()
+            .await
+            .unwrap();
     assert!(!html.contains("Refused uploads"), "{html}");
 }
 
@@ -395,9 +483,11 @@ async fn over_limit_upload_is_cut_off_with_413_and_nothing_left() {
     assert!(body["error"].as_str().unwrap().contains("limit of 1 MiB"), "{body}");
 
     // Without a length (chunked), reading stops once past the cap.
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.chunks(64 << 10).map(|c| Ok(c.to_vec())).collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        big.chunks(64 << 10).map(|c| Ok(c.to_vec())).collect();
     let stream = futures_util::stream::iter(chunks);
-    let part = reqwest::multipart::Part::stream(reqwest::Body::wrap_stream(stream)).file_name("big.zip");
+    let part =
+        reqwest::multipart::Part::stream(reqwest::Body::wrap_stream(stream)).file_name("big.zip");
     let r = TestApp::client()
         .post(app.url(&format!("/c/{}/submit", invited.token)))
         .header("accept", "application/json")
@@ -433,7 +523,11 @@ async fn expired_link_answers_410() {
     let r = client.get(app.url("/c/not-a-real-token")).send().await.unwrap();
     assert_eq!(r.status(), 404);
     let html = r.text().await.unwrap();
-    assert!(html.contains("This invite link is not valid") && html.contains("Ask the person at the company who invited you"), "{html}");
+    assert!(
+        html.contains("This invite link is not valid")
+            && html.contains("Ask the person at the company who invited you"),
+        "{html}"
+    );
     assert!(!html.contains("Go to the start page") && !html.contains("href=\"/login\""), "{html}");
 }
 
@@ -445,7 +539,14 @@ async fn ended_time_box_refuses_submission() {
     let r = client.post(app.url(&format!("/c/{}/start", invited.token))).send().await.unwrap();
     assert_eq!(r.status(), 303);
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let html = client.get(app.url(&format!("/c/{}", invited.token))).send().await.unwrap().text().await.unwrap();
+    let html = client
+        .get(app.url(&format!("/c/{}", invited.token)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(html.contains("time box") && html.contains("submissions are closed"), "{html}");
     let r = upload(&app.base, &invited.token, sample_zip(), true).await;
     assert_eq!(r.status(), 403);

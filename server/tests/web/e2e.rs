@@ -24,7 +24,8 @@ fn zip_tree(root: &Path, prefix: &str, out: &Path) {
     files.sort();
     for path in files {
         let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
-        zip.start_file(format!("{prefix}{rel}"), zip::write::SimpleFileOptions::default()).expect("zip entry");
+        zip.start_file(format!("{prefix}{rel}"), zip::write::SimpleFileOptions::default())
+            .expect("zip entry");
         zip.write_all(&std::fs::read(&path).expect("read file")).expect("zip body");
     }
     zip.finish().expect("finish zip");
@@ -46,7 +47,9 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 /// The names inside a zip.
 fn zip_names(bytes: &[u8]) -> Vec<String> {
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a zip");
-    (0..zip.len()).map(|i| zip.by_index(i).expect("entry").name().expect("a name").to_string()).collect()
+    (0..zip.len())
+        .map(|i| zip.by_index(i).expect("entry").name().expect("a name").to_string())
+        .collect()
 }
 
 /// Signs in through the sign-in form.
@@ -108,46 +111,63 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
         if author.exists("select[name='packet'] option[value='null-status']").await {
             break;
         }
-        assert!(Instant::now() < deadline, "null-status was not published within 180 s:\n{}", author.source().await);
+        assert!(
+            Instant::now() < deadline,
+            "null-status was not published within 180 s:\n{}",
+            author.source().await
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
     // The author invites a candidate and gets the link.
     author.fill("input[name='candidate_name']", "Ada Candidate").await;
     author.fill("input[name='email']", "ada@example.com").await;
-    author.script("document.querySelector(\"input[name='deadline']\").value = '2099-01-01T12:00';").await;
+    author
+        .script("document.querySelector(\"input[name='deadline']\").value = '2099-01-01T12:00';")
+        .await;
     author.click("form[action='/assignments'] button[type='submit']").await;
     author.wait_path("/assignments/").await;
     author.snapshot("2-invited").await;
-    let invite = author.find("input.invite-url").await.prop("value").await.unwrap().expect("an invite URL");
+    let invite =
+        author.find("input.invite-url").await.prop("value").await.unwrap().expect("an invite URL");
     assert!(invite.starts_with(&app.base) && invite.contains("/c/"), "{invite}");
     author.close().await;
 
     // The candidate opens the link and downloads the starter.
     let candidate = Browser::new(&app.base).await;
     candidate.goto(&invite).await;
-    let starter = candidate.find("a.starter").await.attr("href").await.unwrap().expect("starter link");
+    let starter =
+        candidate.find("a.starter").await.attr("href").await.unwrap().expect("starter link");
     let starter_url = if starter.starts_with("http") { starter } else { app.url(&starter) };
     let zip = reqwest::get(&starter_url).await.unwrap();
     assert_eq!(zip.status(), 200, "{starter_url}");
     let names = zip_names(&zip.bytes().await.unwrap());
     for want in ["gate.py", "test_gate.py", "tools.py"] {
-        assert!(names.iter().any(|n| n.ends_with(want)), "{want} missing from the starter: {names:?}");
+        assert!(
+            names.iter().any(|n| n.ends_with(want)),
+            "{want} missing from the starter: {names:?}"
+        );
     }
-    assert!(!names.iter().any(|n| n.contains("hidden") || n.contains("NOTES.md")), "the starter leaks: {names:?}");
+    assert!(
+        !names.iter().any(|n| n.contains("hidden") || n.contains("NOTES.md")),
+        "the starter leaks: {names:?}"
+    );
 
     candidate.snapshot("3-candidate").await;
     // A good upload: receipt, then the state follows grading live.
     candidate.wait("#upload-form[data-hydrated='true']").await;
     candidate.choose_file("#upload-file", &good).await;
     candidate.click("#upload-submit").await;
-    let receipt = candidate.wait_path(&format!("{}/submissions/", invite.trim_start_matches(&app.base))).await;
+    let receipt = candidate
+        .wait_path(&format!("{}/submissions/", invite.trim_start_matches(&app.base)))
+        .await;
     let page = candidate.source().await;
     let digest = sha256_hex(&std::fs::read(&good).unwrap());
     assert!(page.contains(&digest), "the receipt shows the submission digest {digest}");
     // Grading takes seconds, so the receipt first shows an earlier state
     // and the island turns it to graded without a manual reload.
-    let first = candidate.find("#live-state").await.attr("data-state").await.unwrap().unwrap_or_default();
+    let first =
+        candidate.find("#live-state").await.attr("data-state").await.unwrap().unwrap_or_default();
     assert!(first == "queued" || first == "grading", "the receipt opened in state {first}");
     candidate.wait("#live-state[data-hydrated='true']").await;
     candidate.wait_for("#live-state[data-state='graded']", Duration::from_secs(180)).await;
@@ -170,30 +190,51 @@ async fn author_candidate_and_reviewer_in_a_real_browser() {
     sign_in(&reviewer, "reviewer@example.com", "reviewer-password-1").await;
     reviewer.goto(&format!("/submissions/{submission}")).await;
     reviewer.wait(".summary .score").await;
-    assert!(reviewer.exists(".gates-section").await && reviewer.exists("section.findings").await, "{}", reviewer.source().await);
+    assert!(
+        reviewer.exists(".gates-section").await && reviewer.exists("section.findings").await,
+        "{}",
+        reviewer.source().await
+    );
     assert!(reviewer.exists(".commands").await);
     // Findings carry a provenance badge and an evidence excerpt.
     let badge = reviewer.text("section.findings .finding .badge").await;
-    assert!(["witnessed", "replayed", "claimed"].contains(&badge.trim().to_lowercase().as_str()), "badge {badge:?}");
+    assert!(
+        ["witnessed", "replayed", "claimed"].contains(&badge.trim().to_lowercase().as_str()),
+        "badge {badge:?}"
+    );
     let findings = reviewer.text("section.findings").await;
     assert!(findings.contains("transcript.jsonl"), "the finding names its evidence: {findings}");
     let form = reviewer.find("form.human-score").await;
     let select = form.find(Locator::Css("select[name='level']")).await.unwrap();
     select.select_by_index(1).await.unwrap();
     let reason = "Names every unknown and records the assumption; checked by hand.";
-    form.find(Locator::Css("textarea[name='reason']")).await.unwrap().send_keys(reason).await.unwrap();
+    form.find(Locator::Css("textarea[name='reason']"))
+        .await
+        .unwrap()
+        .send_keys(reason)
+        .await
+        .unwrap();
     form.find(Locator::Css("button[type='submit']")).await.unwrap().click().await.unwrap();
     reviewer.wait_text(".score-history .reason", reason, Duration::from_secs(20)).await;
     reviewer.snapshot("6-scorecard").await;
 
-    let export = reviewer.find("a[href$='/receipt.html']").await.attr("href").await.unwrap().unwrap();
+    let export =
+        reviewer.find("a[href$='/receipt.html']").await.attr("href").await.unwrap().unwrap();
     let cookie = session_cookie(&reviewer).await;
-    let html = reqwest::Client::new().get(app.url(&export)).header("cookie", cookie).send().await.unwrap();
+    let html =
+        reqwest::Client::new().get(app.url(&export)).header("cookie", cookie).send().await.unwrap();
     assert_eq!(html.status(), 200);
     let html = html.text().await.unwrap();
-    assert!(html.to_ascii_lowercase().starts_with("<!doctype html>"), "{}", &html[..200.min(html.len())]);
+    assert!(
+        html.to_ascii_lowercase().starts_with("<!doctype html>"),
+        "{}",
+        &html[..200.min(html.len())]
+    );
     assert!(html.contains(&digest), "the standalone receipt names the archive digest");
-    assert!(!html.contains("src=\"http") && !html.contains("href=\"http"), "the standalone receipt loads nothing from outside");
+    assert!(
+        !html.contains("src=\"http") && !html.contains("href=\"http"),
+        "the standalone receipt loads nothing from outside"
+    );
     reviewer.close().await;
 }
 
@@ -257,11 +298,23 @@ async fn the_transcript_and_provenance_read_in_a_real_browser() {
     // Closed until opened: the answer is not shown, then it is, as text.
     let call = format!("li.transcript-call[data-id='{forwarded}']");
     let answer_text = format!("{call} .message.answer .message-text");
-    assert!(!reviewer.find(&answer_text).await.is_displayed().await.unwrap(), "a call's answer is shown before it is opened");
+    assert!(
+        !reviewer.find(&answer_text).await.is_displayed().await.unwrap(),
+        "a call's answer is shown before it is opened"
+    );
     reviewer.click(&format!("{call} summary")).await;
-    let shown = reviewer.wait_text(&answer_text, "window.__pwned = 1", Duration::from_secs(10)).await;
-    assert!(shown.contains("<script>window.__pwned = 1</script><img src=x onerror="), "the answer's markup is not shown as text: {shown:?}");
-    assert!(reviewer.text(&format!("{call} .message.prompt .message-text")).await.contains("how do I <b>total</b>?"));
+    let shown =
+        reviewer.wait_text(&answer_text, "window.__pwned = 1", Duration::from_secs(10)).await;
+    assert!(
+        shown.contains("<script>window.__pwned = 1</script><img src=x onerror="),
+        "the answer's markup is not shown as text: {shown:?}"
+    );
+    assert!(
+        reviewer
+            .text(&format!("{call} .message.prompt .message-text"))
+            .await
+            .contains("how do I <b>total</b>?")
+    );
     // Nothing of the answer became markup, and nothing of it ran.
     let ran = reviewer
         .script("return [window.__pwned === undefined, document.querySelectorAll('section.transcript script, section.transcript img, section.transcript b').length]")
@@ -273,11 +326,16 @@ async fn the_transcript_and_provenance_read_in_a_real_browser() {
     assert!(reviewer.text(&format!("{refusal} summary")).await.contains("refused (model_calls)"));
     reviewer.click(&format!("{refusal} summary")).await;
     let reason = r.calls[1].error.clone().expect("the refusal's message");
-    reviewer.wait_text(&format!("{refusal} .refusal-reason"), &reason, Duration::from_secs(10)).await;
+    reviewer
+        .wait_text(&format!("{refusal} .refusal-reason"), &reason, Duration::from_secs(10))
+        .await;
 
     // Provenance: the kept line is marked with its call, and the share is stated.
     let marked = reviewer.text(".add.model-written").await;
-    assert!(marked.contains("def _known(field: str, incident: dict, confirmed: dict) -> bool:"), "{marked:?}");
+    assert!(
+        marked.contains("def _known(field: str, incident: dict, confirmed: dict) -> bool:"),
+        "{marked:?}"
+    );
     assert!(reviewer.source().await.contains(&format!("← model answer, call {forwarded}")));
     reviewer.snapshot("transcript-scorecard").await;
     reviewer.close().await;
@@ -288,11 +346,30 @@ async fn the_transcript_and_provenance_read_in_a_real_browser() {
     candidate.click(&format!("a[href='/c/{}/transcript']", r.m.token)).await;
     candidate.wait_path(&format!("/c/{}/transcript", r.m.token)).await;
     let mine = format!("li.transcript-call[data-id='{forwarded}']");
-    assert!(!candidate.find(&format!("{mine} .message.answer .message-text")).await.is_displayed().await.unwrap());
+    assert!(
+        !candidate
+            .find(&format!("{mine} .message.answer .message-text"))
+            .await
+            .is_displayed()
+            .await
+            .unwrap()
+    );
     candidate.click(&format!("{mine} summary")).await;
-    candidate.wait_text(&format!("{mine} .message.answer .message-text"), "<script>window.__pwned = 1</script>", Duration::from_secs(10)).await;
-    assert_eq!(candidate.script("return window.__pwned === undefined").await, serde_json::json!(true));
-    assert!(!candidate.source().await.contains("rita@example.com"), "the candidate's page names a reviewer");
+    candidate
+        .wait_text(
+            &format!("{mine} .message.answer .message-text"),
+            "<script>window.__pwned = 1</script>",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(
+        candidate.script("return window.__pwned === undefined").await,
+        serde_json::json!(true)
+    );
+    assert!(
+        !candidate.source().await.contains("rita@example.com"),
+        "the candidate's page names a reviewer"
+    );
     candidate.snapshot("transcript-candidate").await;
     candidate.close().await;
 }

@@ -51,7 +51,13 @@ fn chat(content: &str) -> Value {
 
 /// One model call through the meter with the assignment's key.
 async fn model_call(base: &str, key: &str, body: &Value) -> (u16, Value) {
-    let r = reqwest::Client::new().post(format!("{base}/v1/chat/completions")).bearer_auth(key).json(body).send().await.expect("model call");
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .expect("model call");
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     (status, serde_json::from_str(&text).unwrap_or_else(|_| json!({"raw": text})))
@@ -84,15 +90,37 @@ async fn red_model_calls_green_submit_and_the_reviewers_witnessed_timeline() {
     let dir = app.state.config.data_dir.join(&rel);
     copy_dir(&repo_root().join("packets").join(SLUG), &dir);
     let packet = grader::packet::Packet::load(&dir).unwrap();
-    assert!(std::fs::read_to_string(dir.join("packet.toml")).unwrap().contains("model_waits_for_red = true"));
+    assert!(
+        std::fs::read_to_string(dir.join("packet.toml"))
+            .unwrap()
+            .contains("model_waits_for_red = true")
+    );
     app.state
         .db
-        .create_version(NewVersion { slug: SLUG, title: &packet.manifest.packet.title, builtin: false, dir: &rel, digest: &packet.digest, created_by: None, publish: true })
+        .create_version(NewVersion {
+            slug: SLUG,
+            title: &packet.manifest.packet.title,
+            builtin: false,
+            dir: &rel,
+            digest: &packet.digest,
+            created_by: None,
+            publish: true,
+        })
         .await
         .unwrap();
-    let invited = invites::create(&app.state, None, Invite { slug: SLUG, candidate_name: "Ada", email: "ada@example.com", deadline: None, time_box_secs: None })
-        .await
-        .unwrap();
+    let invited = invites::create(
+        &app.state,
+        None,
+        Invite {
+            slug: SLUG,
+            candidate_name: "Ada",
+            email: "ada@example.com",
+            deadline: None,
+            time_box_secs: None,
+        },
+    )
+    .await
+    .unwrap();
     let invite = app.url(&format!("/c/{}", invited.token));
 
     // The candidate's zips: the starter tree (red) and the sample tree (green, submit).
@@ -107,7 +135,10 @@ async fn red_model_calls_green_submit_and_the_reviewers_witnessed_timeline() {
     candidate.goto(&invite).await;
     let key = candidate.text("#model-key").await.trim().to_string();
     assert!(key.starts_with("gh-") && key.len() == 43, "unexpected model key {key:?}");
-    assert!(candidate.text("#witness .model-window").await.contains("Closed"), "the model window is closed before red");
+    assert!(
+        candidate.text("#witness .model-window").await.contains("Closed"),
+        "the model window is closed before red"
+    );
 
     // Before a witnessed red the meter refuses and never reaches the upstream.
     let (status, body) = model_call(&app.base, &key, &chat("too early")).await;
@@ -140,11 +171,23 @@ async fn red_model_calls_green_submit_and_the_reviewers_witnessed_timeline() {
         if now != before {
             break now;
         }
-        assert!(Instant::now() < deadline, "the live budget did not change from {before} within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "the live budget did not change from {before} within 30 s"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let left = |v: &Value, cap: &str| v[cap].as_str().and_then(|s| s.parse::<i64>().ok()).unwrap_or_else(|| panic!("no {cap} in {v}"));
-    assert_eq!(left(&after, "model_calls"), left(&before, "model_calls") - 3, "{before} -> {after}");
+    let left = |v: &Value, cap: &str| {
+        v[cap]
+            .as_str()
+            .and_then(|s| s.parse::<i64>().ok())
+            .unwrap_or_else(|| panic!("no {cap} in {v}"))
+    };
+    assert_eq!(
+        left(&after, "model_calls"),
+        left(&before, "model_calls") - 3,
+        "{before} -> {after}"
+    );
     assert!(left(&after, "tokens") < left(&before, "tokens"), "{before} -> {after}");
     candidate.snapshot("w2-budget").await;
 
@@ -178,15 +221,48 @@ async fn red_model_calls_green_submit_and_the_reviewers_witnessed_timeline() {
     reviewer.snapshot("w5-scorecard").await;
     let count = |css: &str| format!("return document.querySelectorAll({css:?}).length;");
     let n = |v: Value| v.as_i64().unwrap_or(-1);
-    assert_eq!(n(reviewer.script(&count("section.ledger table.witnessed-runs tbody tr")).await), 2, "{}", reviewer.text("section.ledger").await);
-    assert_eq!(n(reviewer.script(&count("table.model-calls tr.model-call.forwarded")).await), 3, "{}", reviewer.text("section.ledger").await);
-    assert_eq!(n(reviewer.script(&count("table.model-calls tr.model-call.refused")).await), 1, "{}", reviewer.text("section.ledger").await);
-    let dup = reviewer.text(&format!("table.model-calls tr[data-id='{}'] td:last-child", calls[3].id)).await;
-    assert_eq!(dup.trim(), calls[1].id.to_string(), "the repeat is marked a duplicate of the first call");
-    assert_eq!(n(reviewer.script(&count("figure.timeline svg.witness-timeline circle.run")).await), 2);
-    assert_eq!(n(reviewer.script(&count("figure.timeline svg.witness-timeline g.call.forwarded")).await), 3);
-    assert_eq!(n(reviewer.script(&count("figure.timeline svg.witness-timeline g.call.refused")).await), 1);
-    assert_eq!(n(reviewer.script(&count("figure.timeline svg.witness-timeline g.submission")).await), 1);
+    assert_eq!(
+        n(reviewer.script(&count("section.ledger table.witnessed-runs tbody tr")).await),
+        2,
+        "{}",
+        reviewer.text("section.ledger").await
+    );
+    assert_eq!(
+        n(reviewer.script(&count("table.model-calls tr.model-call.forwarded")).await),
+        3,
+        "{}",
+        reviewer.text("section.ledger").await
+    );
+    assert_eq!(
+        n(reviewer.script(&count("table.model-calls tr.model-call.refused")).await),
+        1,
+        "{}",
+        reviewer.text("section.ledger").await
+    );
+    let dup = reviewer
+        .text(&format!("table.model-calls tr[data-id='{}'] td:last-child", calls[3].id))
+        .await;
+    assert_eq!(
+        dup.trim(),
+        calls[1].id.to_string(),
+        "the repeat is marked a duplicate of the first call"
+    );
+    assert_eq!(
+        n(reviewer.script(&count("figure.timeline svg.witness-timeline circle.run")).await),
+        2
+    );
+    assert_eq!(
+        n(reviewer.script(&count("figure.timeline svg.witness-timeline g.call.forwarded")).await),
+        3
+    );
+    assert_eq!(
+        n(reviewer.script(&count("figure.timeline svg.witness-timeline g.call.refused")).await),
+        1
+    );
+    assert_eq!(
+        n(reviewer.script(&count("figure.timeline svg.witness-timeline g.submission")).await),
+        1
+    );
     reviewer.close().await;
     eprintln!("the witnessed end-to-end test took {:?}", started.elapsed());
 }

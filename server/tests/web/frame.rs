@@ -17,7 +17,12 @@ async fn stylesheet_is_embedded_and_cached() {
     let etag = r.headers()["etag"].clone();
     let body = r.text().await.unwrap();
     assert!(body.contains(".badge.witnessed"), "the stylesheet styles provenance badges");
-    let again = client.get(app.url("/style/gatehouse.css")).header("if-none-match", etag).send().await.unwrap();
+    let again = client
+        .get(app.url("/style/gatehouse.css"))
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), 304);
 }
 
@@ -40,14 +45,20 @@ async fn bundle_is_served_with_the_wasm_type() {
 async fn errors_are_pages_for_browsers_and_json_for_clients() {
     let app = TestApp::spawn().await;
     let client = reqwest::Client::new();
-    let page = client.get(app.url("/no/such/page")).header("accept", BROWSER_ACCEPT).send().await.unwrap();
+    let page =
+        client.get(app.url("/no/such/page")).header("accept", BROWSER_ACCEPT).send().await.unwrap();
     assert_eq!(page.status(), 404);
     assert!(page.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     let html = page.text().await.unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
     assert!(html.contains("this page not found"), "{html}");
 
-    let json = client.get(app.url("/no/such/page")).header("accept", "application/json").send().await.unwrap();
+    let json = client
+        .get(app.url("/no/such/page"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(json.status(), 404);
     let body: serde_json::Value = json.json().await.unwrap();
     assert_eq!(body["error"], "this page not found");

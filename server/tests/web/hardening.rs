@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::api::api_token;
 use crate::auth::{PASSWORD, location, page, post_login};
-use crate::candidate::{app_with_packet, publish_packet, SLUG};
+use crate::candidate::{SLUG, app_with_packet, publish_packet};
 use crate::support::{TestApp, publish_copy_with};
 
 #[tokio::test]
@@ -36,7 +36,11 @@ async fn next_with_a_tab_newline_or_backslash_is_not_followed() {
         assert_eq!(location(&r), expect, "next={next:?}");
     }
     // The sign-in page does not carry a hostile next into its form either.
-    let html = page(&TestApp::client(), app.url("/login?next=%2F%09%2Fevil.example")).await.text().await.unwrap();
+    let html = page(&TestApp::client(), app.url("/login?next=%2F%09%2Fevil.example"))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(!html.contains("evil.example"), "{html}");
     // The landing page by role ("/" sends a reviewer to the inbox, others to packets).
     assert!(html.contains(r#"name="next" value="/""#), "{html}");
@@ -57,10 +61,17 @@ async fn prompt_links_and_images_keep_only_safe_schemes() {
     })
     .await;
     let invited = crate::candidate::invite(&app.state, "Alice Candidate").await;
-    let html = page(&TestApp::client(), app.url(&format!("/c/{}", invited.token))).await.text().await.unwrap();
+    let html = page(&TestApp::client(), app.url(&format!("/c/{}", invited.token)))
+        .await
+        .text()
+        .await
+        .unwrap();
     let lower = html.to_lowercase();
     for bad in ["javascript:", "data:image", "vbscript:"] {
-        assert!(!lower.contains(&format!("href=\"{bad}")) && !lower.contains(&format!("src=\"{bad}")), "{bad} kept in {html}");
+        assert!(
+            !lower.contains(&format!("href=\"{bad}")) && !lower.contains(&format!("src=\"{bad}")),
+            "{bad} kept in {html}"
+        );
     }
     assert!(html.contains("Start here"), "the unsafe link's text is kept: {html}");
     assert!(html.contains(r#"href="https://docs.example.test/guide""#), "{html}");
@@ -98,8 +109,19 @@ async fn every_answer_carries_the_security_headers() {
     for r in answers {
         let h = r.headers();
         let url = r.url().to_string();
-        let csp = h.get("content-security-policy").unwrap_or_else(|| panic!("no CSP on {url}")).to_str().unwrap().to_string();
-        for part in ["default-src 'none'", "script-src 'self' 'wasm-unsafe-eval'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'none'"] {
+        let csp = h
+            .get("content-security-policy")
+            .unwrap_or_else(|| panic!("no CSP on {url}"))
+            .to_str()
+            .unwrap()
+            .to_string();
+        for part in [
+            "default-src 'none'",
+            "script-src 'self' 'wasm-unsafe-eval'",
+            "frame-ancestors 'none'",
+            "object-src 'none'",
+            "base-uri 'none'",
+        ] {
             assert!(csp.contains(part), "{url}: {csp}");
         }
         assert!(!csp.contains("unsafe-inline"), "{url}: {csp}");
@@ -113,8 +135,12 @@ async fn every_answer_carries_the_security_headers() {
     let csp = r.headers().get("content-security-policy").unwrap().to_str().unwrap().to_string();
     let html = r.text().await.unwrap();
     for script in inline_scripts(&html) {
-        let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(script.as_bytes()));
-        assert!(csp.contains(&format!("'sha256-{hash}'")), "inline script not allowed by {csp}: {script}");
+        let hash = base64::engine::general_purpose::STANDARD
+            .encode(sha2::Sha256::digest(script.as_bytes()));
+        assert!(
+            csp.contains(&format!("'sha256-{hash}'")),
+            "inline script not allowed by {csp}: {script}"
+        );
     }
 }
 
@@ -134,22 +160,35 @@ async fn cookies_are_secure_when_the_public_url_is_https() {
         app.user("ada@example.test", Role::Author, PASSWORD).await;
         // A client without a cookie store: a Secure cookie is not sent back
         // over plain HTTP, so the test carries it by hand.
-        let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        let client =
+            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
         let r = client.get(app.url("/login")).header("accept", "text/html").send().await.unwrap();
         let cookies = set_cookies(&r);
-        let login = cookies.iter().find(|c| c.starts_with("gatehouse_login=")).unwrap_or_else(|| panic!("{cookies:?}")).clone();
+        let login = cookies
+            .iter()
+            .find(|c| c.starts_with("gatehouse_login="))
+            .unwrap_or_else(|| panic!("{cookies:?}"))
+            .clone();
         let html = r.text().await.unwrap();
         let csrf = crate::auth::csrf_of(&html);
         let pair = login.split(';').next().unwrap().to_string();
         let r = client
             .post(app.url("/login"))
             .header("cookie", pair)
-            .form(&[("csrf", csrf.as_str()), ("email", "ada@example.test"), ("password", PASSWORD), ("next", "/packets")])
+            .form(&[
+                ("csrf", csrf.as_str()),
+                ("email", "ada@example.test"),
+                ("password", PASSWORD),
+                ("next", "/packets"),
+            ])
             .send()
             .await
             .unwrap();
         assert_eq!(r.status(), StatusCode::SEE_OTHER);
-        let session = set_cookies(&r).into_iter().find(|c| c.starts_with("gatehouse_session=")).expect("a session cookie");
+        let session = set_cookies(&r)
+            .into_iter()
+            .find(|c| c.starts_with("gatehouse_session="))
+            .expect("a session cookie");
         for cookie in [&login, &session] {
             assert_eq!(cookie.contains("; Secure"), secure, "{url}: {cookie}");
             assert!(cookie.contains("HttpOnly"), "{cookie}");
@@ -159,7 +198,11 @@ async fn cookies_are_secure_when_the_public_url_is_https() {
 
 /// Every session record's JSON, read from the database itself.
 async fn session_rows(app: &TestApp) -> Vec<(String, i64)> {
-    crate::support::raw_text_int_rows(&app.state.config.database_url, "SELECT data, expires_at FROM sessions").await
+    crate::support::raw_text_int_rows(
+        &app.state.config.database_url,
+        "SELECT data, expires_at FROM sessions",
+    )
+    .await
 }
 
 #[tokio::test]
@@ -169,13 +212,26 @@ async fn opening_the_sign_in_page_stores_no_session_and_sign_in_purges_expired_o
     for _ in 0..5 {
         let r = page(&TestApp::client(), app.url("/login")).await;
         assert_eq!(r.status(), StatusCode::OK);
-        assert!(!set_cookies(&r).iter().any(|c| c.starts_with("gatehouse_session=")), "{:?}", set_cookies(&r));
+        assert!(
+            !set_cookies(&r).iter().any(|c| c.starts_with("gatehouse_session=")),
+            "{:?}",
+            set_cookies(&r)
+        );
     }
     assert!(session_rows(&app).await.is_empty(), "a cookieless GET /login stored a session");
     // Sign-in still works, with its CSRF check: a wrong token is refused.
     let client = TestApp::client();
     let _ = page(&client, app.url("/login")).await;
-    let r = client.post(app.url("/login")).form(&[("csrf", "0".repeat(64).as_str()), ("email", "ada@example.test"), ("password", PASSWORD)]).send().await.unwrap();
+    let r = client
+        .post(app.url("/login"))
+        .form(&[
+            ("csrf", "0".repeat(64).as_str()),
+            ("email", "ada@example.test"),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     app.state.db.save_session("long-expired", "{}", 1_000).await.unwrap();
     app.state.db.save_session("just-expired", "{}", gatehouse::now_ms() - 1).await.unwrap();
@@ -191,7 +247,12 @@ async fn opening_the_sign_in_page_stores_no_session_and_sign_in_purges_expired_o
 async fn new_api_tokens_and_invite_urls_never_reach_a_session_record() {
     let app = app_with_packet().await;
     let (admin, csrf) = crate::auth::signed_in(&app, Role::Admin).await;
-    let r = admin.post(app.url("/admin/tokens")).form(&[("csrf", csrf.as_str()), ("name", "ATS"), ("user_id", "1")]).send().await.unwrap();
+    let r = admin
+        .post(app.url("/admin/tokens"))
+        .form(&[("csrf", csrf.as_str()), ("name", "ATS"), ("user_id", "1")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let r = admin
         .post(app.url("/assignments"))
@@ -209,15 +270,32 @@ async fn new_api_tokens_and_invite_urls_never_reach_a_session_record() {
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
     let invited_page = location(&r);
     for (data, _) in session_rows(&app).await {
-        assert!(!data.contains("gh_") && !data.contains("/c/"), "a secret is stored in a session: {data}");
+        assert!(
+            !data.contains("gh_") && !data.contains("/c/"),
+            "a secret is stored in a session: {data}"
+        );
     }
     // Each is still shown once.
     let html = page(&admin, app.url("/admin/users")).await.text().await.unwrap();
     assert!(html.contains(r#"<code class="api-token">gh_"#), "{html}");
-    assert!(!page(&admin, app.url("/admin/users")).await.text().await.unwrap().contains(r#"<code class="api-token">"#));
+    assert!(
+        !page(&admin, app.url("/admin/users"))
+            .await
+            .text()
+            .await
+            .unwrap()
+            .contains(r#"<code class="api-token">"#)
+    );
     let html = page(&admin, app.url(&invited_page)).await.text().await.unwrap();
     assert!(html.contains(&format!("{}/c/", app.base)), "{html}");
-    assert!(!page(&admin, app.url(&invited_page)).await.text().await.unwrap().contains(&format!("{}/c/", app.base)));
+    assert!(
+        !page(&admin, app.url(&invited_page))
+            .await
+            .text()
+            .await
+            .unwrap()
+            .contains(&format!("{}/c/", app.base))
+    );
 }
 
 #[tokio::test]
@@ -227,15 +305,33 @@ async fn a_multibyte_deadline_is_a_clear_400_not_a_panic() {
     let client = TestApp::client();
     // "+00é0": the old hand-written parser sliced the offset at byte 3..4,
     // inside the "é", and panicked.
-    for deadline in ["2030-01-31T17:00:00+00é0", "2030-01-31T17:00:0é", "2030-01-31T17:00:00+0é:00", "2030-01-3é17:00:00Z", "ééééééééééééééééééééé"] {
+    for deadline in [
+        "2030-01-31T17:00:00+00é0",
+        "2030-01-31T17:00:0é",
+        "2030-01-31T17:00:00+0é:00",
+        "2030-01-3é17:00:00Z",
+        "ééééééééééééééééééééé",
+    ] {
         let body = json!({ "packet": SLUG, "candidate_name": "Grace", "email": "grace@example.test", "deadline": deadline });
-        let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&token).json(&body).send().await.unwrap();
+        let r = client
+            .post(app.url("/api/v1/assignments"))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{deadline}");
         let error = r.json::<Value>().await.unwrap()["error"].as_str().unwrap().to_string();
         assert!(error.contains("RFC 3339") && error.contains(deadline), "{error}");
     }
     let body = json!({ "packet": SLUG, "candidate_name": "Grace", "email": "grace@example.test", "deadline": "2099-01-31T17:00:00+01:00" });
-    let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&token).json(&body).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/assignments"))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     let a = app.state.db.assignment_by_id(&id).await.unwrap().unwrap();
@@ -249,7 +345,8 @@ async fn a_panicking_handler_answers_500_and_the_server_keeps_serving() {
         let s = std::hint::black_box("é");
         s[..1].to_string()
     }
-    let app = TestApp::spawn_routes(|_| {}, |r| r.route("/test/boom", axum::routing::get(boom))).await;
+    let app =
+        TestApp::spawn_routes(|_| {}, |r| r.route("/test/boom", axum::routing::get(boom))).await;
     let client = TestApp::client();
     let r = client.get(app.url("/test/boom")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
@@ -285,7 +382,10 @@ async fn a_client_slow_to_send_its_headers_is_disconnected() {
     assert!(closed.is_some(), "a half-sent header kept the connection open");
     // A whole request on a fresh connection is answered.
     let mut stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
-    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
     let answer = read_until_closed(&mut stream, Duration::from_secs(6)).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
@@ -301,15 +401,24 @@ async fn a_stalled_request_body_is_cut_off() {
     assert!(answer.is_some(), "a stalled body kept the request open");
     assert!(started.elapsed() < Duration::from_secs(6));
     let answer = answer.unwrap();
-    assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 4") || answer.starts_with("HTTP/1.1 5"), "{answer}");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 4") || answer.starts_with("HTTP/1.1 5"),
+        "{answer}"
+    );
 }
 
 #[tokio::test]
 async fn metrics_ask_for_the_configured_bearer_token() {
     let app = TestApp::spawn_with(|c| c.metrics_token = Some("metrics-s3cret".into())).await;
     let client = TestApp::client();
-    assert_eq!(client.get(app.url("/metrics")).send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
-    assert_eq!(client.get(app.url("/metrics")).bearer_auth("wrong").send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        client.get(app.url("/metrics")).send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        client.get(app.url("/metrics")).bearer_auth("wrong").send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
     let r = client.get(app.url("/metrics")).bearer_auth("metrics-s3cret").send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     // Without a token the local client (this test) may read them.
@@ -355,14 +464,32 @@ async fn every_unsafe_request_with_a_session_cookie_needs_the_csrf_token() {
         // opening_the_sign_in_page_stores_no_session... and auth.rs): refused
         // here too, by their handlers.
         let is_exempt = !gatehouse::web::session::csrf_checked_by_layer(path);
-        for method in [reqwest::Method::POST, reqwest::Method::PUT, reqwest::Method::PATCH, reqwest::Method::DELETE] {
-            let fields = [("role", "admin"), ("name", "x"), ("email", "x@example.test"), ("password", PASSWORD), ("prompt", "x")];
+        for method in [
+            reqwest::Method::POST,
+            reqwest::Method::PUT,
+            reqwest::Method::PATCH,
+            reqwest::Method::DELETE,
+        ] {
+            let fields = [
+                ("role", "admin"),
+                ("name", "x"),
+                ("email", "x@example.test"),
+                ("password", PASSWORD),
+                ("prompt", "x"),
+            ];
             let attempts = [
                 admin.request(method.clone(), &url).form(&fields),
-                admin.request(method.clone(), &url).form(&fields).header("x-csrf-token", "0123456789abcdef"),
+                admin
+                    .request(method.clone(), &url)
+                    .form(&fields)
+                    .header("x-csrf-token", "0123456789abcdef"),
                 admin.request(method.clone(), &url).form(&[("csrf", "0123456789abcdef")]),
-                admin.request(method.clone(), &url).multipart(reqwest::multipart::Form::new().text("name", "x")),
-                admin.request(method.clone(), &url).multipart(reqwest::multipart::Form::new().text("csrf", "wrong").text("name", "x")),
+                admin
+                    .request(method.clone(), &url)
+                    .multipart(reqwest::multipart::Form::new().text("name", "x")),
+                admin.request(method.clone(), &url).multipart(
+                    reqwest::multipart::Form::new().text("csrf", "wrong").text("name", "x"),
+                ),
             ];
             for attempt in attempts {
                 let r = attempt.send().await.unwrap();
@@ -371,7 +498,10 @@ async fn every_unsafe_request_with_a_session_cookie_needs_the_csrf_token() {
                 if is_exempt {
                     // The session carries no authority here: the path's
                     // token or a bearer is the credential.
-                    assert!(status.is_client_error(), "{method} {path} acted on the session alone: {status} {text}");
+                    assert!(
+                        status.is_client_error(),
+                        "{method} {path} acted on the session alone: {status} {text}"
+                    );
                     exempt += 1;
                 } else {
                     assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {text}");
@@ -382,12 +512,23 @@ async fn every_unsafe_request_with_a_session_cookie_needs_the_csrf_token() {
         }
     }
     assert!(checked >= 150 && exempt >= 40, "checked {checked}, exempt {exempt}");
-    assert_eq!(app.state.db.audit_entries(None, 1000).await.unwrap().len(), audit_before, "a refused request changed something");
+    assert_eq!(
+        app.state.db.audit_entries(None, 1000).await.unwrap().len(),
+        audit_before,
+        "a refused request changed something"
+    );
     assert_eq!(app.state.db.user_count().await.unwrap(), 1);
     // The right token passes, as a form field or a multipart field.
-    let r = admin.post(app.url("/admin/tokens")).form(&[("csrf", csrf.as_str()), ("name", "ci"), ("user_id", "1")]).send().await.unwrap();
+    let r = admin
+        .post(app.url("/admin/tokens"))
+        .form(&[("csrf", csrf.as_str()), ("name", "ci"), ("user_id", "1")])
+        .send()
+        .await
+        .unwrap();
     assert!(r.status().is_success() || r.status().is_redirection(), "{}", r.status());
-    let part = reqwest::multipart::Form::new().text("csrf", csrf.clone()).part("file", reqwest::multipart::Part::bytes(b"PK".to_vec()).file_name("p.zip"));
+    let part = reqwest::multipart::Form::new()
+        .text("csrf", csrf.clone())
+        .part("file", reqwest::multipart::Part::bytes(b"PK".to_vec()).file_name("p.zip"));
     let r = admin.post(app.url("/packets/import")).multipart(part).send().await.unwrap();
     assert_ne!(r.status(), StatusCode::FORBIDDEN, "multipart with the token was refused");
     let r = admin.post(app.url("/logout")).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
@@ -406,12 +547,22 @@ async fn login_forms(app: &TestApp, n: usize) -> Vec<(reqwest::Client, String)> 
     out
 }
 
-async fn sign_in_all(app: &TestApp, forms: Vec<(reqwest::Client, String)>, email: &str, pass: &str) -> Vec<StatusCode> {
+async fn sign_in_all(
+    app: &TestApp,
+    forms: Vec<(reqwest::Client, String)>,
+    email: &str,
+    pass: &str,
+) -> Vec<StatusCode> {
     let mut tasks = Vec::new();
     for (client, csrf) in forms {
         let (url, email, pass) = (app.url("/login"), email.to_string(), pass.to_string());
         tasks.push(tokio::spawn(async move {
-            let form = [("csrf", csrf.as_str()), ("email", email.as_str()), ("password", pass.as_str()), ("next", "/packets")];
+            let form = [
+                ("csrf", csrf.as_str()),
+                ("email", email.as_str()),
+                ("password", pass.as_str()),
+                ("next", "/packets"),
+            ];
             client.post(url).form(&form).send().await.unwrap().status()
         }));
     }
@@ -425,7 +576,10 @@ async fn sign_in_all(app: &TestApp, forms: Vec<(reqwest::Client, String)>, email
 /// An app with ada's account and the given bounds on password hashing and
 /// failed sign-ins, and the statuses of 40 sign-ins with a wrong password
 /// sent at once.
-async fn forty_wrong_guesses_at_once(hash_concurrency: usize, attempts_per_minute: u32) -> (TestApp, Vec<StatusCode>) {
+async fn forty_wrong_guesses_at_once(
+    hash_concurrency: usize,
+    attempts_per_minute: u32,
+) -> (TestApp, Vec<StatusCode>) {
     let app = TestApp::spawn_with(|c| {
         c.password_hash_concurrency = hash_concurrency;
         c.login_attempts_per_minute = attempts_per_minute;
@@ -442,7 +596,9 @@ async fn parallel_sign_ins_beyond_the_hashing_bound_get_503() {
     let (app, statuses) = forty_wrong_guesses_at_once(2, 1000).await;
     let busy = statuses.iter().filter(|s| **s == StatusCode::SERVICE_UNAVAILABLE).count();
     let checked = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
-    eprintln!("40 parallel sign-ins, 2 hashing permits: {checked} checked (401), {busy} refused busy (503)");
+    eprintln!(
+        "40 parallel sign-ins, 2 hashing permits: {checked} checked (401), {busy} refused busy (503)"
+    );
     assert_eq!(busy + checked, 40, "{statuses:?}");
     assert!(busy >= 1 && checked >= 1, "busy {busy}, checked {checked}");
     // Once the checks end, sign-in works again.
@@ -455,7 +611,9 @@ async fn the_failed_sign_in_limit_holds_under_parallel_load() {
     let (app, statuses) = forty_wrong_guesses_at_once(64, 5).await;
     let wrong = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
     let limited = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
-    eprintln!("40 parallel wrong guesses, limit 5/min: {wrong} answered 401, {limited} answered 429");
+    eprintln!(
+        "40 parallel wrong guesses, limit 5/min: {wrong} answered 401, {limited} answered 429"
+    );
     assert_eq!(wrong, 5, "exactly the limit is answered 'wrong password': {statuses:?}");
     assert_eq!(limited, 35, "{statuses:?}");
     // Even the right password waits now.
@@ -476,7 +634,10 @@ async fn the_time_box_starts_on_start_or_the_starter_never_on_a_page_view() {
         let r = page(&client, app.url(&format!("/c/{}", a.token))).await;
         assert_eq!(r.status(), StatusCode::OK);
         let html = r.text().await.unwrap();
-        assert!(html.contains(r#"id="start-time-box""#) && html.contains("cannot be paused"), "{html}");
+        assert!(
+            html.contains(r#"id="start-time-box""#) && html.contains("cannot be paused"),
+            "{html}"
+        );
     }
     assert_eq!(started_at(&app, &a.assignment.id).await, None, "a page view started the clock");
     let before = gatehouse::now_ms();
@@ -492,19 +653,31 @@ async fn the_time_box_starts_on_start_or_the_starter_never_on_a_page_view() {
     assert_eq!(started_at(&app, &b.assignment.id).await, None);
     let r = client.get(app.url(&format!("/c/{}/starter.zip", b.token))).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    assert!(started_at(&app, &b.assignment.id).await.is_some(), "the starter download did not start the clock");
+    assert!(
+        started_at(&app, &b.assignment.id).await.is_some(),
+        "the starter download did not start the clock"
+    );
 }
 
 /// A submission upload that sends the sample zip in `pieces`, one per `gap`.
-async fn slow_upload(app: &TestApp, token: &str, pieces: usize, gap: Duration) -> reqwest::Response {
+async fn slow_upload(
+    app: &TestApp,
+    token: &str,
+    pieces: usize,
+    gap: Duration,
+) -> reqwest::Response {
     let zip = crate::candidate::sample_zip();
     let size = zip.len().div_ceil(pieces);
     let chunks: Vec<Vec<u8>> = zip.chunks(size).map(<[u8]>::to_vec).collect();
-    let stream = futures_util::StreamExt::then(futures_util::stream::iter(chunks), move |c| async move {
-        tokio::time::sleep(gap).await;
-        Ok::<_, std::io::Error>(c)
-    });
-    let part = reqwest::multipart::Part::stream(reqwest::Body::wrap_stream(stream)).file_name("submission.zip").mime_str("application/zip").unwrap();
+    let stream =
+        futures_util::StreamExt::then(futures_util::stream::iter(chunks), move |c| async move {
+            tokio::time::sleep(gap).await;
+            Ok::<_, std::io::Error>(c)
+        });
+    let part = reqwest::multipart::Part::stream(reqwest::Body::wrap_stream(stream))
+        .file_name("submission.zip")
+        .mime_str("application/zip")
+        .unwrap();
     TestApp::client()
         .post(app.url(&format!("/c/{token}/submit")))
         .header("accept", "application/json")
@@ -517,7 +690,13 @@ async fn slow_upload(app: &TestApp, token: &str, pieces: usize, gap: Duration) -
 #[tokio::test]
 async fn an_upload_streamed_past_the_deadline_is_refused_after_its_body() {
     let app = app_with_packet().await;
-    let late = crate::candidate::invite_with(&app.state, "Late Larry", Some(gatehouse::now_ms() + 2_000), None).await;
+    let late = crate::candidate::invite_with(
+        &app.state,
+        "Late Larry",
+        Some(gatehouse::now_ms() + 2_000),
+        None,
+    )
+    .await;
     let r = slow_upload(&app, &late.token, 4, Duration::from_millis(900)).await;
     assert_eq!(r.status(), StatusCode::GONE, "{}", r.text().await.unwrap());
     assert!(app.state.db.submissions_of(&late.assignment.id).await.unwrap().is_empty());
@@ -529,9 +708,25 @@ async fn an_upload_streamed_past_the_deadline_is_refused_after_its_body() {
 
 async fn candidate_view(app: &TestApp, token: &str, id: &str) -> (Value, String, Value) {
     let client = TestApp::client();
-    let status: Value = client.get(app.url(&format!("/c/{token}/submissions/{id}/status"))).send().await.unwrap().json().await.unwrap();
-    let receipt = page(&client, app.url(&format!("/c/{token}/submissions/{id}"))).await.text().await.unwrap();
-    let api: Value = client.get(app.url(&format!("/api/v1/submissions/{id}"))).bearer_auth(token).send().await.unwrap().json().await.unwrap();
+    let status: Value = client
+        .get(app.url(&format!("/c/{token}/submissions/{id}/status")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let receipt =
+        page(&client, app.url(&format!("/c/{token}/submissions/{id}"))).await.text().await.unwrap();
+    let api: Value = client
+        .get(app.url(&format!("/api/v1/submissions/{id}")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     (status, receipt, api)
 }
 
@@ -543,13 +738,18 @@ async fn results_are_the_hiring_teams_to_release() {
     let a = crate::candidate::invite(&app.state, "Alice Candidate").await;
     assert_eq!(a.assignment.results, ResultsRelease::Never);
     assert_eq!(a.assignment.max_submissions, 3);
-    let r = crate::candidate::upload(&app.base, &a.token, crate::candidate::sample_zip(), true).await;
+    let r =
+        crate::candidate::upload(&app.base, &a.token, crate::candidate::sample_zip(), true).await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     let s = crate::candidate::wait_final(&app.state, &id, Duration::from_secs(180)).await;
     assert_eq!(s.state.as_str(), "graded");
     let decision = s.decision.clone().expect("graded with a decision");
-    let digest: String = serde_json::from_str::<Value>(s.receipt_json.as_deref().unwrap()).unwrap()["digest"].as_str().unwrap().to_string();
+    let digest: String = serde_json::from_str::<Value>(s.receipt_json.as_deref().unwrap()).unwrap()
+        ["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // Default: received, graded and the receipt digest; no decision, no score.
     let (status, receipt, api) = candidate_view(&app, &a.token, &id).await;
@@ -562,7 +762,11 @@ async fn results_are_the_hiring_teams_to_release() {
     assert!(!receipt.contains(">Decision<") && !receipt.contains(">Score<"), "{receipt}");
 
     // After review: only once a reviewer has scored it.
-    app.state.db.set_assignment_policy(&a.assignment.id, ResultsRelease::AfterReview, 3).await.unwrap();
+    app.state
+        .db
+        .set_assignment_policy(&a.assignment.id, ResultsRelease::AfterReview, 3)
+        .await
+        .unwrap();
     let (status, _, _) = candidate_view(&app, &a.token, &id).await;
     assert!(status.get("decision").is_none(), "{status}");
     let reviewer = app.user("rev@example.test", Role::Reviewer, PASSWORD).await;
@@ -574,15 +778,27 @@ async fn results_are_the_hiring_teams_to_release() {
 
     // Immediately: as soon as it is graded.
     let b = crate::candidate::invite(&app.state, "Bob Candidate").await;
-    app.state.db.set_assignment_policy(&b.assignment.id, ResultsRelease::Immediately, 3).await.unwrap();
-    let r = crate::candidate::upload(&app.base, &b.token, crate::candidate::sample_zip(), true).await;
+    app.state
+        .db
+        .set_assignment_policy(&b.assignment.id, ResultsRelease::Immediately, 3)
+        .await
+        .unwrap();
+    let r =
+        crate::candidate::upload(&app.base, &b.token, crate::candidate::sample_zip(), true).await;
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     crate::candidate::wait_final(&app.state, &id, Duration::from_secs(180)).await;
     let (status, _, _) = candidate_view(&app, &b.token, &id).await;
     assert!(status["decision"].is_string(), "{status}");
     // Staff still see everything.
     let (staff, _) = crate::auth::signed_in(&app, Role::Reviewer).await;
-    let full: Value = staff.get(app.url(&format!("/submissions/{id}/status"))).send().await.unwrap().json().await.unwrap();
+    let full: Value = staff
+        .get(app.url(&format!("/submissions/{id}/status")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(full["decision"].is_string(), "{full}");
 }
 
@@ -592,36 +808,68 @@ async fn an_assignment_takes_its_submission_limit_and_says_so_when_reached() {
     let app = TestApp::spawn_with(|c| c.max_pending_jobs = 10).await;
     publish_packet(&app.state).await;
     let a = crate::candidate::invite(&app.state, "Alice Candidate").await;
-    app.state.db.set_assignment_policy(&a.assignment.id, gatehouse::db::ResultsRelease::Never, 2).await.unwrap();
+    app.state
+        .db
+        .set_assignment_policy(&a.assignment.id, gatehouse::db::ResultsRelease::Never, 2)
+        .await
+        .unwrap();
     for _ in 0..2 {
-        let r = crate::candidate::upload(&app.base, &a.token, crate::candidate::sample_zip(), true).await;
+        let r = crate::candidate::upload(&app.base, &a.token, crate::candidate::sample_zip(), true)
+            .await;
         assert_eq!(r.status(), StatusCode::CREATED);
     }
-    let r = crate::candidate::upload(&app.base, &a.token, crate::candidate::sample_zip(), true).await;
+    let r =
+        crate::candidate::upload(&app.base, &a.token, crate::candidate::sample_zip(), true).await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
     let error = r.json::<Value>().await.unwrap()["error"].as_str().unwrap().to_string();
     assert!(error.contains("accepts 2 submissions"), "{error}");
-    let r = crate::candidate::upload(&app.base, &a.token, crate::candidate::sample_zip(), false).await;
+    let r =
+        crate::candidate::upload(&app.base, &a.token, crate::candidate::sample_zip(), false).await;
     let html = r.text().await.unwrap();
     assert!(html.contains("accepts 2 submissions"), "the page says why: {html}");
-    assert_eq!(app.state.db.submissions_of(&a.assignment.id).await.unwrap().len(), 2, "all are kept, no third");
+    assert_eq!(
+        app.state.db.submissions_of(&a.assignment.id).await.unwrap().len(),
+        2,
+        "all are kept, no third"
+    );
 
     // The default is 3, and the API sets both settings with clear errors.
     let token = api_token(&app, "author@example.test", Role::Author).await;
     let client = TestApp::client();
     let body = json!({ "packet": SLUG, "candidate_name": "Cy", "email": "cy@example.test", "results": "sometimes" });
-    let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&token).json(&body).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/assignments"))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert!(r.text().await.unwrap().contains("never, after-review, immediately"));
     let body = json!({ "packet": SLUG, "candidate_name": "Cy", "email": "cy@example.test", "max_submissions": 0 });
-    let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&token).json(&body).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/assignments"))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let body = json!({ "packet": SLUG, "candidate_name": "Cy", "email": "cy@example.test", "results": "after-review", "max_submissions": 5 });
-    let r = client.post(app.url("/api/v1/assignments")).bearer_auth(&token).json(&body).send().await.unwrap();
+    let r = client
+        .post(app.url("/api/v1/assignments"))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
     let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     let stored = app.state.db.assignment_by_id(&id).await.unwrap().unwrap();
-    assert_eq!((stored.results, stored.max_submissions), (gatehouse::db::ResultsRelease::AfterReview, 5));
+    assert_eq!(
+        (stored.results, stored.max_submissions),
+        (gatehouse::db::ResultsRelease::AfterReview, 5)
+    );
 }
 
 #[tokio::test]
@@ -632,14 +880,24 @@ async fn a_draft_cannot_change_under_its_running_self_test_and_publishes_only_wh
     let digest = app.state.db.version_by_id(id).await.unwrap().unwrap().digest;
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let base = format!("/packets/{SLUG}/versions/{id}");
-    let r = client.post(app.url(&format!("{base}/publish"))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    let r = client
+        .post(app.url(&format!("{base}/publish")))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let started = std::time::Instant::now();
     while app.state.db.version_by_id(id).await.unwrap().unwrap().check_state != "running" {
         assert!(started.elapsed() < Duration::from_secs(60), "the self-test never started");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let r = client.post(app.url(&format!("{base}/prompt"))).form(&[("csrf", csrf.as_str()), ("prompt", "# Changed while checking\n")]).send().await.unwrap();
+    let r = client
+        .post(app.url(&format!("{base}/prompt")))
+        .form(&[("csrf", csrf.as_str()), ("prompt", "# Changed while checking\n")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::CONFLICT, "an edit during the self-test was taken");
     assert!(r.text().await.unwrap().contains("self-test is running"));
     while app.state.db.version_by_id(id).await.unwrap().unwrap().check_state == "running" {
@@ -650,7 +908,9 @@ async fn a_draft_cannot_change_under_its_running_self_test_and_publishes_only_wh
     // the version publishes a moment after its check ends.
     let v = loop {
         let v = app.state.db.version_by_id(id).await.unwrap().unwrap();
-        if v.state == gatehouse::db::VersionState::Published || started.elapsed() > Duration::from_secs(300) {
+        if v.state == gatehouse::db::VersionState::Published
+            || started.elapsed() > Duration::from_secs(300)
+        {
             break v;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -678,7 +938,11 @@ async fn the_queue_is_fair_across_assignments() {
     publish_packet(&app.state).await;
     let a = crate::candidate::invite(&app.state, "Alice Many").await;
     let b = crate::candidate::invite(&app.state, "Bob Once").await;
-    app.state.db.set_assignment_policy(&a.assignment.id, gatehouse::db::ResultsRelease::Never, 10).await.unwrap();
+    app.state
+        .db
+        .set_assignment_policy(&a.assignment.id, gatehouse::db::ResultsRelease::Never, 10)
+        .await
+        .unwrap();
     let mut a_ids = Vec::new();
     for _ in 0..4 {
         let r = submit_json(&app, &a.token).await;
@@ -689,7 +953,9 @@ async fn the_queue_is_fair_across_assignments() {
     let b_id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
     // Claim as a worker would: Bob's first job comes second, not fifth.
     let mut order = Vec::new();
-    while let Some(job) = app.state.db.claim_job("test-worker", gatehouse::now_ms(), 60_000).await.unwrap() {
+    while let Some(job) =
+        app.state.db.claim_job("test-worker", gatehouse::now_ms(), 60_000).await.unwrap()
+    {
         order.push(job.subject.clone());
         app.state.db.finish_job(job.id, "test-worker", true, None).await.unwrap();
     }
@@ -727,11 +993,21 @@ async fn per_assignment_and_global_caps_refuse_with_a_clear_message() {
     assert_eq!(slow.status(), StatusCode::CREATED);
     assert_eq!(quick.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(quick.text().await.unwrap().contains("busy with other uploads"));
-    assert_eq!(submit_json(&app, &c.token).await.status(), StatusCode::CREATED, "free again once the first is in");
+    assert_eq!(
+        submit_json(&app, &c.token).await.status(),
+        StatusCode::CREATED,
+        "free again once the first is in"
+    );
 
     // The witnessed-run cap.
     let form = crate::candidate::form(crate::candidate::sample_zip());
-    let r = TestApp::client().post(app.url(&format!("/c/{}/witness/red", a.token))).header("accept", "application/json").multipart(form).send().await.unwrap();
+    let r = TestApp::client()
+        .post(app.url(&format!("/c/{}/witness/red", a.token)))
+        .header("accept", "application/json")
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(r.text().await.unwrap().contains("witnessed runs"));
     assert!(app.state.db.witness_runs_of(&a.assignment.id).await.unwrap().is_empty());
@@ -756,7 +1032,8 @@ async fn markup_from_a_submission_is_escaped_wherever_it_is_shown() {
         ("<b>bold</b>.md", b"<script>alert('file')</script>".to_vec()),
     ];
     let refs: Vec<(&str, &[u8])> = entries.iter().map(|(n, b)| (*n, b.as_slice())).collect();
-    let r = crate::candidate::upload(&app.base, &a.token, crate::candidate::zip_of(&refs), true).await;
+    let r =
+        crate::candidate::upload(&app.base, &a.token, crate::candidate::zip_of(&refs), true).await;
     let status = r.status();
     let body = r.text().await.unwrap();
     assert_eq!(status, StatusCode::CREATED, "{body}");
@@ -765,7 +1042,12 @@ async fn markup_from_a_submission_is_escaped_wherever_it_is_shown() {
     assert_eq!(s.state.as_str(), "graded", "{:?}", s.error);
     let (reviewer, _) = crate::auth::signed_in(&app, Role::Reviewer).await;
     let mut pages = Vec::new();
-    for path in [format!("/submissions/{id}"), format!("/submissions/{id}/receipt"), format!("/submissions/{id}/receipt.html"), format!("/assignments/{}", a.assignment.id)] {
+    for path in [
+        format!("/submissions/{id}"),
+        format!("/submissions/{id}/receipt"),
+        format!("/submissions/{id}/receipt.html"),
+        format!("/assignments/{}", a.assignment.id),
+    ] {
         let r = page(&reviewer, app.url(&path)).await;
         assert_eq!(r.status(), StatusCode::OK, "{path}");
         pages.push((path, r.text().await.unwrap()));
@@ -773,12 +1055,21 @@ async fn markup_from_a_submission_is_escaped_wherever_it_is_shown() {
     let r = page(&TestApp::client(), app.url(&format!("/c/{}/submissions/{id}", a.token))).await;
     pages.push(("candidate receipt".into(), r.text().await.unwrap()));
     for (path, html) in &pages {
-        for raw in ["<script>alert(", "<img src=x onerror", "<b>bold</b>", "<svg onload", "<i>Candidate</i>"] {
+        for raw in [
+            "<script>alert(",
+            "<img src=x onerror",
+            "<b>bold</b>",
+            "<svg onload",
+            "<i>Candidate</i>",
+        ] {
             assert!(!html.contains(raw), "{path} shows raw {raw:?}");
         }
     }
     let all: String = pages.iter().map(|(_, h)| h.as_str()).collect();
-    assert!(all.contains("Alice &lt;i&gt;Candidate&lt;/i&gt;"), "the candidate's name is shown escaped");
+    assert!(
+        all.contains("Alice &lt;i&gt;Candidate&lt;/i&gt;"),
+        "the candidate's name is shown escaped"
+    );
     assert!(
         all.contains("&lt;script&gt;alert(") || all.contains("&lt;img src=x onerror"),
         "no submitted markup reached a page at all, so the check proves nothing"

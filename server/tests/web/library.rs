@@ -14,9 +14,14 @@ use crate::support::{TestApp, repo_root};
 /// Zips the folder `dir` with every path under `prefix` (e.g. "null-status/"
 /// or "" for the root), after `tweak` may change a file's contents (None
 /// drops the file).
-pub fn zip_packet(dir: &Path, prefix: &str, tweak: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) -> Vec<u8> {
+pub fn zip_packet(
+    dir: &Path,
+    prefix: &str,
+    tweak: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>,
+) -> Vec<u8> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, std::path::PathBuf)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut entries: Vec<_> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
         entries.sort();
         for p in entries {
             if p.is_dir() {
@@ -30,7 +35,8 @@ pub fn zip_packet(dir: &Path, prefix: &str, tweak: impl Fn(&str, Vec<u8>) -> Opt
     let mut files = Vec::new();
     walk(dir, dir, &mut files);
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
     for (rel, path) in files {
         let Some(bytes) = tweak(&rel, std::fs::read(&path).unwrap()) else { continue };
         zip.start_file(format!("{prefix}{rel}"), opts).unwrap();
@@ -62,15 +68,29 @@ async fn app_with_builtin(packets: &tempfile::TempDir, self_test: &str) -> TestA
 }
 
 /// Posts a zip to the import form; returns the response.
-pub async fn import(app: &TestApp, client: &reqwest::Client, csrf: &str, zip: Vec<u8>) -> reqwest::Response {
-    let form = reqwest::multipart::Form::new()
-        .text("csrf", csrf.to_string())
-        .part("file", reqwest::multipart::Part::bytes(zip).file_name("packet.zip").mime_str("application/zip").unwrap());
+pub async fn import(
+    app: &TestApp,
+    client: &reqwest::Client,
+    csrf: &str,
+    zip: Vec<u8>,
+) -> reqwest::Response {
+    let form = reqwest::multipart::Form::new().text("csrf", csrf.to_string()).part(
+        "file",
+        reqwest::multipart::Part::bytes(zip)
+            .file_name("packet.zip")
+            .mime_str("application/zip")
+            .unwrap(),
+    );
     client.post(app.url("/packets/import")).multipart(form).send().await.unwrap()
 }
 
 /// Imports null-status (with `tweak`) and returns the new draft's id.
-pub async fn import_draft(app: &TestApp, client: &reqwest::Client, csrf: &str, tweak: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) -> i64 {
+pub async fn import_draft(
+    app: &TestApp,
+    client: &reqwest::Client,
+    csrf: &str,
+    tweak: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>,
+) -> i64 {
     let r = import(app, client, csrf, zip_packet(&null_status(), "null-status/", tweak)).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
     let to = r.headers()["location"].to_str().unwrap().to_string();
@@ -81,8 +101,16 @@ pub async fn import_draft(app: &TestApp, client: &reqwest::Client, csrf: &str, t
 /// it, runs the check and finishes the job. Returns whether it passed.
 pub async fn work_check(app: &TestApp, id: i64) -> bool {
     let db = &app.state.db;
-    let job = db.claim_job("library-test", gatehouse::now_ms(), 600_000).await.unwrap().expect("a queued job");
-    assert_eq!((job.kind.as_str(), job.subject.as_str()), ("check", id.to_string().as_str()), "the next job is {id}'s check");
+    let job = db
+        .claim_job("library-test", gatehouse::now_ms(), 600_000)
+        .await
+        .unwrap()
+        .expect("a queued job");
+    assert_eq!(
+        (job.kind.as_str(), job.subject.as_str()),
+        ("check", id.to_string().as_str()),
+        "the next job is {id}'s check"
+    );
     let passed = gatehouse::library::run_check(&app.state, id).await.unwrap();
     assert!(db.finish_job(job.id, "library-test", true, None).await.unwrap());
     passed
@@ -92,7 +120,11 @@ fn files_under(dir: &Path) -> usize {
     if !dir.exists() {
         return 0;
     }
-    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).map(|p| if p.is_dir() { 1 + files_under(&p) } else { 1 }).sum()
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| if p.is_dir() { 1 + files_under(&p) } else { 1 })
+        .sum()
 }
 
 #[tokio::test]
@@ -102,17 +134,25 @@ async fn built_in_packets_load_once_and_list() {
     let dir = packets.path().to_path_buf();
     let app = TestApp::spawn_with(move |c| c.packets_dir = dir).await;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
-    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0, "idempotent on restart");
+    assert_eq!(
+        gatehouse::library::load_builtin(&app.state).await.unwrap(),
+        0,
+        "idempotent on restart"
+    );
     let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
     assert_eq!(v.version, Some(1));
     assert_eq!(v.check_state, "none");
-    let loaded = grader::packet::Packet::load(&gatehouse::library::version_dir(&app.state, &v.dir)).unwrap();
+    let loaded =
+        grader::packet::Packet::load(&gatehouse::library::version_dir(&app.state, &v.dir)).unwrap();
     assert_eq!(loaded.digest, v.digest);
 
     let (client, _) = signed_in(&app, Role::Reviewer).await;
     let html = page(&client, app.url("/packets")).await.text().await.unwrap();
     for want in ["null-status", "Don&#x27;t page on a null status", "v1", "not run", "built-in"] {
-        assert!(html.contains(want) || html.contains(&want.replace("&#x27;", "'")), "{want} in {html}");
+        assert!(
+            html.contains(want) || html.contains(&want.replace("&#x27;", "'")),
+            "{want} in {html}"
+        );
     }
     assert!(!html.contains("Import a packet"), "reviewers do not import");
     let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
@@ -125,14 +165,28 @@ async fn built_in_packets_load_once_and_list() {
     // An author's "Run self-test" enqueues one `check` job, however often pressed.
     let (author, csrf) = signed_in(&app, Role::Author).await;
     let html = page(&author, app.url("/packets/null-status")).await.text().await.unwrap();
-    assert!(html.contains("Run self-test") && html.contains("Edit as new draft") && !html.contains("Save budgets"));
+    assert!(
+        html.contains("Run self-test")
+            && html.contains("Edit as new draft")
+            && !html.contains("Save budgets")
+    );
     // A published packet's page invites a candidate straight away.
-    assert!(html.contains(r#"href="/assignments/new?packet=null-status""#) && html.contains(">Invite a candidate</a>"), "{html}");
+    assert!(
+        html.contains(r#"href="/assignments/new?packet=null-status""#)
+            && html.contains(">Invite a candidate</a>"),
+        "{html}"
+    );
     for _ in 0..2 {
-        let r = author.post(app.url(&format!("/packets/null-status/versions/{}/check", v.id))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+        let r = author
+            .post(app.url(&format!("/packets/null-status/versions/{}/check", v.id)))
+            .form(&[("csrf", csrf.as_str())])
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), StatusCode::SEE_OTHER);
     }
-    let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
+    let jobs =
+        app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
     assert_eq!(jobs.len(), 1);
     let html = page(&author, app.url("/packets/null-status")).await.text().await.unwrap();
     assert!(html.contains("check-queued"), "the page shows the queued self-test");
@@ -143,15 +197,34 @@ async fn import_of_a_packet_zip_creates_a_draft() {
     let app = TestApp::spawn().await;
     let (client, csrf) = signed_in(&app, Role::Author).await;
     for prefix in ["null-status/", ""] {
-        let r = import(&app, &client, &csrf, zip_packet(&null_status(), prefix, |_, b| Some(b))).await;
-        assert_eq!(r.status(), StatusCode::SEE_OTHER, "prefix {prefix:?}: {}", r.text().await.unwrap());
+        let r =
+            import(&app, &client, &csrf, zip_packet(&null_status(), prefix, |_, b| Some(b))).await;
+        assert_eq!(
+            r.status(),
+            StatusCode::SEE_OTHER,
+            "prefix {prefix:?}: {}",
+            r.text().await.unwrap()
+        );
     }
     let packet = app.state.db.packet_by_slug("null-status").await.unwrap().unwrap();
     let versions = app.state.db.versions_of(packet.id).await.unwrap();
     assert_eq!(versions.len(), 2);
     assert!(versions.iter().all(|v| v.state == VersionState::Draft && v.version.is_none()));
-    let html = page(&client, app.url(&format!("/packets/null-status?version={}", versions[0].id))).await.text().await.unwrap();
-    for want in ["draft of v1", "unknowns_stop", "Run self-test", "Publish", "starter/tools.py", "Save budgets", "<h1>", "<textarea name=\"prompt\""] {
+    let html = page(&client, app.url(&format!("/packets/null-status?version={}", versions[0].id)))
+        .await
+        .text()
+        .await
+        .unwrap();
+    for want in [
+        "draft of v1",
+        "unknowns_stop",
+        "Run self-test",
+        "Publish",
+        "starter/tools.py",
+        "Save budgets",
+        "<h1>",
+        "<textarea name=\"prompt\"",
+    ] {
         assert!(html.contains(want), "{want}");
     }
     assert!(!html.contains("Invite a candidate"), "nothing published yet, so no invite: {html}");
@@ -177,14 +250,28 @@ async fn broken_imports_are_refused_with_their_reason_and_leave_nothing() {
         assert!(body.contains(expect), "{expect} in {body}");
     };
     check(
-        zip_packet(&null_status(), "null-status/", |p, b| if p == "packet.toml" { Some(broken.clone().into_bytes()) } else { Some(b) }),
+        zip_packet(&null_status(), "null-status/", |p, b| {
+            if p == "packet.toml" { Some(broken.clone().into_bytes()) } else { Some(b) }
+        }),
         &format!("packet.toml:{line}:"),
     )
     .await;
-    check(zip_packet(&null_status(), "null-status/", |p, b| if p == "prompt.md" { None } else { Some(b) }), "no prompt.md").await;
+    check(
+        zip_packet(
+            &null_status(),
+            "null-status/",
+            |p, b| if p == "prompt.md" { None } else { Some(b) },
+        ),
+        "no prompt.md",
+    )
+    .await;
     // Ingestion unwraps one lone top folder (how desktops zip) and the
     // import looks one folder further, so three levels down is too deep.
-    check(zip_packet(&null_status(), "a/b/c/", |_, b| Some(b)), "no packet.toml at its root or in a single top folder").await;
+    check(
+        zip_packet(&null_status(), "a/b/c/", |_, b| Some(b)),
+        "no packet.toml at its root or in a single top folder",
+    )
+    .await;
     check(zip_packet(&null_status(), "../", |_, b| Some(b)), "the zip was refused").await;
     check(b"not a zip".to_vec(), "the zip was refused").await;
     assert!(app.state.db.list_packets().await.unwrap().is_empty());
@@ -202,34 +289,63 @@ async fn editing_a_draft_keeps_formatting_and_shows_on_the_page() {
 
     let r = client
         .post(app.url(&format!("{base}/budgets")))
-        .form(&[("csrf", csrf.as_str()), ("model_calls", "7"), ("tokens", "30000"), ("time_box_minutes", "45"), ("tool_calls", "")])
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("model_calls", "7"),
+            ("tokens", "30000"),
+            ("time_box_minutes", "45"),
+            ("tool_calls", ""),
+        ])
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
-    let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
+    let html = page(&client, app.url(&format!("/packets/null-status?version={id}")))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(html.contains(r#"data-budget="model_calls" class="budget">7<"#), "{html}");
     assert!(html.contains(r#"data-budget="time_box_minutes" class="budget">45<"#));
     let after = app.state.db.version_by_id(id).await.unwrap().unwrap();
     assert_ne!(before.digest, after.digest);
-    let toml = std::fs::read_to_string(gatehouse::library::version_dir(&app.state, &after.dir).join("packet.toml")).unwrap();
+    let toml = std::fs::read_to_string(
+        gatehouse::library::version_dir(&app.state, &after.dir).join("packet.toml"),
+    )
+    .unwrap();
     assert!(toml.starts_with("# null-status: blanks are not defaults."), "comments are kept");
     assert!(toml.contains("model_calls = 7"));
 
     // Prompt (raw HTML is escaped), a rubric row and a catalog entry.
     let prompt = "# Brief\n\nDo *not* guess.\n\n<script>alert(1)</script>\n</textarea><b>out</b>\n";
-    let r = client.post(app.url(&format!("{base}/prompt"))).form(&[("csrf", csrf.as_str()), ("prompt", prompt)]).send().await.unwrap();
+    let r = client
+        .post(app.url(&format!("{base}/prompt")))
+        .form(&[("csrf", csrf.as_str()), ("prompt", prompt)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let r = client
         .post(app.url(&format!("{base}/failures/0")))
-        .form(&[("csrf", csrf.as_str()), ("title", "Invented a value (edited)"), ("description", "A tool got a value nobody supplied.")])
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("title", "Invented a value (edited)"),
+            ("description", "A tool got a value nobody supplied."),
+        ])
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
-    let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
+    let html = page(&client, app.url(&format!("/packets/null-status?version={id}")))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(html.contains("<h1>Brief</h1>") && html.contains("<em>not</em>"), "Markdown rendered");
-    assert!(!html.contains("<script>alert(1)</script>") && html.contains("&lt;script&gt;"), "raw HTML escaped: {html}");
+    assert!(
+        !html.contains("<script>alert(1)</script>") && html.contains("&lt;script&gt;"),
+        "raw HTML escaped: {html}"
+    );
     assert!(!html.contains("<b>out</b>"), "the editor's textarea cannot be closed from the prompt");
     assert!(html.contains("Invented a value (edited)"));
 
@@ -237,14 +353,24 @@ async fn editing_a_draft_keeps_formatting_and_shows_on_the_page() {
     let digest = app.state.db.version_by_id(id).await.unwrap().unwrap().digest;
     let r = client
         .post(app.url(&format!("{base}/criteria/0")))
-        .form(&[("csrf", csrf.as_str()), ("title", "Unknowns"), ("max", "9"), ("levels", "none\nsome")])
+        .form(&[
+            ("csrf", csrf.as_str()),
+            ("title", "Unknowns"),
+            ("max", "9"),
+            ("levels", "none\nsome"),
+        ])
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert!(r.text().await.unwrap().contains("packet.toml:"));
     assert_eq!(app.state.db.version_by_id(id).await.unwrap().unwrap().digest, digest);
-    let r = client.post(app.url(&format!("{base}/budgets"))).form(&[("csrf", csrf.as_str()), ("model_calls", "many")]).send().await.unwrap();
+    let r = client
+        .post(app.url(&format!("{base}/budgets")))
+        .form(&[("csrf", csrf.as_str()), ("model_calls", "many")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     assert!(r.text().await.unwrap().contains("model_calls"));
 }
@@ -255,23 +381,52 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     let (client, csrf) = signed_in(&app, Role::Author).await;
     let good = import_draft(&app, &client, &csrf, |_, b| Some(b)).await;
     // Without the sample's gate the sample no longer passes: the check fails.
-    let bad = import_draft(&app, &client, &csrf, |p, b| if p == "sample/gate.py" { None } else { Some(b) }).await;
+    let bad =
+        import_draft(
+            &app,
+            &client,
+            &csrf,
+            |p, b| if p == "sample/gate.py" { None } else { Some(b) },
+        )
+        .await;
 
     for id in [good, bad] {
-        let r = client.post(app.url(&format!("/packets/null-status/versions/{id}/publish"))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+        let r = client
+            .post(app.url(&format!("/packets/null-status/versions/{id}/publish")))
+            .form(&[("csrf", csrf.as_str())])
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), StatusCode::SEE_OTHER);
-        let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &id.to_string()).await.unwrap();
+        let jobs =
+            app.state.db.jobs_for(app::contract::JobKind::Check, &id.to_string()).await.unwrap();
         assert_eq!(jobs.len(), 1, "one check job for {id}");
-        assert_eq!(app.state.db.version_by_id(id).await.unwrap().unwrap().state, VersionState::Draft, "not published before the check");
-        let html = page(&client, app.url(&format!("/packets/null-status?version={id}"))).await.text().await.unwrap();
+        assert_eq!(
+            app.state.db.version_by_id(id).await.unwrap().unwrap().state,
+            VersionState::Draft,
+            "not published before the check"
+        );
+        let html = page(&client, app.url(&format!("/packets/null-status?version={id}")))
+            .await
+            .text()
+            .await
+            .unwrap();
         assert!(html.contains("queued") && html.contains("Publish requested"), "{id}");
     }
 
     // The page follows the self-test live: its status URL, in the page.
     let status_url = format!("/packets/null-status/versions/{good}/check/status");
-    let html = page(&client, app.url(&format!("/packets/null-status?version={good}"))).await.text().await.unwrap();
-    assert!(html.contains(&format!("url&quot;:&quot;{status_url}")) || html.contains(&status_url), "{html}");
-    let status: serde_json::Value = client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
+    let html = page(&client, app.url(&format!("/packets/null-status?version={good}")))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains(&format!("url&quot;:&quot;{status_url}")) || html.contains(&status_url),
+        "{html}"
+    );
+    let status: serde_json::Value =
+        client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(status["state"], "queued");
 
     // What a worker does with the `check` jobs.
@@ -282,22 +437,35 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     assert_eq!((published.state, published.version), (VersionState::Published, Some(1)));
     // The self-test's calibration is stored with the published version, for
     // its digest, with the hidden tests' ids that every grading of it expects.
-    let recorded = gatehouse::grading::recorded_calibration(published.check_report.as_deref()).expect("a recorded calibration");
+    let recorded = gatehouse::grading::recorded_calibration(published.check_report.as_deref())
+        .expect("a recorded calibration");
     assert_eq!(recorded.digest, published.digest);
     assert!(recorded.expected.values().any(|ids| !ids.is_empty()), "{recorded:?}");
     assert!(!recorded.run_ms.is_empty(), "{recorded:?}");
-    let html = page(&client, app.url(&format!("/packets/null-status?version={good}"))).await.text().await.unwrap();
+    let html = page(&client, app.url(&format!("/packets/null-status?version={good}")))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(html.contains("v1") && html.contains("passed"));
     // Settled: no live status any more (JavaScript off, a reload showed it).
     assert!(!html.contains(&status_url), "{html}");
-    let status: serde_json::Value = client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
+    let status: serde_json::Value =
+        client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(status["state"], "passed");
 
     let refused = app.state.db.version_by_id(bad).await.unwrap().unwrap();
     assert_eq!((refused.state, refused.check_state.as_str()), (VersionState::Draft, "failed"));
     assert!(app.state.db.publish_request(bad).await.unwrap().is_none(), "the request is settled");
-    let html = page(&client, app.url(&format!("/packets/null-status?version={bad}"))).await.text().await.unwrap();
-    assert!(html.contains("check-item failed") && html.contains("the sample passes the test command"), "failing items shown");
+    let html = page(&client, app.url(&format!("/packets/null-status?version={bad}")))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains("check-item failed") && html.contains("the sample passes the test command"),
+        "failing items shown"
+    );
 
     // A published version is immutable; editing it makes a new draft.
     let r = client
@@ -308,15 +476,36 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::CONFLICT);
     assert!(r.text().await.unwrap().contains("published and cannot change"));
-    let r = client.post(app.url(&format!("/packets/null-status/versions/{good}/draft"))).form(&[("csrf", csrf.as_str())]).send().await.unwrap();
+    let r = client
+        .post(app.url(&format!("/packets/null-status/versions/{good}/draft")))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    let draft: i64 = r.headers()["location"].to_str().unwrap().rsplit_once("version=").unwrap().1.parse().unwrap();
+    let draft: i64 = r.headers()["location"]
+        .to_str()
+        .unwrap()
+        .rsplit_once("version=")
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
     let d = app.state.db.version_by_id(draft).await.unwrap().unwrap();
     assert_eq!((d.state, d.digest.as_str()), (VersionState::Draft, published.digest.as_str()));
     assert_ne!(d.dir, published.dir);
-    let r = client.post(app.url(&format!("/packets/null-status/versions/{draft}/budgets"))).form(&[("csrf", csrf.as_str()), ("model_calls", "3")]).send().await.unwrap();
+    let r = client
+        .post(app.url(&format!("/packets/null-status/versions/{draft}/budgets")))
+        .form(&[("csrf", csrf.as_str()), ("model_calls", "3")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(app.state.db.version_by_id(good).await.unwrap().unwrap().digest, published.digest, "the published version is untouched");
+    assert_eq!(
+        app.state.db.version_by_id(good).await.unwrap().unwrap().digest,
+        published.digest,
+        "the published version is untouched"
+    );
 }
 
 /// The self-test's state follows live on the draft's page: "queued" after
@@ -340,19 +529,31 @@ async fn the_self_test_state_follows_live_in_a_real_browser() {
 
     let state = app.state.clone();
     let worker = tokio::spawn(async move {
-        let job = state.db.claim_job("browser-test", gatehouse::now_ms(), 600_000).await.unwrap().expect("the check job");
+        let job = state
+            .db
+            .claim_job("browser-test", gatehouse::now_ms(), 600_000)
+            .await
+            .unwrap()
+            .expect("the check job");
         let passed = gatehouse::library::run_check(&state, id).await.unwrap();
         state.db.finish_job(job.id, "browser-test", true, None).await.unwrap();
         passed
     });
     b.wait_for("#live-state[data-state='running']", Duration::from_secs(30)).await;
-    assert_eq!(b.script("return window.__same_page || null;").await, "yes", "running shown without a reload");
+    assert_eq!(
+        b.script("return window.__same_page || null;").await,
+        "yes",
+        "running shown without a reload"
+    );
     assert!(worker.await.unwrap(), "the check passes");
     // The reloaded page renders the result's own class (the live page kept
     // the class it was rendered with).
     b.wait_for(".self-test h2 .check-passed", Duration::from_secs(30)).await;
     assert_eq!(b.text(".self-test h2 .check").await, "passed");
-    assert!(b.script("return window.__same_page || null;").await.is_null(), "the page reloaded with the result");
+    assert!(
+        b.script("return window.__same_page || null;").await.is_null(),
+        "the page reloaded with the result"
+    );
     assert!(!b.exists("#live-state").await);
     b.close().await;
 }
@@ -365,32 +566,50 @@ async fn the_self_test_state_follows_live_in_a_real_browser() {
 async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
     let packets = builtin_packets();
     // The production default: every built-in packet.
-    let app = app_with_builtin(&packets, &gatehouse::config::Config::default().builtin_self_test).await;
+    let app =
+        app_with_builtin(&packets, &gatehouse::config::Config::default().builtin_self_test).await;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
     let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
-    let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
+    let jobs =
+        app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
     assert_eq!(jobs.len(), 1, "{jobs:?}");
-    assert_eq!((jobs[0].state.as_str(), jobs[0].priority), ("queued", gatehouse::db::BUILTIN_CHECK_PRIORITY));
+    assert_eq!(
+        (jobs[0].state.as_str(), jobs[0].priority),
+        ("queued", gatehouse::db::BUILTIN_CHECK_PRIORITY)
+    );
 
     // The page shows it queued and follows it live.
     let (client, _) = signed_in(&app, Role::Reviewer).await;
     let status_url = format!("/packets/null-status/versions/{}/check/status", v.id);
     let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
     assert!(html.contains("check-queued") && !html.contains(">not run<"), "{html}");
-    assert!(html.contains(&format!("url&quot;:&quot;{status_url}")) || html.contains(&status_url), "the live status: {html}");
+    assert!(
+        html.contains(&format!("url&quot;:&quot;{status_url}")) || html.contains(&status_url),
+        "the live status: {html}"
+    );
     let html = page(&client, app.url("/packets")).await.text().await.unwrap();
     assert!(html.contains("queued") && !html.contains(">not run<"), "{html}");
 
     // A restart with the same digest queues nothing more.
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
-    assert_eq!(app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap().len(), 1, "not queued twice");
+    assert_eq!(
+        app.state
+            .db
+            .jobs_for(app::contract::JobKind::Check, &v.id.to_string())
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "not queued twice"
+    );
 
     // A worker runs it, for real, in the sandbox.
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let started = std::time::Instant::now();
     let mut seen = Vec::new();
     let last = loop {
-        let status: serde_json::Value = client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
+        let status: serde_json::Value =
+            client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
         let state = status["state"].as_str().unwrap().to_string();
         if seen.last() != Some(&state) {
             seen.push(state.clone());
@@ -398,24 +617,39 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
         if state == "passed" || state == "failed" {
             break state;
         }
-        assert!(started.elapsed() < Duration::from_secs(600), "the built-in self-test did not finish: {seen:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "the built-in self-test did not finish: {seen:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(last, "passed", "{seen:?}: {:?}", app.state.db.version_by_id(v.id).await.unwrap().unwrap().check_report);
+    assert_eq!(
+        last,
+        "passed",
+        "{seen:?}: {:?}",
+        app.state.db.version_by_id(v.id).await.unwrap().unwrap().check_report
+    );
     let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
-    assert!(html.contains("check-passed") && html.contains("check-item ok") && !html.contains(&status_url), "{html}");
+    assert!(
+        html.contains("check-passed")
+            && html.contains("check-item ok")
+            && !html.contains(&status_url),
+        "{html}"
+    );
     assert!(!html.contains("Code(") && !html.contains(">not run<"), "{html}");
 
     // Its calibration is the one gradings of the built-in version now use:
     // recorded for its digest (what `GradeOptions::calibration` requires).
     let checked = app.state.db.version_by_id(v.id).await.unwrap().unwrap();
-    let recorded = gatehouse::grading::recorded_calibration(checked.check_report.as_deref()).expect("a recorded calibration");
+    let recorded = gatehouse::grading::recorded_calibration(checked.check_report.as_deref())
+        .expect("a recorded calibration");
     assert_eq!(recorded.digest, checked.digest);
     assert!(recorded.expected.values().any(|ids| !ids.is_empty()), "{recorded:?}");
 
     // Checked once: another start queues nothing, and the result stays.
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 0);
-    let jobs = app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
+    let jobs =
+        app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
     assert_eq!((jobs.len(), jobs[0].state.as_str()), (1, "done"));
 }
 
@@ -428,12 +662,18 @@ async fn a_grading_is_claimed_before_a_pending_built_in_check() {
     let db = &app.state.db;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
     let v = db.latest_published("null-status").await.unwrap().unwrap();
-    let check = db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap()[0].clone();
+    let check =
+        db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap()[0].clone();
 
     let invited = crate::candidate::invite(&app.state, "First").await;
     assert_eq!(invited.assignment.packet_version_id, v.id, "graded against the built-in version");
     let s = db
-        .create_submission(gatehouse::db::NewSubmission { id: "sub-first", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
+        .create_submission(gatehouse::db::NewSubmission {
+            id: "sub-first",
+            assignment_id: &invited.assignment.id,
+            blob_sha256: &"0".repeat(64),
+            size_bytes: 1,
+        })
         .await
         .unwrap();
     let grade = db.jobs_for(app::contract::JobKind::Grade, &s.id).await.unwrap()[0].clone();
@@ -448,10 +688,19 @@ async fn a_grading_is_claimed_before_a_pending_built_in_check() {
     // then age decides, and it is the older.
     let invited = crate::candidate::invite(&app.state, "Second").await;
     let s = db
-        .create_submission(gatehouse::db::NewSubmission { id: "sub-second", assignment_id: &invited.assignment.id, blob_sha256: &"0".repeat(64), size_bytes: 1 })
+        .create_submission(gatehouse::db::NewSubmission {
+            id: "sub-second",
+            assignment_id: &invited.assignment.id,
+            blob_sha256: &"0".repeat(64),
+            size_bytes: 1,
+        })
         .await
         .unwrap();
-    assert_eq!(gatehouse::library::enqueue_check(&app.state, v.id).await.unwrap(), check.id, "the same job");
+    assert_eq!(
+        gatehouse::library::enqueue_check(&app.state, v.id).await.unwrap(),
+        check.id,
+        "the same job"
+    );
     assert_eq!(db.job_by_id(check.id).await.unwrap().unwrap().priority, 0);
     let first = db.claim_job("w", gatehouse::now_ms(), 60_000).await.unwrap().expect("a job");
     assert_eq!(first.id, check.id);
@@ -466,7 +715,8 @@ async fn built_in_self_test_off_queues_nothing_and_a_failed_one_says_why() {
     let packets = builtin_packets();
     let dir = packets.path().to_path_buf();
     let data = tempfile::tempdir().unwrap();
-    let (db_url, data_dir) = (format!("sqlite://{}", data.path().join("g.db").display()), data.path().join("data"));
+    let (db_url, data_dir) =
+        (format!("sqlite://{}", data.path().join("g.db").display()), data.path().join("data"));
     // Each start is over the same database and data folder.
     let start = |self_test: &'static str| {
         let (d, u, dd) = (dir.clone(), db_url.clone(), data_dir.clone());
@@ -497,7 +747,10 @@ async fn built_in_self_test_off_queues_nothing_and_a_failed_one_says_why() {
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let started = std::time::Instant::now();
     while db.job_by_id(jobs[0].id).await.unwrap().unwrap().state.as_str() != "failed" {
-        assert!(started.elapsed() < Duration::from_secs(20), "the interrupted check was not failed");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the interrupted check was not failed"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let failed = db.version_by_id(v.id).await.unwrap().unwrap();
@@ -505,13 +758,25 @@ async fn built_in_self_test_off_queues_nothing_and_a_failed_one_says_why() {
     let (client, _) = signed_in(&app, Role::Reviewer).await;
     let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
     assert!(html.contains("check-failed") && html.contains("check-item failed"), "{html}");
-    assert!(html.contains("the self-test was interrupted 3 times (the worker running it stopped); run it again"), "{html}");
+    assert!(
+        html.contains(
+            "the self-test was interrupted 3 times (the worker running it stopped); run it again"
+        ),
+        "{html}"
+    );
     assert!(!html.contains("Code(") && !html.contains("Some("), "{html}");
 
     // A bad setting stops the start with what is wrong.
-    let e = gatehouse::serve::state(gatehouse::config::Config { builtin_self_test: "null_status".into(), ..gatehouse::config::Config::default() })
-        .await
-        .err()
-        .expect("refused");
-    assert!(e.to_string().contains("builtin_self_test (GATEHOUSE_BUILTIN_SELF_TEST) is \"null_status\""), "{e}");
+    let e = gatehouse::serve::state(gatehouse::config::Config {
+        builtin_self_test: "null_status".into(),
+        ..gatehouse::config::Config::default()
+    })
+    .await
+    .err()
+    .expect("refused");
+    assert!(
+        e.to_string()
+            .contains("builtin_self_test (GATEHOUSE_BUILTIN_SELF_TEST) is \"null_status\""),
+        "{e}"
+    );
 }

@@ -38,7 +38,8 @@ impl Captured {
             }
             return Some(if lower.contains("content-transfer-encoding: base64") {
                 let b64: String = body.split_whitespace().collect();
-                String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).ok()?).ok()?
+                String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).ok()?)
+                    .ok()?
             } else if lower.contains("content-transfer-encoding: quoted-printable") {
                 quoted_printable(body)
             } else {
@@ -51,7 +52,9 @@ impl Captured {
     pub fn header(&self, name: &str) -> Option<String> {
         let head = self.data.split("\r\n\r\n").next()?;
         let prefix = format!("{}:", name.to_ascii_lowercase());
-        head.split("\r\n").find(|l| l.to_ascii_lowercase().starts_with(&prefix)).map(|l| l[prefix.len()..].trim().to_string())
+        head.split("\r\n")
+            .find(|l| l.to_ascii_lowercase().starts_with(&prefix))
+            .map(|l| l[prefix.len()..].trim().to_string())
     }
 }
 
@@ -63,7 +66,8 @@ fn quoted_printable(body: &str) -> String {
     while i < bytes.len() {
         if bytes[i] == b'='
             && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16)
+            && let Ok(b) =
+                u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16)
         {
             out.push(b);
             i += 3;
@@ -90,7 +94,8 @@ impl Drop for SmtpSink {
 
 impl SmtpSink {
     pub async fn start() -> SmtpSink {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the SMTP sink");
+        let listener =
+            tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the SMTP sink");
         let port = listener.local_addr().unwrap().port();
         let messages = Arc::new(Mutex::new(Vec::new()));
         let store = messages.clone();
@@ -118,7 +123,10 @@ impl SmtpSink {
     }
 }
 
-async fn session(stream: tokio::net::TcpStream, store: Arc<Mutex<Vec<Captured>>>) -> std::io::Result<()> {
+async fn session(
+    stream: tokio::net::TcpStream,
+    store: Arc<Mutex<Vec<Captured>>>,
+) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read);
     write.write_all(b"220 sink.test ESMTP\r\n").await?;
@@ -133,7 +141,10 @@ async fn session(stream: tokio::net::TcpStream, store: Arc<Mutex<Vec<Captured>>>
         let upper = cmd.to_ascii_uppercase();
         if upper.starts_with("EHLO") {
             write.write_all(b"250-sink.test\r\n250 8BITMIME\r\n").await?;
-        } else if upper.starts_with("HELO") || upper.starts_with("RSET") || upper.starts_with("NOOP") {
+        } else if upper.starts_with("HELO")
+            || upper.starts_with("RSET")
+            || upper.starts_with("NOOP")
+        {
             write.write_all(b"250 OK\r\n").await?;
         } else if upper.starts_with("MAIL FROM:") {
             current = Captured { from: cmd[10..].trim().to_string(), ..Captured::default() };
@@ -170,7 +181,9 @@ async fn session(stream: tokio::net::TcpStream, store: Arc<Mutex<Vec<Captured>>>
 
 /// An app with null-status (time box 90 min) published as a built-in, with
 /// `tweak` applied to its configuration.
-async fn app_with(tweak: impl FnOnce(&mut gatehouse::config::Config)) -> (TestApp, tempfile::TempDir) {
+async fn app_with(
+    tweak: impl FnOnce(&mut gatehouse::config::Config),
+) -> (TestApp, tempfile::TempDir) {
     let packets = tempfile::tempdir().unwrap();
     grader::tree::copy_path(&null_status(), &packets.path().join("null-status")).unwrap();
     let dir = packets.path().to_path_buf();
@@ -183,7 +196,13 @@ async fn app_with(tweak: impl FnOnce(&mut gatehouse::config::Config)) -> (TestAp
     (app, packets)
 }
 
-async fn invite(app: &TestApp, client: &reqwest::Client, csrf: &str, time_box: &str, send_email: bool) -> reqwest::Response {
+async fn invite(
+    app: &TestApp,
+    client: &reqwest::Client,
+    csrf: &str,
+    time_box: &str,
+    send_email: bool,
+) -> reqwest::Response {
     let mut form = vec![
         ("csrf", csrf),
         ("packet", "null-status"),
@@ -203,11 +222,19 @@ async fn the_invite_email_carries_the_link_deadline_and_time_box_as_text_and_htm
     let sink = SmtpSink::start().await;
     let (app, _p) = app_with(|c| sink.configure(c)).await;
     let (client, csrf) = signed_in(&app, Role::Author).await;
-    let form = page(&client, app.url("/assignments/new?packet=null-status")).await.text().await.unwrap();
-    assert!(form.contains(r#"name="send_email""#) && form.contains("checked"), "email is offered when SMTP is set up: {form}");
+    let form =
+        page(&client, app.url("/assignments/new?packet=null-status")).await.text().await.unwrap();
+    assert!(
+        form.contains(r#"name="send_email""#) && form.contains("checked"),
+        "email is offered when SMTP is set up: {form}"
+    );
     // The time box is prefilled with the packet's own, and says so.
     assert!(form.contains(r#"name="time_box_minutes" min="1" max="100000" value="90""#), "{form}");
-    assert!(form.contains("Prefilled with the packet&#x27;s time box (90 min for null-status)") || form.contains("Prefilled with the packet's time box (90 min for null-status)"), "{form}");
+    assert!(
+        form.contains("Prefilled with the packet&#x27;s time box (90 min for null-status)")
+            || form.contains("Prefilled with the packet's time box (90 min for null-status)"),
+        "{form}"
+    );
 
     let r = invite(&app, &client, &csrf, "", true).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
@@ -225,16 +252,30 @@ async fn the_invite_email_carries_the_link_deadline_and_time_box_as_text_and_htm
     assert!(m.data.to_ascii_lowercase().contains("multipart/alternative"), "{}", m.data);
     let text = m.part("text/plain").expect("a plain-text part");
     let body = m.part("text/html").expect("an HTML part");
-    for want in [url.as_str(), "2099-01-01 12:30 UTC", "Time box: 90 min", "Submissions accepted: 3"] {
+    for want in
+        [url.as_str(), "2099-01-01 12:30 UTC", "Time box: 90 min", "Submissions accepted: 3"]
+    {
         assert!(text.contains(want), "{want:?} in the text part:\n{text}");
     }
-    assert!(body.contains(&format!("href=\"{url}\"")) && body.contains("90 min") && body.contains("2099-01-01 12:30 UTC"), "{body}");
-    assert!(body.contains("Ada &lt;Candidate&gt;") && !body.contains("<Candidate>"), "names are escaped in HTML: {body}");
+    assert!(
+        body.contains(&format!("href=\"{url}\""))
+            && body.contains("90 min")
+            && body.contains("2099-01-01 12:30 UTC"),
+        "{body}"
+    );
+    assert!(
+        body.contains("Ada &lt;Candidate&gt;") && !body.contains("<Candidate>"),
+        "names are escaped in HTML: {body}"
+    );
 
     // The audit says it was sent, never with the link.
     let a = app.state.db.list_assignments(None).await.unwrap().remove(0);
-    let audit = app.state.db.audit_entries(Some(&format!("assignment:{}", a.id)), 10).await.unwrap();
-    let row = audit.iter().find(|e| e.action == "assignment.invite_email").expect("an audit row for the email");
+    let audit =
+        app.state.db.audit_entries(Some(&format!("assignment:{}", a.id)), 10).await.unwrap();
+    let row = audit
+        .iter()
+        .find(|e| e.action == "assignment.invite_email")
+        .expect("an audit row for the email");
     let token = url.rsplit_once("/c/").unwrap().1;
     assert!(!format!("{audit:?}").contains(token), "the link never reaches the audit log");
     assert!(format!("{row:?}").contains("sent to ada@example.test"), "{row:?}");
@@ -267,7 +308,11 @@ async fn no_email_unless_asked_or_set_up_and_a_down_mail_server_is_said() {
     let (client, csrf) = signed_in(&app, Role::Author).await;
     let r = invite(&app, &client, &csrf, "", false).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    let html = page(&client, app.url(r.headers()["location"].to_str().unwrap())).await.text().await.unwrap();
+    let html = page(&client, app.url(r.headers()["location"].to_str().unwrap()))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(invite_url(&html).is_some() && !html.contains("Emailed the link"), "{html}");
     assert!(sink.taken().is_empty(), "nothing is sent unless asked");
 
@@ -275,9 +320,17 @@ async fn no_email_unless_asked_or_set_up_and_a_down_mail_server_is_said() {
     let (plain, _p2) = app_with(|_| {}).await;
     let (client2, csrf2) = signed_in(&plain, Role::Author).await;
     let form = page(&client2, plain.url("/assignments/new")).await.text().await.unwrap();
-    assert!(!form.contains(r#"name="send_email""#) && form.contains("Email is not set up on this server"), "{form}");
+    assert!(
+        !form.contains(r#"name="send_email""#)
+            && form.contains("Email is not set up on this server"),
+        "{form}"
+    );
     let r = invite(&plain, &client2, &csrf2, "", true).await;
-    let html = page(&client2, plain.url(r.headers()["location"].to_str().unwrap())).await.text().await.unwrap();
+    let html = page(&client2, plain.url(r.headers()["location"].to_str().unwrap()))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(html.contains("was not sent") && html.contains("not set up"), "{html}");
 
     // A mail server that is down: the invite stands and the page says so.
@@ -294,7 +347,11 @@ async fn no_email_unless_asked_or_set_up_and_a_down_mail_server_is_said() {
     let (client3, csrf3) = signed_in(&down, Role::Author).await;
     let r = invite(&down, &client3, &csrf3, "", true).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    let html = page(&client3, down.url(r.headers()["location"].to_str().unwrap())).await.text().await.unwrap();
+    let html = page(&client3, down.url(r.headers()["location"].to_str().unwrap()))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(html.contains("was not sent") && invite_url(&html).is_some(), "{html}");
     assert_eq!(down.state.db.list_assignments(None).await.unwrap().len(), 1);
 }
@@ -332,14 +389,22 @@ async fn invite_in_a_real_browser_copy_and_email() {
         .await;
     assert_eq!(looks["empty"], "", "{looks}");
     for c in looks["colors"].as_array().unwrap() {
-        assert_ne!(c.as_str().unwrap(), "rgb(176, 38, 29)", "a required field is red before any input: {looks}");
+        assert_ne!(
+            c.as_str().unwrap(),
+            "rgb(176, 38, 29)",
+            "a required field is red before any input: {looks}"
+        );
     }
-    assert!(looks["select"].as_f64().unwrap() >= looks["widest"].as_f64().unwrap() + 16.0, "the packet menu cuts its names off: {looks}");
+    assert!(
+        looks["select"].as_f64().unwrap() >= looks["widest"].as_f64().unwrap() + 16.0,
+        "the packet menu cuts its names off: {looks}"
+    );
     assert_eq!(looks["timeBox"], "90", "{looks}");
 
     b.fill("input[name='candidate_name']", "Ada Candidate").await;
     b.fill("input[name='email']", "ada@example.test").await;
-    b.script("document.querySelector(\"input[name='deadline']\").value = '2099-01-01T12:00';").await;
+    b.script("document.querySelector(\"input[name='deadline']\").value = '2099-01-01T12:00';")
+        .await;
     b.click("form.invite-form button[type='submit']").await;
     b.wait_path("/assignments/").await;
     let url = b.find("input#invite-url").await.prop("value").await.unwrap().expect("the link");

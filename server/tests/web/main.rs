@@ -3,34 +3,34 @@
 //! `GATEHOUSE_TEST_DATABASE=postgres` a database of its own in a throwaway
 //! Postgres cluster (one suite, both backends; `scripts/test` runs it twice).
 
-#[path = "../common/fake_openai.rs"]
-mod fake_openai;
-#[path = "../common/postgres.rs"]
-mod postgres;
 mod assignments;
 mod audit;
 mod auth;
 mod browser;
 mod e2e;
 mod e2e_witnessed;
+#[path = "../common/fake_openai.rs"]
+mod fake_openai;
 mod frame;
 mod hardening;
 mod library;
 mod mail;
 mod meter;
+#[path = "../common/postgres.rs"]
+mod postgres;
 mod review;
 mod support;
 mod webdriver;
 
 mod api;
 mod candidate;
-mod queue;
-mod security;
-mod upload;
 mod evidence;
-mod witness;
-mod transcripts;
+mod queue;
 mod scale_out;
+mod security;
+mod transcripts;
+mod upload;
+mod witness;
 
 use support::TestApp;
 
@@ -49,6 +49,9 @@ async fn a_database_url_that_cannot_be_opened_is_named_in_the_error() {
     let err = gatehouse::db::open("mysql://x@localhost/db").await.err().expect("refused");
     assert!(err.to_string().contains("expected sqlite://<path> or postgres://"), "{err}");
     // Port 1 on 127.0.0.1: nothing listens there.
-    let err = gatehouse::db::open("postgres://gatehouse@127.0.0.1:1/nothing").await.err().expect("refused");
+    let err = gatehouse::db::open("postgres://gatehouse@127.0.0.1:1/nothing")
+        .await
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("opening postgres://gatehouse@127.0.0.1:1/nothing"), "{err}");
 }

@@ -13,12 +13,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures_util::StreamExt;
 use gatehouse::config::Config;
 use gatehouse::db::ModelCall;
 use gatehouse::invites::{self, Invite, Invited};
 use gatehouse::now_ms;
 use gatehouse::state::AppState;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::support::TestApp;
@@ -47,7 +47,15 @@ pub struct Behaviour {
 
 impl Default for Behaviour {
     fn default() -> Behaviour {
-        Behaviour { usage: Some((10, 5)), delay: Duration::ZERO, status: 200, echo_max_tokens: false, tool_call: false, stream_pause: Duration::ZERO, content: None }
+        Behaviour {
+            usage: Some((10, 5)),
+            delay: Duration::ZERO,
+            status: 200,
+            echo_max_tokens: false,
+            tool_call: false,
+            stream_pause: Duration::ZERO,
+            content: None,
+        }
     }
 }
 
@@ -92,8 +100,18 @@ pub async fn spawn_upstream() -> (String, Upstream) {
 /// The fake upstream's app, for plain HTTP or TLS.
 fn upstream_app(upstream: &Upstream) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(fake_completion).layer(axum::extract::DefaultBodyLimit::disable()))
-        .route("/v1/models", get(|| async { axum::Json(json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})) }))
+        .route(
+            "/v1/chat/completions",
+            post(fake_completion).layer(axum::extract::DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/v1/models",
+            get(|| async {
+                axum::Json(
+                    json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}),
+                )
+            }),
+        )
         .with_state(upstream.clone())
 }
 
@@ -116,9 +134,16 @@ pub fn test_ca_named(name: &str) -> TestCa {
     ca_params.distinguished_name.push(rcgen::DnType::CommonName, name);
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let leaf_key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap().signed_by(&leaf_key, &ca, &ca_key).unwrap();
-    let key = tokio_rustls::rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
-    let mut config = tokio_rustls::rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(vec![leaf.der().clone(), ca.der().clone()], key).unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let key =
+        tokio_rustls::rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
+    let mut config = tokio_rustls::rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone(), ca.der().clone()], key)
+        .unwrap();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     TestCa { ca_pem: ca.pem(), server_config: Arc::new(config) }
 }
@@ -140,17 +165,26 @@ pub async fn spawn_tls_upstream(ca: &TestCa) -> (String, Upstream) {
             tokio::spawn(async move {
                 // A client that does not trust the certificate ends here.
                 let Ok(tls) = acceptor.accept(tcp).await else { return };
-                let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| app.clone().oneshot(req));
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| app.clone().oneshot(req),
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
             });
         }
     });
     (format!("https://{addr}/v1"), upstream)
 }
 
-async fn fake_completion(State(up): State<Upstream>, headers: axum::http::HeaderMap, body: Bytes) -> Response {
+async fn fake_completion(
+    State(up): State<Upstream>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     up.hits.fetch_add(1, Ordering::SeqCst);
-    *up.last_auth.lock().unwrap() = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
+    *up.last_auth.lock().unwrap() =
+        headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
     *up.last_body.lock().unwrap() = serde_json::from_slice(&body).unwrap_or(Value::Null);
     *up.last_raw.lock().unwrap() = String::from_utf8_lossy(&body).into_owned();
     let mut b = up.behaviour.lock().unwrap().clone();
@@ -161,7 +195,11 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
     }
     if b.status != 200 {
         let status = StatusCode::from_u16(b.status).unwrap();
-        return (status, axum::Json(json!({"error": {"message": "upstream is unwell", "type": "server_error"}}))).into_response();
+        return (
+            status,
+            axum::Json(json!({"error": {"message": "upstream is unwell", "type": "server_error"}})),
+        )
+            .into_response();
     }
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let model = req["model"].as_str().unwrap_or("fake-model").to_string();
@@ -171,7 +209,8 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
     });
     let stream = req["stream"].as_bool() == Some(true);
     // Like OpenAI: a stream reports usage only when asked to.
-    let usage = usage.filter(|_| !stream || req["stream_options"]["include_usage"].as_bool() == Some(true));
+    let usage =
+        usage.filter(|_| !stream || req["stream_options"]["include_usage"].as_bool() == Some(true));
     if let Some(u) = &usage {
         up.reported.fetch_add(u["total_tokens"].as_i64().unwrap(), Ordering::SeqCst);
     }
@@ -187,7 +226,10 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
                 Some(text) => {
                     let chars: Vec<char> = text.chars().collect();
                     let third = chars.len().div_ceil(3).max(1);
-                    chars.chunks(third).map(|p| json!({"content": p.iter().collect::<String>()})).collect()
+                    chars
+                        .chunks(third)
+                        .map(|p| json!({"content": p.iter().collect::<String>()}))
+                        .collect()
                 }
                 None => ["Hel", "lo ", "there"].iter().map(|t| json!({"content": t})).collect(),
             }
@@ -201,15 +243,18 @@ async fn fake_completion(State(up): State<Upstream>, headers: axum::http::Header
         }
         chunks.push("data: [DONE]\n\n".into());
         let pause = b.stream_pause;
-        let stream = futures_util::stream::iter(chunks.into_iter().enumerate()).then(move |(i, c)| async move {
-            // The headers go out first, the first chunk a moment later
-            // (as a model thinks), the rest after `pause`.
-            if !pause.is_zero() && i <= 1 {
-                tokio::time::sleep(if i == 0 { Duration::from_millis(5) } else { pause }).await;
-            }
-            Ok::<_, Infallible>(Bytes::from(c))
-        });
-        return ([("content-type", "text/event-stream")], Body::from_stream(stream)).into_response();
+        let stream = futures_util::stream::iter(chunks.into_iter().enumerate()).then(
+            move |(i, c)| async move {
+                // The headers go out first, the first chunk a moment later
+                // (as a model thinks), the rest after `pause`.
+                if !pause.is_zero() && i <= 1 {
+                    tokio::time::sleep(if i == 0 { Duration::from_millis(5) } else { pause }).await;
+                }
+                Ok::<_, Infallible>(Bytes::from(c))
+            },
+        );
+        return ([("content-type", "text/event-stream")], Body::from_stream(stream))
+            .into_response();
     }
     let message = if b.tool_call {
         json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})
@@ -233,7 +278,8 @@ pub async fn meter_packet(state: &AppState, budgets: &str, waits_for_red: bool) 
     crate::support::publish_copy(state, SLUG, "m1", |toml| {
         let start = toml.find("[budgets]").unwrap();
         let end = toml.find("[limits]").unwrap();
-        let workspace = if waits_for_red { "[workspace]\nmodel_waits_for_red = true\n\n" } else { "" };
+        let workspace =
+            if waits_for_red { "[workspace]\nmodel_waits_for_red = true\n\n" } else { "" };
         format!("{}[budgets]\n{budgets}\n\n{workspace}{}", &toml[..start], &toml[end..])
     })
     .await;
@@ -241,7 +287,19 @@ pub async fn meter_packet(state: &AppState, budgets: &str, waits_for_red: bool) 
 
 pub(crate) async fn invite(state: &AppState, name: &str) -> Invited {
     let email = format!("{}@example.com", name.to_lowercase());
-    invites::create(state, None, Invite { slug: SLUG, candidate_name: name, email: &email, deadline: None, time_box_secs: None }).await.unwrap()
+    invites::create(
+        state,
+        None,
+        Invite {
+            slug: SLUG,
+            candidate_name: name,
+            email: &email,
+            deadline: None,
+            time_box_secs: None,
+        },
+    )
+    .await
+    .unwrap()
 }
 
 /// A meter test: the app (upstream configured unless `upstream` is None),
@@ -253,7 +311,12 @@ pub(crate) struct Meter {
     pub(crate) assignment: String,
 }
 
-pub(crate) async fn setup(upstream: Option<&str>, budgets: &str, waits_for_red: bool, tweak: impl FnOnce(&mut Config)) -> Meter {
+pub(crate) async fn setup(
+    upstream: Option<&str>,
+    budgets: &str,
+    waits_for_red: bool,
+    tweak: impl FnOnce(&mut Config),
+) -> Meter {
     let url = upstream.map(str::to_string);
     let app = TestApp::spawn_with(move |c| {
         c.model_upstream_url = url;
@@ -268,7 +331,8 @@ pub(crate) async fn setup(upstream: Option<&str>, budgets: &str, waits_for_red: 
 }
 
 pub(crate) async fn key_of(app: &TestApp, token: &str) -> String {
-    let status: Value = reqwest::get(app.url(&format!("/c/{token}/meter"))).await.unwrap().json().await.unwrap();
+    let status: Value =
+        reqwest::get(app.url(&format!("/c/{token}/meter"))).await.unwrap().json().await.unwrap();
     status["key"].as_str().expect("a key").to_string()
 }
 
@@ -277,7 +341,13 @@ pub(crate) fn chat(content: &str) -> Value {
 }
 
 pub(crate) async fn call(app: &TestApp, key: &str, body: &Value) -> (u16, Value) {
-    let r = reqwest::Client::new().post(app.url("/v1/chat/completions")).bearer_auth(key).json(body).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(app.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
@@ -288,7 +358,12 @@ pub(crate) async fn ledger(app: &TestApp, assignment: &str) -> Vec<ModelCall> {
 }
 
 async fn sql(app: &TestApp, statement: &str, assignment: &str) {
-    crate::support::raw_exec(&app.state.config.database_url, statement, &[crate::support::Arg::T(assignment)]).await;
+    crate::support::raw_exec(
+        &app.state.config.database_url,
+        statement,
+        &[crate::support::Arg::T(assignment)],
+    )
+    .await;
 }
 
 pub(crate) async fn witness_red(app: &TestApp, assignment: &str) {
@@ -305,14 +380,20 @@ pub(crate) async fn witness_red(app: &TestApp, assignment: &str) {
 async fn models_are_listed_and_keys_checked() {
     let (url, up) = spawn_upstream().await;
     let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
-    let r = reqwest::Client::new().get(m.app.url("/v1/models")).bearer_auth(&m.key).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .get(m.app.url("/v1/models"))
+        .bearer_auth(&m.key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["data"][0]["id"], "fake-model");
 
     let r = reqwest::Client::new().get(m.app.url("/v1/models")).send().await.unwrap();
     assert_eq!(r.status(), 401);
-    let (status, body) = call(&m.app, "gh-0000000000000000000000000000000000000000", &chat("hi")).await;
+    let (status, body) =
+        call(&m.app, "gh-0000000000000000000000000000000000000000", &chat("hi")).await;
     assert_eq!(status, 401);
     assert_eq!(body["error"]["type"], "invalid_api_key");
     // The link token is not a model key.
@@ -334,9 +415,19 @@ async fn model_waits_for_a_witnessed_red() {
     let (status, body) = call(&m.app, &m.key, &chat("too early")).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["type"], "model_window_closed");
-    assert!(body["error"]["message"].as_str().unwrap().starts_with("the model window opens after a witnessed red run"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the model window opens after a witnessed red run")
+    );
     assert_eq!(up.hits(), 0);
-    let status_json: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token))).await.unwrap().json().await.unwrap();
+    let status_json: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token)))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status_json["window_open"], false);
 
     // An unaccepted red does not open it.
@@ -356,7 +447,10 @@ async fn model_waits_for_a_witnessed_red() {
     assert_eq!(calls[1].refused.as_deref(), Some("model_window"));
     assert_eq!(calls[2].refused, None);
     assert_eq!(calls[2].status, 200);
-    assert_eq!((calls[2].prompt_tokens, calls[2].completion_tokens, calls[2].tokens_estimated), (10, 5, false));
+    assert_eq!(
+        (calls[2].prompt_tokens, calls[2].completion_tokens, calls[2].tokens_estimated),
+        (10, 5, false)
+    );
     assert!(calls[2].response_bytes > 0 && calls[2].request_bytes > 0);
     assert_eq!(calls[2].model, "fake-model");
 }
@@ -378,7 +472,12 @@ async fn calls_cap_refuses_the_call_after_the_limit() {
     assert_eq!(calls.last().unwrap().refused.as_deref(), Some("model_calls"));
     assert_eq!(calls.last().unwrap().status, 429);
 
-    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token))).await.unwrap().json().await.unwrap();
+    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token)))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status["caps"][0], json!({"cap": "model_calls", "limit": 2, "used": 2, "left": 0}));
 }
 
@@ -471,17 +570,31 @@ async fn upstream_errors_and_timeouts_pass_through() {
     // Error answers carry no usage and cost no tokens; the time-out is
     // charged its prompt's estimate ("slow": 1 token), marked estimated.
     assert_eq!((calls[0].prompt_tokens, calls[1].prompt_tokens), (0, 0));
-    assert_eq!((calls[2].prompt_tokens, calls[2].completion_tokens, calls[2].tokens_estimated), (1, 0, true));
+    assert_eq!(
+        (calls[2].prompt_tokens, calls[2].completion_tokens, calls[2].tokens_estimated),
+        (1, 0, true)
+    );
     // All three count against the calls cap; the upstream's own errors are
     // passed through without the meter's "do not retry".
-    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token))).await.unwrap().json().await.unwrap();
+    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token)))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status["caps"][0]["used"], 3);
 }
 
 pub(crate) async fn stream_call(app: &TestApp, key: &str, content: &str) -> (u16, String, String) {
     let mut body = chat(content);
     body["stream"] = json!(true);
-    let r = reqwest::Client::new().post(app.url("/v1/chat/completions")).bearer_auth(key).json(&body).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(app.url("/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     let ctype = r.headers().get("content-type").unwrap().to_str().unwrap().to_string();
     (status, ctype, r.text().await.unwrap())
@@ -496,7 +609,12 @@ async fn streams_pass_through_with_token_accounting() {
     assert_eq!(status, 200);
     assert!(ctype.starts_with("text/event-stream"), "{ctype}");
     // The meter asked for the usage chunk; the client, who did not, never sees it.
-    assert!(text.contains("\"Hel\"") && !text.contains("\"usage\"") && text.trim_end().ends_with("data: [DONE]"), "{text}");
+    assert!(
+        text.contains("\"Hel\"")
+            && !text.contains("\"usage\"")
+            && text.trim_end().ends_with("data: [DONE]"),
+        "{text}"
+    );
     assert_eq!(up.last_body.lock().unwrap()["stream_options"], json!({"include_usage": true}));
 
     // A provider that sends no usage chunk: the tokens are estimated at ~4
@@ -516,10 +634,21 @@ async fn streams_pass_through_with_token_accounting() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(calls.iter().all(|c| c.stream));
-    assert_eq!((calls[0].prompt_tokens, calls[0].completion_tokens, calls[0].tokens_estimated), (21, 3, false));
-    assert_eq!((calls[1].prompt_tokens, calls[1].completion_tokens, calls[1].tokens_estimated), (3, 3, true));
+    assert_eq!(
+        (calls[0].prompt_tokens, calls[0].completion_tokens, calls[0].tokens_estimated),
+        (21, 3, false)
+    );
+    assert_eq!(
+        (calls[1].prompt_tokens, calls[1].completion_tokens, calls[1].tokens_estimated),
+        (3, 3, true)
+    );
     assert!(calls[0].response_bytes > calls[1].response_bytes);
-    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token))).await.unwrap().json().await.unwrap();
+    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token)))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status["caps"][0]["used"], 30);
 }
 
@@ -548,11 +677,21 @@ async fn a_key_meters_only_its_own_assignment() {
 async fn expired_assignment_refuses_its_key() {
     let (url, up) = spawn_upstream().await;
     let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
-    sql(&m.app, &format!("UPDATE assignments SET deadline = {} WHERE id = ?", now_ms() - 1000), &m.assignment).await;
+    sql(
+        &m.app,
+        &format!("UPDATE assignments SET deadline = {} WHERE id = ?", now_ms() - 1000),
+        &m.assignment,
+    )
+    .await;
     let (status, body) = call(&m.app, &m.key, &chat("late")).await;
     assert_eq!(status, 401);
     assert!(body["error"]["message"].as_str().unwrap().contains("expired"), "{body}");
-    let r = reqwest::Client::new().get(m.app.url("/v1/models")).bearer_auth(&m.key).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .get(m.app.url("/v1/models"))
+        .bearer_auth(&m.key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
     assert_eq!(up.hits(), 0);
     let calls = ledger(&m.app, &m.assignment).await;
@@ -563,7 +702,12 @@ async fn expired_assignment_refuses_its_key() {
 async fn time_box_over_refuses_with_429() {
     let (url, _up) = spawn_upstream().await;
     let m = setup(Some(&url), "time_box_minutes = 1", false, |_| {}).await;
-    sql(&m.app, &format!("UPDATE assignments SET started_at = {} WHERE id = ?", now_ms() - 61_000), &m.assignment).await;
+    sql(
+        &m.app,
+        &format!("UPDATE assignments SET started_at = {} WHERE id = ?", now_ms() - 61_000),
+        &m.assignment,
+    )
+    .await;
     let (status, body) = call(&m.app, &m.key, &chat("late")).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["cap"], "time_box_minutes");
@@ -580,7 +724,10 @@ async fn revoked_key_is_refused_and_the_new_one_works() {
     for i in 0..2 {
         assert_eq!(call(&m.app, &m.key, &chat(&format!("warm {i}"))).await.0, 200);
     }
-    assert!(m.app.state.memo.meter.key(&hash).is_ok(), "the key is kept after the assignment started");
+    assert!(
+        m.app.state.memo.meter.key(&hash).is_ok(),
+        "the key is kept after the assignment started"
+    );
     let a = m.app.state.db.assignment_by_id(&m.assignment).await.unwrap().unwrap();
     let new_key = gatehouse::meter::reissue_key(&m.app.state, &a, &m.token).await.unwrap();
     assert!(m.app.state.memo.meter.key(&hash).is_err(), "revoking forgets the kept key");
@@ -599,7 +746,8 @@ async fn revoked_key_is_refused_and_the_new_one_works() {
 async fn authors_revoke_the_key_and_a_reissued_link_brings_a_new_one() {
     let (url, _up) = spawn_upstream().await;
     let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
-    let (reviewer, reviewer_csrf) = crate::auth::signed_in(&m.app, gatehouse::db::Role::Reviewer).await;
+    let (reviewer, reviewer_csrf) =
+        crate::auth::signed_in(&m.app, gatehouse::db::Role::Reviewer).await;
     let (author, csrf) = crate::auth::signed_in(&m.app, gatehouse::db::Role::Author).await;
     let page = |client: &reqwest::Client| {
         let client = client.clone();
@@ -622,15 +770,34 @@ async fn authors_revoke_the_key_and_a_reissued_link_brings_a_new_one() {
     assert_eq!(status, 401);
     assert!(body["error"]["message"].as_str().unwrap().contains("revoked"), "{body}");
     assert!(!page(&author).await.contains("revoke-model-key"), "no active key is left to revoke");
-    let audit = m.app.state.db.audit_entries(Some(&format!("assignment:{}", m.assignment)), 10).await.unwrap();
+    let audit = m
+        .app
+        .state
+        .db
+        .audit_entries(Some(&format!("assignment:{}", m.assignment)), 10)
+        .await
+        .unwrap();
     assert!(audit.iter().any(|e| e.action == "assignment.model_key.revoke"), "{audit:?}");
 
     // Reissuing the link kills the old link and brings a key derived from the new one.
-    let r = author.post(m.app.url(&format!("/assignments/{}/reissue", m.assignment))).form(&[("csrf", csrf.as_str()), ("confirm", "yes")]).send().await.unwrap();
+    let r = author
+        .post(m.app.url(&format!("/assignments/{}/reissue", m.assignment)))
+        .form(&[("csrf", csrf.as_str()), ("confirm", "yes")])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 303);
-    let invited = author.get(m.app.url(&format!("/assignments/{}/invited", m.assignment))).send().await.unwrap().text().await.unwrap();
+    let invited = author
+        .get(m.app.url(&format!("/assignments/{}/invited", m.assignment)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let start = invited.find("/c/").expect("the invited page shows the new link");
-    let token: String = invited[start + 3..].chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+    let token: String =
+        invited[start + 3..].chars().take_while(|c| c.is_ascii_hexdigit()).collect();
     assert_eq!(token.len(), 64, "{invited}");
     assert_ne!(token, m.token);
     let new_key = key_of(&m.app, &token).await;
@@ -644,7 +811,12 @@ async fn no_upstream_is_a_503() {
     let (status, body) = call(&m.app, &m.key, &chat("anyone?")).await;
     assert_eq!(status, 503);
     assert_eq!(body["error"]["type"], "upstream_not_configured");
-    let r = reqwest::Client::new().get(m.app.url("/v1/models")).bearer_auth(&m.key).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .get(m.app.url("/v1/models"))
+        .bearer_auth(&m.key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 503);
 }
 
@@ -653,7 +825,10 @@ async fn per_packet_upstream_overrides_the_global_one() {
     let (url, up) = spawn_upstream().await;
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
     let m = setup(Some(&format!("http://{closed}/v1")), "model_calls = 5", false, move |c| {
-        c.model_upstreams.insert(SLUG.into(), gatehouse::config::ModelUpstream { url, key: Some("sk-packet".into()) });
+        c.model_upstreams.insert(
+            SLUG.into(),
+            gatehouse::config::ModelUpstream { url, key: Some("sk-packet".into()) },
+        );
     })
     .await;
     assert_eq!(call(&m.app, &m.key, &chat("hi")).await.0, 200);
@@ -663,20 +838,37 @@ async fn per_packet_upstream_overrides_the_global_one() {
 #[tokio::test]
 async fn candidate_page_shows_key_endpoint_and_budgets_left() {
     let (url, _up) = spawn_upstream().await;
-    let m = setup(Some(&url), "model_calls = 3\ntokens = 100\ntime_box_minutes = 90", false, |_| {}).await;
+    let m =
+        setup(Some(&url), "model_calls = 3\ntokens = 100\ntime_box_minutes = 90", false, |_| {})
+            .await;
     assert_eq!(call(&m.app, &m.key, &chat("one")).await.0, 200);
-    let html = reqwest::get(m.app.url(&format!("/c/{}", m.token))).await.unwrap().text().await.unwrap();
+    let html =
+        reqwest::get(m.app.url(&format!("/c/{}", m.token))).await.unwrap().text().await.unwrap();
     assert!(html.contains(&m.key), "the page shows the key");
     assert!(html.contains(&format!("{}/v1", m.app.base)), "the page shows the endpoint");
-    assert!(html.contains(&format!("/c/{}/meter", m.token)), "the live budget polls the meter status");
+    assert!(
+        html.contains(&format!("/c/{}/meter", m.token)),
+        "the live budget polls the meter status"
+    );
     let row = html.split("data-cap=\"model_calls\"").nth(1).expect("a model_calls row");
     let row = &row[..row.find("</tr>").unwrap()];
-    assert!(row.contains(">1<") && row.contains(">2<") && row.contains(">3<"), "used 1, left 2, limit 3: {row}");
+    assert!(
+        row.contains(">1<") && row.contains(">2<") && row.contains(">3<"),
+        "used 1, left 2, limit 3: {row}"
+    );
     assert!(html.contains("data-cap=\"tokens\""));
 
-    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token))).await.unwrap().json().await.unwrap();
+    let status: Value = reqwest::get(m.app.url(&format!("/c/{}/meter", m.token)))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status["caps"][1], json!({"cap": "tokens", "limit": 100, "used": 15, "left": 85}));
-    assert_eq!(status["caps"][2], json!({"cap": "time_box_minutes", "limit": 90, "used": 0, "left": 90}));
+    assert_eq!(
+        status["caps"][2],
+        json!({"cap": "time_box_minutes", "limit": 90, "used": 0, "left": 90})
+    );
     assert_eq!(status["window_open"], true);
     assert_eq!(status["endpoint"], format!("{}/v1", m.app.base));
     // An unknown link has no meter.
@@ -687,7 +879,10 @@ async fn candidate_page_shows_key_endpoint_and_budgets_left() {
 async fn refused_calls_stop_growing_the_ledger_at_the_cap_and_a_call_starts_the_clock() {
     let (url, up) = spawn_upstream().await;
     let m = setup(Some(&url), "model_calls = 50", true, |c| c.max_refused_call_rows = 3).await;
-    assert!(m.app.state.db.assignment_by_id(&m.assignment).await.unwrap().unwrap().started_at.is_none(), "reading the key starts nothing");
+    assert!(
+        m.app.state.db.assignment_by_id(&m.assignment).await.unwrap().unwrap().started_at.is_none(),
+        "reading the key starts nothing"
+    );
     for i in 0..8 {
         let (status, body) = call(&m.app, &m.key, &chat(&format!("too early {i}"))).await;
         assert_eq!(status, 403, "{body}");
@@ -698,7 +893,10 @@ async fn refused_calls_stop_growing_the_ledger_at_the_cap_and_a_call_starts_the_
     assert!(rows.iter().all(|r| r.refused.as_deref() == Some("model_window")));
     assert_eq!(up.hits(), 0);
     // Using the key (even refused) started the time box.
-    assert!(m.app.state.db.assignment_by_id(&m.assignment).await.unwrap().unwrap().started_at.is_some(), "a model call starts the clock");
+    assert!(
+        m.app.state.db.assignment_by_id(&m.assignment).await.unwrap().unwrap().started_at.is_some(),
+        "a model call starts the clock"
+    );
 }
 
 // ---- Issue #11: real providers ----
@@ -717,7 +915,11 @@ pub(crate) async fn settled(m: &Meter) -> Vec<ModelCall> {
             let lock = m.app.state.memo.lock_for(&m.assignment);
             let _guard = lock.lock().await;
             if let Some(kept) = m.app.state.memo.meter.totals(&m.assignment) {
-                assert_eq!(kept, m.app.state.db.meter_usage(&m.assignment).await.unwrap(), "the meter's kept totals differ from the database's");
+                assert_eq!(
+                    kept,
+                    m.app.state.db.meter_usage(&m.assignment).await.unwrap(),
+                    "the meter's kept totals differ from the database's"
+                );
             }
             return calls;
         }
@@ -739,7 +941,8 @@ async fn https_upstream_is_reached_when_its_ca_is_configured() {
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     let dir = tempfile::tempdir().unwrap();
     let ca_file = write_ca(dir.path(), &ca.ca_pem);
-    let m = setup(Some(&url), "model_calls = 5", false, move |c| c.model_ca_file = Some(ca_file)).await;
+    let m =
+        setup(Some(&url), "model_calls = 5", false, move |c| c.model_ca_file = Some(ca_file)).await;
     let (status, body) = call(&m.app, &m.key, &chat("over TLS")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["message"]["content"], "Hello there");
@@ -747,10 +950,18 @@ async fn https_upstream_is_reached_when_its_ca_is_configured() {
     let (status, _, text) = stream_call(&m.app, &m.key, "stream over TLS").await;
     assert_eq!(status, 200);
     assert!(text.contains("\"there\""), "{text}");
-    let r = reqwest::Client::new().get(m.app.url("/v1/models")).bearer_auth(&m.key).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .get(m.app.url("/v1/models"))
+        .bearer_auth(&m.key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let calls = settled(&m).await;
-    assert_eq!(calls.iter().map(|c| (c.status, c.prompt_tokens, c.completion_tokens)).collect::<Vec<_>>(), vec![(200, 10, 5), (200, 10, 5)]);
+    assert_eq!(
+        calls.iter().map(|c| (c.status, c.prompt_tokens, c.completion_tokens)).collect::<Vec<_>>(),
+        vec![(200, 10, 5), (200, 10, 5)]
+    );
 }
 
 #[tokio::test]
@@ -761,7 +972,8 @@ async fn https_upstream_without_its_ca_is_a_recorded_certificate_error() {
     let other = test_ca_named("Another test CA");
     let dir = tempfile::tempdir().unwrap();
     let ca_file = write_ca(dir.path(), &other.ca_pem);
-    let m = setup(Some(&url), "model_calls = 1", false, move |c| c.model_ca_file = Some(ca_file)).await;
+    let m =
+        setup(Some(&url), "model_calls = 1", false, move |c| c.model_ca_file = Some(ca_file)).await;
     let (status, body) = call(&m.app, &m.key, &chat("over TLS")).await;
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["error"]["type"], "upstream_unreachable");
@@ -779,7 +991,13 @@ async fn https_upstream_without_its_ca_is_a_recorded_certificate_error() {
     let m = setup(Some(&url), "model_calls = 1", false, |_| {}).await;
     let (status, body) = call(&m.app, &m.key, &chat("over TLS")).await;
     assert_eq!(status, 502, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("invalid peer certificate: UnknownIssuer"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid peer certificate: UnknownIssuer"),
+        "{body}"
+    );
     assert_eq!(up.hits(), 0);
 }
 
@@ -794,10 +1012,19 @@ async fn a_ca_file_that_is_missing_or_holds_no_certificate_stops_the_server() {
         ..Config::default()
     };
     let missing = dir.path().join("nope.pem");
-    let err = gatehouse::serve::state(Config { model_ca_file: Some(missing.clone()), ..base() }).await.err().expect("refused");
-    assert!(format!("{err:#}").contains("model_ca_file") && format!("{err:#}").contains("nope.pem"), "{err:#}");
+    let err = gatehouse::serve::state(Config { model_ca_file: Some(missing.clone()), ..base() })
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        format!("{err:#}").contains("model_ca_file") && format!("{err:#}").contains("nope.pem"),
+        "{err:#}"
+    );
     let empty = write_ca(dir.path(), "not a certificate\n");
-    let err = gatehouse::serve::state(Config { model_ca_file: Some(empty), ..base() }).await.err().expect("refused");
+    let err = gatehouse::serve::state(Config { model_ca_file: Some(empty), ..base() })
+        .await
+        .err()
+        .expect("refused");
     assert!(format!("{err:#}").contains("no PEM certificate"), "{err:#}");
     // A good bundle starts.
     let good = write_ca(dir.path(), &test_ca().ca_pem);
@@ -844,10 +1071,19 @@ async fn sixty_four_concurrent_calls_never_pass_a_tokens_budget_of_ten() {
     let forwarded: Vec<&ModelCall> = calls.iter().filter(|c| c.refused.is_none()).collect();
     assert_eq!(forwarded.len(), 10);
     let ledger_tokens: i64 = forwarded.iter().map(|c| c.prompt_tokens + c.completion_tokens).sum();
-    assert_eq!(ledger_tokens, up.reported.load(Ordering::SeqCst), "the ledger sums the upstream's usage");
+    assert_eq!(
+        ledger_tokens,
+        up.reported.load(Ordering::SeqCst),
+        "the ledger sums the upstream's usage"
+    );
     assert_eq!(ledger_tokens, 10 * (prompt + 50));
     assert!(forwarded.iter().all(|c| !c.tokens_estimated && c.reserved_tokens == 0));
-    assert!(calls.iter().filter(|c| c.refused.is_some()).all(|c| c.refused.as_deref() == Some("tokens") && c.status == 429));
+    assert!(
+        calls
+            .iter()
+            .filter(|c| c.refused.is_some())
+            .all(|c| c.refused.as_deref() == Some("tokens") && c.status == 429)
+    );
     let status = status_json(&m).await;
     assert_eq!(status["caps"][0], json!({"cap": "tokens", "limit": 520, "used": 520, "left": 0}));
 }
@@ -917,7 +1153,14 @@ async fn a_body_with_a_key_twice_is_forwarded_as_the_meter_read_it() {
     let send = |raw: String| {
         let (app, key) = (&m.app, &m.key);
         async move {
-            let r = reqwest::Client::new().post(app.url("/v1/chat/completions")).bearer_auth(key).header("content-type", "application/json").body(raw).send().await.unwrap();
+            let r = reqwest::Client::new()
+                .post(app.url("/v1/chat/completions"))
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(raw)
+                .send()
+                .await
+                .unwrap();
             r.status().as_u16()
         }
     };
@@ -928,7 +1171,10 @@ async fn a_body_with_a_key_twice_is_forwarded_as_the_meter_read_it() {
     assert_eq!(raw.matches("max_tokens").count(), 1, "{raw}");
     assert_eq!(up.last_body.lock().unwrap()["max_tokens"], 5, "{raw}");
     // Nested too: the usage option the meter read is the one sent.
-    let nested = format!("{},\"max_tokens\":5,\"stream_options\":{{\"include_usage\":true,\"include_usage\":true}}}}", &plain[..plain.len() - 1]);
+    let nested = format!(
+        "{},\"max_tokens\":5,\"stream_options\":{{\"include_usage\":true,\"include_usage\":true}}}}",
+        &plain[..plain.len() - 1]
+    );
     assert_eq!(send(nested).await, 200);
     let raw = up.last_raw.lock().unwrap().clone();
     assert_eq!(raw.matches("include_usage").count(), 1, "{raw}");
@@ -939,7 +1185,11 @@ async fn a_body_with_a_key_twice_is_forwarded_as_the_meter_read_it() {
     let raw = up.last_raw.lock().unwrap().clone();
     assert_eq!(raw.matches("\"model\"").count(), 1, "{raw}");
     let sent = up.last_body.lock().unwrap().clone();
-    assert_eq!((sent["model"].as_str(), sent["max_tokens"].is_i64()), (Some("fake-model"), true), "{raw}");
+    assert_eq!(
+        (sent["model"].as_str(), sent["max_tokens"].is_i64()),
+        (Some("fake-model"), true),
+        "{raw}"
+    );
     // Nothing to change: the client's own bytes, spacing and all.
     let spaced = format!("{},  \"max_tokens\" : 5 }}", &plain[..plain.len() - 1]);
     assert_eq!(send(spaced.clone()).await, 200);
@@ -947,7 +1197,10 @@ async fn a_body_with_a_key_twice_is_forwarded_as_the_meter_read_it() {
     // The transcript keeps what the client sent.
     let calls = settled(&m).await;
     assert_eq!(calls.len(), 4);
-    assert_eq!(calls[0].request_sha256, hex::encode(<sha2::Sha256 as sha2::Digest>::digest(twice.as_bytes())));
+    assert_eq!(
+        calls[0].request_sha256,
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(twice.as_bytes()))
+    );
 }
 
 #[tokio::test]
@@ -968,7 +1221,15 @@ async fn a_call_in_flight_when_the_server_stopped_is_settled_at_start() {
     let pending = tokio::spawn(async move {
         let mut body = chat("a long question");
         body["max_tokens"] = json!(500);
-        reqwest::Client::new().post(app_url).bearer_auth(key).json(&body).send().await.unwrap().status().as_u16()
+        reqwest::Client::new()
+            .post(app_url)
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     });
     let mut in_flight = Vec::new();
     for _ in 0..100 {
@@ -980,13 +1241,30 @@ async fn a_call_in_flight_when_the_server_stopped_is_settled_at_start() {
     }
     assert_eq!(in_flight[0].status, 0);
     assert_eq!(in_flight[0].reserved_tokens, 504, "prompt estimate 4 + max_tokens 500");
-    assert_eq!(status_json(&m).await["caps"][0]["used"], 504, "the reservation is held while in flight");
+    assert_eq!(
+        status_json(&m).await["caps"][0]["used"],
+        504,
+        "the reservation is held while in flight"
+    );
     // What start-up does after a crash: every call still in flight is settled.
     assert_eq!(gatehouse::meter::settle_interrupted(&m.app.state).await.unwrap(), 1);
     let row = &ledger(&m.app, &m.assignment).await[0];
-    assert_eq!((row.status, row.prompt_tokens, row.completion_tokens, row.tokens_estimated, row.reserved_tokens), (499, 4, 0, true, 0));
+    assert_eq!(
+        (
+            row.status,
+            row.prompt_tokens,
+            row.completion_tokens,
+            row.tokens_estimated,
+            row.reserved_tokens
+        ),
+        (499, 4, 0, true, 0)
+    );
     assert!(row.error.as_deref().unwrap().contains("server stopped"), "{:?}", row.error);
-    assert_eq!(status_json(&m).await["caps"][0]["used"], 4, "the reservation is released, the prompt charged");
+    assert_eq!(
+        status_json(&m).await["caps"][0]["used"],
+        4,
+        "the reservation is released, the prompt charged"
+    );
     // The late answer of that call changes nothing (it was settled).
     assert_eq!(pending.await.unwrap(), 200);
     let row = &ledger(&m.app, &m.assignment).await[0];
@@ -997,14 +1275,21 @@ async fn a_call_in_flight_when_the_server_stopped_is_settled_at_start() {
 }
 
 #[tokio::test]
-async fn a_stream_that_asked_for_usage_gets_it_and_one_without_a_provider_usage_is_estimated_with_tools() {
+async fn a_stream_that_asked_for_usage_gets_it_and_one_without_a_provider_usage_is_estimated_with_tools()
+ {
     let (url, up) = spawn_upstream().await;
     let m = setup(Some(&url), "tokens = 1000", false, |_| {}).await;
     // The client asked for usage: it gets the chunk.
     let mut body = chat("with usage");
     body["stream"] = json!(true);
     body["stream_options"] = json!({"include_usage": true});
-    let r = reqwest::Client::new().post(m.app.url("/v1/chat/completions")).bearer_auth(&m.key).json(&body).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(m.app.url("/v1/chat/completions"))
+        .bearer_auth(&m.key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     let text = r.text().await.unwrap();
     assert!(text.contains("\"usage\""), "{text}");
     // Settled before the stream ended: the next call is admitted against
@@ -1021,21 +1306,39 @@ async fn a_stream_that_asked_for_usage_gets_it_and_one_without_a_provider_usage_
     let mut body = chat("weather?");
     body["stream"] = json!(true);
     body["tools"] = tools.clone();
-    let r = reqwest::Client::new().post(m.app.url("/v1/chat/completions")).bearer_auth(&m.key).json(&body).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(m.app.url("/v1/chat/completions"))
+        .bearer_auth(&m.key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     let text = r.text().await.unwrap();
     assert!(text.contains("get_weather"), "{text}");
     let calls = settled(&m).await;
-    assert_eq!((calls[0].prompt_tokens, calls[0].completion_tokens, calls[0].tokens_estimated), (10, 5, false));
+    assert_eq!(
+        (calls[0].prompt_tokens, calls[0].completion_tokens, calls[0].tokens_estimated),
+        (10, 5, false)
+    );
     let expected_prompt = ("weather?".len() + tools.to_string().len()).div_ceil(4) as i64;
     // "get_weather" + {"city": "Paris"} = 11 + 17 characters.
-    assert_eq!((calls[1].prompt_tokens, calls[1].completion_tokens, calls[1].tokens_estimated), (expected_prompt, 7, true));
+    assert_eq!(
+        (calls[1].prompt_tokens, calls[1].completion_tokens, calls[1].tokens_estimated),
+        (expected_prompt, 7, true)
+    );
 }
 
 #[tokio::test]
 async fn budget_refusals_tell_clients_not_to_retry() {
     let (url, up) = spawn_upstream().await;
     let m = setup(Some(&url), "model_calls = 1", false, |_| {}).await;
-    let send = || reqwest::Client::new().post(m.app.url("/v1/chat/completions")).bearer_auth(&m.key).json(&chat("hi")).send();
+    let send = || {
+        reqwest::Client::new()
+            .post(m.app.url("/v1/chat/completions"))
+            .bearer_auth(&m.key)
+            .json(&chat("hi"))
+            .send()
+    };
     let r = send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.headers().get("x-should-retry").is_none(), "an answer carries no retry advice");
@@ -1047,7 +1350,13 @@ async fn budget_refusals_tell_clients_not_to_retry() {
     let (url2, up2) = spawn_upstream().await;
     let m2 = setup(Some(&url2), "model_calls = 5", false, |_| {}).await;
     up2.set(|b| b.status = 429);
-    let r = reqwest::Client::new().post(m2.app.url("/v1/chat/completions")).bearer_auth(&m2.key).json(&chat("hi")).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(m2.app.url("/v1/chat/completions"))
+        .bearer_auth(&m2.key)
+        .json(&chat("hi"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 429);
     assert!(r.headers().get("x-should-retry").is_none());
     assert_eq!(up.hits(), 1);
@@ -1088,14 +1397,28 @@ async fn a_non_streaming_call_the_client_abandons_is_still_finished() {
         .await;
     assert!(r.is_err(), "the client gave up");
     let calls = settled(&m).await;
-    assert_eq!((calls[0].status, calls[0].prompt_tokens, calls[0].completion_tokens, calls[0].tokens_estimated), (200, 10, 5, false));
+    assert_eq!(
+        (
+            calls[0].status,
+            calls[0].prompt_tokens,
+            calls[0].completion_tokens,
+            calls[0].tokens_estimated
+        ),
+        (200, 10, 5, false)
+    );
     assert_eq!(status_json(&m).await["caps"][0]["used"], 15);
 }
 
 #[tokio::test]
 async fn models_outside_the_packets_list_are_refused_and_recorded() {
     let (url, up) = spawn_upstream().await;
-    let m = setup(Some(&url), "model_calls = 5\nmodels = [\"fake-model\", \"fake-mini\"]", false, |_| {}).await;
+    let m = setup(
+        Some(&url),
+        "model_calls = 5\nmodels = [\"fake-model\", \"fake-mini\"]",
+        false,
+        |_| {},
+    )
+    .await;
     assert_eq!(call(&m.app, &m.key, &chat("allowed")).await.0, 200);
     let mut body = chat("not allowed");
     body["model"] = json!("gpt-9-ultra");
@@ -1106,13 +1429,22 @@ async fn models_outside_the_packets_list_are_refused_and_recorded() {
     assert!(answer["error"]["message"].as_str().unwrap().contains("\"gpt-9-ultra\""), "{answer}");
     assert_eq!(up.hits(), 1);
     let calls = ledger(&m.app, &m.assignment).await;
-    assert_eq!((calls[1].refused.as_deref(), calls[1].status, calls[1].model.as_str()), (Some("model"), 400, "gpt-9-ultra"));
+    assert_eq!(
+        (calls[1].refused.as_deref(), calls[1].status, calls[1].model.as_str()),
+        (Some("model"), 400, "gpt-9-ultra")
+    );
 }
 
 #[tokio::test]
 async fn packet_max_tokens_default_and_ceiling_apply() {
     let (url, up) = spawn_upstream().await;
-    let m = setup(Some(&url), "model_calls = 5\nmax_tokens_default = 256\nmax_tokens_ceiling = 1024", false, |_| {}).await;
+    let m = setup(
+        Some(&url),
+        "model_calls = 5\nmax_tokens_default = 256\nmax_tokens_ceiling = 1024",
+        false,
+        |_| {},
+    )
+    .await;
     assert_eq!(call(&m.app, &m.key, &chat("default")).await.0, 200);
     assert_eq!(up.last_body.lock().unwrap()["max_tokens"], 256);
     let mut body = chat("too many");
@@ -1141,7 +1473,10 @@ async fn a_request_over_the_size_cap_is_a_recorded_413() {
     assert!(calls[1].request_bytes > 5000, "{}", calls[1].request_bytes);
     // A packet's request_bytes budget is also the per-request cap, even above axum's default 2 MiB.
     let (url, _up) = spawn_upstream().await;
-    let m = setup(Some(&url), "request_bytes = 3000000", false, |c| c.model_max_request_bytes = 8 << 20).await;
+    let m = setup(Some(&url), "request_bytes = 3000000", false, |c| {
+        c.model_max_request_bytes = 8 << 20
+    })
+    .await;
     assert_eq!(call(&m.app, &m.key, &chat(&"b".repeat(2_500_000))).await.0, 200);
     let (status, _) = call(&m.app, &m.key, &chat(&"b".repeat(3_100_000))).await;
     assert_eq!(status, 413);
@@ -1151,7 +1486,13 @@ async fn a_request_over_the_size_cap_is_a_recorded_413() {
 async fn a_body_that_is_not_json_is_refused_and_recorded() {
     let (url, up) = spawn_upstream().await;
     let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
-    let r = reqwest::Client::new().post(m.app.url("/v1/chat/completions")).bearer_auth(&m.key).body("not json").send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(m.app.url("/v1/chat/completions"))
+        .bearer_auth(&m.key)
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["type"], "invalid_request_error");
@@ -1164,13 +1505,23 @@ async fn the_official_openai_package_works_unchanged() {
     let (url, up) = spawn_upstream().await;
     let m = setup(Some(&url), "model_calls = 5", false, |_| {}).await;
     // A second version whose model waits for a red run, and a candidate on it.
-    crate::support::publish_copy(&m.app.state, SLUG, "m2", |toml| toml.replace("[budgets]", "[workspace]\nmodel_waits_for_red = true\n\n[budgets]")).await;
+    crate::support::publish_copy(&m.app.state, SLUG, "m2", |toml| {
+        toml.replace("[budgets]", "[workspace]\nmodel_waits_for_red = true\n\n[budgets]")
+    })
+    .await;
     let closed = invite(&m.app.state, "Grace").await;
     let closed_key = key_of(&m.app, &closed.token).await;
     let script = crate::support::repo_root().join("server/tests/web/openai_client.py");
     let mut command = std::process::Command::new("python3");
-    command.arg(&script).env("GATEHOUSE_BASE", m.app.url("/v1")).env("GATEHOUSE_KEY", &m.key).env("GATEHOUSE_CLOSED_KEY", &closed_key);
-    let out = tokio::task::spawn_blocking(move || command.output()).await.unwrap().expect("python3 runs (scripts/setup installs requirements-host.txt)");
+    command
+        .arg(&script)
+        .env("GATEHOUSE_BASE", m.app.url("/v1"))
+        .env("GATEHOUSE_KEY", &m.key)
+        .env("GATEHOUSE_CLOSED_KEY", &closed_key);
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("python3 runs (scripts/setup installs requirements-host.txt)");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.lines().count(), 7, "{stdout}");
@@ -1180,7 +1531,12 @@ async fn the_official_openai_package_works_unchanged() {
     assert_eq!(calls.len(), 6, "{calls:?}");
     assert_eq!(calls[5].refused.as_deref(), Some("model_calls"));
     // The stream that did not ask for usage was counted from the provider's.
-    assert!(calls[..5].iter().all(|c| c.status == 200 && !c.tokens_estimated && c.prompt_tokens + c.completion_tokens == 15), "{calls:?}");
+    assert!(
+        calls[..5].iter().all(|c| c.status == 200
+            && !c.tokens_estimated
+            && c.prompt_tokens + c.completion_tokens == 15),
+        "{calls:?}"
+    );
     let closed_calls = ledger(&m.app, &closed.assignment.id).await;
     assert_eq!(closed_calls.len(), 1);
     assert_eq!(closed_calls[0].refused.as_deref(), Some("model_window"));
@@ -1190,24 +1546,43 @@ async fn the_official_openai_package_works_unchanged() {
 async fn curl(args: Vec<String>) -> (u16, String, String) {
     let shown = args.clone();
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("curl").args(["-sS", "--max-time", "30", "-D", "-"]).args(&args).output()
+        std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "30", "-D", "-"])
+            .args(&args)
+            .output()
     })
     .await
     .unwrap()
     .expect("curl runs (scripts/setup installs it)");
     let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
-    assert!(out.status.success(), "curl {shown:?} failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "curl {shown:?} failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
-    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("no status line: {head}"));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {head}"));
     (code, head.to_ascii_lowercase(), body.to_string())
 }
 
 /// The curl command line of a chat completion with `body`, as a shell user
 /// would type it.
 fn curl_chat(m: &Meter, key: &str, body: &Value) -> Vec<String> {
-    ["-H".into(), format!("Authorization: Bearer {key}"), "-H".into(), "Content-Type: application/json".into(), "-d".into(), body.to_string(), m.app.url("/v1/chat/completions")]
-        .into_iter()
-        .collect()
+    [
+        "-H".into(),
+        format!("Authorization: Bearer {key}"),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+        "-d".into(),
+        body.to_string(),
+        m.app.url("/v1/chat/completions"),
+    ]
+    .into_iter()
+    .collect()
 }
 
 #[tokio::test]
@@ -1243,24 +1618,36 @@ async fn curl_works_unchanged_and_sees_the_documented_errors() {
     assert_eq!(code, 429, "{body}");
     assert!(head.contains("x-should-retry: false"), "{head}");
     let error: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((error["error"]["type"].as_str(), error["error"]["cap"].as_str(), error["error"]["limit"].as_i64()), (Some("budget_exceeded"), Some("model_calls"), Some(2)));
+    assert_eq!(
+        (
+            error["error"]["type"].as_str(),
+            error["error"]["cap"].as_str(),
+            error["error"]["limit"].as_i64()
+        ),
+        (Some("budget_exceeded"), Some("model_calls"), Some(2))
+    );
     // An unknown key: 401 invalid_api_key; no key at all: the same, saying how.
     let (code, _, body) = curl(curl_chat(&m, &format!("gh-{}", "0".repeat(40)), &chat("hi"))).await;
     assert_eq!(code, 401, "{body}");
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"]["type"], "invalid_api_key");
-    let (code, _, body) = curl(vec!["-d".into(), chat("hi").to_string(), m.app.url("/v1/chat/completions")]).await;
+    let (code, _, body) =
+        curl(vec!["-d".into(), chat("hi").to_string(), m.app.url("/v1/chat/completions")]).await;
     assert_eq!(code, 401, "{body}");
     assert!(body.contains("Authorization: Bearer"), "{body}");
     // Two forwarded, and the refusal recorded once.
     assert_eq!(up.hits(), 2);
     let calls = settled(&m).await;
-    assert_eq!(calls.iter().map(|c| (c.status, c.refused.as_deref())).collect::<Vec<_>>(), vec![(200, None), (200, None), (429, Some("model_calls"))]);
+    assert_eq!(
+        calls.iter().map(|c| (c.status, c.refused.as_deref())).collect::<Vec<_>>(),
+        vec![(200, None), (200, None), (429, Some("model_calls"))]
+    );
 }
 
 #[tokio::test]
 async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
     let (url, up) = spawn_upstream().await;
-    let upstream_addr: std::net::SocketAddr = url.trim_start_matches("http://").trim_end_matches("/v1").parse().unwrap();
+    let upstream_addr: std::net::SocketAddr =
+        url.trim_start_matches("http://").trim_end_matches("/v1").parse().unwrap();
     let m = setup(Some(&url), "model_calls = 50", false, |_| {}).await;
     // The upstream sends its headers, its first chunk 5 ms later and the
     // rest 300 ms later: the first chunk must not wait for the client's
@@ -1276,7 +1663,13 @@ async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
         let mut body = chat(&format!("stream {i}"));
         body["stream"] = json!(true);
         let sent = std::time::Instant::now();
-        let mut r = client.post(m.app.url("/v1/chat/completions")).bearer_auth(&m.key).json(&body).send().await.unwrap();
+        let mut r = client
+            .post(m.app.url("/v1/chat/completions"))
+            .bearer_auth(&m.key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         let first = r.chunk().await.unwrap().expect("a first chunk");
         let took = sent.elapsed();
         assert!(String::from_utf8_lossy(&first).contains("Hel"), "{first:?}");
@@ -1292,7 +1685,10 @@ async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
     let served = sockets.iter().any(|s| s.0 == m.app.addr);
     let upstream = sockets.iter().any(|s| s.1 == upstream_addr);
     assert!(served && upstream, "the meter's sockets were not found: {sockets:?}");
-    assert!(sockets.iter().all(|s| s.2), "a socket of the meter lacks TCP_NODELAY (local, peer, nodelay): {sockets:?}");
+    assert!(
+        sockets.iter().all(|s| s.2),
+        "a socket of the meter lacks TCP_NODELAY (local, peer, nodelay): {sockets:?}"
+    );
     // And the chunk really came before the rest (not buffered to the end).
     firsts.sort();
     let median = firsts[firsts.len() / 2];
@@ -1301,12 +1697,18 @@ async fn the_first_chunk_of_a_stream_is_not_held_on_a_reused_connection() {
 
 /// (local address, peer address, TCP_NODELAY) of this process's open TCP
 /// sockets that `wanted(local, peer)` picks, read from `/proc/self/fd`.
-fn tcp_nodelay_of(wanted: impl Fn(std::net::SocketAddr, std::net::SocketAddr) -> bool) -> Vec<(std::net::SocketAddr, std::net::SocketAddr, bool)> {
+fn tcp_nodelay_of(
+    wanted: impl Fn(std::net::SocketAddr, std::net::SocketAddr) -> bool,
+) -> Vec<(std::net::SocketAddr, std::net::SocketAddr, bool)> {
     use std::os::fd::FromRawFd;
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
-        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if !std::fs::read_link(entry.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")) {
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if !std::fs::read_link(entry.path())
+            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        {
             continue;
         }
         // SAFETY: the descriptor is only borrowed (ManuallyDrop never
@@ -1338,7 +1740,8 @@ async fn per_call_queries_use_indexes_not_the_ledger() {
             "SELECT COUNT(*) FROM model_calls WHERE assignment_id = 'a' AND refused IS NOT NULL",
             "SELECT calls, tokens, request_bytes FROM meter_totals WHERE assignment_id = 'a'",
         ] {
-            let rows: Vec<(String,)> = sqlx::query_as(&format!("EXPLAIN {q}")).fetch_all(&mut conn).await.unwrap();
+            let rows: Vec<(String,)> =
+                sqlx::query_as(&format!("EXPLAIN {q}")).fetch_all(&mut conn).await.unwrap();
             plans.push(rows.into_iter().map(|r| r.0).collect::<Vec<_>>().join("; "));
         }
         conn.close().await.unwrap();
@@ -1349,13 +1752,25 @@ async fn per_call_queries_use_indexes_not_the_ledger() {
         let plan = |q: &'static str| {
             let pool = pool.clone();
             async move {
-                let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(&format!("EXPLAIN QUERY PLAN {q}")).fetch_all(&pool).await.unwrap();
+                let rows: Vec<(i64, i64, i64, String)> =
+                    sqlx::query_as(&format!("EXPLAIN QUERY PLAN {q}"))
+                        .fetch_all(&pool)
+                        .await
+                        .unwrap();
                 rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("; ")
             }
         };
-        let dup = plan("SELECT MIN(id) FROM model_calls WHERE assignment_id = 'a' AND request_sha256 = 'x'").await;
-        let refused = plan("SELECT COUNT(*) FROM model_calls WHERE assignment_id = 'a' AND refused IS NOT NULL").await;
-        let totals = plan("SELECT calls, tokens, request_bytes FROM meter_totals WHERE assignment_id = 'a'").await;
+        let dup = plan(
+            "SELECT MIN(id) FROM model_calls WHERE assignment_id = 'a' AND request_sha256 = 'x'",
+        )
+        .await;
+        let refused = plan(
+            "SELECT COUNT(*) FROM model_calls WHERE assignment_id = 'a' AND refused IS NOT NULL",
+        )
+        .await;
+        let totals =
+            plan("SELECT calls, tokens, request_bytes FROM meter_totals WHERE assignment_id = 'a'")
+                .await;
         pool.close().await;
         assert!(totals.contains("USING INDEX"), "{totals}");
         (dup, refused, totals)
@@ -1372,13 +1787,22 @@ async fn per_call_queries_use_indexes_not_the_ledger() {
     // Admission read them from memory, moved by each admission and settlement.
     assert_eq!(m.app.state.memo.meter.totals(&m.assignment), Some(usage));
     assert_eq!(usage.calls, calls.len() as i64);
-    assert_eq!(usage.tokens, calls.iter().map(|c| c.prompt_tokens + c.completion_tokens).sum::<i64>());
+    assert_eq!(
+        usage.tokens,
+        calls.iter().map(|c| c.prompt_tokens + c.completion_tokens).sum::<i64>()
+    );
     assert_eq!(usage.request_bytes, calls.iter().map(|c| c.request_bytes).sum::<i64>());
 }
 
 /// `gatehouse serve` as a child process over `dir`, metering to `upstream`.
-fn serve_child(dir: &std::path::Path, database_url: &str, port: u16, upstream: &str) -> std::process::Child {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("child.log")).unwrap();
+fn serve_child(
+    dir: &std::path::Path,
+    database_url: &str,
+    port: u16,
+    upstream: &str,
+) -> std::process::Child {
+    let log =
+        std::fs::OpenOptions::new().create(true).append(true).open(dir.join("child.log")).unwrap();
     std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
         .env_remove("GATEHOUSE_TEST_DATABASE")
@@ -1407,7 +1831,10 @@ async fn wait_healthy(port: u16, dir: &std::path::Path) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the child did not start: {}", std::fs::read_to_string(dir.join("child.log")).unwrap_or_default());
+    panic!(
+        "the child did not start: {}",
+        std::fs::read_to_string(dir.join("child.log")).unwrap_or_default()
+    );
 }
 
 #[tokio::test]
@@ -1425,7 +1852,10 @@ async fn a_kill_9_mid_call_leaves_no_stuck_reservation() {
     let state = gatehouse::serve::state(config).await.unwrap();
     meter_packet(&state, "tokens = 1000", false).await;
     let invited = invite(&state, "Ada").await;
-    let (_, key) = gatehouse::meter::current_key(&state, &invited.assignment, &invited.token).await.unwrap().unwrap();
+    let (_, key) = gatehouse::meter::current_key(&state, &invited.assignment, &invited.token)
+        .await
+        .unwrap()
+        .unwrap();
     let assignment = invited.assignment.id.clone();
 
     let mut child = serve_child(dir.path(), &database_url, port, &url);
@@ -1446,7 +1876,11 @@ async fn a_kill_9_mid_call_leaves_no_stuck_reservation() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(state.db.meter_usage(&assignment).await.unwrap().tokens, 504, "the reservation is held");
+    assert_eq!(
+        state.db.meter_usage(&assignment).await.unwrap().tokens,
+        504,
+        "the reservation is held"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(pending.await.unwrap().is_err(), "the server died mid-call");
@@ -1458,9 +1892,18 @@ async fn a_kill_9_mid_call_leaves_no_stuck_reservation() {
     let mut child = serve_child(dir.path(), &database_url, port, &url);
     wait_healthy(port, dir.path()).await;
     let row = &state.db.model_calls_of(&assignment).await.unwrap()[0];
-    assert_eq!((row.status, row.prompt_tokens, row.reserved_tokens, row.tokens_estimated), (499, 4, 0, true));
+    assert_eq!(
+        (row.status, row.prompt_tokens, row.reserved_tokens, row.tokens_estimated),
+        (499, 4, 0, true)
+    );
     assert_eq!(state.db.meter_usage(&assignment).await.unwrap().tokens, 4);
-    let r = reqwest::Client::new().post(&endpoint).bearer_auth(&key).json(&chat("after the restart")).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(&endpoint)
+        .bearer_auth(&key)
+        .json(&chat("after the restart"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let _ = child.kill();
     let _ = child.wait();

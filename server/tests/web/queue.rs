@@ -12,7 +12,8 @@ use crate::support::TestApp;
 /// with `blob_sha256` as its zip (never stored), which queues its grading.
 async fn queued_submission(app: &TestApp, name: &str, id: &str, blob_sha256: &str) -> Submission {
     let invited = invite(&app.state, name).await;
-    let new = NewSubmission { id, assignment_id: &invited.assignment.id, blob_sha256, size_bytes: 1 };
+    let new =
+        NewSubmission { id, assignment_id: &invited.assignment.id, blob_sha256, size_bytes: 1 };
     app.state.db.create_submission(new).await.unwrap()
 }
 
@@ -25,13 +26,27 @@ async fn an_expired_lease_is_reclaimed_and_the_old_owner_cannot_complete() {
     let first = db.claim_job("worker-a", now, 50).await.unwrap().expect("a queued job");
     assert_eq!(first.attempts, 1);
     assert!(db.claim_job("worker-b", now + 10, 50).await.unwrap().is_none(), "the lease is held");
-    let second = db.claim_job("worker-b", now + 100, 60_000).await.unwrap().expect("the expired lease is claimable");
+    let second = db
+        .claim_job("worker-b", now + 100, 60_000)
+        .await
+        .unwrap()
+        .expect("the expired lease is claimable");
     assert_eq!(second.id, first.id);
     assert_eq!(second.attempts, 2);
     // The first owner lost the lease: it can neither renew nor complete.
     assert!(!db.renew_lease(first.id, "worker-a", now + 1000).await.unwrap());
     let done = db
-        .complete_grade_job(first.id, "worker-a", &s.id, GradeResult::Graded { scorecard_json: "{}", receipt_json: "{}", decision: "x", score: None })
+        .complete_grade_job(
+            first.id,
+            "worker-a",
+            &s.id,
+            GradeResult::Graded {
+                scorecard_json: "{}",
+                receipt_json: "{}",
+                decision: "x",
+                score: None,
+            },
+        )
         .await
         .unwrap();
     assert!(!done);
@@ -123,20 +138,35 @@ async fn a_worker_that_lost_its_lease_mid_grading_stores_nothing() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Another worker takes the job over (as if the lease had lapsed).
-    let stolen = db.claim_job("thief", now_ms() + 3_600_000, 3_600_000).await.unwrap().expect("the running job");
+    let stolen = db
+        .claim_job("thief", now_ms() + 3_600_000, 3_600_000)
+        .await
+        .unwrap()
+        .expect("the running job");
     assert_eq!((stolen.subject.as_str(), stolen.attempts), (id.as_str(), 2));
     // The one worker takes a second submission only once the first grading
     // is over, so when that is graded the first worker's result was had.
     let second = invite(&app.state, "After").await;
     let r = upload(&app.base, &second.token, sample_zip(), true).await;
     let after = r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
-    assert_eq!(wait_final(&app.state, &after, Duration::from_secs(120)).await.state.as_str(), "graded");
+    assert_eq!(
+        wait_final(&app.state, &after, Duration::from_secs(120)).await.state.as_str(),
+        "graded"
+    );
     let s = db.submission_by_id(&id).await.unwrap().unwrap();
     assert_eq!(s.state.as_str(), "grading", "the lost worker's result was not stored");
     let job = &db.jobs_for(app::contract::JobKind::Grade, &id).await.unwrap()[0];
-    assert_eq!((job.state.as_str(), job.lease_owner.as_deref()), ("running", Some("thief")), "the job is the new owner's");
+    assert_eq!(
+        (job.state.as_str(), job.lease_owner.as_deref()),
+        ("running", Some("thief")),
+        "the job is the new owner's"
+    );
     // The new owner completes it once.
-    assert!(db.complete_grade_job(job.id, "thief", &id, GradeResult::Refused { reason: "test" }).await.unwrap());
+    assert!(
+        db.complete_grade_job(job.id, "thief", &id, GradeResult::Refused { reason: "test" })
+            .await
+            .unwrap()
+    );
     assert_eq!(db.submission_by_id(&id).await.unwrap().unwrap().state.as_str(), "refused");
 }
 
@@ -162,7 +192,11 @@ async fn concurrent_claimers_never_share_a_job() {
             while let Some(job) = db.claim_job(&owner, now_ms(), 600_000).await.unwrap() {
                 assert_eq!(job.lease_owner.as_deref(), Some(owner.as_str()));
                 got.push((job.kind, job.subject.clone()));
-                assert!(db.finish_job(job.id, &owner, true, None).await.unwrap(), "{owner} holds job {} it claimed", job.id);
+                assert!(
+                    db.finish_job(job.id, &owner, true, None).await.unwrap(),
+                    "{owner} holds job {} it claimed",
+                    job.id
+                );
             }
             got
         }));
@@ -171,13 +205,23 @@ async fn concurrent_claimers_never_share_a_job() {
     for c in claimers {
         claimed.extend(c.await.unwrap());
     }
-    let mut graded: Vec<String> = claimed.iter().filter(|(kind, _)| *kind == app::contract::JobKind::Grade).map(|(_, s)| s.clone()).collect();
+    let mut graded: Vec<String> = claimed
+        .iter()
+        .filter(|(kind, _)| *kind == app::contract::JobKind::Grade)
+        .map(|(_, s)| s.clone())
+        .collect();
     graded.sort();
     expected.sort();
     assert_eq!(graded, expected, "each grading job claimed exactly once");
     let jobs = app.state.db.recent_jobs(100).await.unwrap();
     assert_eq!(claimed.len(), jobs.len(), "every job claimed once: {claimed:?}");
     for job in jobs {
-        assert_eq!((job.state.as_str(), job.attempts), ("done", 1), "job {} of {}", job.id, job.subject);
+        assert_eq!(
+            (job.state.as_str(), job.attempts),
+            ("done", 1),
+            "job {} of {}",
+            job.id,
+            job.subject
+        );
     }
 }

@@ -20,7 +20,9 @@ fn skipped(test: &str) -> bool {
     if crate::postgres::selected() {
         return false;
     }
-    eprintln!("{test}: skipped on the SQLite pass (Postgres only; run with GATEHOUSE_TEST_DATABASE=postgres)");
+    eprintln!(
+        "{test}: skipped on the SQLite pass (Postgres only; run with GATEHOUSE_TEST_DATABASE=postgres)"
+    );
     true
 }
 
@@ -54,9 +56,13 @@ fn noise(n: usize, seed: u64) -> Vec<u8> {
 async fn blobs_are_chunked_into_postgres_and_read_back_elsewhere_with_their_digest_checked() {
     let app = TestApp::spawn().await;
     let blobs = app.state.blobs();
-    if skipped("blobs_are_chunked_into_postgres_and_read_back_elsewhere_with_their_digest_checked") {
+    if skipped("blobs_are_chunked_into_postgres_and_read_back_elsewhere_with_their_digest_checked")
+    {
         assert!(!blobs.in_db(), "SQLite keeps the blobs in the data folder");
-        assert!(blobs.local_copy(&"ab".repeat(32)).await.unwrap().is_none(), "an unknown blob is nowhere");
+        assert!(
+            blobs.local_copy(&"ab".repeat(32)).await.unwrap().is_none(),
+            "an unknown blob is nowhere"
+        );
         return;
     }
     assert!(blobs.in_db());
@@ -69,7 +75,11 @@ async fn blobs_are_chunked_into_postgres_and_read_back_elsewhere_with_their_dige
     let url = app.state.config.database_url.clone();
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     let sizes: Vec<(i64, i32)> =
-        sqlx::query_as("SELECT seq, length(bytes) FROM blob_chunks WHERE sha256 = $1 ORDER BY seq").bind(&sha).fetch_all(&pool).await.unwrap();
+        sqlx::query_as("SELECT seq, length(bytes) FROM blob_chunks WHERE sha256 = $1 ORDER BY seq")
+            .bind(&sha)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
     assert_eq!(sizes, vec![(0, 1 << 20), (1, 1 << 20), (2, 1 << 19)]);
 
     // Another machine: an empty data folder, the same database.
@@ -77,29 +87,56 @@ async fn blobs_are_chunked_into_postgres_and_read_back_elsewhere_with_their_dige
     assert!(!gatehouse::blobs::blob_path(&other.config.data_dir, &sha).exists());
     let path = other.blobs().local_copy(&sha).await.unwrap().expect("read from the database");
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
-    assert!(other.blobs().local_copy(&"cd".repeat(32)).await.unwrap().is_none(), "an unknown blob is nowhere");
+    assert!(
+        other.blobs().local_copy(&"cd".repeat(32)).await.unwrap().is_none(),
+        "an unknown blob is nowhere"
+    );
 
     // A damaged chunk is refused by its digest, and nothing is cached.
-    sqlx::query("UPDATE blob_chunks SET bytes = $1 WHERE sha256 = $2 AND seq = 1").bind(noise(1 << 20, 8)).bind(&sha).execute(&pool).await.unwrap();
+    sqlx::query("UPDATE blob_chunks SET bytes = $1 WHERE sha256 = $2 AND seq = 1")
+        .bind(noise(1 << 20, 8))
+        .bind(&sha)
+        .execute(&pool)
+        .await
+        .unwrap();
     let third = elsewhere(&app, "third").await;
     let err = third.blobs().local_copy(&sha).await.expect_err("a damaged blob is refused");
     assert!(err.to_string().contains("damaged") && err.to_string().contains(&sha), "{err}");
-    assert!(!gatehouse::blobs::blob_path(&third.config.data_dir, &sha).exists(), "nothing damaged is cached");
+    assert!(
+        !gatehouse::blobs::blob_path(&third.config.data_dir, &sha).exists(),
+        "nothing damaged is cached"
+    );
     // A missing chunk too.
-    sqlx::query("DELETE FROM blob_chunks WHERE sha256 = $1 AND seq = 2").bind(&sha).execute(&pool).await.unwrap();
-    let err = third.blobs().local_copy(&sha).await.expect_err("a blob with a missing chunk is refused");
+    sqlx::query("DELETE FROM blob_chunks WHERE sha256 = $1 AND seq = 2")
+        .bind(&sha)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let err =
+        third.blobs().local_copy(&sha).await.expect_err("a blob with a missing chunk is refused");
     assert!(err.to_string().contains("chunk 2 of 3 is missing"), "{err}");
     pool.close().await;
 }
 
 #[tokio::test]
-async fn a_worker_elsewhere_materialises_the_packet_version_from_the_database_and_checks_its_digest() {
+async fn a_worker_elsewhere_materialises_the_packet_version_from_the_database_and_checks_its_digest()
+ {
     let app = TestApp::spawn().await;
     let version = publish_packet(&app.state).await;
-    if skipped("a_worker_elsewhere_materialises_the_packet_version_from_the_database_and_checks_its_digest") {
+    if skipped(
+        "a_worker_elsewhere_materialises_the_packet_version_from_the_database_and_checks_its_digest",
+    ) {
         let dir = gatehouse::library::version_path(&app.state, &version).await.unwrap();
-        assert_eq!(dir, gatehouse::library::version_dir(&app.state, &version.dir), "SQLite reads the library folder");
-        assert_eq!(gatehouse::library::archive_stored_versions(&app.state).await.unwrap(), 0, "SQLite keeps no archives");
+        assert_eq!(
+            dir,
+            gatehouse::library::version_dir(&app.state, &version.dir),
+            "SQLite reads the library folder"
+        );
+        assert_eq!(
+            gatehouse::library::archive_stored_versions(&app.state).await.unwrap(),
+            0,
+            "SQLite keeps no archives"
+        );
         return;
     }
     let other = elsewhere(&app, "worker").await;
@@ -109,7 +146,10 @@ async fn a_worker_elsewhere_materialises_the_packet_version_from_the_database_an
     let packet = grader::packet::Packet::load(&dir).unwrap();
     assert_eq!(packet.digest, version.digest);
     // The server's own folder is used where it exists.
-    assert_eq!(gatehouse::library::version_path(&app.state, &version).await.unwrap(), gatehouse::library::version_dir(&app.state, &version.dir));
+    assert_eq!(
+        gatehouse::library::version_path(&app.state, &version).await.unwrap(),
+        gatehouse::library::version_dir(&app.state, &version.dir)
+    );
 
     // An archive recorded for the digest whose content is another folder
     // is refused by the digest, and nothing is left in the cache.
@@ -117,13 +157,29 @@ async fn a_worker_elsewhere_materialises_the_packet_version_from_the_database_an
     let bad = app.dir.path().join("bad.zip");
     std::fs::write(&bad, zip_of(&[("packet.toml", b"not the packet")])).unwrap();
     let bad_sha = app.state.blobs().put_file(&bad).await.unwrap();
-    raw_exec(&url, "UPDATE packet_archives SET blob_sha256 = ? WHERE digest = ?", &[Arg::T(&bad_sha), Arg::T(&version.digest)]).await;
+    raw_exec(
+        &url,
+        "UPDATE packet_archives SET blob_sha256 = ? WHERE digest = ?",
+        &[Arg::T(&bad_sha), Arg::T(&version.digest)],
+    )
+    .await;
     let third = elsewhere(&app, "third").await;
-    let err = gatehouse::library::version_path(&third, &version).await.expect_err("a wrong archive is refused");
+    let err = gatehouse::library::version_path(&third, &version)
+        .await
+        .expect_err("a wrong archive is refused");
     assert!(format!("{err:#}").contains(&format!("packet version {}", version.id)), "{err:#}");
-    assert!(!third.config.data_dir.join("cache/packets").join(&version.digest).join(&version.slug).exists());
+    assert!(
+        !third
+            .config
+            .data_dir
+            .join("cache/packets")
+            .join(&version.digest)
+            .join(&version.slug)
+            .exists()
+    );
     // A version without an archive says so.
-    raw_exec(&url, "DELETE FROM packet_archives WHERE digest = ?", &[Arg::T(&version.digest)]).await;
+    raw_exec(&url, "DELETE FROM packet_archives WHERE digest = ?", &[Arg::T(&version.digest)])
+        .await;
     let err = gatehouse::library::version_path(&third, &version).await.expect_err("no archive");
     assert!(format!("{err:#}").contains("has no archive in the database"), "{err:#}");
     // The server archives, at start, what has no archive; once is enough.
@@ -165,8 +221,11 @@ impl Drop for Workers {
 }
 
 #[tokio::test]
-async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_ones_job_is_reclaimed() {
-    if skipped("three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_ones_job_is_reclaimed") {
+async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_ones_job_is_reclaimed()
+ {
+    if skipped(
+        "three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_ones_job_is_reclaimed",
+    ) {
         return;
     }
     let started = Instant::now();
@@ -185,7 +244,12 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
     let sample = sample_zip();
     for a in 0..3 {
         let invited = invite(&app.state, &format!("Scale {a}")).await;
-        raw_exec(&url, "UPDATE assignments SET max_submissions = 20 WHERE id = ?", &[Arg::T(&invited.assignment.id)]).await;
+        raw_exec(
+            &url,
+            "UPDATE assignments SET max_submissions = 20 WHERE id = ?",
+            &[Arg::T(&invited.assignment.id)],
+        )
+        .await;
         for i in 0..10 {
             let mut z = zip::ZipArchive::new(std::io::Cursor::new(sample.clone())).unwrap();
             let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
@@ -195,12 +259,15 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
                 std::io::Read::read_to_end(&mut f, &mut b).unwrap();
                 entries.push((f.name().unwrap().to_string(), b));
             }
-            entries.push((format!("scale-{a}-{i}.txt"), format!("submission {a}-{i}\n").into_bytes()));
-            let refs: Vec<(&str, &[u8])> = entries.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+            entries
+                .push((format!("scale-{a}-{i}.txt"), format!("submission {a}-{i}\n").into_bytes()));
+            let refs: Vec<(&str, &[u8])> =
+                entries.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
             let r = upload(&app.base, &invited.token, zip_of(&refs), true).await;
             assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
             let body: serde_json::Value = r.json().await.unwrap();
-            assignment_of.insert(body["id"].as_str().unwrap().to_string(), invited.assignment.id.clone());
+            assignment_of
+                .insert(body["id"].as_str().unwrap().to_string(), invited.assignment.id.clone());
         }
     }
     assert_eq!(assignment_of.len(), 30);
@@ -218,7 +285,10 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
             assert!(c.try_wait().unwrap().is_none(), "worker {i} exited early");
         }
         let running = db.pending_jobs().await.unwrap();
-        if let Some(j) = running.iter().find(|j| j.state.as_str() == "running" && j.lease_owner.as_deref().is_some_and(|o| o.contains(&format!(":{victim}:")))) {
+        if let Some(j) = running.iter().find(|j| {
+            j.state.as_str() == "running"
+                && j.lease_owner.as_deref().is_some_and(|o| o.contains(&format!(":{victim}:")))
+        }) {
             killed_job = Some(j.id);
             // Let it get into the grading proper.
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -245,7 +315,11 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
         }
         // The limit allows for a heavily loaded machine: a debug build
         // under a load average of 17 graded 20 of the 30 in 110 s.
-        assert!(started.elapsed() < Duration::from_secs(420), "not all graded after {:?}: {states:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(420),
+            "not all graded after {:?}: {states:?}",
+            started.elapsed()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
@@ -259,7 +333,10 @@ async fn three_worker_processes_grade_thirty_submissions_once_each_and_a_killed_
         assert_eq!(j.state.as_str(), "done", "{j:?}");
         if j.id == killed_job {
             assert_eq!(j.attempts, 2, "re-claimed once after the lease expired: {j:?}");
-            assert!(!j.lease_owner.as_deref().unwrap_or("").contains(&format!(":{victim}:")), "{j:?}");
+            assert!(
+                !j.lease_owner.as_deref().unwrap_or("").contains(&format!(":{victim}:")),
+                "{j:?}"
+            );
         } else {
             assert_eq!(j.attempts, 1, "claimed once: {j:?}");
         }

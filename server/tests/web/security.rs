@@ -5,7 +5,9 @@ use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::candidate::{app_with_packet, files_under, invite, packet_src, sample_zip, upload, wait_final};
+use crate::candidate::{
+    app_with_packet, files_under, invite, packet_src, sample_zip, upload, wait_final,
+};
 use crate::support::TestApp;
 
 async fn submit(app: &TestApp, token: &str) -> String {
@@ -30,19 +32,31 @@ async fn a_link_token_cannot_read_another_assignment() {
         let text = r.text().await.unwrap();
         assert!(!text.contains("Bob"), "{text}");
     }
-    for path in [format!("/api/v1/submissions/{b_sub}"), format!("/api/v1/submissions/{b_sub}/receipt")] {
+    for path in
+        [format!("/api/v1/submissions/{b_sub}"), format!("/api/v1/submissions/{b_sub}/receipt")]
+    {
         let r = client.get(app.url(&path)).bearer_auth(&a.token).send().await.unwrap();
         assert_eq!(r.status(), 404, "{path}");
     }
     // A link token is not a session: reviewer pages stay closed.
-    let r = client.get(app.url(&format!("/submissions/{b_sub}/status"))).bearer_auth(&a.token).send().await.unwrap();
+    let r = client
+        .get(app.url(&format!("/submissions/{b_sub}/status")))
+        .bearer_auth(&a.token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
     let r = client.get(app.url("/queue/status")).bearer_auth(&a.token).send().await.unwrap();
     assert_eq!(r.status(), 401);
 }
 
 fn unescape(s: &str) -> String {
-    s.replace("&quot;", "\"").replace("&#x27;", "'").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    s.replace("&quot;", "\"")
+        .replace("&#x27;", "'")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
 }
 
 /// Lines of the files under `dir` long enough to be distinctive.
@@ -118,7 +132,8 @@ async fn crawling_the_candidate_pages_never_shows_hidden_material() {
 
     let client = TestApp::client();
     let start = format!("/c/{}", a.token);
-    let mut queue = VecDeque::from([start.clone(), format!("/c/{}/submissions/{mine}/status", a.token)]);
+    let mut queue =
+        VecDeque::from([start.clone(), format!("/c/{}/submissions/{mine}/status", a.token)]);
     let mut seen = BTreeSet::new();
     let mut pages = 0;
     while let Some(path) = queue.pop_front() {
@@ -126,7 +141,11 @@ async fn crawling_the_candidate_pages_never_shows_hidden_material() {
             continue;
         }
         let r = client.get(app.url(&path)).send().await.unwrap();
-        let binary = r.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|c| c.contains("zip"));
+        let binary = r
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.contains("zip"));
         if binary {
             continue;
         }
@@ -143,5 +162,8 @@ async fn crawling_the_candidate_pages_never_shows_hidden_material() {
         }
     }
     assert!(pages >= 3, "crawled only {pages} pages: {seen:?}");
-    assert!(seen.iter().any(|p| p.contains("/submissions/")), "the receipt was not reached: {seen:?}");
+    assert!(
+        seen.iter().any(|p| p.contains("/submissions/")),
+        "the receipt was not reached: {seen:?}"
+    );
 }

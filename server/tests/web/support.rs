@@ -85,11 +85,17 @@ pub async fn raw_exec(url: &str, sql: &str, args: &[Arg<'_>]) {
     let sql = dialect(url, sql);
     if url.starts_with("postgres") {
         let pool = sqlx::PgPool::connect(url).await.unwrap();
-        bind_args!(sqlx::query(&sql), args).execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        bind_args!(sqlx::query(&sql), args)
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         pool.close().await;
     } else {
         let pool = sqlx::SqlitePool::connect(url).await.unwrap();
-        bind_args!(sqlx::query(&sql), args).execute(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        bind_args!(sqlx::query(&sql), args)
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         pool.close().await;
     }
 }
@@ -149,9 +155,18 @@ impl TestApp {
             config.public_url = format!("http://{addr}");
         }
         let state = gatehouse::serve::state(config).await.expect("app state");
-        let app = gatehouse::web::with_layers(extra(gatehouse::web::routes().into_router()), state.clone());
-        let header_timeout = std::time::Duration::from_secs(state.config.header_timeout_secs.max(1));
-        let server = tokio::spawn(gatehouse::serve::serve_app(listener, app, header_timeout, std::future::pending()));
+        let app = gatehouse::web::with_layers(
+            extra(gatehouse::web::routes().into_router()),
+            state.clone(),
+        );
+        let header_timeout =
+            std::time::Duration::from_secs(state.config.header_timeout_secs.max(1));
+        let server = tokio::spawn(gatehouse::serve::serve_app(
+            listener,
+            app,
+            header_timeout,
+            std::future::pending(),
+        ));
         TestApp { addr, base: format!("http://{addr}"), state, dir, server }
     }
 
@@ -162,12 +177,25 @@ impl TestApp {
     /// Creates an account directly in the database.
     pub async fn user(&self, email: &str, role: Role, pass: &str) -> User {
         let hash = password::hash_async(pass.to_string()).await.unwrap();
-        self.state.db.create_user(NewUser { email, name: email.split('@').next().unwrap(), role, password_hash: &hash }).await.unwrap()
+        self.state
+            .db
+            .create_user(NewUser {
+                email,
+                name: email.split('@').next().unwrap(),
+                role,
+                password_hash: &hash,
+            })
+            .await
+            .unwrap()
     }
 
     /// A client with its own cookie jar that does not follow redirects.
     pub fn client() -> reqwest::Client {
-        reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap()
+        reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
     }
 }
 
@@ -180,7 +208,12 @@ impl Drop for TestApp {
 /// Copies `packets/<slug>` into the app's data directory as
 /// `packets/<slug>/<key>/<slug>` (`Packet::load` wants the folder named after
 /// the slug), lets `edit` rewrite its `packet.toml`, and publishes it.
-pub async fn publish_copy(state: &AppState, slug: &str, key: &str, edit: impl FnOnce(String) -> String) -> PacketVersion {
+pub async fn publish_copy(
+    state: &AppState,
+    slug: &str,
+    key: &str,
+    edit: impl FnOnce(String) -> String,
+) -> PacketVersion {
     publish_copy_with(state, slug, key, |dir| {
         let manifest = dir.join("packet.toml");
         std::fs::write(&manifest, edit(std::fs::read_to_string(&manifest).unwrap())).unwrap();
@@ -189,15 +222,23 @@ pub async fn publish_copy(state: &AppState, slug: &str, key: &str, edit: impl Fn
 }
 
 /// As [`publish_copy`], with `edit` free to change any file of the copy.
-pub async fn publish_copy_with(state: &AppState, slug: &str, key: &str, edit: impl FnOnce(&std::path::Path)) -> PacketVersion {
+pub async fn publish_copy_with(
+    state: &AppState,
+    slug: &str,
+    key: &str,
+    edit: impl FnOnce(&std::path::Path),
+) -> PacketVersion {
     let rel = format!("packets/{slug}/{key}/{slug}");
     let dir = state.config.data_dir.join(&rel);
-    grader::tree::copy_path(&repo_root().join("packets").join(slug), &dir).expect("copying the packet");
+    grader::tree::copy_path(&repo_root().join("packets").join(slug), &dir)
+        .expect("copying the packet");
     edit(&dir);
     let packet = grader::packet::Packet::load(&dir).expect("the copied packet loads");
     // As the library does: with Postgres the folder also goes into the
     // database, for workers elsewhere.
-    gatehouse::library::keep_archive(state, &dir, &packet.digest).await.expect("archiving the packet version");
+    gatehouse::library::keep_archive(state, &dir, &packet.digest)
+        .await
+        .expect("archiving the packet version");
     state
         .db
         .create_version(NewVersion {

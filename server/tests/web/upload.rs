@@ -54,7 +54,11 @@ impl Served {
 
     async fn start(&mut self) {
         let c = self.config();
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("child.log")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("child.log"))
+            .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
             // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
             .env_remove("GATEHOUSE_TEST_DATABASE")
@@ -81,7 +85,11 @@ impl Served {
             {
                 return;
             }
-            assert!(start.elapsed() < Duration::from_secs(30), "the child did not start: {}", self.log());
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the child did not start: {}",
+                self.log()
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -120,7 +128,15 @@ async fn prepare(workers: usize, lease_secs: u64, name: &str) -> (Served, AppSta
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
     let database_url = crate::support::database_url(&dir).await;
-    let served = Served { dir, _tmp: tmp, database_url, port: free_port(), workers, lease_secs, child: None };
+    let served = Served {
+        dir,
+        _tmp: tmp,
+        database_url,
+        port: free_port(),
+        workers,
+        lease_secs,
+        child: None,
+    };
     let state = gatehouse::serve::state(served.config()).await.unwrap();
     publish_packet(&state).await;
     let invited = invite(&state, name).await;
@@ -138,7 +154,8 @@ fn status_kib(pid: u32, key: &str) -> u64 {
 fn write_big_zip(path: &Path) -> u64 {
     let file = std::fs::File::create(path).unwrap();
     let mut z = zip::ZipWriter::new(std::io::BufWriter::new(file));
-    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut block = vec![0u8; 1 << 20];
     for i in 0..4 {
@@ -177,7 +194,9 @@ fn streamed_form(path: &Path, len: u64) -> reqwest::multipart::Form {
             Some((Ok::<_, std::io::Error>(buf), Some(file)))
         }
     });
-    let part = reqwest::multipart::Part::stream_with_length(reqwest::Body::wrap_stream(stream), len).file_name("big.zip");
+    let part =
+        reqwest::multipart::Part::stream_with_length(reqwest::Body::wrap_stream(stream), len)
+            .file_name("big.zip");
     reqwest::multipart::Form::new().part("file", part)
 }
 
@@ -221,7 +240,10 @@ async fn a_200_mb_upload_streams_with_flat_memory() {
     assert_eq!(s.size_bytes as u64, len);
     let blob = gatehouse::blobs::blob_path(&state.config.data_dir, &s.blob_sha256);
     assert_eq!(std::fs::metadata(blob).unwrap().len(), len);
-    assert_eq!(files_under(&gatehouse::blobs::tmp_dir(&state.config.data_dir)), Vec::<PathBuf>::new());
+    assert_eq!(
+        files_under(&gatehouse::blobs::tmp_dir(&state.config.data_dir)),
+        Vec::<PathBuf>::new()
+    );
 }
 
 #[tokio::test]
@@ -239,15 +261,24 @@ async fn kill_9_mid_upload_leaves_no_submission_and_no_temp_file() {
             None
         }
     });
-    let part = reqwest::multipart::Part::stream_with_length(reqwest::Body::wrap_stream(stream), declared).file_name("s.zip");
+    let part =
+        reqwest::multipart::Part::stream_with_length(reqwest::Body::wrap_stream(stream), declared)
+            .file_name("s.zip");
     let url = format!("{}/c/{}/submit", served.base(), invited.token);
     let uploading = tokio::spawn(async move {
-        let _ = TestApp::client().post(url).multipart(reqwest::multipart::Form::new().part("file", part)).send().await;
+        let _ = TestApp::client()
+            .post(url)
+            .multipart(reqwest::multipart::Form::new().part("file", part))
+            .send()
+            .await;
     });
     let tmp = gatehouse::blobs::tmp_dir(&state.config.data_dir);
     let start = Instant::now();
     loop {
-        let partial: u64 = files_under(&tmp).iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
+        let partial: u64 = files_under(&tmp)
+            .iter()
+            .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+            .sum();
         if partial > 0 {
             break;
         }
@@ -284,7 +315,11 @@ async fn kill_9_mid_grading_is_regraded_exactly_once_after_restart() {
         if jobs[0].state.as_str() == "running" && sub.state.as_str() == "grading" {
             break;
         }
-        assert!(jobs[0].state.as_str() == "queued" || jobs[0].state.as_str() == "running", "the job finished before the kill: {}", jobs[0].state);
+        assert!(
+            jobs[0].state.as_str() == "queued" || jobs[0].state.as_str() == "running",
+            "the job finished before the kill: {}",
+            jobs[0].state
+        );
         assert!(start.elapsed() < Duration::from_secs(20));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

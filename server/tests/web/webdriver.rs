@@ -35,7 +35,11 @@ fn which(name: &str) -> Option<PathBuf> {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind a free port")
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A running `chromedriver`, killed with its process group on drop.
@@ -52,7 +56,10 @@ impl Driver {
                  (it installs Debian's chromium and chromium-driver)"
             );
         };
-        assert!(Path::new(CHROMIUM).is_file(), "{CHROMIUM} is missing; run scripts/setup (it installs Debian's chromium)");
+        assert!(
+            Path::new(CHROMIUM).is_file(),
+            "{CHROMIUM} is missing; run scripts/setup (it installs Debian's chromium)"
+        );
         let port = free_port();
         let child = Command::new(exe)
             .arg(format!("--port={port}"))
@@ -65,7 +72,10 @@ impl Driver {
             .expect("starting chromedriver");
         let deadline = Instant::now() + Duration::from_secs(15);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not listen on port {port} within 15 s");
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not listen on port {port} within 15 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Driver { child, port }
@@ -124,7 +134,10 @@ impl Browser {
         }
         let mut caps = serde_json::Map::new();
         caps.insert("browserName".into(), "chrome".into());
-        caps.insert("goog:chromeOptions".into(), serde_json::json!({ "binary": CHROMIUM, "args": args, "prefs": prefs }));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({ "binary": CHROMIUM, "args": args, "prefs": prefs }),
+        );
         let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(caps)
             .connect(&format!("http://127.0.0.1:{}", driver.port))
@@ -142,7 +155,11 @@ impl Browser {
     }
 
     pub fn url(&self, path: &str) -> String {
-        if path.starts_with("http") || path.starts_with("file:") { path.to_string() } else { format!("{}{path}", self.base) }
+        if path.starts_with("http") || path.starts_with("file:") {
+            path.to_string()
+        } else {
+            format!("{}{path}", self.base)
+        }
     }
 
     pub async fn goto(&self, path: &str) {
@@ -169,12 +186,22 @@ impl Browser {
     }
 
     pub async fn wait_for(&self, css: &str, at_most: Duration) -> Element {
-        match self.client.wait().at_most(at_most).every(Duration::from_millis(100)).for_element(Locator::Css(css)).await {
+        match self
+            .client
+            .wait()
+            .at_most(at_most)
+            .every(Duration::from_millis(100))
+            .for_element(Locator::Css(css))
+            .await
+        {
             Ok(e) => e,
             Err(e) => {
                 let page = self.source().await;
                 let path = self.path().await;
-                panic!("no {css:?} on {path} within {at_most:?}: {e}\n--- page ---\n{}", tail(&page, 6000));
+                panic!(
+                    "no {css:?} on {path} within {at_most:?}: {e}\n--- page ---\n{}",
+                    tail(&page, 6000)
+                );
             }
         }
     }
@@ -227,7 +254,10 @@ impl Browser {
             }
             if Instant::now() > deadline {
                 let page = self.source().await;
-                panic!("still on {path}, expected {prefix}… within {WAIT:?}\n--- page ---\n{}", tail(&page, 6000));
+                panic!(
+                    "still on {path}, expected {prefix}… within {WAIT:?}\n--- page ---\n{}",
+                    tail(&page, 6000)
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -245,7 +275,10 @@ impl Browser {
             }
             if Instant::now() > deadline {
                 let page = self.source().await;
-                panic!("{css:?} never showed {want:?} within {at_most:?}\n--- page ---\n{}", tail(&page, 6000));
+                panic!(
+                    "{css:?} never showed {want:?} within {at_most:?}\n--- page ---\n{}",
+                    tail(&page, 6000)
+                );
             }
             tokio::time::sleep(Duration::from_millis(150)).await;
         }

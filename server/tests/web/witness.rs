@@ -26,7 +26,13 @@ async fn publish(state: &AppState, edit: impl FnOnce(String) -> String) -> Packe
 
 async fn invite(state: &AppState, name: &str, deadline: Option<i64>) -> Invited {
     let email = format!("{}@example.com", name.to_lowercase());
-    invites::create(state, None, Invite { slug: SLUG, candidate_name: name, email: &email, deadline, time_box_secs: None }).await.unwrap()
+    invites::create(
+        state,
+        None,
+        Invite { slug: SLUG, candidate_name: name, email: &email, deadline, time_box_secs: None },
+    )
+    .await
+    .unwrap()
 }
 
 /// A zip of every file under the packet's `folder` (recursively).
@@ -44,13 +50,19 @@ fn tree_zip(folder: &str) -> Vec<u8> {
 
 /// Witnesses `kind` through the candidate form, asking for JSON.
 async fn witness_json(app: &TestApp, token: &str, kind: &str, zip: Vec<u8>) -> (u16, Value) {
-    let request = TestApp::client().post(app.url(&format!("/c/{token}/witness/{kind}"))).header("accept", "application/json");
+    let request = TestApp::client()
+        .post(app.url(&format!("/c/{token}/witness/{kind}")))
+        .header("accept", "application/json");
     status_and_json(request, zip).await
 }
 
 /// Witnesses `kind` through the terminal API with `token` as the bearer.
 async fn witness_api(app: &TestApp, token: &str, kind: &str, zip: Vec<u8>) -> (u16, Value) {
-    status_and_json(TestApp::client().post(app.url(&format!("/api/v1/witness/{kind}"))).bearer_auth(token), zip).await
+    status_and_json(
+        TestApp::client().post(app.url(&format!("/api/v1/witness/{kind}"))).bearer_auth(token),
+        zip,
+    )
+    .await
 }
 
 /// Sends `zip` as the upload form's file; the status and the JSON answer.
@@ -82,7 +94,10 @@ async fn red_on_the_starter_is_accepted_through_the_plain_form() {
     assert!(before.contains("Closed: it opens after a witnessed red."), "{before}");
     assert!(before.contains(&format!("curl -fsS -H &quot;Authorization: Bearer {token}&quot; -F file=@tree.zip {}/api/v1/witness/red", app.base))
         || before.contains(&format!("curl -fsS -H \"Authorization: Bearer {token}\" -F file=@tree.zip {}/api/v1/witness/red", app.base)), "{before}");
-    assert!(before.contains("/api/v1/witness/green") && before.contains("/api/v1/submissions"), "{before}");
+    assert!(
+        before.contains("/api/v1/witness/green") && before.contains("/api/v1/submissions"),
+        "{before}"
+    );
     // The steps are numbered once (by the list), with the command as code;
     // each terminal line says what it is for.
     let steps = &before[before.find("class=\"gate-steps\"").unwrap()..];
@@ -90,13 +105,25 @@ async fn red_on_the_starter_is_accepted_through_the_plain_form() {
     assert!(!steps.contains("1. ") && !steps.contains("2. ") && !steps.contains('`'), "{steps}");
     assert!(steps.contains("<code>") && steps.matches("<li>").count() == 3, "{steps}");
     let terminal = &before[before.find("class=\"terminal\"").expect("a labelled terminal list")..];
-    for label in ["Zip your tree", "Witness red (before the fix)", "Witness green (after the fix)", "Submit"] {
+    for label in
+        ["Zip your tree", "Witness red (before the fix)", "Witness green (after the fix)", "Submit"]
+    {
         assert!(terminal.contains(label), "{label} in {terminal}");
     }
-    assert!(terminal.contains("curl-red") && terminal.contains("curl-green") && terminal.contains("curl-submit"), "{terminal}");
+    assert!(
+        terminal.contains("curl-red")
+            && terminal.contains("curl-green")
+            && terminal.contains("curl-submit"),
+        "{terminal}"
+    );
 
     let started = Instant::now();
-    let r = TestApp::client().post(app.url(&format!("/c/{token}/witness/red"))).multipart(form(tree_zip("starter"))).send().await.unwrap();
+    let r = TestApp::client()
+        .post(app.url(&format!("/c/{token}/witness/red")))
+        .multipart(form(tree_zip("starter")))
+        .send()
+        .await
+        .unwrap();
     eprintln!("witnessed red through the form in {:?}", started.elapsed());
     assert_eq!(r.status(), 303);
     let runs = app.state.db.witness_runs_of(&invited.assignment.id).await.unwrap();
@@ -108,8 +135,18 @@ async fn red_on_the_starter_is_accepted_through_the_plain_form() {
     assert!(run.log.contains("failed"), "{}", run.log);
     assert_eq!(run.tree_sha256.len(), 64);
     let env: Value = serde_json::from_str(&run.env_json).unwrap();
-    assert!(env["tools"].as_array().unwrap().iter().any(|t| t["name"] == "python" && t["probed"].is_string()), "{env}");
-    assert_eq!(app.state.db.first_accepted_red_at(&invited.assignment.id).await.unwrap(), Some(run.at));
+    assert!(
+        env["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "python" && t["probed"].is_string()),
+        "{env}"
+    );
+    assert_eq!(
+        app.state.db.first_accepted_red_at(&invited.assignment.id).await.unwrap(),
+        Some(run.at)
+    );
 
     let after = page(&app, token).await;
     assert!(after.contains(&format!("id=\"witness-{}\"", run.id)), "{after}");
@@ -161,7 +198,10 @@ async fn green_counts_only_after_red_and_only_when_it_passes() {
     let (status, green) = witness_json(&app, token, "green", tree_zip("sample")).await;
     eprintln!("witnessed green in {:?} (sandbox wall {} ms)", started.elapsed(), green["wall_ms"]);
     assert_eq!(status, 201, "{green}");
-    assert_eq!((green["kind"].as_str(), green["accepted"].as_bool(), green["exit_code"].as_i64()), (Some("green"), Some(true), Some(0)));
+    assert_eq!(
+        (green["kind"].as_str(), green["accepted"].as_bool(), green["exit_code"].as_i64()),
+        (Some("green"), Some(true), Some(0))
+    );
     assert_ne!(green["tree_sha256"], red["tree_sha256"]);
 
     let runs = app.state.db.witness_runs_of(&invited.assignment.id).await.unwrap();
@@ -189,7 +229,12 @@ async fn the_api_takes_the_link_token_and_keeps_assignments_apart() {
     assert_eq!(app.state.db.witness_runs_of(&one.assignment.id).await.unwrap().len(), 1);
 
     // No bearer, or a bearer that is no link token: 401.
-    let r = TestApp::client().post(app.url("/api/v1/witness/red")).multipart(form(tree_zip("starter"))).send().await.unwrap();
+    let r = TestApp::client()
+        .post(app.url("/api/v1/witness/red"))
+        .multipart(form(tree_zip("starter")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
     let (status, body) = witness_api(&app, "not-a-token", "red", tree_zip("starter")).await;
     assert_eq!(status, 401, "{body}");
@@ -222,20 +267,30 @@ async fn a_submission_records_the_runs_that_preceded_it() {
         .unwrap();
     assert_eq!(r.status(), 201);
     let body: Value = r.json().await.unwrap();
-    let witnessed = app.state.db.witnessed_of(body["id"].as_str().unwrap()).await.unwrap().expect("witnessed_json is set");
+    let witnessed = app
+        .state
+        .db
+        .witnessed_of(body["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .expect("witnessed_json is set");
     let ids: Vec<i64> = serde_json::from_str(&witnessed).unwrap();
     assert_eq!(ids, vec![red["id"].as_i64().unwrap(), green["id"].as_i64().unwrap()]);
 
     // A later run does not rewrite what preceded the earlier submission.
     witness_api(&app, &invited.token, "red", tree_zip("starter")).await;
-    let again: Vec<i64> = serde_json::from_str(&app.state.db.witnessed_of(body["id"].as_str().unwrap()).await.unwrap().unwrap()).unwrap();
+    let again: Vec<i64> = serde_json::from_str(
+        &app.state.db.witnessed_of(body["id"].as_str().unwrap()).await.unwrap().unwrap(),
+    )
+    .unwrap();
     assert_eq!(again, ids);
 }
 
 #[tokio::test]
 async fn a_hostile_zip_is_refused_with_the_ingest_reason() {
     let (app, invited) = app_with_invite("Hal").await;
-    let (status, body) = witness_json(&app, &invited.token, "red", zip_of(&[("../escape.py", b"print(1)")])).await;
+    let (status, body) =
+        witness_json(&app, &invited.token, "red", zip_of(&[("../escape.py", b"print(1)")])).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"].as_str().unwrap().contains("escape.py"), "{body}");
     assert!(app.state.db.witness_runs_of(&invited.assignment.id).await.unwrap().is_empty());
@@ -261,7 +316,13 @@ async fn a_pin_the_sandbox_does_not_meet_shows_on_the_witness_log() {
     let (status, body) = witness_json(&app, &invited.token, "red", tree_zip("starter")).await;
     assert_eq!(status, 201, "{body}");
     let mismatches = body["environment"]["mismatches"].as_array().unwrap();
-    assert!(mismatches.iter().any(|m| m.as_str().unwrap().starts_with("python is pinned to 2.7 but the sandbox has")), "{body}");
+    assert!(
+        mismatches.iter().any(|m| m
+            .as_str()
+            .unwrap()
+            .starts_with("python is pinned to 2.7 but the sandbox has")),
+        "{body}"
+    );
     let html = page(&app, &invited.token).await;
     assert!(html.contains("python is pinned to 2.7 but the sandbox has"), "{html}");
 }
@@ -269,7 +330,11 @@ async fn a_pin_the_sandbox_does_not_meet_shows_on_the_witness_log() {
 #[tokio::test]
 async fn the_starter_carries_the_pin_file_with_the_probed_python() {
     let (app, invited) = app_with_invite("Jo").await;
-    let r = TestApp::client().get(app.url(&format!("/c/{}/starter.zip", invited.token))).send().await.unwrap();
+    let r = TestApp::client()
+        .get(app.url(&format!("/c/{}/starter.zip", invited.token)))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let bytes = r.bytes().await.unwrap();
     let mut z = zip::ZipArchive::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
@@ -283,7 +348,13 @@ async fn the_starter_carries_the_pin_file_with_the_probed_python() {
     let red = pin["gate"]["red"].as_str().unwrap();
     // The link token never goes into the starter (it comes back inside
     // every submission): the curl lines read it from the shell.
-    assert_eq!(red, format!("curl -fsS -H \"Authorization: Bearer $GATEHOUSE_TOKEN\" -F file=@tree.zip {}/api/v1/witness/red", app.base));
+    assert_eq!(
+        red,
+        format!(
+            "curl -fsS -H \"Authorization: Bearer $GATEHOUSE_TOKEN\" -F file=@tree.zip {}/api/v1/witness/red",
+            app.base
+        )
+    );
     assert!(!pin.to_string().contains(&invited.token), "the pin file carries the link token");
 }
 

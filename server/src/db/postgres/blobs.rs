@@ -11,7 +11,10 @@ impl BlobRows for PgStore {
     }
 
     async fn blob_meta(&self, sha256: &str) -> DbResult<Option<(i64, i64)>> {
-        sqlx::query_as("SELECT size, chunks FROM blobs WHERE sha256 = $1").bind(sha256).fetch_optional(&self.pool).await
+        sqlx::query_as("SELECT size, chunks FROM blobs WHERE sha256 = $1")
+            .bind(sha256)
+            .fetch_optional(&self.pool)
+            .await
     }
 
     async fn put_blob_chunk(&self, sha256: &str, seq: i64, bytes: &[u8]) -> DbResult<()> {
@@ -36,7 +39,11 @@ impl BlobRows for PgStore {
     }
 
     async fn blob_chunk(&self, sha256: &str, seq: i64) -> DbResult<Option<Vec<u8>>> {
-        sqlx::query_scalar("SELECT bytes FROM blob_chunks WHERE sha256 = $1 AND seq = $2").bind(sha256).bind(seq).fetch_optional(&self.pool).await
+        sqlx::query_scalar("SELECT bytes FROM blob_chunks WHERE sha256 = $1 AND seq = $2")
+            .bind(sha256)
+            .bind(seq)
+            .fetch_optional(&self.pool)
+            .await
     }
 
     async fn set_packet_archive(&self, digest: &str, blob_sha256: &str) -> DbResult<()> {
@@ -49,6 +56,9 @@ impl BlobRows for PgStore {
     }
 
     async fn packet_archive(&self, digest: &str) -> DbResult<Option<String>> {
-        sqlx::query_scalar("SELECT blob_sha256 FROM packet_archives WHERE digest = $1").bind(digest).fetch_optional(&self.pool).await
+        sqlx::query_scalar("SELECT blob_sha256 FROM packet_archives WHERE digest = $1")
+            .bind(digest)
+            .fetch_optional(&self.pool)
+            .await
     }
 }

@@ -53,14 +53,18 @@ pub struct PgStore {
 
 impl PgStore {
     pub async fn open(url: &str) -> anyhow::Result<PgStore> {
-        let opts = PgConnectOptions::from_str(url).map_err(|e| anyhow::anyhow!("database url {url:?}: {e}"))?;
+        let opts = PgConnectOptions::from_str(url)
+            .map_err(|e| anyhow::anyhow!("database url {url:?}: {e}"))?;
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(opts)
             .await
             .map_err(|e| anyhow::anyhow!("opening {url}: {e}"))?;
-        sqlx::migrate!("../migrations/postgres").run(&pool).await.map_err(|e| anyhow::anyhow!("migrating {url}: {e}"))?;
+        sqlx::migrate!("../migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| anyhow::anyhow!("migrating {url}: {e}"))?;
         Ok(PgStore { pool })
     }
 
@@ -70,17 +74,27 @@ impl PgStore {
 
     /// The meter's ledger writes run on the pool as they come (its
     /// connections write side by side).
-    pub(crate) async fn ledger_fetch_one(&self, build: LedgerBuild) -> sqlx::Result<sqlx::postgres::PgRow> {
+    pub(crate) async fn ledger_fetch_one(
+        &self,
+        build: LedgerBuild,
+    ) -> sqlx::Result<sqlx::postgres::PgRow> {
         build().fetch_one(&self.pool).await
     }
 
-    pub(crate) async fn ledger_execute(&self, build: LedgerBuild) -> sqlx::Result<sqlx::postgres::PgQueryResult> {
+    pub(crate) async fn ledger_execute(
+        &self,
+        build: LedgerBuild,
+    ) -> sqlx::Result<sqlx::postgres::PgQueryResult> {
         build().execute(&self.pool).await
     }
 }
 
 /// Builds a ledger statement with its arguments bound.
-pub(crate) type LedgerBuild = Box<dyn Fn() -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments> + Send + Sync>;
+pub(crate) type LedgerBuild = Box<
+    dyn Fn() -> sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>
+        + Send
+        + Sync,
+>;
 
 impl super::Store for PgStore {
     fn backend(&self) -> &'static str {

@@ -89,4 +89,5 @@ pub(crate) const CALL_COLUMNS: &str = "id, assignment_id, at, model, stream, req
     tokens_estimated, latency_ms, status, error, refused, request_sha256, duplicate_of, reserved_tokens, counted, client_retry,
     request_body_sha256, response_body_sha256, transcript_cut, transcript_bytes";
 
-pub(crate) const KEY_COLUMNS: &str = "id, assignment_id, generation, key_hash, created_at, revoked_at";
+pub(crate) const KEY_COLUMNS: &str =
+    "id, assignment_id, generation, key_hash, created_at, revoked_at";

@@ -8,7 +8,9 @@ use crate::db::DbResult;
 use crate::db::blobs::BlobRows;
 
 fn not_here() -> sqlx::Error {
-    sqlx::Error::Protocol("the SQLite backend keeps blobs in the data folder, not in the database".into())
+    sqlx::Error::Protocol(
+        "the SQLite backend keeps blobs in the data folder, not in the database".into(),
+    )
 }
 
 #[async_trait]
@@ -25,7 +27,13 @@ impl BlobRows for SqliteStore {
         Err(not_here())
     }
 
-    async fn finish_blob(&self, _sha256: &str, _size: i64, _chunks: i64, _now: i64) -> DbResult<()> {
+    async fn finish_blob(
+        &self,
+        _sha256: &str,
+        _size: i64,
+        _chunks: i64,
+        _now: i64,
+    ) -> DbResult<()> {
         Err(not_here())
     }
 

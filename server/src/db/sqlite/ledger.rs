@@ -53,7 +53,10 @@ enum Got {
 }
 
 impl Op {
-    async fn run<'c, E: sqlx::Executor<'c, Database = Sqlite>>(&self, conn: E) -> sqlx::Result<Got> {
+    async fn run<'c, E: sqlx::Executor<'c, Database = Sqlite>>(
+        &self,
+        conn: E,
+    ) -> sqlx::Result<Got> {
         match self.reply {
             Reply::Row(_) => (self.build)().fetch_one(conn).await.map(Got::Row),
             Reply::Done(_) => (self.build)().execute(conn).await.map(Got::Done),
@@ -139,7 +142,12 @@ fn gone() -> sqlx::Error {
     sqlx::Error::Io(std::io::Error::other("the ledger's writer task stopped before answering"))
 }
 
-async fn write_batches(writer: SqlitePool, readers: SqlitePool, mut rx: mpsc::UnboundedReceiver<Op>, stats: Arc<Stats>) {
+async fn write_batches(
+    writer: SqlitePool,
+    readers: SqlitePool,
+    mut rx: mpsc::UnboundedReceiver<Op>,
+    stats: Arc<Stats>,
+) {
     let checkpointing = Arc::new(AtomicBool::new(false));
     let (mut commits, mut last_checkpoint) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(BATCH);
@@ -175,9 +183,12 @@ async fn write_batches(writer: SqlitePool, readers: SqlitePool, mut rx: mpsc::Un
         stats.commits.store(commits, Ordering::Relaxed);
         metrics::counter!("gatehouse_ledger_writes_total").increment(n);
         metrics::counter!("gatehouse_ledger_commits_total").increment(commits - before);
-        if commits - last_checkpoint >= CHECKPOINT_EVERY && !checkpointing.swap(true, Ordering::AcqRel) {
+        if commits - last_checkpoint >= CHECKPOINT_EVERY
+            && !checkpointing.swap(true, Ordering::AcqRel)
+        {
             last_checkpoint = commits;
-            let (readers, checkpointing, stats) = (readers.clone(), checkpointing.clone(), stats.clone());
+            let (readers, checkpointing, stats) =
+                (readers.clone(), checkpointing.clone(), stats.clone());
             tokio::spawn(async move {
                 match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&readers).await {
                     Ok(_) => drop(stats.checkpoints.fetch_add(1, Ordering::Relaxed)),
@@ -223,15 +234,28 @@ mod tests {
             .unwrap()
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal);
-        let readers = SqlitePoolOptions::new().max_connections(2).connect_with(opts.clone()).await.unwrap();
-        sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL CHECK (v <> 'bad'), pad BLOB)").execute(&readers).await.unwrap();
-        let writer = SqlitePoolOptions::new().max_connections(1).connect_with(opts.pragma("wal_autocheckpoint", "0")).await.unwrap();
+        let readers =
+            SqlitePoolOptions::new().max_connections(2).connect_with(opts.clone()).await.unwrap();
+        sqlx::query(
+            "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL CHECK (v <> 'bad'), pad BLOB)",
+        )
+        .execute(&readers)
+        .await
+        .unwrap();
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(opts.pragma("wal_autocheckpoint", "0"))
+            .await
+            .unwrap();
         (Ledger::start(writer, readers.clone()), readers)
     }
 
     fn insert(v: &str) -> Build {
         let v = v.to_string();
-        Box::new(move || sqlx::query("INSERT INTO t (v, pad) VALUES ($1, zeroblob(3000)) RETURNING id").bind(v.clone()))
+        Box::new(move || {
+            sqlx::query("INSERT INTO t (v, pad) VALUES ($1, zeroblob(3000)) RETURNING id")
+                .bind(v.clone())
+        })
     }
 
     /// Writes that queue together commit together, each gets its own
@@ -247,7 +271,9 @@ mod tests {
         let tasks: Vec<_> = (0..40)
             .map(|i| {
                 let ledger = ledger.clone();
-                tokio::spawn(async move { ledger.fetch_one(insert(&format!("v{i}"))).await.map(|r| r.get::<i64, _>(0)) })
+                tokio::spawn(async move {
+                    ledger.fetch_one(insert(&format!("v{i}"))).await.map(|r| r.get::<i64, _>(0))
+                })
             })
             .collect();
         let mut ids = Vec::new();
@@ -259,7 +285,10 @@ mod tests {
         assert_eq!(ids.len(), 40, "each write its own row: {ids:?}");
         let stats = ledger.stats();
         assert_eq!(stats.writes.load(Ordering::Relaxed), 40);
-        assert!(stats.commits.load(Ordering::Relaxed) < 40, "the queued writes were not committed together: {stats:?}");
+        assert!(
+            stats.commits.load(Ordering::Relaxed) < 40,
+            "the queued writes were not committed together: {stats:?}"
+        );
         assert_eq!(stats.retried.load(Ordering::Relaxed), 0);
 
         // A batch with a write the table refuses.
@@ -267,7 +296,9 @@ mod tests {
             .into_iter()
             .map(|v| {
                 let ledger = ledger.clone();
-                tokio::spawn(async move { ledger.fetch_one(insert(v)).await.map(|_| ()).map_err(|e| e.to_string()) })
+                tokio::spawn(async move {
+                    ledger.fetch_one(insert(v)).await.map(|_| ()).map_err(|e| e.to_string())
+                })
             })
             .collect();
         let mut results = Vec::new();
@@ -275,9 +306,16 @@ mod tests {
             results.push(t.await.unwrap());
         }
         assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
-        assert!(results[1].as_ref().unwrap_err().contains("CHECK constraint failed"), "{results:?}");
+        assert!(
+            results[1].as_ref().unwrap_err().contains("CHECK constraint failed"),
+            "{results:?}"
+        );
         assert_eq!(stats.retried.load(Ordering::Relaxed), 1, "{stats:?}");
-        let kept: Vec<String> = sqlx::query_scalar("SELECT v FROM t WHERE v IN ('ok1', 'bad', 'ok2') ORDER BY id").fetch_all(&readers).await.unwrap();
+        let kept: Vec<String> =
+            sqlx::query_scalar("SELECT v FROM t WHERE v IN ('ok1', 'bad', 'ok2') ORDER BY id")
+                .fetch_all(&readers)
+                .await
+                .unwrap();
         assert_eq!(kept, ["ok1", "ok2"]);
 
         // A write alone answers as a write alone does.
@@ -286,7 +324,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(done.rows_affected(), 1);
-        let err = ledger.execute(Box::new(|| sqlx::query("UPDATE t SET v = 'bad' WHERE v = 'ok3'"))).await.unwrap_err();
+        let err = ledger
+            .execute(Box::new(|| sqlx::query("UPDATE t SET v = 'bad' WHERE v = 'ok3'")))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("CHECK constraint failed"), "{err}");
     }
 
@@ -303,11 +344,18 @@ mod tests {
             ledger.fetch_one(insert(&format!("w{i}"))).await.unwrap();
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        assert_eq!((ledger.stats().checkpoints.load(Ordering::Relaxed), size()), (0, before), "nothing checkpointed yet");
+        assert_eq!(
+            (ledger.stats().checkpoints.load(Ordering::Relaxed), size()),
+            (0, before),
+            "nothing checkpointed yet"
+        );
         ledger.fetch_one(insert("last")).await.unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while ledger.stats().checkpoints.load(Ordering::Relaxed) == 0 {
-            assert!(std::time::Instant::now() < deadline, "no checkpoint after {CHECKPOINT_EVERY} commits");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no checkpoint after {CHECKPOINT_EVERY} commits"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         // 256 rows of 3000 bytes each are in the database file now.

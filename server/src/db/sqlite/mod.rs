@@ -6,7 +6,9 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 mod assignments {
     crate::db::portable::assignments::assignment_store!(super::SqliteStore);
@@ -63,31 +65,47 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
         if let Some(dir) = opts.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
         }
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .connect_with(opts.clone())
             .await
             .map_err(|e| anyhow::anyhow!("opening {url}: {e}"))?;
-        sqlx::migrate!("../migrations/sqlite").run(&pool).await.map_err(|e| anyhow::anyhow!("migrating {url}: {e}"))?;
+        sqlx::migrate!("../migrations/sqlite")
+            .run(&pool)
+            .await
+            .map_err(|e| anyhow::anyhow!("migrating {url}: {e}"))?;
         // (An in-memory database is one per pool: it keeps the one pool.)
-        let writer = if opts.get_filename() == std::path::Path::new(":memory:") || url.contains("mode=memory") {
+        let writer = if opts.get_filename() == std::path::Path::new(":memory:")
+            || url.contains("mode=memory")
+        {
             pool.clone()
         } else {
             // Its WAL checkpoints run beside it, on the read pool.
             let opts = opts.pragma("wal_autocheckpoint", "0");
-            SqlitePoolOptions::new().max_connections(1).connect_with(opts).await.map_err(|e| anyhow::anyhow!("opening {url}: {e}"))?
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(opts)
+                .await
+                .map_err(|e| anyhow::anyhow!("opening {url}: {e}"))?
         };
         let ledger = ledger::Ledger::start(writer, pool.clone());
         Ok(SqliteStore { pool, ledger })
     }
 
-    pub(crate) async fn ledger_fetch_one(&self, build: ledger::Build) -> sqlx::Result<sqlx::sqlite::SqliteRow> {
+    pub(crate) async fn ledger_fetch_one(
+        &self,
+        build: ledger::Build,
+    ) -> sqlx::Result<sqlx::sqlite::SqliteRow> {
         self.ledger.fetch_one(build).await
     }
 
-    pub(crate) async fn ledger_execute(&self, build: ledger::Build) -> sqlx::Result<sqlx::sqlite::SqliteQueryResult> {
+    pub(crate) async fn ledger_execute(
+        &self,
+        build: ledger::Build,
+    ) -> sqlx::Result<sqlx::sqlite::SqliteQueryResult> {
         self.ledger.execute(build).await
     }
 
