@@ -3,6 +3,7 @@
 //! the UI.
 
 pub mod audit;
+pub mod canary;
 pub mod check;
 pub mod clock;
 pub mod detect;
