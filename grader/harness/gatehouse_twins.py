@@ -4,7 +4,7 @@ modules, twins of their tests that must fail wherever the original passes.
     python3 -I /gatehouse/gatehouse_twins.py OUT.json FILE...
 
 For every test function (``test*`` at module level or in a module-level
-class) the generator proposes up to ``MAX_TWINS`` twins, each the same
+class) the generator proposes up to ``MAX_TWINS`` (two) twins, each the same
 function with ONE assertion changed so that it contradicts the original:
 
 - an equality with a literal side gets another literal (``== 213`` becomes
@@ -13,7 +13,9 @@ function with ONE assertion changed so that it contradicts the original:
   passes the original cannot also pass;
 - any other assertion is negated (``==`` and ``!=``, ``is`` and ``is not``,
   ``in`` and ``not in``, ``<`` and ``>=``; ``assertTrue`` and
-  ``assertFalse``, ``assertEqual`` and ``assertNotEqual``, ...).
+  ``assertFalse``, ``assertEqual`` and ``assertNotEqual``, ...);
+- a test with no assertion of its own (its helpers assert) runs its body
+  and then fails.
 
 So a twin and its original both passing is a contradiction that no honest
 implementation produces: the results were forged, the assertion was
@@ -35,7 +37,7 @@ import copy
 import json
 import sys
 
-MAX_TWINS = 3
+MAX_TWINS = 2
 NAME = "__GH_NAME__"
 
 # unittest assertion methods and their negations.
@@ -89,19 +91,129 @@ NEG_OP = {
 }
 
 
-def literal(node):
-    """Whether `node` is a literal value (possibly nested, or negated)."""
+LIMIT = 1000
+
+
+def value_of(node):
+    """(True, value) when `node` is a constant expression (literals,
+    containers of literals, arithmetic on them, such as ``[True] * 5 +
+    [False]``), within small bounds; (False, None) otherwise."""
+    try:
+        v = _value(node)
+    except (_NotConst, ArithmeticError, TypeError, ValueError, OverflowError, RecursionError):
+        return False, None
+    return True, v
+
+
+class _NotConst(Exception):
+    pass
+
+
+def _bounded(v):
+    if isinstance(v, (list, tuple, set, frozenset, dict, str, bytes)) and len(v) > LIMIT * 10:
+        raise _NotConst()
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 10**30:
+        raise _NotConst()
+    return v
+
+
+def _value(node):
     if isinstance(node, ast.Constant):
-        return not isinstance(node.value, type(Ellipsis))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        return isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, (int, float))
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return all(literal(e) for e in node.elts)
+        if node.value is Ellipsis:
+            raise _NotConst()
+        return node.value
+    if isinstance(node, ast.UnaryOp):
+        v = _value(node.operand)
+        if isinstance(node.op, ast.USub):
+            return _bounded(-v)
+        if isinstance(node.op, ast.UAdd):
+            return +v
+        if isinstance(node.op, ast.Not):
+            return not v
+        raise _NotConst()
+    if isinstance(node, ast.BinOp):
+        a, b = _value(node.left), _value(node.right)
+        op = node.op
+        if isinstance(op, ast.Mult):
+            for x, y in ((a, b), (b, a)):
+                if isinstance(x, (list, tuple, str, bytes)) and isinstance(y, int) and len(x) * max(y, 0) > LIMIT:
+                    raise _NotConst()
+            return _bounded(a * b)
+        if isinstance(op, ast.Add):
+            return _bounded(a + b)
+        if isinstance(op, ast.Sub):
+            return _bounded(a - b)
+        if isinstance(op, ast.Div):
+            return a / b
+        if isinstance(op, ast.FloorDiv):
+            return a // b
+        if isinstance(op, ast.Mod) and not isinstance(a, (str, bytes)):
+            return a % b
+        if isinstance(op, ast.Pow) and isinstance(b, int) and abs(b) <= 64:
+            return _bounded(a**b)
+        raise _NotConst()
+    if isinstance(node, ast.List):
+        return [_value(e) for e in node.elts]
+    if isinstance(node, ast.Tuple):
+        return tuple(_value(e) for e in node.elts)
+    if isinstance(node, ast.Set):
+        return {_value(e) for e in node.elts}
     if isinstance(node, ast.Dict):
-        return all(k is not None and literal(k) for k in node.keys) and all(literal(v) for v in node.values)
-    if isinstance(node, ast.Call) and is_approx(node) and node.args:
-        return literal(node.args[0])
-    return False
+        if any(k is None for k in node.keys):
+            raise _NotConst()
+        return {_value(k): _value(v) for k, v in zip(node.keys, node.values)}
+    raise _NotConst()
+
+
+def other_value(v):
+    """A value unequal to `v` of the same shape, or raises _NotConst."""
+    if isinstance(v, bool):
+        return not v
+    if v is None:
+        return 0
+    if isinstance(v, int):
+        return v + 1
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise _NotConst()
+        return v * 2 + 1.5
+    if isinstance(v, complex):
+        return v + 1
+    if isinstance(v, str):
+        return "~" if not v else v[:-1] + ("~" if v[-1] != "~" else "^")
+    if isinstance(v, bytes):
+        return b"~" if not v else v[:-1] + (b"~" if v[-1:] != b"~" else b"^")
+    if isinstance(v, (list, tuple)):
+        items = list(v)
+        if not items:
+            items = [0]
+        else:
+            try:
+                items[-1] = other_value(items[-1])
+            except _NotConst:
+                items.pop()
+        return type(v)(items) if isinstance(v, tuple) else items
+    if isinstance(v, (set, frozenset)):
+        return type(v)(set(v) | {"~gatehouse~"})
+    if isinstance(v, dict):
+        out = dict(v)
+        if out:
+            k = list(out)[-1]
+            out[k] = other_value(out[k])
+        else:
+            out["~"] = 0
+        return out
+    raise _NotConst()
+
+
+def as_node(v):
+    text = repr(v)
+    if len(text) > 20000:
+        raise _NotConst()
+    node = ast.parse(text, mode="eval").body
+    if _value(node) != v:
+        raise _NotConst()
+    return node
 
 
 def is_approx(node):
@@ -109,8 +221,16 @@ def is_approx(node):
     return (isinstance(f, ast.Attribute) and f.attr == "approx") or (isinstance(f, ast.Name) and f.id == "approx")
 
 
+def literal(node):
+    """Whether `node` is an expected value a twin can replace: a constant
+    expression, or ``approx(...)`` of one."""
+    if isinstance(node, ast.Call) and is_approx(node) and node.args:
+        return literal(node.args[0])
+    return value_of(node)[0]
+
+
 def changed(node):
-    """Another literal, unequal to `node`'s value, or None."""
+    """Another constant, unequal to `node`'s value, or None."""
     if isinstance(node, ast.Call) and is_approx(node):
         inner = changed(node.args[0])
         if inner is None:
@@ -118,54 +238,13 @@ def changed(node):
         out = copy.deepcopy(node)
         out.args[0] = inner
         return out
-    if isinstance(node, ast.UnaryOp):
-        v = node.operand.value
-        v = -v if isinstance(node.op, ast.USub) else v
-        return ast.Constant(value=v - 1 if isinstance(v, int) else v * 2 - 1.5)
-    if isinstance(node, ast.Constant):
-        v = node.value
-        if isinstance(v, bool):
-            return ast.Constant(value=not v)
-        if v is None:
-            return ast.Constant(value=0)
-        if isinstance(v, int):
-            return ast.Constant(value=v + 1)
-        if isinstance(v, float):
-            return ast.Constant(value=v * 2 + 1.5)
-        if isinstance(v, complex):
-            return ast.Constant(value=v + 1)
-        if isinstance(v, str):
-            return ast.Constant(value=v + "~" if not v else v[:-1] + ("~" if v[-1] != "~" else "^"))
-        if isinstance(v, bytes):
-            return ast.Constant(value=v + b"~" if not v else v[:-1] + (b"~" if v[-1:] != b"~" else b"^"))
+    ok, v = value_of(node)
+    if not ok:
         return None
-    if isinstance(node, (ast.List, ast.Tuple)):
-        out = copy.deepcopy(node)
-        if out.elts:
-            inner = changed(out.elts[-1])
-            if inner is None:
-                out.elts.pop()
-            else:
-                out.elts[-1] = inner
-        else:
-            out.elts.append(ast.Constant(value=0))
-        return out
-    if isinstance(node, ast.Set):
-        out = copy.deepcopy(node)
-        out.elts.append(ast.Constant(value="~gatehouse~"))
-        return out
-    if isinstance(node, ast.Dict):
-        out = copy.deepcopy(node)
-        if out.values:
-            inner = changed(out.values[-1])
-            if inner is None:
-                return None
-            out.values[-1] = inner
-        else:
-            out.keys.append(ast.Constant(value="~"))
-            out.values.append(ast.Constant(value=0))
-        return out
-    return None
+    try:
+        return as_node(other_value(v))
+    except (_NotConst, SyntaxError, ValueError, TypeError, ArithmeticError, RecursionError):
+        return None
 
 
 def variants(stmt):
@@ -228,8 +307,9 @@ def variants(stmt):
 
 
 def far(node):
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return ast.Constant(value=node.value * 3 + 1000)
+    ok, v = value_of(node)
+    if ok and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return ast.Constant(value=v * 3 + 1000)
     return None
 
 
@@ -259,34 +339,46 @@ def assertion_sites(fn):
 
 
 def twins(fn):
-    """Up to MAX_TWINS twins of `fn`: the first and the last assertion
-    first (changed value before negation), then the others."""
+    """Up to MAX_TWINS twins of `fn`: twins that expect another value
+    first, then negations; within each, the last assertion first, then the
+    first, then the others."""
     sites = assertion_sites(fn)
     if not sites:
-        return []
+        return [tail_twin(fn)] if fn.body else []
     order = [len(sites) - 1, 0] + list(range(1, len(sites) - 1))
-    seen = set()
-    out = []
-    for n in order:
-        if n in seen:
-            continue
-        seen.add(n)
+    order = list(dict.fromkeys(order))
+    candidates = []
+    for rank, n in enumerate(order):
         body, i = sites[n]
         for new, what in variants(body[i]):
-            twin = copy.deepcopy(fn)
-            # Find the same statement in the copy by position.
-            target = locate(twin, fn, body, i)
-            if target is None:
-                continue
-            tbody, ti = target
-            tbody[ti] = new
-            ast.copy_location(new, body[i])
-            ast.fix_missing_locations(twin)
-            line = body[i].lineno
-            out.append((twin, "line %d: %s" % (line, what)))
-            if len(out) >= MAX_TWINS:
-                return out
+            value = what == "expects another value"
+            candidates.append((0 if value else 1, rank, body, i, new, what))
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    out = []
+    for _, _, body, i, new, what in candidates[:MAX_TWINS]:
+        twin = copy.deepcopy(fn)
+        target = locate(twin, fn, body, i)
+        if target is None:
+            continue
+        tbody, ti = target
+        tbody[ti] = new
+        ast.copy_location(new, body[i])
+        ast.fix_missing_locations(twin)
+        out.append((twin, "line %d: %s" % (body[i].lineno, what)))
     return out
+
+
+def tail_twin(fn):
+    """A test whose assertions live in helpers it calls: its twin runs the
+    same body and then fails, so it passes only if the failure was
+    forged away or assertions were neutered."""
+    twin = copy.deepcopy(fn)
+    last = fn.body[-1]
+    stmt = ast.Assert(test=ast.Constant(value=False), msg=None)
+    ast.copy_location(stmt, last)
+    twin.body.append(stmt)
+    ast.fix_missing_locations(twin)
+    return twin, "line %d: fails after the test's last statement" % last.end_lineno
 
 
 def locate(twin, fn, body, i):

@@ -11,6 +11,7 @@ pub mod diff;
 pub mod env;
 pub mod evidence;
 pub mod grade;
+pub mod hidden_text;
 pub mod ingest;
 pub mod lint;
 pub mod manifest;
