@@ -21,6 +21,7 @@ pub mod pattern;
 pub mod pytest;
 pub mod root;
 pub mod run;
+pub mod runtime;
 pub mod sandbox;
 pub mod score;
 pub mod starter;

@@ -74,6 +74,7 @@ pub fn run_on_copy(
         env,
         limits: limits.clone(),
         channel,
+        read_only: Vec::new(),
     };
     let mut report = sandbox.run(&spec)?;
     report.stdout_tail = normalize_output(&report.stdout_tail);
