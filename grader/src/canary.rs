@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::evidence::{TestOutcome, TestStatus};
+use crate::packet::Packet;
 use crate::trusted::RunnerResult;
 
 /// The generator's placeholder for a test function's name.
@@ -598,6 +599,124 @@ pub fn local_salt(packet_digest: &str) -> String {
 /// A fresh random salt.
 pub fn random_salt() -> String {
     crate::trusted::nonce()
+}
+
+/// Whether a workspace path names a test module pytest or unittest
+/// collects by default (`test*.py`, `*_test.py`).
+pub fn is_test_module(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py"))
+}
+
+/// The hidden test modules each step lays from the packet: (step id,
+/// workspace path, packet path), for steps whose command runs through the
+/// trusted pytest or unittest runner.
+pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, String)>> {
+    let root = packet.files()?;
+    let mut out = Vec::new();
+    for step in &packet.manifest.steps {
+        if !matches!(
+            crate::trusted::plan(&step.run).runner(),
+            Some(crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest)
+        ) {
+            continue;
+        }
+        for lay in &step.lay {
+            let (from, to) = lay.paths();
+            match root.kind(&from)? {
+                Some(crate::root::Kind::File) if is_test_module(&to) => {
+                    out.push((step.id.clone(), to, from))
+                }
+                Some(crate::root::Kind::Dir) => {
+                    for f in root.files(&from)? {
+                        let laid = if to.is_empty() { f.clone() } else { format!("{to}/{f}") };
+                        if is_test_module(&laid) {
+                            out.push((step.id.clone(), laid, format!("{from}/{f}")));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the module templates of every hidden test module of `packet`
+/// (see [`hidden_modules`]), by running the generator in the sandbox on
+/// copies of them (no submission is involved). A module the generator
+/// cannot read gets a template with its error and no slots.
+pub fn generate(
+    sandbox: &crate::sandbox::Sandbox,
+    packet: &Packet,
+) -> Result<BTreeMap<String, StepCanaries>, crate::run::RunError> {
+    let io = |context: &str| {
+        let context = context.to_string();
+        move |source| crate::run::RunError::Io { context: context.clone(), source }
+    };
+    let modules = hidden_modules(packet).map_err(io("reading the packet's hidden tests"))?;
+    let mut out: BTreeMap<String, StepCanaries> = BTreeMap::new();
+    if modules.is_empty() || sandbox.config().tool_dir.is_none() {
+        return Ok(out);
+    }
+    let work = tempfile::Builder::new()
+        .prefix("gatehouse-twins-")
+        .tempdir()
+        .map_err(io("creating a folder for the canary generator"))?;
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).map_err(io("creating a folder for the canary generator"))?;
+    let pk = packet.files().map_err(io("reading the packet"))?;
+    let names: Vec<String> = (0..modules.len()).map(|i| format!("m{i}.py")).collect();
+    let mut command = format!(
+        "python3 -I {}/gatehouse_twins.py .gatehouse/twins.json",
+        crate::sandbox::TOOL_MOUNT
+    );
+    for n in &names {
+        command.push(' ');
+        command.push_str(n);
+    }
+    let scratch = work.path().join("run");
+    let ran = crate::run::run_on_copy(
+        sandbox,
+        &empty,
+        &scratch,
+        |w| {
+            let ws = crate::root::Root::open(w)?;
+            for ((_, _, from), name) in modules.iter().zip(&names) {
+                pk.copy(from, &ws, name)?;
+            }
+            Ok(())
+        },
+        &command,
+        &crate::sandbox::Limits {
+            wall: std::time::Duration::from_secs(60),
+            ..crate::sandbox::Limits::default()
+        },
+        Vec::new(),
+    )?;
+    let json = std::fs::read(scratch.join(".gatehouse/twins.json")).map_err(|e| {
+        crate::run::RunError::Io {
+            context: format!(
+                "the canary generator wrote no result ({}): {}",
+                ran.report.describe(),
+                ran.report.stderr_tail.lines().last().unwrap_or_default()
+            ),
+            source: e,
+        }
+    })?;
+    let mut parsed: BTreeMap<String, Template> =
+        serde_json::from_slice(&json).map_err(|e| crate::run::RunError::Io {
+            context: "the canary generator's result is not a template".into(),
+            source: std::io::Error::other(e),
+        })?;
+    for ((step, laid, _), name) in modules.into_iter().zip(&names) {
+        let t = parsed.remove(name).unwrap_or_else(|| Template {
+            parts: Vec::new(),
+            error: Some("the generator said nothing of it".into()),
+        });
+        out.entry(step).or_default().files.insert(laid, t);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

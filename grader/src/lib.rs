@@ -3,6 +3,7 @@
 //! the UI.
 
 pub mod audit;
+pub mod bytecode;
 pub mod canary;
 pub mod check;
 pub mod clock;

@@ -53,6 +53,10 @@ pub const RUNNER: &str = include_str!("../harness/gatehouse_runner.py");
 pub const RUNNER_FLAGS: &str =
     "-I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always";
 
+/// The canary twin generator (see `canary`).
+pub const TWINS: &str = include_str!("../harness/gatehouse_twins.py");
+/// The bytecode checker (see `bytecode`).
+pub const PYC_CHECK: &str = include_str!("../harness/gatehouse_pyc.py");
 /// The runner's pytest configuration (empty: the submission's ini files
 /// never configure a grading run).
 pub const RUNNER_INI: &str = include_str!("../harness/pytest.ini");
@@ -194,6 +198,8 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
         ("pytest.ini", RUNNER_INI),
         ("gatehouse_harness.py", HARNESS),
         ("gatehouse_confine.py", CONFINE),
+        ("gatehouse_twins.py", TWINS),
+        ("gatehouse_pyc.py", PYC_CHECK),
     ] {
         std::fs::write(dir.join(name), text)?;
     }
