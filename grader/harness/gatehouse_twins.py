@@ -338,34 +338,138 @@ def assertion_sites(fn):
     return sites
 
 
+def expected_name(stmt):
+    """The name an equality assertion compares with (``assert x ==
+    expected``, ``self.assertEqual(x, expected)``), or None."""
+    if isinstance(stmt, ast.Assert):
+        t = stmt.test
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
+            for side in (t.comparators[0], t.left):
+                if isinstance(side, ast.Name):
+                    return side.id
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        c = stmt.value
+        f = c.func
+        if isinstance(f, ast.Attribute) and f.attr in EXPECT and len(c.args) >= 2:
+            for side in (c.args[1], c.args[0]):
+                if isinstance(side, ast.Name):
+                    return side.id
+    return None
+
+
+def param_columns(fn):
+    """`name` -> (decorator index, column) for each argument of a
+    ``pytest.mark.parametrize`` decorator whose rows are literal."""
+    out = {}
+    for d, dec in enumerate(fn.decorator_list):
+        if not (isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "parametrize"):
+            continue
+        if len(dec.args) < 2 or not isinstance(dec.args[0], ast.Constant) or not isinstance(dec.args[0].value, str):
+            continue
+        names = [n.strip() for n in dec.args[0].value.split(",") if n.strip()]
+        if not isinstance(dec.args[1], (ast.List, ast.Tuple)):
+            continue
+        for col, name in enumerate(names):
+            out[name] = (d, col, len(names))
+    return out
+
+
+def row_values(row, width):
+    """The value nodes of one parametrize row (a tuple, a list, a lone
+    value, or ``pytest.param(...)``)."""
+    if isinstance(row, ast.Call) and isinstance(row.func, ast.Attribute) and row.func.attr == "param":
+        return row.args
+    if width == 1:
+        return None
+    if isinstance(row, (ast.Tuple, ast.List)):
+        return row.elts
+    return None
+
+
+def param_twin(fn, name, cols):
+    """A twin whose parametrize rows expect another `name` in every row."""
+    d, col, width = cols[name]
+    twin = copy.deepcopy(fn)
+    rows = twin.decorator_list[d].args[1].elts
+    if not rows:
+        return None
+    for r, row in enumerate(rows):
+        values = row_values(row, width)
+        if values is None and width == 1:
+            new = changed(row)
+            if new is None:
+                return None
+            rows[r] = new
+            continue
+        if values is None or len(values) != width:
+            return None
+        new = changed(values[col])
+        if new is None:
+            return None
+        values[col] = new
+    ast.fix_missing_locations(twin)
+    return twin
+
+
+def assigned_twin(fn, name, before):
+    """A twin whose one top-level ``name = <constant>`` (before the
+    assertion) assigns another constant."""
+    hits = [
+        i
+        for i, st in enumerate(fn.body)
+        if isinstance(st, ast.Assign)
+        and len(st.targets) == 1
+        and isinstance(st.targets[0], ast.Name)
+        and st.targets[0].id == name
+    ]
+    if len(hits) != 1 or hits[0] >= before:
+        return None
+    i = hits[0]
+    new = changed(fn.body[i].value)
+    if new is None:
+        return None
+    twin = copy.deepcopy(fn)
+    twin.body[i].value = new
+    ast.fix_missing_locations(twin)
+    return twin
+
+
 def twins(fn):
     """Up to MAX_TWINS twins of `fn`: twins that expect another value
-    first, then negations; within each, the last assertion first, then the
-    first, then the others."""
+    first (a literal in the assertion, the local it compares with, or the
+    parametrize column it compares with), then negations; within each, the
+    last assertion first, then the first, then the others."""
     sites = assertion_sites(fn)
     if not sites:
         return [tail_twin(fn)] if fn.body else []
     order = [len(sites) - 1, 0] + list(range(1, len(sites) - 1))
     order = list(dict.fromkeys(order))
+    cols = param_columns(fn)
     candidates = []
     for rank, n in enumerate(order):
         body, i = sites[n]
+        name = expected_name(body[i])
+        if name is not None:
+            twin = None
+            if name in cols:
+                twin = param_twin(fn, name, cols)
+            elif body is fn.body:
+                twin = assigned_twin(fn, name, i)
+            if twin is not None:
+                candidates.append((0, rank, twin, "line %d: expects another %s" % (body[i].lineno, name)))
         for new, what in variants(body[i]):
+            twin = copy.deepcopy(fn)
+            target = locate(twin, fn, body, i)
+            if target is None:
+                continue
+            tbody, ti = target
+            tbody[ti] = new
+            ast.copy_location(new, body[i])
+            ast.fix_missing_locations(twin)
             value = what == "expects another value"
-            candidates.append((0 if value else 1, rank, body, i, new, what))
+            candidates.append((0 if value else 1, rank, twin, "line %d: %s" % (body[i].lineno, what)))
     candidates.sort(key=lambda c: (c[0], c[1]))
-    out = []
-    for _, _, body, i, new, what in candidates[:MAX_TWINS]:
-        twin = copy.deepcopy(fn)
-        target = locate(twin, fn, body, i)
-        if target is None:
-            continue
-        tbody, ti = target
-        tbody[ti] = new
-        ast.copy_location(new, body[i])
-        ast.fix_missing_locations(twin)
-        out.append((twin, "line %d: %s" % (body[i].lineno, what)))
-    return out
+    return [(t, what) for _, _, t, what in candidates[:MAX_TWINS]]
 
 
 def tail_twin(fn):

@@ -56,7 +56,7 @@ impl Twin {
     /// A twin that expects another value (which also catches values equal
     /// to anything and answers read from the test) rather than a negation.
     pub fn expects_value(&self) -> bool {
-        self.what.contains("another value")
+        self.what.contains("expects another")
     }
 }
 
