@@ -426,15 +426,18 @@ def _callable_like(v):
 class Integrity:
     """The callables of the test framework and the runner, recorded before
     any candidate code runs, compared and restored after collection and
-    after every test."""
+    after every test: a callable replaced, removed, or added to one of
+    their classes is reported and undone."""
 
     def __init__(self, channel):
         self.channel = channel
-        self.snap = {}
+        self.snap = []
+        self.classes = []
         self.reported = set()
 
     def record(self):
         snap = []
+        classes = []
         for name, mod in list(sys.modules.items()):
             if not _watched(name) or mod is None:
                 continue
@@ -445,10 +448,18 @@ class Integrity:
                 if _callable_like(v):
                     snap.append((d, name, k, v))
                 if _isinstance(v, type) and getattr(v, "__module__", None) == name:
+                    where = name + "." + v.__qualname__
+                    classes.append((v, where, frozenset(v.__dict__)))
                     for ck, cv in list(v.__dict__.items()):
                         if _callable_like(cv):
-                            snap.append((v, name + "." + v.__qualname__, ck, cv))
+                            snap.append((v, where, ck, cv))
         self.snap = snap
+        self.classes = classes
+
+    def _report(self, what, change, test):
+        if what not in self.reported:
+            self.reported.add(what)
+            self.channel.send({"t": "integrity", "what": what, "change": change, "test": test})
 
     def check(self, test):
         changed = []
@@ -462,9 +473,7 @@ class Integrity:
             change = "removed" if now is _MISSING else "replaced"
             what = where + "." + k
             changed.append(what)
-            if what not in self.reported:
-                self.reported.add(what)
-                self.channel.send({"t": "integrity", "what": what, "change": change, "test": test})
+            self._report(what, change, test)
             try:
                 if _isinstance(owner, dict):
                     owner[k] = v
@@ -472,6 +481,17 @@ class Integrity:
                     type.__setattr__(owner, k, v)
             except Exception:  # noqa: BLE001 - reported; cannot put it back
                 pass
+        for cls, where, keys in self.classes:
+            for k in list(cls.__dict__):
+                if k in keys or not _callable_like(cls.__dict__[k]):
+                    continue
+                what = where + "." + k
+                changed.append(what)
+                self._report(what, "added", test)
+                try:
+                    type.__delattr__(cls, k)
+                except Exception:  # noqa: BLE001
+                    pass
         return changed
 
 
