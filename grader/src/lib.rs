@@ -12,6 +12,7 @@ pub mod diff;
 pub mod env;
 pub mod evidence;
 pub mod grade;
+pub mod guard;
 pub mod hidden_text;
 pub mod ingest;
 pub mod lint;
