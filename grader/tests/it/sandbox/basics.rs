@@ -162,6 +162,7 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
                 env: Vec::new(),
                 limits,
                 channel: false,
+                read_only: Vec::new(),
             };
             let r = sb.run(&spec);
             (script, is_trivial, r)
@@ -221,6 +222,7 @@ fn sandbox_tool_dir_is_read_only_at_gatehouse() {
         env: Vec::new(),
         limits: small_limits(),
         channel: false,
+        read_only: Vec::new(),
     };
     let r = sb.run(&spec).expect("run");
     let lines: Vec<&str> = r.stdout_tail.lines().collect();

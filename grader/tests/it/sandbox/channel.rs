@@ -12,6 +12,7 @@ fn run_channel(script: &str) -> RunReport {
         env: Vec::new(),
         limits: small_limits(),
         channel: true,
+        read_only: Vec::new(),
     };
     sandbox().run(&spec).unwrap_or_else(|e| panic!("sandbox error for {script:?}: {e}"))
 }

@@ -71,6 +71,7 @@ fn sandbox_helper_process() {
                             env: Vec::new(),
                             limits: small_limits(),
                             channel: false,
+                            read_only: Vec::new(),
                         };
                         sb.run(&spec).expect("run").stdout_tail.trim().to_string()
                     })
@@ -86,6 +87,7 @@ fn sandbox_helper_process() {
             env: Vec::new(),
             limits: Limits { wall: Duration::from_secs(60), ..small_limits() },
             channel: false,
+            read_only: Vec::new(),
         };
         let _ = sb.run(&spec);
     }
@@ -212,6 +214,7 @@ fn the_evidence_folder_is_apart_and_confined_processes_cannot_write_it() {
         env: Vec::new(),
         limits: small_limits(),
         channel: false,
+        read_only: Vec::new(),
     };
     let r = sb.run(&spec).expect("run");
     let out = &r.stdout_tail;

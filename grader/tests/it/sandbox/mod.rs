@@ -45,6 +45,7 @@ fn run_in(dir: &Path, script: &str, limits: Limits) -> RunReport {
         env: Vec::new(),
         limits,
         channel: false,
+        read_only: Vec::new(),
     };
     match sandbox().run(&spec) {
         Ok(r) => r,
