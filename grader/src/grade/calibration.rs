@@ -31,6 +31,38 @@ pub struct Calibration {
     /// witnessed run), in milliseconds.
     #[serde(default)]
     pub run_ms: BTreeMap<String, u64>,
+    /// The version of the canary data below (`guard::CANARY_FORMAT`); a
+    /// calibration recorded before canaries has 0 and is measured again.
+    #[serde(default)]
+    pub canary_format: u32,
+    /// The salt of every grading's canary names and choices; never shown
+    /// to a candidate (a published version's self-test records a random
+    /// one).
+    #[serde(default)]
+    pub salt: String,
+    /// Each step's hidden test modules as canary templates, with the twins
+    /// that failed on the sample while their test passed.
+    #[serde(default)]
+    pub canaries: BTreeMap<String, crate::canary::StepCanaries>,
+    /// The hidden tests the sample passes, per step: for them only a pass
+    /// counts (`runtime::only_a_pass`).
+    #[serde(default)]
+    pub passed: BTreeMap<String, BTreeSet<String>>,
+    /// Framework changes the trusted runner saw while grading the sample:
+    /// the packet's or pytest's own doing, never the candidate's.
+    #[serde(default)]
+    pub baseline: BTreeSet<String>,
+}
+
+/// What one grading observed that a calibration keeps: the test ids each
+/// fixed step collected, each step's twins, the tests it passed, and the
+/// framework changes its runs saw.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub collected: BTreeMap<String, Vec<String>>,
+    pub twins: BTreeMap<String, crate::canary::Verdict>,
+    pub passed: BTreeMap<String, BTreeSet<String>>,
+    pub integrity: BTreeSet<String>,
 }
 
 /// The run id under which a calibration times the witnessed run of the
@@ -70,7 +102,11 @@ impl Grader {
     /// `opts`, else this grader's own measurement.
     pub(super) fn calibration_for(&self, packet: &Packet, opts: &GradeOptions) -> Arc<Calibration> {
         match &opts.calibration {
-            Some(c) if c.digest == packet.digest => c.clone(),
+            Some(c)
+                if c.digest == packet.digest && c.canary_format == crate::guard::CANARY_FORMAT =>
+            {
+                c.clone()
+            }
             _ => self.calibration(packet),
         }
     }
@@ -111,16 +147,29 @@ impl Grader {
                 &self.ingest_limits,
                 &ingest_options(packet)?,
             )?;
+            // The canary templates of the hidden test modules; the sample
+            // is graded with every twin planted.
+            let templates = crate::canary::generate(&self.sandbox, packet)?;
+            let salt = crate::canary::local_salt(&packet.digest);
+            let canaries = crate::guard::Canaries {
+                steps: &templates,
+                calibrating: true,
+                salt: &salt,
+                submission: &ingested.archive_sha256,
+            };
             let started = Instant::now();
-            let (card, collected) = self.grade_ingested(
+            let (card, observed) = self.grade_ingested(
                 packet,
                 &ingested,
                 work.path(),
                 &GradeOptions::default(),
                 None,
+                &canaries,
             )?;
             let sample_ms = started.elapsed().as_millis() as u64;
-            let expected = collected
+            let canaries = crate::guard::calibrated_from(&templates, &observed.twins);
+            let expected = observed
+                .collected
                 .into_iter()
                 .filter(|(_, ids)| !ids.is_empty())
                 .map(|(step, ids)| (step, ids.into_iter().collect()))
@@ -153,10 +202,22 @@ impl Grader {
             if !ran.report.timed_out && ran.report.limit_hit.is_none() {
                 run_ms.insert(WITNESS_RUN_ID.to_string(), ran.report.wall.as_millis() as u64);
             }
-            Ok(Calibration { digest: packet.digest.clone(), expected, sample_ms, run_ms })
+            Ok(Calibration {
+                digest: packet.digest.clone(),
+                expected,
+                sample_ms,
+                run_ms,
+                canary_format: crate::guard::CANARY_FORMAT,
+                salt,
+                canaries,
+                passed: observed.passed,
+                baseline: observed.integrity,
+            })
         })();
         measured.unwrap_or_else(|_| Calibration {
             digest: packet.digest.clone(),
+            canary_format: crate::guard::CANARY_FORMAT,
+            salt: crate::canary::local_salt(&packet.digest),
             ..Calibration::default()
         })
     }

@@ -7,7 +7,9 @@ mod probe;
 mod receipt;
 mod scoring;
 
-pub use calibration::{BUDGET_FLOOR, Calibration, WALL_FACTOR, WALL_FLOOR, WITNESS_RUN_ID};
+pub use calibration::{
+    BUDGET_FLOOR, Calibration, Observed, WALL_FACTOR, WALL_FLOOR, WITNESS_RUN_ID,
+};
 pub use pipeline::{UNCONFINED_EVIDENCE, fixed_tests};
 pub use receipt::{
     FrozenEntry, LimitsView, PacketRef, Receipt, RunEntry, RunTiming, Scorecard, SubmissionRef,
@@ -169,7 +171,15 @@ impl Grader {
             &ingest_options(packet)?,
         )?;
         let calibration = self.calibration_for(packet, opts);
-        Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
+        let canaries = crate::guard::Canaries {
+            steps: &calibration.canaries,
+            calibrating: false,
+            salt: &calibration.salt,
+            submission: &ingested.archive_sha256,
+        };
+        Ok(self
+            .grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration), &canaries)?
+            .0)
     }
 
     /// Grades the folder `overlay` (laid over the starter) as if it were a
@@ -197,6 +207,14 @@ impl Grader {
             &ingest_options(packet)?,
         )?;
         let calibration = self.calibration_for(packet, opts);
-        Ok(self.grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration))?.0)
+        let canaries = crate::guard::Canaries {
+            steps: &calibration.canaries,
+            calibrating: false,
+            salt: &calibration.salt,
+            submission: &ingested.archive_sha256,
+        };
+        Ok(self
+            .grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration), &canaries)?
+            .0)
     }
 }

@@ -11,7 +11,8 @@ use crate::evidence::{MutantResult, MutationOutcome, StepOutcome, TestOutcome};
 use crate::ingest::Ingested;
 use crate::manifest::{Detector, Lay};
 use crate::packet::Packet;
-use crate::run::{RunRecord, parse_script_output, read_junit, run_on_copy, step_env};
+use crate::run::{RunRecord, parse_script_output, read_junit, run_guarded, step_env};
+use crate::runtime::Whose;
 use crate::sandbox::Limits;
 use crate::score::Finding;
 use crate::tree::{Root, list_files, tree_digest};
@@ -24,8 +25,9 @@ use super::*;
 impl Grader {
     /// Grades an ingested submission. `calibration` is `None` only while
     /// calibrating (grading the sample to learn its test ids): then no ids
-    /// are enforced and the budget is the packet's limits alone. Returns
-    /// the scorecard and the test ids each trusted pytest step collected.
+    /// are enforced and the budget is the packet's limits alone. Every run
+    /// carries what `canaries` plants. Returns the scorecard and what a
+    /// calibration keeps of the grading.
     pub(super) fn grade_ingested(
         &self,
         packet: &Packet,
@@ -33,7 +35,8 @@ impl Grader {
         work: &Path,
         opts: &GradeOptions,
         calibration: Option<&Calibration>,
-    ) -> Result<(Scorecard, BTreeMap<String, Vec<String>>), GradeError> {
+        canaries: &crate::guard::Canaries,
+    ) -> Result<(Scorecard, Observed), GradeError> {
         let started = Instant::now();
         let m = &packet.manifest;
         let base_limits = m.limits.apply(&default_limits());
@@ -114,8 +117,12 @@ impl Grader {
         // Replay every step.
         let mut steps = BTreeMap::new();
         let mut kept = BTreeMap::new();
-        let mut collected: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut observed = Observed::default();
         let mut tamper_runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut runtime_notes: Vec<String> = Vec::new();
+        let mut planted: BTreeMap<String, usize> = BTreeMap::new();
+        let empty = BTreeSet::new();
+        let baseline = calibration.map_or(&empty, |c| &c.baseline);
         // Without Landlock the harness cannot keep the candidate's
         // processes from `/evidence`: what is kept from there is listed as
         // untrusted.
@@ -132,7 +139,9 @@ impl Grader {
             };
             let dir = scratch();
             let env = with_platform_env(step_env(&step.env), &platform);
-            let ran = run_on_copy(
+            let step_plan = crate::trusted::plan(&step.run);
+            let fixed = fixed_tests(step, &step_plan);
+            let ran = run_guarded(
                 &self.sandbox,
                 &workspace,
                 &dir,
@@ -140,7 +149,25 @@ impl Grader {
                 &step.run,
                 &limits,
                 env,
+                &canaries.for_step(step, fixed),
             )?;
+            // Whose tests the step runs: the packet's (its own files, or a
+            // packet script), or ones the candidate wrote.
+            let whose = match step_plan {
+                Plan::Runner { kind: RunnerKind::Script, .. } => Whose::Packet,
+                _ if fixed => Whose::Packet,
+                _ => Whose::Candidate,
+            };
+            let judged = crate::guard::judge(&ran, whose, baseline);
+            if ran.verdict.planted > 0 {
+                planted.insert(run_id.clone(), ran.verdict.planted);
+            }
+            if canaries.calibrating {
+                observed.twins.insert(step.id.clone(), ran.verdict.clone());
+                if let Some(r) = &ran.runner {
+                    observed.integrity.extend(r.integrity.iter().map(|c| c.what.clone()));
+                }
+            }
             let mut report = ran.report;
             skipped.extend(cut(&run_id, &cut_note, &report));
             // The result file: the step's `junit`, or the one the trusted
@@ -153,20 +180,43 @@ impl Grader {
             });
             let junit = junit_path.as_ref().map(|j| {
                 read_junit(&dir.join(j))
+                    .map(|o| ran.canaries.map_junit(o))
                     .map_err(|e| e.replace(&dir.display().to_string(), "/workspace"))
             });
+            runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
             let (tests, junit_error) = match (&ran.runner, ran.plan.runner()) {
                 (Some(r), Some(kind)) => {
+                    let mut r = r.clone();
                     let expected = calibration
                         .and_then(|c| c.expected.get(&step.id))
                         .filter(|_| fixed_tests(step, &ran.plan));
                     // A file the runner wrote elsewhere (after a `cd`) is not comparable.
                     let comparable = junit.as_ref().filter(|_| ran.plan.in_workspace());
-                    let signs = r.cross_check(kind, &report, comparable, expected);
+                    let mut signs = judged.signs.clone();
+                    signs.extend(r.cross_check(kind, &report, comparable, expected));
                     if fixed_tests(step, &ran.plan)
                         && let Some(ids) = &r.collected
                     {
-                        collected.insert(step.id.clone(), ids.clone());
+                        observed.collected.insert(step.id.clone(), ids.clone());
+                    }
+                    if fixed {
+                        if canaries.calibrating {
+                            observed.passed.insert(
+                                step.id.clone(),
+                                r.cases
+                                    .iter()
+                                    .filter(|(id, c)| {
+                                        c.status == crate::evidence::TestStatus::Passed
+                                            && !r.marks.contains_key(id)
+                                    })
+                                    .map(|(id, _)| id.clone())
+                                    .collect(),
+                            );
+                        } else if let Some(passed) =
+                            calibration.and_then(|c| c.passed.get(&step.id))
+                        {
+                            crate::runtime::only_a_pass(&mut r, passed);
+                        }
                     }
                     if !signs.is_empty() {
                         contain(&mut report);
@@ -175,6 +225,11 @@ impl Grader {
                         contain(&mut report);
                     }
                     (Some(r.outcomes(expected, &report)), None)
+                }
+                _ if !judged.signs.is_empty() => {
+                    contain(&mut report);
+                    tamper_runs.insert(run_id.clone(), judged.signs.clone());
+                    (junit.and_then(|j| j.ok()), None)
                 }
                 _ => match junit {
                     Some(Ok(t)) => (Some(t), None),
@@ -250,7 +305,9 @@ impl Grader {
                 }
                 Ok(())
             };
-            let ran = run_on_copy(
+            let mut laid = crate::guard::laid_paths(lay);
+            laid.extend(kept.keys().map(|step| format!(".gatehouse/kept/{step}")));
+            let ran = run_guarded(
                 &self.sandbox,
                 &workspace,
                 &dir,
@@ -258,11 +315,15 @@ impl Grader {
                 run,
                 &limits,
                 with_platform_env(Vec::new(), &platform),
+                &canaries.for_run(&run_id, laid, false),
             )?;
+            let judged = crate::guard::judge(&ran, Whose::Packet, baseline);
+            runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
             let mut report = ran.report;
             skipped.extend(cut(&run_id, &cut_note, &report));
             if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
-                let signs = r.cross_check(kind, &report, None, None);
+                let mut signs = judged.signs.clone();
+                signs.extend(r.cross_check(kind, &report, None, None));
                 if !signs.is_empty() {
                     contain(&mut report);
                     tamper_runs.insert(format!("script:{}", i + 1), signs);
@@ -320,7 +381,7 @@ impl Grader {
                     };
                     let dir = scratch();
                     let target = mu.target.clone();
-                    let ran = run_on_copy(
+                    let ran = run_guarded(
                         &self.sandbox,
                         &workspace,
                         &dir,
@@ -328,7 +389,13 @@ impl Grader {
                         &mu.run,
                         &limits,
                         Vec::new(),
+                        &canaries.for_run(&run_id, vec![target.clone()], true),
                     )?;
+                    let judged = crate::guard::judge(&ran, Whose::Candidate, baseline);
+                    runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
+                    if ran.verdict.planted > 0 {
+                        planted.insert(run_id.clone(), ran.verdict.planted);
+                    }
                     let mut report = ran.report;
                     // A run cut at its derived limit neither killed the
                     // mutant nor spared it: the mutation run is incomplete.
@@ -339,7 +406,8 @@ impl Grader {
                     }
                     let mut passed = report.success();
                     if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
-                        let signs = r.cross_check(kind, &report, None, None);
+                        let mut signs = judged.signs.clone();
+                        signs.extend(r.cross_check(kind, &report, None, None));
                         passed = passed && r.passed() && signs.is_empty();
                         if !signs.is_empty() {
                             contain(&mut report);
@@ -373,7 +441,21 @@ impl Grader {
             .filter(|f| starter_tree.get(&f.path).is_none_or(|(_, sha)| sha != &f.sha256))
             .map(|f| f.path.clone())
             .collect();
-        let tamper_static = crate::tamper::scan(&workspace, &changed, &probe.runner_modules);
+        let mut tamper_static = crate::tamper::scan(&workspace, &changed, &probe.runner_modules);
+        // Only the source runs: bytecode meant to run in its place.
+        tamper_static.extend(crate::bytecode::check(&self.sandbox, ingested)?);
+        // What the reviewer reads is what runs: direction controls that
+        // can reorder a line of code.
+        let (hidden_text, hidden_text_unlisted) = crate::hidden_text::scan(
+            &ingested.dir,
+            ingested.files.iter().filter(|f| !platform.contains(&f.path)).map(|f| f.path.clone()),
+        );
+        tamper_static.extend(
+            hidden_text
+                .iter()
+                .filter(|h| h.reorders)
+                .map(|h| format!("hidden characters: {}", h.describe())),
+        );
         let tamper_evidence = crate::tamper::evidence(tamper_static, &tamper_runs);
 
         // Detect.
@@ -517,6 +599,10 @@ impl Grader {
             untrusted_evidence,
             witness_sha256: opts.witness.as_ref().map(|w| w.digest()),
             transcript: opts.witness.as_ref().map(|w| w.transcript()).unwrap_or_default(),
+            hidden_text,
+            hidden_text_unlisted,
+            runtime_notes,
+            canaries: planted,
             scoring: scoring.clone(),
             digest: String::new(),
             timings,
@@ -532,7 +618,7 @@ impl Grader {
             environment,
             receipt,
         };
-        Ok((card, collected))
+        Ok((card, observed))
     }
 }
 

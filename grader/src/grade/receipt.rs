@@ -146,6 +146,20 @@ pub struct Receipt {
     /// none was kept (receipts from before transcripts keep their digest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transcript: Vec<crate::witness::TranscriptDigest>,
+    /// Characters a reviewer cannot see in the submitted text files
+    /// (bidirectional controls, invisible characters: `hidden_text`), at
+    /// most `hidden_text::MAX_LISTED`, and how many more there were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden_text: Vec<crate::hidden_text::HiddenChar>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hidden_text_unlisted: usize,
+    /// What the runs' runtime audit saw that is shown without a verdict
+    /// (`runtime::judge`), each as `run: what`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtime_notes: Vec<String>,
+    /// How many canary tests the runs carried (issue #25), by run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub canaries: BTreeMap<String, usize>,
     /// The rubric's scoring; its fields sit at the top level of the JSON.
     #[serde(flatten)]
     pub scoring: Scoring,
@@ -177,6 +191,10 @@ pub struct Scorecard {
     pub scoring: Scoring,
     pub environment: EnvReport,
     pub receipt: Receipt,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 pub(super) fn ms(d: Duration) -> f64 {

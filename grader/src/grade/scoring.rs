@@ -161,6 +161,10 @@ mod rescore_tests {
             untrusted_evidence: vec![],
             witness_sha256: None,
             transcript: vec![],
+            hidden_text: vec![],
+            hidden_text_unlisted: 0,
+            runtime_notes: vec![],
+            canaries: BTreeMap::new(),
             scoring: Scoring {
                 criteria: vec![],
                 score: None,

@@ -1,6 +1,5 @@
 //! Keys and models: who may call, when, through which upstream; the candidate page.
 
-use futures_util::StreamExt;
 use gatehouse::now_ms;
 use serde_json::{Value, json};
 

@@ -3,7 +3,6 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use gatehouse::db::ModelCall;
 use serde_json::{Value, json};
 

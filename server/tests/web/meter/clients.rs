@@ -1,6 +1,5 @@
 //! Real clients unchanged: the official openai package, its retries, and curl.
 
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::*;

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use gatehouse::config::Config;
 use serde_json::json;
 
