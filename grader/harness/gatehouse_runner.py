@@ -4,7 +4,7 @@ The grader runs every evidence-producing test command (steps, mutants,
 witnessed runs, the self-test's red and green, detector scripts) through
 this file instead of ``python3 -m pytest`` or ``python3 -m unittest``:
 
-    python3 -I -X pycache_prefix=DIR --check-hash-based-pycs always \\
+    python3 -I -B --check-hash-based-pycs always \\
         /gatehouse/gatehouse_runner.py pytest|unittest|script ARGS...
 
 ``-I`` keeps the working directory, ``PYTHON*`` variables and user
@@ -14,9 +14,9 @@ site-packages off ``sys.path``, and this file sits on a read-only mount
 runner: pytest, unittest and the standard library are imported before any
 file of the workspace is importable, and the workspace is then appended to
 the END of ``sys.path`` (pytest runs with ``--import-mode=append``), so no
-workspace file ever shadows an installed module. ``pycache_prefix`` points
-bytecode caches at a fresh folder, so no ``__pycache__`` of the workspace
-is ever read: only the submitted source runs. Pytest plugins are never
+workspace file ever shadows an installed module. Ingestion set the
+submission's bytecode caches aside; ``-B`` writes none and hash-based ones
+are always checked against their source: only the submitted source runs. Pytest plugins are never
 autoloaded (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): the plugins installed
 with the interpreter are loaded by name, packaging metadata in the
 workspace never is.

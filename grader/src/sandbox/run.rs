@@ -712,9 +712,6 @@ impl Sandbox {
             ("HOME".into(), "/tmp".into()),
             ("LANG".into(), "C.UTF-8".into()),
             ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
-            // Bytecode caches of a fresh folder, never the workspace's
-            // `__pycache__`: only the submitted source runs.
-            ("PYTHONPYCACHEPREFIX".into(), "/tmp/.gatehouse-pycache".into()),
             ("PYTHONHASHSEED".into(), "0".into()),
             ("TMPDIR".into(), "/tmp".into()),
             ("GATEHOUSE_EVIDENCE".into(), super::EVIDENCE_MOUNT.into()),
