@@ -140,6 +140,13 @@ pub fn run_guarded(
             let text = crate::canary::generic_module(&mut rng, &mut roles);
             ws.write(&path, text.as_bytes()).map_err(io_at("planting canaries in"))?;
             read_only.push(path.clone());
+            // pytest given no path collects the working folder; given one,
+            // only that: name the folder too.
+            if plan.runner() == Some(crate::trusted::RunnerKind::Pytest)
+                && crate::trusted::pytest_paths(args).is_empty()
+            {
+                extra_tests.push(".".into());
+            }
             extra_tests.push(path);
         }
     }
