@@ -279,6 +279,9 @@ pub struct RunnerResult {
     pub audit: Vec<AuditEvent>,
     /// Framework callables found changed.
     pub integrity: Vec<IntegrityChange>,
+    /// The workspace's own pytest plugins that loaded (`conftest.py`
+    /// files), with the hooks they implement.
+    pub plugins: Vec<(String, Vec<String>)>,
     /// Lines on the channel that the runner did not write (wrong nonce,
     /// not JSON): someone else wrote to the result channel.
     pub foreign_lines: usize,
@@ -324,6 +327,8 @@ struct Record {
     what: String,
     #[serde(default)]
     change: String,
+    #[serde(default)]
+    hooks: Vec<String>,
 }
 
 /// At most this many audit and integrity records are kept from one run.
@@ -391,6 +396,15 @@ impl RunnerResult {
                             via: clip(&rec.via),
                             test: clip(&rec.test),
                         });
+                    }
+                }
+                "plugin" => {
+                    if out.plugins.len() < MAX_AUDIT {
+                        let clip = |s: &str| s.chars().take(200).collect::<String>();
+                        out.plugins.push((
+                            clip(&rec.file),
+                            rec.hooks.iter().take(40).map(|h| clip(h)).collect(),
+                        ));
                     }
                 }
                 "integrity" => {
