@@ -184,6 +184,21 @@ impl Grader {
                 .filter(|(_, r)| !r.timed_out && r.limit_hit.is_none())
                 .map(|(t, _)| (t.id.clone(), t.wall_ms.ceil() as u64))
                 .collect();
+            // A run that carried every twin (calibration plants them all)
+            // ran more tests than a graded run does: time it per real test.
+            for (id, ms) in run_ms.iter_mut() {
+                let Some(twins) = card.receipt.canaries.get(id) else { continue };
+                let real = card
+                    .receipt
+                    .runs
+                    .iter()
+                    .find(|r| &r.id == id)
+                    .and_then(|r| r.tests.as_ref())
+                    .map_or(0, |t| t.len());
+                if real > 0 {
+                    *ms = (*ms * real as u64).div_ceil((real + twins) as u64);
+                }
+            }
             // The witnessed run of the sample, timed after the grading (not
             // part of `sample_ms`).
             let workspace = work.path().join("witness");
