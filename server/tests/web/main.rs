@@ -16,6 +16,7 @@ mod hardening;
 mod library;
 mod mail;
 mod meter;
+mod oidc;
 #[path = "../common/postgres.rs"]
 mod postgres;
 mod review;
