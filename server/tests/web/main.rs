@@ -12,6 +12,7 @@ mod e2e_witnessed;
 #[path = "../common/fake_openai.rs"]
 mod fake_openai;
 mod frame;
+mod greenhouse;
 mod hardening;
 mod library;
 mod mail;

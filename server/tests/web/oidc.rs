@@ -151,12 +151,7 @@ pub async fn sso_sign_in(
     }
     let r = client.get(&auth).send().await.unwrap();
     let interaction = reqwest::Url::parse(&auth).unwrap().join(&location(&r)).unwrap();
-    let r = client
-        .post(interaction.clone())
-        .form(&[("email", email)])
-        .send()
-        .await
-        .unwrap();
+    let r = client.post(interaction.clone()).form(&[("email", email)]).send().await.unwrap();
     assert!(r.status().is_redirection(), "{}", r.text().await.unwrap());
     // The provider resumes the authorization, then redirects to us.
     let mut r = follow(client, &r, interaction.as_str()).await;
@@ -247,8 +242,7 @@ async fn sso_signs_in_by_verified_email_and_makes_accounts_only_for_allowed_doma
         .map(|(_, v)| v.to_string())
         .unwrap();
     let url = app.url(&format!("/login/sso/test/callback?code=x&state={st}"));
-    refused(TestApp::client().get(&url).send().await.unwrap(), "started in another browser")
-        .await;
+    refused(TestApp::client().get(&url).send().await.unwrap(), "started in another browser").await;
     // ...and, taken once, is gone for the browser that started it too.
     refused(a.get(&url).send().await.unwrap(), "already used").await;
     let audit = app.state.db.audit_entries(None, 50).await.unwrap();
@@ -341,10 +335,7 @@ async fn password_sign_in_can_be_off_for_all_but_the_break_glass_admin() {
 
     // Settings that would lock everyone out are refused at start, by name.
     for (tweak, want) in [
-        (
-            (|c: &mut Config| c.password_sign_in = false) as fn(&mut Config),
-            "set break_glass_admin",
-        ),
+        ((|c: &mut Config| c.password_sign_in = false) as fn(&mut Config), "set break_glass_admin"),
         (
             |c: &mut Config| {
                 c.password_sign_in = false;
