@@ -40,6 +40,7 @@ pub fn rows() -> Vec<(String, f64, f64)> {
             env: Vec::new(),
             limits: limits.clone(),
             channel: false,
+            read_only: Vec::new(),
         };
         let mut sandboxed = Vec::new();
         for i in 0..WARMUP + ITERATIONS {

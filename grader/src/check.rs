@@ -10,7 +10,7 @@ use crate::evidence::{TestOutcome, TestStatus};
 use crate::grade::{GradeOptions, Grader, Scorecard, default_limits};
 use crate::manifest::{Manifest, Proves};
 use crate::packet::Packet;
-use crate::run::run_on_copy;
+use crate::run::{run_guarded, run_on_copy};
 use crate::tree::copy_path;
 
 /// The seed `packet check` fills into seed files when it lays the starter a
@@ -125,7 +125,13 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     let gate = crate::starter::Gate::placeholders();
     crate::starter::lay_received(packet, CHECK_SEED, &probe, &gate, &starter)
         .map_err(|e| format!("laying the starter a candidate receives: {e}"))?;
-    let red = run_on_copy(
+    // The candidate's tests, with the generic canary pair beside them.
+    let generic = || crate::run::Guard {
+        generic: true,
+        seed: packet.digest.clone().into_bytes(),
+        ..crate::run::Guard::default()
+    };
+    let red = run_guarded(
         grader.sandbox(),
         &starter,
         &work.path().join("red"),
@@ -133,6 +139,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         &m.commands.test,
         &limits,
         Vec::new(),
+        &generic(),
     )
     .map_err(|e| e.to_string())?;
     let red_ok = !red.report.success()
@@ -155,7 +162,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     if packet.sample_dir().is_dir() {
         copy_path(&packet.sample_dir(), &sample).map_err(|e| format!("laying the sample: {e}"))?;
     }
-    let green = run_on_copy(
+    let green = run_guarded(
         grader.sandbox(),
         &sample,
         &work.path().join("green"),
@@ -163,11 +170,14 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         &m.commands.test,
         &limits,
         Vec::new(),
+        &generic(),
     )
     .map_err(|e| e.to_string())?;
     report.push(
         "the sample passes the test command",
-        green.report.success() && green.runner.as_ref().is_none_or(|r| r.passed()),
+        green.report.success()
+            && green.runner.as_ref().is_none_or(|r| r.passed())
+            && green.verdict.signs.is_empty(),
         format!(
             "`{}`: {}{}",
             m.commands.test,

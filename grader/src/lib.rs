@@ -3,6 +3,8 @@
 //! the UI.
 
 pub mod audit;
+pub mod bytecode;
+pub mod canary;
 pub mod check;
 pub mod clock;
 pub mod detect;
@@ -10,6 +12,8 @@ pub mod diff;
 pub mod env;
 pub mod evidence;
 pub mod grade;
+pub mod guard;
+pub mod hidden_text;
 pub mod ingest;
 pub mod lint;
 pub mod manifest;
@@ -19,6 +23,7 @@ pub mod pattern;
 pub mod pytest;
 pub mod root;
 pub mod run;
+pub mod runtime;
 pub mod sandbox;
 pub mod score;
 pub mod starter;

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use regex::Regex;
 
+use crate::canary::{Choose, Rng, RunCanaries, Template, Verdict};
 use crate::evidence::{ScriptFinding, TestOutcome, TestStatus};
 use crate::sandbox::{Limits, RunReport, RunSpec, Sandbox, SandboxError};
 
@@ -23,13 +24,40 @@ pub struct RunRecord {
 }
 
 /// One command the grader ran: the sandbox's report, how the command was
-/// run, and what the trusted runner reported when it ran through one.
+/// run, what the trusted runner reported when it ran through one (mapped
+/// back through the run's canaries), and what the canaries showed.
 #[derive(Debug, Clone)]
 pub struct Ran {
     pub report: RunReport,
     pub plan: crate::trusted::Plan,
     pub runner: Option<crate::trusted::RunnerResult>,
+    /// The names the run planted, to map its JUnit file back.
+    pub canaries: RunCanaries,
+    pub verdict: Verdict,
 }
+
+/// What a run carries besides its command: the grader's files to protect,
+/// the canaries to plant.
+#[derive(Default)]
+pub struct Guard<'a> {
+    /// Workspace paths the preparation laid (files or folders): bound
+    /// read-only, and known to the runner as the grader's.
+    pub laid: Vec<String>,
+    /// Hidden test modules to plant twins into: (workspace path, template,
+    /// which twins).
+    pub twins: Vec<(&'a str, &'a Template, Choose<'a>)>,
+    /// Plant the generic pair (runs of tests the candidate wrote).
+    pub generic: bool,
+    /// Report every twin's outcome instead of judging them.
+    pub calibrating: bool,
+    /// The run's tests are all the packet's: no `conftest.py` loads.
+    pub noconftest: bool,
+    /// The seed of the run's names and choices.
+    pub seed: Vec<u8>,
+}
+
+/// The runner's configuration variable (read and erased by the runner).
+pub const RUN_VAR: &str = "GATEHOUSE_RUN";
 
 /// Runs `script` in the sandbox on a copy of `workspace` made in `scratch`
 /// (which must not exist), after `prepare` has laid extra files into the
@@ -43,30 +71,106 @@ pub fn run_on_copy(
     prepare: impl FnOnce(&Path) -> io::Result<()>,
     script: &str,
     limits: &Limits,
-    mut env: Vec<(String, String)>,
+    env: Vec<(String, String)>,
 ) -> Result<Ran, RunError> {
+    run_guarded(sandbox, workspace, scratch, prepare, script, limits, env, &Guard::default())
+}
+
+/// [`run_on_copy`] with `guard`: the laid files read-only, canaries
+/// planted into a trusted pytest or unittest run whose options leave every
+/// test to run (`canary::options_allow_canaries`), and the results mapped
+/// back (`canary::RunCanaries::resolve`): a run that failed only because
+/// of its canaries is the pass it is.
+#[allow(clippy::too_many_arguments)]
+pub fn run_guarded(
+    sandbox: &Sandbox,
+    workspace: &Path,
+    scratch: &Path,
+    prepare: impl FnOnce(&Path) -> io::Result<()>,
+    script: &str,
+    limits: &Limits,
+    mut env: Vec<(String, String)>,
+    guard: &Guard,
+) -> Result<Ran, RunError> {
+    let io_at = |what: &str| {
+        let context = format!("{what} {}", scratch.display());
+        move |source| RunError::Io { context, source }
+    };
     crate::tree::copy_path(workspace, scratch).map_err(|source| RunError::Io {
         context: format!("copying the workspace to {}", scratch.display()),
         source,
     })?;
-    prepare(scratch).map_err(|source| RunError::Io {
-        context: format!("laying files into {}", scratch.display()),
-        source,
-    })?;
-    lay_harness(scratch).map_err(|source| RunError::Io {
-        context: format!("laying the harness into {}", scratch.display()),
-        source,
-    })?;
+    prepare(scratch).map_err(io_at("laying files into"))?;
+    lay_harness(scratch).map_err(io_at("laying the harness into"))?;
     let plan = if sandbox.config().tool_dir.is_some() {
         crate::trusted::plan(script)
     } else {
         crate::trusted::Plan::Shell(script.to_string())
     };
+    let mut read_only: Vec<String> =
+        guard.laid.iter().filter(|p| scratch.join(p).exists()).cloned().collect();
+    read_only.push(HARNESS_PATH.to_string());
+    let mut roles = std::collections::BTreeMap::new();
+    let mut extra_tests: Vec<String> = Vec::new();
+    if let crate::trusted::Plan::Runner {
+        kind: crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest,
+        args,
+        ..
+    } = &plan
+        && crate::canary::options_allow_canaries(args)
+    {
+        let mut rng = Rng::new(&[b"run", &guard.seed]);
+        let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
+        for (path, template, choose) in &guard.twins {
+            if template.error.is_some() || !ws.is_file(path) {
+                continue;
+            }
+            let text = crate::canary::plant(
+                template,
+                path,
+                *choose,
+                &|name| script.contains(name),
+                &mut rng,
+                &mut roles,
+            );
+            ws.write(path, text.as_bytes()).map_err(io_at("planting canaries in"))?;
+        }
+        if guard.generic && plan.in_workspace() {
+            let path = format!("{CANARY_DIR}/{}.py", rng.test_name());
+            let text = crate::canary::generic_module(&mut rng, &mut roles);
+            ws.write(&path, text.as_bytes()).map_err(io_at("planting canaries in"))?;
+            read_only.push(path.clone());
+            extra_tests.push(path);
+        }
+    }
     let nonce = crate::trusted::nonce();
     let channel = plan.runner().is_some();
+    env.retain(|(k, _)| k != "GATEHOUSE_NONCE" && k != RUN_VAR);
     if channel {
-        env.retain(|(k, _)| k != "GATEHOUSE_NONCE");
         env.push(("GATEHOUSE_NONCE".into(), nonce.clone()));
+        let mut digests: Vec<String> = Vec::new();
+        for p in &read_only {
+            let root = scratch.join(p);
+            for entry in walkdir::WalkDir::new(&root).follow_links(false) {
+                let entry = entry.map_err(|e| RunError::Io {
+                    context: format!("reading {}", root.display()),
+                    source: io::Error::other(e),
+                })?;
+                if entry.file_type().is_file() {
+                    let bytes =
+                        fs::read(entry.path()).map_err(io_at("reading the laid files of"))?;
+                    digests.push(crate::tree::sha256_hex(&bytes));
+                }
+            }
+        }
+        digests.sort();
+        digests.dedup();
+        let config = serde_json::json!({
+            "grader_files": digests,
+            "extra_tests": extra_tests,
+            "noconftest": guard.noconftest,
+        });
+        env.push((RUN_VAR.into(), config.to_string()));
     }
     let spec = RunSpec {
         script: plan.command(),
@@ -74,16 +178,46 @@ pub fn run_on_copy(
         env,
         limits: limits.clone(),
         channel,
+        read_only,
     };
     let mut report = sandbox.run(&spec)?;
-    report.stdout_tail = normalize_output(&report.stdout_tail);
-    report.stderr_tail = normalize_output(&report.stderr_tail);
-    let runner = channel.then(|| {
+    let canaries = RunCanaries { roles, calibrating: guard.calibrating };
+    report.stdout_tail = canaries.rewrite_output(&normalize_output(&report.stdout_tail));
+    report.stderr_tail = canaries.rewrite_output(&normalize_output(&report.stderr_tail));
+    let mut runner = channel.then(|| {
         crate::trusted::RunnerResult::parse(&report.channel, &nonce, report.channel_truncated)
     });
     report.channel = Vec::new();
-    Ok(Ran { report, plan, runner })
+    let stopped = report.timed_out
+        || report.limit_hit.is_some()
+        || matches!(report.exit, crate::sandbox::Exit::Signal(_));
+    let mut verdict = Verdict::default();
+    if let Some(r) = &mut runner {
+        verdict = canaries.resolve(r, stopped);
+        // The run failed only because its twins failed, as they must.
+        let only_canaries = !canaries.is_empty()
+            && r.end == Some(1)
+            && report.exit == crate::sandbox::Exit::Code(1)
+            && r.collect_errors.is_empty()
+            && !r.cases.is_empty()
+            && r.cases.iter().all(|(_, c)| {
+                matches!(
+                    c.status,
+                    crate::evidence::TestStatus::Passed | crate::evidence::TestStatus::Skipped
+                )
+            });
+        if only_canaries {
+            r.end = Some(0);
+            report.exit = crate::sandbox::Exit::Code(0);
+        }
+    }
+    Ok(Ran { report, plan, runner, canaries, verdict })
 }
+
+/// Where the harness is laid in every run.
+pub const HARNESS_PATH: &str = ".gatehouse/gatehouse_harness.py";
+/// Where the generic canary module is planted.
+pub const CANARY_DIR: &str = ".gatehouse/canary";
 
 /// Lays the harness at `.gatehouse/gatehouse_harness.py`, replacing anything
 /// a submission put there.

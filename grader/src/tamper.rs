@@ -138,6 +138,18 @@ pub fn scan(
             signs.push(format!("{path}: a `.pth` file runs code when the interpreter starts"));
             continue;
         }
+        if name == "entry_points.txt"
+            && parts.len() >= 2
+            && (parts[parts.len() - 2].ends_with(".dist-info")
+                || parts[parts.len() - 2].ends_with(".egg-info"))
+        {
+            if let Some(text) = read_small(&workspace.join(path))
+                && let Some(plugins) = pytest_plugins(&text)
+            {
+                signs.push(format!("{path}: packaging metadata declaring the pytest plugin(s) {plugins}, which pytest would load into every run of the tests (grading runs never autoload plugins)"));
+            }
+            continue;
+        }
         // A package directory of a tool's name, anywhere.
         if let Some(dir) =
             parts[..parts.len().saturating_sub(1)].iter().find(|d| TOOL_MODULES.contains(d))
@@ -169,6 +181,24 @@ pub fn scan(
         signs.extend(scan_source(path, &text));
     }
     signs
+}
+
+/// The entries of an `entry_points.txt`'s `[pytest11]` section, or `None`
+/// when it has none.
+pub fn pytest_plugins(text: &str) -> Option<String> {
+    let mut in_section = false;
+    let mut names = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_section = t.trim_matches(|c| c == '[' || c == ']').trim() == "pytest11";
+            continue;
+        }
+        if in_section && !t.is_empty() && !t.starts_with('#') && !t.starts_with(';') {
+            names.push(format!("`{}`", t.chars().take(80).collect::<String>()));
+        }
+    }
+    (!names.is_empty()).then(|| names.join(", "))
 }
 
 /// The signs in one Python source file.
@@ -315,6 +345,23 @@ mod tests {
         assert!(signs(&["_pytest/main.py"]).contains("`_pytest` package"));
         assert!(signs(&["sitecustomize.py"]).contains("sitecustomize"));
         assert!(signs(&["lib/evil.pth"]).contains(".pth"));
+        std::fs::create_dir_all(dir.path().join("x-1.0.dist-info")).unwrap();
+        std::fs::write(
+            dir.path().join("x-1.0.dist-info/entry_points.txt"),
+            "[console_scripts]\nx = x:main\n\n[pytest11]\nquiet = quiet_plugin\n",
+        )
+        .unwrap();
+        assert!(
+            signs(&["x-1.0.dist-info/entry_points.txt"])
+                .contains("declaring the pytest plugin(s) `quiet = quiet_plugin`")
+        );
+        std::fs::create_dir_all(dir.path().join("y.egg-info")).unwrap();
+        std::fs::write(
+            dir.path().join("y.egg-info/entry_points.txt"),
+            "[console_scripts]\ny = y:main\n",
+        )
+        .unwrap();
+        assert_eq!(signs(&["y.egg-info/entry_points.txt"]), "");
         assert!(signs(&["unittest.py"]).contains("unittest"));
         assert!(signs(&["json.py"]).contains("standard-library module `json`"));
         assert!(signs(&["token/__init__.py"]).contains("package `token`"));

@@ -5,7 +5,7 @@
 //! A packet command of the plain form `python3 -m pytest ARGS`, `python3 -m
 //! unittest ARGS`, `pytest ARGS` or `python3 .gatehouse/SCRIPT.py ARGS`
 //! (plain words, no shell syntax) is not handed to a shell as written: it
-//! runs as `python3 -I /gatehouse/gatehouse_runner.py KIND ARGS`, where
+//! runs as `python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py KIND ARGS`, where
 //! `/gatehouse` is a read-only mount of the grader's own tools
 //! (`harness/gatehouse_runner.py`, `harness/gatehouse_harness.py`, an empty
 //! `pytest.ini`). `-I` keeps the workspace, `PYTHON*` variables and user
@@ -45,6 +45,18 @@ pub const CONFINE: &str = include_str!("../harness/gatehouse_confine.py");
 
 /// The trusted runner itself.
 pub const RUNNER: &str = include_str!("../harness/gatehouse_runner.py");
+/// The interpreter's flags for the runner: isolated mode (no workspace,
+/// `PYTHON*` variables or user site-packages on `sys.path`), bytecode
+/// caches in a fresh folder of the run's private `/tmp` (so no
+/// `__pycache__` of the workspace is ever read), and hash-based caches
+/// checked against their source.
+pub const RUNNER_FLAGS: &str =
+    "-I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always";
+
+/// The canary twin generator (see `canary`).
+pub const TWINS: &str = include_str!("../harness/gatehouse_twins.py");
+/// The bytecode checker (see `bytecode`).
+pub const PYC_CHECK: &str = include_str!("../harness/gatehouse_pyc.py");
 /// The runner's pytest configuration (empty: the submission's ini files
 /// never configure a grading run).
 pub const RUNNER_INI: &str = include_str!("../harness/pytest.ini");
@@ -86,7 +98,7 @@ impl Plan {
             Plan::Runner { kind, args, prelude } => {
                 let mut s = prelude.clone().unwrap_or_default();
                 s.push_str(&format!(
-                    "python3 -I {TOOLS_MOUNT}/gatehouse_runner.py {}",
+                    "python3 {RUNNER_FLAGS} {TOOLS_MOUNT}/gatehouse_runner.py {}",
                     kind.word()
                 ));
                 for a in args {
@@ -186,6 +198,8 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
         ("pytest.ini", RUNNER_INI),
         ("gatehouse_harness.py", HARNESS),
         ("gatehouse_confine.py", CONFINE),
+        ("gatehouse_twins.py", TWINS),
+        ("gatehouse_pyc.py", PYC_CHECK),
     ] {
         std::fs::write(dir.join(name), text)?;
     }
@@ -202,6 +216,47 @@ pub fn tools_dir() -> io::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
+/// What a test's status alone does not say: an expected failure or an
+/// unexpected pass (pytest's xfail and xpass, unittest's expected failure
+/// and unexpected success), and where a skip or an xfail was raised.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CaseMark {
+    /// `xfailed` or `xpassed`, when the runner said so.
+    pub outcome: Option<String>,
+    /// `file:line` of the innermost frame that raised the skip or xfail
+    /// (not the framework's own), and whose file it is (`candidate`,
+    /// `grader`, `library`).
+    pub raised_in: Option<String>,
+    pub raised_by: Option<String>,
+}
+
+/// One event of the runner's audit hook (see `harness/gatehouse_runner.py`):
+/// the candidate's code did something honest code has no reason to do while
+/// tests run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEvent {
+    /// `frames`, `gc`, `trace`, `code-swap`, `defaults-swap`, `code-new`,
+    /// `class-patch`, `ctypes`, `audit-hook`, `open`, `open-via-library`.
+    pub kind: String,
+    pub detail: String,
+    pub file: String,
+    pub line: u32,
+    /// `direct`: the candidate's own line did it; `library`: a library
+    /// function its line called did.
+    pub via: String,
+    /// The test running at the time (empty during collection).
+    pub test: String,
+}
+
+/// A callable of the test framework or the runner found replaced or
+/// removed (and put back) after collection or a test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntegrityChange {
+    pub what: String,
+    pub change: String,
+    pub test: String,
+}
+
 /// What the trusted runner reported on its channel.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunnerResult {
@@ -214,8 +269,15 @@ pub struct RunnerResult {
     pub cases: Vec<(String, TestOutcome)>,
     /// Collection errors (a module that did not import): id and message.
     pub collect_errors: Vec<(String, String)>,
-    /// Modules skipped at collection.
+    /// Modules skipped at collection, with where the skip was raised.
     pub collect_skips: Vec<String>,
+    pub collect_skip_marks: BTreeMap<String, CaseMark>,
+    /// Marks of cases whose status alone does not tell everything.
+    pub marks: BTreeMap<String, CaseMark>,
+    /// The audit hook's events.
+    pub audit: Vec<AuditEvent>,
+    /// Framework callables found changed.
+    pub integrity: Vec<IntegrityChange>,
     /// Lines on the channel that the runner did not write (wrong nonce,
     /// not JSON): someone else wrote to the result channel.
     pub foreign_lines: usize,
@@ -241,7 +303,30 @@ struct Record {
     exit: Option<i32>,
     #[serde(default)]
     ids: Option<Vec<String>>,
+    #[serde(default)]
+    raised_in: Option<String>,
+    #[serde(default)]
+    raised_by: Option<String>,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    detail: String,
+    #[serde(default)]
+    file: String,
+    #[serde(default)]
+    line: u32,
+    #[serde(default)]
+    via: String,
+    #[serde(default)]
+    test: String,
+    #[serde(default)]
+    what: String,
+    #[serde(default)]
+    change: String,
 }
+
+/// At most this many audit and integrity records are kept from one run.
+pub const MAX_AUDIT: usize = 200;
 
 /// At most this many cases are kept from one run; the rest are counted.
 pub const MAX_CASES: usize = 5000;
@@ -281,14 +366,64 @@ impl RunnerResult {
                     })
                 }
                 "collect-error" => out.collect_errors.push((rec.id, message.unwrap_or_default())),
-                "collect-skip" => out.collect_skips.push(rec.id),
+                "collect-skip" => {
+                    if rec.raised_in.is_some() {
+                        out.collect_skip_marks.insert(
+                            rec.id.clone(),
+                            CaseMark {
+                                outcome: None,
+                                raised_in: rec.raised_in.clone(),
+                                raised_by: rec.raised_by.clone(),
+                            },
+                        );
+                    }
+                    out.collect_skips.push(rec.id)
+                }
+                "audit" => {
+                    if out.audit.len() < MAX_AUDIT {
+                        let clip = |s: &str| s.chars().take(300).collect::<String>();
+                        out.audit.push(AuditEvent {
+                            kind: clip(&rec.kind),
+                            detail: clip(&rec.detail),
+                            file: clip(&rec.file),
+                            line: rec.line,
+                            via: clip(&rec.via),
+                            test: clip(&rec.test),
+                        });
+                    }
+                }
+                "integrity" => {
+                    if out.integrity.len() < MAX_AUDIT {
+                        let clip = |s: &str| s.chars().take(300).collect::<String>();
+                        out.integrity.push(IntegrityChange {
+                            what: clip(&rec.what),
+                            change: clip(&rec.change),
+                            test: clip(&rec.test),
+                        });
+                    }
+                }
                 "case" => {
+                    // JUnit's view: an xfail is skipped, an xpass passed;
+                    // the mark keeps the difference.
                     let status = match rec.status.as_str() {
-                        "passed" => TestStatus::Passed,
+                        "passed" | "xpassed" => TestStatus::Passed,
                         "failed" => TestStatus::Failed,
-                        "skipped" => TestStatus::Skipped,
+                        "skipped" | "xfailed" => TestStatus::Skipped,
                         _ => TestStatus::Error,
                     };
+                    let outcome = matches!(rec.status.as_str(), "xfailed" | "xpassed")
+                        .then(|| rec.status.clone());
+                    if (outcome.is_some() || rec.raised_in.is_some()) && out.marks.len() < MAX_CASES
+                    {
+                        out.marks.insert(
+                            rec.id.clone(),
+                            CaseMark {
+                                outcome,
+                                raised_in: rec.raised_in.clone(),
+                                raised_by: rec.raised_by.clone(),
+                            },
+                        );
+                    }
                     if out.cases.len() < MAX_CASES {
                         out.cases.push((
                             rec.id,
@@ -568,29 +703,32 @@ mod tests {
     fn plain_test_commands_go_through_the_runner() {
         check_plan(
             "python3 -m pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
-            "python3 -I /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
+            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
         );
         check_plan(
             "python3 -m unittest -q test_bucket",
-            "python3 -I /gatehouse/gatehouse_runner.py unittest -q test_bucket",
+            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py unittest -q test_bucket",
         );
         check_plan(
             "pytest tests/test_x.py::test_a",
-            "python3 -I /gatehouse/gatehouse_runner.py pytest tests/test_x.py::test_a",
+            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest tests/test_x.py::test_a",
         );
-        check_plan("python3.11 -m pytest", "python3 -I /gatehouse/gatehouse_runner.py pytest");
+        check_plan(
+            "python3.11 -m pytest",
+            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest",
+        );
         check_plan(
             "python3 .gatehouse/notes.py --x",
-            "python3 -I /gatehouse/gatehouse_runner.py script .gatehouse/notes.py --x",
+            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py script .gatehouse/notes.py --x",
         );
         // A packet's preparation runs first, then the runner.
         check_plan(
             "python3 submit_check.py && python3 -m pytest -q test_fetch.py",
-            "python3 submit_check.py && python3 -I /gatehouse/gatehouse_runner.py pytest -q test_fetch.py",
+            "python3 submit_check.py && python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q test_fetch.py",
         );
         check_plan(
             "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -m pytest -q t.py\n",
-            "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -I /gatehouse/gatehouse_runner.py pytest -q t.py",
+            "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q t.py",
         );
         assert!(!plan("cp a b && python3 -m pytest").in_workspace());
         assert!(plan("python3 -m pytest").in_workspace());

@@ -87,6 +87,38 @@ pub struct Ingested {
     /// What ingestion normalised (nothing, for a flat zip made on Linux).
     #[serde(default, skip_serializing_if = "Normalised::is_empty")]
     pub normalised: Normalised,
+    /// Bytecode caches (`__pycache__/`, `*.pyc`, `*.pyo`) set aside: never
+    /// in `dir`, never run; kept so the grader can check them against
+    /// their sources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bytecode: Vec<SetAside>,
+}
+
+/// A file ingestion set aside instead of extracting it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetAside {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    /// Its bytes, when small enough to check ([`SET_ASIDE_READ_BYTES`],
+    /// at most [`SET_ASIDE_READ_FILES`] files per submission).
+    #[serde(skip)]
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// The largest set-aside file whose bytes are kept for the check.
+pub const SET_ASIDE_READ_BYTES: u64 = 1 << 20;
+/// How many set-aside files at most have their bytes kept.
+pub const SET_ASIDE_READ_FILES: usize = 64;
+
+/// Whether `path` (checked, `/`-separated) is a bytecode cache: anything in
+/// a `__pycache__` folder, or a `.pyc`/`.pyo` file anywhere. Only the
+/// submitted source runs, so ingestion sets these aside.
+pub fn is_bytecode(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    lower.split('/').rev().skip(1).any(|c| c == "__pycache__")
+        || lower.ends_with(".pyc")
+        || lower.ends_with(".pyo")
 }
 
 /// How many names each list of [`Normalised`] keeps; the rest are counted.
@@ -113,6 +145,12 @@ pub struct Normalised {
     /// How many such entries are not listed in `backslashes`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub backslashes_unlisted: usize,
+    /// Bytecode caches set aside (`Ingested::bytecode`), at most
+    /// [`NORMALISED_LISTED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bytecode: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytecode_unlisted: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -145,6 +183,13 @@ impl Normalised {
                 "operating-system metadata left out, not graded: {}{}",
                 self.dropped.join(", "),
                 more(self.dropped_unlisted)
+            ));
+        }
+        if !self.bytecode.is_empty() {
+            out.push(format!(
+                "bytecode caches set aside, never run (only the submitted source runs): {}{}",
+                self.bytecode.join(", "),
+                more(self.bytecode_unlisted)
             ));
         }
         out
@@ -391,6 +436,7 @@ pub fn ingest_with(
         let mut guard = DestGuard { dest, keep: false };
         let mut ingested = extract(&file, file_len, plan, total_entries, dest, limits)?;
         ingested.normalised = normalised;
+        set_aside_bytecode(&mut ingested, dest)?;
         guard.keep = true;
         Ok(ingested)
     })();
@@ -791,7 +837,48 @@ fn extract(
         files,
         total_bytes: budget.total,
         normalised: Normalised::default(),
+        bytecode: Vec::new(),
     })
+}
+
+/// Moves the bytecode caches out of the extracted tree (see
+/// [`is_bytecode`]): their bytes are kept, within bounds, for the grader's
+/// check, and they are listed in `normalised`.
+fn set_aside_bytecode(ingested: &mut Ingested, dest: &Path) -> Result<(), IngestError> {
+    let (bytecode, files): (Vec<IngestedFile>, Vec<IngestedFile>) =
+        std::mem::take(&mut ingested.files).into_iter().partition(|f| is_bytecode(&f.path));
+    ingested.files = files;
+    let mut dirs = BTreeSet::new();
+    for f in bytecode {
+        let path = dest.join(&f.path);
+        let bytes =
+            if f.size <= SET_ASIDE_READ_BYTES && ingested.bytecode.len() < SET_ASIDE_READ_FILES {
+                Some(
+                    std::fs::read(&path)
+                        .map_err(|source| IngestError::Io { path: f.path.clone(), source })?,
+                )
+            } else {
+                None
+            };
+        std::fs::remove_file(&path)
+            .map_err(|source| IngestError::Io { path: f.path.clone(), source })?;
+        let mut parent = Path::new(&f.path).parent();
+        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+            dirs.insert(p.to_path_buf());
+            parent = p.parent();
+        }
+        if ingested.normalised.bytecode.len() < NORMALISED_LISTED {
+            ingested.normalised.bytecode.push(f.path.clone());
+        } else {
+            ingested.normalised.bytecode_unlisted += 1;
+        }
+        ingested.bytecode.push(SetAside { path: f.path, size: f.size, sha256: f.sha256, bytes });
+    }
+    // Folders the caches leave empty (`__pycache__/`) go too, deepest first.
+    for d in dirs.iter().rev() {
+        let _ = std::fs::remove_dir(dest.join(d));
+    }
+    Ok(())
 }
 
 struct Copied {

@@ -306,6 +306,12 @@ pub struct RunSpec {
     /// results there: the candidate's files cannot rewrite them afterwards.
     /// When false descriptor 3 is not open.
     pub channel: bool,
+    /// Paths inside the workspace (relative, `/`-separated, no `..`) bound
+    /// read-only over themselves: the files the grader laid (hidden tests,
+    /// packet helpers, the harness, canaries), which nothing the command
+    /// runs can then change, rename or remove. Each must exist in
+    /// `workspace` as a regular file or folder, never a link.
+    pub read_only: Vec<String>,
 }
 
 /// How the command ended.
@@ -620,6 +626,7 @@ impl Sandbox {
             env: Vec::new(),
             limits: Limits { wall: Duration::from_secs(10), ..Limits::default() },
             channel: false,
+            read_only: Vec::new(),
         };
         let report = self.run(&spec)?;
         if report.exit != Exit::Code(0) {

@@ -590,6 +590,49 @@ impl Sandbox {
             "MS_BIND|MS_REMOUNT|MS_NOSUID|MS_NODEV",
             None,
         )?;
+        // The grader's files inside the workspace, read-only: bound over
+        // themselves after the workspace, so the command can neither write
+        // nor rename nor remove them (a mount point is busy).
+        for rel in &spec.read_only {
+            let valid = !rel.is_empty()
+                && !rel.starts_with('/')
+                && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+            if !valid {
+                return Err(SandboxError {
+                    call: format!("RunSpec::read_only {rel:?}"),
+                    detail: "a read-only path must be relative, without `.` or `..`".into(),
+                });
+            }
+            let host = staging.ws.join(rel);
+            let meta = fs::symlink_metadata(&host).map_err(|e| {
+                io_err(format!("lstat({:?}) of RunSpec::read_only", host.display()), e)
+            })?;
+            if !(meta.is_file() || meta.is_dir()) {
+                return Err(SandboxError {
+                    call: format!("lstat({:?}) of RunSpec::read_only", host.display()),
+                    detail: "a read-only path must be a regular file or a folder, never a link"
+                        .into(),
+                });
+            }
+            let target = ws.join(rel);
+            let src = host.to_string_lossy().into_owned();
+            plan.mount(
+                Some(&src),
+                &target,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                "MS_BIND|MS_REC",
+                None,
+            )?;
+            plan.mount(
+                None,
+                &target,
+                None,
+                RO_BIND_REMOUNT,
+                "MS_BIND|MS_REMOUNT|MS_RDONLY|MS_NOSUID|MS_NODEV",
+                None,
+            )?;
+        }
         // The evidence folder: a tmpfs of its own, outside the workspace.
         plan.mkdirs(Path::new(super::EVIDENCE_MOUNT))?;
         let ev = plan.inner(Path::new(super::EVIDENCE_MOUNT));
@@ -669,6 +712,9 @@ impl Sandbox {
             ("HOME".into(), "/tmp".into()),
             ("LANG".into(), "C.UTF-8".into()),
             ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+            // Bytecode caches of a fresh folder, never the workspace's
+            // `__pycache__`: only the submitted source runs.
+            ("PYTHONPYCACHEPREFIX".into(), "/tmp/.gatehouse-pycache".into()),
             ("PYTHONHASHSEED".into(), "0".into()),
             ("TMPDIR".into(), "/tmp".into()),
             ("GATEHOUSE_EVIDENCE".into(), super::EVIDENCE_MOUNT.into()),

@@ -207,11 +207,11 @@ fn receipt_records_runs_digests_files_environment_and_sandbox() {
     // Plain test commands and packet scripts run through the trusted runner.
     assert_eq!(
         r.runs[2].command,
-        "python3 -I /gatehouse/gatehouse_runner.py script .gatehouse/scan.py"
+        "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py script .gatehouse/scan.py"
     );
     assert_eq!(
         r.runs[3].command,
-        "python3 -I /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider test_calc.py"
+        "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider test_calc.py"
     );
     let mutation = r.mutation.as_ref().expect("mutation");
     assert_eq!((mutation.killed(), mutation.mutants.len()), (1, 1));

@@ -1,0 +1,918 @@
+//! Canary tests: tests planted in every trusted test run that the
+//! candidate's code cannot tell apart from the real ones, whose outcome the
+//! grader knows in advance.
+//!
+//! TWINS. `harness/gatehouse_twins.py` (run once per packet version, in the
+//! sandbox, on the hidden test modules the steps lay) writes a template of
+//! each module: its text, with every test function as a slot holding the
+//! function (normalised by `ast.unparse`) and up to three twins, each the
+//! same function with one assertion changed to contradict the original (an
+//! equality expects another literal, or the assertion is negated).
+//! Calibration plants every twin in the sample's grading and keeps the
+//! twins that fail there while their test passes ([`Calibrated`]). A graded
+//! run plants one calibrated twin per test (value twins first), gives every
+//! test of the module, real or twin, a fresh random name and shuffles each
+//! test with its twin ([`plant`]), all from a seed the candidate cannot
+//! know (the calibration's salt and the submission's digest). A twin and
+//! its test both passing is a contradiction no implementation produces:
+//! the results were forged, the assertion neutered, or the value compares
+//! equal to anything (`evidence-tampering`, naming the test). A twin the
+//! run never reported although the module ran is one too. When the test
+//! itself fails the twin proves nothing and is not judged, so a buggy
+//! honest implementation is never accused.
+//!
+//! THE GENERIC PAIR. Runs of tests the candidate wrote (mutants, the
+//! reference step, witnessed runs, the self-test's red and green) get a
+//! module of two tests that do not touch the candidate's code, one that
+//! must pass and one that must fail ([`generic_module`]): reported the
+//! other way round, the results were forged.
+//!
+//! Results are mapped back before anything reads them ([`RunCanaries::
+//! resolve`]): real tests get their own ids again, canaries leave the
+//! outcomes, their names are written back in the run's output, and a run
+//! that failed only because of its canaries counts as the pass it is.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::evidence::{TestOutcome, TestStatus};
+use crate::packet::Packet;
+use crate::trusted::RunnerResult;
+
+/// The generator's placeholder for a test function's name.
+pub const NAME_PLACEHOLDER: &str = "__GH_NAME__";
+
+/// One twin of a test: its code (named [`NAME_PLACEHOLDER`]) and what it
+/// changed (`line 44: expects another value`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Twin {
+    pub code: String,
+    pub what: String,
+}
+
+impl Twin {
+    /// A twin that expects another value (which also catches values equal
+    /// to anything and answers read from the test) rather than a negation.
+    pub fn expects_value(&self) -> bool {
+        self.what.contains("expects another")
+    }
+}
+
+/// One test function of a module template.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slot {
+    pub slot: usize,
+    pub indent: String,
+    pub name: String,
+    #[serde(default)]
+    pub class: Option<String>,
+    pub code: String,
+    #[serde(default)]
+    pub twins: Vec<Twin>,
+}
+
+impl Slot {
+    /// `Class::name` or `name`: the test's key within its module.
+    pub fn key(&self) -> String {
+        match &self.class {
+            Some(c) => format!("{c}::{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Part {
+    Slot(Slot),
+    Text { text: String },
+}
+
+/// A hidden test module, as the generator split it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Template {
+    #[serde(default)]
+    pub parts: Vec<Part>,
+    /// Why the module could not be read (a syntax error): it is laid as
+    /// the packet has it, without canaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Template {
+    pub fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Slot(s) => Some(s),
+            Part::Text { .. } => None,
+        })
+    }
+}
+
+/// The canaries of one step: each hidden test module it lays (by the
+/// path it is laid at) and, after calibration, which twins of which test
+/// failed on the sample while the test passed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepCanaries {
+    pub files: BTreeMap<String, Template>,
+    /// `file` → test key → indices of its calibrated twins.
+    #[serde(default)]
+    pub calibrated: BTreeMap<String, BTreeMap<String, BTreeSet<usize>>>,
+}
+
+impl StepCanaries {
+    /// How many tests have at least one calibrated twin.
+    pub fn covered(&self) -> usize {
+        self.calibrated.values().map(|m| m.values().filter(|s| !s.is_empty()).count()).sum()
+    }
+
+    /// The tests of the step's modules that have no calibrated twin.
+    pub fn uncovered(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (file, t) in &self.files {
+            for s in t.slots() {
+                let ok = self
+                    .calibrated
+                    .get(file)
+                    .and_then(|m| m.get(&s.key()))
+                    .is_some_and(|set| !set.is_empty());
+                if !ok {
+                    out.push(format!("{file}::{}", s.key()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A deterministic stream of random bytes: SHA-256 of a key and a counter.
+pub struct Rng {
+    key: [u8; 32],
+    counter: u64,
+    buf: [u8; 32],
+    pos: usize,
+}
+
+impl Rng {
+    pub fn new(parts: &[&[u8]]) -> Rng {
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p);
+        }
+        Rng { key: h.finalize().into(), counter: 0, buf: [0; 32], pos: 32 }
+    }
+
+    fn byte(&mut self) -> u8 {
+        if self.pos == 32 {
+            let mut h = Sha256::new();
+            h.update(self.key);
+            h.update(self.counter.to_le_bytes());
+            self.buf = h.finalize().into();
+            self.counter += 1;
+            self.pos = 0;
+        }
+        self.pos += 1;
+        self.buf[self.pos - 1]
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        if n <= 1 {
+            return 0;
+        }
+        let mut v: u64 = 0;
+        for _ in 0..8 {
+            v = (v << 8) | u64::from(self.byte());
+        }
+        (v % n as u64) as usize
+    }
+
+    /// `test_` and ten lowercase letters.
+    pub fn test_name(&mut self) -> String {
+        let mut s = String::from("test_");
+        for _ in 0..10 {
+            s.push((b'a' + (self.byte() % 26)) as char);
+        }
+        s
+    }
+}
+
+/// What a planted test is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// A real test of the packet, under a planted name.
+    Real { file: String, key: String, name: String },
+    /// A twin of the real test `of` (its planted name).
+    Twin { file: String, key: String, of: String, what: String },
+    /// The generic pair: `must_pass` tells which.
+    Generic { must_pass: bool },
+}
+
+/// Which twins to plant.
+#[derive(Clone, Copy)]
+pub enum Choose<'a> {
+    /// Every twin (calibration).
+    All,
+    /// One calibrated twin per test (a graded run).
+    Calibrated(&'a BTreeMap<String, BTreeSet<usize>>),
+}
+
+/// The module text for one planting of `template`, and the role of every
+/// name it planted. Tests named in `keep` (the step's command selects them
+/// by name) keep their names and get no twin.
+pub fn plant(
+    template: &Template,
+    file: &str,
+    choose: Choose,
+    keep: &dyn Fn(&str) -> bool,
+    rng: &mut Rng,
+    roles: &mut BTreeMap<String, Role>,
+) -> String {
+    // Which tests get a twin in a graded run: those with a twin that
+    // expects another value first, then the others, in a random order, a
+    // third of them and at least four (a blanket forgery meets the first;
+    // an oracle or a value equal to anything passes a third of its tests'
+    // twins), keeping failure reports, the costly part, few.
+    let chosen: std::collections::BTreeSet<usize> = match choose {
+        Choose::All => template.slots().map(|s| s.slot).collect(),
+        Choose::Calibrated(cal) => {
+            let mut value = Vec::new();
+            let mut other = Vec::new();
+            for s in template.slots() {
+                let ok: Vec<usize> = cal
+                    .get(&s.key())
+                    .map(|set| set.iter().copied().filter(|i| *i < s.twins.len()).collect())
+                    .unwrap_or_default();
+                if ok.iter().any(|i| s.twins[*i].expects_value()) {
+                    value.push(s.slot);
+                } else if !ok.is_empty() {
+                    other.push(s.slot);
+                }
+            }
+            shuffle(&mut value, rng);
+            shuffle(&mut other, rng);
+            let n = value.len() + other.len();
+            let k = n.div_ceil(3).max(4).min(n);
+            value.into_iter().chain(other).take(k).collect()
+        }
+    };
+    let mut out = String::new();
+    let all_text: String = template
+        .parts
+        .iter()
+        .map(|p| match p {
+            Part::Text { text } => text.as_str(),
+            Part::Slot(s) => s.code.as_str(),
+        })
+        .collect();
+    let fresh = |rng: &mut Rng, roles: &BTreeMap<String, Role>| loop {
+        let n = rng.test_name();
+        if !roles.contains_key(&n) && !all_text.contains(&n) {
+            return n;
+        }
+    };
+    for part in &template.parts {
+        let slot = match part {
+            Part::Text { text } => {
+                out.push_str(text);
+                continue;
+            }
+            Part::Slot(s) => s,
+        };
+        let key = slot.key();
+        if keep(&slot.name) {
+            push_block(&mut out, &slot.indent, &slot.code, &slot.name);
+            continue;
+        }
+        let real = fresh(rng, roles);
+        roles.insert(
+            real.clone(),
+            Role::Real { file: file.to_string(), key: key.clone(), name: slot.name.clone() },
+        );
+        let twins: Vec<usize> = match choose {
+            _ if !chosen.contains(&slot.slot) => Vec::new(),
+            Choose::All => (0..slot.twins.len()).collect(),
+            Choose::Calibrated(cal) => {
+                let ok: Vec<usize> = cal
+                    .get(&key)
+                    .map(|s| s.iter().copied().filter(|i| *i < slot.twins.len()).collect())
+                    .unwrap_or_default();
+                let values: Vec<usize> =
+                    ok.iter().copied().filter(|i| slot.twins[*i].expects_value()).collect();
+                let pool = if values.is_empty() { ok } else { values };
+                if pool.is_empty() { Vec::new() } else { vec![pool[rng.below(pool.len())]] }
+            }
+        };
+        let mut blocks: Vec<(String, &str)> = vec![(real.clone(), slot.code.as_str())];
+        for i in twins {
+            let name = fresh(rng, roles);
+            roles.insert(
+                name.clone(),
+                Role::Twin {
+                    file: file.to_string(),
+                    key: key.clone(),
+                    of: real.clone(),
+                    what: slot.twins[i].what.clone(),
+                },
+            );
+            blocks.push((name, slot.twins[i].code.as_str()));
+        }
+        shuffle(&mut blocks, rng);
+        for (n, (name, code)) in blocks.iter().enumerate() {
+            if n > 0 {
+                out.push('\n');
+            }
+            push_block(&mut out, &slot.indent, code, name);
+        }
+    }
+    out
+}
+
+/// A random order (Fisher-Yates).
+fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
+    for i in (1..items.len()).rev() {
+        let j = rng.below(i + 1);
+        items.swap(i, j);
+    }
+}
+
+fn push_block(out: &mut String, indent: &str, code: &str, name: &str) {
+    for line in code.replace(NAME_PLACEHOLDER, name).lines() {
+        if !line.is_empty() {
+            out.push_str(indent);
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+}
+
+/// The generic pair: a module of one test class with a test that must
+/// pass and one that must fail, neither touching the candidate's code.
+pub fn generic_module(rng: &mut Rng, roles: &mut BTreeMap<String, Role>) -> String {
+    let class = format!("Test{}", &rng.test_name()[5..]);
+    let pass = rng.test_name();
+    let fail = rng.test_name();
+    let (a, b, c, d) =
+        (rng.below(900) + 10, rng.below(900) + 10, rng.below(90) + 3, rng.below(90) + 3);
+    roles.insert(pass.clone(), Role::Generic { must_pass: true });
+    roles.insert(fail.clone(), Role::Generic { must_pass: false });
+    let (first, second) = if rng.below(2) == 0 {
+        (format!("{a} + {b}, {}", a + b), format!("{c} * {d}, {}", c * d + 1))
+    } else {
+        (format!("{c} * {d}, {}", c * d), format!("{a} + {b}, {}", a + b + 1))
+    };
+    let mut tests = [(pass, first), (fail, second)];
+    if rng.below(2) == 0 {
+        tests.swap(0, 1);
+    }
+    let mut s = format!("import unittest\n\n\nclass {class}(unittest.TestCase):\n");
+    for (i, (name, args)) in tests.iter().enumerate() {
+        if i > 0 {
+            s.push('\n');
+        }
+        s.push_str(&format!("    def {name}(self):\n        self.assertEqual({args})\n"));
+    }
+    s
+}
+
+/// The planted names of one run and what each is.
+#[derive(Debug, Clone, Default)]
+pub struct RunCanaries {
+    pub roles: BTreeMap<String, Role>,
+    /// Calibration: report every twin's outcome instead of judging them.
+    pub calibrating: bool,
+}
+
+/// What the canaries of one run showed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Contradictions and missing canaries: signs of tampering.
+    pub signs: Vec<String>,
+    /// How many canaries the run carried, and how many were judged.
+    pub planted: usize,
+    /// Calibration: file → test key → (test passed, twin index → twin failed).
+    pub twins: BTreeMap<String, BTreeMap<String, (bool, BTreeMap<String, bool>)>>,
+}
+
+/// The last name segment of a test id (`a.py::C::test_x[1]` or
+/// `mod.C.test_x`), where it starts, and where its parameters start.
+fn name_span(id: &str) -> (usize, usize) {
+    let base_end = id.find('[').unwrap_or(id.len());
+    let head = &id[..base_end];
+    let start = head.rfind("::").map(|i| i + 2).or_else(|| head.rfind('.').map(|i| i + 1));
+    (start.unwrap_or(0), base_end)
+}
+
+impl RunCanaries {
+    pub fn is_empty(&self) -> bool {
+        self.roles.is_empty()
+    }
+
+    fn role_of(&self, id: &str) -> Option<(&str, &Role)> {
+        let (s, e) = name_span(id);
+        let name = &id[s..e];
+        self.roles.get_key_value(name).map(|(k, r)| (k.as_str(), r))
+    }
+
+    /// `id` with a real test's planted name put back.
+    pub fn real_id(&self, id: &str) -> String {
+        let (s, e) = name_span(id);
+        match self.roles.get(&id[s..e]) {
+            Some(Role::Real { name, .. }) => format!("{}{}{}", &id[..s], name, &id[e..]),
+            _ => id.to_string(),
+        }
+    }
+
+    fn real_outcome(&self, mut o: TestOutcome) -> TestOutcome {
+        o.name = self.real_id(&o.name);
+        o
+    }
+
+    fn is_canary(&self, id: &str) -> bool {
+        matches!(self.role_of(id), Some((_, Role::Twin { .. } | Role::Generic { .. })))
+    }
+
+    /// Maps `r` back in place: real tests get their ids again, canary
+    /// cases leave it. Returns what the canaries showed.
+    pub fn resolve(&self, r: &mut RunnerResult, stopped: bool) -> Verdict {
+        let mut verdict = Verdict::default();
+        if self.roles.is_empty() {
+            return verdict;
+        }
+        let mut canary_cases: BTreeMap<String, TestStatus> = BTreeMap::new();
+        let mut real_cases: BTreeMap<String, TestStatus> = BTreeMap::new();
+        let mut cases = Vec::with_capacity(r.cases.len());
+        for (id, outcome) in std::mem::take(&mut r.cases) {
+            match self.role_of(&id) {
+                Some((name, Role::Twin { .. } | Role::Generic { .. })) => {
+                    let status = canary_cases.entry(name.to_string()).or_insert(outcome.status);
+                    *status = worst(*status, outcome.status);
+                }
+                Some((name, Role::Real { .. })) => {
+                    let status = real_cases.entry(name.to_string()).or_insert(outcome.status);
+                    *status = worst(*status, outcome.status);
+                    cases.push((self.real_id(&id), self.real_outcome(outcome)));
+                }
+                None => cases.push((id, outcome)),
+            }
+        }
+        r.cases = cases;
+        if let Some(ids) = &mut r.collected {
+            *ids = ids.iter().filter(|id| !self.is_canary(id)).map(|id| self.real_id(id)).collect();
+        }
+        r.marks = std::mem::take(&mut r.marks)
+            .into_iter()
+            .filter(|(id, _)| !self.is_canary(id))
+            .map(|(id, m)| (self.real_id(&id), m))
+            .collect();
+        // A run that did not finish, or whose modules did not all load,
+        // says nothing about canaries it did not reach.
+        let complete = r.end.is_some() && r.collect_errors.is_empty() && !stopped && !r.truncated;
+        for (name, role) in &self.roles {
+            match role {
+                Role::Real { .. } => {}
+                Role::Twin { file, key, of, what } => {
+                    verdict.planted += 1;
+                    let test = real_cases.get(of).copied();
+                    let twin = canary_cases.get(name).copied();
+                    if self.calibrating {
+                        let e = verdict
+                            .twins
+                            .entry(file.clone())
+                            .or_default()
+                            .entry(key.clone())
+                            .or_insert((test == Some(TestStatus::Passed), BTreeMap::new()));
+                        e.1.insert(what.clone(), twin == Some(TestStatus::Failed));
+                        continue;
+                    }
+                    match (test, twin) {
+                        (Some(TestStatus::Passed), Some(TestStatus::Passed)) => {
+                            verdict.signs.push(format!(
+                                "canary: a twin of {file}::{key} ({what}) passed, and so did the test itself; the two contradict each other, so the results were forged, the assertion was neutered, or a value compares equal to anything"
+                            ))
+                        }
+                        (Some(_), None) if complete => verdict.signs.push(format!(
+                            "canary: a twin of {file}::{key} ({what}) was planted beside it but never reported"
+                        )),
+                        _ => {}
+                    }
+                }
+                Role::Generic { must_pass } => {
+                    verdict.planted += 1;
+                    if self.calibrating {
+                        continue;
+                    }
+                    match (canary_cases.get(name), must_pass) {
+                        (Some(TestStatus::Passed), false) => verdict.signs.push(
+                            "canary: a planted test that cannot pass (it asserts that two numbers sum to another) was reported passed: the results were forged or the assertions neutered".into(),
+                        ),
+                        (Some(TestStatus::Failed), true) => verdict.signs.push(
+                            "canary: a planted test that cannot fail (plain arithmetic) was reported failed: the results were forged".into(),
+                        ),
+                        (None, _) if complete => verdict.signs.push(
+                            "canary: a planted test was never reported (deselected or removed)".into(),
+                        ),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        verdict
+    }
+
+    /// A JUnit file's outcomes as the run's results are: real tests under
+    /// their own names, canaries left out.
+    pub fn map_junit(&self, outcomes: Vec<TestOutcome>) -> Vec<TestOutcome> {
+        if self.roles.is_empty() {
+            return outcomes;
+        }
+        outcomes
+            .into_iter()
+            .filter(|o| !self.is_canary(&format!("{}::{}", o.classname, o.name)))
+            .map(|o| self.real_outcome(o))
+            .collect()
+    }
+
+    /// `text` with planted names written back: real tests get their own
+    /// names, twins `<name>[canary]`.
+    pub fn rewrite_output(&self, text: &str) -> String {
+        if self.roles.is_empty() || !text.contains("test_") {
+            return text.to_string();
+        }
+        let names: BTreeMap<&str, String> = self
+            .roles
+            .iter()
+            .map(|(planted, role)| {
+                let shown = match role {
+                    Role::Real { name, .. } => name.clone(),
+                    Role::Twin { key, .. } => {
+                        format!("{}[canary]", key.rsplit("::").next().unwrap_or(key))
+                    }
+                    Role::Generic { .. } => "gatehouse_canary".to_string(),
+                };
+                (planted.as_str(), shown)
+            })
+            .collect();
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(i) = rest.find("test_") {
+            out.push_str(&rest[..i]);
+            let cand = rest.get(i..i + 15).unwrap_or("");
+            match names.get(cand) {
+                Some(shown) if !rest[i + 15..].starts_with(|c: char| c.is_ascii_lowercase()) => {
+                    out.push_str(shown);
+                    rest = &rest[i + 15..];
+                }
+                _ => {
+                    out.push_str("test_");
+                    rest = &rest[i + 5..];
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+fn worst(a: TestStatus, b: TestStatus) -> TestStatus {
+    let rank = |s: TestStatus| match s {
+        TestStatus::Passed => 0,
+        TestStatus::Skipped => 1,
+        TestStatus::Failed => 2,
+        TestStatus::Error => 3,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+/// Whether a test command's options leave every collected test to run:
+/// no selection (`-k`, `-m`, `--lf`), no early stop (`-x`, `--maxfail`,
+/// `-f`), no random order plugin. Canaries go only into such runs.
+pub fn options_allow_canaries(args: &[String]) -> bool {
+    const TAKES_VALUE: &[&str] =
+        &["-p", "-o", "-c", "--rootdir", "--junitxml", "--junit-xml", "--basetemp", "-W", "--tb"];
+    const PLAIN: &[&str] = &[
+        "-q",
+        "-qq",
+        "-v",
+        "-vv",
+        "-s",
+        "-b",
+        "--buffer",
+        "--quiet",
+        "--verbose",
+        "--noconftest",
+        "-rA",
+        "-ra",
+        "--no-header",
+        "--disable-warnings",
+        "-l",
+        "--showlocals",
+        "--strict-markers",
+    ];
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if !a.starts_with('-') {
+            continue;
+        }
+        if TAKES_VALUE.contains(&a.as_str()) {
+            skip = true;
+            continue;
+        }
+        let head = a.split('=').next().unwrap_or(a);
+        if TAKES_VALUE.contains(&head) || PLAIN.contains(&a.as_str()) || a.starts_with("--tb=") {
+            continue;
+        }
+        if a.starts_with("-o") || a.starts_with("-p") || a.starts_with("-W") {
+            continue;
+        }
+        return false;
+    }
+    true
+}
+
+/// The salt of a calibration measured without a recorded one: derived from
+/// the packet's digest, so two graders agree (a published version's
+/// self-test records a random salt instead).
+pub fn local_salt(packet_digest: &str) -> String {
+    crate::tree::sha256_hex(format!("gatehouse canaries {packet_digest}").as_bytes())
+}
+
+/// A fresh random salt.
+pub fn random_salt() -> String {
+    crate::trusted::nonce()
+}
+
+/// Whether a workspace path names a test module pytest or unittest
+/// collects by default (`test*.py`, `*_test.py`).
+pub fn is_test_module(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py"))
+}
+
+/// The hidden test modules each step lays from the packet: (step id,
+/// workspace path, packet path), for steps whose command runs through the
+/// trusted pytest or unittest runner.
+pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, String)>> {
+    let root = packet.files()?;
+    let mut out = Vec::new();
+    for step in &packet.manifest.steps {
+        if !matches!(
+            crate::trusted::plan(&step.run).runner(),
+            Some(crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest)
+        ) {
+            continue;
+        }
+        for lay in &step.lay {
+            let (from, to) = lay.paths();
+            match root.kind(&from)? {
+                Some(crate::root::Kind::File) if is_test_module(&to) => {
+                    out.push((step.id.clone(), to, from))
+                }
+                Some(crate::root::Kind::Dir) => {
+                    for f in root.files(&from)? {
+                        let laid = if to.is_empty() { f.clone() } else { format!("{to}/{f}") };
+                        if is_test_module(&laid) {
+                            out.push((step.id.clone(), laid, format!("{from}/{f}")));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the module templates of every hidden test module of `packet`
+/// (see [`hidden_modules`]), by running the generator in the sandbox on
+/// copies of them (no submission is involved). A module the generator
+/// cannot read gets a template with its error and no slots.
+pub fn generate(
+    sandbox: &crate::sandbox::Sandbox,
+    packet: &Packet,
+) -> Result<BTreeMap<String, StepCanaries>, crate::run::RunError> {
+    let io = |context: &str| {
+        let context = context.to_string();
+        move |source| crate::run::RunError::Io { context: context.clone(), source }
+    };
+    let modules = hidden_modules(packet).map_err(io("reading the packet's hidden tests"))?;
+    let mut out: BTreeMap<String, StepCanaries> = BTreeMap::new();
+    if modules.is_empty() || sandbox.config().tool_dir.is_none() {
+        return Ok(out);
+    }
+    let work = tempfile::Builder::new()
+        .prefix("gatehouse-twins-")
+        .tempdir()
+        .map_err(io("creating a folder for the canary generator"))?;
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).map_err(io("creating a folder for the canary generator"))?;
+    let pk = packet.files().map_err(io("reading the packet"))?;
+    let names: Vec<String> = (0..modules.len()).map(|i| format!("m{i}.py")).collect();
+    let mut command = format!(
+        "python3 -I {}/gatehouse_twins.py .gatehouse/twins.json",
+        crate::sandbox::TOOL_MOUNT
+    );
+    for n in &names {
+        command.push(' ');
+        command.push_str(n);
+    }
+    let scratch = work.path().join("run");
+    let ran = crate::run::run_on_copy(
+        sandbox,
+        &empty,
+        &scratch,
+        |w| {
+            let ws = crate::root::Root::open(w)?;
+            for ((_, _, from), name) in modules.iter().zip(&names) {
+                pk.copy(from, &ws, name)?;
+            }
+            Ok(())
+        },
+        &command,
+        &crate::sandbox::Limits {
+            wall: std::time::Duration::from_secs(60),
+            ..crate::sandbox::Limits::default()
+        },
+        Vec::new(),
+    )?;
+    let json = std::fs::read(scratch.join(".gatehouse/twins.json")).map_err(|e| {
+        crate::run::RunError::Io {
+            context: format!(
+                "the canary generator wrote no result ({}): {}",
+                ran.report.describe(),
+                ran.report.stderr_tail.lines().last().unwrap_or_default()
+            ),
+            source: e,
+        }
+    })?;
+    let mut parsed: BTreeMap<String, Template> =
+        serde_json::from_slice(&json).map_err(|e| crate::run::RunError::Io {
+            context: "the canary generator's result is not a template".into(),
+            source: std::io::Error::other(e),
+        })?;
+    for ((step, laid, _), name) in modules.into_iter().zip(&names) {
+        let t = parsed.remove(name).unwrap_or_else(|| Template {
+            parts: Vec::new(),
+            error: Some("the generator said nothing of it".into()),
+        });
+        out.entry(step).or_default().files.insert(laid, t);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> Template {
+        serde_json::from_str(
+            r#"{"parts":[{"text":"import unittest\n\n\nclass T(unittest.TestCase):\n"},
+            {"slot":0,"indent":"    ","name":"test_a","class":"T","code":"def __GH_NAME__(self):\n    self.assertEqual(f(), 3)",
+             "twins":[{"code":"def __GH_NAME__(self):\n    self.assertEqual(f(), 4)","what":"line 5: expects another value"},
+                      {"code":"def __GH_NAME__(self):\n    self.assertNotEqual(f(), 3)","what":"line 5: negated"}]},
+            {"text":"\n"},
+            {"slot":1,"indent":"    ","name":"test_b","class":"T","code":"def __GH_NAME__(self):\n    self.assertTrue(g())","twins":[]}]}"#,
+        )
+        .unwrap()
+    }
+
+    fn planted(choose: Choose, seed: &[u8]) -> (String, RunCanaries) {
+        let mut roles = BTreeMap::new();
+        let mut rng = Rng::new(&[seed]);
+        let text = plant(&template(), "t.py", choose, &|_| false, &mut rng, &mut roles);
+        (text, RunCanaries { roles, calibrating: false })
+    }
+
+    fn case(c: &RunCanaries, key: &str, twin: bool, status: TestStatus) -> (String, TestOutcome) {
+        let name = c
+            .roles
+            .iter()
+            .find(|(_, r)| match r {
+                Role::Real { key: k, .. } => !twin && k == key,
+                Role::Twin { key: k, .. } => twin && k == key,
+                Role::Generic { .. } => false,
+            })
+            .map(|(n, _)| n.clone())
+            .unwrap();
+        (
+            format!("t.py::T::{name}"),
+            TestOutcome { classname: "t.T".into(), name, status, message: None },
+        )
+    }
+
+    fn runner(cases: Vec<(String, TestOutcome)>) -> RunnerResult {
+        RunnerResult { started: true, end: Some(1), cases, ..RunnerResult::default() }
+    }
+
+    #[test]
+    fn planting_renames_every_test_and_adds_one_calibrated_twin() {
+        let cal: BTreeMap<String, BTreeSet<usize>> =
+            [("T::test_a".to_string(), [0usize, 1].into())].into();
+        let (text, c) = planted(Choose::Calibrated(&cal), b"seed-1");
+        assert!(!text.contains("test_a(") && !text.contains("test_b("), "{text}");
+        assert!(!text.contains(NAME_PLACEHOLDER));
+        // The value twin is preferred over the negation.
+        assert!(text.contains("assertEqual(f(), 4)") && !text.contains("assertNotEqual"), "{text}");
+        assert_eq!(c.roles.len(), 3);
+        assert_eq!(text.matches("    def test_").count(), 3, "{text}");
+        // The same seed plants the same module; another seed differs.
+        assert_eq!(planted(Choose::Calibrated(&cal), b"seed-1").0, text);
+        assert_ne!(planted(Choose::Calibrated(&cal), b"seed-2").0, text);
+        // Calibration plants every twin.
+        let (all, c) = planted(Choose::All, b"seed-1");
+        assert_eq!(c.roles.len(), 4);
+        assert!(all.contains("assertNotEqual(f(), 3)"));
+    }
+
+    #[test]
+    fn a_twin_passing_beside_its_test_is_a_contradiction() {
+        let cal: BTreeMap<String, BTreeSet<usize>> = [("T::test_a".to_string(), [0].into())].into();
+        let (_, c) = planted(Choose::Calibrated(&cal), b"s");
+        let check = |test: TestStatus, twin: Option<TestStatus>, expect: &str| {
+            let mut cases = vec![case(&c, "T::test_a", false, test)];
+            if let Some(t) = twin {
+                cases.push(case(&c, "T::test_a", true, t));
+            }
+            cases.push(case(&c, "T::test_b", false, TestStatus::Passed));
+            let mut r = runner(cases);
+            let v = c.resolve(&mut r, false);
+            let signs = v.signs.join(" | ");
+            if expect.is_empty() {
+                assert!(signs.is_empty(), "{signs}");
+            } else {
+                assert!(signs.contains(expect), "{signs}");
+            }
+            // Real tests are back under their own ids; the twin is gone.
+            let ids: Vec<&str> = r.cases.iter().map(|(id, _)| id.as_str()).collect();
+            assert_eq!(ids, vec!["t.py::T::test_a", "t.py::T::test_b"]);
+            assert_eq!(r.cases[0].1.name, "test_a");
+        };
+        // Honest: the test passes and its twin fails.
+        check(TestStatus::Passed, Some(TestStatus::Failed), "");
+        // A buggy honest implementation: the test fails, the twin may pass.
+        check(TestStatus::Failed, Some(TestStatus::Passed), "");
+        // Forged: both pass.
+        check(TestStatus::Passed, Some(TestStatus::Passed), "a twin of t.py::T::test_a");
+        // Removed or deselected.
+        check(TestStatus::Passed, None, "never reported");
+    }
+
+    #[test]
+    fn the_generic_pair_fires_both_ways() {
+        let mut roles = BTreeMap::new();
+        let text = generic_module(&mut Rng::new(&[b"g"]), &mut roles);
+        assert!(text.starts_with("import unittest"), "{text}");
+        let c = RunCanaries { roles: roles.clone(), calibrating: false };
+        let id = |must: bool| {
+            roles
+                .iter()
+                .find(|(_, r)| **r == Role::Generic { must_pass: must })
+                .map(|(n, _)| format!(".gatehouse/canary/test_x.py::TestX::{n}"))
+                .unwrap()
+        };
+        let out = |id: String, status| {
+            (id, TestOutcome { classname: "x".into(), name: "n".into(), status, message: None })
+        };
+        let mut honest =
+            runner(vec![out(id(true), TestStatus::Passed), out(id(false), TestStatus::Failed)]);
+        assert!(c.resolve(&mut honest, false).signs.is_empty());
+        assert!(honest.cases.is_empty());
+        let mut forged =
+            runner(vec![out(id(true), TestStatus::Passed), out(id(false), TestStatus::Passed)]);
+        assert!(c.resolve(&mut forged, false).signs[0].contains("cannot pass"));
+        let mut all_failed =
+            runner(vec![out(id(true), TestStatus::Failed), out(id(false), TestStatus::Failed)]);
+        assert!(c.resolve(&mut all_failed, false).signs[0].contains("cannot fail"));
+    }
+
+    #[test]
+    fn output_gets_the_real_names_back() {
+        let cal: BTreeMap<String, BTreeSet<usize>> = [("T::test_a".to_string(), [0].into())].into();
+        let (_, c) = planted(Choose::Calibrated(&cal), b"s");
+        let (twin_id, _) = case(&c, "T::test_a", true, TestStatus::Failed);
+        let (real_id, _) = case(&c, "T::test_b", false, TestStatus::Failed);
+        let text = format!("FAILED {twin_id} - assert 3 == 4\nFAILED {real_id} - boom\ntest_abc\n");
+        assert_eq!(
+            c.rewrite_output(&text),
+            "FAILED t.py::T::test_a[canary] - assert 3 == 4\nFAILED t.py::T::test_b - boom\ntest_abc\n"
+        );
+    }
+
+    #[test]
+    fn only_plain_options_take_canaries() {
+        let ok = |args: &[&str]| {
+            options_allow_canaries(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        assert!(ok(&["-q", "-p", "no:cacheprovider", "--noconftest", "-o", "addopts=", "t.py"]));
+        assert!(ok(&["--junitxml=.gatehouse/h.xml", "-q", "t.py"]));
+        assert!(!ok(&["-q", "-x", "t.py"]));
+        assert!(!ok(&["-k", "fast", "t.py"]));
+        assert!(!ok(&["--maxfail=1"]));
+        assert!(!ok(&["-f", "test_bucket"]));
+    }
+}
