@@ -8,7 +8,7 @@
 //! are exercised with tokens the provider itself signs.
 
 use std::io::{BufRead, BufReader};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 
 use gatehouse::config::{Config, OidcIssuer};
@@ -24,6 +24,8 @@ use crate::support::{TestApp, repo_root};
 struct Provider {
     issuer: String,
     _stdin: std::sync::Mutex<ChildStdin>,
+    /// Never waited for: it ends with the binary, reaped by whoever adopts it.
+    _child: std::sync::Mutex<Child>,
 }
 
 fn provider() -> &'static str {
@@ -55,6 +57,7 @@ fn provider() -> &'static str {
             Provider {
                 issuer: v["issuer"].as_str().unwrap().to_string(),
                 _stdin: std::sync::Mutex::new(child.stdin.take().unwrap()),
+                _child: std::sync::Mutex::new(child),
             }
         })
         .issuer
