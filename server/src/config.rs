@@ -150,6 +150,10 @@ pub struct Config {
     /// `password_sign_in` is off (it must be an admin).
     #[serde(default)]
     pub break_glass_admin: Option<String>,
+    /// The most single sign-ins under way at once (started, not finished,
+    /// under ten minutes old); more are refused with 503.
+    #[serde(default = "default_sso_logins")]
+    pub max_sso_logins: i64,
     /// How often, in seconds, results due to an ATS callback are looked
     /// for (`GATEHOUSE_ATS_CALLBACK_SECS`).
     #[serde(default = "default_ats_callback_secs")]
@@ -210,6 +214,10 @@ fn default_true() -> bool {
 
 fn default_sso_role() -> String {
     "reviewer".into()
+}
+
+fn default_sso_logins() -> i64 {
+    10_000
 }
 
 fn default_ats_callback_secs() -> u64 {
@@ -347,6 +355,7 @@ impl Default for Config {
             oidc: BTreeMap::new(),
             password_sign_in: true,
             break_glass_admin: None,
+            max_sso_logins: default_sso_logins(),
             ats_callback_secs: default_ats_callback_secs(),
         }
     }

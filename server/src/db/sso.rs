@@ -27,6 +27,8 @@ pub trait OidcLoginStore {
     /// Deletes and returns the sign-in with this state hash: a state is
     /// good once, whoever asks second finds nothing.
     async fn take_oidc_login(&self, state_hash: &str) -> DbResult<Option<OidcLogin>>;
+    /// How many sign-ins are under way.
+    async fn count_oidc_logins(&self) -> DbResult<i64>;
     /// Deletes sign-ins started before `before` (Unix ms); how many.
     async fn delete_oidc_logins_before(&self, before: i64) -> DbResult<u64>;
 }

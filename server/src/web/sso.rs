@@ -92,8 +92,14 @@ async fn start(
     let browser = browser_cookie(&headers).unwrap_or_else(random_token);
     let (st, nonce, verifier) = (random_token(), random_token(), random_token());
     let now = crate::now_ms();
-    // Sign-ins never finished are swept as new ones start.
+    // Sign-ins never finished are swept as new ones start, and those under
+    // way are bounded (anyone may start one).
     state.db.delete_oidc_logins_before(now - LOGIN_TTL_MS).await?;
+    if state.db.count_oidc_logins().await? >= state.config.max_sso_logins {
+        return Err(AppError::Unavailable(
+            "too many sign-ins are under way; try again in a few minutes".into(),
+        ));
+    }
     state
         .db
         .create_oidc_login(&OidcLogin {

@@ -248,6 +248,16 @@ async fn sso_signs_in_by_verified_email_and_makes_accounts_only_for_allowed_doma
     refused(TestApp::client().get(&url).send().await.unwrap(), "started in another browser").await;
     // ...and, taken once, is gone for the browser that started it too.
     refused(a.get(&url).send().await.unwrap(), "already used").await;
+
+    // Sign-ins under way are bounded: past `max_sso_logins`, 503.
+    let (small, _) = sso_app(|c| c.max_sso_logins = 2).await;
+    for _ in 0..2 {
+        let r = TestApp::client().get(small.url("/login/sso/test")).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    }
+    let r = TestApp::client().get(small.url("/login/sso/test")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.text().await.unwrap().contains("too many sign-ins are under way"));
     let audit = app.state.db.audit_entries(None, 50).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "user.create" && e.actor == "oidc:test"));
 }
@@ -373,6 +383,7 @@ async fn sso_in_headless_chromium() {
     let _one = exclusive().await;
     let b = Browser::new(&app.base).await;
     b.goto("/login").await;
+    b.snapshot("sso-login").await;
     b.click("ul.sso a").await;
     // The provider's own sign-in page.
     b.wait("#email").await;

@@ -38,6 +38,10 @@ macro_rules! oidc_login_store {
                 .await
             }
 
+            async fn count_oidc_logins(&self) -> DbResult<i64> {
+                sqlx::query_scalar("SELECT COUNT(*) FROM oidc_logins").fetch_one(&self.pool).await
+            }
+
             async fn delete_oidc_logins_before(&self, before: i64) -> DbResult<u64> {
                 Ok(sqlx::query("DELETE FROM oidc_logins WHERE created_at < $1")
                     .bind(before)
