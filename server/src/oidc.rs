@@ -141,7 +141,22 @@ async fn read_json<T: serde::de::DeserializeOwned>(
     response: reqwest::Response,
 ) -> Result<T, SsoError> {
     let status = response.status();
-    let mut response = response;
+    let body = read_body(what, url, response).await?;
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+        return Err(issuer_err(format!("the issuer's {what} at {url} answered {status}: {text}")));
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        issuer_err(format!("the issuer's {what} from {url} is not what OpenID Connect says: {e}"))
+    })
+}
+
+/// A response's body, at most `MAX_BODY` bytes.
+async fn read_body(
+    what: &str,
+    url: &str,
+    mut response: reqwest::Response,
+) -> Result<Vec<u8>, SsoError> {
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
@@ -156,13 +171,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(
         }
         body.extend_from_slice(&chunk);
     }
-    if !status.is_success() {
-        let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
-        return Err(issuer_err(format!("the issuer's {what} at {url} answered {status}: {text}")));
-    }
-    serde_json::from_slice(&body).map_err(|e| {
-        issuer_err(format!("the issuer's {what} from {url} is not what OpenID Connect says: {e}"))
-    })
+    Ok(body)
 }
 
 async fn get_json<T: serde::de::DeserializeOwned>(
@@ -286,8 +295,8 @@ async fn exchange(
     })?;
     if response.status().is_client_error() {
         let status = response.status();
-        let e: TokenError = read_json("token error", &d.token_endpoint, response)
-            .await
+        let body = read_body("token error", &d.token_endpoint, response).await?;
+        let e: TokenError = serde_json::from_slice(&body)
             .unwrap_or(TokenError { error: status.to_string(), error_description: None });
         return Err(refused(format!(
             "the issuer refused the sign-in code ({}{}); start again",
