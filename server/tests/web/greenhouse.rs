@@ -279,6 +279,19 @@ async fn greenhouse_sends_a_test_and_reports_only_what_the_hiring_team_released(
         let body: Value = r.json().await.unwrap();
         assert!(body["error"].as_str().unwrap().contains(want), "{body}");
     }
+    // A number as partner_test_id (as in one of Greenhouse's examples) is
+    // read as its text.
+    let r = gh
+        .http
+        .post(format!("{}/send_test", gh.base))
+        .basic_auth(&gh.key, Some(""))
+        .json(&json!({"partner_test_id": 12345, "candidate": {"first_name": "A", "last_name": "B", "email": "a@example.com"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("\"12345\" is not a test list_tests offers"));
     assert!(app.state.db.list_assignments(None).await.unwrap().is_empty());
     assert!(sink.taken().is_empty());
 
@@ -468,4 +481,37 @@ async fn greenhouse_sends_a_test_and_reports_only_what_the_hiring_team_released(
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(gh.status_response(&id).await.status(), 401);
     callbacks.abort();
+}
+
+#[tokio::test]
+async fn greenhouse_send_test_is_refused_when_invites_cannot_be_emailed() {
+    let app = TestApp::spawn().await;
+    publish_packet(&app.state).await;
+    let key = "gha_test-key-without-smtp";
+    app.state
+        .db
+        .create_ats_connection(gatehouse::db::NewAtsConnection {
+            name: "Greenhouse",
+            key_hash: &gatehouse::auth::password::token_hash(key),
+            results: gatehouse::db::ResultsRelease::Never,
+            blind_review: false,
+            deadline_days: 7,
+            callback_hosts: &[],
+            created_by: None,
+        })
+        .await
+        .unwrap();
+    let gh = Greenhouse::new(&app, key);
+    assert_eq!(gh.list_tests().await.len(), 1, "the key works");
+    let r = gh
+        .send_test(&SendTest {
+            partner_test_id: "null-status",
+            candidate: candidate("Ada", "ada@example.com"),
+            url: None,
+        })
+        .await;
+    assert_eq!(r.status(), 503);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("cannot email invites"), "{body}");
+    assert!(app.state.db.list_assignments(None).await.unwrap().is_empty(), "nothing made");
 }
