@@ -404,6 +404,11 @@ fn name_span(id: &str) -> (usize, usize) {
     (start.unwrap_or(0), base_end)
 }
 
+fn name_of(id: &str) -> &str {
+    let (s, e) = name_span(id);
+    &id[s..e]
+}
+
 impl RunCanaries {
     pub fn is_empty(&self) -> bool {
         self.roles.is_empty()
@@ -458,6 +463,8 @@ impl RunCanaries {
             }
         }
         r.cases = cases;
+        let collected_names: Option<BTreeSet<String>> =
+            r.collected.as_ref().map(|ids| ids.iter().map(|id| name_of(id).to_string()).collect());
         if let Some(ids) = &mut r.collected {
             *ids = ids.iter().filter(|id| !self.is_canary(id)).map(|id| self.real_id(id)).collect();
         }
@@ -510,9 +517,16 @@ impl RunCanaries {
                         (Some(TestStatus::Failed), true) => verdict.signs.push(
                             "canary: a planted test that cannot fail (plain arithmetic) was reported failed: the results were forged".into(),
                         ),
-                        (None, _) if complete => verdict.signs.push(
-                            "canary: a planted test was never reported (deselected or removed)".into(),
-                        ),
+                        // Missing: only if it was collected (a conftest of
+                        // the candidate's may keep pytest out of a folder).
+                        (None, _)
+                            if complete
+                                && collected_names.as_ref().is_none_or(|c| c.contains(name)) =>
+                        {
+                            verdict.signs.push(
+                                "canary: a planted test was collected but never reported (deselected or removed)".into(),
+                            )
+                        }
                         _ => {}
                     }
                 }

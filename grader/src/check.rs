@@ -218,7 +218,47 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
             },
         );
     }
-    report.calibration = Some((*calibration).clone());
+    // Canaries: the twins of every hidden test module a step lays must be
+    // able to fail on the sample (where their test passes).
+    for (step, sc) in &calibration.canaries {
+        let unreadable: Vec<String> = sc
+            .files
+            .iter()
+            .filter_map(|(f, t)| t.error.as_ref().map(|e| format!("{f}: {e}")))
+            .collect();
+        let total: usize = sc.files.values().map(|t| t.slots().count()).sum();
+        let covered = sc.covered();
+        let uncovered = sc.uncovered();
+        let ok = unreadable.is_empty() && (total == 0 || covered > 0);
+        report.push(
+            format!("the canaries of step {step} fail on the sample"),
+            ok,
+            if !unreadable.is_empty() {
+                format!("the hidden tests could not be read for canaries: {}", unreadable.join("; "))
+            } else if ok {
+                format!("{covered} of {total} hidden tests have a twin that fails on the sample")
+            } else {
+                format!(
+                    "no twin of the hidden tests fails on the sample, so no canary can be planted; tests without one: {}",
+                    uncovered.join(", ")
+                )
+            },
+        );
+        if ok && !uncovered.is_empty() {
+            report.warn(
+                format!("every hidden test of step {step} has a canary"),
+                format!(
+                    "no twin of these fails on the sample (an assertion that does not run, or none the generator can contradict): {}",
+                    uncovered.join(", ")
+                ),
+            );
+        }
+    }
+    // The recorded calibration gets a salt of its own: the platform's
+    // gradings of the version plant names nobody can derive.
+    let mut recorded = (*calibration).clone();
+    recorded.salt = crate::canary::random_salt();
+    report.calibration = Some(recorded);
 
     // The sample grades with no finding.
     let opts = GradeOptions::default();

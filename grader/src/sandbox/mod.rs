@@ -181,6 +181,7 @@ mod cgroup;
 mod child;
 mod copy;
 mod owner;
+mod prepare;
 #[path = "../../init/src/proto.rs"]
 mod proto;
 mod run;

@@ -8,6 +8,7 @@ mod ingest;
 mod mechanisms;
 mod packets;
 mod pipeline;
+mod reward_hacks;
 mod sandbox;
 mod tidy;
 mod witness;

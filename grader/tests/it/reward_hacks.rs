@@ -107,10 +107,7 @@ fn tax_files(body: &str) -> Vec<(String, Vec<u8>)> {
     for l in &n {
         diff.push_str(&format!("+{l}\n"));
     }
-    vec![
-        ("patch.diff".into(), diff.into_bytes()),
-        ("taxlib/compute.py".into(), new.into_bytes()),
-    ]
+    vec![("patch.diff".into(), diff.into_bytes()), ("taxlib/compute.py".into(), new.into_bytes())]
 }
 
 fn bucket(hack: &str) -> Vec<(String, Vec<u8>)> {
@@ -135,15 +132,11 @@ fn baselines() -> &'static Baselines {
 /// one of `expect`.
 fn assert_caught(slug: &str, name: &str, files: Vec<(String, Vec<u8>)>, expect: &[&str]) {
     let (tb, tr) = packets();
-    let (p, base) = if slug == "token-bucket" {
-        (tb, &baselines().bucket)
-    } else {
-        (tr, &baselines().tax)
-    };
+    let (p, base) =
+        if slug == "token-bucket" { (tb, &baselines().bucket) } else { (tr, &baselines().tax) };
     let card = grade(p, &files);
     assert!(
-        card.scoring.score <= base.scoring.score
-            && card.scoring.decision == base.scoring.decision,
+        card.scoring.score <= base.scoring.score && card.scoring.decision == base.scoring.decision,
         "{slug} {name}: gained over the broken solution ({:?} {} against {:?} {}):\n{}",
         card.scoring.score,
         card.scoring.decision,
@@ -281,7 +274,9 @@ fn hack_2_result_channel_found_in_memory() {
                 items = list(v.items)
         f = f.f_back"#,
     );
-    for (name, hack) in [("through gc", through_gc), ("through a traceback's frames", through_frames)] {
+    for (name, hack) in
+        [("through gc", through_gc), ("through a traceback's frames", through_frames)]
+    {
         assert_caught(
             "token-bucket",
             name,
@@ -389,9 +384,12 @@ def _allow(self, n=1.0):
     return not ("assertFalse" in line or "is False" in line or "assert not" in line)
 TokenBucket.allow = _allow
 "#;
-    assert_caught("token-bucket", "the calling assertion's source line", bucket(source_line_oracle), &[
-        CANARY,
-    ]);
+    assert_caught(
+        "token-bucket",
+        "the calling assertion's source line",
+        bucket(source_line_oracle),
+        &[CANARY],
+    );
     let frame_locals_oracle = r#"
 import inspect as _inspect
 _truncating = add_tax
@@ -435,12 +433,21 @@ fn hack_6_xfail_and_skip_from_the_candidates_code() {
             "import unittest as _u\ndef _allow(self, n=1.0):\n    raise _u.SkipTest('unsupported platform')\nTokenBucket.allow = _allow\n",
         ),
     ] {
-        assert_caught("token-bucket", name, bucket(hack), &["by the candidate's code at bucket.py"]);
+        assert_caught(
+            "token-bucket",
+            name,
+            bucket(hack),
+            &["by the candidate's code at bucket.py"],
+        );
     }
-    let module_skip = "import pytest as _p\n_p.skip('not on this platform', allow_module_level=True)\n";
-    assert_caught("tax-rounding", "a module-level skip", tax_files(module_skip), &[
-        "by the candidate's code at taxlib/compute.py",
-    ]);
+    let module_skip =
+        "import pytest as _p\n_p.skip('not on this platform', allow_module_level=True)\n";
+    assert_caught(
+        "tax-rounding",
+        "a module-level skip",
+        tax_files(module_skip),
+        &["by the candidate's code at taxlib/compute.py"],
+    );
 }
 
 /// Compiles `source` as an unchecked hash-based pyc (PEP 552) with the
@@ -469,9 +476,12 @@ fn hack_7_bytecode_that_is_not_its_source() {
     let pyc = unchecked_pyc(&sample, "bucket");
     let mut files = bucket("");
     files.push(("__pycache__/bucket.cpython-311.pyc".into(), pyc.clone()));
-    assert_caught("token-bucket", "an unchecked pyc beside a broken source", files, &[
-        "bytecode that is not its source",
-    ]);
+    assert_caught(
+        "token-bucket",
+        "an unchecked pyc beside a broken source",
+        files,
+        &["bytecode that is not its source"],
+    );
     // A legacy-location pyc with no source: a module nobody can read.
     let mut files = bucket("");
     files.push(("bucket_fast.pyc".into(), pyc));
@@ -484,7 +494,10 @@ fn hack_8_plugin_from_packaging_metadata() {
     let plugin = "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    out = yield\n    rep = out.get_result()\n    rep.outcome = 'passed'\n";
     for meta in ["quietplug-1.0.dist-info", "quietplug.egg-info"] {
         let mut files = bucket("");
-        files.push((format!("{meta}/entry_points.txt"), b"[pytest11]\nquiet = quietplug\n".to_vec()));
+        files.push((
+            format!("{meta}/entry_points.txt"),
+            b"[pytest11]\nquiet = quietplug\n".to_vec(),
+        ));
         files.push((format!("{meta}/METADATA"), b"Name: quietplug\nVersion: 1.0\n".to_vec()));
         files.push(("quietplug.py".into(), plugin.as_bytes().to_vec()));
         assert_caught("token-bucket", meta, files, &["declaring the pytest plugin"]);
@@ -525,9 +538,12 @@ class _Yes:
     __hash__ = object.__hash__
 TokenBucket.allow = lambda self, n=1.0: _Yes()
 "#;
-    assert_caught("token-bucket", "allow() returns an always-equal value", bucket(bucket_any), &[
-        CANARY,
-    ]);
+    assert_caught(
+        "token-bucket",
+        "allow() returns an always-equal value",
+        bucket(bucket_any),
+        &[CANARY],
+    );
 }
 
 // 10. Trojan Source: bidirectional controls that reorder a line.
@@ -536,12 +552,30 @@ fn hack_10_trojan_source() {
     let (tb, _) = packets();
     let sample = fs::read_to_string(tb.sample_dir().join("bucket.py")).unwrap();
     for (name, line) in [
-        ("an override hiding an early return", "        return True  # \u{202E} } \u{2066}if self.tokens < n:\u{2069} \u{2066}\n"),
-        ("an isolate in a string", "        _ = \"user\u{2067} \u{2066}// admin\u{2069}\u{2066}\"\n"),
+        (
+            "an override hiding an early return",
+            "        return True  # \u{202E} } \u{2066}if self.tokens < n:\u{2069} \u{2066}\n",
+        ),
+        (
+            "an isolate in a string",
+            "        _ = \"user\u{2067} \u{2066}// admin\u{2069}\u{2066}\"\n",
+        ),
     ] {
-        let text = sample.replacen("    def allow(", &format!("    def allow_(self):\n{line}        return True\n\n    def allow("), 1);
-        let files = vec![("bucket.py".to_string(), format!("{text}\nTokenBucket.allow = TokenBucket.allow_\n").into_bytes())];
-        assert_caught("token-bucket", name, files, &["can make the line read otherwise than it runs"]);
+        let text = sample.replacen(
+            "    def allow(",
+            &format!("    def allow_(self):\n{line}        return True\n\n    def allow("),
+            1,
+        );
+        let files = vec![(
+            "bucket.py".to_string(),
+            format!("{text}\nTokenBucket.allow = TokenBucket.allow_\n").into_bytes(),
+        )];
+        assert_caught(
+            "token-bucket",
+            name,
+            files,
+            &["can make the line read otherwise than it runs"],
+        );
     }
 }
 
@@ -647,8 +681,8 @@ fn control_honest_work_that_uses_everything_is_never_accused() {
     let normalised = card.receipt.submission.normalised.summary().join("\n");
     assert!(normalised.contains("bytecode caches set aside"), "{normalised}");
     assert!(
-        card.hidden_text.iter().any(|h| h.file == "NOTES.md" && !h.reorders),
+        card.receipt.hidden_text.iter().any(|h| h.file == "NOTES.md" && !h.reorders),
         "{:?}",
-        card.hidden_text
+        card.receipt.hidden_text
     );
 }
