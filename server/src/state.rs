@@ -75,6 +75,8 @@ pub struct Memo {
     /// The meter's keys, witnessed reds and running totals (see
     /// `crate::meter_cache` for what invalidates each).
     pub meter: crate::meter_cache::MeterCache,
+    /// OpenID issuers' discovery documents and key sets.
+    pub oidc: crate::oidc::Cache,
 }
 
 /// Holds an assignment's witnessed-run slot until dropped.

@@ -12,10 +12,12 @@ mod e2e_witnessed;
 #[path = "../common/fake_openai.rs"]
 mod fake_openai;
 mod frame;
+mod greenhouse;
 mod hardening;
 mod library;
 mod mail;
 mod meter;
+mod oidc;
 #[path = "../common/postgres.rs"]
 mod postgres;
 mod review;
