@@ -39,6 +39,7 @@ fn run_in(dir: &Path, script: &str, limits: Limits) -> RunReport {
         env: Vec::new(),
         limits,
         channel: false,
+        read_only: Vec::new(),
     };
     match sandbox().run(&spec) {
         Ok(r) => r,
@@ -374,6 +375,7 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
                 env: Vec::new(),
                 limits,
                 channel: false,
+                read_only: Vec::new(),
             };
             let r = sb.run(&spec);
             (script, is_trivial, r)
@@ -415,6 +417,7 @@ fn run_channel(script: &str) -> RunReport {
         env: Vec::new(),
         limits: small_limits(),
         channel: true,
+        read_only: Vec::new(),
     };
     sandbox().run(&spec).unwrap_or_else(|e| panic!("sandbox error for {script:?}: {e}"))
 }
@@ -492,6 +495,7 @@ fn sandbox_tool_dir_is_read_only_at_gatehouse() {
         env: Vec::new(),
         limits: small_limits(),
         channel: false,
+        read_only: Vec::new(),
     };
     let r = sb.run(&spec).expect("run");
     let lines: Vec<&str> = r.stdout_tail.lines().collect();
@@ -1164,6 +1168,7 @@ fn sandbox_helper_process() {
                             env: Vec::new(),
                             limits: small_limits(),
                             channel: false,
+                            read_only: Vec::new(),
                         };
                         sb.run(&spec).expect("run").stdout_tail.trim().to_string()
                     })
@@ -1179,6 +1184,7 @@ fn sandbox_helper_process() {
             env: Vec::new(),
             limits: Limits { wall: Duration::from_secs(60), ..small_limits() },
             channel: false,
+            read_only: Vec::new(),
         };
         let _ = sb.run(&spec);
     }
@@ -1305,6 +1311,7 @@ fn the_evidence_folder_is_apart_and_confined_processes_cannot_write_it() {
         env: Vec::new(),
         limits: small_limits(),
         channel: false,
+        read_only: Vec::new(),
     };
     let r = sb.run(&spec).expect("run");
     let out = &r.stdout_tail;
