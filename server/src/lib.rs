@@ -24,6 +24,7 @@ pub mod routes;
 pub mod serve;
 pub mod similarity;
 pub mod state;
+pub mod sweep;
 pub mod text;
 pub mod times;
 pub mod transcript;

@@ -13,6 +13,7 @@ mod e2e_witnessed;
 mod fake_openai;
 mod frame;
 mod hardening;
+mod leftovers;
 mod library;
 mod mail;
 mod meter;
