@@ -25,6 +25,7 @@ mod webdriver;
 
 mod api;
 mod candidate;
+mod children;
 mod evidence;
 mod queue;
 mod scale_out;
