@@ -17,6 +17,7 @@ mod leftovers;
 mod library;
 mod mail;
 mod meter;
+mod ops;
 #[path = "../common/postgres.rs"]
 mod postgres;
 mod review;
@@ -28,6 +29,7 @@ mod candidate;
 mod children;
 mod evidence;
 mod queue;
+mod restart;
 mod scale_out;
 mod security;
 mod transcripts;
