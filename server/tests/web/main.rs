@@ -27,6 +27,7 @@ mod webdriver;
 mod api;
 mod candidate;
 mod children;
+mod disk_full;
 mod evidence;
 mod queue;
 mod restart;

@@ -37,7 +37,7 @@ test = "grep -q 42 answer.txt"
 [[step]]
 id = "answer"
 title = "The answer file says 42"
-run = "grep -q 42 answer.txt"
+run = "{RUN}"
 
 [[criterion]]
 id = "answer"
@@ -65,10 +65,17 @@ detect = { kind = "exit", step = "answer", not_equals = 0 }
 /// Writes the soak packet into the app's library folder and publishes it
 /// (as `support::publish_copy` does for a built-in).
 pub async fn publish_soak_packet(state: &AppState) -> PacketVersion {
+    publish_soak_packet_running(state, "grep -q 42 answer.txt").await
+}
+
+/// [`publish_soak_packet`] whose replayed step runs `run` (shell text
+/// without double quotes), e.g. slower.
+pub async fn publish_soak_packet_running(state: &AppState, run: &str) -> PacketVersion {
     let rel = format!("packets/{SOAK_SLUG}/v1/{SOAK_SLUG}");
+    let toml = PACKET_TOML.replace("{RUN}", run);
     let dir = state.config.data_dir.join(&rel);
     for (path, body) in [
-        ("packet.toml", PACKET_TOML),
+        ("packet.toml", toml.as_str()),
         ("prompt.md", "Write the answer in answer.txt.\n"),
         ("starter/answer.txt", "0\n"),
         ("sample/answer.txt", "42\n"),
