@@ -92,9 +92,7 @@ pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
 
 fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Result<(), String> {
     let m = &packet.manifest;
-    let work = tempfile::Builder::new()
-        .prefix("gatehouse-check-")
-        .tempdir()
+    let work = crate::workdir::WorkDir::new("gatehouse-check-")
         .map_err(|e| format!("creating a work folder: {e}"))?;
     let limits = m.limits.apply(&default_limits());
     for (name, detail) in crate::lint::lint(packet) {

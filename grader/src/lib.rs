@@ -32,3 +32,4 @@ pub mod tree;
 pub mod trusted;
 pub mod witness;
 pub mod witness_run;
+pub mod workdir;

@@ -15,7 +15,7 @@ use crate::tree::Root;
 /// `[packet] brief` (`PROMPT.md` unless the packet says otherwise). The same
 /// packet and seed always give the same bytes.
 pub fn write_starter(packet: &Packet, seed: &str, out: &Path) -> io::Result<()> {
-    let work = tempfile::Builder::new().prefix("gatehouse-starter-").tempdir()?;
+    let work = crate::workdir::WorkDir::new("gatehouse-starter-")?;
     let tree = work.path().join("starter");
     lay_starter(packet, seed, &tree)?;
     crate::ingest::write_zip_from_dir(&tree, out, &BTreeMap::new(), TIME_BASE)
@@ -215,7 +215,7 @@ pub fn write_starter_pinned(
     gate: &Gate,
     out: &Path,
 ) -> io::Result<()> {
-    let work = tempfile::Builder::new().prefix("gatehouse-starter-").tempdir()?;
+    let work = crate::workdir::WorkDir::new("gatehouse-starter-")?;
     let tree = work.path().join("starter");
     lay_starter(packet, seed, &tree)?;
     let pin = tree.join(PIN_FILE);

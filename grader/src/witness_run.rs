@@ -88,9 +88,7 @@ impl Grader {
             move |source: std::io::Error| GradeError::Io { context: what.to_string(), source }
         };
         let m = &packet.manifest;
-        let work = tempfile::Builder::new()
-            .prefix("gatehouse-witness-")
-            .tempdir()
+        let work = crate::workdir::WorkDir::new("gatehouse-witness-")
             .map_err(io("creating a work folder"))?;
         let ingested = ingest_with(
             tree_zip,

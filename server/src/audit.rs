@@ -92,6 +92,14 @@ pub struct Ledger {
     pub tokens: i64,
 }
 
+/// The outcome of an author-ledger row whose request was sent and whose
+/// answer is not in yet; a row still so when its job fails is marked
+/// [`INTERRUPTED`].
+pub const IN_FLIGHT: &str = "in-flight";
+
+/// The outcome of a call whose worker stopped before it was answered.
+pub const INTERRUPTED: &str = "interrupted";
+
 /// Why a call gave no usable content.
 enum CallError {
     /// The audit's cap refused it; no request was sent.
@@ -117,18 +125,20 @@ fn usage(answer: Option<&Value>, prompt: &str, content: &str) -> (i64, i64, bool
     }
 }
 
-/// One call through the upstream, recorded in `ledger` whatever happens.
+/// One call through the upstream, recorded in `ledger` whatever happens
+/// (and handed to `sink` as in flight before its request is sent).
 async fn call(
     client: &reqwest::Client,
     s: &ModelSettings,
     ledger: &mut Ledger,
     function: &str,
     prompt: &str,
+    sink: Option<CallSink<'_>>,
 ) -> Result<String, CallError> {
     let n = ledger.calls.len() + 1;
     let mut row =
         json!({ "n": n, "function": function, "model": s.model, "started_ms": crate::now_ms() });
-    let result = send(client, s, ledger, &mut row, prompt).await;
+    let result = send(client, s, ledger, &mut row, prompt, sink).await;
     row["ended_ms"] = json!(crate::now_ms());
     ledger.calls.push(row);
     result
@@ -141,6 +151,7 @@ async fn send(
     ledger: &mut Ledger,
     row: &mut Value,
     prompt: &str,
+    sink: Option<CallSink<'_>>,
 ) -> Result<String, CallError> {
     let refuse = |row: &mut Value, why: String| {
         row["outcome"] = json!("refused");
@@ -176,6 +187,17 @@ async fn send(
         client.post(&url).header("content-type", "application/json").timeout(s.timeout).body(bytes);
     if let Some(k) = &s.key {
         req = req.bearer_auth(k);
+    }
+    // The row is written before the request leaves: a worker that dies
+    // while the upstream works leaves it in flight, and the job's failure
+    // marks it interrupted (the upstream may have charged for it).
+    if let Some(sink) = sink {
+        let mut in_flight = row.clone();
+        in_flight["outcome"] = json!(IN_FLIGHT);
+        in_flight["prompt_tokens"] = json!(prompt_estimate);
+        in_flight["tokens_estimated"] = json!(true);
+        in_flight["ended_ms"] = in_flight["started_ms"].clone();
+        sink(in_flight).await;
     }
     let answer = match req.send().await {
         Ok(r) => {
@@ -264,7 +286,7 @@ pub async fn model_proposals(
     let mut sent = 0;
     for def in audit.select(functions)? {
         let prompt = grader::audit::model::prompt(&audit.target, &audit.source, def, n);
-        let outcome = call(client, s, &mut ledger, &def.name, &prompt).await;
+        let outcome = call(client, s, &mut ledger, &def.name, &prompt, sink).await;
         let stop = match outcome {
             Ok(content) => {
                 match grader::audit::model::parse_answer(&content, n) {
@@ -535,9 +557,7 @@ pub async fn run_job(state: &crate::state::AppState, audit_id: i64) -> anyhow::R
     };
     let base = state.config.data_dir.join("tmp");
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    let work = tempfile::Builder::new()
-        .prefix("audit-")
-        .tempdir_in(&base)
+    let work = grader::workdir::WorkDir::new_in(&base, "gatehouse-audit-")
         .with_context(|| format!("creating a scratch folder in {}", base.display()))?;
     let copy = work.path().join(&version.slug);
     let from = crate::library::version_path(state, &version).await?;

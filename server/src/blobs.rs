@@ -13,8 +13,18 @@
 //! removes the temporary file. A finished write is synced and renamed into
 //! place, so a blob path either holds the complete content or does not exist;
 //! nothing partial is ever visible under `blobs/`.
+//!
+//! Every temporary file is locked (an exclusive `flock`) by the process
+//! writing it for as long as it exists ([`locked_temp`]), and every scratch
+//! folder under `tmp/` is a `grader::workdir::WorkDir` (a lock beside it),
+//! so [`sweep_tmp`] removes what a killed process left there, at start and
+//! periodically, without touching a live write of this process or of
+//! another one sharing the folder. With Postgres the local `blobs/` folder
+//! is a cache: [`evict_cached`] removes blobs the database holds that were
+//! not used for a while.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -99,10 +109,15 @@ impl Blobs {
     /// A local file holding the blob: the cached copy, or (when the
     /// database keeps blobs) one fetched from the database chunk by chunk
     /// into the cache, its size and digest checked before it is visible.
-    /// `None` when the blob is stored nowhere.
+    /// `None` when the blob is stored nowhere. A cached copy's modification
+    /// time is moved to now at each use, so [`evict_cached`] keeps what is
+    /// in use.
     pub async fn local_copy(&self, sha256: &str) -> Result<Option<PathBuf>, BlobError> {
         let dest = blob_path(&self.data_dir, sha256);
         if tokio::fs::try_exists(&dest).await? {
+            if self.in_db() {
+                touch(&dest);
+            }
             return Ok(Some(dest));
         }
         if !self.in_db() {
@@ -130,11 +145,29 @@ impl Blobs {
         Ok(Some(path))
     }
 
+    /// Takes back a blob a commit added ([`Committed`]) when what was to
+    /// refer to it could not be written: the local file and the database's
+    /// rows it added, nothing that was there before.
+    pub async fn forget(&self, sha256: &str, added: &Committed) -> Result<(), BlobError> {
+        if added.new_in_db {
+            self.db.delete_blob(sha256).await?;
+        }
+        if added.new_local {
+            match tokio::fs::remove_file(&added.path).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
     /// Streams the complete local file `path` into the database as the
-    /// blob `sha256`, unless the database keeps no blobs or has it already.
-    async fn upload(&self, path: &Path, sha256: &str, size: u64) -> Result<(), BlobError> {
+    /// blob `sha256`, unless the database keeps no blobs or has it already;
+    /// whether it streamed it.
+    async fn upload(&self, path: &Path, sha256: &str, size: u64) -> Result<bool, BlobError> {
         if !self.in_db() || self.db.blob_meta(sha256).await?.is_some() {
-            return Ok(());
+            return Ok(false);
         }
         let mut file = tokio::fs::File::open(path).await?;
         let mut buf = vec![0u8; CHUNK_BYTES];
@@ -159,7 +192,7 @@ impl Blobs {
             }
         }
         self.db.finish_blob(sha256, size as i64, seq, crate::now_ms()).await?;
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -179,21 +212,158 @@ pub fn blob_path(data_dir: &Path, sha256: &str) -> PathBuf {
     blobs_dir(data_dir).join(prefix).join(sha256)
 }
 
-/// Removes what unfinished writes left in the temporary folder, for example
-/// after the process was killed mid-upload. Only `serve` calls it at start,
-/// before it accepts uploads.
-pub fn sweep_tmp(data_dir: &Path) -> std::io::Result<usize> {
+/// Moves `path`'s modification time to now (best effort): a cache entry's
+/// last use.
+pub fn touch(path: &Path) {
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// The name prefix of a temporary file not locked yet (made, then locked,
+/// then renamed without it): a sweep leaves such a file alone for
+/// [`UNLOCKED_GRACE`].
+const NEW_PREFIX: &str = ".new-";
+
+/// How long a sweep leaves an entry of `tmp/` that no lock marks live: a
+/// file still being made and locked, or a folder of an older version.
+pub const UNLOCKED_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A new temporary file `<tmp>/<prefix>XXXXXX<suffix>` held under an
+/// exclusive `flock` for as long as the returned file is open: made under a
+/// `.new-` name, locked, then renamed, so a sweep never finds a live file
+/// unlocked. Dropping the path removes the file.
+pub fn locked_temp(
+    tmp: &Path,
+    prefix: &str,
+    suffix: &str,
+) -> std::io::Result<(std::fs::File, tempfile::TempPath)> {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(tmp)?;
+    let named = tempfile::Builder::new()
+        .prefix(&format!("{NEW_PREFIX}{prefix}"))
+        .suffix(suffix)
+        .tempfile_in(tmp)?;
+    // SAFETY: flock on the file's own descriptor.
+    if unsafe { libc::flock(named.as_file().as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let name = named.path().file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let final_path = tmp.join(name.strip_prefix(NEW_PREFIX).unwrap_or(name));
+    let (file, path) = named.into_parts();
+    std::fs::rename(&path, &final_path)?;
+    // The old name is gone: forget it (nothing to remove there) and own
+    // the new one.
+    let _ = path.keep();
+    Ok((file, tempfile::TempPath::try_from_path(final_path)?))
+}
+
+/// What a sweep of the temporary folder removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SweptTmp {
+    /// Unfinished writes of dead processes (files no process holds).
+    pub files: u64,
+    /// Scratch folders of dead processes, and their locks.
+    pub folders: u64,
+    /// Files and folders marked by no lock, older than [`UNLOCKED_GRACE`].
+    pub stale: u64,
+}
+
+impl SweptTmp {
+    pub fn total(&self) -> u64 {
+        self.files + self.folders + self.stale
+    }
+}
+
+/// Removes what killed processes left in the temporary folder (an upload
+/// cut short, a scratch folder of a self-test or a validation): every file
+/// no process holds locked, every scratch folder whose lock is free, and
+/// what carries no lock at all once older than [`UNLOCKED_GRACE`]. A live
+/// write or folder, of this process or another sharing the data folder, is
+/// never touched, so it runs at start and periodically. Blocking.
+pub fn sweep_tmp(data_dir: &Path) -> SweptTmp {
+    use std::os::fd::AsRawFd;
     let dir = tmp_dir(data_dir);
-    let mut removed = 0;
-    let Ok(entries) = std::fs::read_dir(&dir) else { return Ok(0) };
+    let mut swept = SweptTmp::default();
+    let work = grader::workdir::sweep(&dir);
+    swept.folders += work.folders + work.locks;
+    let Ok(entries) = std::fs::read_dir(&dir) else { return swept };
+    let old = |meta: &std::fs::Metadata| {
+        meta.modified()
+            .ok()
+            .and_then(|m| std::time::SystemTime::now().duration_since(m).ok())
+            .is_some_and(|age| age >= UNLOCKED_GRACE)
+    };
     for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
-        let result = if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.is_dir() {
+            // A folder with its lock beside it is the work folders' sweep's.
+            let locked = std::fs::symlink_metadata(dir.join(format!("{name}.lock"))).is_ok();
+            if !locked && old(&meta) && std::fs::remove_dir_all(&path).is_ok() {
+                swept.stale += 1;
+            }
+            continue;
+        }
+        if name.ends_with(".lock") || name.ends_with(".lock.tmp") {
+            continue;
+        }
+        if name.starts_with(NEW_PREFIX) || !meta.is_file() {
+            if old(&meta) && std::fs::remove_file(&path).is_ok() {
+                swept.stale += 1;
+            }
+            continue;
+        }
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        else {
+            continue;
         };
-        if result.is_ok() {
+        // SAFETY: flock on the opened file's descriptor.
+        let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if free && std::fs::remove_file(&path).is_ok() {
+            swept.files += 1;
+        }
+    }
+    swept
+}
+
+/// With the database keeping the blobs (Postgres), removes local copies
+/// (`blobs/`, a cache then) not used for `max_age` whose blob the database
+/// holds; returns how many. Nothing is removed when the local folder is the
+/// store (SQLite).
+pub async fn evict_cached(blobs: &Blobs, max_age: std::time::Duration) -> Result<u64, BlobError> {
+    if !blobs.in_db() {
+        return Ok(0);
+    }
+    let root = blobs_dir(&blobs.data_dir);
+    let old = tokio::task::spawn_blocking(move || {
+        let mut old = Vec::new();
+        for prefix in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            for entry in std::fs::read_dir(prefix.path()).into_iter().flatten().flatten() {
+                let Ok(meta) = entry.metadata() else { continue };
+                let unused = meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| std::time::SystemTime::now().duration_since(m).ok())
+                    .is_some_and(|age| age >= max_age);
+                if meta.is_file() && unused {
+                    old.push((entry.file_name().to_string_lossy().into_owned(), entry.path()));
+                }
+            }
+        }
+        old
+    })
+    .await
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut removed = 0;
+    for (sha256, path) in old {
+        // Only what the database holds: a copy that never reached it (an
+        // upload whose streaming failed) is no cache entry.
+        if blobs.db.blob_meta(&sha256).await?.is_some() && std::fs::remove_file(&path).is_ok() {
             removed += 1;
         }
     }
@@ -215,12 +385,7 @@ impl BlobWriter {
     /// Starts a write of at most `cap` bytes.
     pub async fn create(blobs: &Blobs, cap: u64) -> Result<BlobWriter, BlobError> {
         let tmp = tmp_dir(&blobs.data_dir);
-        let named = blocking(move || {
-            std::fs::create_dir_all(&tmp)?;
-            tempfile::Builder::new().prefix("upload-").suffix(".part").tempfile_in(&tmp)
-        })
-        .await?;
-        let (file, path) = named.into_parts();
+        let (file, path) = blocking(move || locked_temp(&tmp, "upload-", ".part")).await?;
         Ok(BlobWriter {
             blobs: blobs.clone(),
             file: Some(file),
@@ -283,11 +448,18 @@ impl BlobWriter {
         self.flush_buffer().await?;
         let file =
             self.file.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
-        blocking(move || file.sync_all()).await?;
+        // The file stays open (and locked) until the blob is committed or dropped.
+        let file = blocking(move || file.sync_all().map(|()| file)).await?;
         let sha256 = hex::encode(std::mem::take(&mut self.hasher).finalize());
         let tmp =
             self.tmp.take().ok_or_else(|| std::io::Error::other("the write was abandoned"))?;
-        Ok(PendingBlob { blobs: self.blobs.clone(), tmp: Some(tmp), sha256, size: self.size })
+        Ok(PendingBlob {
+            blobs: self.blobs.clone(),
+            tmp: Some(tmp),
+            _lock: file,
+            sha256,
+            size: self.size,
+        })
     }
 }
 
@@ -301,8 +473,19 @@ impl Drop for BlobWriter {
 pub struct PendingBlob {
     blobs: Blobs,
     tmp: Option<tempfile::TempPath>,
+    /// The temporary file, open: its lock marks it live to a sweep.
+    _lock: std::fs::File,
     pub sha256: String,
     pub size: u64,
+}
+
+/// Where [`PendingBlob::commit_new`] put a blob, and what it added.
+pub struct Committed {
+    pub path: PathBuf,
+    /// The local file did not exist before.
+    pub new_local: bool,
+    /// The database (Postgres) did not hold it before.
+    pub new_in_db: bool,
 }
 
 impl PendingBlob {
@@ -315,23 +498,35 @@ impl PendingBlob {
     /// already stored), streams it into the database when the database
     /// keeps blobs, and returns the blob's local path.
     pub async fn commit(self) -> Result<PathBuf, BlobError> {
+        Ok(self.commit_new().await?.path)
+    }
+
+    /// [`PendingBlob::commit`], saying whether this commit added the blob
+    /// (locally, and to the database), so a caller whose next write fails
+    /// can take back what it added ([`Blobs::forget`]).
+    pub async fn commit_new(self) -> Result<Committed, BlobError> {
         let blobs = self.blobs.clone();
         let (sha256, size) = (self.sha256.clone(), self.size);
-        let path = self.persist_local().await?;
-        blobs.upload(&path, &sha256, size).await?;
-        Ok(path)
+        let (path, new_local) = self.persist_local_new().await?;
+        let new_in_db = blobs.upload(&path, &sha256, size).await?;
+        Ok(Committed { path, new_local, new_in_db })
     }
 
     /// Renames the file into the local folder only.
-    async fn persist_local(mut self) -> Result<PathBuf, BlobError> {
+    async fn persist_local(self) -> Result<PathBuf, BlobError> {
+        Ok(self.persist_local_new().await?.0)
+    }
+
+    /// Renames the file into the local folder only; whether it was new there.
+    async fn persist_local_new(mut self) -> Result<(PathBuf, bool), BlobError> {
         let dest = blob_path(&self.blobs.data_dir, &self.sha256);
         let tmp = self
             .tmp
             .take()
             .ok_or_else(|| std::io::Error::other("the blob was already committed"))?;
         let out = dest.clone();
-        blocking(move || move_into_place(tmp, &dest)).await?;
-        Ok(out)
+        let new = blocking(move || move_into_place(tmp, &dest)).await?;
+        Ok((out, new))
     }
 }
 
@@ -358,12 +553,10 @@ pub async fn put_bytes(
         if dest.exists() {
             return Ok(());
         }
-        std::fs::create_dir_all(&tmp)?;
-        let mut named =
-            tempfile::Builder::new().prefix("put-").suffix(".part").tempfile_in(&tmp)?;
-        named.write_all(&bytes)?;
-        named.as_file().sync_all()?;
-        move_into_place(named.into_temp_path(), &dest)
+        let (mut file, path) = locked_temp(&tmp, "put-", ".part")?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        move_into_place(path, &dest).map(drop)
     })
     .await?;
     Ok(out)
@@ -371,16 +564,16 @@ pub async fn put_bytes(
 
 /// Renames the complete, synced temporary file `tmp` to the blob path
 /// `dest`, or removes it when `dest` is there already (the same content:
-/// blobs are named by their digest). Blocking.
-fn move_into_place(tmp: tempfile::TempPath, dest: &Path) -> std::io::Result<()> {
+/// blobs are named by their digest); whether it renamed it. Blocking.
+fn move_into_place(tmp: tempfile::TempPath, dest: &Path) -> std::io::Result<bool> {
     let parent = dest.parent().expect("blob paths have a parent");
     std::fs::create_dir_all(parent)?;
     if dest.exists() {
-        tmp.close()
+        tmp.close().map(|()| false)
     } else {
         tmp.persist(dest).map_err(|e| e.error)?;
         // The rename is durable once the folder itself is synced.
-        std::fs::File::open(parent)?.sync_all()
+        std::fs::File::open(parent)?.sync_all().map(|()| true)
     }
 }
 
@@ -453,13 +646,11 @@ impl BatchWriter {
 }
 
 /// `p`'s bytes in a new temporary file (not synced yet), its folder made.
-fn write_unsynced(p: &Put, dest: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+fn write_unsynced(p: &Put, dest: &Path) -> std::io::Result<(std::fs::File, tempfile::TempPath)> {
     std::fs::create_dir_all(dest.parent().expect("blob paths have a parent"))?;
-    let tmp = tmp_dir(&p.data_dir);
-    std::fs::create_dir_all(&tmp)?;
-    let mut named = tempfile::Builder::new().prefix("put-").suffix(".part").tempfile_in(&tmp)?;
-    named.write_all(&p.bytes)?;
-    Ok(named)
+    let (mut file, path) = locked_temp(&tmp_dir(&p.data_dir), "put-", ".part")?;
+    file.write_all(&p.bytes)?;
+    Ok((file, path))
 }
 
 fn write_batch(batch: Vec<Put>) {
@@ -483,16 +674,16 @@ fn write_batch(batch: Vec<Put>) {
     // The first sync commits the data of all (ext4 and the like journal
     // them together); the others find theirs done.
     let mut synced = Vec::new();
-    for (p, dest, named) in written {
-        match named.as_file().sync_all() {
-            Ok(()) => synced.push((p, dest, named)),
+    for (p, dest, (file, path)) in written {
+        match file.sync_all() {
+            Ok(()) => synced.push((p, dest, file, path)),
             Err(e) => failed(&p, &e),
         }
     }
     let mut folders = std::collections::BTreeSet::new();
-    for (p, dest, named) in synced {
-        match named.persist(&dest) {
-            Ok(_) => {
+    for (p, dest, _lock, path) in synced {
+        match path.persist(&dest) {
+            Ok(()) => {
                 folders.insert(dest.parent().expect("blob paths have a parent").to_path_buf());
             }
             Err(e) => failed(&p, &e.error),

@@ -117,6 +117,17 @@ pub struct Config {
     /// The most tokens (prompt and completion) one audit may spend.
     #[serde(default = "default_audit_max_tokens")]
     pub audit_max_tokens: i64,
+    /// How often (seconds) the server and each worker process sweep what
+    /// killed processes left behind and the caches nobody uses
+    /// (`GATEHOUSE_SWEEP_SECS`; they also sweep once at start).
+    #[serde(default = "default_sweep_secs")]
+    pub sweep_secs: u64,
+    /// With Postgres, how long (seconds) a blob cached in the data folder,
+    /// or a packet version unpacked there, may go unused before a sweep
+    /// removes it (the database still holds it; it is fetched again when
+    /// needed). `GATEHOUSE_CACHE_MAX_AGE_SECS`, default 7 days.
+    #[serde(default = "default_cache_max_age")]
+    pub cache_max_age_secs: u64,
     /// The SMTP server invite emails go through (`GATEHOUSE_SMTP_HOST`).
     /// Unset, invites are not emailed and the link is only shown.
     #[serde(default)]
@@ -272,6 +283,14 @@ fn default_model_timeout() -> u64 {
     300
 }
 
+fn default_sweep_secs() -> u64 {
+    900
+}
+
+fn default_cache_max_age() -> u64 {
+    7 * 24 * 3600
+}
+
 fn default_header_timeout() -> u64 {
     10
 }
@@ -357,6 +376,8 @@ impl Default for Config {
             break_glass_admin: None,
             max_sso_logins: default_sso_logins(),
             ats_callback_secs: default_ats_callback_secs(),
+            sweep_secs: default_sweep_secs(),
+            cache_max_age_secs: default_cache_max_age(),
         }
     }
 }

@@ -45,8 +45,57 @@ pub enum AppError {
     Internal(#[from] anyhow::Error),
 }
 
+/// The message of a request refused because the disk (or the database's)
+/// is full: nothing of it was kept.
+pub const STORAGE_FULL: &str = "the server is out of disk space, so nothing of this request was kept; try again later (the operator has been told)";
+
+/// Whether `e` or any error it was caused by says the disk or the database
+/// is full: `ENOSPC` or `EDQUOT` from a file, SQLite's `SQLITE_FULL`,
+/// Postgres's `disk_full` (53100), the sandbox failing a call with
+/// `ENOSPC`. Such a failure is the machine's, for now: a request gets 507
+/// and a job is retried later without using up an attempt.
+pub fn storage_full(e: &anyhow::Error) -> bool {
+    e.chain().any(cause_is_storage_full)
+}
+
+/// [`storage_full`] for one error and its sources.
+pub fn error_is_storage_full(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if cause_is_storage_full(c) {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
+}
+
+fn cause_is_storage_full(c: &(dyn std::error::Error + 'static)) -> bool {
+    if let Some(io) = c.downcast_ref::<std::io::Error>() {
+        return io_storage_full(io);
+    }
+    if let Some(sqlx::Error::Database(db)) = c.downcast_ref::<sqlx::Error>() {
+        // SQLITE_FULL is 13; Postgres's disk_full is SQLSTATE 53100.
+        return matches!(db.code().as_deref(), Some("13") | Some("53100"))
+            || db.message().contains("database or disk is full");
+    }
+    if let Some(s) = c.downcast_ref::<grader::sandbox::SandboxError>() {
+        return s.detail.contains("ENOSPC") || s.detail.contains("EDQUOT");
+    }
+    false
+}
+
+/// Whether a file operation failed because the disk or a quota is full.
+pub fn io_storage_full(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        || matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+}
+
 impl AppError {
     pub fn status(&self) -> StatusCode {
+        if self.internal_cause().is_some_and(storage_full) {
+            return StatusCode::INSUFFICIENT_STORAGE;
+        }
         match self {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::Unauthorized | AppError::BadCredentials(_) => StatusCode::UNAUTHORIZED,
@@ -65,6 +114,9 @@ impl AppError {
 
     /// The message a user may see.
     pub fn public_message(&self) -> String {
+        if self.internal_cause().is_some_and(storage_full) {
+            return STORAGE_FULL.into();
+        }
         match self {
             AppError::Internal(_) => "internal error; the operator's log has the details".into(),
             AppError::Coded { error, .. } => error.public_message(),

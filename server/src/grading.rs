@@ -118,7 +118,12 @@ pub async fn grade_submission(
                 score: card.scoring.score.map(f64::from),
             })
         }
-        Err(GradeError::Refused(why)) => Ok(GradeOutcome::Refused(why.to_string())),
+        // Ingestion that could not write its files (the work folder's disk
+        // is full) failed on the machine, not on the zip: retried, never a
+        // refusal of the candidate's work.
+        Err(GradeError::Refused(why)) if !matches!(why, grader::ingest::IngestError::Io { .. }) => {
+            Ok(GradeOutcome::Refused(why.to_string()))
+        }
         Err(e) => Err(anyhow::Error::new(e).context("grading failed")),
     }
 }

@@ -26,6 +26,7 @@ pub mod routes;
 pub mod serve;
 pub mod similarity;
 pub mod state;
+pub mod sweep;
 pub mod text;
 pub mod times;
 pub mod transcript;

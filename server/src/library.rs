@@ -49,6 +49,8 @@ pub async fn version_path(state: &AppState, version: &PacketVersion) -> anyhow::
     let cached =
         state.config.data_dir.join("cache").join("packets").join(&digest).join(&version.slug);
     if tokio::fs::try_exists(cached.join("packet.toml")).await.unwrap_or(false) {
+        // Its last use, for the cache's eviction (`sweep::run`).
+        crate::blobs::touch(cached.parent().unwrap_or(&cached));
         return Ok(cached);
     }
     let short = &digest[..digest.len().min(12)];
@@ -105,7 +107,13 @@ pub async fn version_path(state: &AppState, version: &PacketVersion) -> anyhow::
 /// archive whose content is not `digest` (the folder changed meanwhile) is
 /// not recorded.
 pub async fn keep_archive(state: &AppState, dir: &Path, digest: &str) -> anyhow::Result<()> {
-    if !state.db.blobs_in_db() || state.db.packet_archive(digest).await?.is_some() {
+    if !state.db.blobs_in_db() {
+        return Ok(());
+    }
+    if state.db.packet_archive(digest).await?.is_some() {
+        // Stored already (a draft edited back to an earlier tree): marked
+        // used now, so the sweep of unused archives leaves it.
+        state.db.touch_packet_archive(digest, crate::now_ms()).await?;
         return Ok(());
     }
     let work = scratch(state)?;
@@ -182,12 +190,10 @@ fn version_rel(slug: &str, key: &str) -> String {
 
 /// A scratch folder under the data directory (same file system as the
 /// library, so a finished folder is moved in with one rename).
-fn scratch(state: &AppState) -> anyhow::Result<tempfile::TempDir> {
+fn scratch(state: &AppState) -> anyhow::Result<grader::workdir::WorkDir> {
     let base = state.config.data_dir.join("tmp");
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    tempfile::Builder::new()
-        .prefix("packet-")
-        .tempdir_in(&base)
+    grader::workdir::WorkDir::new_in(&base, "gatehouse-packet-")
         .with_context(|| format!("creating a scratch folder in {}", base.display()))
 }
 

@@ -5,6 +5,13 @@
 //! completes the job only while it still holds the lease. A worker that dies
 //! stops renewing; once the lease expires another worker claims the job
 //! again. A job claimed more than its `max_attempts` times is failed.
+//!
+//! A failure of the machine rather than of the work (the disk or the
+//! database is full: `error::storage_full`) uses up no attempt: the job
+//! goes back to the queue and the worker waits ([`STORAGE_BACKOFF`],
+//! doubling) before claiming again; a grading whose result cannot be
+//! stored keeps it and tries again while it holds the lease. So a full
+//! disk delays gradings and loses none; they resume once there is room.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +33,12 @@ const POLL: Duration = Duration::from_secs(1);
 
 /// The fallback poll when the database wakes workers (Postgres `LISTEN`).
 const SLOW_POLL: Duration = Duration::from_secs(3);
+
+/// How long a worker waits after a job failed for want of storage before
+/// it claims again; doubled on each such failure in a row, up to
+/// [`STORAGE_BACKOFF_MAX`].
+pub const STORAGE_BACKOFF: Duration = Duration::from_secs(2);
+const STORAGE_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// Starts `n` workers on the current runtime, for as long as it runs.
 pub fn spawn_workers(state: &AppState, n: usize) -> Vec<JoinHandle<()>> {
@@ -71,6 +84,7 @@ async fn worker_loop(
     listening: Arc<AtomicBool>,
 ) {
     tracing::info!(%owner, "grading worker started");
+    let mut backoff = STORAGE_BACKOFF;
     loop {
         if *stop.borrow() {
             tracing::info!(%owner, "grading worker stopped");
@@ -85,7 +99,16 @@ async fn worker_loop(
             Ok(Some(job)) => {
                 metrics::counter!("gatehouse_jobs_claimed_total", "kind" => job.kind.as_str())
                     .increment(1);
-                run_job(&state, &owner, job).await;
+                if run_job(&state, &owner, job).await == Ended::StorageFull {
+                    tracing::warn!(%owner, wait = ?backoff, "out of storage; waiting before the next claim");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {},
+                        _ = stopped(&mut stop) => {},
+                    }
+                    backoff = (backoff * 2).min(STORAGE_BACKOFF_MAX);
+                } else {
+                    backoff = STORAGE_BACKOFF;
+                }
             }
             Ok(None) => {
                 update_depth(&state).await;
@@ -97,7 +120,11 @@ async fn worker_loop(
             }
             Err(e) => {
                 tracing::error!(error = %e, "claiming a job failed");
-                tokio::time::sleep(POLL).await;
+                let full = crate::error::error_is_storage_full(&e);
+                tokio::time::sleep(if full { backoff } else { POLL }).await;
+                if full {
+                    backoff = (backoff * 2).min(STORAGE_BACKOFF_MAX);
+                }
             }
         }
     }
@@ -120,8 +147,53 @@ async fn update_depth(state: &AppState) {
     }
 }
 
+/// How a job's run ended, for the worker's pace.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    Ran,
+    /// The attempt failed for want of storage; it is queued again.
+    StorageFull,
+}
+
+/// Stores a grading's result, trying again (with a growing wait) while the
+/// storage is full and the worker still holds the lease: a full disk or
+/// database delays the result, never loses it. `Ok(false)` when the lease
+/// was lost (another worker owns the job).
+async fn store_grade(
+    state: &AppState,
+    owner: &str,
+    job: &Job,
+    outcome: &GradeOutcome,
+    lost: &AtomicBool,
+) -> anyhow::Result<bool> {
+    let mut wait = STORAGE_BACKOFF;
+    loop {
+        let r = match outcome {
+            GradeOutcome::Graded { scorecard_json, receipt_json, decision, score } => {
+                let r =
+                    GradeResult::Graded { scorecard_json, receipt_json, decision, score: *score };
+                state.db.complete_grade_job(job.id, owner, &job.subject, r).await
+            }
+            GradeOutcome::Refused(reason) => {
+                let r = GradeResult::Refused { reason };
+                state.db.complete_grade_job(job.id, owner, &job.subject, r).await
+            }
+        };
+        match r {
+            Err(e) if crate::error::error_is_storage_full(&e) && !lost.load(Ordering::SeqCst) => {
+                metrics::counter!("gatehouse_results_delayed_total").increment(1);
+                tracing::warn!(job = job.id, wait = ?wait, error = %e, "out of storage; the grading result is kept and stored once there is room");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(STORAGE_BACKOFF_MAX);
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("storing the grading result")),
+            Ok(stored) => return Ok(stored),
+        }
+    }
+}
+
 /// Runs one claimed job to completion, retry or failure.
-async fn run_job(state: &AppState, owner: &str, job: Job) {
+async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
     tracing::info!(job = job.id, kind = %job.kind, subject = %job.subject, attempt = job.attempts, "job claimed");
     if job.attempts > job.max_attempts {
         let message = format!("grading was interrupted {} times", job.attempts - 1);
@@ -153,7 +225,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
         }
         metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.as_str()).increment(1);
         tracing::warn!(job = job.id, "{message}; failed");
-        return;
+        return Ended::Ran;
     }
 
     // The heartbeat renews the lease until the work is over; if the lease
@@ -197,44 +269,20 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                         "the lease was lost while grading; the result is discarded"
                     );
                     heartbeat.abort();
-                    return;
+                    return Ended::Ran;
                 }
-                Ok(outcome) => {
-                    let stored = match &outcome {
-                        GradeOutcome::Graded { scorecard_json, receipt_json, decision, score } => {
-                            let r = GradeResult::Graded {
-                                scorecard_json,
-                                receipt_json,
-                                decision,
-                                score: *score,
-                            };
-                            state.db.complete_grade_job(job.id, owner, &job.subject, r).await
-                        }
-                        GradeOutcome::Refused(reason) => {
-                            state
-                                .db
-                                .complete_grade_job(
-                                    job.id,
-                                    owner,
-                                    &job.subject,
-                                    GradeResult::Refused { reason },
-                                )
-                                .await
-                        }
-                    };
-                    match stored {
-                        Ok(true) => Ok(()),
-                        Ok(false) => {
-                            tracing::warn!(
-                                job = job.id,
-                                "the lease was lost before completion; another worker owns the job"
-                            );
-                            heartbeat.abort();
-                            return;
-                        }
-                        Err(e) => Err(anyhow::Error::new(e).context("storing the grading result")),
+                Ok(outcome) => match store_grade(state, owner, &job, &outcome, &lost).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => {
+                        tracing::warn!(
+                            job = job.id,
+                            "the lease was lost before completion; another worker owns the job"
+                        );
+                        heartbeat.abort();
+                        return Ended::Ran;
                     }
-                }
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             }
         }
@@ -259,7 +307,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
                     }
                     Ok(()) => {
                         heartbeat.abort();
-                        return;
+                        return Ended::Ran;
                     }
                     Err(e) => Err(e),
                 }
@@ -274,6 +322,37 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
             metrics::counter!("gatehouse_jobs_done_total", "kind" => job.kind.as_str())
                 .increment(1);
             tracing::info!(job = job.id, "job done");
+        }
+        Err(e) if crate::error::storage_full(&e) => {
+            let message = format!("{e:#}");
+            tracing::warn!(job = job.id, error = %message, "job attempt failed for want of storage; queued again (no attempt used)");
+            metrics::counter!("gatehouse_jobs_retried_total", "kind" => job.kind.as_str())
+                .increment(1);
+            match state.db.release_job_uncounted(job.id, owner, &message).await {
+                Ok(Released::Lost) => {
+                    tracing::warn!(job = job.id, "the lease was lost before release")
+                }
+                Ok(_) => {
+                    if job.kind == JobKind::Grade {
+                        logged(
+                            job.id,
+                            "set_submission_state",
+                            state
+                                .db
+                                .set_submission_state(
+                                    &job.subject,
+                                    SubmissionState::Queued,
+                                    Some(&message),
+                                )
+                                .await,
+                        );
+                    }
+                }
+                // The database itself is full: the lease runs out and the
+                // job is claimed again.
+                Err(e) => tracing::error!(job = job.id, error = %e, "releasing the job failed"),
+            }
+            return Ended::StorageFull;
         }
         Err(e) => {
             let message = format!("{e:#}");
@@ -338,6 +417,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) {
             }
         }
     }
+    Ended::Ran
 }
 
 /// Logs a database write of job `id` that failed: the job goes on (its own

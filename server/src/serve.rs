@@ -71,13 +71,11 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = Config::load(config_file).context("reading the configuration")?;
     runtime()?.block_on(async move {
         let state = state(config).await?;
-        // Unfinished uploads of an earlier run (killed mid-upload) are
-        // removed before any new upload starts.
-        match crate::blobs::sweep_tmp(&state.config.data_dir) {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(removed = n, "removed unfinished uploads of an earlier run"),
-            Err(e) => tracing::warn!(error = %e, "sweeping the temporary folder failed"),
-        }
+        // What killed processes left (unfinished uploads, work folders of
+        // gradings, caches nobody uses) is removed now and every
+        // `sweep_secs`; a live process's files are never touched.
+        crate::sweep::run(&state, crate::sweep::Role::Server).await;
+        crate::sweep::spawn(&state, crate::sweep::Role::Server);
         // Model calls left in flight by an earlier run are settled before
         // any new call is admitted.
         crate::meter::settle_interrupted(&state).await.context("settling model calls an earlier run left in flight")?;
@@ -192,6 +190,8 @@ pub fn worker(config_file: Option<&Path>, count: Option<usize>) -> anyhow::Resul
     let code = rt.block_on(async move {
         let state = state(config).await?;
         let n = count.unwrap_or(state.config.workers).max(1);
+        crate::sweep::run(&state, crate::sweep::Role::Worker).await;
+        crate::sweep::spawn(&state, crate::sweep::Role::Worker);
         let (stop_tx, stop) = tokio::sync::watch::channel(false);
         let workers = crate::queue::spawn_workers_until(&state, n, stop);
         println!("Gatehouse grading workers: {n} (database: {})", state.db.backend());

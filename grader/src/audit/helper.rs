@@ -66,7 +66,7 @@ impl Default for HelperLimits {
 }
 
 pub struct Helper {
-    _dir: tempfile::TempDir,
+    _dir: crate::workdir::WorkDir,
     path: PathBuf,
     limits: HelperLimits,
 }
@@ -98,9 +98,7 @@ impl Helper {
     }
 
     pub fn with_limits(limits: HelperLimits) -> Result<Helper, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("gatehouse-audit-")
-            .tempdir()
+        let dir = crate::workdir::WorkDir::new("gatehouse-audit-")
             .map_err(|e| format!("creating the audit helper's folder: {e}"))?;
         let path = dir.path().join("gatehouse_audit.py");
         std::fs::write(&path, HELPER).map_err(|e| format!("writing {}: {e}", path.display()))?;

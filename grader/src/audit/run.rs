@@ -37,7 +37,7 @@ pub struct Audit<'a> {
     pub defs: Vec<Def>,
     pub steps: Vec<String>,
     pub helper: Helper,
-    work: tempfile::TempDir,
+    work: crate::workdir::WorkDir,
     tree: PathBuf,
     local_modules: Vec<String>,
     /// Per step, the test ids the sample's run reported.
@@ -185,9 +185,7 @@ impl<'a> Audit<'a> {
         if defs.is_empty() {
             return Err(err(format!("{target} has no top-level function or class to mutate")));
         }
-        let work = tempfile::Builder::new()
-            .prefix("gatehouse-audit-")
-            .tempdir()
+        let work = crate::workdir::WorkDir::new("gatehouse-audit-")
             .map_err(|e| err(format!("creating a work folder: {e}")))?;
         let tree = work.path().join("sample-tree");
         let tools: Vec<String> = packet.manifest.environment.tools.keys().cloned().collect();

@@ -180,6 +180,7 @@
 mod cgroup;
 mod child;
 mod copy;
+mod keys;
 mod owner;
 mod prepare;
 #[path = "../../init/src/proto.rs"]

@@ -57,15 +57,34 @@ fn try_lock(path: &Path, create: bool) -> Result<Option<OwnedFd>, SandboxError> 
     }
 }
 
-/// A run uid held for the life of a run.
+/// A run uid held for the life of a run. The uid's kernel keys were
+/// cleared when it was leased and are cleared again when the lease ends
+/// (`keys::clear_uid_keys`), before the lock is let go.
 pub struct UidLease {
     pub offset: u32,
+    uid: u32,
+    gid: u32,
     _lock: OwnedFd,
 }
 
-/// Leases the first free uid `base + (start + i) % range`: free means no
-/// open file anywhere on the host holds its lock.
-pub fn lease_uid(base: u32, start: u64, range: u64) -> Result<UidLease, SandboxError> {
+impl Drop for UidLease {
+    fn drop(&mut self) {
+        // Best effort here (a drop cannot fail); the next lease of the uid
+        // clears again and fails the run if it cannot.
+        let _ = super::keys::clear_uid_keys(self.uid, self.gid);
+    }
+}
+
+/// Leases the first free uid `base + (start + i) % range` (its gid is
+/// `gid_base` plus the same offset): free means no open file anywhere on
+/// the host holds its lock. The uid's kernel keys are cleared before it is
+/// handed out; a uid whose keys cannot be cleared is not leased.
+pub fn lease_uid(
+    base: u32,
+    gid_base: u32,
+    start: u64,
+    range: u64,
+) -> Result<UidLease, SandboxError> {
     static READY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let dir = Path::new(UID_LOCK_DIR);
     if !READY.load(std::sync::atomic::Ordering::Relaxed) {
@@ -76,7 +95,9 @@ pub fn lease_uid(base: u32, start: u64, range: u64) -> Result<UidLease, SandboxE
         let offset = ((start + i) % range) as u32;
         let path = dir.join((base + offset).to_string());
         if let Some(lock) = try_lock(&path, true)? {
-            return Ok(UidLease { offset, _lock: lock });
+            let (uid, gid) = (base + offset, gid_base + offset);
+            super::keys::clear_uid_keys(uid, gid)?;
+            return Ok(UidLease { offset, uid, gid, _lock: lock });
         }
     }
     Err(SandboxError {

@@ -251,7 +251,7 @@ impl Sandbox {
         let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
         // The uid is leased host-wide for the whole run (copy-out included).
         let lease = if self.features.uid_drop {
-            Some(super::owner::lease_uid(self.config.uid, n, UID_RANGE)?)
+            Some(super::owner::lease_uid(self.config.uid, self.config.gid, n, UID_RANGE)?)
         } else {
             None
         };

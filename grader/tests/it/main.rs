@@ -5,6 +5,7 @@ mod forgery;
 mod fuzz;
 mod hostile_packets;
 mod ingest;
+mod leftovers;
 mod mechanisms;
 mod packets;
 mod pipeline;

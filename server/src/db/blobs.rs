@@ -25,4 +25,19 @@ pub trait BlobRows {
     async fn set_packet_archive(&self, digest: &str, blob_sha256: &str) -> DbResult<()>;
     /// The archive blob of the packet folder with this tree digest.
     async fn packet_archive(&self, digest: &str) -> DbResult<Option<String>>;
+    /// Marks the archive of this tree digest used at `now` (stored again or
+    /// materialised), so [`BlobRows::sweep_packet_archives`] keeps it.
+    async fn touch_packet_archive(&self, digest: &str, now: i64) -> DbResult<()>;
+    /// Deletes a blob: its `blobs` row (so it is no longer complete), then
+    /// its chunks, in one transaction.
+    async fn delete_blob(&self, sha256: &str) -> DbResult<()>;
+    /// Removes the archives of tree digests no packet version has that
+    /// nobody used since `before`, and each one's blob when nothing else
+    /// refers to it (another archive, a submission, a transcript); returns
+    /// (archives, blobs) removed.
+    async fn sweep_packet_archives(&self, before: i64) -> DbResult<(u64, u64)>;
+    /// Removes the chunks of blobs never finished (no `blobs` row) whose
+    /// last chunk was written before `before`: an upload whose process
+    /// died. Returns how many chunks.
+    async fn sweep_orphan_chunks(&self, before: i64) -> DbResult<u64>;
 }

@@ -71,6 +71,11 @@ pub trait JobStore {
     /// when attempts are used up; [`Released::Lost`] when `owner` no longer
     /// held it (nothing changes then).
     async fn release_job(&self, id: i64, owner: &str, error: &str) -> DbResult<Released>;
+    /// Puts a job whose attempt failed on the machine, not on the work (the
+    /// disk or the database is full), back in the queue without using up
+    /// an attempt: it is retried once there is room, never failed for it.
+    /// [`Released::Lost`] when `owner` no longer held it.
+    async fn release_job_uncounted(&self, id: i64, owner: &str, error: &str) -> DbResult<Released>;
     async fn job_by_id(&self, id: i64) -> DbResult<Option<Job>>;
     async fn jobs_for(&self, kind: JobKind, subject: &str) -> DbResult<Vec<Job>>;
     /// Queued and running jobs, oldest first.

@@ -29,9 +29,12 @@ use crate::now_ms;
 use crate::state::AppState;
 
 mod budget;
+mod interrupted;
 pub use crate::meter_cache as cache;
 mod proxy;
 pub mod transcript;
+
+pub use interrupted::settle_interrupted;
 
 pub use app::contract::MeterStatus;
 pub use budget::{CapUse, Refused, caps_of};
@@ -135,41 +138,6 @@ pub fn upstream_client(config: &crate::config::Config) -> anyhow::Result<reqwest
         }
     }
     builder.build().map_err(|e| anyhow::anyhow!("building the model upstream client: {e}"))
-}
-
-/// Settles the calls an earlier run of the server left in flight (it
-/// stopped before their upstream answered): each is finished with status
-/// 499 and an error saying so, and charged its prompt estimate, so its
-/// reservation neither blocks the candidate nor frees tokens the upstream
-/// may have spent reading the prompt. Run once at start, before any call
-/// is admitted. Returns how many were settled.
-pub async fn settle_interrupted(state: &AppState) -> Result<usize, AppError> {
-    let mut n = 0;
-    for c in state.db.pending_model_calls().await? {
-        // A call in flight holds its prompt estimate in prompt_tokens.
-        let prompt = c.prompt_tokens.min(c.reserved_tokens);
-        let outcome = crate::db::meter::ModelCallOutcome {
-            status: 499,
-            response_bytes: 0,
-            prompt_tokens: prompt,
-            completion_tokens: 0,
-            tokens_estimated: true,
-            latency_ms: (now_ms() - c.at).max(0),
-            error: Some("the server stopped before the upstream answered; the call is charged its prompt estimate".into()),
-            counted: true,
-            // No response was kept; the room reserved for it stays charged.
-            response_body_sha256: None,
-            transcript_cut: Some("response not kept: the server stopped before the upstream answered".into()),
-            transcript_bytes: None,
-        };
-        if state.db.finish_model_call(c.id, outcome).await? {
-            n += 1;
-        }
-    }
-    if n > 0 {
-        tracing::warn!(settled = n, "settled model calls an earlier run left in flight");
-    }
-    Ok(n)
 }
 
 /// What the meter needs from a packet version: a view of the cached

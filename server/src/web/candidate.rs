@@ -349,7 +349,7 @@ async fn starter(
         grader::starter::Gate { base_url: state.config.public_url.clone(), token: token.clone() };
     let bytes = tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<u8>> {
         std::fs::create_dir_all(&tmp)?;
-        let dir = tempfile::Builder::new().prefix("starter-").tempdir_in(&tmp)?;
+        let dir = grader::workdir::WorkDir::new_in(&tmp, "gatehouse-starter-")?;
         let out = dir.path().join("starter.zip");
         // The pin file names the probed environment (probed once per grader).
         let tools: Vec<String> = packet.manifest.environment.tools.keys().cloned().collect();
@@ -508,13 +508,22 @@ async fn receive_checked(
     let limits = state.grader.ingest_limits.clone();
     let checked = tokio::task::spawn_blocking(
         move || -> std::io::Result<Result<(), grader::ingest::IngestError>> {
-            let dir = tempfile::Builder::new().prefix("validate-").tempdir_in(&scratch)?;
+            std::fs::create_dir_all(&scratch)?;
+            let dir = grader::workdir::WorkDir::new_in(&scratch, "gatehouse-validate-")?;
             Ok(grader::ingest::ingest(&zip, &dir.path().join("submission"), &limits).map(|_| ()))
         },
     )
     .await
     .map_err(|e| Refusal::from(AppError::Internal(e.into())))?
     .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    if let Err(grader::ingest::IngestError::Io { path, source }) = checked {
+        // The server's own file work failed (its disk is full, say), not
+        // the zip: no refusal of the candidate's work.
+        return Err(AppError::Internal(
+            anyhow::Error::new(source).context(format!("checking the upload: writing {path}")),
+        )
+        .into());
+    }
     if let Err(why) = checked {
         metrics::counter!("gatehouse_uploads_refused_total", "reason" => why.rule()).increment(1);
         return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string()));
@@ -530,20 +539,35 @@ async fn receive_checked(
     }
     limit_reached(state, &fresh).await?;
     let (sha256, size) = (pending.sha256.clone(), pending.size);
-    pending.commit().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
+    let committed =
+        pending.commit_new().await.map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
     let id = random_token()[..20].to_string();
-    if a.started_at.is_none() {
-        state.db.start_assignment(&a.id, now).await?;
+    let recorded = async {
+        if a.started_at.is_none() {
+            state.db.start_assignment(&a.id, now).await?;
+        }
+        state
+            .db
+            .create_submission(NewSubmission {
+                id: &id,
+                assignment_id: &a.id,
+                blob_sha256: &sha256,
+                size_bytes: size as i64,
+            })
+            .await
     }
-    let submission = state
-        .db
-        .create_submission(NewSubmission {
-            id: &id,
-            assignment_id: &a.id,
-            blob_sha256: &sha256,
-            size_bytes: size as i64,
-        })
-        .await?;
+    .await;
+    let submission = match recorded {
+        Ok(s) => s,
+        Err(e) => {
+            // No row refers to the blob: what this upload added goes, so a
+            // refused upload (a full disk, say) leaves nothing behind.
+            if let Err(f) = state.blobs().forget(&sha256, &committed).await {
+                tracing::error!(blob = %sha256, error = %f, "removing the blob of an upload that was not recorded failed");
+            }
+            return Err(e.into());
+        }
+    };
     crate::web::gate::record_witnessed(state, &a.id, &submission.id).await?;
     metrics::counter!("gatehouse_uploads_accepted_total").increment(1);
     state.wake_workers();

@@ -161,7 +161,9 @@ async fn witness(
     drop(pending);
     let outcome = match outcome {
         Ok(o) => o,
-        Err(GradeError::Refused(why)) => {
+        // An ingestion that could not write (the server's disk) is the
+        // machine's failure, not the tree's.
+        Err(GradeError::Refused(why)) if !matches!(why, grader::ingest::IngestError::Io { .. }) => {
             return Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, why.to_string()));
         }
         Err(e) => {

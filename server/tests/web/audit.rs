@@ -525,3 +525,85 @@ async fn an_audit_that_cannot_run_is_failed_with_its_reason() {
     .await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
 }
+
+/// A worker killed while an audit's model call is in flight (#29): the
+/// call's row of the author ledger was written before the request left, so
+/// it is not lost; the job fails as interrupted and the row says the call
+/// was interrupted (the upstream may have charged for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_call_leaves_the_calls_ledger_row_marked_interrupted() {
+    // An upstream that never answers in time.
+    let (url, seen) = fake_upstream(|_| {
+        std::thread::sleep(Duration::from_secs(120));
+        "[]".into()
+    });
+    let lease_secs = 2;
+    let app = TestApp::spawn_with(|c| c.lease_secs = lease_secs).await;
+    let (client, csrf) = signed_in(&app, Role::Author).await;
+    let draft = draft_of_token_bucket(&app, &client, &csrf).await;
+    // The page offers model mode only with an upstream configured; the
+    // job itself reads the worker's configuration. Queue it as the page
+    // would, in model mode.
+    let digest = app.state.db.version_by_id(draft).await.unwrap().unwrap().digest;
+    let (audit, _) = app
+        .state
+        .db
+        .queue_packet_audit(gatehouse::db::NewPacketAudit {
+            version_id: draft,
+            requested_by: None,
+            mode: "model",
+            functions: "_finite",
+            mutants: 1,
+            model: "fake-m",
+            max_calls: 2,
+            max_tokens: 5000,
+            digest: &digest,
+        })
+        .await
+        .unwrap();
+
+    let data = app.state.config.data_dir.clone();
+    let mut worker = crate::children::Workers::new(
+        crate::children::Settings {
+            database_url: app.state.config.database_url.clone(),
+            data_dir: data.clone(),
+            lease_secs,
+            env: vec![("GATEHOUSE_MODEL_UPSTREAM_URL".into(), url.clone())],
+        },
+        app.dir.path().join("worker.log"),
+    );
+    worker.spawn(1);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let calls = app.state.db.audit_calls(audit).await.unwrap();
+        if calls.iter().any(|c| c.outcome == "in-flight") && !seen.lock().unwrap().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the call never left: {calls:?}");
+        assert!(worker.children[0].try_wait().unwrap().is_none(), "the worker ended on its own");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(worker); // SIGKILL
+
+    // Another worker finds the lease expired: the audit's one attempt is
+    // used, so it fails as interrupted, and the row stays, marked so.
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let row = loop {
+        let row = app.state.db.packet_audit(audit).await.unwrap().unwrap();
+        if row.state.as_str() == "failed" {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "the interrupted audit was not failed: {row:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(row.error.as_deref().unwrap_or_default().contains("interrupted"), "{row:?}");
+    let calls = app.state.db.audit_calls(audit).await.unwrap();
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    let c = &calls[0];
+    assert_eq!((c.n, c.function.as_str(), c.model.as_str()), (1, "_finite", "fake-m"));
+    assert_eq!((c.outcome.as_str(), c.status), ("interrupted", None), "{c:?}");
+    assert!(c.request_bytes > 0 && c.prompt_tokens > 0 && c.tokens_estimated, "{c:?}");
+    assert!(c.ended_at >= c.started_at && c.started_at > 0, "{c:?}");
+    assert!(c.error.as_deref().unwrap().contains("in flight when the audit stopped"), "{c:?}");
+}

@@ -14,10 +14,12 @@ mod fake_openai;
 mod frame;
 mod greenhouse;
 mod hardening;
+mod leftovers;
 mod library;
 mod mail;
 mod meter;
 mod oidc;
+mod ops;
 #[path = "../common/postgres.rs"]
 mod postgres;
 mod review;
@@ -26,8 +28,11 @@ mod webdriver;
 
 mod api;
 mod candidate;
+mod children;
+mod disk_full;
 mod evidence;
 mod queue;
+mod restart;
 mod scale_out;
 mod security;
 mod transcripts;

@@ -118,6 +118,20 @@ macro_rules! job_store {
                 Released::from_returned(state.as_deref())
             }
 
+            async fn release_job_uncounted(&self, id: i64, owner: &str, error: &str) -> DbResult<Released> {
+                let state: Option<String> = sqlx::query_scalar(
+                    "UPDATE jobs SET state = 'queued', attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
+                        last_error = $1, lease_owner = NULL, lease_until = NULL, finished_at = NULL
+                     WHERE id = $2 AND lease_owner = $3 AND state = 'running' RETURNING state",
+                )
+                .bind(error)
+                .bind(id)
+                .bind(owner)
+                .fetch_optional(&self.pool)
+                .await?;
+                Released::from_returned(state.as_deref())
+            }
+
             async fn job_by_id(&self, id: i64) -> DbResult<Option<Job>> {
                 sqlx::query_as(&format!("SELECT {COLS} FROM jobs WHERE id = $1")).bind(id).fetch_optional(&self.pool).await
             }

@@ -78,8 +78,18 @@ macro_rules! packet_audit_store {
             }
 
             async fn fail_packet_audit(&self, id: i64, error: &str) -> DbResult<()> {
-                sqlx::query("UPDATE packet_audits SET state = 'failed', error = $1, finished_at = $2 WHERE id = $3").bind(error).bind(now_ms()).bind(id).execute(&self.pool).await?;
-                Ok(())
+                let mut tx = self.pool.begin().await?;
+                let now = now_ms();
+                sqlx::query("UPDATE packet_audits SET state = 'failed', error = $1, finished_at = $2 WHERE id = $3").bind(error).bind(now).bind(id).execute(&mut *tx).await?;
+                // A call still in flight never got its answer: its row stays,
+                // marked interrupted (the upstream may have charged for it).
+                sqlx::query("UPDATE packet_audit_calls SET outcome = 'interrupted', ended_at = $1, error = $2 WHERE audit_id = $3 AND outcome = 'in-flight'")
+                    .bind(now)
+                    .bind(format!("the call was in flight when the audit stopped ({error}); its answer, and what the upstream charged, are unknown"))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await
             }
 
             async fn clear_audit_calls(&self, audit_id: i64) -> DbResult<()> {
@@ -88,30 +98,48 @@ macro_rules! packet_audit_store {
             }
 
             async fn record_audit_call(&self, c: &AuditCall) -> DbResult<()> {
-                sqlx::query(
+                // The row of call `n` of the audit, written when its request
+                // leaves (in flight) and again when it ends: updated when it
+                // is there, else inserted, in one transaction.
+                let mut tx = self.pool.begin().await?;
+                let updated = sqlx::query(
+                    "UPDATE packet_audit_calls SET version_id = $2, author_id = $3, function = $5, model = $6, outcome = $7, status = $8,
+                        prompt_tokens = $9, completion_tokens = $10, tokens_estimated = $11, request_bytes = $12, response_bytes = $13,
+                        started_at = $14, ended_at = $15, error = $16
+                     WHERE audit_id = $1 AND n = $4",
+                );
+                let insert = sqlx::query(
                     "INSERT INTO packet_audit_calls (audit_id, version_id, author_id, n, function, model, outcome, status, prompt_tokens, completion_tokens,
                         tokens_estimated, request_bytes, response_bytes, started_at, ended_at, error)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-                )
-                .bind(c.audit_id)
-                .bind(c.version_id)
-                .bind(c.author_id)
-                .bind(c.n)
-                .bind(&c.function)
-                .bind(&c.model)
-                .bind(&c.outcome)
-                .bind(c.status)
-                .bind(c.prompt_tokens)
-                .bind(c.completion_tokens)
-                .bind(i64::from(c.tokens_estimated))
-                .bind(c.request_bytes)
-                .bind(c.response_bytes)
-                .bind(c.started_at)
-                .bind(c.ended_at)
-                .bind(&c.error)
-                .execute(&self.pool)
-                .await?;
-                Ok(())
+                );
+                let mut done = false;
+                for q in [updated, insert] {
+                    if done {
+                        break;
+                    }
+                    let r = q
+                        .bind(c.audit_id)
+                        .bind(c.version_id)
+                        .bind(c.author_id)
+                        .bind(c.n)
+                        .bind(&c.function)
+                        .bind(&c.model)
+                        .bind(&c.outcome)
+                        .bind(c.status)
+                        .bind(c.prompt_tokens)
+                        .bind(c.completion_tokens)
+                        .bind(i64::from(c.tokens_estimated))
+                        .bind(c.request_bytes)
+                        .bind(c.response_bytes)
+                        .bind(c.started_at)
+                        .bind(c.ended_at)
+                        .bind(&c.error)
+                        .execute(&mut *tx)
+                        .await?;
+                    done = r.rows_affected() > 0;
+                }
+                tx.commit().await
             }
 
             async fn audit_calls(&self, audit_id: i64) -> DbResult<Vec<AuditCall>> {

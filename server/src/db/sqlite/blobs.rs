@@ -48,4 +48,20 @@ impl BlobRows for SqliteStore {
     async fn packet_archive(&self, _digest: &str) -> DbResult<Option<String>> {
         Ok(None)
     }
+
+    async fn touch_packet_archive(&self, _digest: &str, _now: i64) -> DbResult<()> {
+        Ok(())
+    }
+
+    async fn delete_blob(&self, _sha256: &str) -> DbResult<()> {
+        Ok(())
+    }
+
+    async fn sweep_packet_archives(&self, _before: i64) -> DbResult<(u64, u64)> {
+        Ok((0, 0))
+    }
+
+    async fn sweep_orphan_chunks(&self, _before: i64) -> DbResult<u64> {
+        Ok(0)
+    }
 }

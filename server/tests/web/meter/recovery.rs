@@ -253,11 +253,36 @@ async fn a_kill_9_mid_call_leaves_no_stuck_reservation() {
         504,
         "the reservation is held"
     );
+    // The request's transcript blob is written beside the call: wait for
+    // it, so the charge it keeps is not nothing.
+    let request_sha = state.db.model_calls_of(&assignment).await.unwrap()[0]
+        .request_body_sha256
+        .clone()
+        .expect("the request is kept");
+    for _ in 0..500 {
+        if state.blobs().local_copy(&request_sha).await.unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(pending.await.unwrap().is_err(), "the server died mid-call");
     let row = &state.db.model_calls_of(&assignment).await.unwrap()[0];
     assert_eq!((row.status, row.reserved_tokens), (0, 504), "the killed server left it in flight");
+    // Its transcript charge: the request kept and room for the response.
+    // (The request's blob is written beside the call; the kill came after
+    // or before it reached the disk, which the settlement must tell.)
+    let request_kept = match state.blobs().local_copy(&request_sha).await.unwrap() {
+        Some(p) => std::fs::metadata(p).unwrap().len() as i64,
+        None => 0,
+    };
+    assert!(request_kept > 0, "the request's blob was written");
+    assert!(row.transcript_bytes > request_kept, "room reserved for the response: {row:?}");
+    assert_eq!(
+        state.db.meter_usage(&assignment).await.unwrap().transcript_bytes,
+        row.transcript_bytes
+    );
 
     // The next start settles it before admitting any call.
     up.set(|b| b.delay = Duration::ZERO);
@@ -269,6 +294,13 @@ async fn a_kill_9_mid_call_leaves_no_stuck_reservation() {
         (499, 4, 0, true)
     );
     assert_eq!(state.db.meter_usage(&assignment).await.unwrap().tokens, 4);
+    // The response's room is released: only the request kept stays charged.
+    assert_eq!(row.transcript_bytes, request_kept, "{row:?}");
+    assert_eq!(
+        state.db.meter_usage(&assignment).await.unwrap().transcript_bytes,
+        request_kept,
+        "the totals release it too"
+    );
     let r = reqwest::Client::new()
         .post(&endpoint)
         .bearer_auth(&key)

@@ -1,0 +1,236 @@
+//! The grader's work folders (`<tmp>/gatehouse-<kind>-XXXXXX`: a grading,
+//! a witnessed run, a self-test, an audit, ...) and the sweep of those a
+//! killed process left behind.
+//!
+//! A [`WorkDir`] is a temporary folder removed when dropped (as
+//! `tempfile::TempDir`), with a lock beside it: `<folder>.lock`, a file its
+//! process holds an exclusive `flock` on for the folder's life. The kernel
+//! lets the lock go when the process dies however it dies (SIGKILL, the OOM
+//! killer), so [`sweep`] can tell a dead owner's folder from a live one's
+//! whichever process made it: it removes every folder whose lock nobody
+//! holds, and its lock file, and never touches a folder whose lock is held.
+//! The lock file is created under a temporary name, locked, and only then
+//! renamed beside the folder, so a sweeper never finds an unlocked lock of
+//! a live folder. A folder with no lock beside it (made by a grader from
+//! before these locks, or by one killed between making the folder and
+//! locking it) is swept only when it is one of the grader's kinds
+//! ([`KINDS`]) and has not changed for [`UNLOCKED_AGE`].
+//!
+//! This is the sandbox's idea for its staging mounts (`sandbox::owner`),
+//! applied to the folders outside them. The server sweeps at start and
+//! periodically; a sweep never fails its caller (an entry it cannot judge
+//! or remove is left and counted).
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The kinds of work folder the grader makes (`gatehouse-<kind>-...`).
+pub const KINDS: &[&str] =
+    &["grade", "witness", "check", "audit", "starter", "tools", "twins", "pyc"];
+
+/// How long a folder with no lock beside it must have been left unchanged
+/// before a sweep removes it (no grading runs this long).
+pub const UNLOCKED_AGE: Duration = Duration::from_secs(24 * 3600);
+
+const LOCK_SUFFIX: &str = ".lock";
+const LOCK_TMP_SUFFIX: &str = ".lock.tmp";
+
+/// A work folder and the lock that marks it live.
+pub struct WorkDir {
+    dir: Option<tempfile::TempDir>,
+    lock_path: PathBuf,
+    _lock: OwnedFd,
+}
+
+impl WorkDir {
+    /// A new folder `<temp dir>/<prefix>XXXXXX` (the prefix is
+    /// `gatehouse-<kind>-`), locked.
+    pub fn new(prefix: &str) -> io::Result<WorkDir> {
+        WorkDir::new_in(&std::env::temp_dir(), prefix)
+    }
+
+    /// A new folder `<base>/<prefix>XXXXXX`, locked.
+    pub fn new_in(base: &Path, prefix: &str) -> io::Result<WorkDir> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(base)?;
+        let name = dir.path().file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        let mut tmp_name = name.clone();
+        tmp_name.push(LOCK_TMP_SUFFIX);
+        let mut lock_name = name;
+        lock_name.push(LOCK_SUFFIX);
+        let (tmp, lock_path) = (base.join(tmp_name), base.join(lock_name));
+        let lock = match try_lock(&tmp, true)? {
+            Some(fd) => fd,
+            None => {
+                return Err(io::Error::other(format!(
+                    "the new lock {} is held by another process",
+                    tmp.display()
+                )));
+            }
+        };
+        if let Err(e) = fs::rename(&tmp, &lock_path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        Ok(WorkDir { dir: Some(dir), lock_path, _lock: lock })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.as_ref().map(|d| d.path()).unwrap_or(Path::new(""))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        // The folder first, then its lock: a process killed in between
+        // leaves an unlocked lock (and what is left of the folder) that the
+        // next sweep removes.
+        drop(self.dir.take());
+        let _ = fs::remove_file(&self.lock_path);
+    }
+}
+
+/// Opens `path` (creating it when `create`) without following a link and
+/// takes an exclusive `flock` without waiting: `Ok(None)` when another open
+/// file holds it.
+fn try_lock(path: &Path, create: bool) -> io::Result<Option<OwnedFd>> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let flags = libc::O_RDWR
+        | libc::O_CLOEXEC
+        | libc::O_NOFOLLOW
+        | if create { libc::O_CREAT | libc::O_EXCL } else { 0 };
+    // SAFETY: opens a NUL-terminated path.
+    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o600 as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and is owned here.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: flock on an owned descriptor.
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(fd));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(None) } else { Err(e) }
+}
+
+/// What a sweep found and removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Folders of dead owners removed (and their locks).
+    pub folders: u64,
+    /// Folders with no lock, unchanged for [`UNLOCKED_AGE`], removed.
+    pub unlocked_folders: u64,
+    /// Lock files left without their folder, removed.
+    pub locks: u64,
+    /// Folders of live owners, left alone.
+    pub live: u64,
+}
+
+/// The kind of a work folder's name (`gatehouse-<kind>-...`), when it is one.
+fn kind_of(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("gatehouse-")?;
+    let (kind, random) = rest.split_once('-')?;
+    (!random.is_empty() && !random.contains('/')).then_some(kind)
+}
+
+/// Removes, under `base` (the grader's temporary folder), the work folders
+/// whose owner is gone and their locks; leaves every live one.
+pub fn sweep(base: &Path) -> Swept {
+    let mut swept = Swept::default();
+    let Ok(entries) = fs::read_dir(base) else { return swept };
+    let names: Vec<String> =
+        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    for name in &names {
+        let Some(kind) = kind_of(name) else { continue };
+        if name.ends_with(LOCK_SUFFIX) || name.ends_with(LOCK_TMP_SUFFIX) {
+            continue;
+        }
+        let path = base.join(name);
+        let Ok(meta) = fs::symlink_metadata(&path) else { continue };
+        if !meta.is_dir() {
+            continue;
+        }
+        let lock_path = base.join(format!("{name}{LOCK_SUFFIX}"));
+        match try_lock(&lock_path, false) {
+            Ok(Some(held)) => {
+                // Its owner is dead: the folder, then the lock (still held,
+                // so no new owner can take the name meanwhile).
+                if fs::remove_dir_all(&path).is_ok() {
+                    swept.folders += 1;
+                    let _ = fs::remove_file(&lock_path);
+                }
+                drop(held);
+            }
+            Ok(None) => swept.live += 1,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                let old = meta
+                    .modified()
+                    .ok()
+                    .and_then(|m| SystemTime::now().duration_since(m).ok())
+                    .is_some_and(|age| age >= UNLOCKED_AGE);
+                if KINDS.contains(&kind) && old && fs::remove_dir_all(&path).is_ok() {
+                    swept.unlocked_folders += 1;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    // Locks whose folder is gone (an owner killed after removing its
+    // folder), and temporary locks of owners killed before the rename.
+    for name in &names {
+        let folder = name.strip_suffix(LOCK_SUFFIX).or_else(|| name.strip_suffix(LOCK_TMP_SUFFIX));
+        let Some(folder) = folder.filter(|f| kind_of(f).is_some()) else { continue };
+        if fs::symlink_metadata(base.join(folder)).is_ok() {
+            continue;
+        }
+        let path = base.join(name);
+        if let Ok(Some(held)) = try_lock(&path, false) {
+            if fs::remove_file(&path).is_ok() {
+                swept.locks += 1;
+            }
+            drop(held);
+        }
+    }
+    swept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_of_names() {
+        for (name, kind) in [
+            ("gatehouse-grade-a1B2c3", Some("grade")),
+            ("gatehouse-witness-x", Some("witness")),
+            ("gatehouse-sandbox", None),
+            ("gatehouse-grade-", None),
+            ("tmp-grade-x", None),
+        ] {
+            assert_eq!(kind_of(name), kind, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_live_folder_is_kept_and_a_dropped_one_leaves_nothing() {
+        let base = tempfile::tempdir().unwrap();
+        let live = WorkDir::new_in(base.path(), "gatehouse-grade-").unwrap();
+        std::fs::write(live.path().join("f"), b"x").unwrap();
+        let gone = WorkDir::new_in(base.path(), "gatehouse-check-").unwrap();
+        let gone_path = gone.path().to_path_buf();
+        drop(gone);
+        assert!(!gone_path.exists());
+        let s = sweep(base.path());
+        assert_eq!(s, Swept { live: 1, ..Swept::default() });
+        assert!(live.path().join("f").exists());
+        let listed: Vec<_> = std::fs::read_dir(base.path()).unwrap().flatten().collect();
+        assert_eq!(listed.len(), 2, "the live folder and its lock only: {listed:?}");
+        drop(live);
+        assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
+    }
+}
