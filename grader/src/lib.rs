@@ -4,6 +4,8 @@
 
 pub mod audit;
 pub mod check;
+pub mod check_mutants;
+pub mod check_proves;
 pub mod clock;
 pub mod detect;
 pub mod diff;
