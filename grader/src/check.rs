@@ -37,6 +37,10 @@ pub struct CheckReport {
     /// it expects exactly these ids (`GradeOptions::calibration`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<crate::grade::Calibration>,
+    /// The packet's mutants: killed, survived (unexplained) and explained
+    /// (`check_mutants`); `None` when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutants: Option<crate::check_mutants::MutantCounts>,
 }
 
 impl CheckReport {
@@ -69,8 +73,7 @@ impl CheckReport {
 
 /// Runs every proposition of the self-test on the packet at `dir`.
 pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
-    let mut report =
-        CheckReport { packet: dir.display().to_string(), items: Vec::new(), calibration: None };
+    let mut report = CheckReport { packet: dir.display().to_string(), ..CheckReport::default() };
     let packet = match Packet::load(dir) {
         Ok(p) => p,
         Err(e) => {
@@ -265,6 +268,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     fs::create_dir_all(&sample_overlay).map_err(|e| e.to_string())?;
     match grader.grade_overlay(packet, &sample_overlay, &m.sample.times, &opts) {
         Ok(card) => {
+            report.items.extend(crate::check_proves::check(m, &card));
             let mut ids: Vec<String> = card
                 .findings
                 .iter()
@@ -310,34 +314,11 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     });
     report.items.extend(items.into_iter().flatten());
 
-    // Every mutant is killed by the hidden tests.
-    if let Some(mu) = &m.mutation {
-        let step = m.step(&mu.hidden_step).ok_or("mutation.hidden_step is not a step")?;
-        let step_limits = step.limits.apply(&limits);
-        for (id, mutant) in packet.mutants().map_err(|e| e.to_string())? {
-            let dir = work.path().join("mutants").join(&id);
-            let r = run_on_copy(
-                grader.sandbox(),
-                &sample,
-                &dir,
-                |w| {
-                    packet.lay_into(&step.lay, w)?;
-                    crate::tree::Root::open(w)?.write(&mu.target, &mutant)
-                },
-                &step.run,
-                &step_limits,
-                crate::run::step_env(&step.env),
-            )
-            .map_err(|e| e.to_string())?;
-            let _ = fs::remove_dir_all(&dir);
-            let killed = !r.report.success() || r.runner.as_ref().is_some_and(|r| !r.passed());
-            report.push(
-                format!("mutant {id} is killed by step {}", step.id),
-                killed,
-                r.report.describe(),
-            );
-        }
-    }
+    // Every mutant is killed by the hidden tests, or explained.
+    let (items, counts) =
+        crate::check_mutants::check(grader, packet, &sample, work.path(), &calibration.expected);
+    report.items.extend(items);
+    report.mutants = counts;
     Ok(())
 }
 

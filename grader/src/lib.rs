@@ -6,6 +6,8 @@ pub mod audit;
 pub mod bytecode;
 pub mod canary;
 pub mod check;
+pub mod check_mutants;
+pub mod check_proves;
 pub mod clock;
 pub mod detect;
 pub mod diff;

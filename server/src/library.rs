@@ -526,7 +526,9 @@ pub async fn edit_draft(
         DraftEdit::Budgets(_) => "budgets".to_string(),
         DraftEdit::Criterion { index, .. } => format!("criterion #{}", index + 1),
         DraftEdit::Failure { index, .. } => format!("failure #{}", index + 1),
-        DraftEdit::KeepMutant { id, .. } => format!("kept audit mutant {id} as mutants/{id}.diff"),
+        DraftEdit::KeepMutant { id, .. } => {
+            format!("kept audit mutant {id} as mutants/audit/{id}.diff")
+        }
     };
     audit(state, by, "packet.edit", &version.slug, &format!("draft {}: {what}", version.id)).await
 }
@@ -727,7 +729,7 @@ pub async fn fail_check(state: &AppState, version_id: i64, reason: &str) -> anyh
             detail: reason.to_string(),
             warning: false,
         }],
-        calibration: None,
+        ..grader::check::CheckReport::default()
     };
     state.db.set_check(version_id, "failed", Some(&serde_json::to_string(&report)?)).await?;
     Ok(())
