@@ -16,6 +16,7 @@ pub mod export;
 pub mod grading;
 pub mod invites;
 pub mod library;
+pub mod lowly;
 pub mod mail;
 pub mod meter;
 pub mod meter_cache;

@@ -35,7 +35,7 @@ pub use assignments::{
 pub use ats::{AtsConnection, AtsInterview, AtsStore, NewAtsConnection, NewAtsInterview};
 pub use audit::{AuditEntry, AuditStore};
 pub use blobs::BlobRows;
-pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore, JobWake};
+pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore, JobWake, Lane, QueuePlace};
 pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};
 pub use packet_audits::{AuditCall, AuditCounts, NewPacketAudit, PacketAudit, PacketAuditStore};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
