@@ -127,9 +127,7 @@ impl Grader {
 
     fn calibrate(&self, packet: &Packet) -> Calibration {
         let measured = (|| -> Result<Calibration, GradeError> {
-            let work = tempfile::Builder::new()
-                .prefix("gatehouse-grade-")
-                .tempdir()
+            let work = crate::workdir::WorkDir::new("gatehouse-grade-")
                 .map_err(io("creating a work folder"))?;
             let zip = work.path().join("sample.zip");
             let absolute: BTreeMap<String, i64> = packet
@@ -149,7 +147,7 @@ impl Grader {
             )?;
             // The canary templates of the hidden test modules; the sample
             // is graded with every twin planted.
-            let templates = crate::canary::generate(&self.sandbox, packet)?;
+            let templates = crate::guard::generate(&self.sandbox, packet)?;
             let salt = crate::canary::local_salt(&packet.digest);
             let canaries = crate::guard::Canaries {
                 steps: &templates,

@@ -26,6 +26,7 @@ const OLD: Duration = Duration::from_secs(30 * 24 * 3600);
 /// killed: another process's live write.
 fn held_by_another_process(path: &Path) -> std::process::Child {
     // `--close`: the lock is flock(1)'s alone, not its command's.
+    #[allow(clippy::zombie_processes)] // returned: its caller kills and waits
     let child = std::process::Command::new("flock")
         .args(["--exclusive", "--nonblock", "--close"])
         .arg(path)
