@@ -449,13 +449,18 @@ def twins(fn):
     for rank, n in enumerate(order):
         body, i = sites[n]
         name = expected_name(body[i])
-        if name is not None:
+        # A name that is also an input (`f(code) == code`) is another test
+        # when changed, not a contradiction: only names used nowhere but as
+        # the expected side of assertions are changed.
+        if name is not None and only_expected(fn, name):
             twin = None
             if name in cols:
                 twin = param_twin(fn, name, cols)
             elif body is fn.body:
                 twin = assigned_twin(fn, name, i)
-            if twin is not None:
+            target = locate(twin, fn, body, i) if twin is not None else None
+            if target is not None:
+                guard(twin, *target)
                 candidates.append((0, rank, twin, "line %d: expects another %s" % (body[i].lineno, name)))
         for new, what in variants(body[i]):
             twin = copy.deepcopy(fn)
@@ -465,6 +470,7 @@ def twins(fn):
             tbody, ti = target
             tbody[ti] = new
             ast.copy_location(new, body[i])
+            guard(twin, tbody, ti)
             ast.fix_missing_locations(twin)
             value = what == "expects another value"
             candidates.append((0 if value else 1, rank, twin, "line %d: %s" % (body[i].lineno, what)))
@@ -472,15 +478,51 @@ def twins(fn):
     return [(t, what) for _, _, t, what in candidates[:MAX_TWINS]]
 
 
+REACHED = "_gatehouse_reached"
+
+
+def uses(node, name):
+    """How many times `node` reads the name `name`."""
+    return sum(1 for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+
+
+def only_expected(fn, name):
+    """Whether `fn` reads `name` only as the expected side of its
+    assertions (once in each), never as an input."""
+    total = sum(uses(st, name) for st in fn.body)
+    expected = sum(1 for body, i in assertion_sites(fn) if expected_name(body[i]) == name and uses(body[i], name) == 1)
+    return total == expected
+
+
+def guard(twin, tbody, ti):
+    """Makes `twin` fail unless its changed assertion `tbody[ti]` ran: a
+    mark just before it, checked in a ``finally`` around the whole body
+    (an early return, an empty loop or a branch not taken is no
+    contradiction, so the twin must not pass by skipping it)."""
+    anchor = tbody[ti]
+    mark = ast.parse("%s[0] = 1" % REACHED).body[0]
+    tbody.insert(ti, mark)
+    init = ast.parse("%s = [0]" % REACHED).body[0]
+    check = ast.parse("if not %s[0]:\n    raise AssertionError('gatehouse canary: not reached')" % REACHED).body[0]
+    wrapped = ast.Try(body=twin.body, handlers=[], orelse=[], finalbody=[check])
+    for node in (mark, init, check, wrapped):
+        ast.copy_location(node, anchor)
+    twin.body = [init, wrapped]
+    ast.fix_missing_locations(twin)
+
+
 def tail_twin(fn):
     """A test whose assertions live in helpers it calls: its twin runs the
-    same body and then fails, so it passes only if the failure was
+    same body and then fails however the body ends (a ``finally``: an
+    early return is no way out), so it passes only if the failure was
     forged away or assertions were neutered."""
     twin = copy.deepcopy(fn)
     last = fn.body[-1]
-    stmt = ast.Assert(test=ast.Constant(value=False), msg=None)
+    stmt = ast.parse("raise AssertionError('gatehouse canary: after the last statement')").body[0]
+    wrapped = ast.Try(body=twin.body, handlers=[], orelse=[], finalbody=[stmt])
     ast.copy_location(stmt, last)
-    twin.body.append(stmt)
+    ast.copy_location(wrapped, fn.body[0])
+    twin.body = [wrapped]
     ast.fix_missing_locations(twin)
     return twin, "line %d: fails after the test's last statement" % last.end_lineno
 

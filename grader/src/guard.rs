@@ -15,7 +15,7 @@ use crate::runtime::{Judged, Whose};
 
 /// The version of the calibration's canary data; a recorded calibration of
 /// another version is measured again.
-pub const CANARY_FORMAT: u32 = 1;
+pub const CANARY_FORMAT: u32 = 2;
 
 /// The canaries of one grading.
 pub struct Canaries<'a> {

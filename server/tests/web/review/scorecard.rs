@@ -1,0 +1,227 @@
+//! The scorecard page: evidence in order with provenance, what was not
+//! evaluated, grading failures, and the cap on diffs.
+
+#[allow(unused_imports)]
+use super::*;
+
+#[tokio::test]
+async fn scorecard_shows_evidence_in_order_with_provenance_and_commands() {
+    let f = fixture().await;
+    let (good_card, bad_card) = cards(&f.app).await;
+    assert_eq!(good_card.findings, vec![], "the sample grades clean");
+    assert!(bad_card.findings.iter().any(|x| x.id == "invented-value"));
+
+    let good = f.page(&format!("/submissions/{}", f.good)).await;
+    in_order(
+        &good,
+        &[
+            "class=\"decision",
+            "<h2>Gates</h2>",
+            "class=\"gate ",
+            "<h2>Findings</h2>",
+            "<h2>Criteria</h2>",
+            "<h2>Commands</h2>",
+            "step:unknowns",
+            "exit 0",
+            "<h2>Environment</h2>",
+            "receipt-digest",
+            "class=\"diff\"",
+            "gate.py",
+        ],
+    );
+    assert!(good.contains("tests 8 / 8 passed") || good.contains(" passed</span>"), "{good}");
+    assert!(!good.contains("invented-value"), "{good}");
+    assert!(good.contains(&good_card.receipt.digest));
+    assert!(good.contains("No reviewer has scored this submission yet."));
+    // One scoring form per human or auto-override criterion, with CSRF.
+    assert_eq!(good.matches("class=\"human-score\"").count(), 2, "{good}");
+    assert!(good.contains("name=\"csrf\""));
+
+    let bad = f.page(&format!("/submissions/{}", f.bad)).await;
+    let finding = bad_card.findings.iter().find(|x| x.id == "invented-value").unwrap();
+    let badge = format!(
+        "class=\"badge {}\"",
+        serde_json::to_value(finding.provenance).unwrap().as_str().unwrap()
+    );
+    in_order(
+        &bad,
+        &[
+            "<h2>Gates</h2>",
+            "<h2>Findings</h2>",
+            "class=\"finding\"",
+            "invented-value",
+            &badge,
+            "<h2>Commands</h2>",
+            "class=\"diff\"",
+        ],
+    );
+    assert!(bad.contains(&format!("decision {}", bad_card.scoring.decision)), "{bad}");
+    // The diff against the starter shows the variant's guess table.
+    in_order(
+        &bad,
+        &[
+            "class=\"diff\"",
+            "class=\"diff-text\"",
+            "<span class=\"add\">+# what an outage on checkout usually looks like",
+        ],
+    );
+    // A failing held-out test names itself in the commands section.
+    assert!(bad.contains("test_no_invented_values"), "{bad}");
+
+    // The assignment page lists its submission and links to it.
+    let page = f.page(&format!("/assignments/{}", f.bad_assignment)).await;
+    assert!(
+        page.contains("Bob Guesser") && page.contains(&format!("href=\"/submissions/{}\"", f.bad)),
+        "{page}"
+    );
+}
+
+#[tokio::test]
+async fn scorecard_shows_unevaluated_mismatches_and_grading_failures() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    // A stored scorecard with an unevaluated failure and a tool mismatch,
+    // as a grading on a host with another interpreter would leave it.
+    let mut card = cards(&f.app).await.1.clone();
+    card.environment.mismatches.push("python is pinned to 3.11 but the sandbox has 3.9.2".into());
+    card.unevaluated.push(grader::grade::Unevaluated {
+        id: "sentinel-laundering".into(),
+        reason: "detector script crashed: exit 1".into(),
+    });
+    db.update_scorecard(
+        &f.bad,
+        &serde_json::to_string(&card).unwrap(),
+        &serde_json::to_string(&card.receipt).unwrap(),
+        &card.scoring.decision,
+        Some(0.0),
+    )
+    .await
+    .unwrap();
+    let page = f.page(&format!("/submissions/{}", f.bad)).await;
+    in_order(
+        &page,
+        &[
+            "<h2>Findings</h2>",
+            "class=\"unevaluated\"",
+            "sentinel-laundering",
+            "detector script crashed: exit 1",
+            "<h2>Environment</h2>",
+            "class=\"mismatch\"",
+            "python is pinned to 3.11 but the sandbox has 3.9.2",
+        ],
+    );
+
+    // A grading that failed says so, with its error, and takes no score.
+    db.set_submission_state(
+        &f.good,
+        app::contract::SubmissionState::Failed,
+        Some("sandbox failure: clone: EPERM"),
+    )
+    .await
+    .unwrap();
+    let page = f.page(&format!("/submissions/{}", f.good)).await;
+    assert!(
+        page.contains("data-state=\"failed\"")
+            && page.contains("Grading failed: sandbox failure: clone: EPERM"),
+        "{page}"
+    );
+    assert!(!page.contains("class=\"human-score\""), "no scoring form without a scorecard");
+    let r = f
+        .post(
+            &format!("/submissions/{}/human", f.good),
+            &[
+                ("csrf", &f.reviewer.csrf),
+                ("criterion", "narrative"),
+                ("level", "1"),
+                ("reason", "r"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status(), 409);
+    // A failed grading may be regraded.
+    let r =
+        f.post(&format!("/submissions/{}/regrade", f.good), &[("csrf", &f.reviewer.csrf)]).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(db.submission_by_id(&f.good).await.unwrap().unwrap().state.as_str(), "queued");
+
+    // The assignment page shows its candidate, packet and state.
+    let page = f.page(&format!("/assignments/{}", f.good_assignment)).await;
+    assert!(
+        page.contains("Ada Lovelace")
+            && page.contains("ada@example.com")
+            && page.contains("null-status"),
+        "{page}"
+    );
+    assert_eq!(f.get("/assignments/nope").await.0, 404);
+}
+
+/// A submission cannot make a reviewer's page enormous: the scorecard's
+/// diffs stop at a total, and say how many files were not shown; the
+/// platform's own files are listed as such, never diffed.
+#[tokio::test]
+async fn scorecard_diffs_are_capped_in_total() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    let (good_card, good_zip) = &graded(&f.app).await.0;
+    // The sample's zip plus 40 added files of 1,000 lines each.
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(good_zip.clone())).unwrap();
+    for i in 0..archive.len() {
+        use std::io::Read;
+        let mut e = archive.by_index(i).unwrap();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).unwrap();
+        entries.push((e.name().unwrap().to_string(), bytes));
+    }
+    let big: String = (0..1000).map(|n| format!("line {n}\n")).collect();
+    let mut card = good_card.clone();
+    for i in 0..40 {
+        let path = format!("flood/f{i:02}.txt");
+        card.receipt.submission.files.push(grader::ingest::IngestedFile {
+            path: path.clone(),
+            size: big.len() as u64,
+            sha256: grader::tree::sha256_hex(big.as_bytes()),
+            mtime: None,
+        });
+        entries.push((path, big.clone().into_bytes()));
+    }
+    card.receipt.submission.platform_files.push(grader::ingest::IngestedFile {
+        path: "GATEHOUSE_PIN.toml".into(),
+        size: 3,
+        sha256: "ab".repeat(32),
+        mtime: None,
+    });
+    let mut zip_bytes = std::io::Cursor::new(Vec::new());
+    {
+        let mut w = zip::ZipWriter::new(&mut zip_bytes);
+        for (name, bytes) in &entries {
+            w.start_file(name.as_str(), zip::write::SimpleFileOptions::default()).unwrap();
+            std::io::Write::write_all(&mut w, bytes).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let zip_bytes = zip_bytes.into_inner();
+    let sha = grader::tree::sha256_hex(&zip_bytes);
+    card.receipt.submission.archive_sha256 = sha.clone();
+    let blob = f.app.state.config.data_dir.join("blobs").join(&sha[..2]).join(&sha);
+    std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
+    std::fs::write(&blob, &zip_bytes).unwrap();
+    db.set_graded(
+        &f.good,
+        &serde_json::to_string(&card).unwrap(),
+        &serde_json::to_string(&card.receipt).unwrap(),
+        &card.scoring.decision,
+        0.0,
+    )
+    .await
+    .unwrap();
+    // The stored submission points at the new zip.
+    let page = f.page(&format!("/submissions/{}", f.good)).await;
+    let shown = page.matches("<span class=\"add\">").count();
+    assert!(shown <= 20_000, "{shown} diff lines shown");
+    assert!(page.contains("more file(s) not shown"), "no note on the files left out");
+    assert!(
+        page.contains("GATEHOUSE_PIN.toml") && page.contains(">platform<"),
+        "the pin file is listed as the platform's"
+    );
+}
