@@ -6,6 +6,7 @@
 mod assignments;
 mod audit;
 mod auth;
+mod backup;
 mod browser;
 mod e2e;
 mod e2e_witnessed;
