@@ -153,6 +153,32 @@ pub struct CandidateStatus {
     pub receipt_digest: Option<String>,
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub result: Option<ReleasedResult>,
+    /// While it is queued: its place in line and the estimated wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueWait>,
+}
+
+/// A queued submission's place in line and the estimated wait.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueWait {
+    /// 1 when it is the next a worker claims.
+    pub position: u64,
+    /// Gradings under way now.
+    pub running: u64,
+    /// Seconds until it should be graded, when the server knows how long a
+    /// grading takes.
+    pub estimate_secs: Option<u64>,
+    /// All of it in one sentence, as the page shows it.
+    pub sentence: String,
+}
+
+/// What the candidate's live status pill reads: the state, and while the
+/// submission waits, the sentence about its place in line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveWait {
+    pub state: String,
+    #[serde(default)]
+    pub queue: Option<QueueWait>,
 }
 
 /// A graded submission's outcome, as the candidate may see it.
@@ -248,6 +274,7 @@ mod tests {
             state: SubmissionState::Graded,
             receipt_digest: Some("ab".into()),
             result: None,
+            queue: None,
         };
         let json = serde_json::to_value(&hidden).unwrap();
         assert_eq!(json, serde_json::json!({"state": "graded", "receipt_digest": "ab"}));

@@ -173,8 +173,15 @@ pub fn LiveStatus(
     /// a submission's [`FINAL_STATES`] (a self-test: passed, failed).
     #[prop(optional)]
     final_states: Option<Vec<String>>,
+    /// The candidate's sentence about the submission's place in line (the
+    /// status answers it as `queue.sentence` while it waits); given, even
+    /// empty, the island shows it under the pill and keeps it current.
+    #[prop(optional)]
+    wait: Option<String>,
 ) -> impl IntoView {
     let (state, set_state) = signal(initial_state.clone());
+    let shows_wait = wait.is_some();
+    let (wait_text, set_wait) = signal(wait.unwrap_or_default());
     let (hydrated, set_hydrated) = signal(false);
     Effect::new(move |_| set_hydrated.set(true));
     let finals =
@@ -189,11 +196,15 @@ pub fn LiveStatus(
                 let handle = keep.clone();
                 let finals = finals.clone();
                 client::get_json(&url, move |body| {
-                    let Ok(crate::contract::LiveState { state: now }) =
+                    let Ok(crate::contract::LiveWait { state: now, queue }) =
                         serde_json::from_value(body)
                     else {
                         return;
                     };
+                    let sentence = queue.map(|q| q.sentence).unwrap_or_default();
+                    if shows_wait && sentence != wait_text.get_untracked() {
+                        set_wait.set(sentence);
+                    }
                     let now = now.as_str();
                     if now != state.get_untracked() {
                         set_state.set(now.to_string());
@@ -211,7 +222,7 @@ pub fn LiveStatus(
         handle.set(started.ok());
     }
     #[cfg(not(feature = "hydrate"))]
-    let _ = (&url, set_state, finals);
+    let _ = (&url, set_state, finals, set_wait);
 
     view! {
         <span
@@ -223,6 +234,11 @@ pub fn LiveStatus(
         >
             {move || state.get()}
         </span>
+        {shows_wait.then(|| view! {
+            <span class="queue-wait" id="queue-wait" aria-live="polite" hidden=move || wait_text.get().is_empty()>
+                {move || wait_text.get()}
+            </span>
+        })}
     }
 }
 

@@ -4,7 +4,7 @@ The grader runs every evidence-producing test command (steps, mutants,
 witnessed runs, the self-test's red and green, detector scripts) through
 this file instead of ``python3 -m pytest`` or ``python3 -m unittest``:
 
-    python3 -I -X pycache_prefix=DIR --check-hash-based-pycs always \\
+    python3 -I -B --check-hash-based-pycs always \\
         /gatehouse/gatehouse_runner.py pytest|unittest|script ARGS...
 
 ``-I`` keeps the working directory, ``PYTHON*`` variables and user
@@ -14,9 +14,9 @@ site-packages off ``sys.path``, and this file sits on a read-only mount
 runner: pytest, unittest and the standard library are imported before any
 file of the workspace is importable, and the workspace is then appended to
 the END of ``sys.path`` (pytest runs with ``--import-mode=append``), so no
-workspace file ever shadows an installed module. ``pycache_prefix`` points
-bytecode caches at a fresh folder, so no ``__pycache__`` of the workspace
-is ever read: only the submitted source runs. Pytest plugins are never
+workspace file ever shadows an installed module. Ingestion set the
+submission's bytecode caches aside; ``-B`` writes none and hash-based ones
+are always checked against their source: only the submitted source runs. Pytest plugins are never
 autoloaded (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): the plugins installed
 with the interpreter are loaded by name, packaging metadata in the
 workspace never is.
@@ -34,6 +34,7 @@ nonce, which the runner takes from the environment and then erases from
     {"t": "audit", "kind": ..., "event": ..., "detail": ..., "file": ...,
      "line": N, "via": "direct"|"library", "test": ...}
     {"t": "integrity", "what": ..., "change": ..., "test": ...}
+    {"t": "plugin", "file": ..., "hooks": [...]}  (a workspace conftest or plugin that loaded)
     {"t": "end", "exit": N, "counts": {...}}
 
 Status is one of passed, failed, error, skipped, xfailed, xpassed. The
@@ -56,8 +57,9 @@ grader decides what each kind means for the run it asked for.
 
 INTEGRITY. Every callable of pytest, pluggy, unittest and this runner
 (module globals and class attributes) is recorded before the first test
-module is imported, and compared after collection and after every test;
-a replaced or removed one is reported and put back.
+module is imported (for pytest: once it is configured, at session start),
+and compared after collection and after every test; a replaced, removed
+or added one is reported and undone.
 
 The runner's own code binds what it uses (``os.write``, ``os._exit``, its
 JSON encoder) before any candidate code runs, so replacing a module
@@ -426,15 +428,18 @@ def _callable_like(v):
 class Integrity:
     """The callables of the test framework and the runner, recorded before
     any candidate code runs, compared and restored after collection and
-    after every test."""
+    after every test: a callable replaced, removed, or added to one of
+    their classes is reported and undone."""
 
     def __init__(self, channel):
         self.channel = channel
-        self.snap = {}
+        self.snap = []
+        self.classes = []
         self.reported = set()
 
     def record(self):
         snap = []
+        classes = []
         for name, mod in list(sys.modules.items()):
             if not _watched(name) or mod is None:
                 continue
@@ -445,10 +450,18 @@ class Integrity:
                 if _callable_like(v):
                     snap.append((d, name, k, v))
                 if _isinstance(v, type) and getattr(v, "__module__", None) == name:
+                    where = name + "." + v.__qualname__
+                    classes.append((v, where, frozenset(v.__dict__)))
                     for ck, cv in list(v.__dict__.items()):
                         if _callable_like(cv):
-                            snap.append((v, name + "." + v.__qualname__, ck, cv))
+                            snap.append((v, where, ck, cv))
         self.snap = snap
+        self.classes = classes
+
+    def _report(self, what, change, test):
+        if what not in self.reported:
+            self.reported.add(what)
+            self.channel.send({"t": "integrity", "what": what, "change": change, "test": test})
 
     def check(self, test):
         changed = []
@@ -462,9 +475,7 @@ class Integrity:
             change = "removed" if now is _MISSING else "replaced"
             what = where + "." + k
             changed.append(what)
-            if what not in self.reported:
-                self.reported.add(what)
-                self.channel.send({"t": "integrity", "what": what, "change": change, "test": test})
+            self._report(what, change, test)
             try:
                 if _isinstance(owner, dict):
                     owner[k] = v
@@ -472,6 +483,17 @@ class Integrity:
                     type.__setattr__(owner, k, v)
             except Exception:  # noqa: BLE001 - reported; cannot put it back
                 pass
+        for cls, where, keys in self.classes:
+            for k in list(cls.__dict__):
+                if k in keys or not _callable_like(cls.__dict__[k]):
+                    continue
+                what = where + "." + k
+                changed.append(what)
+                self._report(what, "added", test)
+                try:
+                    type.__delattr__(cls, k)
+                except Exception:  # noqa: BLE001
+                    pass
         return changed
 
 
@@ -541,13 +563,16 @@ def run_pytest(channel, config, args, audit, roles):
     class Reporter:
         @pytest.hookimpl(tryfirst=True)
         def pytest_sessionstart(self, session):
-            if session.config.getoption("noconftest", False):
-                # No workspace file could load before collection: take
-                # what configuration changed (pytest's own legacy patches)
-                # as the record.
-                integrity.record()
-            else:
-                integrity.check("(configuration)")
+            # The workspace's own plugins that loaded (conftest.py files,
+            # `-p` modules), with the hooks they implement, for the record.
+            for plugin in session.config.pluginmanager.get_plugins():
+                f = getattr(plugin, "__file__", None)
+                if _isinstance(f, str) and roles.role(f) == "candidate":
+                    hooks = _sorted(n for n in dir(plugin) if n.startswith("pytest_"))
+                    channel.send({"t": "plugin", "file": roles.short(f), "hooks": hooks[:40]})
+            # Pytest is configured (its own legacy patches are in place) and
+            # no test module is imported yet: this is the record.
+            integrity.record()
 
         @pytest.hookimpl(trylast=True)
         def pytest_collectreport(self, report):
@@ -629,16 +654,6 @@ def run_pytest(channel, config, args, audit, roles):
     if config.get("noconftest"):
         fixed.append("--noconftest")
     extra = list(config.get("extra_tests") or [])
-    # Every built-in plugin is imported now, so the record covers them.
-    import importlib
-    from _pytest.config import default_plugins
-
-    for name in default_plugins:
-        try:
-            importlib.import_module("_pytest." + name)
-        except ImportError:
-            pass
-    integrity.record()
     if WORKSPACE not in sys.path:
         sys.path.append(WORKSPACE)
     try:

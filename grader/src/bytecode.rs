@@ -1,7 +1,7 @@
 //! Only the source runs: submitted bytecode caches are set aside at
-//! ingestion (`ingest::is_bytecode`) and no run reads a `__pycache__`
-//! (`trusted::RUNNER_FLAGS`, `PYTHONPYCACHEPREFIX`). What is left is to say
-//! when a submitted `.pyc` was meant to run instead of its source: an
+//! ingestion (`ingest::is_bytecode`), so no run can read one, and the
+//! runner writes none and checks hash-based caches against their source
+//! (`trusted::RUNNER_FLAGS`). What is left is to say when a submitted `.pyc` was meant to run instead of its source: an
 //! unchecked hash-based pyc (PEP 552, which the interpreter loads without
 //! looking at the `.py`) whose code is not the source's, or a `.pyc` with
 //! no source where the interpreter would import it as a module. Those are

@@ -10,7 +10,7 @@ use crate::evidence::{TestOutcome, TestStatus};
 use crate::grade::{GradeOptions, Grader, Scorecard, default_limits};
 use crate::manifest::{Manifest, Proves};
 use crate::packet::Packet;
-use crate::run::run_on_copy;
+use crate::run::{run_guarded, run_on_copy};
 use crate::tree::copy_path;
 
 /// The seed `packet check` fills into seed files when it lays the starter a
@@ -37,6 +37,10 @@ pub struct CheckReport {
     /// it expects exactly these ids (`GradeOptions::calibration`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<crate::grade::Calibration>,
+    /// The packet's mutants: killed, survived (unexplained) and explained
+    /// (`check_mutants`); `None` when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutants: Option<crate::check_mutants::MutantCounts>,
 }
 
 impl CheckReport {
@@ -69,8 +73,7 @@ impl CheckReport {
 
 /// Runs every proposition of the self-test on the packet at `dir`.
 pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
-    let mut report =
-        CheckReport { packet: dir.display().to_string(), items: Vec::new(), calibration: None };
+    let mut report = CheckReport { packet: dir.display().to_string(), ..CheckReport::default() };
     let packet = match Packet::load(dir) {
         Ok(p) => p,
         Err(e) => {
@@ -123,7 +126,13 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     let gate = crate::starter::Gate::placeholders();
     crate::starter::lay_received(packet, CHECK_SEED, &probe, &gate, &starter)
         .map_err(|e| format!("laying the starter a candidate receives: {e}"))?;
-    let red = run_on_copy(
+    // The candidate's tests, with the generic canary pair beside them.
+    let generic = || crate::run::Guard {
+        generic: true,
+        seed: packet.digest.clone().into_bytes(),
+        ..crate::run::Guard::default()
+    };
+    let red = run_guarded(
         grader.sandbox(),
         &starter,
         &work.path().join("red"),
@@ -131,6 +140,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         &m.commands.test,
         &limits,
         Vec::new(),
+        &generic(),
     )
     .map_err(|e| e.to_string())?;
     let red_ok = !red.report.success()
@@ -153,7 +163,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     if packet.sample_dir().is_dir() {
         copy_path(&packet.sample_dir(), &sample).map_err(|e| format!("laying the sample: {e}"))?;
     }
-    let green = run_on_copy(
+    let green = run_guarded(
         grader.sandbox(),
         &sample,
         &work.path().join("green"),
@@ -161,11 +171,14 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
         &m.commands.test,
         &limits,
         Vec::new(),
+        &generic(),
     )
     .map_err(|e| e.to_string())?;
     report.push(
         "the sample passes the test command",
-        green.report.success() && green.runner.as_ref().is_none_or(|r| r.passed()),
+        green.report.success()
+            && green.runner.as_ref().is_none_or(|r| r.passed())
+            && green.verdict.signs.is_empty(),
         format!(
             "`{}`: {}{}",
             m.commands.test,
@@ -206,7 +219,47 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
             },
         );
     }
-    report.calibration = Some((*calibration).clone());
+    // Canaries: the twins of every hidden test module a step lays must be
+    // able to fail on the sample (where their test passes).
+    for (step, sc) in &calibration.canaries {
+        let unreadable: Vec<String> = sc
+            .files
+            .iter()
+            .filter_map(|(f, t)| t.error.as_ref().map(|e| format!("{f}: {e}")))
+            .collect();
+        let total: usize = sc.files.values().map(|t| t.slots().count()).sum();
+        let covered = sc.covered();
+        let uncovered = sc.uncovered();
+        let ok = unreadable.is_empty() && (total == 0 || covered > 0);
+        report.push(
+            format!("the canaries of step {step} fail on the sample"),
+            ok,
+            if !unreadable.is_empty() {
+                format!("the hidden tests could not be read for canaries: {}", unreadable.join("; "))
+            } else if ok {
+                format!("{covered} of {total} hidden tests have a twin that fails on the sample")
+            } else {
+                format!(
+                    "no twin of the hidden tests fails on the sample, so no canary can be planted; tests without one: {}",
+                    uncovered.join(", ")
+                )
+            },
+        );
+        if ok && !uncovered.is_empty() {
+            report.warn(
+                format!("every hidden test of step {step} has a canary"),
+                format!(
+                    "no twin of these fails on the sample (an assertion that does not run, or none the generator can contradict): {}",
+                    uncovered.join(", ")
+                ),
+            );
+        }
+    }
+    // The recorded calibration gets a salt of its own: the platform's
+    // gradings of the version plant names nobody can derive.
+    let mut recorded = (*calibration).clone();
+    recorded.salt = crate::canary::random_salt();
+    report.calibration = Some(recorded);
 
     // The sample grades with no finding.
     let opts = GradeOptions::default();
@@ -215,6 +268,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     fs::create_dir_all(&sample_overlay).map_err(|e| e.to_string())?;
     match grader.grade_overlay(packet, &sample_overlay, &m.sample.times, &opts) {
         Ok(card) => {
+            report.items.extend(crate::check_proves::check(m, &card));
             let mut ids: Vec<String> = card
                 .findings
                 .iter()
@@ -260,34 +314,11 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     });
     report.items.extend(items.into_iter().flatten());
 
-    // Every mutant is killed by the hidden tests.
-    if let Some(mu) = &m.mutation {
-        let step = m.step(&mu.hidden_step).ok_or("mutation.hidden_step is not a step")?;
-        let step_limits = step.limits.apply(&limits);
-        for (id, mutant) in packet.mutants().map_err(|e| e.to_string())? {
-            let dir = work.path().join("mutants").join(&id);
-            let r = run_on_copy(
-                grader.sandbox(),
-                &sample,
-                &dir,
-                |w| {
-                    packet.lay_into(&step.lay, w)?;
-                    crate::tree::Root::open(w)?.write(&mu.target, &mutant)
-                },
-                &step.run,
-                &step_limits,
-                crate::run::step_env(&step.env),
-            )
-            .map_err(|e| e.to_string())?;
-            let _ = fs::remove_dir_all(&dir);
-            let killed = !r.report.success() || r.runner.as_ref().is_some_and(|r| !r.passed());
-            report.push(
-                format!("mutant {id} is killed by step {}", step.id),
-                killed,
-                r.report.describe(),
-            );
-        }
-    }
+    // Every mutant is killed by the hidden tests, or explained.
+    let (items, counts) =
+        crate::check_mutants::check(grader, packet, &sample, work.path(), &calibration.expected);
+    report.items.extend(items);
+    report.mutants = counts;
     Ok(())
 }
 

@@ -282,7 +282,10 @@ impl Packet {
         }
         let mut out = Vec::new();
         for (name, kind) in pk.entries("mutants")? {
-            if kind != Kind::File {
+            // `mutants/audit/` (kept from an audit, for the hidden tests
+            // only) and the list of explained survivors are not mutants a
+            // candidate's tests face.
+            if kind != Kind::File || name == "EQUIVALENT.md" {
                 continue;
             }
             let rel = format!("mutants/{name}");

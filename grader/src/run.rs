@@ -140,7 +140,14 @@ pub fn run_guarded(
             let text = crate::canary::generic_module(&mut rng, &mut roles);
             ws.write(&path, text.as_bytes()).map_err(io_at("planting canaries in"))?;
             read_only.push(path.clone());
-            extra_tests.push(path);
+            // pytest given no path collects the working folder, the canary
+            // folder with it (naming it too would drop it: pytest keeps
+            // the parent of overlapping arguments); given paths, only those.
+            if !(plan.runner() == Some(crate::trusted::RunnerKind::Pytest)
+                && crate::trusted::pytest_paths(args).is_empty())
+            {
+                extra_tests.push(path);
+            }
         }
     }
     let nonce = crate::trusted::nonce();
@@ -216,8 +223,9 @@ pub fn run_guarded(
 
 /// Where the harness is laid in every run.
 pub const HARNESS_PATH: &str = ".gatehouse/gatehouse_harness.py";
-/// Where the generic canary module is planted.
-pub const CANARY_DIR: &str = ".gatehouse/canary";
+/// Where the generic canary module is planted (not a dot folder: pytest
+/// collects it when a run names no path).
+pub const CANARY_DIR: &str = "gatehouse_canary";
 
 /// Lays the harness at `.gatehouse/gatehouse_harness.py`, replacing anything
 /// a submission put there.

@@ -67,6 +67,16 @@ pub fn judge(r: &RunnerResult, whose: Whose, baseline: &BTreeSet<String>) -> Jud
             out.notes.push(format!("runtime audit: {line}"));
         }
     }
+    for (file, hooks) in &r.plugins {
+        out.notes.push(format!(
+            "the candidate's pytest plugin `{file}` loaded{}",
+            if hooks.is_empty() {
+                String::new()
+            } else {
+                format!(" (it implements {})", hooks.join(", "))
+            }
+        ));
+    }
     for c in &r.integrity {
         if baseline.contains(&c.what) {
             continue;

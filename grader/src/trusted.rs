@@ -5,7 +5,7 @@
 //! A packet command of the plain form `python3 -m pytest ARGS`, `python3 -m
 //! unittest ARGS`, `pytest ARGS` or `python3 .gatehouse/SCRIPT.py ARGS`
 //! (plain words, no shell syntax) is not handed to a shell as written: it
-//! runs as `python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py KIND ARGS`, where
+//! runs as `python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py KIND ARGS`, where
 //! `/gatehouse` is a read-only mount of the grader's own tools
 //! (`harness/gatehouse_runner.py`, `harness/gatehouse_harness.py`, an empty
 //! `pytest.ini`). `-I` keeps the workspace, `PYTHON*` variables and user
@@ -46,12 +46,13 @@ pub const CONFINE: &str = include_str!("../harness/gatehouse_confine.py");
 /// The trusted runner itself.
 pub const RUNNER: &str = include_str!("../harness/gatehouse_runner.py");
 /// The interpreter's flags for the runner: isolated mode (no workspace,
-/// `PYTHON*` variables or user site-packages on `sys.path`), bytecode
-/// caches in a fresh folder of the run's private `/tmp` (so no
-/// `__pycache__` of the workspace is ever read), and hash-based caches
-/// checked against their source.
-pub const RUNNER_FLAGS: &str =
-    "-I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always";
+/// `PYTHON*` variables or user site-packages on `sys.path`), no bytecode
+/// written (`-B`), and every hash-based cache checked against its source.
+/// With the submission's bytecode set aside at ingestion, the workspace
+/// holds no cache but what the run itself writes: only the source runs.
+/// (A `pycache_prefix` would make every run recompile the standard library
+/// and pytest, three times the CPU of a run.)
+pub const RUNNER_FLAGS: &str = "-I -B --check-hash-based-pycs always";
 
 /// The canary twin generator (see `canary`).
 pub const TWINS: &str = include_str!("../harness/gatehouse_twins.py");
@@ -278,6 +279,9 @@ pub struct RunnerResult {
     pub audit: Vec<AuditEvent>,
     /// Framework callables found changed.
     pub integrity: Vec<IntegrityChange>,
+    /// The workspace's own pytest plugins that loaded (`conftest.py`
+    /// files), with the hooks they implement.
+    pub plugins: Vec<(String, Vec<String>)>,
     /// Lines on the channel that the runner did not write (wrong nonce,
     /// not JSON): someone else wrote to the result channel.
     pub foreign_lines: usize,
@@ -323,6 +327,8 @@ struct Record {
     what: String,
     #[serde(default)]
     change: String,
+    #[serde(default)]
+    hooks: Vec<String>,
 }
 
 /// At most this many audit and integrity records are kept from one run.
@@ -390,6 +396,15 @@ impl RunnerResult {
                             via: clip(&rec.via),
                             test: clip(&rec.test),
                         });
+                    }
+                }
+                "plugin" => {
+                    if out.plugins.len() < MAX_AUDIT {
+                        let clip = |s: &str| s.chars().take(200).collect::<String>();
+                        out.plugins.push((
+                            clip(&rec.file),
+                            rec.hooks.iter().take(40).map(|h| clip(h)).collect(),
+                        ));
                     }
                 }
                 "integrity" => {
@@ -703,32 +718,32 @@ mod tests {
     fn plain_test_commands_go_through_the_runner() {
         check_plan(
             "python3 -m pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
-            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
+            "python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider --junitxml=.gatehouse/h.xml test_h.py",
         );
         check_plan(
             "python3 -m unittest -q test_bucket",
-            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py unittest -q test_bucket",
+            "python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py unittest -q test_bucket",
         );
         check_plan(
             "pytest tests/test_x.py::test_a",
-            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest tests/test_x.py::test_a",
+            "python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest tests/test_x.py::test_a",
         );
         check_plan(
             "python3.11 -m pytest",
-            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest",
+            "python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest",
         );
         check_plan(
             "python3 .gatehouse/notes.py --x",
-            "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py script .gatehouse/notes.py --x",
+            "python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py script .gatehouse/notes.py --x",
         );
         // A packet's preparation runs first, then the runner.
         check_plan(
             "python3 submit_check.py && python3 -m pytest -q test_fetch.py",
-            "python3 submit_check.py && python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q test_fetch.py",
+            "python3 submit_check.py && python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q test_fetch.py",
         );
         check_plan(
             "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -m pytest -q t.py\n",
-            "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q t.py",
+            "set -e\ncp -R a /tmp/o\ncd /tmp/o\npython3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q t.py",
         );
         assert!(!plan("cp a b && python3 -m pytest").in_workspace());
         assert!(plan("python3 -m pytest").in_workspace());

@@ -14,7 +14,7 @@ use crate::grade::{
 };
 use crate::ingest::ingest_with;
 use crate::packet::Packet;
-use crate::run::run_on_copy;
+use crate::run::run_guarded;
 use crate::sandbox::Exit;
 use crate::tree::{list_files, tree_digest};
 
@@ -114,7 +114,14 @@ impl Grader {
             limits.wall = d;
         }
         let command = m.witness_test().to_string();
-        let ran = run_on_copy(
+        // The candidate's own tests, with the generic canary pair planted
+        // beside them.
+        let guard = crate::run::Guard {
+            generic: true,
+            seed: crate::trusted::nonce().into_bytes(),
+            ..crate::run::Guard::default()
+        };
+        let ran = run_guarded(
             self.sandbox(),
             &workspace,
             &work.path().join("run"),
@@ -122,13 +129,16 @@ impl Grader {
             &command,
             &limits,
             Vec::new(),
+            &guard,
         )?;
         let report = ran.report;
         // Through the trusted runner, a run passes only when the runner
-        // itself says so and its stream agrees with the process.
+        // itself says so, its stream agrees with the process, and its
+        // canaries held.
         let tampered = match (&ran.runner, ran.plan.runner()) {
             (Some(r), Some(kind)) => {
-                let signs = r.cross_check(kind, &report, None, None);
+                let mut signs = ran.verdict.signs.clone();
+                signs.extend(r.cross_check(kind, &report, None, None));
                 (!signs.is_empty() || (report.success() && !r.passed())).then(|| signs.join("; "))
             }
             _ => None,

@@ -42,10 +42,15 @@ pub struct AuditArgs {
     pub steps: Vec<String>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Keep a killed or survived mutant as `mutants/<ID>.diff` of the
+    /// Keep a killed or survived mutant as `mutants/audit/<ID>.diff` of the
     /// packet, so `packet check` requires the hidden tests to kill it.
     #[arg(long = "save", value_name = "ID")]
     pub save: Vec<String>,
+    /// Record a survivor no hidden test should kill (an equivalent mutant,
+    /// or behaviour the brief leaves open) in the packet's
+    /// `mutants/EQUIVALENT.md`, with the reason: `--explain ID=REASON`.
+    #[arg(long = "explain", value_name = "ID=REASON")]
+    pub explain: Vec<String>,
     /// The model upstream's OpenAI-compatible base URL (default: the
     /// configured `model_upstreams.<slug>`, else `model_upstream_url`).
     #[arg(long)]
@@ -415,6 +420,19 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    for arg in &args.explain {
+        let (id, reason) = arg.split_once('=').unwrap_or((arg.as_str(), ""));
+        match grader::audit::explain::record(&packet, &report, id, reason, &audit.source) {
+            Ok(path) => eprintln!(
+                "gatehouse: explained mutant {id} in {}; audits show it as explained",
+                path.display()
+            ),
+            Err(e) => {
+                eprintln!("gatehouse: {e}");
+                ok = false;
+            }
+        }
+    }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
@@ -449,8 +467,8 @@ pub fn text(r: &AuditReport) -> String {
     }
     let c = r.counts;
     out.push_str(&format!(
-        "\ncounts: {} killed, {} survived, {} crashed, {} invalid\n",
-        c.killed, c.survived, c.crashed, c.invalid
+        "\ncounts: {} killed, {} survived, {} explained, {} crashed, {} invalid\n",
+        c.killed, c.survived, c.explained, c.crashed, c.invalid
     ));
     if !r.calls.is_empty() {
         let tokens: i64 = r
@@ -612,8 +630,8 @@ pub async fn run_job(state: &crate::state::AppState, audit_id: i64) -> anyhow::R
                     "packet.audit",
                     &format!("packet:{}", version.slug),
                     &format!(
-                        "audit {} of version id {}: {} killed, {} survived, {} crashed, {} invalid",
-                        a.id, version.id, c.killed, c.survived, c.crashed, c.invalid
+                        "audit {} of version id {}: {} killed, {} survived, {} explained, {} crashed, {} invalid",
+                        a.id, version.id, c.killed, c.survived, c.explained, c.crashed, c.invalid
                     ),
                 )
                 .await?;

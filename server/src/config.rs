@@ -147,6 +147,92 @@ pub struct Config {
     /// for a relay on the same host or tests).
     #[serde(default)]
     pub smtp_tls: Option<String>,
+    /// OpenID Connect issuers people may sign in with, by a name of
+    /// lowercase letters, digits and `-` (it is in the sign-in URLs:
+    /// `/login/sso/<name>`). `[oidc.<name>]` in the file.
+    #[serde(default)]
+    pub oidc: BTreeMap<String, OidcIssuer>,
+    /// Whether accounts may sign in with a password. Off, only the
+    /// `break_glass_admin` may (an admin's email), so the team is not
+    /// locked out when its identity provider is down.
+    #[serde(default = "default_true")]
+    pub password_sign_in: bool,
+    /// The one account that may still sign in with a password when
+    /// `password_sign_in` is off (it must be an admin).
+    #[serde(default)]
+    pub break_glass_admin: Option<String>,
+    /// The most single sign-ins under way at once (started, not finished,
+    /// under ten minutes old); more are refused with 503.
+    #[serde(default = "default_sso_logins")]
+    pub max_sso_logins: i64,
+    /// How often, in seconds, results due to an ATS callback are looked
+    /// for (`GATEHOUSE_ATS_CALLBACK_SECS`).
+    #[serde(default = "default_ats_callback_secs")]
+    pub ats_callback_secs: u64,
+}
+
+/// One OpenID Connect issuer (Okta, Microsoft Entra ID, Google Workspace,
+/// Keycloak, ...).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcIssuer {
+    /// What the sign-in button says ("Sign in with <label>"); the name
+    /// when unset.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// `https://<issuer>/.well-known/openid-configuration`; the document
+    /// must name the issuer this URL is under. Plain `http://` only on a
+    /// loopback address.
+    pub discovery_url: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// Email domains whose people get an account on their first sign-in
+    /// (with `default_role`); anyone else needs an account made by an
+    /// admin first.
+    #[serde(default)]
+    pub allowed_domains: Vec<String>,
+    /// The role of an account made on a first sign-in: `reviewer`
+    /// (default), `author` or `admin`.
+    #[serde(default = "default_sso_role")]
+    pub default_role: String,
+}
+
+impl OidcIssuer {
+    /// The issuer's identifier: the discovery URL without
+    /// `/.well-known/openid-configuration`.
+    pub fn issuer(&self) -> &str {
+        self.discovery_url
+            .trim_end_matches('/')
+            .trim_end_matches("/.well-known/openid-configuration")
+    }
+
+    pub fn label<'a>(&'a self, name: &'a str) -> &'a str {
+        self.label.as_deref().filter(|l| !l.trim().is_empty()).unwrap_or(name)
+    }
+
+    /// Whether an account may be made for `email` on its first sign-in.
+    pub fn allows(&self, email: &str) -> bool {
+        let Some((_, domain)) = email.rsplit_once('@') else { return false };
+        self.allowed_domains
+            .iter()
+            .any(|d| d.trim().trim_start_matches('@').eq_ignore_ascii_case(domain))
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_sso_role() -> String {
+    "reviewer".into()
+}
+
+fn default_sso_logins() -> i64 {
+    10_000
+}
+
+fn default_ats_callback_secs() -> u64 {
+    30
 }
 
 /// Which built-in packets the server self-tests in the background.
@@ -285,6 +371,11 @@ impl Default for Config {
             smtp_user: None,
             smtp_password: None,
             smtp_tls: None,
+            oidc: BTreeMap::new(),
+            password_sign_in: true,
+            break_glass_admin: None,
+            max_sso_logins: default_sso_logins(),
+            ats_callback_secs: default_ats_callback_secs(),
             sweep_secs: default_sweep_secs(),
             cache_max_age_secs: default_cache_max_age(),
         }
@@ -352,6 +443,49 @@ impl Config {
             slugs.push(part.to_string());
         }
         Ok(BuiltinSelfTest::Only(slugs))
+    }
+
+    /// What is wrong with the sign-in settings (`oidc`, `password_sign_in`,
+    /// `break_glass_admin`), naming the setting; checked at start.
+    pub fn check_sign_in(&self) -> Result<(), String> {
+        for (name, issuer) in &self.oidc {
+            let slug = !name.is_empty()
+                && name.len() <= 40
+                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if !slug {
+                return Err(format!(
+                    "oidc.{name}: the name of an issuer is lowercase letters, digits and '-' (it is in the sign-in URL)"
+                ));
+            }
+            crate::oidc::check_url(&issuer.discovery_url)
+                .map_err(|e| format!("oidc.{name}.discovery_url: {e}"))?;
+            if issuer.client_id.trim().is_empty() || issuer.client_secret.is_empty() {
+                return Err(format!("oidc.{name}: client_id and client_secret are both needed"));
+            }
+            if crate::db::Role::parse(issuer.default_role.trim()).is_none() {
+                return Err(format!(
+                    "oidc.{name}.default_role is {:?}: expected reviewer, author or admin",
+                    issuer.default_role
+                ));
+            }
+        }
+        let break_glass = self.break_glass_admin.as_deref().map(str::trim).unwrap_or("");
+        if !self.password_sign_in && !break_glass.contains('@') {
+            return Err("password_sign_in is off: set break_glass_admin to an admin's email, so the team can still sign in when the identity provider is down".into());
+        }
+        if !self.password_sign_in && self.oidc.is_empty() {
+            return Err("password_sign_in is off but no [oidc.<name>] issuer is configured: no one but the break-glass admin could sign in".into());
+        }
+        Ok(())
+    }
+
+    /// Whether `email` may sign in with a password.
+    pub fn password_allowed(&self, email: &str) -> bool {
+        self.password_sign_in
+            || self
+                .break_glass_admin
+                .as_deref()
+                .is_some_and(|b| b.trim().eq_ignore_ascii_case(email.trim()))
     }
 
     pub fn max_upload_bytes(&self) -> u64 {

@@ -4,6 +4,7 @@
 //! and serves. Blocking grader calls run on `spawn_blocking` threads.
 
 pub mod assignment;
+pub mod ats;
 pub mod audit;
 pub mod auth;
 pub mod backup;
@@ -16,9 +17,11 @@ pub mod export;
 pub mod grading;
 pub mod invites;
 pub mod library;
+pub mod lowly;
 pub mod mail;
 pub mod meter;
 pub mod meter_cache;
+pub mod oidc;
 pub mod provenance;
 pub mod queue;
 pub mod routes;

@@ -563,7 +563,9 @@ pub async fn edit_draft(
         DraftEdit::Budgets(_) => "budgets".to_string(),
         DraftEdit::Criterion { index, .. } => format!("criterion #{}", index + 1),
         DraftEdit::Failure { index, .. } => format!("failure #{}", index + 1),
-        DraftEdit::KeepMutant { id, .. } => format!("kept audit mutant {id} as mutants/{id}.diff"),
+        DraftEdit::KeepMutant { id, .. } => {
+            format!("kept audit mutant {id} as mutants/audit/{id}.diff")
+        }
     };
     audit(state, by, "packet.edit", &version.slug, &format!("draft {}: {what}", version.id)).await
 }
@@ -764,7 +766,7 @@ pub async fn fail_check(state: &AppState, version_id: i64, reason: &str) -> anyh
             detail: reason.to_string(),
             warning: false,
         }],
-        calibration: None,
+        ..grader::check::CheckReport::default()
     };
     state.db.set_check(version_id, "failed", Some(&serde_json::to_string(&report)?)).await?;
     Ok(())
@@ -775,6 +777,18 @@ pub async fn fail_check(state: &AppState, version_id: i64, reason: &str) -> anyh
 /// failing one leaves it a draft (its failing items are on its page); the
 /// request is cleared either way. Returns whether the check passed.
 pub async fn run_check(state: &AppState, version_id: i64) -> anyhow::Result<bool> {
+    run_check_in(state, version_id, false).await
+}
+
+/// As [`run_check`]; `background` runs the self-test on a thread of its
+/// own at the lowest CPU and I/O priority (`crate::lowly`), which every
+/// thread and sandboxed process of the check inherits, so a grading
+/// running beside it keeps the machine.
+pub async fn run_check_in(
+    state: &AppState,
+    version_id: i64,
+    background: bool,
+) -> anyhow::Result<bool> {
     let version = state
         .db
         .version_by_id(version_id)
@@ -794,7 +808,11 @@ pub async fn run_check(state: &AppState, version_id: i64) -> anyhow::Result<bool
     };
     let before = digest_of(dir.clone()).await;
     let d = dir.clone();
-    let report = tokio::task::spawn_blocking(move || check_packet(&grader, &d)).await?;
+    let report = if background {
+        crate::lowly::run(move || check_packet(&grader, &d)).await?
+    } else {
+        tokio::task::spawn_blocking(move || check_packet(&grader, &d)).await?
+    };
     let after = digest_of(dir).await;
     let checked = before.filter(|b| after.as_deref() == Some(b.as_str()) && *b == version.digest);
     if checked.is_none() {

@@ -12,6 +12,11 @@
 //! doubling) before claiming again; a grading whose result cannot be
 //! stored keeps it and tries again while it holds the lease. So a full
 //! disk delays gradings and loses none; they resume once there is room.
+//! Two lanes: the workers that grade claim gradings and everything an
+//! author asked for, never the built-in library's background self-tests;
+//! one more worker per process claims only those, and runs them at the
+//! lowest CPU and I/O priority, so a grading never waits behind one and
+//! barely shares the machine with it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +26,7 @@ use app::contract::{JobKind, SubmissionState};
 use tokio::task::JoinHandle;
 
 use crate::db::jobs::Released;
-use crate::db::{GradeResult, Job};
+use crate::db::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, Lane};
 use crate::grading::{GradeOutcome, grade_submission};
 use crate::now_ms;
 use crate::state::AppState;
@@ -47,9 +52,10 @@ pub fn spawn_workers(state: &AppState, n: usize) -> Vec<JoinHandle<()>> {
     spawn_workers_until(state, n, stop)
 }
 
-/// Starts `n` workers that stop claiming once `stop` reads true; each
-/// finishes the job it holds, then its task ends. On Postgres one `LISTEN`
-/// per call wakes them when any process queues a job.
+/// Starts `n` workers, plus the background lane's one (when `n > 0`),
+/// that stop claiming once `stop` reads true; each finishes the job it
+/// holds, then its task ends. On Postgres one `LISTEN` per call wakes them
+/// when any process queues a job.
 pub fn spawn_workers_until(
     state: &AppState,
     n: usize,
@@ -68,11 +74,16 @@ pub fn spawn_workers_until(
             }
         });
     }
+    let background = (n > 0).then_some(Lane::Background);
     (0..n)
-        .map(|i| {
-            let owner = format!("{host}:{}:{run}:{i}", std::process::id());
+        .map(|_| Lane::Foreground)
+        .chain(background)
+        .enumerate()
+        .map(|(i, lane)| {
+            let kind = if lane == Lane::Background { "background" } else { "worker" };
+            let owner = format!("{host}:{}:{run}:{kind}{i}", std::process::id());
             let (state, stop, listening) = (state.clone(), stop.clone(), listening.clone());
-            tokio::spawn(async move { worker_loop(state, owner, stop, listening).await })
+            tokio::spawn(async move { worker_loop(state, owner, lane, stop, listening).await })
         })
         .collect()
 }
@@ -80,10 +91,11 @@ pub fn spawn_workers_until(
 async fn worker_loop(
     state: AppState,
     owner: String,
+    lane: Lane,
     mut stop: tokio::sync::watch::Receiver<bool>,
     listening: Arc<AtomicBool>,
 ) {
-    tracing::info!(%owner, "grading worker started");
+    tracing::info!(%owner, ?lane, "grading worker started");
     let mut backoff = STORAGE_BACKOFF;
     loop {
         if *stop.borrow() {
@@ -95,7 +107,7 @@ async fn worker_loop(
         tokio::pin!(notified);
         notified.as_mut().enable();
         let lease_ms = lease_ms(&state);
-        match state.db.claim_job(&owner, now_ms(), lease_ms).await {
+        match state.db.claim_job_in(&owner, now_ms(), lease_ms, lane).await {
             Ok(Some(job)) => {
                 metrics::counter!("gatehouse_jobs_claimed_total", "kind" => job.kind.as_str())
                     .increment(1);
@@ -261,7 +273,12 @@ async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
                 "set_submission_state",
                 state.db.set_submission_state(&job.subject, SubmissionState::Grading, None).await,
             );
-            match grade_submission(state, &job.subject).await {
+            let started = std::time::Instant::now();
+            let graded = grade_submission(state, &job.subject).await;
+            if graded.is_ok() {
+                state.memo.record_grading(started.elapsed());
+            }
+            match graded {
                 // Another worker owns the job now; its result is the one kept.
                 Ok(_) if lost.load(Ordering::SeqCst) => {
                     tracing::warn!(
@@ -291,7 +308,9 @@ async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
         kind @ (JobKind::Check | JobKind::Audit) => match job.subject.parse::<i64>() {
             Ok(id) => {
                 let worked = if kind == JobKind::Check {
-                    crate::library::run_check(state, id).await.map(drop)
+                    // A background self-test runs at the lowest priority.
+                    let background = job.priority <= BUILTIN_CHECK_PRIORITY;
+                    crate::library::run_check_in(state, id, background).await.map(drop)
                 } else {
                     crate::audit::run_job(state, id).await
                 };
@@ -425,5 +444,106 @@ async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
 fn logged<T, E: std::fmt::Display>(id: i64, what: &str, result: Result<T, E>) {
     if let Err(e) = result {
         tracing::error!(job = id, error = %e, "{what} failed");
+    }
+}
+
+/// Where a queued submission stands in line and about how long it will
+/// take, as the candidate's pages say it; None once it is no longer queued.
+pub async fn wait_of(state: &AppState, submission_id: &str) -> Option<app::contract::QueueWait> {
+    let job = state
+        .db
+        .jobs_for(JobKind::Grade, submission_id)
+        .await
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|j| j.state == app::contract::JobState::Queued)?;
+    let place = state.db.queue_place(job.id).await.ok()??;
+    // How long a grading takes here: the recent ones, else the sample's
+    // grading in the version's recorded self-test.
+    let typical = match state.memo.typical_grading() {
+        Some(t) => Some(t),
+        None => recorded_sample_time(state, submission_id).await,
+    };
+    Some(wait_words(place.ahead, place.running, state.config.workers.max(1), typical))
+}
+
+async fn recorded_sample_time(state: &AppState, submission_id: &str) -> Option<Duration> {
+    let s = state.db.submission_by_id(submission_id).await.ok()??;
+    let a = state.db.assignment_by_id(&s.assignment_id).await.ok()??;
+    let v = state.db.version_by_id(a.packet_version_id).await.ok()??;
+    let c = crate::grading::recorded_calibration(v.check_report.as_deref())?;
+    (c.sample_ms > 0).then(|| Duration::from_millis(c.sample_ms))
+}
+
+/// The wait in words: `ahead` queued before it, `running` being graded,
+/// `workers` grading at once, each taking about `typical`.
+pub fn wait_words(
+    ahead: i64,
+    running: i64,
+    workers: usize,
+    typical: Option<Duration>,
+) -> app::contract::QueueWait {
+    let (ahead, running) = (ahead.max(0) as u64, running.max(0) as u64);
+    let position = ahead + 1;
+    let line = match (ahead, running) {
+        (0, 0) => "Your submission is next in line for a grader.".to_string(),
+        (0, r) => format!(
+            "Your submission is next in line; {r} {} being graded now.",
+            if r == 1 { "submission is" } else { "submissions are" }
+        ),
+        (a, _) => format!(
+            "Your submission is number {position} in line ({a} {} ahead of it).",
+            if a == 1 { "submission" } else { "submissions" }
+        ),
+    };
+    let estimate_secs = typical.map(|t| {
+        let each = t.as_secs_f64().max(1.0);
+        // Those ahead and those running share the workers; a running one
+        // is half done on average.
+        let before = (ahead as f64 + running as f64 * 0.5) / workers as f64;
+        ((before + 1.0) * each).ceil() as u64
+    });
+    let sentence = match estimate_secs {
+        Some(s) => format!("{line} It should be graded in about {}.", about(s)),
+        None => format!(
+            "{line} No grading has finished on this server yet, so there is no estimate of the wait."
+        ),
+    };
+    app::contract::QueueWait { position, running, estimate_secs, sentence }
+}
+
+/// Seconds as people round them: "10 s", "40 s", "2 min", "1 h 5 min".
+fn about(secs: u64) -> String {
+    match secs {
+        0..=9 => "10 s".into(),
+        10..=59 => format!("{} s", secs.div_ceil(5) * 5),
+        60..=3599 => format!("{} min", secs.div_ceil(60)),
+        _ => {
+            let m = secs.div_ceil(60);
+            format!("{} h {} min", m / 60, m % 60)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_is_said_in_words_with_an_estimate_when_one_is_known() {
+        let s = Some(Duration::from_secs(20));
+        let check = |ahead, running, workers, typical, position, secs: Option<u64>, says: &str| {
+            let w = wait_words(ahead, running, workers, typical);
+            assert_eq!((w.position, w.estimate_secs), (position, secs), "{w:?}");
+            assert!(w.sentence.contains(says), "{w:?} should say {says:?}");
+        };
+        check(0, 0, 1, s, 1, Some(20), "next in line for a grader. It should be graded in about 20 s.");
+        check(0, 1, 1, s, 1, Some(30), "1 submission is being graded now");
+        check(2, 1, 1, s, 3, Some(70), "number 3 in line (2 submissions ahead of it). It should be graded in about 2 min.");
+        check(2, 0, 2, s, 3, Some(40), "about 40 s");
+        check(1, 0, 1, None, 2, None, "no estimate");
+        assert_eq!(about(3), "10 s");
+        assert_eq!(about(3725), "1 h 3 min");
     }
 }

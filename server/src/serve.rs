@@ -33,6 +33,7 @@ fn init_tracing() {
 /// Builds the shared state for `config`: database (migrated), grader, metrics.
 pub async fn state(config: Config) -> anyhow::Result<AppState> {
     config.builtin_checks().map_err(anyhow::Error::msg)?;
+    config.check_sign_in().map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let db = db::open(&config.database_url).await?;
@@ -79,6 +80,7 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
         // any new call is admitted.
         crate::meter::settle_interrupted(&state).await.context("settling model calls an earlier run left in flight")?;
         crate::queue::spawn_workers(&state, state.config.workers);
+        crate::ats::spawn_callbacks(state.clone());
         // Expired sessions are deleted hourly (and at each sign-in).
         let purge = state.clone();
         tokio::spawn(async move {

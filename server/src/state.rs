@@ -75,7 +75,15 @@ pub struct Memo {
     /// The meter's keys, witnessed reds and running totals (see
     /// `crate::meter_cache` for what invalidates each).
     pub meter: crate::meter_cache::MeterCache,
+    /// OpenID issuers' discovery documents and key sets.
+    pub oidc: crate::oidc::Cache,
+    /// How long this process's last gradings took (newest last), for the
+    /// candidate's estimate of the wait.
+    gradings: Mutex<std::collections::VecDeque<std::time::Duration>>,
 }
+
+/// Gradings whose duration the estimate reads.
+const GRADINGS_KEPT: usize = 20;
 
 /// Holds an assignment's witnessed-run slot until dropped.
 pub struct Slot {
@@ -120,6 +128,23 @@ impl Memo {
             locks.retain(|_, l| Arc::strong_count(l) > 1);
         }
         locks.entry(key.to_string()).or_default().clone()
+    }
+
+    /// Records how long one grading took.
+    pub fn record_grading(&self, took: std::time::Duration) {
+        let mut g = self.gradings.lock().unwrap_or_else(|e| e.into_inner());
+        if g.len() >= GRADINGS_KEPT {
+            g.pop_front();
+        }
+        g.push_back(took);
+    }
+
+    /// The median of the recent gradings' durations, if there were any.
+    pub fn typical_grading(&self) -> Option<std::time::Duration> {
+        let mut g: Vec<_> =
+            self.gradings.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+        g.sort();
+        g.get(g.len() / 2).copied()
     }
 
     /// How many locks are kept (for tests).

@@ -94,7 +94,16 @@ pub fn scorecard(card: &Scorecard) -> String {
 
 pub fn check_report(r: &CheckReport) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{}: {}", r.packet, if r.ok() { "ok" } else { "FAILED" });
+    let mutants = r
+        .mutants
+        .map(|c| {
+            format!(
+                " (mutants: {} killed, {} survived, {} explained)",
+                c.killed, c.survived, c.explained
+            )
+        })
+        .unwrap_or_default();
+    let _ = writeln!(s, "{}: {}{mutants}", r.packet, if r.ok() { "ok" } else { "FAILED" });
     for i in &r.items {
         let mark = if i.ok {
             "ok  "

@@ -13,14 +13,41 @@ pub struct LoginView {
     /// Where to go after signing in (a local path).
     pub next: String,
     pub error: Option<String>,
+    /// The identity providers to sign in with: (link, label).
+    #[serde(default)]
+    pub sso: Vec<(String, String)>,
+    /// Set when password sign-in is off (for all but the break-glass admin).
+    #[serde(default)]
+    pub password_note: Option<String>,
 }
 
 #[component]
 pub fn LoginPage(vm: LoginView) -> impl IntoView {
+    let sso = (!vm.sso.is_empty()).then(|| {
+        view! {
+            <ul class="sso">
+                {vm
+                    .sso
+                    .into_iter()
+                    .map(|(href, label)| {
+                        view! {
+                            <li>
+                                <a class="button" href=href>
+                                    {format!("Sign in with {label}")}
+                                </a>
+                            </li>
+                        }
+                    })
+                    .collect::<Vec<_>>()}
+            </ul>
+        }
+    });
     view! {
         <section class="narrow">
             <h1>"Sign in"</h1>
             {vm.error.map(|e| view! { <p class="error" role="alert">{e}</p> })}
+            {sso}
+            {vm.password_note.map(|n| view! { <p class="note">{n}</p> })}
             <form method="post" action="/login">
                 <CsrfField token=vm.csrf />
                 <input type="hidden" name="next" value=vm.next />

@@ -17,6 +17,9 @@ pub struct SubmissionRow {
     pub size_bytes: i64,
     pub received: String,
     pub state: String,
+    /// While it waits for a grader: its place in line and the estimate.
+    #[serde(default)]
+    pub wait: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,7 +28,8 @@ pub struct CandidateView {
     pub base: String,
     pub title: String,
     pub candidate_name: String,
-    /// The prompt rendered from Markdown with raw HTML escaped.
+    /// The prompt rendered from Markdown with raw HTML escaped, its
+    /// headings one level down (the page's title is the one `h1`).
     pub prompt_html: String,
     pub deadline: String,
     /// The time box, e.g. "90 minutes", when the packet or assignment has one.
@@ -36,11 +40,17 @@ pub struct CandidateView {
     pub started: bool,
     /// Why submissions are refused now (time box over), if they are.
     pub closed: Option<String>,
-    /// (name, value) pairs: model calls, tokens, ...
+    /// (name, value) pairs of the budgets shown nowhere else on the page
+    /// (the model budgets are in the model key's table, the time box in
+    /// the time section).
     pub budgets: Vec<(String, String)>,
-    /// Plain-language rules: environment, test command, frozen files, limits.
+    /// Plain-language rules: environment, test command, frozen files, limits
+    /// (`backticks` are code).
     pub rules: Vec<String>,
     pub submissions: Vec<SubmissionRow>,
+    /// How many submissions the assignment accepts.
+    #[serde(default)]
+    pub max_submissions: i64,
     /// The refusal of the last upload, shown above the form.
     pub error: Option<String>,
     pub max_upload_mb: u64,
@@ -106,7 +116,8 @@ pub fn step_parts(step: &str) -> Vec<(bool, String)> {
         .collect()
 }
 
-fn inline_code(step: &str) -> impl IntoView + use<> {
+/// A sentence with its `backticks` as code (and a leading "1. " dropped).
+pub fn inline_code(step: &str) -> impl IntoView + use<> {
     step_parts(step)
         .into_iter()
         .map(|(code, text)| {
@@ -119,14 +130,11 @@ fn inline_code(step: &str) -> impl IntoView + use<> {
         .collect_view()
 }
 
-/// The gate: steps, model window, witnessed runs, forms and `curl` lines.
-#[component]
-pub fn WitnessView(section: WitnessSection) -> impl IntoView {
-    let steps = section.steps.iter().map(|s| view! { <li>{inline_code(s)}</li> }).collect_view();
-    let runs = (!section.runs.is_empty()).then(|| {
-        let items = section
-            .runs
-            .iter()
+/// The witnessed runs of one kind, newest last.
+fn runs_list(runs: Vec<WitnessRunView>) -> impl IntoView {
+    (!runs.is_empty()).then(|| {
+        let items = runs
+            .into_iter()
             .map(|r| {
                 let verdict = if r.accepted { "accepted" } else { "refused" };
                 let refusal = r.refusal.clone().map(|why| view! { <p class="refusal">{why}</p> });
@@ -142,50 +150,79 @@ pub fn WitnessView(section: WitnessSection) -> impl IntoView {
                         {refusal}
                         <p class="env">"Environment: "{r.environment.clone()}</p>
                         {mismatches}
-                        <details open=r.open><summary>"Log"</summary><pre class="log">{r.log.clone()}</pre></details>
+                        <details open=r.open><summary>"Log"</summary><pre class="log wrap">{r.log.clone()}</pre></details>
                     </li>
                 }
             })
             .collect_view();
         view! { <ol class="witness-runs">{items}</ol> }
-    });
-    let forms = (!section.closed).then(|| {
-        view! {
-            <form class="witness red" method="post" action=section.red_action.clone() enctype="multipart/form-data">
-                <label>"Witness red (a .zip of your current tree): "
-                    <input type="file" name="file" accept=".zip,application/zip" required=true />
-                </label>
-                <button type="submit">"Witness red"</button>
-            </form>
-            <form class="witness green" method="post" action=section.green_action.clone() enctype="multipart/form-data">
-                <label>"Witness green (a .zip of your current tree): "
-                    <input type="file" name="file" accept=".zip,application/zip" required=true />
-                </label>
-                <button type="submit">"Witness green"</button>
-            </form>
-        }
-    });
-    // Each terminal command labelled with what it does, wrapped, never clipped.
-    let terminal = [
-        ("zip", "1. Zip your tree", section.zip_line.clone()),
-        ("red", "2. Witness red (before the fix)", section.curl_red.clone()),
-        ("green", "3. Witness green (after the fix)", section.curl_green.clone()),
-        ("submit", "4. Submit", section.curl_submit.clone()),
-    ]
-    .into_iter()
-    .map(|(id, label, line)| view! { <dt>{label}</dt><dd><pre class=format!("curl curl-{id}")><code>{line}</code></pre></dd> })
-    .collect_view();
+    })
+}
+
+/// Terminal commands, each labelled with what it does, wrapped, never
+/// clipped, folded under "From a terminal".
+fn terminal(lines: Vec<(&'static str, &'static str, String)>) -> impl IntoView {
+    let items = lines
+        .into_iter()
+        .map(|(id, label, line)| view! { <dt>{label}</dt><dd><pre class=format!("curl curl-{id} wrap")><code>{line}</code></pre></dd> })
+        .collect_view();
     view! {
-        <section id="witness" class="witness">
-            <h2>"The gate, witnessed"</h2>
-            <p>"The platform runs "<code>{section.test_command.clone()}</code>" on your uploaded tree, in the sandbox that grades it."</p>
+        <details class="from-terminal">
+            <summary>"From a terminal"</summary>
+            <dl class="terminal">{items}</dl>
+        </details>
+    }
+}
+
+/// One witness form: a zip of the current tree.
+fn witness_form(kind: &'static str, action: String) -> impl IntoView {
+    let (label, button) = match kind {
+        "red" => ("A .zip of your tree before the fix", "Witness red"),
+        _ => ("A .zip of your fixed tree", "Witness green"),
+    };
+    let id = format!("witness-{kind}-file");
+    view! {
+        <form class=format!("witness {kind}") method="post" action=action enctype="multipart/form-data">
+            <label for=id.clone()>{label}</label>
+            <input type="file" id=id name="file" accept=".zip,application/zip" required=true />
+            <button type="submit">{button}</button>
+        </form>
+    }
+}
+
+/// Step 4 of the page: the gate explained, the witnessed red runs and
+/// the red form.
+#[component]
+pub fn WitnessView(section: WitnessSection) -> impl IntoView {
+    let steps = section.steps.iter().map(|s| view! { <li>{inline_code(s)}</li> }).collect_view();
+    let reds: Vec<_> = section.runs.iter().filter(|r| r.kind != "green").cloned().collect();
+    let form = (!section.closed).then(|| witness_form("red", section.red_action.clone()));
+    view! {
+        <section id="witness" class="witness step" aria-labelledby="witness-heading">
+            <h2 id="witness-heading">"4. Witness red"</h2>
+            <p>"The platform runs "<code>{section.test_command.clone()}</code>" on your uploaded tree, in the sandbox that grades it. The gate, in order:"</p>
             <ol class="gate-steps">{steps}</ol>
-            <p class="model-window">"Model window: "{section.model_window.clone()}</p>
-            {runs}
-            {forms}
-            <h3>"From a terminal"</h3>
-            <dl class="terminal">{terminal}</dl>
+            {runs_list(reds)}
+            {form}
+            {terminal(vec![
+                ("zip", "1. Zip your tree", section.zip_line.clone()),
+                ("red", "2. Witness red (before the fix)", section.curl_red.clone()),
+            ])}
         </section>
+    }
+}
+
+/// In step 6: the witnessed green runs and the green form.
+fn witness_green(section: &WitnessSection) -> impl IntoView + use<> {
+    let greens: Vec<_> = section.runs.iter().filter(|r| r.kind == "green").cloned().collect();
+    let form = (!section.closed).then(|| witness_form("green", section.green_action.clone()));
+    view! {
+        <div id="witness-green" class="witness-green">
+            <h3>"Witness green, then submit"</h3>
+            <p>"Upload the fixed tree for a witnessed green run (it counts only after an accepted red), then submit the same work below."</p>
+            {runs_list(greens)}
+            {form}
+        </div>
     }
 }
 
@@ -206,10 +243,15 @@ pub struct MeterBox {
     pub transcript_url: String,
 }
 
-/// The model endpoint section: key, base URL, an example call and the
-/// budgets left, updating live.
+/// Step 5: the model endpoint, its key, an example call and the budgets
+/// left, updating live.
 #[component]
-pub fn MeterSection(meter: MeterBox) -> impl IntoView {
+pub fn MeterSection(
+    meter: MeterBox,
+    /// The model window's state in a sentence (from the gate).
+    #[prop(optional)]
+    window: Option<String>,
+) -> impl IntoView {
     let key = match meter.key.clone() {
         Some(k) => view! { <code class="model-key" id="model-key">{k}</code> }.into_any(),
         None => view! { <span class="revoked">"revoked; ask the hiring team for a new one"</span> }
@@ -225,33 +267,44 @@ pub fn MeterSection(meter: MeterBox) -> impl IntoView {
     let caps = (!meter.caps.is_empty())
         .then(|| view! { <LiveBudget url=meter.status_url.clone() initial=meter.caps.clone() /> });
     view! {
-        <section class="meter" id="model-meter">
-            <h2>"Model endpoint"</h2>
+        <section class="meter step" id="model-meter" aria-labelledby="model-meter-heading">
+            <h2 id="model-meter-heading">"5. Model key"</h2>
             <p>"Every model call goes through the platform's metered, OpenAI-compatible endpoint; each call is recorded and counted against your budgets."</p>
-            <table class="meter">
-                <tbody>
-                    <tr><th scope="row">"Base URL"</th><td><code class="model-endpoint">{meter.endpoint.clone()}</code></td></tr>
-                    <tr><th scope="row">"Key"</th><td>{key}</td></tr>
-                </tbody>
-            </table>
+            {window.map(|w| view! { <p class="model-window">"Model window: "{w}</p> })}
+            <dl class="meter">
+                <dt>"Base URL"</dt><dd><code class="model-endpoint">{meter.endpoint.clone()}</code></dd>
+                <dt>"Key"</dt><dd>{key}</dd>
+            </dl>
             {note}
-            <pre class="command wrap"><code>{example}</code></pre>
+            <details class="example-call">
+                <summary>"An example call"</summary>
+                <pre class="command wrap"><code>{example}</code></pre>
+            </details>
             {caps}
             <p class="transcript-link"><a href=meter.transcript_url.clone()>"Your model transcript"</a>": every call you made, its prompt and its answer, as the reviewers will read it."</p>
         </section>
     }
 }
 
+/// The candidate's page, in the order the work goes: what to do, the
+/// time, start, the starter, a witnessed red, the model key, submit, the
+/// receipts.
 #[component]
 pub fn CandidatePage(page: CandidateView) -> impl IntoView {
     let submit = format!("{}/submit", page.base);
     let start = format!("{}/start", page.base);
     let starter = format!("{}/starter.zip", page.base);
-    let time_box = page.time_box.clone().map(|t| {
-        let left = page.time_left.clone().map(|l| view! { " · " <strong class="time-left">{l}</strong> });
-        let start_form = (!page.started).then(|| {
+    let time = {
+        let t = page.time_box.clone();
+        let line = match (&t, &page.time_left, page.started) {
+            (Some(_), Some(left), true) => view! { <p class="time-left-line">"Time left: "<strong class="time-left">{left.clone()}</strong>{format!(" of your {}", t.clone().unwrap_or_default())}</p> }.into_any(),
+            (Some(t), _, true) => view! { <p class="time-left-line">{format!("Your time box of {t} is over.")}</p> }.into_any(),
+            (Some(t), _, false) => view! { <p class="time-left-line">"Time box: "<strong>{t.clone()}</strong>", not started yet."</p> }.into_any(),
+            (None, _, _) => view! { <p class="time-left-line">"No time box: work at your own pace until the deadline."</p> }.into_any(),
+        };
+        let start_form = t.clone().filter(|_| !page.started && page.closed.is_none()).map(|t| {
             let warning = format!(
-                "Your clock has not started. Pressing Start begins your time box of {t}; it cannot be paused. \
+                "Pressing Start begins your time box of {t}; it cannot be paused. \
                  Downloading the starter, a model call with your key, a witnessed run or a submission also start it."
             );
             view! {
@@ -261,19 +314,23 @@ pub fn CandidatePage(page: CandidateView) -> impl IntoView {
                 </form>
             }
         });
-        view! { <p class="time-box">"Time box: "{t}{left}</p>{start_form} }
-    });
-    let budgets = (!page.budgets.is_empty()).then(|| {
-        let rows = page
+        view! {
+            <section id="time" class="time-box step" aria-labelledby="time-heading">
+                <h2 id="time-heading">"2. Your time"</h2>
+                {line}
+                <p class="deadline">"Deadline: "{page.deadline.clone()}</p>
+                {start_form}
+            </section>
+        }
+    };
+    let rules = (!page.rules.is_empty() || !page.budgets.is_empty()).then(|| {
+        let items = page.rules.iter().map(|r| view! { <li>{inline_code(r)}</li> }).collect_view();
+        let budgets = page
             .budgets
             .iter()
-            .map(|(k, v)| view! { <tr><th scope="row">{k.clone()}</th><td>{v.clone()}</td></tr> })
+            .map(|(k, v)| view! { <li class="budget">{format!("{k}: {v}")}</li> })
             .collect_view();
-        view! { <h2>"Budgets"</h2><table class="budgets"><tbody>{rows}</tbody></table> }
-    });
-    let rules = (!page.rules.is_empty()).then(|| {
-        let items = page.rules.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view();
-        view! { <h2>"Rules"</h2><ul class="rules">{items}</ul> }
+        view! { <h3>"How your work is run"</h3><ul class="rules">{items}{budgets}</ul> }
     });
     // With JavaScript off a refused upload answers with this page again: the
     // refusal takes the focus (`autofocus`, focusable by `tabindex`), so the
@@ -282,6 +339,16 @@ pub fn CandidatePage(page: CandidateView) -> impl IntoView {
         .error
         .clone()
         .map(|e| view! { <p class="error refusal" id="upload-refusal" role="alert" tabindex="-1" autofocus=true>"Your upload was refused: "{e}</p> });
+    let made = page.submissions.len() as i64;
+    let left = (page.max_submissions - made).max(0);
+    let allowance = (page.max_submissions > 0).then(|| {
+        view! {
+            <p class="submissions-left" id="submissions-left">
+                <strong>{format!("{left} of {} submission{} left", page.max_submissions, if page.max_submissions == 1 { "" } else { "s" })}</strong>
+                {format!(" ({made} made). Every one is kept; the hiring team reads the last first.")}
+            </p>
+        }
+    });
     let upload = match page.closed.clone() {
         Some(why) => view! { <p class="closed" role="status">{why}</p> }.into_any(),
         None => view! {
@@ -295,46 +362,66 @@ pub fn CandidatePage(page: CandidateView) -> impl IntoView {
         }
         .into_any(),
     };
-    let submissions = (!page.submissions.is_empty()).then(|| {
+    let green = page.witness.as_ref().map(witness_green);
+    let submit_terminal = page.witness.as_ref().map(|w| {
+        terminal(vec![
+            ("green", "3. Witness green (after the fix)", w.curl_green.clone()),
+            ("submit", "4. Submit", w.curl_submit.clone()),
+        ])
+    });
+    let receipts = if page.submissions.is_empty() {
+        view! { <p class="empty">"No submission yet. Each one you make gets a receipt here."</p> }
+            .into_any()
+    } else {
         let rows = page
             .submissions
             .iter()
             .map(|s| {
                 let short = s.sha256.chars().take(12).collect::<String>();
                 view! {
-                    <tr>
-                        <td><a href=s.href.clone()>{s.received.clone()}</a></td>
-                        <td><code>{short}</code></td>
-                        <td>{format!("{} bytes", s.size_bytes)}</td>
-                        <td class="state">{s.state.clone()}</td>
-                    </tr>
+                    <li class="submission">
+                        <a href=s.href.clone()>{format!("Receipt of {}", s.received)}</a>" "
+                        <span class=format!("state state-{}", s.state)>{s.state.clone()}</span>
+                        <span class="muted">" · SHA-256 "<code>{short}</code>{format!(" · {} bytes", s.size_bytes)}</span>
+                        {s.wait.clone().map(|w| view! { <p class="queue-wait">{w}</p> })}
+                    </li>
                 }
             })
             .collect_view();
-        view! {
-            <h2>"Your submissions"</h2>
-            <table class="submissions">
-                <thead><tr><th>"Received"</th><th>"SHA-256"</th><th>"Size"</th><th>"State"</th></tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-        }
-    });
+        view! { <ol class="submissions">{rows}</ol> }.into_any()
+    };
+    let window = page.witness.as_ref().map(|w| w.model_window.clone());
     view! {
         <section class="candidate">
             <h1>{page.title.clone()}</h1>
-            <p class="who">"For "{page.candidate_name.clone()}" · deadline "{page.deadline.clone()}</p>
-            {time_box}
-            <article class="prompt" inner_html=page.prompt_html.clone()></article>
-            {budgets}
-            {rules}
-            {page.meter.clone().map(|m| view! { <MeterSection meter=m /> })}
-            <h2>"Starter workspace"</h2>
-            <p><a class="starter" href=starter download="starter.zip">"Download the starter (zip)"</a></p>
+            <p class="who">"For "{page.candidate_name.clone()}</p>
+            <section id="task" class="step" aria-labelledby="task-heading">
+                <h2 id="task-heading">"1. What to do"</h2>
+                <article class="prompt" inner_html=page.prompt_html.clone()></article>
+                {rules}
+            </section>
+            {time}
+            <section id="starter" class="step" aria-labelledby="starter-heading">
+                <h2 id="starter-heading">"3. Download the starter"</h2>
+                <p><a class="starter" href=starter download="starter.zip">"Download the starter workspace (zip)"</a></p>
+            </section>
             {page.witness.clone().map(|section| view! { <WitnessView section=section /> })}
-            <h2>"Submit"</h2>
-            {error}
-            {upload}
-            {submissions}
+            {page.meter.clone().map(|m| match window.clone() {
+                Some(w) => view! { <MeterSection meter=m window=w /> }.into_any(),
+                None => view! { <MeterSection meter=m /> }.into_any(),
+            })}
+            <section id="submit" class="step" aria-labelledby="submit-heading">
+                <h2 id="submit-heading">"6. Submit"</h2>
+                {green}
+                {allowance}
+                {error}
+                {upload}
+                {submit_terminal}
+            </section>
+            <section id="receipts" class="step" aria-labelledby="receipts-heading">
+                <h2 id="receipts-heading">"7. Your receipts"</h2>
+                {receipts}
+            </section>
         </section>
     }
 }
@@ -356,6 +443,9 @@ pub struct CandidateReceiptView {
     pub score: Option<String>,
     /// The grading receipt's digest, once graded.
     pub receipt_digest: Option<String>,
+    /// While it waits for a grader: its place in line and the estimate.
+    #[serde(default)]
+    pub wait: Option<String>,
 }
 
 #[component]
@@ -377,7 +467,7 @@ pub fn CandidateReceiptPage(page: CandidateReceiptView) -> impl IntoView {
                     <tr><th scope="row">"SHA-256"</th><td><code class="sha256">{page.sha256.clone()}</code></td></tr>
                     <tr><th scope="row">"Size"</th><td>{format!("{} bytes", page.size_bytes)}</td></tr>
                     <tr><th scope="row">"Received"</th><td>{page.received.clone()}</td></tr>
-                    <tr><th scope="row">"State"</th><td><LiveStatus url=page.status_url.clone() initial_state=page.state.clone() /></td></tr>
+                    <tr><th scope="row">"State"</th><td><LiveStatus url=page.status_url.clone() initial_state=page.state.clone() wait=page.wait.clone().unwrap_or_default() /></td></tr>
                     {decision}
                     {score}
                     {digest}

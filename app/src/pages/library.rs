@@ -131,14 +131,14 @@ pub struct CheckItemView {
 pub struct AuditMutantView {
     pub id: String,
     pub fault: String,
-    /// killed, survived, crashed or invalid.
+    /// killed, survived, explained, crashed or invalid.
     pub outcome: String,
     pub reason: String,
     pub diff: String,
     pub killed_by: Vec<String>,
     /// A killed or survived mutant of a draft the viewer may edit.
     pub keepable: bool,
-    /// The draft already has `mutants/<id>.diff`.
+    /// The draft already has `mutants/audit/<id>.diff` (or `mutants/<id>.diff`).
     pub kept: bool,
 }
 
@@ -181,6 +181,8 @@ pub struct AuditView {
     pub steps: String,
     pub killed: usize,
     pub survived: usize,
+    /// Survivors the packet's `mutants/EQUIVALENT.md` explains.
+    pub explained: usize,
     pub crashed: usize,
     pub invalid: usize,
     pub mutants: Vec<AuditMutantView>,
@@ -304,7 +306,7 @@ fn AuditSection(vm: PacketDetailView) -> impl IntoView {
                 let killed_by = (!m.killed_by.is_empty()).then(|| view! { <p class="killed-by">{format!("Killed by: {}", m.killed_by.join(", "))}</p> });
                 let diff = (!m.diff.is_empty()).then(|| view! { <pre class="diff">{m.diff.clone()}</pre> });
                 let keep = if m.kept {
-                    Some(view! { <p class="kept">{format!("Kept as mutants/{}.diff", m.id)}</p> }.into_any())
+                    Some(view! { <p class="kept">{format!("Kept as mutants/audit/{}.diff", m.id)}</p> }.into_any())
                 } else if m.keepable {
                     Some(
                         view! {
@@ -358,7 +360,7 @@ fn AuditSection(vm: PacketDetailView) -> impl IntoView {
         let done = a.state == "done";
         let counts = done.then(|| {
             view! {
-                <p class="audit-counts">{format!("{} killed, {} survived, {} crashed, {} invalid", a.killed, a.survived, a.crashed, a.invalid)}</p>
+                <p class="audit-counts">{format!("{} killed, {} survived, {} explained, {} crashed, {} invalid", a.killed, a.survived, a.explained, a.crashed, a.invalid)}</p>
                 <p class="audit-target">"Target "<code>{a.target.clone()}</code>"; hidden steps: "{a.steps.clone()}</p>
             }
         });

@@ -1,6 +1,7 @@
 //! One module per area of the site.
 pub mod admin;
 pub mod assignments;
+pub mod ats;
 pub mod auth;
 pub mod candidate;
 pub mod inbox;

@@ -9,6 +9,9 @@ use crate::evidence::{TestOutcome, TestStatus};
 pub enum Outcome {
     Killed,
     Survived,
+    /// A survivor the packet explains (`mutants/EQUIVALENT.md`): an
+    /// equivalent mutant, or a change the brief leaves open.
+    Explained,
     Crashed,
     Invalid,
 }
@@ -18,6 +21,7 @@ impl Outcome {
         match self {
             Outcome::Killed => "killed",
             Outcome::Survived => "survived",
+            Outcome::Explained => "explained",
             Outcome::Crashed => "crashed",
             Outcome::Invalid => "invalid",
         }

@@ -14,13 +14,20 @@
 //! - **crashed**: the mutated file fails to import, or every hidden test
 //!   errors rather than fails;
 //! - **killed**: at least one hidden test fails (or the run hits its limit);
-//! - **survived**: every hidden test passes.
+//! - **survived**: every hidden test passes: a hole, or an equivalent mutant;
+//! - **explained**: a survivor the packet's `mutants/EQUIVALENT.md` lists with
+//!   why no hidden test should kill it ([`explain`]).
 //!
-//! A kept mutant ([`save`]) is a `mutants/<id>.diff` against `[mutation]
-//! target`, so `packet check` requires the hidden tests to kill it.
+//! A kept mutant ([`save`]) is a `mutants/audit/<id>.diff` against the sample
+//! file it mutates ([`kept`]), so `packet check` requires the hidden tests to
+//! kill it (or the list to explain it). A target the candidate hands back as
+//! a diff is audited through that diff ([`deliver`]).
 
 pub mod classify;
+pub mod deliver;
+pub mod explain;
 pub mod helper;
+pub mod kept;
 pub mod model;
 pub mod run;
 pub mod save;
@@ -48,14 +55,18 @@ pub struct MutantReport {
     pub reason: String,
     /// Unified diff against the sample's target (empty when invalid).
     pub diff: String,
-    /// The hidden tests that failed (`step: classname::name`).
+    /// The hidden tests that failed (`step: classname::name`); the steps
+    /// run in order and stop at the first that kills the mutant.
     pub killed_by: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     pub killed: usize,
+    /// Survivors no entry of `mutants/EQUIVALENT.md` explains.
     pub survived: usize,
+    #[serde(default)]
+    pub explained: usize,
     pub crashed: usize,
     pub invalid: usize,
 }
@@ -67,6 +78,7 @@ impl Counts {
             match m.outcome {
                 Outcome::Killed => c.killed += 1,
                 Outcome::Survived => c.survived += 1,
+                Outcome::Explained => c.explained += 1,
                 Outcome::Crashed => c.crashed += 1,
                 Outcome::Invalid => c.invalid += 1,
             }

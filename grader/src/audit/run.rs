@@ -37,6 +37,10 @@ pub struct Audit<'a> {
     pub defs: Vec<Def>,
     pub steps: Vec<String>,
     pub helper: Helper,
+    /// Sample diffs that deliver the target (rewritten for each mutant).
+    pub deliveries: Vec<super::deliver::Delivery>,
+    /// The packet's `mutants/EQUIVALENT.md`: survivors it explains.
+    pub explanations: Vec<super::explain::Explanation>,
     work: crate::workdir::WorkDir,
     tree: PathBuf,
     local_modules: Vec<String>,
@@ -48,7 +52,7 @@ pub struct Audit<'a> {
 }
 
 /// Whether a lay puts a hidden test file (`hidden/.../test_*.py`) in place.
-fn lays_hidden_test(lay: &Lay) -> bool {
+pub fn lays_hidden_test(lay: &Lay) -> bool {
     let (from, _) = lay.paths();
     let name = from.rsplit('/').next().unwrap_or_default();
     from.starts_with("hidden/") && name.starts_with("test_") && name.ends_with(".py")
@@ -213,6 +217,12 @@ impl<'a> Audit<'a> {
                 }
             }
         }
+        let deliveries = super::deliver::deliveries(packet, &target).map_err(err)?;
+        let mut warnings = Vec::new();
+        let explanations = super::explain::load(packet).unwrap_or_else(|e| {
+            warnings.push(format!("{e}: no survivor is explained until the list is fixed"));
+            Vec::new()
+        });
         let mut audit = Audit {
             grader,
             packet,
@@ -221,11 +231,13 @@ impl<'a> Audit<'a> {
             defs,
             steps,
             helper,
+            deliveries,
+            explanations,
             work,
             tree,
             local_modules: local_modules.into_iter().collect(),
             expected: BTreeMap::new(),
-            warnings: Vec::new(),
+            warnings,
         };
         // The baseline: the unmutated sample passes every hidden-test step.
         let baseline = audit.run_steps(None, "baseline")?;
@@ -291,66 +303,31 @@ impl<'a> Audit<'a> {
             .map_err(|e| err(format!("{}: {e}", self.target)))
     }
 
-    fn step(&self, id: &str) -> Result<&Step, AuditError> {
-        self.packet.manifest.step(id).ok_or_else(|| err(format!("{id} is not a step")))
-    }
-
     /// Runs every hidden-test step on the sample with `mutated` as the
-    /// target (`None`: the sample's own), each on a fresh copy.
+    /// target (`None`: the sample's own), each on a fresh copy. A sample
+    /// diff that delivers the target (see [`super::deliver`]) is rewritten
+    /// to deliver the mutant.
     fn run_steps(
         &self,
         mutated: Option<&str>,
         label: &str,
     ) -> Result<Vec<(StepResult, BTreeSet<String>)>, AuditError> {
-        let m = &self.packet.manifest;
-        let limits = m.limits.apply(&default_limits());
-        let mut out = Vec::new();
-        for id in &self.steps {
-            let step = self.step(id)?;
-            let scratch = self.work.path().join("runs").join(label).join(id);
-            if let Some(parent) = scratch.parent() {
-                fs::create_dir_all(parent)
-                    .map_err(|e| err(format!("{}: {e}", parent.display())))?;
-            }
-            let target = &self.target;
-            let ran = run_on_copy(
-                self.grader.sandbox(),
-                &self.tree,
-                &scratch,
-                |w| {
-                    self.packet.lay_into(&step.lay, w)?;
-                    match mutated {
-                        Some(src) => Root::open(w)?.write(target, src.as_bytes()),
-                        None => Ok(()),
-                    }
-                },
-                &step.run,
-                &step.limits.apply(&limits),
-                step_env(&step.env),
-            )
-            .map_err(|e| err(format!("running step {id}: {e}")))?;
-            let report = &ran.report;
-            let mut r = StepResult {
-                step: id.clone(),
-                exit_ok: report.success() && ran.runner.as_ref().is_none_or(|r| r.passed()),
-                limit: (report.timed_out || report.limit_hit.is_some()).then(|| report.describe()),
-                ..StepResult::default()
-            };
-            let mut ids = BTreeSet::new();
-            if let Some(runner) = &ran.runner {
-                r.collect_errors = runner.collect_errors.clone();
-                r.tests = runner.outcomes(self.expected.get(id), report);
-                ids = runner.cases.iter().map(|(id, _)| id.clone()).collect();
-            } else if let Some(junit) = &step.junit
-                && crate::tree::is_safe_path(junit)
-                && let Ok(tests) = read_junit(&scratch.join(junit))
-            {
-                r.tests = tests;
-            }
-            let _ = fs::remove_dir_all(&scratch);
-            out.push((r, ids));
-        }
-        Ok(out)
+        let writes = match mutated {
+            Some(src) => super::deliver::writes(&self.target, src, &self.deliveries),
+            None => Vec::new(),
+        };
+        run_hidden(
+            &HiddenRun {
+                grader: self.grader,
+                packet: self.packet,
+                tree: &self.tree,
+                scratch: &self.work.path().join("runs").join(label),
+                steps: &self.steps,
+                expected: &self.expected,
+                stop_at_kill: mutated.is_some(),
+            },
+            &writes,
+        )
     }
 
     /// Applies, runs and classifies one proposal.
@@ -394,14 +371,16 @@ impl<'a> Audit<'a> {
         .collect()
     }
 
-    /// The report of judged mutants.
+    /// The report of judged mutants; survivors the packet explains are
+    /// marked `explained`.
     pub fn report(
         &self,
         mode: &str,
-        mutants: Vec<MutantReport>,
+        mut mutants: Vec<MutantReport>,
         calls: Vec<serde_json::Value>,
         errors: Vec<String>,
     ) -> AuditReport {
+        super::explain::mark(&mut mutants, &self.explanations, &self.target, &self.source);
         AuditReport {
             packet: self.packet.manifest.packet.slug.clone(),
             target: self.target.clone(),
@@ -419,4 +398,84 @@ impl<'a> Audit<'a> {
     pub fn root(&self) -> &Path {
         &self.packet.root
     }
+}
+
+/// Where and how mutants run through the hidden-test steps: laid over
+/// `tree` (the sample over the starter a candidate receives), each step on
+/// a fresh copy under `scratch`, `expected` the test ids each step reported
+/// on the sample (a test it no longer reports counts as an error).
+pub struct HiddenRun<'r> {
+    pub grader: &'r Grader,
+    pub packet: &'r Packet,
+    pub tree: &'r Path,
+    pub scratch: &'r Path,
+    pub steps: &'r [String],
+    pub expected: &'r BTreeMap<String, BTreeSet<String>>,
+    /// Stop after the first step that notices the mutant (its outcome is
+    /// no longer `survived`): the later steps cannot change the verdict, and
+    /// a packet's replays are slow. The baseline runs every step.
+    pub stop_at_kill: bool,
+}
+
+/// Runs every step of `run` with `writes` (workspace path, bytes) laid over
+/// the tree after the step's own lays; per step, its result and the test
+/// ids the runner reported.
+pub fn run_hidden(
+    run: &HiddenRun,
+    writes: &[(String, Vec<u8>)],
+) -> Result<Vec<(StepResult, BTreeSet<String>)>, AuditError> {
+    let m = &run.packet.manifest;
+    let limits = m.limits.apply(&default_limits());
+    let mut out = Vec::new();
+    for id in run.steps {
+        let step: &Step = m.step(id).ok_or_else(|| err(format!("{id} is not a step")))?;
+        let scratch = run.scratch.join(id);
+        if let Some(parent) = scratch.parent() {
+            fs::create_dir_all(parent).map_err(|e| err(format!("{}: {e}", parent.display())))?;
+        }
+        let ran = run_on_copy(
+            run.grader.sandbox(),
+            run.tree,
+            &scratch,
+            |w| {
+                run.packet.lay_into(&step.lay, w)?;
+                let root = Root::open(w)?;
+                for (path, bytes) in writes {
+                    root.write(path, bytes)?;
+                }
+                Ok(())
+            },
+            &step.run,
+            &step.limits.apply(&limits),
+            step_env(&step.env),
+        )
+        .map_err(|e| err(format!("running step {id}: {e}")))?;
+        let report = &ran.report;
+        let mut r = StepResult {
+            step: id.clone(),
+            exit_ok: report.success() && ran.runner.as_ref().is_none_or(|r| r.passed()),
+            limit: (report.timed_out || report.limit_hit.is_some()).then(|| report.describe()),
+            ..StepResult::default()
+        };
+        let mut ids = BTreeSet::new();
+        if let Some(runner) = &ran.runner {
+            r.collect_errors = runner.collect_errors.clone();
+            r.tests = runner.outcomes(run.expected.get(id), report);
+            ids = runner.cases.iter().map(|(id, _)| id.clone()).collect();
+        } else if let Some(junit) = &step.junit
+            && crate::tree::is_safe_path(junit)
+            && let Ok(tests) = read_junit(&scratch.join(junit))
+        {
+            r.tests = tests;
+        }
+        let _ = fs::remove_dir_all(&scratch);
+        out.push((r, ids));
+        if run.stop_at_kill {
+            let so_far: Vec<StepResult> = out.iter().map(|(r, _)| r.clone()).collect();
+            if classify(&so_far).0 != Outcome::Survived {
+                break;
+            }
+        }
+    }
+    Ok(out)
 }

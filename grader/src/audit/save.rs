@@ -1,12 +1,12 @@
-//! Keeping an audited mutant as a packet mutant: `mutants/<id>.diff`, a
-//! unified diff against the sample's `[mutation] target`, the format
-//! `packet check` already reads (`packets/FORMAT.md`), so from then on the
-//! hidden tests must kill it.
+//! Keeping an audited mutant: `mutants/audit/<id>.diff`, a unified diff of
+//! the sample file the audit mutated ([`super::kept`]), so from then on
+//! `packet check` requires the hidden tests to kill it.
 
 use std::fs;
 use std::path::PathBuf;
 
 use super::classify::Outcome;
+use super::kept::DIR;
 use super::{AuditReport, MutantReport};
 use crate::packet::Packet;
 
@@ -17,10 +17,11 @@ pub fn plain_id(id: &str) -> bool {
         && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// Writes mutant `id` of `report` (`source`: the sample's target) into the packet at `packet.root` and
-/// checks the packet reads it back as the same mutated file. Refuses an
-/// unknown, invalid or crashed mutant, a packet whose `[mutation] target`
-/// is not the audited file, and an id already taken.
+/// Writes mutant `id` of `report` (`source`: the sample's target) into the
+/// packet at `packet.root` and checks the packet reads it back as the same
+/// mutated file. Refuses an unknown, invalid or crashed mutant, an audit
+/// judged by other steps than the ones `packet check` runs kept mutants
+/// through, and an id already taken.
 pub fn save(
     packet: &Packet,
     report: &AuditReport,
@@ -31,7 +32,7 @@ pub fn save(
         let ids: Vec<&str> = report.mutants.iter().map(|m| m.id.as_str()).collect();
         format!("--save {id:?}: the audit has no mutant of that id (it has {})", ids.join(", "))
     })?;
-    if !matches!(m.outcome, Outcome::Killed | Outcome::Survived) {
+    if !matches!(m.outcome, Outcome::Killed | Outcome::Survived | Outcome::Explained) {
         return Err(format!(
             "--save {id:?}: only a killed or survived mutant can be kept; this one is {} ({})",
             m.outcome.word(),
@@ -43,17 +44,12 @@ pub fn save(
             "--save {id:?}: a mutant id must be a plain file name (letters, digits, -, _, .)"
         ));
     }
-    let slug = &packet.manifest.packet.slug;
-    let Some(mu) = &packet.manifest.mutation else {
+    let default_steps = super::run::hidden_steps(packet, &[]).map_err(|e| e.0)?;
+    if report.steps != default_steps {
         return Err(format!(
-            "--save {id:?}: {slug} has no [mutation] table, and a kept mutant is a diff against `[mutation] target`; add [mutation] (target = {:?}, run, hidden_step) to packet.toml first",
-            report.target
-        ));
-    };
-    if mu.target != report.target {
-        return Err(format!(
-            "--save {id:?}: the audit mutated {} but {slug}'s [mutation] target is {}; audit that file to keep its mutants",
-            report.target, mu.target
+            "--save {id:?}: the audit ran steps {} but `packet check` judges kept mutants by {} (`[mutation] hidden_step`, else every step laying a hidden test); audit without --step to keep it",
+            report.steps.join(", "),
+            default_steps.join(", ")
         ));
     }
     let mutated = crate::diff::apply_diff(source, &m.diff).map_err(|e| {
@@ -62,26 +58,36 @@ pub fn save(
             report.target
         )
     })?;
-    let dir = packet.root.join("mutants");
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let stem_taken = fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .flatten()
-        .any(|e| e.path().file_stem().is_some_and(|s| s == id));
-    if stem_taken {
-        return Err(format!("--save {id:?}: {} already has a mutant of that id", dir.display()));
+    let taken = |dir: &std::path::Path| {
+        fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.path().file_stem().is_some_and(|s| s == id))
+    };
+    let dir = packet.root.join(DIR);
+    if taken(&packet.root.join("mutants")) || taken(&dir) {
+        return Err(format!(
+            "--save {id:?}: {} already has a mutant of that id",
+            packet.root.join("mutants").display()
+        ));
     }
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(format!("{id}.diff"));
     fs::write(&path, &m.diff).map_err(|e| format!("{}: {e}", path.display()))?;
     // Read back as `packet check` will.
-    let back = Packet::load(&packet.root)
-        .map_err(|e| e.to_string())
-        .and_then(|p| p.mutants().map_err(|e| e.to_string()))
-        .map(|all| all.into_iter().find(|(i, _)| i == id).map(|(_, b)| b));
+    let back = Packet::load(&packet.root).map_err(|e| e.to_string()).and_then(|p| {
+        let kept = super::kept::list(&p)?;
+        match kept.into_iter().find(|k| k.id == id) {
+            Some(k) if k.file == report.target => k.apply(&p).map(|(_, m)| Some(m)),
+            _ => Ok(None),
+        }
+    });
     match back {
-        Ok(Some(bytes)) if bytes == mutated.as_bytes() => Ok(path),
+        Ok(Some(back)) if back == mutated => Ok(path),
         other => {
             let _ = fs::remove_file(&path);
+            let _ = fs::remove_dir(&dir);
             Err(format!(
                 "--save {id:?}: the packet does not read {} back as the audited mutant ({other:?}); nothing was kept",
                 path.display()

@@ -182,6 +182,7 @@ mod child;
 mod copy;
 mod keys;
 mod owner;
+mod prepare;
 #[path = "../../init/src/proto.rs"]
 mod proto;
 mod run;

@@ -9,6 +9,7 @@ mod leftovers;
 mod mechanisms;
 mod packets;
 mod pipeline;
+mod reward_hacks;
 mod sandbox;
 mod tidy;
 mod witness;

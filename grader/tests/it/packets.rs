@@ -20,6 +20,17 @@ fn check(slug: &str) {
         .map(|i| format!("{} — {}", i.name, i.detail))
         .collect();
     assert!(unconfined.is_empty(), "{slug}:\n  {}", unconfined.join("\n  "));
+    // Every hidden-test step maps its failing tests to the ids they prove,
+    // and every mutant of the packet is killed or explained (issue #28).
+    let tableless: Vec<&str> = report
+        .warnings()
+        .filter(|w| w.name == "every hidden-test step has a [proves] table")
+        .map(|w| w.detail.as_str())
+        .collect();
+    assert!(tableless.is_empty(), "{slug}: {tableless:?}");
+    let mutants = report.mutants.unwrap_or_else(|| panic!("{slug}: no mutant counts"));
+    assert_eq!(mutants.survived, 0, "{slug}: {mutants:?}");
+    assert!(mutants.killed + mutants.explained > 0, "{slug}: {mutants:?}");
     // A self-test that checked nothing would pass vacuously.
     assert!(report.items.iter().any(|i| i.name.starts_with("variant ")), "{slug} has no variants");
     // What grading the sample measured is recorded with the report, for

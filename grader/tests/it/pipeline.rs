@@ -207,11 +207,11 @@ fn receipt_records_runs_digests_files_environment_and_sandbox() {
     // Plain test commands and packet scripts run through the trusted runner.
     assert_eq!(
         r.runs[2].command,
-        "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py script .gatehouse/scan.py"
+        "python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py script .gatehouse/scan.py"
     );
     assert_eq!(
         r.runs[3].command,
-        "python3 -I -X pycache_prefix=/tmp/.gatehouse-pycache --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider test_calc.py"
+        "python3 -I -B --check-hash-based-pycs always /gatehouse/gatehouse_runner.py pytest -q -p no:cacheprovider test_calc.py"
     );
     let mutation = r.mutation.as_ref().expect("mutation");
     assert_eq!((mutation.killed(), mutation.mutants.len()), (1, 1));
@@ -336,12 +336,43 @@ fn check_packet_passes_the_good_fixture() {
             "the starter is red",
             "the sample passes the test command",
             "the hidden tests' ids are recorded",
+            "the canaries of step hidden fail on the sample",
             "the sample grades clean",
             "variant buggy triggers exactly hidden-fails",
             "variant no-notes triggers exactly notes-missing",
             "mutant minus is killed by step hidden",
         ]
     );
+}
+
+#[test]
+fn check_packet_fails_hidden_tests_whose_canaries_cannot_fail_on_the_sample() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = check_demo_copy(tmp.path());
+    let hidden = fs::read_dir(root.join("hidden")).unwrap().next().unwrap().unwrap().path();
+    let name = hidden.file_name().unwrap().to_string_lossy().into_owned();
+    // Tests that never reach an assertion on the sample: no twin of theirs
+    // can fail there, so no canary can be planted.
+    write(
+        &root,
+        &format!("hidden/{name}"),
+        "import pytest\n\nfrom calc import add\n\n\ndef test_add_small():\n    pytest.skip('not today')\n    assert add(1, 2) == 3\n\n\ndef test_add_negative():\n    if add(-1, -2) == -3:\n        return\n    assert add(-1, -2) == -3\n",
+    );
+    let report = check_packet(grader(), &root);
+    let item = report
+        .items
+        .iter()
+        .find(|i| i.name == "the canaries of step hidden fail on the sample")
+        .unwrap_or_else(|| panic!("no canary item: {:#?}", report.items));
+    assert!(!item.ok && !item.warning, "{item:#?}");
+    assert!(
+        item.detail.contains("no twin of the hidden tests fails on the sample")
+            && item.detail.contains("test_add_small")
+            && item.detail.contains("test_add_negative"),
+        "{}",
+        item.detail
+    );
+    assert!(!report.ok());
 }
 
 #[test]

@@ -131,12 +131,14 @@ fn the_server_module_graph_has_no_cycle() {
     );
     assert_eq!(cycles(&graph), Vec::<String>::new());
     // And within each folder module.
-    for folder in ["web", "db", "meter", "auth"] {
-        let graph = module_graph_in(&src.join(folder), folder);
+    for folder in ["web", "db", "meter", "auth", "web/review"] {
+        let graph = module_graph_in(&src.join(folder), &folder.replace('/', "::"));
         assert_eq!(cycles(&graph), Vec::<String>::new(), "in server/src/{folder}: {graph:?}");
     }
     let web = module_graph_in(&src.join("web"), "web");
     assert!(web["witness"].contains("candidate"), "the web graph was not read: {web:?}");
+    let review = module_graph_in(&src.join("web/review"), "web::review");
+    assert!(review["scorecard"].contains("compare"), "the review graph was not read: {review:?}");
 }
 
 #[test]
@@ -148,8 +150,15 @@ fn the_grader_module_graph_has_no_cycle() {
         "the graph was not read: {graph:?}"
     );
     assert_eq!(cycles(&graph), Vec::<String>::new());
-    for folder in ["sandbox", "ingest"] {
+    for folder in ["sandbox", "ingest", "manifest", "grade"] {
         let graph = module_graph_in(&src.join(folder), folder);
         assert_eq!(cycles(&graph), Vec::<String>::new(), "in grader/src/{folder}: {graph:?}");
     }
+    let grade = module_graph_in(&src.join("grade"), "grade");
+    assert!(grade["pipeline"].contains("scoring"), "the grade graph was not read: {grade:?}");
+    let manifest = module_graph_in(&src.join("manifest"), "manifest");
+    assert!(
+        manifest["validate"].contains("paths"),
+        "the manifest graph was not read: {manifest:?}"
+    );
 }

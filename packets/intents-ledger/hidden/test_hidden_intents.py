@@ -38,6 +38,7 @@ BAD_BODIES = {
 }
 EXTRA_ROUTES = [("GET", "/metrics"), ("GET", "/v1/intents"), ("GET", "/v1/intents/k-ok"),
                 ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/health"), ("GET", "/v1/healthz")]
+EXTRA_POST_ROUTES = ["/v1/payments", "/intents", "/"]
 
 
 def lines():
@@ -126,6 +127,9 @@ def seen():
         out["lines_after_second"] = len(lines())
         out["healthz"] = call(svc, "GET", "/healthz")
         out["routes"] = {m + " " + p: call(svc, m, p) for m, p in EXTRA_ROUTES}
+        # An intent POSTed anywhere but /v1/intents is an extra route too.
+        for n, p in enumerate(EXTRA_POST_ROUTES):
+            out["routes"]["POST " + p] = call(svc, "POST", p, {"amount_cents": 300, "currency": "USD"}, key=f"k-route-{n}")
         svc.stop()
         # The ledger is the source of truth: a line written while the service is down counts.
         os.makedirs(os.path.dirname(LEDGER), exist_ok=True)

@@ -69,6 +69,16 @@ def test_labels_every_line_through_endpoint(fake, tmp_path):
     assert fake.requests, "no request reached $LLM_ENDPOINT"
 
 
+def test_labels_lines_that_name_their_level(fake, tmp_path):
+    # The brief lets a line that names its level be labelled without the
+    # model; asked or not, the label is that level (the fake answers it too).
+    fake.reply = lambda body: "WARN"
+    lines = [f"WARN disk {n} is {80 + n}% full on node n{n}" for n in range(3)]
+    proc = run(fake, tmp_path, lines)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-300:]}"
+    assert printed_labels(proc) == ["WARN"] * 3, f"stdout was {proc.stdout[-300:]!r}"
+
+
 def average_request_bytes(fake, tmp_path, count, name):
     before = len(fake.requests)
     proc = run(fake, tmp_path, distinct_lines(count), name)

@@ -26,6 +26,22 @@ def test_transcript_replays_from_the_cli():
     assert rows == claimed
 
 
+def test_cli_confirm_fills_the_holes():
+    # The brief's `--confirm field=value`: confirmed answers reach the
+    # payloads verbatim, and the run stops at the next hole (inc-2044 has no
+    # status for close_ticket).
+    code, rows = _cli("incidents/inc-2044.json", "--confirm", "service=checkout-web",
+                      "--confirm", "owner=team-payments", "--confirm", "http_status=502")
+    calls = [r for r in rows if r.get("type") == "call"]
+    assert code == 0, rows
+    assert [c.get("tool") for c in calls] == ["page", "retry"], rows
+    page = calls[0].get("payload") or {}
+    assert (page.get("service"), page.get("owner"), page.get("http_status")) == (
+        "checkout-web", "team-payments", 502), page
+    assert rows and rows[-1].get("type") == "result" and rows[-1].get("status") == "blocked" \
+        and rows[-1].get("blocked_on") == "close_ticket", rows
+
+
 def test_cli_output_is_deterministic():
     assert _cli(".gatehouse/inc-6610.json") == _cli(".gatehouse/inc-6610.json")
 

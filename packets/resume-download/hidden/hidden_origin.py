@@ -29,6 +29,8 @@ class Origin:
     mode "range":    honours `Range: bytes=N-` with 206 (Content-Range start = N)
     mode "ignore":   ignores Range, always 200 with the whole body
     mode "shifted":  answers a Range request with 206 but from byte 0
+    mode "no-range": answers a Range request with 206 (the rest of the body)
+                     but no Content-Range header at all
     mode "status":   always answers `status` with a short error body
     cut_after:       send the headers for the full answer, then only this many
                      body bytes, then close the connection (a crash mid-body)
@@ -73,6 +75,9 @@ class Origin:
             data = self.body[start:]
             h.send_response(206)
             h.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
+        elif match and self.mode == "no-range":
+            data = self.body[int(match.group(1)):]
+            h.send_response(206)
         elif match and self.mode == "shifted":
             data = self.body
             h.send_response(206)

@@ -72,3 +72,16 @@ def test_hidden_resume_206_from_wrong_offset_is_refused(serve):
     assert origin.ranges == ["bytes=10-"]
     assert fetch.PART.read_bytes() == body[:10], "a bad 206 must not touch PART"
     assert not fetch.DEST.exists()
+
+
+def test_hidden_resume_206_without_content_range_is_refused(serve):
+    # Nothing says where the bytes start, so nothing says they start at the
+    # offset asked for: ResumeError, PART as it was.
+    body = payload(64)
+    fetch.PART.write_bytes(body[:10])
+    origin = serve(body, mode="no-range")
+    with pytest.raises(fetch.ResumeError):
+        fetch.fetch(origin.url)
+    assert origin.ranges == ["bytes=10-"]
+    assert fetch.PART.read_bytes() == body[:10], "a bad 206 must not touch PART"
+    assert not fetch.DEST.exists()

@@ -3,8 +3,9 @@
 One scenario runs once against the candidate's own server (`python3 app.py`
 on 127.0.0.1:8080, started by the grader's harness): a first request, the
 same request again (twice), conflicting bodies on the same key, the first
-body once more, invalid nights on fresh keys, then a restart of the process
-and the same key again. Each test asserts one property of what was seen.
+body once more, invalid nights and invalid bodies on fresh keys, a one-night
+hold, a request with no key, then a restart of the process and the same key
+again. Each test asserts one property of what was seen.
 """
 
 import os
@@ -18,6 +19,14 @@ from gatehouse_harness import Service, ServiceError  # noqa: E402
 
 BODY = {"room_id": "R-204", "guest_email": "ada@example.test", "nights": 3}
 INVALID_NIGHTS = {"zero": 0, "negative": -2, "fraction": 1.5, "word": "three", "null": None, "missing": ...}
+# Bodies that are not the brief's {"room_id": string, "guest_email": string, "nights": integer}.
+INVALID_BODIES = {
+    "no-room": {k: v for k, v in BODY.items() if k != "room_id"},
+    "room-number": dict(BODY, room_id=204),
+    "no-email": {k: v for k, v in BODY.items() if k != "guest_email"},
+    "email-number": dict(BODY, guest_email=7),
+    "list": [BODY],
+}
 
 
 def _post(svc, body, key):
@@ -53,6 +62,11 @@ def seen():
             else:
                 bad["nights"] = value
             out["invalid_" + name] = _post(svc, bad, "hk-bad-" + uuid.uuid4().hex)
+        for name, bad in INVALID_BODIES.items():
+            out["badbody_" + name] = _post(svc, bad, "hk-bad-" + uuid.uuid4().hex)
+        # The smallest valid stay, and a client that sends no key (the brief: "may").
+        out["one_night"] = _post(svc, dict(BODY, room_id="R-101", nights=1), "hk-" + uuid.uuid4().hex)
+        out["keyless"] = _post(svc, dict(BODY, room_id="R-102"), None)
         try:
             svc.restart(timeout=10)
             out["restarted"] = True
@@ -118,6 +132,25 @@ def test_invalid_nights_not_accepted(seen, case):
 def test_invalid_nights_is_client_error(seen, case):
     status = seen["invalid_" + case]["status"]
     assert status is not None and 400 <= status < 500, (case, seen["invalid_" + case])
+
+
+@pytest.mark.parametrize("case", sorted(INVALID_BODIES))
+def test_invalid_body_is_client_error(seen, case):
+    status = seen["badbody_" + case]["status"]
+    assert status is not None and 400 <= status < 500, (case, seen["badbody_" + case])
+
+
+def test_one_night_is_a_hold(seen):
+    got = seen["one_night"]
+    data = got["json"]
+    assert got["status"] == 201 and isinstance(data, dict) and data.get("nights") == 1, got
+
+
+def test_request_without_key_is_not_a_server_error(seen):
+    # Without the header the service may hold or refuse (the brief leaves it
+    # open), but it answers: a 5xx (or no answer) is a crash on a valid body.
+    got = seen["keyless"]
+    assert got["status"] is not None and got["status"] < 500, got
 
 
 def test_restart_replays_same_hold(seen):

@@ -1,5 +1,6 @@
 """Hidden checks for bucket.py. They use their own clock, so they only rely on
-the TokenBucket interface from the brief. Test-name prefixes matter: the
+the TokenBucket interface from the brief (ManualClock has checks of its own,
+which import it themselves). Test-name prefixes matter: the
 failure catalog selects on them (test_fractional_*, test_refill_whole_*,
 test_oversize_*, test_wallclock_*, test_no_sleep_*)."""
 
@@ -232,6 +233,22 @@ class ClockDiscipline(unittest.TestCase):
             return out
 
         self.assertEqual(replay(), replay())
+
+
+class ManualClockIsTheBriefs(unittest.TestCase):
+    """The brief's ManualClock(start=0.0): it reads its start until advance()
+    moves it forward (the bucket itself is judged on the tests' own clock).
+    Imported here, so a bucket.py without one fails only this check."""
+
+    def test_manual_clock_starts_where_told_and_moves_forward(self):
+        from bucket import ManualClock
+
+        self.assertEqual(ManualClock().now(), 0.0)
+        clock = ManualClock(12.5)
+        self.assertEqual(clock.now(), 12.5)
+        clock.advance(0.25)
+        clock.advance(2)
+        self.assertEqual(clock.now(), 14.75)
 
 
 class NoSleep(unittest.TestCase):

@@ -37,6 +37,41 @@ pub struct Job {
 /// versions: below every grading and every author's job.
 pub const BUILTIN_CHECK_PRIORITY: i64 = -10;
 
+/// Which jobs a worker claims. Gradings never wait behind a background
+/// self-test: the built-in library's checks ([`BUILTIN_CHECK_PRIORITY`]
+/// and below) have a lane of their own, and the workers that grade never
+/// claim them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Every job (tests and tools that drain the queue by hand).
+    Any,
+    /// Gradings and everything an author asked for (priority above the
+    /// background's).
+    Foreground,
+    /// The built-in library's background self-tests only.
+    Background,
+}
+
+impl Lane {
+    /// The priorities the lane claims, inclusive.
+    pub fn priorities(self) -> (i64, i64) {
+        match self {
+            Lane::Any => (i64::MIN, i64::MAX),
+            Lane::Foreground => (BUILTIN_CHECK_PRIORITY + 1, i64::MAX),
+            Lane::Background => (i64::MIN, BUILTIN_CHECK_PRIORITY),
+        }
+    }
+}
+
+/// Where a queued grading stands in the foreground lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct QueuePlace {
+    /// Queued foreground jobs a worker will claim before this one.
+    pub ahead: i64,
+    /// Foreground jobs running now.
+    pub running: i64,
+}
+
 #[async_trait]
 pub trait JobStore {
     /// Enqueues a job of priority 0.
@@ -53,7 +88,20 @@ pub trait JobStore {
     /// `owner` until `now + lease_ms`; bumps `attempts`. The highest
     /// priority goes first; within one, gradings take turns across
     /// assignments, then the oldest goes first.
-    async fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> DbResult<Option<Job>>;
+    async fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> DbResult<Option<Job>> {
+        self.claim_job_in(owner, now, lease_ms, Lane::Any).await
+    }
+    /// As [`JobStore::claim_job`], only among the jobs of `lane`.
+    async fn claim_job_in(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_ms: i64,
+        lane: Lane,
+    ) -> DbResult<Option<Job>>;
+    /// Where the queued job `id` stands in the foreground lane, in the
+    /// order workers claim; None when it is not queued.
+    async fn queue_place(&self, id: i64) -> DbResult<Option<QueuePlace>>;
     /// Raises a queued job's priority to at least `priority` (an author asks
     /// for a check the background queued lower); false when not queued.
     async fn raise_priority(&self, id: i64, priority: i64) -> DbResult<bool>;

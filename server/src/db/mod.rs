@@ -5,12 +5,14 @@
 //!
 //! Each area of the schema has its own trait in its own file (users,
 //! packets, packet audits, assignments, submissions, jobs, audit, sessions,
-//! witness runs, the meter, blobs kept in the database), and the backend
+//! witness runs, the meter, blobs kept in the database, sign-ins under way at
+//! an OpenID issuer, ATS connections), and the backend
 //! implements it in a file of the same name under the backend's module.
 
 use std::sync::Arc;
 
 pub mod assignments;
+pub mod ats;
 pub mod audit;
 pub mod blobs;
 pub mod jobs;
@@ -22,6 +24,7 @@ pub mod postgres;
 mod rows;
 pub mod sessions;
 pub mod sqlite;
+pub mod sso;
 pub mod submissions;
 pub mod users;
 pub mod witness;
@@ -29,13 +32,15 @@ pub mod witness;
 pub use assignments::{
     Assignment, AssignmentStore, DEFAULT_MAX_SUBMISSIONS, NewAssignment, ResultsRelease,
 };
+pub use ats::{AtsConnection, AtsInterview, AtsStore, NewAtsConnection, NewAtsInterview};
 pub use audit::{AuditEntry, AuditStore};
 pub use blobs::BlobRows;
-pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore, JobWake};
+pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore, JobWake, Lane, QueuePlace};
 pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};
 pub use packet_audits::{AuditCall, AuditCounts, NewPacketAudit, PacketAudit, PacketAuditStore};
 pub use packets::{NewVersion, PacketRow, PacketStore, PacketVersion, VersionState};
 pub use sessions::SessionStore;
+pub use sso::{OidcLogin, OidcLoginStore};
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
 pub use users::{ApiToken, NewUser, Role, User, UserStore};
 pub use witness::{NewWitnessRun, WitnessRunRow, WitnessStore};
@@ -53,6 +58,8 @@ pub trait Store:
     + MeterStore
     + PacketAuditStore
     + BlobRows
+    + OidcLoginStore
+    + AtsStore
     + Send
     + Sync
 {

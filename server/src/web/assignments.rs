@@ -109,10 +109,10 @@ async fn choices(state: &AppState) -> Result<Vec<PacketChoice>, AppError> {
 }
 
 /// Sends the invite email for `a` with `url`, records the outcome in the
-/// audit log (never the link) and returns it as (sent, sentence).
-async fn email_invite(
+/// audit log as `actor`'s (never the link) and returns it as (sent, sentence).
+pub(crate) async fn email_invite(
     state: &AppState,
-    by: i64,
+    actor: &str,
     a: &crate::db::Assignment,
     url: &str,
 ) -> Result<(bool, String), AppError> {
@@ -155,12 +155,7 @@ async fn email_invite(
         if outcome.0 { format!("sent to {}", a.email) } else { format!("not sent to {}", a.email) };
     state
         .db
-        .audit(
-            &format!("user:{by}"),
-            "assignment.invite_email",
-            &format!("assignment:{}", a.id),
-            &detail,
-        )
+        .audit(actor, "assignment.invite_email", &format!("assignment:{}", a.id), &detail)
         .await?;
     Ok(outcome)
 }
@@ -312,7 +307,9 @@ async fn create(
                     .assignment_by_id(&id)
                     .await?
                     .ok_or_else(|| AppError::NotFound(format!("assignment {id:?}")))?;
-                let outcome = email_invite(&state, signed_in.user.id, &a, &invited.url).await?;
+                let outcome =
+                    email_invite(&state, &format!("user:{}", signed_in.user.id), &a, &invited.url)
+                        .await?;
                 put_mailed(&signed_in.session, &id, outcome).await?;
             }
             crate::web::session::put_shown_once(
@@ -433,7 +430,8 @@ async fn reissue(
         .await?;
     let url = format!("{}/c/{token}", state.config.public_url.trim_end_matches('/'));
     if f.send_email == "on" {
-        let outcome = email_invite(&state, signed_in.user.id, &a, &url).await?;
+        let outcome =
+            email_invite(&state, &format!("user:{}", signed_in.user.id), &a, &url).await?;
         put_mailed(&signed_in.session, &a.id, outcome).await?;
     }
     crate::web::session::put_shown_once(&signed_in.session, &shown_once_key(&a.id), url).await?;

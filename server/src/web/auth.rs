@@ -232,6 +232,30 @@ fn login_response(
     res
 }
 
+/// The sign-in page's view: the form, a button per identity provider, and
+/// a note when password sign-in is off.
+fn login_view(
+    state: &AppState,
+    csrf: String,
+    email: String,
+    next: String,
+    error: Option<String>,
+) -> LoginView {
+    let sso = state
+        .config
+        .oidc
+        .iter()
+        .map(|(name, issuer)| {
+            let href = format!("/login/sso/{name}?next={}", crate::web::session::urlencode(&next));
+            (href, issuer.label(name).to_string())
+        })
+        .collect();
+    let password_note = (!state.config.password_sign_in).then(|| {
+        "Password sign-in is turned off: sign in through your identity provider. (The break-glass admin may still use the form below.)".to_string()
+    });
+    LoginView { csrf, email, next, error, sso, password_note }
+}
+
 async fn login_page(
     State(state): State<AppState>,
     session: Session,
@@ -239,12 +263,7 @@ async fn login_page(
     Query(q): Query<NextQuery>,
 ) -> Result<Response, AppError> {
     let token = login_cookie(&headers).unwrap_or_else(random_token);
-    let vm = LoginView {
-        csrf: token.clone(),
-        email: String::new(),
-        next: safe_next(q.next.as_deref()),
-        error: None,
-    };
+    let vm = login_view(&state, token.clone(), String::new(), safe_next(q.next.as_deref()), None);
     let flash = take_flash(&session).await;
     Ok(login_response(&state, StatusCode::OK, token, vm, flash))
 }
@@ -278,6 +297,18 @@ async fn login(
     if let Some(wait) = guard.blocked_for(&keys) {
         return Err(too_many(wait));
     }
+    if !state.config.password_allowed(&email) {
+        let vm = login_view(
+            &state,
+            token.clone(),
+            form.email,
+            safe_next(form.next.as_deref()),
+            Some(
+                "password sign-in is turned off; use your identity provider's button above".into(),
+            ),
+        );
+        return Ok(login_response(&state, StatusCode::FORBIDDEN, token, vm, None));
+    }
     let _permit = guard.hash_permit(state.config.password_hash_concurrency)?;
     let user = state.db.user_by_email(&email).await?;
     // Without an account the password is still checked against a fixed hash,
@@ -288,7 +319,11 @@ async fn login(
     };
     let good = password::verify_async(form.password, stored).await;
     match user {
-        Some(u) if good && !u.disabled => {
+        // With password sign-in off, the break-glass account signs in
+        // only while it is an admin.
+        Some(u)
+            if good && !u.disabled && (state.config.password_sign_in || u.role == Role::Admin) =>
+        {
             sign_in(&session, &u).await?;
             crate::web::session::purge_expired(&state).await;
             state
@@ -306,12 +341,13 @@ async fn login(
             if let Some(wait) = guard.fail(state.config.login_attempts_per_minute, &keys) {
                 return Err(too_many(wait));
             }
-            let vm = LoginView {
-                csrf: token.clone(),
-                email: form.email,
-                next: safe_next(form.next.as_deref()),
-                error: Some("wrong email or password (or the account is disabled)".into()),
-            };
+            let vm = login_view(
+                &state,
+                token.clone(),
+                form.email,
+                safe_next(form.next.as_deref()),
+                Some("wrong email or password (or the account is disabled)".into()),
+            );
             Ok(login_response(&state, StatusCode::UNAUTHORIZED, token, vm, None))
         }
     }

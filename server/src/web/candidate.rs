@@ -25,7 +25,6 @@ use crate::db::{Assignment, NewSubmission, ResultsRelease, Submission};
 use crate::error::AppError;
 use crate::now_ms;
 use crate::state::AppState;
-use crate::web::page::markdown;
 
 pub fn routes() -> crate::routes::Routes {
     crate::routes::Routes::new()
@@ -151,6 +150,12 @@ fn budgets_of(packet: &Packet) -> Vec<(String, String)> {
     out
 }
 
+/// Whether the meter's cap label and the budget's name are the same budget
+/// ("Request bytes" is the meter's "Request size").
+fn same_budget(cap_label: &str, budget: &str) -> bool {
+    cap_label == budget || (cap_label == "Request bytes" && budget == "Request size")
+}
+
 fn rules_of(packet: &Packet) -> Vec<String> {
     let m = &packet.manifest;
     let mut rules = Vec::new();
@@ -189,24 +194,35 @@ pub(crate) async fn render_page(
         .prompt()
         .map_err(|e| AppError::Internal(anyhow::anyhow!("reading the prompt: {e}")))?;
     let base = format!("/c/{token}");
-    let submissions = state
-        .db
-        .submissions_of(&a.id)
-        .await?
-        .into_iter()
-        .map(|s| SubmissionRow {
+    let mut submissions = Vec::new();
+    for s in state.db.submissions_of(&a.id).await? {
+        let wait = match s.state {
+            SubmissionState::Queued => crate::queue::wait_of(state, &s.id).await.map(|w| w.sentence),
+            _ => None,
+        };
+        submissions.push(SubmissionRow {
             href: format!("{base}/submissions/{}", s.id),
             sha256: s.blob_sha256,
             size_bytes: s.size_bytes,
             received: fmt_time(s.received_at),
             state: s.state.to_string(),
-        })
+            wait,
+        });
+    }
+    let meter = meter_box(state, token, a).await?;
+    // The budgets the page shows nowhere else: the model's are in the
+    // model key's live table, the time box in the time section.
+    let shown: Vec<String> = meter.caps.iter().map(|c| c.label.clone()).collect();
+    let budgets = budgets_of(&packet)
+        .into_iter()
+        .filter(|(name, _)| name != "Time box" && !shown.iter().any(|s| same_budget(s, name)))
         .collect();
+    let title = packet.manifest.packet.title.clone();
     let page = CandidateView {
         base,
-        title: packet.manifest.packet.title.clone(),
+        prompt_html: crate::web::page::markdown_below(&apply_seed(&prompt, &a.seed), &title),
+        title,
         candidate_name: a.candidate_name.clone(),
-        prompt_html: markdown(&apply_seed(&prompt, &a.seed)),
         deadline: fmt_time(a.deadline),
         time_box: tb.map(|t| fmt_duration(t * 1000)),
         time_left: match (tb, a.started_at) {
@@ -217,9 +233,10 @@ pub(crate) async fn render_page(
         },
         started: a.started_at.is_some(),
         closed: closed_reason(a, tb, now).map(|r| r.message),
-        budgets: budgets_of(&packet),
+        budgets,
         rules: rules_of(&packet),
         submissions,
+        max_submissions: a.max_submissions,
         error: extras.error,
         max_upload_mb: state.config.max_upload_mb,
         witness: Some(
@@ -232,7 +249,7 @@ pub(crate) async fn render_page(
             )
             .await?,
         ),
-        meter: Some(meter_box(state, token, a).await?),
+        meter: Some(meter),
     };
     let title = page.title.clone();
     Ok(app::shell::document(meta(state, &title), move || view! { <CandidatePage page=page /> }))
@@ -679,11 +696,16 @@ pub fn receipt_digest(s: &Submission) -> Option<String> {
 
 /// What the candidate's status poll shows: the state and the receipt
 /// digest, and the decision and score only once released.
-pub fn candidate_status_json(s: &Submission, released: bool) -> CandidateStatus {
+pub fn candidate_status_json(
+    s: &Submission,
+    released: bool,
+    queue: Option<app::contract::QueueWait>,
+) -> CandidateStatus {
     CandidateStatus {
         state: s.state,
         receipt_digest: receipt_digest(s),
         result: released.then(|| ReleasedResult { decision: s.decision.clone(), score: s.score }),
+        queue,
     }
 }
 
@@ -720,6 +742,7 @@ async fn receipt(
         decision: released.then(|| s.decision.clone()).flatten(),
         score: if released { s.score.map(|v| format!("{v}")) } else { None },
         receipt_digest: receipt_digest(&s),
+        wait: crate::queue::wait_of(&state, &s.id).await.map(|w| w.sentence),
     };
     Ok(Html(app::shell::document(
         meta(&state, "Receipt"),
@@ -735,12 +758,14 @@ async fn status(
     let a = assignment_for(&state, &token).await?;
     let s = own_submission(&state, &a, &id).await?;
     let released = results_released(&state, &a, &s).await?;
-    Ok(axum::Json(candidate_status_json(&s, released)))
+    let queue = crate::queue::wait_of(&state, &s.id).await;
+    Ok(axum::Json(candidate_status_json(&s, released, queue)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::web::page::markdown;
 
     #[test]
     fn markdown_escapes_raw_html() {

@@ -315,7 +315,10 @@ async fn detail(
     let kept: Vec<String> = paths
         .iter()
         .filter_map(|p| {
-            p.strip_prefix("mutants/").and_then(|f| f.strip_suffix(".diff")).map(str::to_string)
+            p.strip_prefix("mutants/audit/")
+                .or_else(|| p.strip_prefix("mutants/"))
+                .and_then(|f| f.strip_suffix(".diff"))
+                .map(str::to_string)
         })
         .collect();
     vm.files = group_files(paths);
@@ -391,14 +394,17 @@ async fn audit_view(
         v.target = report.target.clone();
         v.steps = report.steps.join(", ");
         let c = report.counts;
-        (v.killed, v.survived, v.crashed, v.invalid) = (c.killed, c.survived, c.crashed, c.invalid);
+        (v.killed, v.survived, v.explained, v.crashed, v.invalid) =
+            (c.killed, c.survived, c.explained, c.crashed, c.invalid);
         v.mutants = report
             .mutants
             .iter()
             .map(|m| {
                 let alive = matches!(
                     m.outcome,
-                    grader::audit::Outcome::Killed | grader::audit::Outcome::Survived
+                    grader::audit::Outcome::Killed
+                        | grader::audit::Outcome::Survived
+                        | grader::audit::Outcome::Explained
                 );
                 let kept = kept.contains(&m.id);
                 AuditMutantView {

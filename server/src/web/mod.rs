@@ -21,12 +21,14 @@ pub mod assignments;
 pub mod auth;
 pub mod candidate;
 pub mod gate;
+pub mod greenhouse;
 pub mod inbox;
 pub mod library;
 pub mod page;
 pub mod queue;
 pub mod review;
 pub mod session;
+pub mod sso;
 pub mod witness;
 
 // Moved to the crate root (the meter uses them too); kept here by name.
@@ -42,6 +44,8 @@ pub fn routes() -> crate::routes::Routes {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .merge(auth::routes())
+        .merge(sso::routes())
+        .merge(greenhouse::routes())
         .merge(admin::routes())
         .merge(library::routes())
         .merge(assignments::routes())

@@ -40,10 +40,65 @@ pub fn candidate_meta(state: &crate::state::AppState, title: impl Into<String>) 
 /// any other (`javascript:`, `data:`, `vbscript:` ...) loses its link and is
 /// shown as its text.
 pub fn markdown(src: &str) -> String {
-    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd, html};
+    markdown_with(src, None, None)
+}
+
+/// [`markdown`] for a text shown under a page's own `h1` and a section's
+/// `h2`: a leading `# Title` that only repeats the page's `title` is left
+/// out, and the headings move down so the highest left is an `h3` (the
+/// levels below follow it; past `h6` they stay `h6`): the page keeps one
+/// `h1` and one outline.
+pub fn markdown_below(src: &str, title: &str) -> String {
+    markdown_with(src, Some(3), Some(title))
+}
+
+fn markdown_with(src: &str, top: Option<usize>, title: Option<&str>) -> String {
+    use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd, html};
+    // A leading `# Title` repeating the page's title is left out.
+    let events: Vec<Event> =
+        Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH).collect();
+    let skip = match (title, events.first()) {
+        (Some(title), Some(Event::Start(Tag::Heading { level: HeadingLevel::H1, .. }))) => {
+            let end = events.iter().position(|e| matches!(e, Event::End(TagEnd::Heading(_))));
+            let text: String = events[..end.unwrap_or(0)]
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Text(t) | Event::Code(t) => Some(t.to_string()),
+                    _ => None,
+                })
+                .collect();
+            match end {
+                Some(end) if text.trim().eq_ignore_ascii_case(title.trim()) => end + 1,
+                _ => 0,
+            }
+        }
+        _ => 0,
+    };
+    let highest = events[skip..]
+        .iter()
+        .filter_map(|e| match e {
+            Event::Start(Tag::Heading { level, .. }) => Some(*level as usize),
+            _ => None,
+        })
+        .min();
+    let shift = match (top, highest) {
+        (Some(top), Some(h)) => top as isize - h as isize,
+        _ => 0,
+    };
+    let down = |l: HeadingLevel| {
+        HeadingLevel::try_from(((l as isize) + shift).clamp(1, 6) as usize)
+            .unwrap_or(HeadingLevel::H6)
+    };
+    let events = events.into_iter().skip(skip).map(|e| match e {
+        Event::Start(Tag::Heading { level, id, classes, attrs }) => {
+            Event::Start(Tag::Heading { level: down(level), id, classes, attrs })
+        }
+        Event::End(TagEnd::Heading(level)) => Event::End(TagEnd::Heading(down(level))),
+        other => other,
+    });
     // One entry per open link / image: whether it was dropped.
     let (mut links, mut images) = (Vec::new(), Vec::new());
-    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH)
+    let parser = events
         .filter_map(|e| match e {
             Event::Html(s) | Event::InlineHtml(s) => Some(Event::Text(s)),
             Event::Start(Tag::Link { ref dest_url, .. }) => {
@@ -139,6 +194,33 @@ mod tests {
         assert!(html.contains("Start here"), "{html}");
         assert!(html.contains(r#"<a href="https://example.test/">ok</a>"#), "{html}");
         assert!(html.contains(r#"<img src="/a.png" alt="fine" />"#), "{html}");
+    }
+
+    #[test]
+    fn a_prompt_under_the_page_title_keeps_one_h1_and_one_outline() {
+        let check = |src: &str, want: &[&str], not: &[&str]| {
+            let html = markdown_below(src, "A token bucket");
+            for w in want {
+                assert!(html.contains(w), "{w} in {html}");
+            }
+            for n in not {
+                assert!(!html.contains(n), "no {n} in {html}");
+            }
+        };
+        // The title repeated: left out; `##` is the highest left, an h3.
+        check(
+            "# A token bucket\n\nWrite it.\n\n## Rules\n\n### Detail\n",
+            &["<h3>Rules</h3>", "<h4>Detail</h4>", "Write it."],
+            &["<h1>", "<h2>", "A token bucket</h"],
+        );
+        // Another title is kept, one level under the section.
+        check("# Something else\n\n## Rules\n", &["<h3>Something else</h3>", "<h4>Rules</h4>"], &["<h1>"]);
+        // No heading at all: nothing changes; deep ones stop at h6.
+        check("Just text.", &["<p>Just text.</p>"], &["<h"]);
+        check("##### Five\n\n###### Six\n", &["<h3>Five</h3>", "<h4>Six</h4>"], &[]);
+        check("# A token bucket\n\n# Two\n\n###### Deep\n", &["<h3>Two</h3>", "<h6>Deep</h6>"], &[]);
+        // Plain markdown is not shifted.
+        assert!(markdown("# A token bucket").contains("<h1>"));
     }
 
     #[test]

@@ -86,9 +86,10 @@ pub async fn csrf_token(session: &Session) -> Result<String, AppError> {
 
 /// Paths whose credential is in the path or a header, never the session: a
 /// candidate's link (`/c/<token>`: a forged request must already know the
-/// token), the bearer API and the model meter. Their handlers never read
-/// the session, so a cookie sent along carries no authority there.
-pub const CSRF_EXEMPT: [&str; 3] = ["/c/", "/api/", "/v1/"];
+/// token), the bearer API, the model meter and the ATS's endpoints (HTTP
+/// Basic). Their handlers never read the session, so a cookie sent along
+/// carries no authority there.
+pub const CSRF_EXEMPT: [&str; 4] = ["/c/", "/api/", "/v1/", "/ats/"];
 
 /// Paths that check a CSRF token of their own, after their own credential:
 /// the sign-in form (a double-submit cookie, so that opening the page stores

@@ -1,6 +1,8 @@
 //! `gatehouse packet audit`: rule mutants offline, model mutants from a fake
 //! OpenAI-format upstream started here (127.0.0.1, port 0) answering canned
-//! mutants, and `--save` making `packet check` require a kill.
+//! mutants, `--save` making `packet check` require a kill, `--explain`
+//! recording a survivor in `mutants/EQUIVALENT.md`, and a target handed back
+//! as a diff audited through that diff.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -130,7 +132,10 @@ fn audit_model_mutants_are_killed_survived_crashed_or_invalid() {
     );
     check("model-add-8", "invalid", "identical to the sample");
     check("model-Counter-1", "crashed", "fails to import");
-    assert_eq!(v["counts"], json!({ "killed": 1, "survived": 1, "crashed": 1, "invalid": 6 }));
+    assert_eq!(
+        v["counts"],
+        json!({ "killed": 1, "survived": 1, "explained": 0, "crashed": 1, "invalid": 6 })
+    );
     // The author ledger: one row per call, with its tokens.
     let calls = v["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 2, "{calls:#?}");
@@ -160,7 +165,7 @@ fn audit_model_mutants_are_killed_survived_crashed_or_invalid() {
     let t = String::from_utf8_lossy(&out.stdout);
     assert!(
         t.contains("killed   model-add-1: subtracts instead of adding")
-            && t.contains("counts: 1 killed, 0 survived, 0 crashed, 0 invalid"),
+            && t.contains("counts: 1 killed, 0 survived, 0 explained, 0 crashed, 0 invalid"),
         "{t}"
     );
 }
@@ -248,7 +253,8 @@ fn audit_rules_find_the_untested_bound_and_a_saved_survivor_fails_packet_check()
     assert_eq!(by_id(&v, "rule-add-1-arithmetic")["outcome"], "killed");
     assert_eq!(v["counts"]["invalid"], 0);
 
-    // Kept, it is a packet mutant; `packet check` now fails on it.
+    // Kept, it is a mutant of the hidden tests (`mutants/audit/`, never run
+    // against a candidate's tests); `packet check` now fails on it.
     let out = audit(&[
         p.to_str().unwrap(),
         "--rules",
@@ -260,26 +266,33 @@ fn audit_rules_find_the_untested_bound_and_a_saved_survivor_fails_packet_check()
         "rule-clamp-5-guard",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let saved = std::fs::read_to_string(p.join("mutants/rule-clamp-5-guard.diff")).unwrap();
+    let saved = std::fs::read_to_string(p.join("mutants/audit/rule-clamp-5-guard.diff")).unwrap();
     assert!(saved.starts_with("--- a/calc.py\n+++ b/calc.py\n@@"), "{saved}");
-    let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["packet", "check", p.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let report = json_of(&out);
-    let items = report[0]["items"].as_array().unwrap();
-    let item = items
-        .iter()
-        .find(|i| i["name"] == "mutant rule-clamp-5-guard is killed by step hidden")
-        .unwrap_or_else(|| panic!("{items:#?}"));
-    assert_eq!(item["ok"], false);
-    assert!(
-        items
+    assert!(!p.join("mutants/rule-clamp-5-guard.diff").exists());
+    let checked = |p: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args(["packet", "check", p.to_str().unwrap(), "--format", "json"])
+            .output()
+            .unwrap();
+        (out.status.code(), json_of(&out)[0].clone())
+    };
+    let item = |report: &Value, name: &str| -> Value {
+        report["items"]
+            .as_array()
+            .unwrap()
             .iter()
-            .any(|i| i["name"] == "mutant minus is killed by step hidden" && i["ok"] == true),
-        "{items:#?}"
+            .find(|i| i["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no item {name:?}: {report:#}"))
+    };
+    let (code, report) = checked(&p);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        item(&report, "mutant audit/rule-clamp-5-guard is killed by step hidden")["ok"],
+        false
     );
+    assert_eq!(item(&report, "mutant minus is killed by step hidden")["ok"], true);
+    assert_eq!(report["mutants"], json!({ "killed": 1, "survived": 1, "explained": 0 }));
 
     // Saving twice, an unknown id, or an invalid name is refused with the reason.
     let check = |args: &[&str], want: &str| {
@@ -293,6 +306,82 @@ fn audit_rules_find_the_untested_bound_and_a_saved_survivor_fails_packet_check()
     };
     check(&["--save", "rule-clamp-5-guard"], "already has a mutant of that id");
     check(&["--save", "rule-nope"], "the audit has no mutant of that id");
+    check(&["--explain", "rule-clamp-5-guard"], "give the reason after `=`");
+    check(&["--explain", "rule-nope=why"], "the audit has no mutant of that id");
+
+    // Explained instead: the audit shows it as explained (with the reason),
+    // and `packet check` passes it, counting it.
+    let why = "The upper bound is out of scope for this demo: nothing above hi is ever passed.";
+    let out = audit(&[
+        p.to_str().unwrap(),
+        "--rules",
+        "--mutants",
+        "0",
+        "--function",
+        "clamp",
+        "--format",
+        "json",
+        "--explain",
+        &format!("rule-clamp-5-guard={why}"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let list = std::fs::read_to_string(p.join("mutants/EQUIVALENT.md")).unwrap();
+    assert!(list.contains(why) && list.contains("```diff\n--- a/calc.py\n"), "{list}");
+    let out = audit(&[
+        p.to_str().unwrap(),
+        "--rules",
+        "--mutants",
+        "0",
+        "--function",
+        "clamp",
+        "--format",
+        "json",
+    ]);
+    let v = json_of(&out);
+    let hole = by_id(&v, "rule-clamp-5-guard");
+    assert_eq!(hole["outcome"], "explained", "{hole:#}");
+    assert!(hole["reason"].as_str().unwrap().contains(why), "{hole:#}");
+    assert_eq!(v["counts"]["survived"], 0, "{v:#}");
+    assert_eq!(v["counts"]["explained"], 1, "{v:#}");
+    let (code, report) = checked(&p);
+    assert_eq!(code, Some(0), "{report:#}");
+    let kept = item(&report, "mutant audit/rule-clamp-5-guard is killed by step hidden");
+    assert_eq!(kept["ok"], true);
+    assert!(
+        kept["detail"].as_str().unwrap().contains("explained in mutants/EQUIVALENT.md"),
+        "{kept:#}"
+    );
+    assert_eq!(report["mutants"], json!({ "killed": 1, "survived": 0, "explained": 1 }));
+    let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["packet", "check", p.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .starts_with("audit-demo: ok (mutants: 1 killed, 0 survived, 1 explained)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // An entry whose diff no longer applies to the sample explains nothing,
+    // and the self-test says which.
+    let stale = list.replace("-    if x > hi:", "-    if x >= hi:");
+    std::fs::write(p.join("mutants/EQUIVALENT.md"), &stale).unwrap();
+    let (code, report) = checked(&p);
+    assert_eq!(code, Some(1));
+    let entries = item(&report, "every entry of mutants/EQUIVALENT.md applies to the sample");
+    assert_eq!(entries["ok"], false);
+    assert!(
+        entries["detail"]
+            .as_str()
+            .unwrap()
+            .contains("its diff no longer applies to the sample's calc.py"),
+        "{entries:#}"
+    );
+    assert_eq!(
+        item(&report, "mutant audit/rule-clamp-5-guard is killed by step hidden")["ok"],
+        false
+    );
 }
 
 #[test]
@@ -319,22 +408,50 @@ fn audit_names_bad_input() {
 
 #[test]
 fn audit_warns_when_the_hidden_steps_never_run_the_target() {
-    // tax-rounding's oracle applies the candidate's patch.diff to a pristine
-    // starter: the tree's compute.py is never what its hidden tests run.
-    let packet = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/tax-rounding");
-    let out = audit(&[packet.to_str().unwrap(), "--rules", "--mutants", "1", "--format", "json"]);
+    // The hidden tests here never import calc.py: every mutant would survive
+    // for nothing, and the canary says so.
+    let (_dir, p) = demo_copy();
+    std::fs::write(
+        p.join("hidden/test_hidden.py"),
+        "def test_nothing_imported():\n    assert True\n",
+    )
+    .unwrap();
+    let out = audit(&[p.to_str().unwrap(), "--rules", "--function", "add", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = json_of(&out);
-    assert_eq!(v["target"], "taxlib/compute.py");
     assert!(
         v["warnings"][0]
             .as_str()
             .unwrap()
-            .contains("pass even when taxlib/compute.py cannot be imported: they never run it"),
+            .contains("pass even when calc.py cannot be imported: they never run it"),
         "{v:#}"
     );
     // Quiet where the hidden tests import the target.
     let out =
         audit(&[fixture().to_str().unwrap(), "--rules", "--function", "add", "--format", "json"]);
     assert_eq!(json_of(&out)["warnings"], json!([]));
+}
+
+#[test]
+fn audit_runs_a_target_handed_back_as_a_diff_through_that_diff() {
+    // tax-rounding's oracle applies the candidate's patch.diff to a pristine
+    // starter: the tree's compute.py is never what its hidden tests run. The
+    // sample's patch.diff delivers compute.py, so each mutant (and the
+    // canary) is laid with that diff rewritten to deliver it.
+    let packet = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/tax-rounding");
+    let out = audit(&[packet.to_str().unwrap(), "--rules", "--mutants", "1", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["target"], "taxlib/compute.py");
+    assert_eq!(v["warnings"], json!([]), "the canary is noticed: {v:#}");
+    let m = &v["mutants"][0];
+    assert_eq!(m["outcome"], "killed", "{m:#}");
+    assert!(
+        m["killed_by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t.as_str().unwrap().starts_with("oracle: ")),
+        "{m:#}"
+    );
 }

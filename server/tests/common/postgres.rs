@@ -6,6 +6,11 @@
 //! (Postgres refuses to run as root). A watchdog process stops the cluster
 //! (SIGQUIT, an immediate shutdown) and removes the folder once the test
 //! binary has exited, however it exited.
+//!
+//! `GATEHOUSE_TEST_PG_STATEMENTS=<file>` logs every statement the cluster
+//! runs and leaves that log at `<file>` when the binary exits: the
+//! statements a run sent, to compare what two selections of tests cover
+//! on Postgres (`scripts/pg-statements`).
 
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
@@ -52,7 +57,25 @@ pub async fn fresh_database_url() -> String {
         .await
         .expect("CREATE DATABASE");
     admin.close().await.ok();
+    note_database(&name);
     cluster.url(&name)
+}
+
+/// With `GATEHOUSE_TEST_PG_STATEMENTS=<file>`, appends `<database>\t<test>`
+/// to `<file>.dbs` (libtest names each test's thread after the test), so
+/// the logged statements can be told apart by test.
+fn note_database(name: &str) {
+    use std::io::Write;
+    let Some(file) = std::env::var_os("GATEHOUSE_TEST_PG_STATEMENTS") else { return };
+    let mut path = file;
+    path.push(".dbs");
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", Path::new(&path).display()));
+    writeln!(f, "{name}\t{test}").unwrap_or_else(|e| panic!("{}: {e}", Path::new(&path).display()));
 }
 
 impl Cluster {
@@ -134,10 +157,13 @@ fn start() -> Result<Cluster, String> {
         .stdin(Stdio::null()),
         "initdb",
     )?;
-    let opts = format!(
+    let mut opts = format!(
         "-k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=32MB",
         dir.display()
     );
+    if std::env::var_os("GATEHOUSE_TEST_PG_STATEMENTS").is_some() {
+        opts.push_str(" -c log_statement=all -c log_line_prefix='%m [%p] db=%d '");
+    }
     run(
         as_owner(
             Command::new(tool("pg_ctl"))
@@ -165,9 +191,11 @@ fn watchdog(dir: &Path, data: &Path) -> Result<(), String> {
     let script = r#"while kill -0 "$0" 2>/dev/null; do sleep 0.3; done
 pid=$(head -n 1 "$1/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null
 i=0; while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+[ -z "$3" ] || cp "$2/log" "$3"
 rm -rf "$2""#;
+    let keep = std::env::var_os("GATEHOUSE_TEST_PG_STATEMENTS").unwrap_or_default();
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(script).arg(std::process::id().to_string()).arg(data).arg(dir);
+    cmd.arg("-c").arg(script).arg(std::process::id().to_string()).arg(data).arg(dir).arg(keep);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
     cmd.spawn().map_err(|e| format!("starting the cleanup watchdog: {e}"))?;
     Ok(())

@@ -2,7 +2,7 @@
 //! an `audit` job (real worker, real sandbox) on a draft of the built-in
 //! token-bucket packet, its live status goes queued → running → done, the
 //! result is kept with the version (and shown after publish), a mutant is
-//! kept as `mutants/<id>.diff` of the draft, and model mode calls a fake
+//! kept as `mutants/audit/<id>.diff` of the draft, and model mode calls a fake
 //! OpenAI-format upstream started here, every call a row of the author
 //! ledger, within the audit's call cap.
 
@@ -13,12 +13,17 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::auth::{page, signed_in};
-use crate::support::{TestApp, publish_copy};
+use crate::support::{TestApp, publish_copy_with};
 
 /// A draft of token-bucket made from a published copy, as an author makes
 /// one ("Edit as new draft"); returns its version id.
 async fn draft_of_token_bucket(app: &TestApp, client: &reqwest::Client, csrf: &str) -> i64 {
-    let published = publish_copy(&app.state, "token-bucket", "builtin", |s| s).await;
+    // Without the packet's list of explained survivors, so the audit below
+    // finds a plain survivor to keep.
+    let published = publish_copy_with(&app.state, "token-bucket", "builtin", |dir| {
+        let _ = std::fs::remove_file(dir.join("mutants/EQUIVALENT.md"));
+    })
+    .await;
     let r = client
         .post(app.url(&format!("/packets/token-bucket/versions/{}/draft", published.id)))
         .form(&[("csrf", csrf)])
@@ -169,7 +174,10 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
             && !killed["killed_by"].as_array().unwrap().is_empty()
     );
     assert!(survived["id"].as_str().unwrap().starts_with("rule-ManualClock-"));
-    assert_eq!(report["counts"], json!({ "killed": 1, "survived": 1, "crashed": 0, "invalid": 0 }));
+    assert_eq!(
+        report["counts"],
+        json!({ "killed": 1, "survived": 1, "explained": 0, "crashed": 0, "invalid": 0 })
+    );
     assert_eq!(status(&app, &client, draft, audit).await["counts"]["survived"], 1);
     assert!(app.state.db.audit_calls(audit).await.unwrap().is_empty(), "rules make no model calls");
 
@@ -180,7 +188,7 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
         .await
         .unwrap();
     let survivor = survived["id"].as_str().unwrap().to_string();
-    assert!(html.contains("1 killed, 1 survived, 0 crashed, 0 invalid"), "{html}");
+    assert!(html.contains("1 killed, 1 survived, 0 explained, 0 crashed, 0 invalid"), "{html}");
     assert!(html.contains(&survivor) && html.contains(killed["id"].as_str().unwrap()));
     assert!(html.contains("data-state=\"done\"") && html.contains("Keep as a packet mutant"));
     assert!(
@@ -203,8 +211,12 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
     // Keep the survivor: CSRF-checked, authors only, then the file is in the draft.
     let keep = format!("/packets/token-bucket/versions/{draft}/audits/{audit}/keep");
     let draft_row = app.state.db.version_by_id(draft).await.unwrap().unwrap();
-    let diff_path =
-        app.state.config.data_dir.join(&draft_row.dir).join(format!("mutants/{survivor}.diff"));
+    let diff_path = app
+        .state
+        .config
+        .data_dir
+        .join(&draft_row.dir)
+        .join(format!("mutants/audit/{survivor}.diff"));
     let r = client
         .post(app.url(&keep))
         .form(&[("csrf", "forged"), ("mutant", survivor.as_str())])
@@ -241,7 +253,7 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
         .text()
         .await
         .unwrap();
-    assert!(html.contains(&format!("Kept as mutants/{survivor}.diff")), "{html}");
+    assert!(html.contains(&format!("Kept as mutants/audit/{survivor}.diff")), "{html}");
     let r = client
         .post(app.url(&keep))
         .form(&[("csrf", csrf.as_str()), ("mutant", survivor.as_str())])
@@ -258,7 +270,9 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
         .as_array()
         .unwrap()
         .iter()
-        .find(|i| i["name"].as_str().unwrap().contains(&format!("mutant {survivor} is killed")))
+        .find(|i| {
+            i["name"].as_str().unwrap().contains(&format!("mutant audit/{survivor} is killed"))
+        })
         .unwrap_or_else(|| panic!("{check:#}"));
     assert_eq!(item["ok"], false, "{item:#}");
 
@@ -283,7 +297,7 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
         .await
         .unwrap();
     assert!(
-        html.contains("1 killed, 1 survived, 0 crashed, 0 invalid")
+        html.contains("1 killed, 1 survived, 0 explained, 0 crashed, 0 invalid")
             && !html.contains("Keep as a packet mutant"),
         "{html}"
     );

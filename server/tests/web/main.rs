@@ -13,11 +13,13 @@ mod e2e_witnessed;
 #[path = "../common/fake_openai.rs"]
 mod fake_openai;
 mod frame;
+mod greenhouse;
 mod hardening;
 mod leftovers;
 mod library;
 mod mail;
 mod meter;
+mod oidc;
 mod ops;
 #[path = "../common/postgres.rs"]
 mod postgres;

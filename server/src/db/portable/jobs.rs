@@ -28,6 +28,12 @@ macro_rules! job_store {
         use crate::now_ms;
         use crate::db::rows::jobs::COLS;
 
+        /// A job's turn among the gradings: how many earlier grading jobs
+        /// its assignment has (0 for a self-test or an audit).
+        const RANK: &str = "CASE WHEN s.assignment_id IS NULL THEN 0 ELSE (
+                            SELECT COUNT(*) FROM jobs o JOIN submissions os ON os.id = o.subject
+                            WHERE o.kind = 'grade' AND os.assignment_id = s.assignment_id AND o.id < j.id) END";
+
         #[async_trait]
         impl JobStore for $store {
             async fn enqueue_with_priority(&self, kind: JobKind, subject: &str, priority: i64) -> DbResult<i64> {
@@ -40,22 +46,22 @@ macro_rules! job_store {
                     .await
             }
 
-            async fn claim_job(&self, owner: &str, now: i64, lease_ms: i64) -> DbResult<Option<Job>> {
+            async fn claim_job_in(&self, owner: &str, now: i64, lease_ms: i64, lane: crate::db::jobs::Lane) -> DbResult<Option<Job>> {
                 // Fair across assignments: a grading job ranks by how many
                 // earlier grading jobs its assignment has, then by age, so one
                 // candidate's ten submissions take turns with everyone else's
                 // first (round robin) instead of queueing ahead of them.
-                // Self-tests rank 0. Above both, the job's priority: the
-                // built-in library's background self-tests wait for every
-                // grading.
+                // Self-tests rank 0. Above both, the job's priority; and only
+                // the priorities of the worker's lane (the built-in
+                // library's background self-tests have a lane of their own).
+                let (low, high) = lane.priorities();
                 sqlx::query_as(&format!(
                     "UPDATE jobs SET state = 'running', lease_owner = $1, lease_until = $2 + $3, attempts = attempts + 1
                      WHERE id = (
                         SELECT j.id FROM jobs j LEFT JOIN submissions s ON j.kind = 'grade' AND s.id = j.subject
-                        WHERE j.state = 'queued' OR (j.state = 'running' AND j.lease_until < $2)
-                        ORDER BY j.priority DESC, CASE WHEN s.assignment_id IS NULL THEN 0 ELSE (
-                            SELECT COUNT(*) FROM jobs o JOIN submissions os ON os.id = o.subject
-                            WHERE o.kind = 'grade' AND os.assignment_id = s.assignment_id AND o.id < j.id) END, j.id
+                        WHERE (j.state = 'queued' OR (j.state = 'running' AND j.lease_until < $2))
+                            AND j.priority >= $4 AND j.priority <= $5
+                        ORDER BY j.priority DESC, {RANK}, j.id
                         LIMIT 1 {})
                      {}
                      RETURNING {COLS}",
@@ -64,8 +70,33 @@ macro_rules! job_store {
                 .bind(owner)
                 .bind(now)
                 .bind(lease_ms)
+                .bind(low)
+                .bind(high)
                 .fetch_optional(&self.pool)
                 .await
+            }
+
+            async fn queue_place(&self, id: i64) -> DbResult<Option<crate::db::jobs::QueuePlace>> {
+                // The claim's order, over the foreground lane's pending jobs.
+                let (low, _) = crate::db::jobs::Lane::Foreground.priorities();
+                let row: Option<(i64, i64)> = sqlx::query_as(&format!(
+                    "WITH pending AS (
+                        SELECT j.id, j.state, j.priority, {RANK} AS turn
+                        FROM jobs j LEFT JOIN submissions s ON j.kind = 'grade' AND s.id = j.subject
+                        WHERE j.state IN ('queued', 'running') AND j.priority >= $2
+                     )
+                     SELECT
+                        (SELECT COUNT(*) FROM pending o WHERE o.state = 'queued' AND o.id <> me.id
+                            AND (o.priority > me.priority OR (o.priority = me.priority
+                                AND (o.turn < me.turn OR (o.turn = me.turn AND o.id < me.id))))),
+                        (SELECT COUNT(*) FROM pending r WHERE r.state = 'running')
+                     FROM pending me WHERE me.id = $1 AND me.state = 'queued'"
+                ))
+                .bind(id)
+                .bind(low)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row.map(|(ahead, running)| crate::db::jobs::QueuePlace { ahead, running }))
             }
 
             async fn raise_priority(&self, id: i64, priority: i64) -> DbResult<bool> {

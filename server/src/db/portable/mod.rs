@@ -7,12 +7,14 @@
 //! `MAX`, the meter's writer connection on SQLite).
 
 pub(crate) mod assignments;
+pub(crate) mod ats;
 pub(crate) mod audit;
 pub(crate) mod jobs;
 pub(crate) mod meter;
 pub(crate) mod packet_audits;
 pub(crate) mod packets;
 pub(crate) mod sessions;
+pub(crate) mod sso;
 pub(crate) mod submissions;
 pub(crate) mod users;
 pub(crate) mod witness;

@@ -17,6 +17,9 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 mod assignments {
     crate::db::portable::assignments::assignment_store!(super::PgStore);
 }
+mod ats {
+    crate::db::portable::ats::ats_store!(super::PgStore);
+}
 mod audit {
     crate::db::portable::audit::audit_store!(super::PgStore);
 }
@@ -36,6 +39,9 @@ mod packets {
 }
 mod sessions {
     crate::db::portable::sessions::session_store!(super::PgStore);
+}
+mod sso {
+    crate::db::portable::sso::oidc_login_store!(super::PgStore);
 }
 mod submissions {
     crate::db::portable::submissions::submission_store!(super::PgStore, "seq");

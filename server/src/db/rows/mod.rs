@@ -2,6 +2,7 @@
 //! area: the same columns decode the same way on both.
 
 pub(crate) mod assignments;
+pub(crate) mod ats;
 pub(crate) mod jobs;
 pub(crate) mod meter;
 pub(crate) mod packet_audits;

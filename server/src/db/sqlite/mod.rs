@@ -13,6 +13,9 @@ use sqlx::sqlite::{
 mod assignments {
     crate::db::portable::assignments::assignment_store!(super::SqliteStore);
 }
+mod ats {
+    crate::db::portable::ats::ats_store!(super::SqliteStore);
+}
 mod audit {
     crate::db::portable::audit::audit_store!(super::SqliteStore);
 }
@@ -34,6 +37,9 @@ mod packets {
 }
 mod sessions {
     crate::db::portable::sessions::session_store!(super::SqliteStore);
+}
+mod sso {
+    crate::db::portable::sso::oidc_login_store!(super::SqliteStore);
 }
 mod submissions {
     crate::db::portable::submissions::submission_store!(super::SqliteStore, "rowid");

@@ -1,0 +1,220 @@
+//! The grading pipeline: ingest, assemble, replay steps and scripts, run
+//! mutants, detect, score, and write the scorecard and its receipt.
+
+mod calibration;
+mod pipeline;
+mod probe;
+mod receipt;
+mod scoring;
+
+pub use calibration::{
+    BUDGET_FLOOR, Calibration, Observed, WALL_FACTOR, WALL_FLOOR, WITNESS_RUN_ID,
+};
+pub use pipeline::{UNCONFINED_EVIDENCE, fixed_tests};
+pub use receipt::{
+    FrozenEntry, LimitsView, PacketRef, Receipt, RunEntry, RunTiming, Scorecard, SubmissionRef,
+    Timings, receipt_digest,
+};
+pub use scoring::{rescore, reviewer_levels};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ingest::{IngestError, IngestLimits, IngestOptions, ingest_with};
+use crate::manifest::TIME_BASE;
+use crate::packet::Packet;
+use crate::run::RunError;
+use crate::sandbox::{Limits, Sandbox, SandboxError};
+use crate::score::HumanScore;
+
+/// Why grading did not produce a scorecard.
+#[derive(Debug, thiserror::Error)]
+pub enum GradeError {
+    /// The submission was refused at ingestion; the message says why.
+    #[error("submission refused: {0}")]
+    Refused(#[from] IngestError),
+    /// The sandbox machinery failed (not the submission).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The packet is broken (a detector script crashed, a lay is missing).
+    #[error("packet error: {0}")]
+    Packet(String),
+    /// The grader's own file work failed; `context` says what it was doing.
+    #[error("grader I/O error: {context}: {source}")]
+    Io { context: String, source: std::io::Error },
+}
+
+impl From<RunError> for GradeError {
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Sandbox(s) => GradeError::Sandbox(s),
+            RunError::Io { context, source } => GradeError::Io { context, source },
+        }
+    }
+}
+
+/// What ingestion must know of `packet`'s workspace: the top-level names of
+/// its starter and sample, so that a submission of only `taxlib/` is not
+/// mistaken for a folder zipped around the workspace.
+pub fn ingest_options(packet: &Packet) -> Result<IngestOptions, GradeError> {
+    IngestOptions::for_workspace(&[packet.starter_dir(), packet.sample_dir()])
+        .map_err(io("listing the starter and sample"))
+}
+
+fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> GradeError {
+    move |source| GradeError::Io { context: context.to_string(), source }
+}
+
+/// A failure whose detector could not be evaluated, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unevaluated {
+    pub id: String,
+    pub reason: String,
+}
+
+/// Options for one grading.
+#[derive(Debug, Clone, Default)]
+pub struct GradeOptions {
+    /// Reviewer levels for human and auto-override criteria.
+    pub human: BTreeMap<String, HumanScore>,
+    /// What the platform witnessed for this submission (runs and the model
+    /// meter's ledger); `None` when the candidate worked offline or the
+    /// grading is not the platform's (the CLI, self-tests).
+    pub witness: Option<crate::witness::Witness>,
+    /// The calibration recorded when the packet version was self-tested
+    /// (`CheckReport::calibration`, stored with the published version): the
+    /// hidden tests' ids a grading must report, and the sample's times the
+    /// budget and the per-command wall limits derive from. `None`, or one
+    /// recorded for another digest: this grader measures its own, once.
+    pub calibration: Option<Arc<Calibration>>,
+}
+
+pub struct Grader {
+    sandbox: Sandbox,
+    pub ingest_limits: IngestLimits,
+    /// The interpreter, its standard library and the modules the test
+    /// runner loads, probed once.
+    python: OnceLock<(Option<String>, BTreeSet<String>, BTreeSet<String>)>,
+    /// The host folder mounted read-only at `/gatehouse` (the trusted
+    /// runner and the harness); kept for the grader's life.
+    _tools: Option<tempfile::TempDir>,
+    /// What grading the sample taught about each packet version, by digest.
+    calibrations: Mutex<BTreeMap<String, Arc<OnceLock<Arc<Calibration>>>>>,
+    /// Tool versions, probed once each.
+    tools: Mutex<BTreeMap<String, Option<String>>>,
+}
+
+/// Default caps for every command, before the packet's `[limits]`.
+pub fn default_limits() -> Limits {
+    Limits::default()
+}
+
+impl Grader {
+    /// A grader over `sandbox`. Without the tools mount (see
+    /// [`Grader::for_host`]) commands run as written, not through the
+    /// trusted runner.
+    pub fn new(sandbox: Sandbox) -> Grader {
+        Grader {
+            sandbox,
+            ingest_limits: IngestLimits::default(),
+            python: OnceLock::new(),
+            _tools: None,
+            calibrations: Mutex::new(BTreeMap::new()),
+            tools: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// A grader with the host's default sandbox and the trusted runner
+    /// mounted read-only at `/gatehouse`.
+    pub fn for_host() -> Result<Grader, SandboxError> {
+        let tools = crate::trusted::tools_dir().map_err(|e| SandboxError {
+            call: "writing the grader's tools folder".into(),
+            detail: e.to_string(),
+        })?;
+        let mut config = Sandbox::host_default_config();
+        config.tool_dir = Some(tools.path().to_path_buf());
+        let mut grader = Grader::new(Sandbox::new(config)?);
+        grader._tools = Some(tools);
+        Ok(grader)
+    }
+
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// This grader over a sandbox that reports the Landlock ABI `abi`
+    /// ([`Sandbox::assume_landlock_abi`]); for tests of a host without
+    /// Landlock.
+    #[doc(hidden)]
+    pub fn assume_landlock_abi(self, abi: u32) -> Grader {
+        Grader { sandbox: self.sandbox.assume_landlock_abi(abi), ..self }
+    }
+
+    /// Grades the submission archive `zip` against `packet`.
+    pub fn grade_zip(
+        &self,
+        packet: &Packet,
+        zip: &Path,
+        opts: &GradeOptions,
+    ) -> Result<Scorecard, GradeError> {
+        let work = tempfile::Builder::new()
+            .prefix("gatehouse-grade-")
+            .tempdir()
+            .map_err(io("creating a work folder"))?;
+        let ingested = ingest_with(
+            zip,
+            &work.path().join("submission"),
+            &self.ingest_limits,
+            &ingest_options(packet)?,
+        )?;
+        let calibration = self.calibration_for(packet, opts);
+        let canaries = crate::guard::Canaries {
+            steps: &calibration.canaries,
+            calibrating: false,
+            salt: &calibration.salt,
+            submission: &ingested.archive_sha256,
+        };
+        Ok(self
+            .grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration), &canaries)?
+            .0)
+    }
+
+    /// Grades the folder `overlay` (laid over the starter) as if it were a
+    /// submission: it is zipped with `times` and goes through ingestion.
+    pub fn grade_overlay(
+        &self,
+        packet: &Packet,
+        overlay: &Path,
+        times: &BTreeMap<String, i64>,
+        opts: &GradeOptions,
+    ) -> Result<Scorecard, GradeError> {
+        let work = tempfile::Builder::new()
+            .prefix("gatehouse-grade-")
+            .tempdir()
+            .map_err(io("creating a work folder"))?;
+        let zip = work.path().join("submission.zip");
+        let absolute: BTreeMap<String, i64> =
+            times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
+        crate::ingest::write_zip_from_dir(overlay, &zip, &absolute, TIME_BASE)
+            .map_err(io(format!("zipping {}", overlay.display())))?;
+        let ingested = ingest_with(
+            &zip,
+            &work.path().join("submission"),
+            &self.ingest_limits,
+            &ingest_options(packet)?,
+        )?;
+        let calibration = self.calibration_for(packet, opts);
+        let canaries = crate::guard::Canaries {
+            steps: &calibration.canaries,
+            calibrating: false,
+            salt: &calibration.salt,
+            submission: &ingested.archive_sha256,
+        };
+        Ok(self
+            .grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration), &canaries)?
+            .0)
+    }
+}

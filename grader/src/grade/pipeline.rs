@@ -1,0 +1,704 @@
+//! One grading: replay the steps, run detector scripts and mutants, detect, score, write receipt.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::detect::{Evidence, script_key};
+use crate::env::env_report;
+use crate::evidence::{MutantResult, MutationOutcome, StepOutcome, TestOutcome};
+use crate::ingest::Ingested;
+use crate::manifest::{Detector, Lay};
+use crate::packet::Packet;
+use crate::run::{RunRecord, parse_script_output, read_junit, run_guarded, step_env};
+use crate::runtime::Whose;
+use crate::sandbox::Limits;
+use crate::score::Finding;
+use crate::tree::{Root, list_files, tree_digest};
+use crate::trusted::{Plan, RunnerKind};
+
+use super::receipt::ms;
+use super::scoring::scoring;
+use super::*;
+
+impl Grader {
+    /// Grades an ingested submission. `calibration` is `None` only while
+    /// calibrating (grading the sample to learn its test ids): then no ids
+    /// are enforced and the budget is the packet's limits alone. Every run
+    /// carries what `canaries` plants. Returns the scorecard and what a
+    /// calibration keeps of the grading.
+    pub(super) fn grade_ingested(
+        &self,
+        packet: &Packet,
+        ingested: &Ingested,
+        work: &Path,
+        opts: &GradeOptions,
+        calibration: Option<&Calibration>,
+        canaries: &crate::guard::Canaries,
+    ) -> Result<(Scorecard, Observed), GradeError> {
+        let started = Instant::now();
+        let m = &packet.manifest;
+        let base_limits = m.limits.apply(&default_limits());
+        let budget = match calibration {
+            Some(c) => Grader::budget(packet, c),
+            None => Duration::from_secs(24 * 3600),
+        };
+        let mut skipped: Vec<Unevaluated> = Vec::new();
+        // The wall limit run `id` gets: its own when the manifest gives the
+        // command one (`own_wall`), else the sample-derived default (never
+        // above the packet's `[limits]`), and never past the budget. With
+        // the limits, the note to record when the run is cut at the
+        // derived limit (`None` when another limit binds).
+        let within_budget = |id: &str,
+                             own_wall: Option<u64>,
+                             limits: &Limits|
+         -> Option<(Limits, Option<String>)> {
+            let left = budget.checked_sub(started.elapsed())?;
+            if left < Duration::from_millis(500) {
+                return None;
+            }
+            let mut l = limits.clone();
+            let mut note = None;
+            if own_wall.is_none()
+                && let Some((derived, ms)) = calibration.and_then(|c| c.derived_wall(id))
+                && derived < l.wall
+                && derived < left
+            {
+                l.wall = derived;
+                note = Some(format!(
+                    "cut: stopped at its wall limit of {} s, derived from the sample ({WALL_FACTOR}× its {:.1} s, at least {} s); what the rest of the run would have shown is unevaluated, never passed",
+                    derived.as_secs(),
+                    ms as f64 / 1000.0,
+                    WALL_FLOOR.as_secs()
+                ));
+            }
+            l.wall = l.wall.min(left);
+            l.cpu_secs = l.cpu_secs.min(left.as_secs().max(1));
+            Some((l, note))
+        };
+        let cut = |id: &str,
+                   note: &Option<String>,
+                   report: &crate::sandbox::RunReport|
+         -> Option<Unevaluated> {
+            note.as_ref()
+                .filter(|_| report.timed_out)
+                .map(|n| Unevaluated { id: id.to_string(), reason: n.clone() })
+        };
+        let budget_note = |id: &str| Unevaluated {
+            id: id.to_string(),
+            reason: format!(
+                "not run: the grading budget of {} s was spent before this run (its failures are unevaluated, never passed)",
+                budget.as_secs()
+            ),
+        };
+
+        let workspace = work.join("workspace");
+        let crate::starter::Assembled { submission, platform_files } =
+            crate::starter::assemble(packet, ingested, &workspace)
+                .map_err(io("assembling the workspace"))?;
+        let platform = crate::starter::platform_files(m);
+        let workspace_tree = list_files(&workspace).map_err(io("listing the workspace"))?;
+        let starter_tree = list_files(&packet.starter_dir()).map_err(io("listing the starter"))?;
+
+        let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
+        let probe = self.probe(&tools)?;
+        let environment = env_report(m, &probe);
+
+        let mut records: Vec<(RunRecord, Option<Vec<TestOutcome>>)> = Vec::new();
+        let runs_dir = work.join("runs");
+        fs::create_dir_all(&runs_dir).map_err(io("creating the runs folder"))?;
+        let mut next = 0usize;
+        let mut scratch = || {
+            next += 1;
+            runs_dir.join(next.to_string())
+        };
+
+        // Replay every step.
+        let mut steps = BTreeMap::new();
+        let mut kept = BTreeMap::new();
+        let mut observed = Observed::default();
+        let mut tamper_runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut runtime_notes: Vec<String> = Vec::new();
+        let mut planted: BTreeMap<String, usize> = BTreeMap::new();
+        let empty = BTreeSet::new();
+        let baseline = calibration.map_or(&empty, |c| &c.baseline);
+        // Without Landlock the harness cannot keep the candidate's
+        // processes from `/evidence`: what is kept from there is listed as
+        // untrusted.
+        let confined = self.sandbox.features().landlock_abi > 0;
+        let evidence_dir = format!("{}/", crate::sandbox::EVIDENCE_DIR);
+        let mut untrusted_evidence: Vec<String> = Vec::new();
+        for step in &m.steps {
+            let run_id = format!("step:{}", step.id);
+            let Some((limits, cut_note)) =
+                within_budget(&run_id, step.limits.wall_secs, &step.limits.apply(&base_limits))
+            else {
+                skipped.push(budget_note(&run_id));
+                continue;
+            };
+            let dir = scratch();
+            let env = with_platform_env(step_env(&step.env), &platform);
+            let step_plan = crate::trusted::plan(&step.run);
+            let fixed = fixed_tests(step, &step_plan);
+            let ran = run_guarded(
+                &self.sandbox,
+                &workspace,
+                &dir,
+                |w| packet.lay_into(&step.lay, w),
+                &step.run,
+                &limits,
+                env,
+                &canaries.for_step(step, fixed),
+            )?;
+            // Whose tests the step runs: the packet's (its own files, or a
+            // packet script), or ones the candidate wrote.
+            let whose = match step_plan {
+                Plan::Runner { kind: RunnerKind::Script, .. } => Whose::Packet,
+                _ if fixed => Whose::Packet,
+                _ => Whose::Candidate,
+            };
+            let judged = crate::guard::judge(&ran, whose, baseline);
+            if ran.verdict.planted > 0 {
+                planted.insert(run_id.clone(), ran.verdict.planted);
+            }
+            if canaries.calibrating {
+                observed.twins.insert(step.id.clone(), ran.verdict.clone());
+                if let Some(r) = &ran.runner {
+                    observed.integrity.extend(r.integrity.iter().map(|c| c.what.clone()));
+                }
+            }
+            let mut report = ran.report;
+            skipped.extend(cut(&run_id, &cut_note, &report));
+            // The result file: the step's `junit`, or the one the trusted
+            // runner was told to write in the workspace.
+            let junit_path = step.junit.clone().or_else(|| match &ran.plan {
+                Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } => {
+                    crate::trusted::pytest_junit(args)
+                }
+                _ => None,
+            });
+            let junit = junit_path.as_ref().map(|j| {
+                read_junit(&dir.join(j))
+                    .map(|o| ran.canaries.map_junit(o))
+                    .map_err(|e| e.replace(&dir.display().to_string(), "/workspace"))
+            });
+            runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
+            let (tests, junit_error) = match (&ran.runner, ran.plan.runner()) {
+                (Some(r), Some(kind)) => {
+                    let mut r = r.clone();
+                    let expected = calibration
+                        .and_then(|c| c.expected.get(&step.id))
+                        .filter(|_| fixed_tests(step, &ran.plan));
+                    // A file the runner wrote elsewhere (after a `cd`) is not comparable.
+                    let comparable = junit.as_ref().filter(|_| ran.plan.in_workspace());
+                    let mut signs = judged.signs.clone();
+                    signs.extend(r.cross_check(kind, &report, comparable, expected));
+                    if fixed_tests(step, &ran.plan)
+                        && let Some(ids) = &r.collected
+                    {
+                        observed.collected.insert(step.id.clone(), ids.clone());
+                    }
+                    if fixed {
+                        if canaries.calibrating {
+                            observed.passed.insert(
+                                step.id.clone(),
+                                r.cases
+                                    .iter()
+                                    .filter(|(id, c)| {
+                                        c.status == crate::evidence::TestStatus::Passed
+                                            && !r.marks.contains_key(id)
+                                    })
+                                    .map(|(id, _)| id.clone())
+                                    .collect(),
+                            );
+                        } else if let Some(passed) =
+                            calibration.and_then(|c| c.passed.get(&step.id))
+                        {
+                            crate::runtime::only_a_pass(&mut r, passed);
+                        }
+                    }
+                    if !signs.is_empty() {
+                        contain(&mut report);
+                        tamper_runs.insert(format!("step:{}", step.id), signs);
+                    } else if !r.passed() && report.exit == crate::sandbox::Exit::Code(0) {
+                        contain(&mut report);
+                    }
+                    (Some(r.outcomes(expected, &report)), None)
+                }
+                _ if !judged.signs.is_empty() => {
+                    contain(&mut report);
+                    tamper_runs.insert(run_id.clone(), judged.signs.clone());
+                    (junit.and_then(|j| j.ok()), None)
+                }
+                _ => match junit {
+                    Some(Ok(t)) => (Some(t), None),
+                    Some(Err(e)) => (None, Some(e)),
+                    None => (None, None),
+                },
+            };
+            if !step.keep.is_empty() {
+                let to = work.join("kept").join(&step.id);
+                let files = keep_files(&dir, &to, &step.keep)
+                    .map_err(io(format!("keeping the files of step {}", step.id)))?;
+                kept.insert(step.id.clone(), to);
+                if !confined {
+                    untrusted_evidence.extend(
+                        files
+                            .iter()
+                            .filter(|f| f.starts_with(&evidence_dir))
+                            .map(|f| format!("step:{}: {f}: {UNCONFINED_EVIDENCE}", step.id)),
+                    );
+                }
+            }
+            if !confined
+                && let Some(j) = junit_path.as_ref().filter(|j| j.starts_with(&evidence_dir))
+            {
+                untrusted_evidence.push(format!("step:{}: {j}: {UNCONFINED_EVIDENCE}", step.id));
+            }
+            let _ = fs::remove_dir_all(&dir);
+            records.push((
+                RunRecord {
+                    id: format!("step:{}", step.id),
+                    command: ran.plan.command(),
+                    limits,
+                    report: report.clone(),
+                },
+                tests.clone(),
+            ));
+            steps.insert(step.id.clone(), StepOutcome { report, tests, junit_error });
+        }
+
+        // Run each distinct detector script once.
+        let mut scripts = BTreeMap::new();
+        let mut script_specs: Vec<(String, Vec<Lay>, crate::manifest::LimitSpec)> = Vec::new();
+        for f in &m.failures {
+            f.detect.walk(&mut |d| {
+                if let Detector::Script { run, lay, limits } = d
+                    && !script_specs.iter().any(|(r, l, _)| r == run && l == lay)
+                {
+                    script_specs.push((run.clone(), lay.clone(), limits.clone()));
+                }
+            });
+        }
+        for (i, (run, lay, limit_spec)) in script_specs.iter().enumerate() {
+            let run_id = format!("script:{}", i + 1);
+            let Some((limits, cut_note)) =
+                within_budget(&run_id, limit_spec.wall_secs, &limit_spec.apply(&base_limits))
+            else {
+                skipped.push(budget_note(&run_id));
+                scripts.insert(
+                    script_key(run, lay),
+                    Err(format!(
+                        "detector script `{run}` was not run: the grading budget was spent"
+                    )),
+                );
+                continue;
+            };
+            let dir = scratch();
+            let lay_all = |w: &Path| -> std::io::Result<()> {
+                packet.lay_into(lay, w)?;
+                // What the steps kept, for scripts that judge a replay.
+                let ws = Root::open(w)?;
+                for (step, from) in &kept {
+                    Root::open(from)?.copy("", &ws, &format!(".gatehouse/kept/{step}"))?;
+                }
+                Ok(())
+            };
+            let mut laid = crate::guard::laid_paths(lay);
+            laid.extend(kept.keys().map(|step| format!(".gatehouse/kept/{step}")));
+            let ran = run_guarded(
+                &self.sandbox,
+                &workspace,
+                &dir,
+                lay_all,
+                run,
+                &limits,
+                with_platform_env(Vec::new(), &platform),
+                &canaries.for_run(&run_id, laid, false),
+            )?;
+            let judged = crate::guard::judge(&ran, Whose::Packet, baseline);
+            runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
+            let mut report = ran.report;
+            skipped.extend(cut(&run_id, &cut_note, &report));
+            if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
+                let mut signs = judged.signs.clone();
+                signs.extend(r.cross_check(kind, &report, None, None));
+                if !signs.is_empty() {
+                    contain(&mut report);
+                    tamper_runs.insert(format!("script:{}", i + 1), signs);
+                }
+            }
+            let _ = fs::remove_dir_all(&dir);
+            // A script that crashes (a submission can provoke that) leaves
+            // its failures unevaluated; grading goes on and says so.
+            let found = if report.success() {
+                parse_script_output(&report.stdout_tail).map_err(|e| {
+                    format!("detector script `{run}` printed something other than findings: {e}")
+                })
+            } else {
+                let stderr: Vec<&str> = report.stderr_tail.lines().rev().take(3).collect();
+                Err(format!(
+                    "detector script `{run}` failed ({}): {}",
+                    report.describe(),
+                    stderr.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                ))
+            };
+            records.push((
+                RunRecord {
+                    id: format!("script:{}", i + 1),
+                    command: ran.plan.command(),
+                    limits,
+                    report,
+                },
+                None,
+            ));
+            scripts.insert(script_key(run, lay), found);
+        }
+
+        // Run the candidate's tests against each mutant of the sample.
+        let mutation = match &m.mutation {
+            None => None,
+            Some(mu) => {
+                let limits = mu.limits.apply(&base_limits);
+                let mut mutants = Vec::new();
+                let mut complete = true;
+                let mut cut_at: Option<String> = None;
+                for (id, mutant) in packet.mutants().map_err(io("reading mutants"))? {
+                    let run_id = format!("mutant:{id}");
+                    // Once one mutant run was cut the mutation run is
+                    // incomplete: the rest would prove nothing either way.
+                    if let Some(first) = &cut_at {
+                        skipped.push(Unevaluated { id: run_id, reason: format!("not run: the mutation run is already incomplete ({first} was cut at its wall limit)") });
+                        continue;
+                    }
+                    let Some((limits, cut_note)) =
+                        within_budget(&run_id, mu.limits.wall_secs, &limits)
+                    else {
+                        skipped.push(budget_note(&run_id));
+                        complete = false;
+                        continue;
+                    };
+                    let dir = scratch();
+                    let target = mu.target.clone();
+                    let ran = run_guarded(
+                        &self.sandbox,
+                        &workspace,
+                        &dir,
+                        |w| Root::open(w)?.write(&target, &mutant),
+                        &mu.run,
+                        &limits,
+                        Vec::new(),
+                        &canaries.for_run(&run_id, vec![target.clone()], true),
+                    )?;
+                    let judged = crate::guard::judge(&ran, Whose::Candidate, baseline);
+                    runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
+                    if ran.verdict.planted > 0 {
+                        planted.insert(run_id.clone(), ran.verdict.planted);
+                    }
+                    let mut report = ran.report;
+                    // A run cut at its derived limit neither killed the
+                    // mutant nor spared it: the mutation run is incomplete.
+                    if let Some(note) = cut(&run_id, &cut_note, &report) {
+                        skipped.push(note);
+                        complete = false;
+                        cut_at = Some(run_id.clone());
+                    }
+                    let mut passed = report.success();
+                    if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
+                        let mut signs = judged.signs.clone();
+                        signs.extend(r.cross_check(kind, &report, None, None));
+                        passed = passed && r.passed() && signs.is_empty();
+                        if !signs.is_empty() {
+                            contain(&mut report);
+                            tamper_runs.insert(format!("mutant:{id}"), signs);
+                        }
+                    }
+                    let _ = fs::remove_dir_all(&dir);
+                    mutants.push(MutantResult { id: id.clone(), killed: !passed });
+                    records.push((
+                        RunRecord {
+                            id: format!("mutant:{id}"),
+                            command: ran.plan.command(),
+                            limits: limits.clone(),
+                            report,
+                        },
+                        None,
+                    ));
+                }
+                // An incomplete mutation run proves nothing either way.
+                complete.then_some(MutationOutcome { mutants })
+            }
+        };
+
+        // The platform-wide failure: the submission interfered with the
+        // grader's own evidence (static signs in its files, and every run
+        // whose results disagreed with themselves).
+        let changed: BTreeSet<String> = ingested
+            .files
+            .iter()
+            .filter(|f| !f.path.starts_with(".gatehouse/") && !platform.contains(&f.path))
+            .filter(|f| starter_tree.get(&f.path).is_none_or(|(_, sha)| sha != &f.sha256))
+            .map(|f| f.path.clone())
+            .collect();
+        let mut tamper_static = crate::tamper::scan(&workspace, &changed, &probe.runner_modules);
+        // Only the source runs: bytecode meant to run in its place.
+        tamper_static.extend(crate::bytecode::check(&self.sandbox, ingested)?);
+        // What the reviewer reads is what runs: direction controls that
+        // can reorder a line of code.
+        let (hidden_text, hidden_text_unlisted) = crate::hidden_text::scan(
+            &ingested.dir,
+            ingested.files.iter().filter(|f| !platform.contains(&f.path)).map(|f| f.path.clone()),
+        );
+        tamper_static.extend(
+            hidden_text
+                .iter()
+                .filter(|h| h.reorders)
+                .map(|h| format!("hidden characters: {}", h.describe())),
+        );
+        let tamper_evidence = crate::tamper::evidence(tamper_static, &tamper_runs);
+
+        // Detect.
+        let evidence = Evidence {
+            manifest: m,
+            workspace: &workspace,
+            submission: &submission,
+            starter: &starter_tree,
+            starter_dir: &packet.starter_dir(),
+            steps: &steps,
+            kept: &kept,
+            scripts: &scripts,
+            mutation: mutation.as_ref(),
+            stdlib: &probe.stdlib,
+            witness: opts.witness.as_ref(),
+        };
+        let mut findings = Vec::new();
+        let mut unevaluated = Vec::new();
+        let not_witnessed = not_witnessed(m, opts.witness.is_some());
+        for f in &m.failures {
+            match evidence.eval(&f.id, &f.detect) {
+                Ok(Some(hit)) => findings.push(Finding {
+                    id: f.id.clone(),
+                    title: f.title.clone(),
+                    provenance: hit.provenance,
+                    evidence: hit.evidence,
+                }),
+                Ok(None) => {}
+                Err(e) => unevaluated.push(Unevaluated { id: f.id.clone(), reason: e.message }),
+            }
+        }
+        if !tamper_evidence.is_empty() {
+            match findings.iter_mut().find(|f| f.id == crate::tamper::ID) {
+                Some(f) => f.evidence.extend(tamper_evidence),
+                None => findings.push(Finding {
+                    id: crate::tamper::ID.into(),
+                    title: crate::tamper::TITLE.into(),
+                    provenance: crate::evidence::Provenance::Replayed,
+                    evidence: tamper_evidence,
+                }),
+            }
+        }
+        let evidence_cap = 200;
+        for f in &mut findings {
+            if f.evidence.len() > evidence_cap {
+                let more = f.evidence.len() - evidence_cap;
+                f.evidence.truncate(evidence_cap);
+                f.evidence.push(format!("... and {more} more not shown"));
+            }
+        }
+
+        // Score. A failure that could not be evaluated may have happened,
+        // and a run the budget skipped may have failed: no decision is
+        // final until a reviewer has looked.
+        let tests_of = |step: &str| steps.get(step).and_then(|s| s.tests.as_deref());
+        let scoring = scoring(
+            m,
+            &findings,
+            &tests_of,
+            mutation.as_ref(),
+            &opts.human,
+            !unevaluated.is_empty() || !skipped.is_empty(),
+        );
+
+        let frozen = m
+            .policy
+            .frozen
+            .iter()
+            .filter_map(|p| {
+                let (_, starter_sha) = starter_tree.get(p)?;
+                let submitted =
+                    ingested.files.iter().find(|f| &f.path == p).map(|f| f.sha256.clone());
+                let changed = submitted.as_ref().is_some_and(|s| s != starter_sha);
+                Some(FrozenEntry {
+                    path: p.clone(),
+                    starter_sha256: starter_sha.clone(),
+                    submitted_sha256: submitted,
+                    changed,
+                })
+            })
+            .collect();
+
+        let packet_ref = PacketRef {
+            slug: m.packet.slug.clone(),
+            version: m.packet.version.clone(),
+            digest: packet.digest.clone(),
+        };
+        let timings = Timings {
+            total_ms: ms(started.elapsed()),
+            budget_secs: budget.as_secs(),
+            runs: records
+                .iter()
+                .map(|(r, _)| RunTiming {
+                    id: r.id.clone(),
+                    wall_ms: ms(r.report.wall),
+                    cpu_ms: ms(r.report.cpu),
+                    peak_memory_bytes: r.report.peak_memory_bytes,
+                    stdout_bytes: r.report.stdout_bytes,
+                    stderr_bytes: r.report.stderr_bytes,
+                })
+                .collect(),
+        };
+        let mut receipt = Receipt {
+            receipt_version: 1,
+            packet: packet_ref.clone(),
+            submission: SubmissionRef {
+                archive_sha256: ingested.archive_sha256.clone(),
+                workspace_digest: tree_digest(&workspace_tree),
+                files: ingested
+                    .files
+                    .iter()
+                    .filter(|f| !platform.contains(&f.path))
+                    .cloned()
+                    .collect(),
+                platform_files,
+                normalised: ingested.normalised.clone(),
+            },
+            environment: environment.clone(),
+            sandbox: self.sandbox.features().clone(),
+            runs: records
+                .into_iter()
+                .map(|(r, tests)| RunEntry {
+                    id: r.id,
+                    command: r.command,
+                    limits: LimitsView::from(&r.limits),
+                    exit: r.report.exit,
+                    timed_out: r.report.timed_out,
+                    limit_hit: r.report.limit_hit,
+                    leftovers: r.report.leftovers.iter().map(|l| l.cmdline.clone()).collect(),
+                    stdout_tail: r.report.stdout_tail,
+                    stderr_tail: r.report.stderr_tail,
+                    tests,
+                })
+                .collect(),
+            frozen,
+            mutation,
+            findings: findings.clone(),
+            unevaluated: unevaluated.clone(),
+            skipped: skipped.clone(),
+            not_witnessed: not_witnessed.clone(),
+            untrusted_evidence,
+            witness_sha256: opts.witness.as_ref().map(|w| w.digest()),
+            transcript: opts.witness.as_ref().map(|w| w.transcript()).unwrap_or_default(),
+            hidden_text,
+            hidden_text_unlisted,
+            runtime_notes,
+            canaries: planted,
+            scoring: scoring.clone(),
+            digest: String::new(),
+            timings,
+        };
+        receipt.digest = receipt_digest(&receipt);
+        let card = Scorecard {
+            packet: packet_ref,
+            findings,
+            unevaluated,
+            skipped,
+            not_witnessed,
+            scoring,
+            environment,
+            receipt,
+        };
+        Ok((card, observed))
+    }
+}
+
+/// Whether a step's test ids are the packet's alone: a trusted pytest run
+/// whose every named test file is one the step lays from the packet.
+pub fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
+    let Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } = plan else { return false };
+    let paths = crate::trusted::pytest_paths(args);
+    let laid: BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
+    !paths.is_empty() && paths.iter().all(|p| laid.contains(p))
+}
+
+/// A run whose results cannot be trusted never counts as a pass: its exit
+/// status 0 is recorded as 1 for the detectors and the scoring (the
+/// receipt's run entry keeps the runner's view in its tests and findings).
+fn contain(report: &mut crate::sandbox::RunReport) {
+    if report.exit == crate::sandbox::Exit::Code(0) {
+        report.exit = crate::sandbox::Exit::Code(1);
+    }
+}
+
+/// Tells packet scripts which workspace files are the platform's.
+fn with_platform_env(
+    mut env: Vec<(String, String)>,
+    platform: &BTreeSet<String>,
+) -> Vec<(String, String)> {
+    env.push((
+        "GATEHOUSE_PLATFORM_FILES".into(),
+        platform.iter().cloned().collect::<Vec<_>>().join("\n"),
+    ));
+    env
+}
+
+/// The failures that use a `witness` detector, each with the checks it
+/// could not run, when grading has no witness; empty when it has one.
+fn not_witnessed(m: &crate::manifest::Manifest, witnessed: bool) -> Vec<Unevaluated> {
+    if witnessed {
+        return Vec::new();
+    }
+    m.failures
+        .iter()
+        .filter_map(|f| {
+            let mut checks = Vec::new();
+            f.detect.walk(&mut |d| {
+                if let Detector::Witness { check, .. } = d {
+                    checks.push(serde_json::to_value(check).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
+                }
+            });
+            (!checks.is_empty()).then(|| Unevaluated {
+                id: f.id.clone(),
+                reason: format!("not witnessed: no platform record for witness check {}; only the claimed evidence was graded", checks.join(", ")),
+            })
+        })
+        .collect()
+}
+
+/// Why kept evidence is untrusted on a host without Landlock.
+pub const UNCONFINED_EVIDENCE: &str = "not trusted: Landlock is unavailable, so the candidate's processes ran unconfined and could write the evidence folder";
+
+/// Copies the regular files under `from` matching `globs` to `to`, keeping
+/// their relative paths, and returns those paths. `to` always exists
+/// afterwards.
+fn keep_files(from: &Path, to: &Path, globs: &[String]) -> std::io::Result<Vec<String>> {
+    let mut b = globset::GlobSetBuilder::new();
+    for g in globs {
+        b.add(
+            globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .build()
+                .map_err(std::io::Error::other)?,
+        );
+    }
+    let set = b.build().map_err(std::io::Error::other)?;
+    let (src, dst) = (Root::open(from)?, Root::create(to)?);
+    let mut kept = Vec::new();
+    for rel in src.files("")? {
+        if set.is_match(&rel) {
+            src.copy(&rel, &dst, &rel)?;
+            kept.push(rel);
+        }
+    }
+    Ok(kept)
+}

@@ -1,0 +1,110 @@
+//! The environment probe: the interpreter, its stdlib and the tools, probed once per grader.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::time::Duration;
+
+use crate::env::EnvProbe;
+use crate::run::run_on_copy;
+use crate::sandbox::Limits;
+
+use super::*;
+
+/// The environment probe, run as `python3 -c PROBE TOOL...`; prints one
+/// JSON object. No single quotes, so it fits in a shell's single quotes.
+const PROBE: &str = r#"
+import json, subprocess, sys
+from importlib import metadata
+tools = {}
+for name in sys.argv[1:]:
+    try:
+        tools[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        try:
+            done = subprocess.run([name, "--version"], capture_output=True, text=True, timeout=10)
+            tools[name] = (done.stdout + done.stderr).strip()
+        except (OSError, subprocess.SubprocessError):
+            tools[name] = None
+runner = []
+try:
+    import contextlib, io, tempfile, pytest
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        pytest.main(["-q", "-p", "no:cacheprovider", "--collect-only", tempfile.mkdtemp()])
+    import unittest
+    runner = sorted({m.split(".")[0] for m in sys.modules} & set(sys.stdlib_module_names))
+except Exception:
+    pass
+print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_module_names), "runner": runner, "tools": tools}))
+"#;
+
+impl Grader {
+    /// Probes the interpreter, its standard library and `tools` in the
+    /// sandbox; each is probed once per grader.
+    pub fn probe(&self, tools: &[String]) -> Result<EnvProbe, GradeError> {
+        for t in tools {
+            if t.is_empty()
+                || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            {
+                return Err(GradeError::Packet(format!(
+                    "tool name {t:?} is not a plain command or package name"
+                )));
+            }
+        }
+        let mut cache = self.tools.lock().map_err(|_| GradeError::Io {
+            context: "reading the tool cache".into(),
+            source: std::io::Error::other("a panic poisoned its lock"),
+        })?;
+        let missing: Vec<&String> = tools.iter().filter(|t| !cache.contains_key(*t)).collect();
+        if self.python.get().is_none() || !missing.is_empty() {
+            // One sandbox run answers everything: the interpreter, its
+            // standard library, and each tool (a Python distribution's
+            // version from its metadata, else `TOOL --version`).
+            let names: Vec<&str> = missing.iter().map(|t| t.as_str()).collect();
+            let report = self.probe_run(&format!("python3 -c '{PROBE}' {}", names.join(" ")))?;
+            let parsed: serde_json::Value = serde_json::from_str(report.trim()).map_err(|e| {
+                GradeError::Packet(format!(
+                    "the environment probe printed something other than JSON ({e}): {}",
+                    report.trim()
+                ))
+            })?;
+            let version = parsed["python"].as_str().map(String::from);
+            let names = |key: &str| -> BTreeSet<String> {
+                parsed[key]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            };
+            let _ = self.python.set((version, names("stdlib"), names("runner")));
+            let number = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex");
+            for t in missing {
+                let found = parsed["tools"][t.as_str()]
+                    .as_str()
+                    .and_then(|s| number.find(s))
+                    .map(|m| m.as_str().to_string());
+                cache.insert(t.clone(), found);
+            }
+        }
+        let (python, stdlib, runner_modules) = self.python.get().cloned().unwrap_or_default();
+        let tools = tools.iter().map(|t| (t.clone(), cache.get(t).cloned().flatten())).collect();
+        Ok(EnvProbe { python, tools, stdlib, runner_modules })
+    }
+
+    fn probe_run(&self, script: &str) -> Result<String, GradeError> {
+        let dir = tempfile::tempdir().map_err(io("creating a probe folder"))?;
+        let limits = Limits { wall: Duration::from_secs(30), ..Limits::default() };
+        let empty = dir.path().join("empty");
+        fs::create_dir(&empty).map_err(io("creating a probe workspace"))?;
+        let ran = run_on_copy(
+            &self.sandbox,
+            &empty,
+            &dir.path().join("w"),
+            |_| Ok(()),
+            script,
+            &limits,
+            Vec::new(),
+        )?;
+        Ok(ran.report.stdout_tail)
+    }
+}
