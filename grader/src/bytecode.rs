@@ -57,9 +57,7 @@ pub fn check(sandbox: &Sandbox, ingested: &Ingested) -> Result<Vec<String>, RunE
         return Ok(Vec::new());
     }
     let io = |context: String| move |source| RunError::Io { context, source };
-    let work = tempfile::Builder::new()
-        .prefix("gatehouse-pyc-")
-        .tempdir()
+    let work = crate::workdir::WorkDir::new("gatehouse-pyc-")
         .map_err(io("creating a folder for the bytecode check".into()))?;
     let empty = work.path().join("empty");
     std::fs::create_dir_all(&empty).map_err(io("creating a folder".into()))?;

@@ -719,9 +719,7 @@ pub fn generate(
     if modules.is_empty() || sandbox.config().tool_dir.is_none() {
         return Ok(out);
     }
-    let work = tempfile::Builder::new()
-        .prefix("gatehouse-twins-")
-        .tempdir()
+    let work = crate::workdir::WorkDir::new("gatehouse-twins-")
         .map_err(io("creating a folder for the canary generator"))?;
     let empty = work.path().join("empty");
     std::fs::create_dir_all(&empty).map_err(io("creating a folder for the canary generator"))?;

@@ -127,9 +127,7 @@ impl Grader {
 
     fn calibrate(&self, packet: &Packet) -> Calibration {
         let measured = (|| -> Result<Calibration, GradeError> {
-            let work = tempfile::Builder::new()
-                .prefix("gatehouse-grade-")
-                .tempdir()
+            let work = crate::workdir::WorkDir::new("gatehouse-grade-")
                 .map_err(io("creating a work folder"))?;
             let zip = work.path().join("sample.zip");
             let absolute: BTreeMap<String, i64> = packet

@@ -100,7 +100,7 @@ pub struct Grader {
     python: OnceLock<(Option<String>, BTreeSet<String>, BTreeSet<String>)>,
     /// The host folder mounted read-only at `/gatehouse` (the trusted
     /// runner and the harness); kept for the grader's life.
-    _tools: Option<tempfile::TempDir>,
+    _tools: Option<crate::workdir::WorkDir>,
     /// What grading the sample taught about each packet version, by digest.
     calibrations: Mutex<BTreeMap<String, Arc<OnceLock<Arc<Calibration>>>>>,
     /// Tool versions, probed once each.
@@ -160,9 +160,7 @@ impl Grader {
         zip: &Path,
         opts: &GradeOptions,
     ) -> Result<Scorecard, GradeError> {
-        let work = tempfile::Builder::new()
-            .prefix("gatehouse-grade-")
-            .tempdir()
+        let work = crate::workdir::WorkDir::new("gatehouse-grade-")
             .map_err(io("creating a work folder"))?;
         let ingested = ingest_with(
             zip,
@@ -191,9 +189,7 @@ impl Grader {
         times: &BTreeMap<String, i64>,
         opts: &GradeOptions,
     ) -> Result<Scorecard, GradeError> {
-        let work = tempfile::Builder::new()
-            .prefix("gatehouse-grade-")
-            .tempdir()
+        let work = crate::workdir::WorkDir::new("gatehouse-grade-")
             .map_err(io("creating a work folder"))?;
         let zip = work.path().join("submission.zip");
         let absolute: BTreeMap<String, i64> =
