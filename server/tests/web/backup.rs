@@ -230,6 +230,15 @@ async fn pg_dump_and_pg_restore_bring_back_every_blob_in_the_database() {
     assert!(!Path::new(&restored.data_dir).join("blobs").exists(), "nothing local yet");
     let mut server = Server::new(restored, 1, tmp.path().join("restored.log"));
     server.start().await;
+    // The library's version folders unpacked from their archives at start
+    // (the scorecard reads the version's manifest and starter there).
+    let version = state.db.list_packets().await.unwrap();
+    for p in version {
+        for v in state.db.versions_of(p.id).await.unwrap() {
+            let dir = gatehouse::library::version_dir(&state, &v.dir);
+            assert!(dir.join("packet.toml").is_file(), "{} restored", dir.display());
+        }
+    }
     let n = check_restored(&state, &server.base()).await;
     assert_eq!(n, 7, "the six graded and the one waiting, graded after the restore");
 }
