@@ -145,10 +145,6 @@ impl Workers {
         self.spawn(count);
         self.children.swap_remove(i);
     }
-
-    pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
-    }
 }
 
 impl Drop for Workers {

@@ -36,6 +36,7 @@ mod queue;
 mod restart;
 mod scale_out;
 mod security;
+mod soak;
 mod transcripts;
 mod upload;
 mod witness;
