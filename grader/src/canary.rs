@@ -392,8 +392,12 @@ pub struct Verdict {
     /// How many canaries the run carried, and how many were judged.
     pub planted: usize,
     /// Calibration: file → test key → (test passed, twin index → twin failed).
-    pub twins: BTreeMap<String, BTreeMap<String, (bool, BTreeMap<String, bool>)>>,
+    pub twins: BTreeMap<String, BTreeMap<String, TwinOutcome>>,
 }
+
+/// One test's outcome in a calibration run: whether it passed, and twin
+/// index → whether that twin failed.
+pub type TwinOutcome = (bool, BTreeMap<String, bool>);
 
 /// The last name segment of a test id (`a.py::C::test_x[1]` or
 /// `mod.C.test_x`), where it starts, and where its parameters start.
