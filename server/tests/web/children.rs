@@ -139,11 +139,10 @@ impl Workers {
 
     /// SIGKILLs worker `i` and starts another in its place.
     pub fn kill9_and_replace(&mut self, i: usize, count: usize) {
-        let c = &mut self.children[i];
-        let _ = c.kill();
-        let _ = c.wait();
+        let mut old = self.children.remove(i);
+        let _ = old.kill();
+        let _ = old.wait();
         self.spawn(count);
-        self.children.swap_remove(i);
     }
 }
 
