@@ -8,12 +8,15 @@ imported: the bytecode is only unmarshalled and compared, the source only
 compiled). For each pyc it writes one verdict:
 
 - ``foreign``: another interpreter's magic number; this one never loads it;
-- ``stale``: the header says it belongs to another source (size, or a
-  checked hash), so the interpreter would recompile;
+- ``stale``: the header says it belongs to another source (its size, or
+  its hash, checked or not), so the interpreter would recompile, or it is
+  an unchecked cache of another version of the source (what compiling and
+  then editing leaves behind: never accused, as it is set aside anyway);
 - ``matches``: its code is the source's code;
 - ``differs``: an interpreter that found it would run code that is not the
-  source (only judged for pycs it would load without checking the source:
-  unchecked hash-based pycs, PEP 552, and pycs with no source at all);
+  source, though its header claims that very source (only judged for
+  unchecked hash-based pycs, PEP 552, which the interpreter loads without
+  checking: their hash is the source's and their code is not);
 - ``sourceless``: a pyc with no source, which the interpreter would import
   as a module of its own;
 - ``unreadable``: not bytecode it could load.
@@ -71,8 +74,10 @@ def verdict(pyc, src):
         source = f.read()
     hash_based = bool(flags & 1)
     checked = bool(flags & 2)
-    if hash_based and checked and data[8:16] != importlib.util.source_hash(source):
-        return "stale", "its source hash is another file's"
+    if hash_based and data[8:16] != importlib.util.source_hash(source):
+        if checked:
+            return "stale", "its source hash is another file's"
+        return "stale", "an unchecked cache of another version of the source (its hash is another file's)"
     if not hash_based:
         size = int.from_bytes(data[12:16], "little")
         if size != len(source) & 0xFFFFFFFF:

@@ -29,7 +29,8 @@ nonce, which the runner takes from the environment and then erases from
     {"t": "start", "runner": "pytest"}
     {"t": "collected", "ids": [...]}
     {"t": "case", "id": ..., "classname": ..., "name": ..., "status": ...,
-     "message": ..., "raised_in": "file:line" (skips and xfails)}
+     "message": ..., "raised_in": "file:line", "raised_by": role,
+     "test_by": role of the test's own file (skips and xfails)}
     {"t": "collect-error", "id": ..., "message": ...}
     {"t": "audit", "kind": ..., "event": ..., "detail": ..., "file": ...,
      "line": N, "via": "direct"|"library", "test": ...}
@@ -77,6 +78,7 @@ _fstat = os.fstat
 _getcwd = os.getcwd
 _realpath = os.path.realpath
 _isinstance = isinstance
+_getattr = getattr
 _str = str
 _int = int
 _len = len
@@ -527,6 +529,21 @@ def _raised_in(tb, roles):
     return best
 
 
+def _raised_in_context(value, roles):
+    """Where the exception `value` was raised while handling came from,
+    following `__context__` a few links: the first that is not the
+    framework's own, or None."""
+    seen = 0
+    ctx = _getattr(value, "__context__", None)
+    while ctx is not None and seen < 8:
+        found = _raised_in(_getattr(ctx, "__traceback__", None), roles)
+        if found is not None and found[0] != "library":
+            return found
+        ctx = _getattr(ctx, "__context__", None)
+        seen += 1
+    return None
+
+
 def _plugins_from_the_interpreter():
     """The `pytest11` entry points of distributions installed with the
     interpreter (read before the workspace is on sys.path), to load by
@@ -557,6 +574,7 @@ def run_pytest(channel, config, args, audit, roles):
     integrity = Integrity(channel)
     reports = {}
     raised = {}
+    collecting = {}
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "collect_errors": 0}
     skip_types = (outcomes.Skipped, outcomes.XFailed)
 
@@ -574,6 +592,12 @@ def run_pytest(channel, config, args, audit, roles):
             # no test module is imported yet: this is the record.
             integrity.record()
 
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_collectstart(self, collector):
+            path = _getattr(collector, "path", None)
+            if path is not None:
+                collecting[collector.nodeid] = _str(path)
+
         @pytest.hookimpl(trylast=True)
         def pytest_collectreport(self, report):
             if report.failed:
@@ -586,6 +610,8 @@ def run_pytest(channel, config, args, audit, roles):
                     role = roles.role(_realpath(os.path.join(WORKSPACE, str(lr[0]))))
                     rec["raised_in"] = "%s:%s" % (roles.short(str(lr[0])), lr[1])
                     rec["raised_by"] = role
+                    if report.nodeid in collecting:
+                        rec["test_by"] = roles.role(collecting[report.nodeid])
                 channel.send(rec)
 
         @pytest.hookimpl(trylast=True)
@@ -602,8 +628,13 @@ def run_pytest(channel, config, args, audit, roles):
             exc = call.excinfo
             if exc is not None and _isinstance(exc.value, skip_types):
                 found = _raised_in(exc.tb, roles)
+                if found is None or found[0] == "library":
+                    # A skip the framework raised on another's behalf (a
+                    # unittest.SkipTest turned into pytest's skip inside
+                    # the except block that caught it): who raised that.
+                    found = _raised_in_context(exc.value, roles) or found
                 if found is not None:
-                    raised[item.nodeid] = found
+                    raised[item.nodeid] = found + (roles.role(_str(_getattr(item, "path", ""))),)
 
         @pytest.hookimpl(trylast=True)
         def pytest_runtest_logreport(self, report):
@@ -644,7 +675,7 @@ def run_pytest(channel, config, args, audit, roles):
                 classname = classname + "." + cls.replace("::", ".")
             rec = {"t": "case", "id": nodeid, "classname": classname, "name": name, "status": status, "message": entry["message"]}
             if nodeid in raised:
-                rec["raised_by"], rec["raised_in"] = raised[nodeid]
+                rec["raised_by"], rec["raised_in"], rec["test_by"] = raised[nodeid]
             channel.send(rec)
             audit.test = ""
 
@@ -716,6 +747,8 @@ def run_unittest(channel, config, args, audit, roles):
             rec = {"t": "case", "id": ident, "classname": classname, "name": name, "status": status, "message": _short(message)}
             if raised is not None:
                 rec["raised_by"], rec["raised_in"] = raised
+                module = sys.modules.get(_getattr(type(test), "__module__", ""), None)
+                rec["test_by"] = roles.role(_str(_getattr(module, "__file__", "") or ""))
             channel.send(rec)
 
         def addSuccess(self, test):

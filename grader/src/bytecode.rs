@@ -1,9 +1,12 @@
 //! Only the source runs: submitted bytecode caches are set aside at
 //! ingestion (`ingest::is_bytecode`), so no run can read one, and the
 //! runner writes none and checks hash-based caches against their source
-//! (`trusted::RUNNER_FLAGS`). What is left is to say when a submitted `.pyc` was meant to run instead of its source: an
-//! unchecked hash-based pyc (PEP 552, which the interpreter loads without
-//! looking at the `.py`) whose code is not the source's, or a `.pyc` with
+//! (`trusted::RUNNER_FLAGS`). What is left is to say when a submitted
+//! `.pyc` was meant to run instead of its source: an unchecked hash-based
+//! pyc (PEP 552, which the interpreter loads without looking at the `.py`)
+//! whose header carries the source's hash and whose code is not the
+//! source's (a forged header: compiling a source and editing it afterwards
+//! leaves the old hash, and is only listed), or a `.pyc` with
 //! no source where the interpreter would import it as a module. Those are
 //! `evidence-tampering`: reviewers and every check read a clean source
 //! while another program would run. Stale caches (another source's size or

@@ -384,6 +384,10 @@ pub struct RunCanaries {
     pub calibrating: bool,
 }
 
+/// One test as calibration saw it: whether it passed, and per twin index
+/// whether that twin failed.
+pub type TwinsSeen = (bool, BTreeMap<String, bool>);
+
 /// What the canaries of one run showed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Verdict {
@@ -392,12 +396,8 @@ pub struct Verdict {
     /// How many canaries the run carried, and how many were judged.
     pub planted: usize,
     /// Calibration: file → test key → (test passed, twin index → twin failed).
-    pub twins: BTreeMap<String, BTreeMap<String, TwinOutcome>>,
+    pub twins: BTreeMap<String, BTreeMap<String, TwinsSeen>>,
 }
-
-/// One test's outcome in a calibration run: whether it passed, and twin
-/// index → whether that twin failed.
-pub type TwinOutcome = (bool, BTreeMap<String, bool>);
 
 /// The last name segment of a test id (`a.py::C::test_x[1]` or
 /// `mod.C.test_x`), where it starts, and where its parameters start.
@@ -702,81 +702,6 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
                 _ => {}
             }
         }
-    }
-    Ok(out)
-}
-
-/// Writes the module templates of every hidden test module of `packet`
-/// (see [`hidden_modules`]), by running the generator in the sandbox on
-/// copies of them (no submission is involved). A module the generator
-/// cannot read gets a template with its error and no slots.
-pub fn generate(
-    sandbox: &crate::sandbox::Sandbox,
-    packet: &Packet,
-) -> Result<BTreeMap<String, StepCanaries>, crate::run::RunError> {
-    let io = |context: &str| {
-        let context = context.to_string();
-        move |source| crate::run::RunError::Io { context: context.clone(), source }
-    };
-    let modules = hidden_modules(packet).map_err(io("reading the packet's hidden tests"))?;
-    let mut out: BTreeMap<String, StepCanaries> = BTreeMap::new();
-    if modules.is_empty() || sandbox.config().tool_dir.is_none() {
-        return Ok(out);
-    }
-    let work = crate::workdir::WorkDir::new("gatehouse-twins-")
-        .map_err(io("creating a folder for the canary generator"))?;
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).map_err(io("creating a folder for the canary generator"))?;
-    let pk = packet.files().map_err(io("reading the packet"))?;
-    let names: Vec<String> = (0..modules.len()).map(|i| format!("m{i}.py")).collect();
-    let mut command = format!(
-        "python3 -I {}/gatehouse_twins.py .gatehouse/twins.json",
-        crate::sandbox::TOOL_MOUNT
-    );
-    for n in &names {
-        command.push(' ');
-        command.push_str(n);
-    }
-    let scratch = work.path().join("run");
-    let ran = crate::run::run_on_copy(
-        sandbox,
-        &empty,
-        &scratch,
-        |w| {
-            let ws = crate::root::Root::open(w)?;
-            for ((_, _, from), name) in modules.iter().zip(&names) {
-                pk.copy(from, &ws, name)?;
-            }
-            Ok(())
-        },
-        &command,
-        &crate::sandbox::Limits {
-            wall: std::time::Duration::from_secs(60),
-            ..crate::sandbox::Limits::default()
-        },
-        Vec::new(),
-    )?;
-    let json = std::fs::read(scratch.join(".gatehouse/twins.json")).map_err(|e| {
-        crate::run::RunError::Io {
-            context: format!(
-                "the canary generator wrote no result ({}): {}",
-                ran.report.describe(),
-                ran.report.stderr_tail.lines().last().unwrap_or_default()
-            ),
-            source: e,
-        }
-    })?;
-    let mut parsed: BTreeMap<String, Template> =
-        serde_json::from_slice(&json).map_err(|e| crate::run::RunError::Io {
-            context: "the canary generator's result is not a template".into(),
-            source: std::io::Error::other(e),
-        })?;
-    for ((step, laid, _), name) in modules.into_iter().zip(&names) {
-        let t = parsed.remove(name).unwrap_or_else(|| Template {
-            parts: Vec::new(),
-            error: Some("the generator said nothing of it".into()),
-        });
-        out.entry(step).or_default().files.insert(laid, t);
     }
     Ok(out)
 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::canary::{Choose, StepCanaries};
 use crate::manifest::{Lay, Step};
+use crate::packet::Packet;
 use crate::run::{Guard, Ran};
 use crate::runtime::{Judged, Whose};
 
@@ -128,6 +129,82 @@ pub fn calibrated_from(
         }
     }
     out
+}
+
+/// Writes the module templates of every hidden test module of `packet`
+/// (see [`hidden_modules`]), by running the generator in the sandbox on
+/// copies of them (no submission is involved). A module the generator
+/// cannot read gets a template with its error and no slots.
+pub fn generate(
+    sandbox: &crate::sandbox::Sandbox,
+    packet: &Packet,
+) -> Result<BTreeMap<String, StepCanaries>, crate::run::RunError> {
+    let io = |context: &str| {
+        let context = context.to_string();
+        move |source| crate::run::RunError::Io { context: context.clone(), source }
+    };
+    let modules =
+        crate::canary::hidden_modules(packet).map_err(io("reading the packet's hidden tests"))?;
+    let mut out: BTreeMap<String, StepCanaries> = BTreeMap::new();
+    if modules.is_empty() || sandbox.config().tool_dir.is_none() {
+        return Ok(out);
+    }
+    let work = crate::workdir::WorkDir::new("gatehouse-twins-")
+        .map_err(io("creating a folder for the canary generator"))?;
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).map_err(io("creating a folder for the canary generator"))?;
+    let pk = packet.files().map_err(io("reading the packet"))?;
+    let names: Vec<String> = (0..modules.len()).map(|i| format!("m{i}.py")).collect();
+    let mut command = format!(
+        "python3 -I {}/gatehouse_twins.py .gatehouse/twins.json",
+        crate::sandbox::TOOL_MOUNT
+    );
+    for n in &names {
+        command.push(' ');
+        command.push_str(n);
+    }
+    let scratch = work.path().join("run");
+    let ran = crate::run::run_on_copy(
+        sandbox,
+        &empty,
+        &scratch,
+        |w| {
+            let ws = crate::root::Root::open(w)?;
+            for ((_, _, from), name) in modules.iter().zip(&names) {
+                pk.copy(from, &ws, name)?;
+            }
+            Ok(())
+        },
+        &command,
+        &crate::sandbox::Limits {
+            wall: std::time::Duration::from_secs(60),
+            ..crate::sandbox::Limits::default()
+        },
+        Vec::new(),
+    )?;
+    let json = std::fs::read(scratch.join(".gatehouse/twins.json")).map_err(|e| {
+        crate::run::RunError::Io {
+            context: format!(
+                "the canary generator wrote no result ({}): {}",
+                ran.report.describe(),
+                ran.report.stderr_tail.lines().last().unwrap_or_default()
+            ),
+            source: e,
+        }
+    })?;
+    let mut parsed: BTreeMap<String, crate::canary::Template> = serde_json::from_slice(&json)
+        .map_err(|e| crate::run::RunError::Io {
+            context: "the canary generator's result is not a template".into(),
+            source: std::io::Error::other(e),
+        })?;
+    for ((step, laid, _), name) in modules.into_iter().zip(&names) {
+        let t = parsed.remove(name).unwrap_or_else(|| crate::canary::Template {
+            parts: Vec::new(),
+            error: Some("the generator said nothing of it".into()),
+        });
+        out.entry(step).or_default().files.insert(laid, t);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

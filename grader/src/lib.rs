@@ -6,8 +6,6 @@ pub mod audit;
 pub mod bytecode;
 pub mod canary;
 pub mod check;
-pub mod check_mutants;
-pub mod check_proves;
 pub mod clock;
 pub mod detect;
 pub mod diff;

@@ -96,9 +96,13 @@ pub fn judge(r: &RunnerResult, whose: Whose, baseline: &BTreeSet<String>) -> Jud
             Whose::Candidate => out.notes.push(text),
         }
     }
-    if whose == Whose::Packet {
-        for (id, m) in r.marks.iter().chain(r.collect_skip_marks.iter()) {
-            if m.raised_by.as_deref() == Some("candidate") {
+    // A skip or xfail the candidate's code raised in a test that is not
+    // theirs: a packet run's, or one in a file the grader laid (wherever a
+    // packet command copied it).
+    for (id, m) in r.marks.iter().chain(r.collect_skip_marks.iter()) {
+        let packets_test = whose == Whose::Packet || m.test_by.as_deref() == Some("grader");
+        {
+            if packets_test && m.raised_by.as_deref() == Some("candidate") {
                 let what = match m.outcome.as_deref() {
                     Some("xfailed") => "an expected failure (xfail)",
                     Some("xpassed") => "an expected failure (xfail)",
@@ -169,13 +173,15 @@ mod tests {
 
     #[test]
     fn runtime_events_fire_in_packet_runs_and_are_notes_elsewhere() {
-        let mut r = RunnerResult::default();
-        r.audit = vec![
-            event("gc", "direct"),
-            event("trace", "library"),
-            event("frames", "direct"),
-            event("code-swap", "direct"),
-        ];
+        let mut r = RunnerResult {
+            audit: vec![
+                event("gc", "direct"),
+                event("trace", "library"),
+                event("frames", "direct"),
+                event("code-swap", "direct"),
+            ],
+            ..Default::default()
+        };
         r.integrity = vec![
             IntegrityChange {
                 what: "_pytest.reports.TestReport.from_item_and_call".into(),
@@ -194,6 +200,7 @@ mod tests {
                 outcome: Some("xfailed".into()),
                 raised_in: Some("bucket.py:9".into()),
                 raised_by: Some("candidate".into()),
+                test_by: Some("candidate".into()),
             },
         );
         r.marks.insert(
@@ -202,6 +209,7 @@ mod tests {
                 outcome: None,
                 raised_in: Some("t.py:30".into()),
                 raised_by: Some("grader".into()),
+                test_by: Some("grader".into()),
             },
         );
         check(
@@ -216,6 +224,27 @@ mod tests {
             2,
         );
         check(&r, Whose::Candidate, &[], 5);
+        // A test in a file the grader laid, copied by a packet command
+        // into a run the grader cannot call the packet's: the candidate's
+        // skip is a sign there too; their own test's skip is not.
+        let mut copied = RunnerResult::default();
+        for (id, test_by) in [("h.py::test_h", "grader"), ("mine.py::test_m", "candidate")] {
+            copied.collect_skip_marks.insert(
+                id.into(),
+                CaseMark {
+                    outcome: None,
+                    raised_in: Some("lib.py:2".into()),
+                    raised_by: Some("candidate".into()),
+                    test_by: Some(test_by.into()),
+                },
+            );
+        }
+        check(
+            &copied,
+            Whose::Candidate,
+            &["h.py::test_h was turned into a skip by the candidate's code at lib.py:2"],
+            0,
+        );
         // An honest run: nothing at all.
         check(&RunnerResult::default(), Whose::Packet, &[], 0);
     }
@@ -228,14 +257,16 @@ mod tests {
                 TestOutcome { classname: "t".into(), name: id[6..].into(), status, message: None },
             )
         };
-        let mut r = RunnerResult::default();
-        r.cases = vec![
-            case("t.py::test_a", TestStatus::Skipped),
-            case("t.py::test_b", TestStatus::Skipped),
-            case("t.py::test_c", TestStatus::Passed),
-            case("t.py::test_d", TestStatus::Passed),
-            case("t.py::test_e", TestStatus::Skipped),
-        ];
+        let mut r = RunnerResult {
+            cases: vec![
+                case("t.py::test_a", TestStatus::Skipped),
+                case("t.py::test_b", TestStatus::Skipped),
+                case("t.py::test_c", TestStatus::Passed),
+                case("t.py::test_d", TestStatus::Passed),
+                case("t.py::test_e", TestStatus::Skipped),
+            ],
+            ..Default::default()
+        };
         r.marks.insert(
             "t.py::test_b".into(),
             CaseMark { outcome: Some("xfailed".into()), ..Default::default() },

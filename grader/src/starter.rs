@@ -10,6 +10,10 @@ use crate::manifest::TIME_BASE;
 use crate::packet::{Packet, apply_seed};
 use crate::tree::Root;
 
+/// The seed `packet check` (and the audit) fills into seed files when it
+/// lays the starter a candidate receives.
+pub const CHECK_SEED: &str = "0";
+
 /// Writes the starter zip for `seed` to `out`: the starter files with
 /// `{{seed}}` filled in the packet's seed files, plus the prompt as
 /// `[packet] brief` (`PROMPT.md` unless the packet says otherwise). The same

@@ -231,6 +231,9 @@ pub struct CaseMark {
     /// `grader`, `library`).
     pub raised_in: Option<String>,
     pub raised_by: Option<String>,
+    /// Whose file the test itself is in (`grader` for a file the grader
+    /// laid, wherever a packet command copied it).
+    pub test_by: Option<String>,
 }
 
 /// One event of the runner's audit hook (see `harness/gatehouse_runner.py`):
@@ -314,6 +317,8 @@ struct Record {
     #[serde(default)]
     raised_by: Option<String>,
     #[serde(default)]
+    test_by: Option<String>,
+    #[serde(default)]
     kind: String,
     #[serde(default)]
     detail: String,
@@ -382,6 +387,7 @@ impl RunnerResult {
                                 outcome: None,
                                 raised_in: rec.raised_in.clone(),
                                 raised_by: rec.raised_by.clone(),
+                                test_by: rec.test_by.clone(),
                             },
                         );
                     }
@@ -438,6 +444,7 @@ impl RunnerResult {
                                 outcome,
                                 raised_in: rec.raised_in.clone(),
                                 raised_by: rec.raised_by.clone(),
+                                test_by: rec.test_by.clone(),
                             },
                         );
                     }

@@ -31,7 +31,7 @@ pub fn deliveries(packet: &Packet, target: &str) -> Result<Vec<Delivery>, String
         return Ok(Vec::new());
     };
     let base = if packet.manifest.packet.seed_files.iter().any(|f| f == target) {
-        apply_seed(&base, crate::check::CHECK_SEED)
+        apply_seed(&base, crate::starter::CHECK_SEED)
     } else {
         base
     };

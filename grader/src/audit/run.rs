@@ -196,7 +196,7 @@ impl<'a> Audit<'a> {
         let probe = grader.probe(&tools).map_err(|e| err(e.to_string()))?;
         crate::starter::lay_received(
             packet,
-            crate::check::CHECK_SEED,
+            crate::starter::CHECK_SEED,
             &probe,
             &crate::starter::Gate::placeholders(),
             &tree,

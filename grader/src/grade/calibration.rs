@@ -147,7 +147,7 @@ impl Grader {
             )?;
             // The canary templates of the hidden test modules; the sample
             // is graded with every twin planted.
-            let templates = crate::canary::generate(&self.sandbox, packet)?;
+            let templates = crate::guard::generate(&self.sandbox, packet)?;
             let salt = crate::canary::local_salt(&packet.digest);
             let canaries = crate::guard::Canaries {
                 steps: &templates,

@@ -218,18 +218,27 @@ impl Grader {
                             crate::runtime::only_a_pass(&mut r, passed);
                         }
                     }
-                    if !signs.is_empty() {
+                    let forged = !signs.is_empty();
+                    if forged {
                         contain(&mut report);
                         tamper_runs.insert(format!("step:{}", step.id), signs);
                     } else if !r.passed() && report.exit == crate::sandbox::Exit::Code(0) {
                         contain(&mut report);
                     }
-                    (Some(r.outcomes(expected, &report)), None)
+                    let mut outcomes = r.outcomes(expected, &report);
+                    if forged {
+                        distrust(&mut outcomes);
+                    }
+                    (Some(outcomes), None)
                 }
                 _ if !judged.signs.is_empty() => {
                     contain(&mut report);
                     tamper_runs.insert(run_id.clone(), judged.signs.clone());
-                    (junit.and_then(|j| j.ok()), None)
+                    let mut outcomes = junit.and_then(|j| j.ok());
+                    if let Some(o) = outcomes.as_mut() {
+                        distrust(o);
+                    }
+                    (outcomes, None)
                 }
                 _ => match junit {
                     Some(Ok(t)) => (Some(t), None),
@@ -629,6 +638,21 @@ pub fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
     let paths = crate::trusted::pytest_paths(args);
     let laid: BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
     !paths.is_empty() && paths.iter().all(|p| laid.contains(p))
+}
+
+/// A run whose evidence contradicted itself reports nothing a score may
+/// rest on: every test it said did not fail counts as failed, so a forgery
+/// never grades better than the work without it.
+fn distrust(outcomes: &mut [crate::evidence::TestOutcome]) {
+    use crate::evidence::TestStatus;
+    for o in outcomes.iter_mut() {
+        if !matches!(o.status, TestStatus::Failed | TestStatus::Error) {
+            o.status = TestStatus::Failed;
+            o.message = Some(
+                "not trusted: this run's evidence contradicted itself (evidence-tampering)".into(),
+            );
+        }
+    }
 }
 
 /// A run whose results cannot be trusted never counts as a pass: its exit

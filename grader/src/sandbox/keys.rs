@@ -41,7 +41,7 @@ fn keyctl(op: libc::c_long, a: libc::c_long, b: libc::c_long) -> Result<libc::c_
 }
 
 fn failed(call: String, errno: i32) -> SandboxError {
-    SandboxError { call, detail: super::run::errno_name(errno) }
+    SandboxError { call, detail: super::sys::errno_name(errno) }
 }
 
 /// Empties and invalidates every keyring the kernel keeps for `uid` (user,

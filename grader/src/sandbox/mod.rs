@@ -187,11 +187,13 @@ mod prepare;
 mod proto;
 mod run;
 mod seccomp;
+mod sys;
 
 pub use copy::{MAX_OUT_DEPTH, MAX_OUT_PATH, SPARSE_SLACK};
 pub use owner::{Swept, UID_LOCK_DIR};
-pub use run::{STAGING_BASE, UID_RANGE};
+pub use run::UID_RANGE;
 pub use seccomp::BLOCKED as SECCOMP_BLOCKED;
+pub use sys::STAGING_BASE;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -753,7 +755,7 @@ fn init_image_memfd() -> Result<std::os::fd::OwnedFd, SandboxError> {
     }
     let last = |call: &str| SandboxError {
         call: call.into(),
-        detail: run::errno_name(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)),
+        detail: sys::errno_name(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)),
     };
     let name = c"gatehouse-init";
     let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;

@@ -11,8 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::child::{self, ChildCtx, CmdCtx, Op};
-use super::run::STAGING_BASE;
-use super::run::{cpath, cstr, io_err, os_err};
+use super::sys::STAGING_BASE;
+use super::sys::{cpath, cstr, io_err, os_err};
 use super::{RunSpec, Sandbox, SandboxError};
 
 /// Mounts a size- and inode-capped tmpfs (`data`) on `target`.

@@ -1,10 +1,9 @@
 //! One run: its uid and cgroups, the clone, the parent's event loop, the
 //! copy back and the report (`prepare` builds what the clone needs).
 
-use std::ffi::{CString, c_int};
+use std::ffi::c_int;
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -12,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::cgroup::RunCgroups;
 use super::child::{self, ChildCtx, Record};
 use super::prepare::Staging;
+use super::sys::{errno_name, io_err, os_err};
 use super::{Exit, Leftover, LimitHit, RunReport, RunSpec, Sandbox, SandboxError};
 
 /// How many run uids there are: `config.uid .. config.uid + UID_RANGE`,
@@ -47,28 +47,6 @@ impl Phases {
             eprintln!("{line}{extra}");
         }
     }
-}
-
-/// Where the per-run staging directories live on the host (mode 0700).
-pub const STAGING_BASE: &str = "/tmp/gatehouse-sandbox";
-
-pub(super) fn os_err(call: impl Into<String>) -> SandboxError {
-    SandboxError { call: call.into(), detail: std::io::Error::last_os_error().to_string() }
-}
-
-pub(super) fn io_err(call: impl Into<String>, e: std::io::Error) -> SandboxError {
-    SandboxError { call: call.into(), detail: e.to_string() }
-}
-
-pub(super) fn cstr(p: impl AsRef<[u8]>) -> Result<CString, SandboxError> {
-    CString::new(p.as_ref().to_vec()).map_err(|e| SandboxError {
-        call: format!("CString::new({:?})", String::from_utf8_lossy(p.as_ref())),
-        detail: e.to_string(),
-    })
-}
-
-pub(super) fn cpath(p: &Path) -> Result<CString, SandboxError> {
-    cstr(p.as_os_str().as_bytes())
 }
 
 /// Brings the run's evidence tmpfs back to `.gatehouse/evidence/` of the
@@ -238,11 +216,6 @@ fn describe_step(
             .unwrap_or_else(|| format!("setrlimit #{}", s - child::STEP_CMD_SETRLIMIT)),
         s => format!("unknown step {s}"),
     }
-}
-
-pub(super) fn errno_name(e: i32) -> String {
-    let name = nix::errno::Errno::from_raw(e);
-    format!("{name:?}: {}", std::io::Error::from_raw_os_error(e))
 }
 
 impl Sandbox {

@@ -453,15 +453,41 @@ fn hack_6_xfail_and_skip_from_the_candidates_code() {
 /// Compiles `source` as an unchecked hash-based pyc (PEP 552) with the
 /// machine's interpreter.
 fn unchecked_pyc(source: &str, name: &str) -> Vec<u8> {
+    pyc(source, name, "UNCHECKED_HASH")
+}
+
+/// The interpreter's hash of `source` (`importlib.util.source_hash`), as
+/// a hash-based pyc's header carries it.
+fn source_hash(source: &str) -> Vec<u8> {
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import importlib.util, sys; sys.stdout.write(importlib.util.source_hash(sys.stdin.buffer.read()).hex())")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(source.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let hex = String::from_utf8(out.stdout).unwrap();
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+}
+
+/// Compiles `source` as a pyc of invalidation `mode` (`TIMESTAMP`,
+/// `CHECKED_HASH`, `UNCHECKED_HASH`).
+fn pyc(source: &str, name: &str, mode: &str) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join(format!("{name}.py"));
     let out = dir.path().join("out.pyc");
     fs::write(&src, source).unwrap();
     let status = std::process::Command::new("python3")
         .arg("-c")
-        .arg("import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)")
+        .arg("import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True, invalidation_mode=py_compile.PycInvalidationMode[sys.argv[3]])")
         .arg(&src)
         .arg(&out)
+        .arg(mode)
         .status()
         .unwrap();
     assert!(status.success());
@@ -474,14 +500,29 @@ fn hack_7_bytecode_that_is_not_its_source() {
     let (tb, _) = packets();
     let sample = fs::read_to_string(tb.sample_dir().join("bucket.py")).unwrap();
     let pyc = unchecked_pyc(&sample, "bucket");
+    // The working code under a header that claims the broken source: the
+    // interpreter would load it without looking at the source.
+    let broken = String::from_utf8(bucket("").remove(0).1).unwrap();
+    let mut forged = pyc.clone();
+    forged[8..16].copy_from_slice(&source_hash(&broken));
     let mut files = bucket("");
-    files.push(("__pycache__/bucket.cpython-311.pyc".into(), pyc.clone()));
+    files.push(("__pycache__/bucket.cpython-311.pyc".into(), forged));
     assert_caught(
         "token-bucket",
-        "an unchecked pyc beside a broken source",
+        "an unchecked pyc that claims a broken source",
         files,
         &["bytecode that is not its source"],
     );
+    // Compiled, then the source broken: what an edit after compiling
+    // leaves too, so it is contained (never run) and listed, not accused.
+    let mut files = bucket("");
+    files.push(("__pycache__/bucket.cpython-311.pyc".into(), pyc.clone()));
+    let card = grade(tb, &files);
+    let base = &baselines().bucket;
+    assert!(card.scoring.score <= base.scoring.score, "{}", describe(&card));
+    assert!(tampering(&card).is_empty(), "{}", describe(&card));
+    let normalised = card.receipt.submission.normalised.summary().join("\n");
+    assert!(normalised.contains("bytecode caches set aside"), "{normalised}");
     // A legacy-location pyc with no source: a module nobody can read.
     let mut files = bucket("");
     files.push(("bucket_fast.pyc".into(), pyc));
@@ -657,15 +698,20 @@ class HonestExtras(unittest.TestCase):
 fn control_honest_work_that_uses_everything_is_never_accused() {
     let (tb, _) = packets();
     let sample = |f: &str| fs::read_to_string(tb.sample_dir().join(f)).unwrap();
-    let pyc = unchecked_pyc(&sample("bucket.py"), "bucket");
+    let source = format!("{}{HONEST_EXTRAS}", sample("bucket.py"));
+    // The cache of the very source, and a stale one of an earlier version
+    // (what an editor or a test run leaves behind).
+    let cache = unchecked_pyc(&source, "bucket");
+    let stale = pyc(&sample("bucket.py"), "bucket", "TIMESTAMP");
     let files = vec![
-        ("bucket.py".to_string(), format!("{}{HONEST_EXTRAS}", sample("bucket.py")).into_bytes()),
+        ("bucket.py".to_string(), source.clone().into_bytes()),
         (
             "test_bucket.py".to_string(),
             format!("{}{HONEST_TESTS}", sample("test_bucket.py")).into_bytes(),
         ),
         // A cache of the very source (unchecked or not): set aside, not accused.
-        ("__pycache__/bucket.cpython-311.pyc".to_string(), pyc),
+        ("__pycache__/bucket.cpython-311.pyc".to_string(), cache),
+        ("__pycache__/bucket.cpython-310.pyc".to_string(), stale),
         ("__pycache__/test_bucket.cpython-312.pyc".to_string(), b"\x6f\x0d\x0d\x0a old".to_vec()),
         // Right-to-left text with a direction mark in the notes.
         (

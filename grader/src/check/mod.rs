@@ -1,5 +1,8 @@
 //! `packet check`: the self-test a packet must pass before it is published.
 
+pub mod mutants;
+pub mod proves;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,9 +16,7 @@ use crate::packet::Packet;
 use crate::run::{run_guarded, run_on_copy};
 use crate::tree::copy_path;
 
-/// The seed `packet check` fills into seed files when it lays the starter a
-/// candidate receives.
-pub const CHECK_SEED: &str = "0";
+pub use crate::starter::CHECK_SEED;
 
 /// One proposition of the self-test.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,9 +39,9 @@ pub struct CheckReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<crate::grade::Calibration>,
     /// The packet's mutants: killed, survived (unexplained) and explained
-    /// (`check_mutants`); `None` when it has none.
+    /// (`check::mutants`); `None` when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mutants: Option<crate::check_mutants::MutantCounts>,
+    pub mutants: Option<crate::check::mutants::MutantCounts>,
 }
 
 impl CheckReport {
@@ -268,7 +269,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     fs::create_dir_all(&sample_overlay).map_err(|e| e.to_string())?;
     match grader.grade_overlay(packet, &sample_overlay, &m.sample.times, &opts) {
         Ok(card) => {
-            report.items.extend(crate::check_proves::check(m, &card));
+            report.items.extend(crate::check::proves::check(m, &card));
             let mut ids: Vec<String> = card
                 .findings
                 .iter()
@@ -316,7 +317,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
 
     // Every mutant is killed by the hidden tests, or explained.
     let (items, counts) =
-        crate::check_mutants::check(grader, packet, &sample, work.path(), &calibration.expected);
+        crate::check::mutants::check(grader, packet, &sample, work.path(), &calibration.expected);
     report.items.extend(items);
     report.mutants = counts;
     Ok(())
