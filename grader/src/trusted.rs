@@ -207,9 +207,11 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// A fresh folder of tools for one grader; removed when dropped.
-pub fn tools_dir() -> io::Result<tempfile::TempDir> {
-    let dir = tempfile::Builder::new().prefix("gatehouse-tools-").tempdir()?;
+/// A fresh folder of tools for one grader; removed when dropped, and a
+/// [`crate::workdir::WorkDir`], so a sweep removes it once its process is
+/// gone, however it died.
+pub fn tools_dir() -> io::Result<crate::workdir::WorkDir> {
+    let dir = crate::workdir::WorkDir::new("gatehouse-tools-")?;
     write_tools(dir.path())?;
     // The run's uid reads and executes; nobody but root writes.
     use std::os::unix::fs::PermissionsExt;

@@ -1,4 +1,5 @@
-//! The `gatehouse` command line: `serve`, `user`, `grade`, `packet`.
+//! The `gatehouse` command line: `serve`, `worker`, `backup`, `restore`, `user`,
+//! `grade`, `packet`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -52,6 +53,25 @@ enum Command {
         /// How many workers (default: the configured `workers`).
         #[arg(long)]
         count: Option<usize>,
+    },
+    /// Back up a running platform (SQLite) into the new or empty folder
+    /// DEST: a consistent snapshot of the database, then the blobs and the
+    /// packet library, each blob checked; MANIFEST.json last. With Postgres
+    /// use pg_dump (README, "Backup and restore").
+    Backup {
+        dest: PathBuf,
+        /// Configuration file (default: $GATEHOUSE_CONFIG or ./gatehouse.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Restore a backup into the configured database file and data folder,
+    /// which must be fresh; verifies every graded submission's receipt and
+    /// zip. Exit 1 when anything does not check.
+    Restore {
+        src: PathBuf,
+        /// Configuration file (default: $GATEHOUSE_CONFIG or ./gatehouse.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Manage accounts.
     User {
@@ -161,6 +181,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve { config } => crate::serve::serve(config.as_deref()),
         Command::Worker { config, count } => crate::serve::worker(config.as_deref(), count),
+        Command::Backup { dest, config } => crate::backup::backup(config.as_deref(), &dest),
+        Command::Restore { src, config } => crate::backup::restore(config.as_deref(), &src),
         Command::User { command: UserCommand::Add { email, name, role }, config } => {
             crate::serve::add_user(config.as_deref(), &email, name.as_deref(), &role)
         }

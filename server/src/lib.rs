@@ -7,6 +7,7 @@ pub mod assignment;
 pub mod ats;
 pub mod audit;
 pub mod auth;
+pub mod backup;
 pub mod blobs;
 pub mod cli;
 pub mod config;

@@ -53,6 +53,15 @@ pub async fn version_path(state: &AppState, version: &PacketVersion) -> anyhow::
         crate::blobs::touch(cached.parent().unwrap_or(&cached));
         return Ok(cached);
     }
+    materialise(state, version, &cached).await?;
+    Ok(cached)
+}
+
+/// Unpacks `version`'s archive from the database into `dest` (made, with
+/// its parents): the grader's safe ingestion, the digest checked before the
+/// folder is moved into place.
+async fn materialise(state: &AppState, version: &PacketVersion, dest: &Path) -> anyhow::Result<()> {
+    let digest = version.digest.clone();
     let short = &digest[..digest.len().min(12)];
     let sha = state.db.packet_archive(&digest).await?.with_context(|| {
         format!(
@@ -73,7 +82,7 @@ pub async fn version_path(state: &AppState, version: &PacketVersion) -> anyhow::
         })?;
     let work = scratch(state)?;
     let staged = work.path().join(&version.slug);
-    let (id, out) = (version.id, cached.clone());
+    let (id, out) = (version.id, dest.to_path_buf());
     tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         ingest(&zip, &staged, &IngestLimits::default())
             .map_err(|e| anyhow::anyhow!("the archive of packet version {id} was refused: {e}"))?;
@@ -98,7 +107,35 @@ pub async fn version_path(state: &AppState, version: &PacketVersion) -> anyhow::
         Ok(())
     })
     .await??;
-    Ok(cached)
+    Ok(())
+}
+
+/// With the database keeping the blobs (Postgres): unpacks, from its
+/// archive, the library folder of every stored version this server lacks,
+/// as a server brought up on a restored database (`pg_restore`) with an
+/// empty data folder does at start, so every page that reads a version's
+/// folder finds it. Returns how many; a version without an archive is
+/// logged and left.
+pub async fn restore_library_folders(state: &AppState) -> anyhow::Result<usize> {
+    if !state.db.blobs_in_db() {
+        return Ok(0);
+    }
+    let mut restored = 0;
+    for p in state.db.list_packets().await? {
+        for v in state.db.versions_of(p.id).await? {
+            let dir = version_dir(state, &v.dir);
+            if dir.join("packet.toml").is_file() {
+                continue;
+            }
+            match materialise(state, &v, &dir).await {
+                Ok(()) => restored += 1,
+                Err(e) => {
+                    tracing::warn!(version = v.id, error = %format!("{e:#}"), "restoring a packet version's folder from its archive failed")
+                }
+            }
+        }
+    }
+    Ok(restored)
 }
 
 /// When the database keeps the blobs, stores the folder `dir` as a zip

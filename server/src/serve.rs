@@ -101,6 +101,12 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
         if archived > 0 {
             tracing::info!(archived, "stored packet versions archived into the database");
         }
+        // A server brought up on a restored database with an empty data
+        // folder unpacks its library from the archives.
+        let unpacked = crate::library::restore_library_folders(&state).await.context("restoring the packet library from the database")?;
+        if unpacked > 0 {
+            tracing::info!(unpacked, "packet version folders restored from their archives");
+        }
         if let Some(link) = crate::web::auth::setup_link(&state).await? {
             println!(
                 "No accounts yet. Create the first admin with:\n  gatehouse user add --role admin --email you@example.com\n(the password is printed once, or read from $GATEHOUSE_PASSWORD)\nor open this one-time setup link:\n  {link}"

@@ -100,7 +100,7 @@ pub struct Grader {
     python: OnceLock<(Option<String>, BTreeSet<String>, BTreeSet<String>)>,
     /// The host folder mounted read-only at `/gatehouse` (the trusted
     /// runner and the harness); kept for the grader's life.
-    _tools: Option<tempfile::TempDir>,
+    _tools: Option<crate::workdir::WorkDir>,
     /// What grading the sample taught about each packet version, by digest.
     calibrations: Mutex<BTreeMap<String, Arc<OnceLock<Arc<Calibration>>>>>,
     /// Tool versions, probed once each.

@@ -100,7 +100,7 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
 }
 
 /// `initdb` and `pg_ctl` on PATH, else Debian's versioned folder.
-fn tool(name: &str) -> PathBuf {
+pub fn tool(name: &str) -> PathBuf {
     let on_path = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())

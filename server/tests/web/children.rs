@@ -92,7 +92,6 @@ impl Server {
         }
     }
 
-    #[allow(dead_code)] // the soak's
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
@@ -139,19 +138,11 @@ impl Workers {
     }
 
     /// SIGKILLs worker `i` and starts another in its place.
-    #[allow(dead_code)] // the soak's
     pub fn kill9_and_replace(&mut self, i: usize, count: usize) {
-        let c = &mut self.children[i];
-        let _ = c.kill();
-        let _ = c.wait();
+        let mut old = self.children.remove(i);
+        let _ = old.kill();
+        let _ = old.wait();
         self.spawn(count);
-        let mut dead = self.children.swap_remove(i);
-        let _ = dead.wait();
-    }
-
-    #[allow(dead_code)] // the soak's
-    pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
     }
 }
 
@@ -165,7 +156,6 @@ impl Drop for Workers {
 }
 
 /// A kernel-reported memory figure of `pid` in KiB (`VmRSS`, `VmHWM`).
-#[allow(dead_code)] // the soak's
 pub fn status_kib(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status

@@ -25,17 +25,18 @@ const OLD: Duration = Duration::from_secs(30 * 24 * 3600);
 /// A child process (a shell) holding an exclusive `flock` on `path` until
 /// killed: another process's live write.
 fn held_by_another_process(path: &Path) -> std::process::Child {
-    // `--close`: the lock is flock(1)'s alone, not its command's.
-    #[allow(clippy::zombie_processes)] // returned: its caller kills and waits
-    let child = std::process::Command::new("flock")
-        .args(["--exclusive", "--nonblock", "--close"])
+    // `--close`: the lock is flock(1)'s alone, not its command's. It waits
+    // for the lock (with `--nonblock` it gave up when it met one of the
+    // probes below, which then never found the lock held).
+    let mut child = std::process::Command::new("flock")
+        .args(["--exclusive", "--close"])
         .arg(path)
         .args(["sleep", "60"])
         .process_group(0)
         .spawn()
         .expect("flock(1)");
-    // Wait until it holds the lock.
-    for _ in 0..200 {
+    // Wait until it holds the lock (up to 10 s, on a busy machine).
+    for _ in 0..1000 {
         let probe = std::process::Command::new("flock")
             .args(["--exclusive", "--nonblock"])
             .arg(path)
@@ -47,6 +48,8 @@ fn held_by_another_process(path: &Path) -> std::process::Child {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("flock(1) never took {}", path.display());
 }
 

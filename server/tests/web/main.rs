@@ -6,6 +6,7 @@
 mod assignments;
 mod audit;
 mod auth;
+mod backup;
 mod browser;
 mod e2e;
 mod e2e_witnessed;
@@ -35,6 +36,7 @@ mod queue;
 mod restart;
 mod scale_out;
 mod security;
+mod soak;
 mod transcripts;
 mod upload;
 mod witness;

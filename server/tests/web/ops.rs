@@ -238,7 +238,6 @@ pub async fn graded_exactly_once(
 }
 
 /// A reviewer's client signed in on the server at `base`.
-#[allow(dead_code)] // the soak's
 pub async fn reviewer_at(state: &AppState, base: &str) -> reqwest::Client {
     const PASSWORD: &str = "correct horse battery";
     let email = "ops-reviewer@example.test";
@@ -269,7 +268,6 @@ pub async fn reviewer_at(state: &AppState, base: &str) -> reqwest::Client {
 }
 
 /// The scorecard page of `s` renders (200, names its decision).
-#[allow(dead_code)] // the soak's
 pub async fn scorecard_renders(client: &reqwest::Client, base: &str, s: &Submission) {
     let r = crate::auth::page(client, format!("{base}/submissions/{}", s.id)).await;
     assert_eq!(r.status(), 200, "the scorecard of {}", s.id);

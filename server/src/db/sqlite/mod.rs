@@ -51,6 +51,12 @@ mod witness {
     crate::db::portable::witness::witness_store!(super::SqliteStore);
 }
 
+/// The size the write-ahead log is cut back to once it has been
+/// checkpointed and restarted (`journal_size_limit`): it grows past it only
+/// while a long read transaction keeps the checkpoints from reaching its
+/// end.
+pub const WAL_SIZE_LIMIT: u64 = 16 << 20;
+
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
     /// The model meter's ledger writes (one statement per call admitted
@@ -69,7 +75,8 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
+            .busy_timeout(Duration::from_secs(10))
+            .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string());
         if let Some(dir) = opts.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;

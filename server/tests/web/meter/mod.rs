@@ -28,6 +28,7 @@ mod budgets;
 mod clients;
 mod recovery;
 mod upstream;
+mod wal;
 
 const SLUG: &str = "null-status";
 
