@@ -308,10 +308,19 @@ fn a_conftest_that_deselects_hidden_tests_never_loads() {
 #[test]
 fn test_failing_fires_when_the_step_crashed_without_junit() {
     // The runner never finished: every hidden test counts as not run, and
-    // says how the run ended.
+    // says how the run ended (the module ends every process that imports
+    // it, the shell step's too).
     let card = check(
         &[("calc.py", "import os\n\nos._exit(3)\n")],
-        &["hidden-fails", "negative-fails", "small-fails"],
+        &[
+            "hidden-fails",
+            "negative-fails",
+            "small-fails",
+            "exit-three",
+            "exit-nonzero",
+            "output-no-sum",
+            "output-no-sum-line",
+        ],
     );
     for id in ["hidden-fails", "negative-fails", "small-fails"] {
         let e = evidence(&card, id);
