@@ -679,22 +679,37 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
     let root = packet.files()?;
     let mut out = Vec::new();
     for step in &packet.manifest.steps {
-        if !matches!(
-            crate::trusted::plan(&step.run).runner(),
-            Some(crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest)
-        ) {
-            continue;
-        }
+        // Only modules the runner itself collects: a command with a
+        // prelude (`cd`, copies) runs tests elsewhere, and a laid test
+        // file the command does not name is a fixture for the candidate's
+        // code, whose text must not change.
+        let plan = crate::trusted::plan(&step.run);
+        let crate::trusted::Plan::Runner { kind, args, prelude: None } = &plan else { continue };
+        let given = match kind {
+            crate::trusted::RunnerKind::Pytest => crate::trusted::pytest_paths(args),
+            crate::trusted::RunnerKind::Unittest => Vec::new(),
+            _ => continue,
+        };
+        let collected = |laid: &str| {
+            if given.is_empty() {
+                // The working folder: pytest never enters dot folders.
+                return !laid.split('/').any(|c| c.starts_with('.'));
+            }
+            given.iter().any(|g| {
+                let g = g.trim_start_matches("./").trim_end_matches('/');
+                laid == g || laid.starts_with(&format!("{g}/")) || g.is_empty() || g == "."
+            })
+        };
         for lay in &step.lay {
             let (from, to) = lay.paths();
             match root.kind(&from)? {
-                Some(crate::root::Kind::File) if is_test_module(&to) => {
+                Some(crate::root::Kind::File) if is_test_module(&to) && collected(&to) => {
                     out.push((step.id.clone(), to, from))
                 }
                 Some(crate::root::Kind::Dir) => {
                     for f in root.files(&from)? {
                         let laid = if to.is_empty() { f.clone() } else { format!("{to}/{f}") };
-                        if is_test_module(&laid) {
+                        if is_test_module(&laid) && collected(&laid) {
                             out.push((step.id.clone(), laid, format!("{from}/{f}")));
                         }
                     }

@@ -41,8 +41,12 @@ impl<'a> Canaries<'a> {
     /// (twins, and no conftest loads); otherwise it runs tests the
     /// candidate wrote (the generic pair).
     pub fn for_step(&self, step: &'a Step, fixed: bool) -> Guard<'a> {
+        let mut laid = protected(laid_paths(&step.lay));
+        if let Some(sc) = self.steps.get(&step.id) {
+            laid.extend(sc.files.keys().cloned());
+        }
         let mut guard = Guard {
-            laid: laid_paths(&step.lay),
+            laid,
             generic: !fixed,
             noconftest: fixed,
             calibrating: self.calibrating,
@@ -81,6 +85,16 @@ impl<'a> Canaries<'a> {
 /// The workspace paths `lays` lay.
 pub fn laid_paths(lays: &[Lay]) -> Vec<String> {
     lays.iter().map(|l| l.paths().1).collect()
+}
+
+/// Of the laid paths, those bound read-only: the grader's own folder's
+/// (helpers and data under `.gatehouse/`). The hidden test modules a step
+/// collects are added by [`Canaries::for_step`]. Other laid paths are the
+/// packet's fixtures, which the candidate's code may be meant to change.
+pub fn protected(laid: Vec<String>) -> Vec<String> {
+    laid.into_iter()
+        .filter(|p| p.starts_with(".gatehouse/") && p.len() > ".gatehouse/".len())
+        .collect()
 }
 
 /// The judgement of one run: what its canaries showed, then what the

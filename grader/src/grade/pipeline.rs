@@ -314,7 +314,7 @@ impl Grader {
                 }
                 Ok(())
             };
-            let mut laid = crate::guard::laid_paths(lay);
+            let mut laid = crate::guard::protected(crate::guard::laid_paths(lay));
             laid.extend(kept.keys().map(|step| format!(".gatehouse/kept/{step}")));
             let ran = run_guarded(
                 &self.sandbox,
