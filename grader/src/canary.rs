@@ -679,25 +679,41 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
     let root = packet.files()?;
     let mut out = Vec::new();
     for step in &packet.manifest.steps {
-        // Only modules the runner itself collects: a command with a
-        // prelude (`cd`, copies) runs tests elsewhere, and a laid test
-        // file the command does not name is a fixture for the candidate's
-        // code, whose text must not change.
+        // Only modules the runner collects: those it names (a node id
+        // names one test, not its twins), in place or, after a prelude
+        // that copies them elsewhere, by file name; with no path, what it
+        // finds in the working folder. A laid test file the command does
+        // not run is a fixture for the candidate's code: its text must not
+        // change.
         let plan = crate::trusted::plan(&step.run);
-        let crate::trusted::Plan::Runner { kind, args, prelude: None } = &plan else { continue };
-        let given = match kind {
-            crate::trusted::RunnerKind::Pytest => crate::trusted::pytest_paths(args),
-            crate::trusted::RunnerKind::Unittest => Vec::new(),
+        let crate::trusted::Plan::Runner { kind, args, prelude } = &plan else { continue };
+        let given: Vec<String> = match kind {
+            crate::trusted::RunnerKind::Pytest => {
+                let named: Vec<&String> = args.iter().filter(|a| a.contains("::")).collect();
+                crate::trusted::pytest_paths(args)
+                    .into_iter()
+                    .filter(|p| !named.iter().any(|n| n.split("::").next() == Some(p.as_str())))
+                    .map(|p| p.trim_start_matches("./").trim_end_matches('/').to_string())
+                    .collect()
+            }
+            crate::trusted::RunnerKind::Unittest if prelude.is_none() => Vec::new(),
             _ => continue,
         };
+        let in_place = prelude.is_none();
+        let named_any = !crate::trusted::pytest_paths(args).is_empty();
         let collected = |laid: &str| {
+            let name = laid.rsplit('/').next().unwrap_or(laid);
+            if !in_place {
+                return given.iter().any(|g| g.rsplit('/').next() == Some(name));
+            }
             if given.is_empty() {
-                // The working folder: pytest never enters dot folders.
-                return !laid.split('/').any(|c| c.starts_with('.'));
+                // Nothing but node ids: no twin would be collected. No
+                // path: the working folder, where pytest never enters
+                // dot folders.
+                return !named_any && !laid.split('/').any(|c| c.starts_with('.'));
             }
             given.iter().any(|g| {
-                let g = g.trim_start_matches("./").trim_end_matches('/');
-                laid == g || laid.starts_with(&format!("{g}/")) || g.is_empty() || g == "."
+                g.is_empty() || g == "." || laid == g || laid.starts_with(&format!("{g}/"))
             })
         };
         for lay in &step.lay {
