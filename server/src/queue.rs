@@ -538,9 +538,25 @@ mod tests {
             assert_eq!((w.position, w.estimate_secs), (position, secs), "{w:?}");
             assert!(w.sentence.contains(says), "{w:?} should say {says:?}");
         };
-        check(0, 0, 1, s, 1, Some(20), "next in line for a grader. It should be graded in about 20 s.");
+        check(
+            0,
+            0,
+            1,
+            s,
+            1,
+            Some(20),
+            "next in line for a grader. It should be graded in about 20 s.",
+        );
         check(0, 1, 1, s, 1, Some(30), "1 submission is being graded now");
-        check(2, 1, 1, s, 3, Some(70), "number 3 in line (2 submissions ahead of it). It should be graded in about 2 min.");
+        check(
+            2,
+            1,
+            1,
+            s,
+            3,
+            Some(70),
+            "number 3 in line (2 submissions ahead of it). It should be graded in about 2 min.",
+        );
         check(2, 0, 2, s, 3, Some(40), "about 40 s");
         check(1, 0, 1, None, 2, None, "no estimate");
         assert_eq!(about(3), "10 s");

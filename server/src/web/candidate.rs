@@ -197,7 +197,9 @@ pub(crate) async fn render_page(
     let mut submissions = Vec::new();
     for s in state.db.submissions_of(&a.id).await? {
         let wait = match s.state {
-            SubmissionState::Queued => crate::queue::wait_of(state, &s.id).await.map(|w| w.sentence),
+            SubmissionState::Queued => {
+                crate::queue::wait_of(state, &s.id).await.map(|w| w.sentence)
+            }
             _ => None,
         };
         submissions.push(SubmissionRow {

@@ -98,23 +98,22 @@ fn markdown_with(src: &str, top: Option<usize>, title: Option<&str>) -> String {
     });
     // One entry per open link / image: whether it was dropped.
     let (mut links, mut images) = (Vec::new(), Vec::new());
-    let parser = events
-        .filter_map(|e| match e {
-            Event::Html(s) | Event::InlineHtml(s) => Some(Event::Text(s)),
-            Event::Start(Tag::Link { ref dest_url, .. }) => {
-                let ok = safe_url(dest_url);
-                links.push(ok);
-                ok.then_some(e)
-            }
-            Event::Start(Tag::Image { ref dest_url, .. }) => {
-                let ok = safe_url(dest_url);
-                images.push(ok);
-                ok.then_some(e)
-            }
-            Event::End(TagEnd::Link) => links.pop().unwrap_or(true).then_some(e),
-            Event::End(TagEnd::Image) => images.pop().unwrap_or(true).then_some(e),
-            other => Some(other),
-        });
+    let parser = events.filter_map(|e| match e {
+        Event::Html(s) | Event::InlineHtml(s) => Some(Event::Text(s)),
+        Event::Start(Tag::Link { ref dest_url, .. }) => {
+            let ok = safe_url(dest_url);
+            links.push(ok);
+            ok.then_some(e)
+        }
+        Event::Start(Tag::Image { ref dest_url, .. }) => {
+            let ok = safe_url(dest_url);
+            images.push(ok);
+            ok.then_some(e)
+        }
+        Event::End(TagEnd::Link) => links.pop().unwrap_or(true).then_some(e),
+        Event::End(TagEnd::Image) => images.pop().unwrap_or(true).then_some(e),
+        other => Some(other),
+    });
     let mut out = String::new();
     html::push_html(&mut out, parser);
     out
@@ -214,11 +213,19 @@ mod tests {
             &["<h1>", "<h2>", "A token bucket</h"],
         );
         // Another title is kept, one level under the section.
-        check("# Something else\n\n## Rules\n", &["<h3>Something else</h3>", "<h4>Rules</h4>"], &["<h1>"]);
+        check(
+            "# Something else\n\n## Rules\n",
+            &["<h3>Something else</h3>", "<h4>Rules</h4>"],
+            &["<h1>"],
+        );
         // No heading at all: nothing changes; deep ones stop at h6.
         check("Just text.", &["<p>Just text.</p>"], &["<h"]);
         check("##### Five\n\n###### Six\n", &["<h3>Five</h3>", "<h4>Six</h4>"], &[]);
-        check("# A token bucket\n\n# Two\n\n###### Deep\n", &["<h3>Two</h3>", "<h6>Deep</h6>"], &[]);
+        check(
+            "# A token bucket\n\n# Two\n\n###### Deep\n",
+            &["<h3>Two</h3>", "<h6>Deep</h6>"],
+            &[],
+        );
         // Plain markdown is not shifted.
         assert!(markdown("# A token bucket").contains("<h1>"));
     }
