@@ -384,6 +384,10 @@ pub struct RunCanaries {
     pub calibrating: bool,
 }
 
+/// The calibration of one module: test key → (test passed, twin index →
+/// twin failed).
+pub type TwinOutcomes = BTreeMap<String, (bool, BTreeMap<String, bool>)>;
+
 /// What the canaries of one run showed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Verdict {
@@ -392,7 +396,7 @@ pub struct Verdict {
     /// How many canaries the run carried, and how many were judged.
     pub planted: usize,
     /// Calibration: file → test key → (test passed, twin index → twin failed).
-    pub twins: BTreeMap<String, BTreeMap<String, (bool, BTreeMap<String, bool>)>>,
+    pub twins: BTreeMap<String, TwinOutcomes>,
 }
 
 /// The last name segment of a test id (`a.py::C::test_x[1]` or

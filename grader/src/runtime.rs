@@ -169,13 +169,15 @@ mod tests {
 
     #[test]
     fn runtime_events_fire_in_packet_runs_and_are_notes_elsewhere() {
-        let mut r = RunnerResult::default();
-        r.audit = vec![
-            event("gc", "direct"),
-            event("trace", "library"),
-            event("frames", "direct"),
-            event("code-swap", "direct"),
-        ];
+        let mut r = RunnerResult {
+            audit: vec![
+                event("gc", "direct"),
+                event("trace", "library"),
+                event("frames", "direct"),
+                event("code-swap", "direct"),
+            ],
+            ..Default::default()
+        };
         r.integrity = vec![
             IntegrityChange {
                 what: "_pytest.reports.TestReport.from_item_and_call".into(),
@@ -228,14 +230,16 @@ mod tests {
                 TestOutcome { classname: "t".into(), name: id[6..].into(), status, message: None },
             )
         };
-        let mut r = RunnerResult::default();
-        r.cases = vec![
-            case("t.py::test_a", TestStatus::Skipped),
-            case("t.py::test_b", TestStatus::Skipped),
-            case("t.py::test_c", TestStatus::Passed),
-            case("t.py::test_d", TestStatus::Passed),
-            case("t.py::test_e", TestStatus::Skipped),
-        ];
+        let mut r = RunnerResult {
+            cases: vec![
+                case("t.py::test_a", TestStatus::Skipped),
+                case("t.py::test_b", TestStatus::Skipped),
+                case("t.py::test_c", TestStatus::Passed),
+                case("t.py::test_d", TestStatus::Passed),
+                case("t.py::test_e", TestStatus::Skipped),
+            ],
+            ..Default::default()
+        };
         r.marks.insert(
             "t.py::test_b".into(),
             CaseMark { outcome: Some("xfailed".into()), ..Default::default() },

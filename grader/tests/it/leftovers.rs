@@ -238,6 +238,7 @@ fn workdir_helper(base: &Path) -> (std::process::Child, PathBuf) {
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("the helper ended before making its folder");
 }
 
