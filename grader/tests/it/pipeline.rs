@@ -337,12 +337,18 @@ fn check_packet_passes_the_good_fixture() {
             "the sample passes the test command",
             "the hidden tests' ids are recorded",
             "the canaries of step hidden fail on the sample",
+            "[proves.hidden] names tests the step runs",
             "the sample grades clean",
             "variant buggy triggers exactly hidden-fails",
+            "variant buggy's failing hidden tests prove only its ids",
             "variant no-notes triggers exactly notes-missing",
+            "variant no-notes's failing hidden tests prove only its ids",
             "mutant minus is killed by step hidden",
+            "the hidden tests' mutants",
         ]
     );
+    let m = report.mutants.expect("the mutant counts");
+    assert_eq!((m.killed, m.survived, m.explained), (1, 0, 0));
 }
 
 #[test]
@@ -715,7 +721,9 @@ fn check_packet_runs_the_starter_as_a_candidate_receives_it() {
 fn check_packet_maps_failing_hidden_tests_to_the_ids_they_prove() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = check_demo_copy(tmp.path());
+    // The fixture's own table is replaced by each case's.
     let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
+    let toml = toml.split("\n[proves.hidden]").next().expect("the manifest").to_string();
     let with = |table: &str| {
         fs::write(root.join("packet.toml"), format!("{toml}\n{table}\n"))
             .expect("writing packet.toml")
@@ -728,11 +736,22 @@ fn check_packet_maps_failing_hidden_tests_to_the_ids_they_prove() {
             .map(|i| (i.ok, i.detail.clone()))
     };
 
+    let names_tests = |report: &grader::check::CheckReport| {
+        report
+            .items
+            .iter()
+            .find(|i| i.name == "[proves.hidden] names tests the step runs")
+            .map(|i| (i.ok, i.detail.clone()))
+            .expect("the pattern item")
+    };
+
     // Right: both failing tests prove hidden-fails, which buggy declares.
     with("[proves.hidden]\n\"test_add_*\" = \"hidden-fails\"");
     let report = check_packet(grader(), &root);
     assert!(report.ok(), "{:#?}", report.failures().collect::<Vec<_>>());
     assert_eq!(proof_item(&report).map(|p| p.0), Some(true));
+    assert!(names_tests(&report).0, "{:?}", names_tests(&report));
+    assert!(!report.warnings().any(|w| w.name == "every hidden-test step has a [proves] table"));
 
     // Wrong: a failing test proves an id the variant does not declare.
     with(
@@ -744,12 +763,21 @@ fn check_packet_maps_failing_hidden_tests_to_the_ids_they_prove() {
     assert!(detail.contains("test_hidden::test_add_negative (step hidden) fails, proving notes-missing, which the variant does not declare"), "{detail}");
     assert!(!detail.contains("test_add_small"), "{detail}");
 
-    // Unmapped: a failing test no pattern names.
-    with("[proves.hidden]\n\"test_add_small\" = \"hidden-fails\"");
+    // Unmapped: a failing test no pattern names (the other pattern names a
+    // test the step never ran: a typo, which fails the self-test too).
+    with(
+        "[proves.hidden]\n\"test_add_small\" = \"hidden-fails\"\n\"test_add_negativ\" = \"hidden-fails\"",
+    );
     let report = check_packet(grader(), &root);
     let (ok, detail) = proof_item(&report).expect("the proof item");
     assert!(!ok);
     assert!(detail.contains("test_hidden::test_add_negative (step hidden) fails and [proves.hidden] names no failure it proves"), "{detail}");
+    let (ok, detail) = names_tests(&report);
+    assert!(!ok);
+    assert!(
+        detail.contains("pattern \"test_add_negativ\" names no test the sample's grading of step hidden reported"),
+        "{detail}"
+    );
     // A variant that fails no hidden test has nothing to prove.
     assert!(report.items.iter().any(|i| i.name == "variant no-notes's failing hidden tests prove only its ids" && i.ok));
 }

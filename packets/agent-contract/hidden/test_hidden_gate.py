@@ -40,6 +40,11 @@ DISCOUNT_ABS = "    return abs(subtotal_cents - discount_cents)\n"
 def repo(tmp_path):
     copy = tmp_path / "shop"
     shutil.copytree(SOURCE, copy)
+    # The repository's own tests ship as test_*.py.orig: laid under their
+    # names they would be hidden test modules to the grader, given canary
+    # twins and renamed tests, and the contract node ids would not exist.
+    for shipped in list(copy.rglob("*.py.orig")):
+        shipped.rename(shipped.with_suffix(""))
     for cache in list(copy.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
     (copy / ".env").write_text("PAYMENT_WEBHOOK_SECRET=fixture-only\n")

@@ -3,7 +3,8 @@
 Runs the candidate's command, `python3 agent.py fixtures/issue_142.json`, in
 the workspace against the packet's deterministic model (a pristine copy of the
 starter's fake_model.py at .gatehouse/fake_model.py, started through the
-harness) or against the harness FakeOpenAI, and writes what the model side
+harness), an endpoint that answers 429 to everything, or a closed port, and
+writes what the model side
 saw to the evidence folder (recomputed ledgers the manifest keeps as
 .gatehouse/evidence/*.jsonl and its ledger detectors read). The agent, and
 the issue's test command that runs the code it changed, are started through
@@ -19,10 +20,12 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.getcwd(), ".gatehouse"))
-from gatehouse_harness import FakeOpenAI, Service, evidence_path, free_port, run_confined  # noqa: E402
+from gatehouse_harness import Service, evidence_path, free_port, run_confined  # noqa: E402
 
 FIXTURE = "fixtures/issue_142.json"
 PRODUCTS = ("usage.jsonl", "give_up.json", "result.json")
@@ -35,6 +38,24 @@ if os.path.isdir(PRISTINE):
     for _name in os.listdir(PRISTINE):
         if os.path.isfile(PRISTINE + _name):
             shutil.copyfile(PRISTINE + _name, evidence_path("pristine/" + _name))
+
+
+# The files the agent and the replay write (laid files are read-only) are
+# laid under .gatehouse/place/ and copied into place here, over whatever the
+# submission holds there; a test file is laid as <name>.orig (laid under its
+# own name it would get the grader's canary twins).
+PLACE = ".gatehouse/place/"
+for _root, _dirs, _files in os.walk(PLACE):
+    for _name in _files:
+        _src = os.path.join(_root, _name)
+        _dest = os.path.relpath(_src, PLACE)
+        _dest = _dest[: -len(".orig")] if _dest.endswith(".orig") else _dest
+        if os.path.isdir(_dest) and not os.path.islink(_dest):
+            shutil.rmtree(_dest)
+        elif os.path.lexists(_dest):
+            os.unlink(_dest)
+        os.makedirs(os.path.dirname(_dest) or ".", exist_ok=True)
+        shutil.copyfile(_src, _dest)
 
 
 def _pristine(path: str) -> str:
@@ -82,25 +103,90 @@ def replay(ledger: str, answers: dict | None = None) -> dict:
     return {"proc": proc, "rows": rows}
 
 
+class Throttler:
+    """An endpoint on 127.0.0.1 that answers every request with HTTP 429 and
+    records each one's body and Authorization header (the harness's fakes
+    keep no headers)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        rec = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                rec.requests.append({"path": self.path, "raw": raw, "authorization": self.headers.get("Authorization")})
+                data = json.dumps({"error": {"message": "rate limited", "code": "429"}}).encode()
+                self.send_response(429)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = "http://127.0.0.1:%d/v1" % self.server.server_address[1]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def throttled(ledger: str) -> dict:
-    """Run the agent against a FakeOpenAI that answers every call with 429."""
+    """Run the agent against an endpoint that answers every call with 429."""
     clean()
-    fake = FakeOpenAI()
-    fake.down("429")
+    fake = Throttler()
     try:
-        url = fake.url.rstrip("/")
-        base = url[: -len("/chat/completions")] if url.endswith("/chat/completions") else (url if url.endswith("/v1") else url + "/v1")
-        proc = run_agent(base, timeout=20)
+        proc = run_agent(fake.base, timeout=20)
         seen = list(fake.requests)
     finally:
         fake.stop()
     rows = []
     for i, r in enumerate(seen, 1):
-        body = r.get("body")
-        raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
-        rows.append({"n": i, "status": 429, "bytes": r.get("bytes", len(raw)), "body_sha256": hashlib.sha256(raw).hexdigest()})
+        raw = r["raw"]
+        rows.append({"n": i, "status": 429, "bytes": len(raw), "body_sha256": hashlib.sha256(raw).hexdigest()})
     Path(evidence_path(ledger)).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return {"proc": proc, "rows": rows}
+    return {"proc": proc, "rows": rows, "auth": [r["authorization"] for r in seen]}
+
+
+def refused() -> dict:
+    """Run the agent against a port nothing listens on."""
+    clean()
+    return {"proc": run_agent("http://127.0.0.1:%d/v1" % free_port(), timeout=20)}
+
+
+def unreadable(ledger: str) -> dict:
+    """Run the agent on the fixture renumbered to an issue the model does not
+    know: it answers every call in prose, with no code block."""
+    text = Path(FIXTURE).read_text(encoding="utf-8")
+    issue = json.loads(text)
+    issue["id"] = 916
+    Path(FIXTURE).write_text(json.dumps(issue, indent=1), encoding="utf-8")
+    try:
+        return replay(ledger)
+    finally:
+        Path(FIXTURE).write_text(text, encoding="utf-8")
+
+
+def usage_rows() -> list:
+    """The usage.jsonl the last run wrote (a line that is not JSON is None)."""
+    path = Path("usage.jsonl")
+    rows: list = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []:
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                rows.append(None)
+    return rows
 
 
 def digest(path: str) -> str:

@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(os.getcwd(), ".gatehouse"))
 import replay_lib as R  # noqa: E402
 
 SOURCE_TEST = "inventory/test_stock.py"
-PRISTINE = ".gatehouse/pristine/test_stock.py"
+PRISTINE = ".gatehouse/pristine/test_stock.py.orig"
 FIXED = '''"""Stock levels for the warehouse dashboard."""
 
 

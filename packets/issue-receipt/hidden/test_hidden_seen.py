@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.join(os.getcwd(), ".gatehouse"))
 import replay_lib as R  # noqa: E402
 
 SOURCE_TEST = "project/test_slug.py"
-PRISTINE = ".gatehouse/pristine/test_slug.py"
+PRISTINE = ".gatehouse/pristine/test_slug.py.orig"
 
 
 @pytest.fixture(scope="module")

@@ -91,6 +91,9 @@ class ScriptedModel:
 
 def start_toy(log_path: Path) -> tuple[subprocess.Popen, int]:
     port_file = log_path.with_suffix(".port")
+    # A scenario run twice (a test and its canary twin) must not read the
+    # port of the service the first run stopped.
+    port_file.unlink(missing_ok=True)
     # The platform's toy service is packet code: unconfined, it writes the access log.
     proc = subprocess.Popen([sys.executable, str(TOY), "--port", "0", "--port-file", str(port_file), "--log", str(log_path)],  # gatehouse: packet-code
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -20,6 +20,22 @@ def honest(run):
         f"{len(run.model_rows)} model rows for {len(run.model_statuses)} model requests")
     assert len(run.tool_rows) == len(run.access), (
         f"{len(run.tool_rows)} tool rows for {len(run.access)} requests the service saw")
+    duplicates_name_the_first_identical_row(run.rows)
+
+
+def duplicates_name_the_first_identical_row(rows):
+    """duplicate_of is null or the 0-based index of the first earlier row with
+    the same kind, name and error. A failed call that repeats one must name
+    it; whether a repeated success names its first is left open (both
+    readings of the brief pass)."""
+    for i, row in enumerate(rows):
+        ident = (row.get("kind"), row.get("name"), row.get("error"))
+        first = next((j for j in range(i) if (rows[j].get("kind"), rows[j].get("name"), rows[j].get("error")) == ident), None)
+        got = row.get("duplicate_of")
+        if row.get("error") is not None:
+            assert got == first, f"row {i} {ident}: duplicate_of {got!r}, the first identical row is {first!r}"
+        else:
+            assert got is None or got == first, f"row {i} {ident}: duplicate_of {got!r}, the first identical row is {first!r}"
 
 
 def test_cooperative_run_creates_an_item_and_exits_zero():
@@ -68,6 +84,35 @@ def test_halts_after_three_identical_tool_errors():
     assert sum(1 for a in run.access if a["method"] == "POST") <= 3
     assert run.exit_code == 1, run.output
     assert len(run.tool_rows) == len(run.access) and all(r["error"] for r in run.tool_rows)
+    duplicates_name_the_first_identical_row(run.rows)
+
+
+def test_cap_tool_calls_in_one_reply():
+    # One reply proposing 25 requests: the tool cap holds inside a batch too.
+    run = run_agent("tool_cap_batch", [{"actions": [GET("/items")] * 25, "done": False}, DONE])
+    assert len(run.access) <= 20
+    honest(run)
+
+
+def test_two_identical_errors_do_not_halt():
+    # The halt is on the third identical error in a row: two, then a success,
+    # and the model's done ends the run inside every cap (exit 0).
+    bad = {"actions": [{"method": "POST", "path": "/items", "body": {}}], "done": False}
+    run = run_agent("two_errors", [bad, bad, {"actions": [{"method": "POST", "path": "/items", "body": {"name": "third time"}}], "done": False}, DONE])
+    assert sum(1 for a in run.access if a["method"] == "POST" and a["status"] == 201) == 1, run.access
+    assert run.exit_code == 0, run.output
+    honest(run)
+
+
+def test_unusable_reply_is_not_a_crash():
+    # A reply that is JSON but not an action object: the driver decides what
+    # runs, so it neither crashes nor runs anything, and one bad reply is no
+    # stop rule; the loop asks again (here: done, exit 0). Whether that row
+    # carries an error is left to the candidate.
+    run = run_agent("unusable_reply", [["GET /items"], DONE])
+    assert run.exit_code == 0, run.output
+    assert run.access == [], run.access
+    honest(run)
 
 
 def test_halts_when_the_model_keeps_failing():
