@@ -571,8 +571,26 @@ impl RunnerResult {
                     .iter()
                     .map(|c| ((c.classname.clone(), c.name.clone()), c.status))
                     .collect();
+                // A module that failed to collect is an error entry in the
+                // file (pytest's mangled address of the module) and a
+                // collection error on the stream, not a case.
+                let uncollected: BTreeSet<String> = self
+                    .collect_errors
+                    .iter()
+                    .map(|(id, _)| {
+                        let module = id.split("::").next().unwrap_or(id).replace('/', ".");
+                        module.strip_suffix(".py").unwrap_or(&module).to_string()
+                    })
+                    .collect();
                 let mut diffs = Vec::new();
                 for (key, st) in &in_file {
+                    if key.0.is_empty()
+                        && *st == TestStatus::Error
+                        && uncollected.contains(&key.1)
+                        && !stream.contains_key(key)
+                    {
+                        continue;
+                    }
                     match stream.get(key) {
                         None => diffs.push(format!(
                             "{}::{} is {} in the file but was never run",
@@ -856,6 +874,27 @@ mod tests {
             "the runner finished with exit status 1 but the process exited with 2",
         );
         check(&[START, collect_err, END_1], Exit::Code(1), None, "");
+        // Its entry in the result file (pytest's address of the module) is
+        // that collection error, not a test that never ran ...
+        let module_error = TestOutcome {
+            classname: String::new(),
+            name: "t".into(),
+            status: TestStatus::Error,
+            message: None,
+        };
+        check(
+            &[START, collect_err, END_1],
+            Exit::Code(1),
+            Some(Ok(vec![module_error.clone()])),
+            "",
+        );
+        // ... but the same entry without a collection error on the stream is.
+        check(
+            &[START, END_1],
+            Exit::Code(1),
+            Some(Ok(vec![module_error])),
+            "::t is error in the file but was never run",
+        );
     }
 
     #[test]
