@@ -290,10 +290,18 @@ fn test_failing_fires_for_a_named_test_absent_from_the_report() {
     // test it cut off counts as not run (an error, so the failure fires),
     // and the missing id is tampering.
     let calc = "import os\n\nfrom helpers.util import identity\n\n\ndef add(a, b):\n    if a < 0 or b < 0:\n        os._exit(0)\n    return identity(a + b)\n";
-    let card =
-        check(&[("calc.py", calc)], &["hidden-fails", "negative-fails", "evidence-tampering"]);
+    // A run whose evidence contradicted itself vouches for nothing: the
+    // test it did report as passed counts as failed too.
+    let card = check(
+        &[("calc.py", calc)],
+        &["hidden-fails", "negative-fails", "small-fails", "evidence-tampering"],
+    );
     assert_has(&evidence(&card, "negative-fails"), "test_hidden::test_add_negative error: not run");
-    assert_has(&evidence(&card, "evidence-tampering"), "test_add_negative");
+    assert_has(&evidence(&card, "small-fails"), "not trusted");
+    assert_has(
+        &evidence(&card, "evidence-tampering"),
+        "the process exited 0 before the runner finished",
+    );
 }
 
 #[test]
