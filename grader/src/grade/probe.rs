@@ -93,7 +93,9 @@ impl Grader {
 
     fn probe_run(&self, script: &str) -> Result<String, GradeError> {
         let dir = tempfile::tempdir().map_err(io("creating a probe folder"))?;
-        let limits = Limits { wall: Duration::from_secs(30), ..Limits::default() };
+        // Once per grader: generous, so a loaded machine does not turn a
+        // slow probe into a packet error.
+        let limits = Limits { wall: Duration::from_secs(120), ..Limits::default() };
         let empty = dir.path().join("empty");
         fs::create_dir(&empty).map_err(io("creating a probe workspace"))?;
         let ran = run_on_copy(
@@ -105,6 +107,13 @@ impl Grader {
             &limits,
             Vec::new(),
         )?;
+        if ran.report.stdout_tail.trim().is_empty() {
+            return Err(GradeError::Packet(format!(
+                "the environment probe printed nothing ({}): {}",
+                ran.report.describe(),
+                ran.report.stderr_tail.lines().last().unwrap_or_default()
+            )));
+        }
         Ok(ran.report.stdout_tail)
     }
 }

@@ -469,7 +469,10 @@ async fn the_audit_status_follows_live_in_a_browser_and_the_page_reloads_with_th
     b.wait_for("#live-state[data-state='running']", Duration::from_secs(60)).await;
     // Nobody reloads: the island does, once the audit is done.
     let counts = b.wait_for(".audit-counts", Duration::from_secs(600)).await;
-    assert_eq!(counts.text().await.unwrap(), "1 killed, 0 survived, 0 crashed, 0 invalid");
+    assert_eq!(
+        counts.text().await.unwrap(),
+        "1 killed, 0 survived, 0 explained, 0 crashed, 0 invalid"
+    );
     assert_eq!(b.text("#live-state").await, "done");
     b.close().await;
 }

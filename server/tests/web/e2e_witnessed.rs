@@ -136,7 +136,7 @@ async fn red_model_calls_green_submit_and_the_reviewers_witnessed_timeline() {
     let key = candidate.text("#model-key").await.trim().to_string();
     assert!(key.starts_with("gh-") && key.len() == 43, "unexpected model key {key:?}");
     assert!(
-        candidate.text("#witness .model-window").await.contains("Closed"),
+        candidate.text("#model-meter .model-window").await.contains("Closed"),
         "the model window is closed before red"
     );
 
@@ -194,7 +194,9 @@ async fn red_model_calls_green_submit_and_the_reviewers_witnessed_timeline() {
     // Green through the page's form, on the sample tree.
     candidate.choose_file("form.witness.green input[type='file']", &sample_zip).await;
     candidate.click("form.witness.green button[type='submit']").await;
-    candidate.wait_for("#witness li.witness-run.green.accepted", Duration::from_secs(120)).await;
+    candidate
+        .wait_for("#witness-green li.witness-run.green.accepted", Duration::from_secs(120))
+        .await;
     candidate.snapshot("w3-green").await;
 
     // The submission: receipt, then graded live.
