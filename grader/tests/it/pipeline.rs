@@ -357,12 +357,14 @@ fn check_packet_fails_hidden_tests_whose_canaries_cannot_fail_on_the_sample() {
     let root = check_demo_copy(tmp.path());
     let hidden = fs::read_dir(root.join("hidden")).unwrap().next().unwrap().unwrap().path();
     let name = hidden.file_name().unwrap().to_string_lossy().into_owned();
-    // Tests that never reach an assertion on the sample: no twin of theirs
-    // can fail there, so no canary can be planted.
+    // Tests that never pass on the sample (skipped before any assertion):
+    // no twin of theirs fails beside a passing test there, so no canary can
+    // be planted. (A test that returns before its assertion passes, and its
+    // twin fails as the changed assertion never ran: that one is covered.)
     write(
         &root,
         &format!("hidden/{name}"),
-        "import pytest\n\nfrom calc import add\n\n\ndef test_add_small():\n    pytest.skip('not today')\n    assert add(1, 2) == 3\n\n\ndef test_add_negative():\n    if add(-1, -2) == -3:\n        return\n    assert add(-1, -2) == -3\n",
+        "import pytest\n\nfrom calc import add\n\n\ndef test_add_small():\n    pytest.skip('not today')\n    assert add(1, 2) == 3\n\n\ndef test_add_negative():\n    pytest.skip('nor today')\n    assert add(-1, -2) == -3\n",
     );
     let report = check_packet(grader(), &root);
     let item = report
