@@ -39,7 +39,7 @@ use sha2::{Digest, Sha256};
 
 use crate::evidence::{TestOutcome, TestStatus};
 use crate::packet::Packet;
-use crate::trusted::RunnerResult;
+use crate::trusted::{RunnerKind, RunnerResult};
 
 /// The generator's placeholder for a test function's name.
 pub const NAME_PLACEHOLDER: &str = "__GH_NAME__";
@@ -672,6 +672,57 @@ pub fn is_test_module(path: &str) -> bool {
     name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py"))
 }
 
+/// Whether the runner `kind` given `args` collects the test module laid at
+/// `laid` (a workspace path): only such modules get twins, since a laid test
+/// file the command does not run is a fixture for the candidate's code,
+/// whose text must not change. Collected are the files the command names
+/// (a pytest node id names one test, not its twins; a unittest module name
+/// is a dotted path), in place, or, after a `prelude` that copies them
+/// elsewhere, by file name; with no file named, what the runner finds in
+/// the working folder (never a dot folder).
+pub fn collects(kind: RunnerKind, args: &[String], prelude: bool, laid: &str) -> bool {
+    let positional = || args.iter().filter(|a| !a.starts_with('-'));
+    let (named, discovers): (Vec<String>, bool) = match kind {
+        RunnerKind::Pytest => {
+            let paths = crate::trusted::pytest_paths(args);
+            let named = paths
+                .iter()
+                .filter(|p| !args.iter().any(|a| a.split_once("::").is_some_and(|(f, _)| f == *p)))
+                .map(|p| p.trim_start_matches("./").trim_end_matches('/').to_string())
+                .collect();
+            (named, paths.is_empty())
+        }
+        RunnerKind::Unittest => {
+            if positional().any(|a| a == "discover") {
+                (Vec::new(), true)
+            } else {
+                let named: Vec<String> = positional()
+                    .map(|a| {
+                        if a.ends_with(".py") {
+                            a.clone()
+                        } else {
+                            format!("{}.py", a.replace('.', "/"))
+                        }
+                    })
+                    .collect();
+                let none = named.is_empty();
+                (named, none)
+            }
+        }
+        RunnerKind::Script => return false,
+    };
+    let name = laid.rsplit('/').next().unwrap_or(laid);
+    if prelude {
+        return named.iter().any(|g| g.rsplit('/').next() == Some(name));
+    }
+    if named.is_empty() {
+        return discovers && !laid.split('/').any(|c| c.starts_with('.'));
+    }
+    named
+        .iter()
+        .any(|g| g.is_empty() || g == "." || laid == g || laid.starts_with(&format!("{g}/")))
+}
+
 /// The hidden test modules each step lays from the packet: (step id,
 /// workspace path, packet path), for steps whose command runs through the
 /// trusted pytest or unittest runner.
@@ -679,43 +730,12 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
     let root = packet.files()?;
     let mut out = Vec::new();
     for step in &packet.manifest.steps {
-        // Only modules the runner collects: those it names (a node id
-        // names one test, not its twins), in place or, after a prelude
-        // that copies them elsewhere, by file name; with no path, what it
-        // finds in the working folder. A laid test file the command does
-        // not run is a fixture for the candidate's code: its text must not
-        // change.
         let plan = crate::trusted::plan(&step.run);
         let crate::trusted::Plan::Runner { kind, args, prelude } = &plan else { continue };
-        let given: Vec<String> = match kind {
-            crate::trusted::RunnerKind::Pytest => {
-                let named: Vec<&String> = args.iter().filter(|a| a.contains("::")).collect();
-                crate::trusted::pytest_paths(args)
-                    .into_iter()
-                    .filter(|p| !named.iter().any(|n| n.split("::").next() == Some(p.as_str())))
-                    .map(|p| p.trim_start_matches("./").trim_end_matches('/').to_string())
-                    .collect()
-            }
-            crate::trusted::RunnerKind::Unittest if prelude.is_none() => Vec::new(),
-            _ => continue,
-        };
-        let in_place = prelude.is_none();
-        let named_any = !crate::trusted::pytest_paths(args).is_empty();
-        let collected = |laid: &str| {
-            let name = laid.rsplit('/').next().unwrap_or(laid);
-            if !in_place {
-                return given.iter().any(|g| g.rsplit('/').next() == Some(name));
-            }
-            if given.is_empty() {
-                // Nothing but node ids: no twin would be collected. No
-                // path: the working folder, where pytest never enters
-                // dot folders.
-                return !named_any && !laid.split('/').any(|c| c.starts_with('.'));
-            }
-            given.iter().any(|g| {
-                g.is_empty() || g == "." || laid == g || laid.starts_with(&format!("{g}/"))
-            })
-        };
+        if !matches!(kind, RunnerKind::Pytest | RunnerKind::Unittest) {
+            continue;
+        }
+        let collected = |laid: &str| collects(*kind, args, prelude.is_some(), laid);
         for lay in &step.lay {
             let (from, to) = lay.paths();
             match root.kind(&from)? {
@@ -740,6 +760,35 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_modules_the_runner_collects_get_twins() {
+        use RunnerKind::{Pytest, Unittest};
+        let check = |kind, command: &str, prelude, laid: &str, expect: bool| {
+            let args: Vec<String> = command.split_whitespace().map(String::from).collect();
+            assert_eq!(collects(kind, &args, prelude, laid), expect, "{command:?} {laid}");
+        };
+        // Named files and folders, in place.
+        check(Pytest, "-q test_h.py", false, "test_h.py", true);
+        check(Pytest, "-q tests", false, "tests/test_h.py", true);
+        check(Pytest, "-q ./tests/", false, "tests/test_h.py", true);
+        check(Pytest, "-q test_h.py", false, "project/test_slug.py", false);
+        // A node id names one test: its twins would never be collected.
+        check(Pytest, "-q t/test_c.py::test_x test_h.py", false, "t/test_c.py", false);
+        check(Pytest, "-q t/test_c.py::test_x", false, "t/test_c.py", false);
+        // No path: the working folder, never a dot folder.
+        check(Pytest, "-q -p no:cacheprovider", false, "test_h.py", true);
+        check(Pytest, "-q", false, ".gatehouse/hidden/test_h.py", false);
+        // After a prelude that copies: by file name.
+        check(Pytest, "-q tests/test_h.py", true, ".gatehouse/hidden/test_h.py", true);
+        check(Pytest, "-q tests/test_h.py", true, ".gatehouse/pristine/test_c.py", false);
+        // unittest: dotted module names, files, discovery.
+        check(Unittest, "-q test_bucket", false, "test_bucket.py", true);
+        check(Unittest, "-q pkg.test_h", false, "pkg/test_h.py", true);
+        check(Unittest, "-q pkg.test_h", false, "test_other.py", false);
+        check(Unittest, "discover -s .", false, "test_h.py", true);
+        check(Unittest, "-q", false, ".gatehouse/test_h.py", false);
+    }
 
     fn template() -> Template {
         serde_json::from_str(

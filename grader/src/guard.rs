@@ -224,6 +224,15 @@ pub fn generate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_graders_own_laid_files_are_read_only() {
+        let laid = [".gatehouse/hidden", ".gatehouse", "project/test_slug.py", ".gatehouse/kept/a"];
+        assert_eq!(
+            protected(laid.iter().map(|s| s.to_string()).collect()),
+            [".gatehouse/hidden", ".gatehouse/kept/a"]
+        );
+    }
     use crate::canary::{Part, Slot, Template, Twin, Verdict};
 
     #[test]

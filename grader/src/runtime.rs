@@ -101,19 +101,17 @@ pub fn judge(r: &RunnerResult, whose: Whose, baseline: &BTreeSet<String>) -> Jud
     // packet command copied it).
     for (id, m) in r.marks.iter().chain(r.collect_skip_marks.iter()) {
         let packets_test = whose == Whose::Packet || m.test_by.as_deref() == Some("grader");
-        {
-            if packets_test && m.raised_by.as_deref() == Some("candidate") {
-                let what = match m.outcome.as_deref() {
-                    Some("xfailed") => "an expected failure (xfail)",
-                    Some("xpassed") => "an expected failure (xfail)",
-                    _ => "a skip",
-                };
-                out.signs.push(format!(
-                    "{id} was turned into {what} by the candidate's code at {}: a hidden test is not the candidate's to skip",
-                    m.raised_in.as_deref().unwrap_or("?")
-                ));
-            }
+        if !packets_test || m.raised_by.as_deref() != Some("candidate") {
+            continue;
         }
+        let what = match m.outcome.as_deref() {
+            Some("xfailed" | "xpassed") => "an expected failure (xfail)",
+            _ => "a skip",
+        };
+        out.signs.push(format!(
+            "{id} was turned into {what} by the candidate's code at {}: a hidden test is not the candidate's to skip",
+            m.raised_in.as_deref().unwrap_or("?")
+        ));
     }
     out
 }
