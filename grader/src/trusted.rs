@@ -577,10 +577,7 @@ impl RunnerResult {
                 let uncollected: BTreeSet<String> = self
                     .collect_errors
                     .iter()
-                    .map(|(id, _)| {
-                        let module = id.split("::").next().unwrap_or(id).replace('/', ".");
-                        module.strip_suffix(".py").unwrap_or(&module).to_string()
-                    })
+                    .map(|(id, _)| split_id(id.split("::").next().unwrap_or(id)).0)
                     .collect();
                 let mut diffs = Vec::new();
                 for (key, st) in &in_file {
