@@ -211,14 +211,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
         let message = format!("grading was interrupted {} times", job.attempts - 1);
         if state.db.finish_job(job.id, owner, false, Some(&message)).await.unwrap_or(false) {
             if job.kind == JobKind::Grade {
-                logged(
-                    job.id,
-                    "set_submission_state",
-                    state
-                        .db
-                        .set_submission_state(&job.subject, SubmissionState::Failed, Some(&message))
-                        .await,
-                );
+                grading_state(state, &job, SubmissionState::Failed, &message).await;
             } else if job.kind == JobKind::Audit
                 && let Ok(id) = job.subject.parse::<i64>()
             {
@@ -352,20 +345,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
                     tracing::warn!(job = job.id, "the lease was lost before release")
                 }
                 Ok(_) => {
-                    if job.kind == JobKind::Grade {
-                        logged(
-                            job.id,
-                            "set_submission_state",
-                            state
-                                .db
-                                .set_submission_state(
-                                    &job.subject,
-                                    SubmissionState::Queued,
-                                    Some(&message),
-                                )
-                                .await,
-                        );
-                    }
+                    grading_state(state, &job, SubmissionState::Queued, &message).await;
                 }
                 // The database itself is full: the lease runs out and the
                 // job is claimed again.
@@ -381,18 +361,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
                     metrics::counter!("gatehouse_jobs_failed_total", "kind" => job.kind.as_str())
                         .increment(1);
                     if job.kind == JobKind::Grade {
-                        logged(
-                            job.id,
-                            "set_submission_state",
-                            state
-                                .db
-                                .set_submission_state(
-                                    &job.subject,
-                                    SubmissionState::Failed,
-                                    Some(&message),
-                                )
-                                .await,
-                        );
+                        grading_state(state, &job, SubmissionState::Failed, &message).await;
                     } else if job.kind == JobKind::Audit
                         && let Ok(id) = job.subject.parse::<i64>()
                     {
@@ -413,20 +382,7 @@ async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
                 Ok(Released::Requeued) => {
                     metrics::counter!("gatehouse_jobs_retried_total", "kind" => job.kind.as_str())
                         .increment(1);
-                    if job.kind == JobKind::Grade {
-                        logged(
-                            job.id,
-                            "set_submission_state",
-                            state
-                                .db
-                                .set_submission_state(
-                                    &job.subject,
-                                    SubmissionState::Queued,
-                                    Some(&message),
-                                )
-                                .await,
-                        );
-                    }
+                    grading_state(state, &job, SubmissionState::Queued, &message).await;
                     state.wake_workers();
                 }
                 Ok(Released::Lost) => {
@@ -523,6 +479,18 @@ fn about(secs: u64) -> String {
             let m = secs.div_ceil(60);
             format!("{} h {} min", m / 60, m % 60)
         }
+    }
+}
+
+/// A grading job's submission follows its job: queued again or failed,
+/// with why. Other jobs' subjects are not submissions: nothing to do.
+async fn grading_state(state: &AppState, job: &Job, to: SubmissionState, message: &str) {
+    if job.kind == JobKind::Grade {
+        logged(
+            job.id,
+            "set_submission_state",
+            state.db.set_submission_state(&job.subject, to, Some(message)).await,
+        );
     }
 }
 
