@@ -17,6 +17,7 @@ use crate::error::AppError;
 use crate::state::AppState;
 use crate::web::assignments::utc;
 use crate::web::auth::{page_meta, render, set_flash, take_flash, validate_account};
+use crate::web::session::CsrfForm;
 use crate::web::session::SignedIn;
 
 const NEW_TOKEN_KEY: &str = "new_api_token";
@@ -294,12 +295,6 @@ async fn create_token(
         .await?;
     crate::web::session::put_shown_once(&signed_in.session, NEW_TOKEN_KEY, token).await?;
     Ok(Redirect::to("/admin/users").into_response())
-}
-
-#[derive(Deserialize)]
-struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 async fn revoke_token(

@@ -21,6 +21,7 @@ use crate::error::AppError;
 use crate::invites::{self, DEFAULT_DEADLINE_MS, Invite};
 use crate::state::AppState;
 use crate::web::auth::{page_meta, render, take_flash};
+use crate::web::session::CsrfForm;
 use crate::web::session::SignedIn;
 
 pub fn routes() -> crate::routes::Routes {
@@ -376,12 +377,6 @@ async fn invited(
         move || view! { <InvitedPage vm=vm /> },
     )
     .into_response())
-}
-
-#[derive(Deserialize)]
-struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 #[derive(Deserialize)]

@@ -29,6 +29,7 @@ use crate::invites::{self, Invite};
 use crate::state::AppState;
 use crate::web::assignments::utc;
 use crate::web::auth::{page_meta, render, set_flash, take_flash};
+use crate::web::session::CsrfForm;
 use crate::web::session::SignedIn;
 
 const NEW_KEY: &str = "new_ats_key";
@@ -445,12 +446,6 @@ async fn create_connection(
         .await?;
     crate::web::session::put_shown_once(&signed_in.session, NEW_KEY, key).await?;
     Ok(Redirect::to("/admin/ats").into_response())
-}
-
-#[derive(Deserialize)]
-struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 async fn revoke_connection(

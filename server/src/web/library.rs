@@ -27,6 +27,7 @@ use crate::library::{self, BUDGETS, DraftEdit};
 use crate::state::AppState;
 use crate::web::auth::{page_meta, render, set_flash, take_flash};
 use crate::web::page::markdown;
+use crate::web::session::CsrfForm;
 use crate::web::session::SignedIn;
 
 pub fn routes() -> crate::routes::Routes {
@@ -529,12 +530,6 @@ async fn import(
     )
     .await;
     Ok(Redirect::to(&format!("/packets/{}?version={}", version.slug, version.id)).into_response())
-}
-
-#[derive(Deserialize)]
-struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
 }
 
 /// Checks role and CSRF, then finds the version an action is about.

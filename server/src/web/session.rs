@@ -222,6 +222,14 @@ async fn submitted_token(
     Ok((axum::extract::Request::from_parts(parts, body), None))
 }
 
+/// A form that carries only its CSRF token (a button that revokes,
+/// retries or deletes).
+#[derive(Debug, serde::Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    pub csrf: String,
+}
+
 /// Checks a submitted CSRF token against the session's, in constant time.
 pub async fn verify_csrf(session: &Session, submitted: Option<&str>) -> Result<(), AppError> {
     let expected =
