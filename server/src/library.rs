@@ -783,7 +783,8 @@ pub async fn run_check(state: &AppState, version_id: i64) -> anyhow::Result<bool
 /// As [`run_check`]; `background` runs the self-test on a thread of its
 /// own at the lowest CPU and I/O priority (`crate::lowly`), which every
 /// thread and sandboxed process of the check inherits, so a grading
-/// running beside it keeps the machine.
+/// running beside it keeps the machine; a background check that fails is
+/// run again at normal priority and that report is the one recorded.
 pub async fn run_check_in(
     state: &AppState,
     version_id: i64,
@@ -808,11 +809,30 @@ pub async fn run_check_in(
     };
     let before = digest_of(dir.clone()).await;
     let d = dir.clone();
-    let report = if background {
+    let mut report = if background {
         crate::lowly::run(move || check_packet(&grader, &d)).await?
     } else {
         tokio::task::spawn_blocking(move || check_packet(&grader, &d)).await?
     };
+    // At idle priority a busy machine can starve the check's runs past
+    // their wall limits (a `SCHED_IDLE` thread gets the CPU only when
+    // nothing else wants it), so a packet is not recorded as failing on a
+    // background run alone: its failure is confirmed at normal priority,
+    // with the sample measured anew (the grader keeps one calibration per
+    // version, and the starved one is no measure), and the confirming
+    // report is the one kept.
+    if background && !report.ok() {
+        tracing::warn!(
+            version = version_id,
+            failing = report.failures().count(),
+            "the background self-test failed at idle priority; confirming at normal priority"
+        );
+        for digest in before.iter().chain([&version.digest]) {
+            state.grader.forget_calibration(digest);
+        }
+        let (grader, d) = (state.grader.clone(), dir.clone());
+        report = tokio::task::spawn_blocking(move || check_packet(&grader, &d)).await?;
+    }
     let after = digest_of(dir).await;
     let checked = before.filter(|b| after.as_deref() == Some(b.as_str()) && *b == version.digest);
     if checked.is_none() {

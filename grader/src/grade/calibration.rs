@@ -125,6 +125,16 @@ impl Grader {
         cell.get_or_init(|| Arc::new(self.calibrate(packet))).clone()
     }
 
+    /// Drops this grader's calibration of the version `digest`, so the
+    /// next grading or self-test of it measures anew (one measured while
+    /// starved at idle priority, say, is no measure; gradings already
+    /// holding it keep theirs).
+    pub fn forget_calibration(&self, digest: &str) {
+        if let Ok(mut map) = self.calibrations.lock() {
+            map.remove(digest);
+        }
+    }
+
     fn calibrate(&self, packet: &Packet) -> Calibration {
         let measured = (|| -> Result<Calibration, GradeError> {
             let work = crate::workdir::WorkDir::new("gatehouse-grade-")

@@ -653,6 +653,79 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
     assert_eq!((jobs.len(), jobs[0].state.as_str()), (1, "done"));
 }
 
+/// A background self-test runs at idle priority, where a busy machine can
+/// starve its runs past their wall limits (CI once recorded the built-in
+/// null-status as failing that way): a failure there is confirmed at normal
+/// priority before it is recorded, and a packet that fails at any priority
+/// is still recorded failing.
+#[tokio::test]
+async fn a_background_check_failing_only_at_idle_priority_is_confirmed_at_normal_priority() {
+    let packets = tempfile::tempdir().unwrap();
+    // Copies of null-status whose hidden module refuses to load when `when`
+    // holds in the sandboxed process.
+    let lay = |slug: &str, when: &str| {
+        let dir = packets.path().join(slug);
+        grader::tree::copy_path(&null_status(), &dir).unwrap();
+        let toml = std::fs::read_to_string(dir.join("packet.toml")).unwrap();
+        let toml = toml.replace("slug = \"null-status\"", &format!("slug = \"{slug}\""));
+        std::fs::write(dir.join("packet.toml"), toml).unwrap();
+        let hidden = dir.join("hidden/test_hidden_unknowns.py");
+        let text = std::fs::read_to_string(&hidden).unwrap();
+        let guard = format!(
+            "import os as _gh_os\nif {when}:\n    raise RuntimeError(\"refused: {slug}\")\n"
+        );
+        std::fs::write(&hidden, guard + &text).unwrap();
+        dir
+    };
+    let starved = lay("null-status", "_gh_os.sched_getscheduler(0) == _gh_os.SCHED_IDLE");
+    lay("null-status-broken", "True");
+    let dir = packets.path().to_path_buf();
+    let app = TestApp::spawn_with(move |c| {
+        c.packets_dir = dir;
+        c.builtin_self_test = "all".into();
+    })
+    .await;
+
+    // At idle priority alone the first one fails: what is confirmed below.
+    let grader = app.state.grader.clone();
+    let alone = gatehouse::lowly::run(move || grader::check::check_packet(&grader, &starved))
+        .await
+        .unwrap();
+    assert!(!alone.ok(), "{alone:?}");
+
+    assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 2);
+    let db = &app.state.db;
+    let mut versions = Vec::new();
+    for slug in ["null-status", "null-status-broken"] {
+        let v = db.latest_published(slug).await.unwrap().unwrap();
+        let jobs = db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
+        assert_eq!(jobs[0].priority, gatehouse::db::BUILTIN_CHECK_PRIORITY, "{slug}: background");
+        versions.push(v.id);
+    }
+    let _workers = gatehouse::queue::spawn_workers(&app.state, 2);
+    let started = std::time::Instant::now();
+    let states = loop {
+        let mut states = Vec::new();
+        for id in &versions {
+            states.push(db.version_by_id(*id).await.unwrap().unwrap().check_state);
+        }
+        if states.iter().all(|s| s == "passed" || s == "failed") {
+            break states;
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "not finished: {states:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(states, ["passed", "failed"]);
+    // The kept reports are the confirming ones: the first passes whole and
+    // its calibration is recorded; the second names its failing items.
+    let passed = db.version_by_id(versions[0]).await.unwrap().unwrap();
+    assert!(gatehouse::grading::recorded_calibration(passed.check_report.as_deref()).is_some());
+    let failed = db.version_by_id(versions[1]).await.unwrap().unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(failed.check_report.as_deref().unwrap()).unwrap();
+    assert!(report["items"].as_array().unwrap().iter().any(|i| i["ok"] == false), "{report}");
+}
+
 /// A candidate's grading is claimed before a built-in check that waits,
 /// even an older one; an author asking for that check raises it to theirs.
 #[tokio::test]
