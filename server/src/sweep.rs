@@ -4,6 +4,8 @@
 //! - the grader's work folders (`<tmp>/gatehouse-grade-*` and its other
 //!   kinds) whose process died, host-wide, never a live one's
 //!   (`grader::workdir`: a lock beside each folder);
+//! - the kernel keys of run uids no live run holds (a run killed with its
+//!   process never cleared its uid: `Sandbox::sweep_uid_keys`);
 //! - what killed processes left in `<data_dir>/tmp/` (uploads cut short,
 //!   scratch folders), never a live write (`blobs::sweep_tmp`: locked files);
 //! - with Postgres, where the local folders are caches: blobs in
@@ -34,6 +36,7 @@ pub const DB_GRACE: Duration = Duration::from_secs(3600);
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Swept {
     pub work_folders: u64,
+    pub uid_keys: u64,
     pub tmp: u64,
     pub cached_blobs: u64,
     pub cached_packets: u64,
@@ -45,6 +48,7 @@ pub struct Swept {
 impl Swept {
     pub fn total(&self) -> u64 {
         self.work_folders
+            + self.uid_keys
             + self.tmp
             + self.cached_blobs
             + self.cached_packets
@@ -89,16 +93,19 @@ pub async fn run(state: &AppState, role: Role) -> Swept {
     let data_dir = state.config.data_dir.clone();
     let cache_age = Duration::from_secs(state.config.cache_max_age_secs);
     let in_db = state.db.blobs_in_db();
+    let judge = state.grader.clone();
     let files = tokio::task::spawn_blocking(move || {
         let work = grader::workdir::sweep(&std::env::temp_dir());
+        let keys = judge.sandbox().sweep_uid_keys();
         let tmp = crate::blobs::sweep_tmp(&data_dir);
         let packets = if in_db { evict_packets(&data_dir, cache_age) } else { 0 };
-        (work, tmp, packets)
+        (work, keys, tmp, packets)
     })
     .await;
     match files {
-        Ok((work, tmp, packets)) => {
+        Ok((work, keys, tmp, packets)) => {
             swept.work_folders = work.folders + work.unlocked_folders;
+            swept.uid_keys = keys;
             swept.tmp = tmp.total();
             swept.cached_packets = packets;
         }

@@ -155,7 +155,9 @@
 //!   `/proc/cmdline`, `/proc/keys`, `/proc/kcore`, `/proc/sched_debug`,
 //!   `/proc/timer_list`, `/proc/sysrq-trigger` and the other `PROC_MASKS`
 //!   covered by `/dev/null`;
-//! - a killed grader's leftovers (swept at the next `Sandbox::new`).
+//! - a killed grader's leftovers (swept at the next `Sandbox::new`): its
+//!   staging mounts and folders, cgroups, and the kernel keys of the run
+//!   uids it never cleared (`Sandbox::sweep_uid_keys`, also periodically).
 //!
 //! WHAT IT DOES NOT DEFEND AGAINST:
 //! - kernel bugs in the system calls it allows (the filter is a deny list:
@@ -600,7 +602,10 @@ impl Sandbox {
             .flatten()
             .cloned()
             .collect();
-        let swept = owner::sweep(Path::new(STAGING_BASE), &roots);
+        let mut swept = owner::sweep(Path::new(STAGING_BASE), &roots);
+        if features.uid_drop {
+            swept.uid_keys = owner::sweep_uid_keys(config.uid, config.gid, UID_RANGE);
+        }
         let owner = owner::take_owner_lock(Path::new(STAGING_BASE))?;
         let sandbox = Sandbox {
             config,
@@ -727,6 +732,16 @@ impl Sandbox {
     /// What `new` swept of graders that died without cleaning up.
     pub fn swept(&self) -> &Swept {
         &self.swept
+    }
+
+    /// Clears the kernel keys of this sandbox's run uids that no live run
+    /// holds (what runs killed with their grader left); how many uids.
+    /// `new` does it once; a long-lived process calls it periodically.
+    pub fn sweep_uid_keys(&self) -> u64 {
+        if !self.features.uid_drop {
+            return 0;
+        }
+        owner::sweep_uid_keys(self.config.uid, self.config.gid, UID_RANGE)
     }
 
     pub fn run(&self, spec: &RunSpec) -> Result<RunReport, SandboxError> {

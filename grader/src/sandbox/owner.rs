@@ -154,6 +154,47 @@ pub struct Swept {
     pub staging_dirs: u64,
     pub cgroups: u64,
     pub locks: u64,
+    /// Run uids found holding kernel keys with no run on them, cleared
+    /// ([`sweep_uid_keys`]).
+    pub uid_keys: u64,
+}
+
+/// The uids `/proc/key-users` lists: those holding some key (a uid stays
+/// listed until the kernel's collector has run after its last key went).
+fn uids_with_keys() -> Vec<u32> {
+    fs::read_to_string("/proc/key-users")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim_start().split(':').next()?.trim().parse().ok())
+        .collect()
+}
+
+/// Clears the kernel keys of every run uid (`base .. base + range`, gid
+/// `gid_base` plus the same offset) that holds some and that no live run
+/// holds. A run ends by clearing its uid, but a run killed with its grader
+/// never does, and the next lease of that uid, which clears it too, may
+/// never come. The uid's lock is held while it is cleared, so no run leases
+/// it meanwhile; a uid a live run holds is left alone. Returns how many
+/// uids were cleared; a uid that cannot be is left for the next sweep (a
+/// sweep never fails its caller).
+pub fn sweep_uid_keys(base: u32, gid_base: u32, range: u64) -> u64 {
+    let ours: Vec<(u32, u32)> = uids_with_keys()
+        .into_iter()
+        .filter_map(|uid| Some((uid, uid.checked_sub(base).filter(|o| u64::from(*o) < range)?)))
+        .collect();
+    let dir = Path::new(UID_LOCK_DIR);
+    if ours.is_empty() || private_dir(dir).is_err() {
+        return 0;
+    }
+    let mut cleared = 0;
+    for (uid, offset) in ours {
+        let Ok(Some(lock)) = try_lock(&dir.join(uid.to_string()), true) else { continue };
+        if super::keys::clear_uid_keys(uid, gid_base + offset).is_ok() {
+            cleared += 1;
+        }
+        drop(lock);
+    }
+    cleared
 }
 
 /// The owner id a staging folder or cgroup name belongs to: the part

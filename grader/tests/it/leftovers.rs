@@ -102,27 +102,26 @@ fn uid_of_process_with(marker: &str) -> Option<u32> {
     None
 }
 
+/// Holds uid `u`'s lock as a live run's lease does.
+fn hold_uid(u: u32) -> OwnedFd {
+    fs::create_dir_all(UID_LOCK_DIR).expect("uid lock dir");
+    let path = std::ffi::CString::new(format!("{UID_LOCK_DIR}/{u}")).expect("c");
+    // SAFETY: opens a NUL-terminated path; the descriptor is owned below.
+    let fd =
+        unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o600) };
+    assert!(fd >= 0, "{path:?}: {}", std::io::Error::last_os_error());
+    // SAFETY: the descriptor was just opened.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: flock on an owned descriptor.
+    let rc = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(rc, 0, "uid {u} is leased elsewhere");
+    fd
+}
+
 /// Holds the uid locks of every uid in `base .. base + UID_RANGE` but
 /// `free`, so every run of a sandbox based at `base` leases `free`.
 fn hold_all_uids_but(base: u32, free: u32) -> Vec<OwnedFd> {
-    fs::create_dir_all(UID_LOCK_DIR).expect("uid lock dir");
-    (base..base + UID_RANGE as u32)
-        .filter(|u| *u != free)
-        .map(|u| {
-            let path = std::ffi::CString::new(format!("{UID_LOCK_DIR}/{u}")).expect("c");
-            // SAFETY: opens a NUL-terminated path; the descriptor is owned below.
-            let fd = unsafe {
-                libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o600)
-            };
-            assert!(fd >= 0, "{path:?}: {}", std::io::Error::last_os_error());
-            // SAFETY: the descriptor was just opened.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            // SAFETY: flock on an owned descriptor.
-            let rc = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            assert_eq!(rc, 0, "uid {u} is leased elsewhere");
-            fd
-        })
-        .collect()
+    (base..base + UID_RANGE as u32).filter(|u| *u != free).map(hold_uid).collect()
 }
 
 fn sleeper(marker: &str, secs: u32) -> RunSpec {
@@ -201,6 +200,48 @@ fn no_key_of_a_run_uid_outlives_the_run_or_reaches_the_next_run_on_it() {
         assert!(uid_of_process_with("gh_keys_run_b").is_some(), "checked while run B ran");
         h.join().expect("run B")
     });
+}
+
+/// A run killed with its grader never clears its uid, and that uid may
+/// never be leased again: a sandbox's sweep (at `Sandbox::new`, and
+/// `sweep_uid_keys` periodically) clears the keys of every run uid no live
+/// run holds, and leaves a live run's uid alone.
+#[test]
+fn keys_a_killed_run_left_are_swept_and_a_live_runs_are_not() {
+    // A uid range of this test's own.
+    let base = 65_000;
+    let (killed, live) = (base + 3, base + 5);
+    // What a grader killed mid-run leaves: keys in its uid, the lock free.
+    drop(hold_uid(killed));
+    as_uid(killed, || plant("gh-left-by-a-killed-run"));
+    let lease = hold_uid(live);
+    as_uid(live, || plant("gh-of-a-live-run"));
+    assert!(listed_in_key_users(killed) && listed_in_key_users(live));
+
+    let mut config = Sandbox::host_default_config();
+    (config.uid, config.gid) = (base, base);
+    let sb = Sandbox::new(config).expect("sandbox");
+    assert!(sb.swept().uid_keys >= 1, "{:?}", sb.swept());
+    assert!(
+        eventually(Duration::from_secs(3), || as_uid(killed, || keys_named(
+            "gh-left-by-a-killed-run"
+        )
+        .is_empty())),
+        "the keys a killed run left are still there"
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || !listed_in_key_users(killed)),
+        "uid {killed} still holds keys after the sweep"
+    );
+    assert_eq!(as_uid(live, || keys_named("gh-of-a-live-run")).len(), 3, "a live run's keys");
+
+    // Its run over (killed too), the next periodic sweep clears it.
+    drop(lease);
+    assert!(sb.sweep_uid_keys() >= 1);
+    assert!(
+        eventually(Duration::from_secs(3), || !listed_in_key_users(live)),
+        "uid {live} still holds keys after the sweep"
+    );
 }
 
 /// Not a test: a grader process holding a work folder until killed.
