@@ -8,6 +8,9 @@
 //! exec'd per command; it is now the small static image of `grader/init`.)
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // `sqlx::migrate!` embeds the migrations at compile time but does not
+    // tell cargo on a stable compiler: a new migration rebuilds the crate.
+    println!("cargo:rerun-if-changed=../migrations");
     let linux_gnu = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux")
         && std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu");
     if linux_gnu {

@@ -4,7 +4,7 @@
 //! in a file, killed with SIGKILL when dropped.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::support::repo_root;
@@ -35,7 +35,14 @@ impl Settings {
             .env("GATEHOUSE_BUILTIN_SELF_TEST", "off")
             .env("GATEHOUSE_LEASE_SECS", self.lease_secs.to_string())
             .env("GATEHOUSE_LOG", "info,sqlx=warn")
-            .stdout(Stdio::null())
+            // No backtrace captured with an error (a panic still prints
+            // one under RUST_BACKTRACE): formatting one makes this debug
+            // build map and parse its debug info, over 200 MiB of resident
+            // memory that would read as the server's growth.
+            .env("RUST_LIB_BACKTRACE", "0")
+            // The log goes to standard output: kept beside standard error
+            // in the log file that a failing test prints.
+            .stdout(log.try_clone().unwrap())
             .stderr(log);
         for (k, v) in &self.env {
             cmd.env(k, v);

@@ -310,13 +310,15 @@ async fn a_bounded_soak_with_kills_a_restart_and_a_full_disk_loses_nothing_and_l
     tokio::time::sleep(Duration::from_millis(300)).await;
     let procs = processes_under(&root);
     assert!(procs.is_empty(), "processes left under {}: {procs:?}", root.display());
-    // Bounded: the restarted server's resident memory at the end stays
-    // under a fixed ceiling whatever the load it carried. (Alone it ends
-    // within a few MiB of its start; beside the rest of the suite, with
-    // more requests in flight at once, the allocator keeps what the peak
-    // took, 260 MiB once: a flatness check needs two equal waves, not
-    // this one.)
-    assert!(rss_end < 512 * 1024, "server RSS grew: {rss_start} KiB -> {rss_end} KiB");
+    // Flat: the restarted server's resident memory grows by less than
+    // 64 MiB over the 65 % of the submissions it takes (about 13 MiB here;
+    // a leak of a third of a MiB per submission would fail). The 260 MiB
+    // it once ended at was the debug build's debug info, mapped to format
+    // an error's backtrace (`children::Settings` turns that capture off).
+    assert!(
+        rss_end < rss_start + 64 * 1024,
+        "server RSS grew: {rss_start} KiB after the restart -> {rss_end} KiB at the end"
+    );
     eprintln!(
         "soak ({}): {} submissions accepted ({} stored) over {n_assignments} assignments by {clients} clients, \
          {kills} worker SIGKILLs ({again} jobs claimed again), 1 server restart, 1 disk-full episode \
