@@ -19,8 +19,10 @@ use tokio::sync::{Mutex, MutexGuard};
 /// Where Debian's `chromium` package puts the browser.
 const CHROMIUM: &str = "/usr/bin/chromium";
 
-/// How long waits for an element or a navigation last by default.
-pub const WAIT: Duration = Duration::from_secs(20);
+/// How long waits for an element or a navigation last by default (a wait
+/// ends as soon as its element is there; beside the rest of the suite on
+/// two cores, a page's islands once took over 20 s to hydrate).
+pub const WAIT: Duration = Duration::from_secs(60);
 
 /// Holds the one-browser-at-a-time lock for a test's duration.
 pub async fn exclusive() -> MutexGuard<'static, ()> {
