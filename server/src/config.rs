@@ -169,6 +169,18 @@ pub struct Config {
     /// for (`GATEHOUSE_ATS_CALLBACK_SECS`).
     #[serde(default = "default_ats_callback_secs")]
     pub ats_callback_secs: u64,
+    /// How often, in milliseconds, the webhook deliverer looks for due
+    /// deliveries (`GATEHOUSE_WEBHOOK_POLL_MS`).
+    #[serde(default = "default_webhook_poll_ms")]
+    pub webhook_poll_ms: u64,
+    /// The wait after a webhook's first failed attempt, doubled after each
+    /// further one up to an hour (`GATEHOUSE_WEBHOOK_RETRY_BASE_MS`).
+    #[serde(default = "default_webhook_retry_base_ms")]
+    pub webhook_retry_base_ms: i64,
+    /// Attempts of one delivery before it is marked failed (an admin may
+    /// redeliver it) (`GATEHOUSE_WEBHOOK_MAX_ATTEMPTS`).
+    #[serde(default = "default_webhook_max_attempts")]
+    pub webhook_max_attempts: i64,
 }
 
 /// One OpenID Connect issuer (Okta, Microsoft Entra ID, Google Workspace,
@@ -233,6 +245,20 @@ fn default_sso_logins() -> i64 {
 
 fn default_ats_callback_secs() -> u64 {
     30
+}
+
+fn default_webhook_poll_ms() -> u64 {
+    1000
+}
+
+/// 5 s, then 10 s, 20 s, ... up to an hour: twelve attempts span about
+/// seven hours.
+fn default_webhook_retry_base_ms() -> i64 {
+    5_000
+}
+
+fn default_webhook_max_attempts() -> i64 {
+    12
 }
 
 /// Which built-in packets the server self-tests in the background.
@@ -376,6 +402,9 @@ impl Default for Config {
             break_glass_admin: None,
             max_sso_logins: default_sso_logins(),
             ats_callback_secs: default_ats_callback_secs(),
+            webhook_poll_ms: default_webhook_poll_ms(),
+            webhook_retry_base_ms: default_webhook_retry_base_ms(),
+            webhook_max_attempts: default_webhook_max_attempts(),
             sweep_secs: default_sweep_secs(),
             cache_max_age_secs: default_cache_max_age(),
         }

@@ -33,6 +33,7 @@ pub mod text;
 pub mod times;
 pub mod transcript;
 pub mod web;
+pub mod webhooks;
 
 /// Milliseconds since the Unix epoch, the unit of every stored time.
 pub fn now_ms() -> i64 {

@@ -282,7 +282,14 @@ async fn run_job(state: &AppState, owner: &str, job: Job) -> Ended {
                     return Ended::Ran;
                 }
                 Ok(outcome) => match store_grade(state, owner, &job, &outcome, &lost).await {
-                    Ok(true) => Ok(()),
+                    Ok(true) => {
+                        let ended = match outcome {
+                            GradeOutcome::Graded { .. } => SubmissionState::Graded,
+                            GradeOutcome::Refused(_) => SubmissionState::Refused,
+                        };
+                        grading_ended(state, &job.subject, ended).await;
+                        Ok(())
+                    }
                     Ok(false) => {
                         tracing::warn!(
                             job = job.id,
@@ -491,6 +498,29 @@ async fn grading_state(state: &AppState, job: &Job, to: SubmissionState, message
             "set_submission_state",
             state.db.set_submission_state(&job.subject, to, Some(message)).await,
         );
+        if to == SubmissionState::Failed {
+            grading_ended(state, &job.subject, to).await;
+        }
+    }
+}
+
+/// The webhook events of a grading that ended `to`: `submission.graded`,
+/// and `results.released` if the grading released them.
+async fn grading_ended(state: &AppState, submission_id: &str, to: SubmissionState) {
+    let assignment = match state.db.submission_by_id(submission_id).await {
+        Ok(Some(s)) => s.assignment_id,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::error!(submission = submission_id, error = %e, "reading a graded submission failed");
+            return;
+        }
+    };
+    let mut data = crate::webhooks::submission_data(state, submission_id, &assignment);
+    data["state"] = serde_json::Value::from(to.as_str());
+    crate::webhooks::emit(state, crate::webhooks::Event::SubmissionGraded, data).await;
+    if to == SubmissionState::Graded {
+        crate::webhooks::released_now(state, submission_id, crate::webhooks::Release::Grading)
+            .await;
     }
 }
 

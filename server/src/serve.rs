@@ -81,6 +81,9 @@ pub fn serve(config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
         crate::meter::settle_interrupted(&state).await.context("settling model calls an earlier run left in flight")?;
         crate::queue::spawn_workers(&state, state.config.workers);
         crate::ats::spawn_callbacks(state.clone());
+        // Webhook deliveries queued by this server, its workers or another
+        // run before a restart.
+        crate::webhooks::spawn(state.clone());
         // Expired sessions are deleted hourly (and at each sign-in).
         let purge = state.clone();
         tokio::spawn(async move {

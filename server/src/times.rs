@@ -45,6 +45,11 @@ pub fn datetime_local(ms: i64) -> String {
     }
 }
 
+/// Unix ms as RFC 3339 in UTC (`2026-11-29T10:31:02.5Z`), for machines.
+pub fn rfc3339(ms: i64) -> String {
+    from_ms(ms).and_then(|t| t.format(&Rfc3339).ok()).unwrap_or_default()
+}
+
 /// Unix ms for people: `2026-11-29 10:31 UTC`.
 pub fn utc(ms: i64) -> String {
     match from_ms(ms).and_then(|t| {

@@ -9,3 +9,4 @@ pub mod library;
 pub mod queue;
 pub mod review;
 pub mod transcript;
+pub mod webhooks;

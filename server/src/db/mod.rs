@@ -6,7 +6,7 @@
 //! Each area of the schema has its own trait in its own file (users,
 //! packets, packet audits, assignments, submissions, jobs, audit, sessions,
 //! witness runs, the meter, blobs kept in the database, sign-ins under way at
-//! an OpenID issuer, ATS connections), and the backend
+//! an OpenID issuer, ATS connections, webhook endpoints and their outbox), and the backend
 //! implements it in a file of the same name under the backend's module.
 
 use std::sync::Arc;
@@ -27,6 +27,7 @@ pub mod sqlite;
 pub mod sso;
 pub mod submissions;
 pub mod users;
+pub mod webhooks;
 pub mod witness;
 
 pub use assignments::{
@@ -43,6 +44,7 @@ pub use sessions::SessionStore;
 pub use sso::{OidcLogin, OidcLoginStore};
 pub use submissions::{HumanScoreRow, NewSubmission, Submission, SubmissionStore};
 pub use users::{ApiToken, NewUser, Role, User, UserStore};
+pub use webhooks::{AttemptEnd, WebhookDelivery, WebhookEndpoint, WebhookStore};
 pub use witness::{NewWitnessRun, WitnessRunRow, WitnessStore};
 
 /// Everything a backend provides.
@@ -60,6 +62,7 @@ pub trait Store:
     + BlobRows
     + OidcLoginStore
     + AtsStore
+    + WebhookStore
     + Send
     + Sync
 {

@@ -591,6 +591,12 @@ async fn receive_checked(
     metrics::counter!("gatehouse_uploads_accepted_total").increment(1);
     state.wake_workers();
     tracing::info!(submission = %id, assignment = %a.id, size, "submission accepted");
+    crate::webhooks::emit(
+        state,
+        crate::webhooks::Event::SubmissionReceived,
+        crate::webhooks::submission_data(state, &submission.id, &a.id),
+    )
+    .await;
     Ok(submission)
 }
 

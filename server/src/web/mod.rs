@@ -29,6 +29,7 @@ pub mod queue;
 pub mod review;
 pub mod session;
 pub mod sso;
+pub mod webhooks;
 pub mod witness;
 
 // Moved to the crate root (the meter uses them too); kept here by name.
@@ -47,6 +48,7 @@ pub fn routes() -> crate::routes::Routes {
         .merge(sso::routes())
         .merge(greenhouse::routes())
         .merge(admin::routes())
+        .merge(webhooks::routes())
         .merge(library::routes())
         .merge(assignments::routes())
         .merge(candidate::routes())

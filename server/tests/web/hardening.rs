@@ -951,6 +951,25 @@ async fn the_queue_is_fair_across_assignments() {
     }
     let r = submit_json(&app, &b.token).await;
     let b_id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    // Each job's turn is fixed when it is queued; migration 0016's backfill
+    // gives pending jobs queued before it the same turns: lose them, run it.
+    let url = &app.state.config.database_url;
+    let turns = "SELECT subject, turn FROM jobs ORDER BY id";
+    let queued = crate::support::raw_text_int_rows(url, turns).await;
+    let expect: Vec<i64> = vec![0, 1, 2, 3, 0];
+    assert_eq!(queued.iter().map(|r| r.1).collect::<Vec<_>>(), expect, "{queued:?}");
+    crate::support::raw_exec(url, "UPDATE jobs SET turn = 0", &[]).await;
+    let backend = if url.starts_with("postgres") { "postgres" } else { "sqlite" };
+    let migration =
+        crate::support::repo_root().join(format!("migrations/{backend}/0016_job_turns.sql"));
+    let migration = std::fs::read_to_string(&migration).unwrap();
+    let backfill = migration
+        .split(';')
+        .map(|s| s.lines().filter(|l| !l.starts_with("--")).collect::<Vec<_>>().join("\n"))
+        .find(|s| s.trim_start().starts_with("UPDATE jobs SET turn"))
+        .expect("0016 backfills the turns");
+    crate::support::raw_exec(url, &backfill, &[]).await;
+    assert_eq!(crate::support::raw_text_int_rows(url, turns).await, queued);
     // Claim as a worker would: Bob's first job comes second, not fifth.
     let mut order = Vec::new();
     while let Some(job) =

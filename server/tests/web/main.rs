@@ -39,6 +39,7 @@ mod security;
 mod soak;
 mod transcripts;
 mod upload;
+mod webhooks;
 mod witness;
 
 use support::TestApp;

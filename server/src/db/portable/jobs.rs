@@ -28,16 +28,20 @@ macro_rules! job_store {
         use crate::now_ms;
         use crate::db::rows::jobs::COLS;
 
-        /// A job's turn among the gradings: how many earlier grading jobs
-        /// its assignment has (0 for a self-test or an audit).
-        const RANK: &str = "CASE WHEN s.assignment_id IS NULL THEN 0 ELSE (
+        /// A new job's turn among the gradings (`jobs.turn`, migration
+        /// 0016): how many grading jobs the assignment of submission `$2`
+        /// has so far (0 for a self-test or an audit, `$1` being the kind).
+        /// Fixed at enqueue, so a claim orders by a stored column and walks
+        /// `jobs_pending_order` instead of counting for every pending job.
+        const TURN: &str = "CASE WHEN $1 = 'grade' THEN (
                             SELECT COUNT(*) FROM jobs o JOIN submissions os ON os.id = o.subject
-                            WHERE o.kind = 'grade' AND os.assignment_id = s.assignment_id AND o.id < j.id) END";
+                            JOIN submissions me ON me.assignment_id = os.assignment_id
+                            WHERE o.kind = 'grade' AND me.id = $2) ELSE 0 END";
 
         #[async_trait]
         impl JobStore for $store {
             async fn enqueue_with_priority(&self, kind: JobKind, subject: &str, priority: i64) -> DbResult<i64> {
-                sqlx::query_scalar("INSERT INTO jobs (kind, subject, priority, created_at) VALUES ($1, $2, $3, $4) RETURNING id")
+                sqlx::query_scalar(&format!("INSERT INTO jobs (kind, subject, priority, created_at, turn) VALUES ($1, $2, $3, $4, {TURN}) RETURNING id"))
                     .bind(kind.as_str())
                     .bind(subject)
                     .bind(priority)
@@ -47,21 +51,22 @@ macro_rules! job_store {
             }
 
             async fn claim_job_in(&self, owner: &str, now: i64, lease_ms: i64, lane: crate::db::jobs::Lane) -> DbResult<Option<Job>> {
-                // Fair across assignments: a grading job ranks by how many
-                // earlier grading jobs its assignment has, then by age, so one
-                // candidate's ten submissions take turns with everyone else's
-                // first (round robin) instead of queueing ahead of them.
-                // Self-tests rank 0. Above both, the job's priority; and only
+                // Fair across assignments: a grading job ranks by its turn
+                // (how many earlier grading jobs its assignment has), then by
+                // age, so one candidate's ten submissions take turns with
+                // everyone else's first (round robin) instead of queueing
+                // ahead of them. Self-tests and audits have turn 0. Above both, the job's priority; and only
                 // the priorities of the worker's lane (the built-in
                 // library's background self-tests have a lane of their own).
                 let (low, high) = lane.priorities();
                 sqlx::query_as(&format!(
                     "UPDATE jobs SET state = 'running', lease_owner = $1, lease_until = $2 + $3, attempts = attempts + 1
                      WHERE id = (
-                        SELECT j.id FROM jobs j LEFT JOIN submissions s ON j.kind = 'grade' AND s.id = j.subject
-                        WHERE (j.state = 'queued' OR (j.state = 'running' AND j.lease_until < $2))
+                        SELECT j.id FROM jobs j
+                        WHERE j.state IN ('queued', 'running')
+                            AND (j.state = 'queued' OR (j.state = 'running' AND j.lease_until < $2))
                             AND j.priority >= $4 AND j.priority <= $5
-                        ORDER BY j.priority DESC, {RANK}, j.id
+                        ORDER BY j.priority DESC, j.turn, j.id
                         LIMIT 1 {})
                      {}
                      RETURNING {COLS}",
@@ -81,8 +86,8 @@ macro_rules! job_store {
                 let (low, _) = crate::db::jobs::Lane::Foreground.priorities();
                 let row: Option<(i64, i64)> = sqlx::query_as(&format!(
                     "WITH pending AS (
-                        SELECT j.id, j.state, j.priority, {RANK} AS turn
-                        FROM jobs j LEFT JOIN submissions s ON j.kind = 'grade' AND s.id = j.subject
+                        SELECT j.id, j.state, j.priority, j.turn
+                        FROM jobs j
                         WHERE j.state IN ('queued', 'running') AND j.priority >= $2
                      )
                      SELECT

@@ -17,4 +17,5 @@ pub(crate) mod sessions;
 pub(crate) mod sso;
 pub(crate) mod submissions;
 pub(crate) mod users;
+pub(crate) mod webhooks;
 pub(crate) mod witness;

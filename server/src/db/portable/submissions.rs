@@ -32,7 +32,18 @@ macro_rules! submission_store {
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("INSERT INTO jobs (kind, subject, created_at) VALUES ('grade', $1, $2)").bind(s.id).bind(now).execute(&mut *tx).await?;
+                // The grading's turn (see `jobs.turn`): the grading jobs its
+                // assignment had before it.
+                sqlx::query(
+                    "INSERT INTO jobs (kind, subject, created_at, turn) VALUES ('grade', $1, $2, (
+                        SELECT COUNT(*) FROM jobs o JOIN submissions os ON os.id = o.subject
+                        WHERE o.kind = 'grade' AND os.assignment_id = $3))",
+                )
+                .bind(s.id)
+                .bind(now)
+                .bind(s.assignment_id)
+                .execute(&mut *tx)
+                .await?;
                 sqlx::query("UPDATE assignments SET state = 'submitted' WHERE id = $1").bind(s.assignment_id).execute(&mut *tx).await?;
                 let row: Submission = sqlx::query_as(&format!("{SELECT} WHERE s.id = $1")).bind(s.id).fetch_one(&mut *tx).await?;
                 tx.commit().await?;

@@ -20,6 +20,9 @@ mod assignments {
 mod ats {
     crate::db::portable::ats::ats_store!(super::PgStore);
 }
+mod webhooks {
+    crate::db::portable::webhooks::webhook_store!(super::PgStore);
+}
 mod audit {
     crate::db::portable::audit::audit_store!(super::PgStore);
 }

@@ -16,6 +16,9 @@ mod assignments {
 mod ats {
     crate::db::portable::ats::ats_store!(super::SqliteStore);
 }
+mod webhooks {
+    crate::db::portable::webhooks::webhook_store!(super::SqliteStore);
+}
 mod audit {
     crate::db::portable::audit::audit_store!(super::SqliteStore);
 }

@@ -88,6 +88,7 @@ pub(super) async fn human_score(
         return Err(AppError::BadRequest("the reason is longer than 4000 characters".into()));
     }
 
+    let before = state.db.human_scores(&id).await?.len();
     state.db.add_human_score(&id, criterion, level as i64, reason, signed_in.user.id).await?;
     let human = human_levels(&state, &id).await?;
     let updated = rescore(&manifest, &card, &human);
@@ -117,6 +118,10 @@ pub(super) async fn human_score(
             ),
         )
         .await?;
+    let mut data = crate::webhooks::submission_data(&state, &id, &ctx.assignment.id);
+    data["criterion"] = serde_json::Value::from(criterion);
+    crate::webhooks::emit(&state, crate::webhooks::Event::SubmissionScored, data).await;
+    crate::webhooks::released_now(&state, &id, crate::webhooks::Release::Score { before }).await;
     // Back to the criterion just scored, not the top of a long page.
     let anchor = format!("criterion-{}", crate::web::session::urlencode(criterion));
     Ok(Redirect::to(&format!(
