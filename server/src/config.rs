@@ -181,6 +181,10 @@ pub struct Config {
     /// redeliver it) (`GATEHOUSE_WEBHOOK_MAX_ATTEMPTS`).
     #[serde(default = "default_webhook_max_attempts")]
     pub webhook_max_attempts: i64,
+    /// Days a webhook delivery that ended is kept (listed on the admin
+    /// page) before the sweep removes it (`GATEHOUSE_WEBHOOK_KEEP_DAYS`).
+    #[serde(default = "default_webhook_keep_days")]
+    pub webhook_keep_days: i64,
 }
 
 /// One OpenID Connect issuer (Okta, Microsoft Entra ID, Google Workspace,
@@ -259,6 +263,10 @@ fn default_webhook_retry_base_ms() -> i64 {
 
 fn default_webhook_max_attempts() -> i64 {
     12
+}
+
+fn default_webhook_keep_days() -> i64 {
+    30
 }
 
 /// Which built-in packets the server self-tests in the background.
@@ -405,6 +413,7 @@ impl Default for Config {
             webhook_poll_ms: default_webhook_poll_ms(),
             webhook_retry_base_ms: default_webhook_retry_base_ms(),
             webhook_max_attempts: default_webhook_max_attempts(),
+            webhook_keep_days: default_webhook_keep_days(),
             sweep_secs: default_sweep_secs(),
             cache_max_age_secs: default_cache_max_age(),
         }

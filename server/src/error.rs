@@ -172,9 +172,21 @@ impl AppError {
 
 impl From<sqlx::Error> for AppError {
     fn from(e: sqlx::Error) -> AppError {
+        // Text Postgres cannot store (a NUL character; SQLite stores it) is
+        // the request's fault, whatever field carried it.
+        if let sqlx::Error::Database(db) = &e
+            && db.code().as_deref() == Some(PG_CHARACTER_NOT_IN_REPERTOIRE)
+        {
+            return AppError::BadRequest(
+                "the request holds a NUL character (or other bytes that are not text), which no text field takes".into(),
+            );
+        }
         AppError::Internal(e.into())
     }
 }
+
+/// Postgres's SQLSTATE for text its encoding has no character for.
+const PG_CHARACTER_NOT_IN_REPERTOIRE: &str = "22021";
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {

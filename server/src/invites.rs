@@ -35,7 +35,12 @@ pub async fn create(
     if name.is_empty() {
         return Err(AppError::BadRequest("candidate name is empty".into()));
     }
-    if !email.contains('@') || email.len() > 254 {
+    if name.chars().count() > 200 || name.chars().any(char::is_control) {
+        return Err(AppError::BadRequest(
+            "the candidate name must be at most 200 characters, with no control characters".into(),
+        ));
+    }
+    if !email.contains('@') || email.len() > 254 || email.chars().any(char::is_control) {
         return Err(AppError::BadRequest(format!("{email:?} is not an email address")));
     }
     let now = now_ms();

@@ -16,7 +16,9 @@
 //!   version has (a draft's earlier edits) unused for [`DB_GRACE`], with
 //!   their blobs when nothing else refers to them, and the chunks of blobs
 //!   never finished (an upload whose process died) written before
-//!   [`DB_GRACE`].
+//!   [`DB_GRACE`];
+//! - `serve` only: webhook deliveries that ended (delivered or failed)
+//!   more than `webhook_keep_days` ago.
 //!
 //! A sweep never fails its caller: what it cannot judge or remove is
 //! logged and left for the next one.
@@ -43,6 +45,7 @@ pub struct Swept {
     pub archives: u64,
     pub archive_blobs: u64,
     pub chunks: u64,
+    pub webhook_deliveries: u64,
 }
 
 impl Swept {
@@ -55,6 +58,7 @@ impl Swept {
             + self.archives
             + self.archive_blobs
             + self.chunks
+            + self.webhook_deliveries
     }
 }
 
@@ -124,6 +128,13 @@ pub async fn run(state: &AppState, role: Role) -> Swept {
         match state.db.sweep_orphan_chunks(before).await {
             Ok(n) => swept.chunks = n,
             Err(e) => tracing::warn!(error = %e, "sweeping chunks of unfinished blobs failed"),
+        }
+    }
+    if role == Role::Server {
+        let keep = state.config.webhook_keep_days.saturating_mul(86_400_000);
+        match state.db.prune_webhook_deliveries(crate::now_ms().saturating_sub(keep)).await {
+            Ok(n) => swept.webhook_deliveries = n,
+            Err(e) => tracing::warn!(error = %e, "pruning old webhook deliveries failed"),
         }
     }
     if swept.total() > 0 {

@@ -89,4 +89,7 @@ pub trait WebhookStore {
     /// and a fresh schedule of attempts. False when there is no such
     /// delivery or an attempt of it is in flight.
     async fn redeliver_webhook(&self, id: i64, now: i64) -> DbResult<bool>;
+    /// Removes deliveries that ended (delivered or failed) and were
+    /// created before `before`; returns how many.
+    async fn prune_webhook_deliveries(&self, before: i64) -> DbResult<u64>;
 }

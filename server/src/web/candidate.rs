@@ -84,8 +84,15 @@ impl From<sqlx::Error> for Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+        (self.status, axum::Json(ApiError { error: self.message })).into_response()
     }
+}
+
+/// A refusal's JSON: what was wrong, in a sentence (nothing else).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApiError {
+    pub error: String,
 }
 
 /// Whether the client asked for JSON.

@@ -15,7 +15,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::post;
 use grader::grade::GradeError;
-use serde_json::json;
 
 use grader::witness::WitnessKind;
 
@@ -209,27 +208,72 @@ async fn witness(
 
 /// The JSON answer: 201 for an accepted run, 422 with `error` for a refused
 /// one (the run is recorded either way and the body carries its log).
+/// A witnessed run as JSON (the API's answer, and the candidate page's
+/// with `Accept: application/json`).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct WitnessRunView {
+    id: i64,
+    /// red or green.
+    #[schema(value_type = WitnessStep)]
+    kind: String,
+    /// Unix milliseconds.
+    at: i64,
+    /// Whether it counts for the gate.
+    accepted: bool,
+    /// Whether the tests passed.
+    passed: bool,
+    exit_code: Option<i64>,
+    /// Why it does not count, when it does not.
+    refusal: Option<String>,
+    tree_sha256: String,
+    /// The sandbox's environment probe.
+    #[schema(value_type = Object)]
+    environment: serde_json::Value,
+    wall_ms: u64,
+    /// The test command's output (capped).
+    log: String,
+    /// The refusal again, as every refusal carries it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
 fn run_json(w: &Witnessed) -> Response {
     let r = &w.row;
-    let env: serde_json::Value = serde_json::from_str(&r.env_json).unwrap_or_default();
-    let mut body = json!({
-        "id": r.id,
-        "kind": r.kind,
-        "at": r.at,
-        "accepted": r.accepted,
-        "passed": w.passed,
-        "exit_code": r.exit_code,
-        "refusal": r.refusal,
-        "tree_sha256": r.tree_sha256,
-        "environment": env,
-        "wall_ms": w.wall_ms,
-        "log": r.log,
-    });
-    if let Some(why) = &r.refusal {
-        body["error"] = json!(why);
-        return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body)).into_response();
-    }
-    (StatusCode::CREATED, axum::Json(body)).into_response()
+    let body = WitnessRunView {
+        id: r.id,
+        kind: r.kind.to_string(),
+        at: r.at,
+        accepted: r.accepted,
+        passed: w.passed,
+        exit_code: r.exit_code,
+        refusal: r.refusal.clone(),
+        tree_sha256: r.tree_sha256.clone(),
+        environment: serde_json::from_str(&r.env_json).unwrap_or_default(),
+        wall_ms: w.wall_ms,
+        log: r.log.clone(),
+        error: r.refusal.clone(),
+    };
+    let status =
+        if r.refusal.is_some() { StatusCode::UNPROCESSABLE_ENTITY } else { StatusCode::CREATED };
+    (status, axum::Json(body)).into_response()
+}
+
+/// A 422: the run recorded, not counting, or a tree refused before any run.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // The schema of a 422; `run_json` and `Refusal` write them.
+enum WitnessRefused {
+    Run(WitnessRunView),
+    Refused(crate::web::api::ApiError),
+}
+
+/// The sandbox run of a witness step, as the schema names it.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // The schema of the path's `kind`, parsed by `WitnessKind::parse`.
+enum WitnessStep {
+    Red,
+    Green,
 }
 
 async fn form_witness(
@@ -258,7 +302,31 @@ async fn form_witness(
     }
 }
 
-async fn api_witness(
+/// Runs the packet's workspace tests on the uploaded tree in the grading
+/// sandbox, once, and records the run: a `red` run must fail, a `green`
+/// run must pass after an accepted red.
+#[utoipa::path(
+    post,
+    path = "/api/v1/witness/{kind}",
+    tag = "witness",
+    params(("kind" = WitnessStep, Path, description = "red or green")),
+    request_body(content = crate::web::api::ZipUpload, content_type = "multipart/form-data"),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "The run, accepted", body = WitnessRunView),
+        (status = 400, description = "No `file` field, a malformed multipart body, or an unknown step", body = crate::web::api::ApiError),
+        (status = 401, description = "No bearer token, or not a valid link token", body = crate::web::api::ApiError),
+        (status = 403, description = "The time box is over", body = crate::web::api::ApiError),
+        (status = 404, description = "No such step (there are `red` and `green`)", body = crate::web::api::ApiError),
+        (status = 410, description = "The deadline has passed", body = crate::web::api::ApiError),
+        (status = 413, description = "Over the upload cap", body = crate::web::api::ApiError),
+        (status = 422, description = "The run does not count (its `refusal` says why), or the tree was refused before any run", body = WitnessRefused),
+        (status = 429, description = "A run of this assignment is under way, or its runs are used up", body = crate::web::api::ApiError),
+        (status = 503, description = "The sandbox is busy", body = crate::web::api::ApiError),
+        (status = 507, description = "Out of storage", body = crate::web::api::ApiError),
+    )
+)]
+pub(crate) async fn api_witness(
     State(state): State<AppState>,
     Path(kind): Path<String>,
     headers: HeaderMap,

@@ -20,6 +20,7 @@ mod library;
 mod mail;
 mod meter;
 mod oidc;
+mod openapi;
 mod ops;
 #[path = "../common/postgres.rs"]
 mod postgres;

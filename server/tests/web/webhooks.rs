@@ -260,6 +260,26 @@ async fn events_are_signed_verified_retried_and_redelivered() {
         assert!(audit.iter().any(|e| e.action == action), "{action} audited");
     }
     deliverer.abort();
+
+    // The sweep keeps ended deliveries `webhook_keep_days`, then removes
+    // them; a pending one stays whatever its age.
+    let swept = gatehouse::sweep::run(&app.state, gatehouse::sweep::Role::Server).await;
+    assert_eq!(swept.webhook_deliveries, 0, "kept 30 days");
+    let url = &app.state.config.database_url;
+    let month = crate::support::Arg::I(31 * 86_400_000);
+    crate::support::raw_exec(
+        url,
+        "UPDATE webhook_deliveries SET created_at = created_at - ?",
+        &[month],
+    )
+    .await;
+    let first = deliveries.last().unwrap().id;
+    let pending = "UPDATE webhook_deliveries SET state = 'pending' WHERE id = ?";
+    crate::support::raw_exec(url, pending, &[crate::support::Arg::I(first)]).await;
+    let swept = gatehouse::sweep::run(&app.state, gatehouse::sweep::Role::Server).await;
+    assert_eq!(swept.webhook_deliveries, 3);
+    let left = app.state.db.recent_webhook_deliveries(100).await.unwrap();
+    assert_eq!(left.iter().map(|d| d.id).collect::<Vec<_>>(), vec![first]);
 }
 
 /// A receiver that is down while the server is killed between two

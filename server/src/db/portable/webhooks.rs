@@ -123,6 +123,14 @@ macro_rules! webhook_store {
                 .await?;
                 Ok(r.rows_affected() == 1)
             }
+
+            async fn prune_webhook_deliveries(&self, before: i64) -> DbResult<u64> {
+                let r = sqlx::query("DELETE FROM webhook_deliveries WHERE state IN ('delivered', 'failed') AND created_at < $1")
+                    .bind(before)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(r.rows_affected())
+            }
         }
     };
 }
