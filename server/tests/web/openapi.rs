@@ -114,7 +114,7 @@ fn schemathesis(
 ) -> Result<String, String> {
     // Its database of examples (`.hypothesis/`) goes to a folder of its own.
     let scratch = tempfile::tempdir().unwrap();
-    let out = Command::new("schemathesis")
+    let out = Command::new(crate::support::tool("schemathesis"))
         .current_dir(scratch.path())
         .args(["run", &app.url(schema)])
         .args(["--url", &app.url("")])
@@ -131,7 +131,7 @@ fn schemathesis(
         .args(["--seed", "20261204", "--workers", "1", "--no-color"])
         .args(extra)
         .output()
-        .expect("schemathesis (scripts/setup installs it from requirements-host.txt)");
+        .expect("schemathesis (scripts/setup installs it from requirements-tools.txt)");
     let text = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),

@@ -115,6 +115,14 @@ pub async fn raw_text_int_rows(url: &str, sql: &str) -> Vec<(String, i64)> {
     }
 }
 
+/// A program of the tests' Python tools (`.tools-venv/bin/<name>`, made by
+/// scripts/setup from requirements-tools.txt).
+pub fn tool(name: &str) -> PathBuf {
+    let path = repo_root().join(".tools-venv/bin").join(name);
+    assert!(path.exists(), "{} is missing: run scripts/setup", path.display());
+    path
+}
+
 /// The repository root, for `packets/` and `target/site`.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

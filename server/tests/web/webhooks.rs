@@ -35,7 +35,7 @@ impl Receiver {
         let log = dir.join(format!("received-{port}.jsonl"));
         let secret_file = dir.join(format!("secret-{port}"));
         std::fs::write(&secret_file, secret).unwrap();
-        let mut child = Command::new("python3")
+        let mut child = Command::new(crate::support::tool("python3"))
             .arg(repo_root().join("server/tests/web/webhook_receiver.py"))
             .args(["--port", &port.to_string(), "--fail-first", &fail_first.to_string()])
             .arg("--secret-file")
@@ -44,7 +44,7 @@ impl Receiver {
             .arg(&log)
             .stdout(Stdio::piped())
             .spawn()
-            .expect("python3 webhook_receiver.py");
+            .expect("webhook_receiver.py on the tools' python");
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let port = line
