@@ -146,7 +146,7 @@ async fn openapi_json() -> Response {
 }
 
 /// The answer of every refusal.
-pub use crate::web::candidate::ApiError;
+pub use crate::web::candidate::{ApiError, ZipUpload};
 
 /// A deadline: RFC 3339 text (`2030-01-31T17:00:00Z`) or Unix milliseconds.
 #[derive(Deserialize, ToSchema)]
@@ -293,14 +293,6 @@ async fn create_assignment(
 }
 
 pub use crate::times::parse_rfc3339;
-
-/// A zip uploaded as multipart field `file`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // The schema of the multipart body, read as a stream.
-pub struct ZipUpload {
-    #[schema(value_type = String, format = Binary)]
-    file: Vec<u8>,
-}
 
 /// A submission accepted and queued for grading.
 #[derive(Serialize, ToSchema)]

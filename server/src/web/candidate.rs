@@ -88,6 +88,14 @@ impl IntoResponse for Refusal {
     }
 }
 
+/// A zip uploaded as multipart field `file`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // The schema of the multipart body, read as a stream.
+pub struct ZipUpload {
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
 /// A refusal's JSON: what was wrong, in a sentence (nothing else).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

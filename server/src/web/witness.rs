@@ -264,7 +264,7 @@ fn run_json(w: &Witnessed) -> Response {
 #[allow(dead_code)] // The schema of a 422; `run_json` and `Refusal` write them.
 enum WitnessRefused {
     Run(WitnessRunView),
-    Refused(crate::web::api::ApiError),
+    Refused(crate::web::candidate::ApiError),
 }
 
 /// The sandbox run of a witness step, as the schema names it.
@@ -310,20 +310,20 @@ async fn form_witness(
     path = "/api/v1/witness/{kind}",
     tag = "witness",
     params(("kind" = WitnessStep, Path, description = "red or green")),
-    request_body(content = crate::web::api::ZipUpload, content_type = "multipart/form-data"),
+    request_body(content = crate::web::candidate::ZipUpload, content_type = "multipart/form-data"),
     security(("bearer" = [])),
     responses(
         (status = 201, description = "The run, accepted", body = WitnessRunView),
-        (status = 400, description = "No `file` field, a malformed multipart body, or an unknown step", body = crate::web::api::ApiError),
-        (status = 401, description = "No bearer token, or not a valid link token", body = crate::web::api::ApiError),
-        (status = 403, description = "The time box is over", body = crate::web::api::ApiError),
-        (status = 404, description = "No such step (there are `red` and `green`)", body = crate::web::api::ApiError),
-        (status = 410, description = "The deadline has passed", body = crate::web::api::ApiError),
-        (status = 413, description = "Over the upload cap", body = crate::web::api::ApiError),
+        (status = 400, description = "No `file` field, a malformed multipart body, or an unknown step", body = crate::web::candidate::ApiError),
+        (status = 401, description = "No bearer token, or not a valid link token", body = crate::web::candidate::ApiError),
+        (status = 403, description = "The time box is over", body = crate::web::candidate::ApiError),
+        (status = 404, description = "No such step (there are `red` and `green`)", body = crate::web::candidate::ApiError),
+        (status = 410, description = "The deadline has passed", body = crate::web::candidate::ApiError),
+        (status = 413, description = "Over the upload cap", body = crate::web::candidate::ApiError),
         (status = 422, description = "The run does not count (its `refusal` says why), or the tree was refused before any run", body = WitnessRefused),
-        (status = 429, description = "A run of this assignment is under way, or its runs are used up", body = crate::web::api::ApiError),
-        (status = 503, description = "The sandbox is busy", body = crate::web::api::ApiError),
-        (status = 507, description = "Out of storage", body = crate::web::api::ApiError),
+        (status = 429, description = "A run of this assignment is under way, or its runs are used up", body = crate::web::candidate::ApiError),
+        (status = 503, description = "The sandbox is busy", body = crate::web::candidate::ApiError),
+        (status = 507, description = "Out of storage", body = crate::web::candidate::ApiError),
     )
 )]
 pub(crate) async fn api_witness(
