@@ -107,7 +107,7 @@ fn nav(meta: &PageMeta) -> impl IntoView + use<> {
         <header class="top">
             <a class="brand" href="/">"Gatehouse"</a>
             {user.map(|u| {
-                let admin = (u.role == "admin").then(|| view! { <a href="/admin/users">"Users"</a><a href="/admin/ats">"Sign-in and ATS"</a><a href="/admin/webhooks">"Webhooks"</a> });
+                let admin = (u.role == "admin").then(|| view! { <a href="/admin/users">"Users"</a><a href="/admin/ats">"Sign-in and ATS"</a><a href="/admin/webhooks">"Webhooks"</a><a href="/admin/retention">"Candidate data"</a> });
                 view! {
                     <nav>
                         <a href="/inbox">"Inbox"</a>

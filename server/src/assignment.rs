@@ -11,16 +11,28 @@ use crate::state::AppState;
 use crate::times::utc;
 
 /// The assignment behind a link token, or 404 (the same for every unknown
-/// token, so links cannot be probed).
+/// token, so links cannot be probed), or 410 for the link of a candidate
+/// whose data was erased (only its holder can tell).
 pub async fn by_token(state: &AppState, token: &str) -> Result<Assignment, AppError> {
     if token.is_empty() || token.len() > 128 {
         return Err(AppError::NotFound("invite link".into()));
     }
-    state
-        .db
-        .assignment_by_token_hash(&token_hash(token))
-        .await?
-        .ok_or_else(|| AppError::NotFound("invite link".into()))
+    let hash = token_hash(token);
+    if let Some(a) = state.db.assignment_by_token_hash(&hash).await? {
+        return Ok(a);
+    }
+    match state.db.erasure_by_link(&hash).await? {
+        Some(e) => Err(AppError::Gone(erased_message(e.at))),
+        None => Err(AppError::NotFound("invite link".into())),
+    }
+}
+
+/// What an erased candidate's link says.
+pub fn erased_message(at: i64) -> String {
+    format!(
+        "everything this platform held about you for this assignment (your details, submissions, test runs and model calls) was erased on {}; this link no longer opens anything",
+        utc(at)
+    )
 }
 
 /// The time box in seconds: the assignment's own, else the packet's

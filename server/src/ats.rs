@@ -78,6 +78,18 @@ pub async fn status(state: &AppState, interview: &AtsInterview) -> Result<TestSt
         partner_score: None,
         metadata,
     };
+    // An erased candidate: the ATS learns that, and nothing else.
+    if let Some(at) = a.erased_at {
+        out.partner_status = "erased".into();
+        out.metadata.insert(
+            "Result".into(),
+            text(&format!(
+                "the candidate's data was erased in Gatehouse on {}",
+                crate::times::utc(at)
+            )),
+        );
+        return Ok(out);
+    }
     let Some(s) = latest else {
         let time_box = crate::assignment::time_box_secs(&a, None);
         out.partner_status =

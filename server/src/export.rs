@@ -85,9 +85,14 @@ pub struct CsvRow<'a> {
     pub state: &'a str,
     /// The parsed scorecard, when graded.
     pub card: Option<&'a Scorecard>,
+    /// For an erased candidate (no card): the final decision and score
+    /// the erasure kept.
+    pub erased: Option<(Option<&'a str>, Option<f64>)>,
 }
 
-/// The CSV of a packet's scorecards: a header, then one row per submission.
+/// The CSV of a packet's scorecards: a header, then one row per submission
+/// (and one per erased candidate: state `erased`, the final decision and
+/// score, no name, email or levels).
 /// Criterion columns are the union of the criteria of the rows'
 /// scorecards, in the order they first appear; a row without a level for a
 /// criterion leaves the cell empty ("pending" when a reviewer must score it).
@@ -143,7 +148,10 @@ pub fn scorecards_csv(rows: &[CsvRow<'_>]) -> anyhow::Result<String> {
                 );
             }
             None => {
-                record.extend(std::iter::repeat_n(String::new(), 3 + criteria.len() + 1));
+                let (decision, score) = r.erased.unwrap_or((None, None));
+                record.push(decision.unwrap_or_default().to_string());
+                record.push(score.map(|s| s.to_string()).unwrap_or_default());
+                record.extend(std::iter::repeat_n(String::new(), 1 + criteria.len() + 1));
             }
         }
         w.write_record(&record)?;

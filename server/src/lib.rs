@@ -12,6 +12,7 @@ pub mod blobs;
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod erasure;
 pub mod error;
 pub mod export;
 pub mod grading;

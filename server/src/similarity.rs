@@ -330,6 +330,13 @@ impl Cache {
         memo(&self.pairs, CACHE_PAIRS, &key, compute, &self.computed)
     }
 
+    /// Forgets every submission's fingerprints and pairs (after an
+    /// erasure); starters stay.
+    pub fn clear(&self) {
+        self.prints.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.pairs.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     /// How many entries were computed (not found), for tests and metrics.
     pub fn computed(&self) -> usize {
         self.computed.load(Ordering::Relaxed)

@@ -18,7 +18,9 @@
 //!   never finished (an upload whose process died) written before
 //!   [`DB_GRACE`];
 //! - `serve` only: webhook deliveries that ended (delivered or failed)
-//!   more than `webhook_keep_days` ago.
+//!   more than `webhook_keep_days` ago;
+//! - `serve` only: the data of candidates whose retention ran out
+//!   (`crate::erasure::sweep_retention`, at most [`RETENTION_ROUND`] a round).
 //!
 //! A sweep never fails its caller: what it cannot judge or remove is
 //! logged and left for the next one.
@@ -34,6 +36,10 @@ use crate::state::AppState;
 /// or an upload between two chunks.
 pub const DB_GRACE: Duration = Duration::from_secs(3600);
 
+/// The most assignments one sweep erases for retention (the rest wait for
+/// the next round).
+pub const RETENTION_ROUND: i64 = 200;
+
 /// What one sweep removed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Swept {
@@ -46,6 +52,8 @@ pub struct Swept {
     pub archive_blobs: u64,
     pub chunks: u64,
     pub webhook_deliveries: u64,
+    /// Assignments erased because their retention ran out.
+    pub erased: u64,
 }
 
 impl Swept {
@@ -59,6 +67,7 @@ impl Swept {
             + self.archive_blobs
             + self.chunks
             + self.webhook_deliveries
+            + self.erased
     }
 }
 
@@ -136,6 +145,7 @@ pub async fn run(state: &AppState, role: Role) -> Swept {
             Ok(n) => swept.webhook_deliveries = n,
             Err(e) => tracing::warn!(error = %e, "pruning old webhook deliveries failed"),
         }
+        swept.erased = crate::erasure::sweep_retention(state, RETENTION_ROUND).await as u64;
     }
     if swept.total() > 0 {
         tracing::info!(?swept, "removed leftovers and unused cache entries");

@@ -422,6 +422,18 @@ pub fn CandidatePage(page: CandidateView) -> impl IntoView {
                 <h2 id="receipts-heading">"7. Your receipts"</h2>
                 {receipts}
             </section>
+            <YourData href=format!("{}/my-data.zip", page.base) />
+        </section>
+    }
+}
+
+/// The candidate's copy of everything held about them.
+#[component]
+pub fn YourData(href: String) -> impl IntoView {
+    view! {
+        <section id="your-data" aria-labelledby="your-data-heading">
+            <h2 id="your-data-heading">"Your data"</h2>
+            <p><a id="my-data" href=href download="my-data.zip">"Download everything this platform holds about you"</a>" (one zip: your details, every upload, your test runs, your model calls with their prompts and answers). The hiring team can erase it; after that this link opens nothing."</p>
         </section>
     }
 }
@@ -491,12 +503,25 @@ pub fn InvalidLinkView() -> impl IntoView {
     }
 }
 
-/// The page an expired or closed link shows.
+/// The page an expired or closed link shows; the candidate can still take
+/// their data (`download`).
 #[component]
-pub fn GoneView(message: String) -> impl IntoView {
+pub fn GoneView(message: String, #[prop(optional)] download: Option<String>) -> impl IntoView {
     view! {
         <section class="gone">
             <h1>"This link has expired"</h1>
+            <p>{message}</p>
+        </section>
+        {download.map(|href| view! { <YourData href=href /> })}
+    }
+}
+
+/// The page of a link whose candidate's data was erased.
+#[component]
+pub fn ErasedView(message: String) -> impl IntoView {
+    view! {
+        <section class="gone erased" id="erased">
+            <h1>"Your data was erased"</h1>
             <p>{message}</p>
         </section>
     }

@@ -7,6 +7,7 @@ pub mod candidate;
 pub mod inbox;
 pub mod library;
 pub mod queue;
+pub mod retention;
 pub mod review;
 pub mod transcript;
 pub mod webhooks;

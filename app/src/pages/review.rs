@@ -38,6 +38,12 @@ pub struct AssignmentView {
     /// Uploads refused at the door (never graded): (when, reason), newest first.
     #[serde(default)]
     pub refusals: Vec<(String, String)>,
+    /// Whether the viewer may erase the candidate's data (admin).
+    #[serde(default)]
+    pub can_erase: bool,
+    /// When, by whom and why the candidate's data was erased.
+    #[serde(default)]
+    pub erased: Option<String>,
 }
 
 #[component]
@@ -74,7 +80,24 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
         }
     });
     let compare = format!("/packets/{}/compare", view.slug);
-    let manage = view.can_manage.then(|| {
+    let erased = view.erased.clone().map(|e| {
+        view! { <p class="erased-notice" id="erased" role="status">{e}</p> }
+    });
+    let erase = (view.can_erase && view.erased.is_none()).then(|| {
+        let action = format!("/assignments/{}/erase", view.id);
+        view! {
+            <details class="secondary-action erase">
+                <summary>"Erase this candidate's data…"</summary>
+                <p>"Removes their name and email, every upload, test run, model call and transcript, the reviewers' scores and the audit entries' details, for good. The assignment's id, packet, deadline and final score stay, with no personal data. The candidate can download their copy from their link first."</p>
+                <form id="erase-candidate" method="post" action=action>
+                    <crate::shell::CsrfField token=view.csrf.clone() />
+                    <label>"Type the candidate's email to confirm" <input type="text" name="confirm" required autocomplete="off" /></label>
+                    <button type="submit" class="danger">"Erase the candidate's data"</button>
+                </form>
+            </details>
+        }
+    });
+    let manage = (view.can_manage && view.erased.is_none()).then(|| {
         let reissue = format!("/assignments/{}/reissue", view.id);
         let revoke = format!("/assignments/{}/model-key/revoke", view.id);
         let csrf = view.csrf.clone();
@@ -114,9 +137,11 @@ pub fn AssignmentPage(view: AssignmentView) -> impl IntoView {
             <thead><tr><th>"Submission"</th><th>"Received"</th><th>"State"</th><th>"Decision"</th><th>"Score"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
+        {erased}
         {refused}
         <p><a href=compare>"Compare this packet's candidates"</a></p>
         {manage}
+        {erase}
     }
 }
 

@@ -27,6 +27,8 @@ pub struct Assignment {
     pub max_submissions: i64,
     /// Reviewers see a pseudonym until they have saved their scores.
     pub blind_review: bool,
+    /// When the candidate's data was erased (the row is a tombstone).
+    pub erased_at: Option<i64>,
 }
 
 /// When a candidate sees the decision and score of a graded submission.

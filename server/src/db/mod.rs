@@ -6,7 +6,8 @@
 //! Each area of the schema has its own trait in its own file (users,
 //! packets, packet audits, assignments, submissions, jobs, audit, sessions,
 //! witness runs, the meter, blobs kept in the database, sign-ins under way at
-//! an OpenID issuer, ATS connections, webhook endpoints and their outbox), and the backend
+//! an OpenID issuer, ATS connections, webhook endpoints and their outbox, erasures and
+//! retention), and the backend
 //! implements it in a file of the same name under the backend's module.
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ pub mod assignments;
 pub mod ats;
 pub mod audit;
 pub mod blobs;
+pub mod erasure;
 pub mod jobs;
 pub mod meter;
 pub mod packet_audits;
@@ -36,6 +38,10 @@ pub use assignments::{
 pub use ats::{AtsConnection, AtsInterview, AtsStore, NewAtsConnection, NewAtsInterview};
 pub use audit::{AuditEntry, AuditStore};
 pub use blobs::BlobRows;
+pub use erasure::{
+    DueErasure, EraseReason, EraseRefusal, ErasedRows, Erasure, ErasureStore, PacketRetention,
+    RETENTION_SETTING,
+};
 pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore, JobWake, Lane, QueuePlace};
 pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};
 pub use packet_audits::{AuditCall, AuditCounts, NewPacketAudit, PacketAudit, PacketAuditStore};
@@ -63,6 +69,7 @@ pub trait Store:
     + OidcLoginStore
     + AtsStore
     + WebhookStore
+    + ErasureStore
     + Send
     + Sync
 {

@@ -139,11 +139,21 @@ pub(crate) async fn load_packet(
     crate::library::packet_of(state, a.packet_version_id).await
 }
 
-pub(crate) fn gone_page(state: &AppState, a: &Assignment) -> Response {
+pub(crate) fn gone_page(state: &AppState, a: &Assignment, token: &str) -> Response {
     let message = crate::assignment::expired_message(a.deadline);
+    let download = format!("/c/{token}/my-data.zip");
     let html = app::shell::document(
         meta(state, "Link expired"),
-        move || view! { <GoneView message=message /> },
+        move || view! { <GoneView message=message download=download /> },
+    );
+    (StatusCode::GONE, Html(html)).into_response()
+}
+
+/// The page of a link whose candidate's data was erased.
+fn erased_page(state: &AppState, message: String) -> Response {
+    let html = app::shell::document(
+        meta(state, "Data erased"),
+        move || view! { <app::pages::candidate::ErasedView message=message /> },
     );
     (StatusCode::GONE, Html(html)).into_response()
 }
@@ -344,10 +354,11 @@ async fn page(
             );
             return Ok((StatusCode::NOT_FOUND, Html(html)).into_response());
         }
+        Err(AppError::Gone(message)) => return Ok(erased_page(&state, message)),
         Err(e) => return Err(e),
     };
     if now_ms() >= a.deadline {
-        return Ok(gone_page(&state, &a));
+        return Ok(gone_page(&state, &a, &token));
     }
     Ok(Html(render_page(&state, &token, &a, PageExtras { error: None }).await?).into_response())
 }
@@ -358,7 +369,7 @@ async fn start(
 ) -> Result<Response, AppError> {
     let a = assignment_for(&state, &token).await?;
     if now_ms() >= a.deadline {
-        return Ok(gone_page(&state, &a));
+        return Ok(gone_page(&state, &a, &token));
     }
     state.db.start_assignment(&a.id, now_ms()).await?;
     Ok(Redirect::to(&format!("/c/{token}")).into_response())
@@ -370,7 +381,7 @@ async fn starter(
 ) -> Result<Response, AppError> {
     let a = assignment_for(&state, &token).await?;
     if now_ms() >= a.deadline {
-        return Ok(gone_page(&state, &a));
+        return Ok(gone_page(&state, &a, &token));
     }
     let packet = load_packet(&state, &a).await?;
     // The starter carries the prompt and the credentials: taking it starts
@@ -663,7 +674,7 @@ async fn submit(
             }
         }
         Err(r) if json => Err(r),
-        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a)),
+        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a, &token)),
         Err(r) => {
             // The plain form: the page again, with what was wrong.
             let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);

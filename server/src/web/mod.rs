@@ -26,6 +26,7 @@ pub mod inbox;
 pub mod library;
 pub mod page;
 pub mod queue;
+pub mod retention;
 pub mod review;
 pub mod session;
 pub mod sso;
@@ -49,6 +50,7 @@ pub fn routes() -> crate::routes::Routes {
         .merge(greenhouse::routes())
         .merge(admin::routes())
         .merge(webhooks::routes())
+        .merge(retention::routes())
         .merge(library::routes())
         .merge(assignments::routes())
         .merge(candidate::routes())

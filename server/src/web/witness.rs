@@ -291,7 +291,7 @@ async fn form_witness(
     // a refusal before any run re-renders the page with the reason.
     match result {
         Ok(w) => Ok(Redirect::to(&format!("/c/{token}#witness-{}", w.row.id)).into_response()),
-        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a)),
+        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a, &token)),
         Err(r) if r.status == StatusCode::NOT_FOUND => Err(r),
         Err(r) => {
             let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);

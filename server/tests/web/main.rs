@@ -32,6 +32,7 @@ mod api;
 mod candidate;
 mod children;
 mod disk_full;
+mod erasure;
 mod evidence;
 mod queue;
 mod restart;

@@ -9,6 +9,7 @@
 pub(crate) mod assignments;
 pub(crate) mod ats;
 pub(crate) mod audit;
+pub(crate) mod erasure;
 pub(crate) mod jobs;
 pub(crate) mod meter;
 pub(crate) mod packet_audits;

@@ -44,7 +44,15 @@ macro_rules! submission_store {
                 .bind(s.assignment_id)
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("UPDATE assignments SET state = 'submitted' WHERE id = $1").bind(s.assignment_id).execute(&mut *tx).await?;
+                // An assignment erased meanwhile takes nothing (the
+                // erasure holds the row until it commits).
+                let open = sqlx::query("UPDATE assignments SET state = 'submitted' WHERE id = $1 AND erased_at IS NULL")
+                    .bind(s.assignment_id)
+                    .execute(&mut *tx)
+                    .await?;
+                if open.rows_affected() == 0 {
+                    return Err(sqlx::Error::RowNotFound);
+                }
                 let row: Submission = sqlx::query_as(&format!("{SELECT} WHERE s.id = $1")).bind(s.id).fetch_one(&mut *tx).await?;
                 tx.commit().await?;
                 Ok(row)

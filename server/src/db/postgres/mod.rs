@@ -23,6 +23,9 @@ mod ats {
 mod webhooks {
     crate::db::portable::webhooks::webhook_store!(super::PgStore);
 }
+mod erasure {
+    crate::db::portable::erasure::erasure_store!(super::PgStore, compact: "");
+}
 mod audit {
     crate::db::portable::audit::audit_store!(super::PgStore);
 }

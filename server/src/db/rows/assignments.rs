@@ -23,6 +23,7 @@ pub(crate) struct AssignmentDb {
     pub(crate) results: String,
     pub(crate) max_submissions: i64,
     pub(crate) blind_review: bool,
+    pub(crate) erased_at: Option<i64>,
 }
 
 impl From<AssignmentDb> for Assignment {
@@ -45,10 +46,11 @@ impl From<AssignmentDb> for Assignment {
             results: ResultsRelease::parse(&r.results).unwrap_or_default(),
             max_submissions: r.max_submissions,
             blind_review: r.blind_review,
+            erased_at: r.erased_at,
         }
     }
 }
 
 pub(crate) const SELECT: &str = "SELECT a.id, a.packet_version_id, p.slug, v.version, a.candidate_name, a.email, a.deadline, a.time_box_secs,
-    a.seed, a.state, a.started_at, a.created_by, a.created_at, a.results, a.max_submissions, a.blind_review
+    a.seed, a.state, a.started_at, a.created_by, a.created_at, a.results, a.max_submissions, a.blind_review, a.erased_at
     FROM assignments a JOIN packet_versions v ON v.id = a.packet_version_id JOIN packets p ON p.id = v.packet_id";

@@ -19,6 +19,9 @@ mod ats {
 mod webhooks {
     crate::db::portable::webhooks::webhook_store!(super::SqliteStore);
 }
+mod erasure {
+    crate::db::portable::erasure::erasure_store!(super::SqliteStore, compact: "PRAGMA wal_checkpoint(TRUNCATE)");
+}
 mod audit {
     crate::db::portable::audit::audit_store!(super::SqliteStore);
 }
@@ -79,7 +82,11 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10))
-            .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string());
+            .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string())
+            // What a delete or an update frees is overwritten with zeros,
+            // so an erased candidate's name or code does not linger in the
+            // file's free space (#31).
+            .pragma("secure_delete", "ON");
         if let Some(dir) = opts.get_filename().parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;

@@ -242,8 +242,20 @@ pub(super) async fn scorecards_csv(
             submission_id: &s.id,
             state: s.state.as_str(),
             card: card.as_ref(),
+            erased: None,
         })
         .collect();
+    let erasures = state.db.erasures(Some(&slug), i64::MAX).await?;
+    let mut rows = rows;
+    rows.extend(erasures.iter().map(|e| export::CsvRow {
+        assignment_id: &e.assignment_id,
+        candidate: "erased",
+        email: "",
+        submission_id: "",
+        state: "erased",
+        card: None,
+        erased: Some((e.final_decision.as_deref(), e.final_score)),
+    }));
     let csv = export::scorecards_csv(&rows).map_err(AppError::Internal)?;
     let disposition = format!(
         "attachment; filename=\"{}-scorecards.csv\"",

@@ -384,6 +384,19 @@ pub(super) async fn assignment_page(
             .map(|e| (when(e.at), e.detail))
             .collect(),
         can_manage: signed_in.user.role >= Role::Author,
+        can_erase: signed_in.user.role == Role::Admin,
+        erased: match a.erased_at {
+            Some(_) => state.db.erasure_of(&a.id).await?.map(|e| {
+                format!(
+                    "This candidate's data was erased on {} by {} ({}): {}.",
+                    when(e.at),
+                    e.actor,
+                    e.reason,
+                    crate::erasure::Erased::from(&e).summary()
+                )
+            }),
+            None => None,
+        },
         model_key_active: state
             .db
             .model_keys_of(&a.id)

@@ -1,0 +1,241 @@
+//! Candidate data: erasure, retention and the candidate's own copy (#31).
+//!
+//! [`erase`] removes everything the platform holds about one candidate:
+//! the model keys are revoked first (the meter forgets them), then one
+//! database transaction (`ErasureStore::erase_assignment`) deletes their
+//! submissions, grading jobs, human scores, webhook deliveries, witnessed
+//! runs, ledger rows and totals, redacts the audit entries about them,
+//! empties the name and email and records the erasure; then the blobs only
+//! they referred to (uploads, transcripts) are removed from
+//! the local folder (with Postgres their chunks went in the transaction).
+//! A blob another candidate also refers to (an identical zip) stays. With
+//! SQLite, `secure_delete` zeroes what the deletes free and a `TRUNCATE`
+//! checkpoint empties the write-ahead log, so no copy of a deleted row is
+//! left in the files.
+//!
+//! The assignment row stays as a tombstone (no name, no email, its link's
+//! hash replaced), so lists and the ATS say "erased" and the link answers
+//! 410 instead of 404; `erasures` keeps who, when, why, how much went, and
+//! the final score and decision (the packet's aggregates, no personal data).
+//!
+//! [`sweep_retention`] erases, from the server's sweep, every assignment
+//! whose retention (the packet's `retention_days`, else the global setting)
+//! has run out since its deadline. The candidate's own copy of everything
+//! held about them is `crate::web::retention::export`.
+
+use crate::db::{Assignment, EraseReason, EraseRefusal, RETENTION_SETTING};
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::times::utc;
+
+/// The longest retention that can be set, in days (ten years).
+pub const MAX_RETENTION_DAYS: i64 = 3650;
+
+/// What an erasure removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Erased {
+    pub submissions: i64,
+    pub witness_runs: i64,
+    pub model_calls: i64,
+    pub rows: i64,
+    pub blobs: i64,
+    pub bytes: u64,
+}
+
+impl From<&crate::db::Erasure> for Erased {
+    fn from(e: &crate::db::Erasure) -> Erased {
+        Erased {
+            submissions: e.submissions,
+            witness_runs: e.witness_runs,
+            model_calls: e.model_calls,
+            rows: e.rows_removed,
+            blobs: e.blobs_removed,
+            bytes: e.bytes_removed as u64,
+        }
+    }
+}
+
+impl Erased {
+    pub fn summary(&self) -> String {
+        format!(
+            "{} submission(s), {} witnessed run(s), {} model call(s), {} row(s), {} file(s) of {} bytes",
+            self.submissions,
+            self.witness_runs,
+            self.model_calls,
+            self.rows,
+            self.blobs,
+            self.bytes
+        )
+    }
+}
+
+/// Erases assignment `a`'s candidate. `actor` is `user:<id>` or
+/// `system:retention`. Refused (409) while one of their gradings is queued
+/// or running, and for an assignment already erased.
+pub async fn erase(
+    state: &AppState,
+    a: &Assignment,
+    actor: &str,
+    reason: EraseReason,
+) -> Result<Erased, AppError> {
+    if let Some(at) = a.erased_at {
+        return Err(AppError::Conflict(format!("assignment {} was erased on {}", a.id, utc(at))));
+    }
+    // The meter stops taking the key before its rows go.
+    crate::meter::revoke_keys(state, a).await?;
+    let rows = match state.db.erase_assignment(&a.id, actor, reason, crate::now_ms()).await? {
+        Ok(rows) => rows,
+        Err(EraseRefusal::NotFound) => {
+            return Err(AppError::NotFound(format!("assignment {:?}", a.id)));
+        }
+        Err(EraseRefusal::AlreadyErased { at }) => {
+            return Err(AppError::Conflict(format!(
+                "assignment {} was erased on {}",
+                a.id,
+                utc(at)
+            )));
+        }
+        Err(EraseRefusal::Grading) => {
+            return Err(AppError::Conflict(format!(
+                "a submission of assignment {} is being graded; erase it once the grading ends",
+                a.id
+            )));
+        }
+    };
+    state.memo.meter.forget_keys_of(&a.id);
+    state.memo.similarity.clear();
+    let mut bytes = 0u64;
+    let mut removed = 0i64;
+    for (sha, in_db) in &rows.blobs {
+        let path = crate::blobs::blob_path(&state.config.data_dir, sha);
+        match tokio::fs::metadata(&path).await {
+            Ok(m) => {
+                tokio::fs::remove_file(&path).await.map_err(|e| {
+                    AppError::Internal(anyhow::anyhow!("removing {}: {e}", path.display()))
+                })?;
+                bytes += m.len();
+                removed += 1;
+            }
+            // With Postgres a blob need not be cached here; its chunks went
+            // with the transaction.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(size) = in_db {
+                    bytes += *size as u64;
+                    removed += 1;
+                }
+            }
+            Err(e) => {
+                return Err(AppError::Internal(anyhow::anyhow!("reading {}: {e}", path.display())));
+            }
+        }
+    }
+    state.db.set_erasure_bytes(&a.id, removed, bytes as i64).await?;
+    let erased = Erased {
+        submissions: rows.submissions,
+        witness_runs: rows.witness_runs,
+        model_calls: rows.model_calls,
+        rows: rows.rows,
+        blobs: removed,
+        bytes,
+    };
+    state
+        .db
+        .audit(
+            actor,
+            "candidate.erase",
+            &format!("assignment:{}", a.id),
+            &format!("{} ({})", erased.summary(), reason.as_str()),
+        )
+        .await?;
+    if let Err(e) = state.db.compact_after_erasure().await {
+        tracing::warn!(assignment = %a.id, error = %e, "checkpointing after an erasure");
+    }
+    metrics::counter!("gatehouse_erasures_total", "reason" => reason.as_str()).increment(1);
+    tracing::info!(assignment = %a.id, reason = reason.as_str(), "candidate data erased");
+    Ok(erased)
+}
+
+/// The global retention in days, if set.
+pub async fn global_retention(state: &AppState) -> Result<Option<i64>, AppError> {
+    Ok(state.db.setting(RETENTION_SETTING).await?.and_then(|v| v.trim().parse().ok()))
+}
+
+/// Parses a retention field: empty is none, else whole days from 0 to
+/// [`MAX_RETENTION_DAYS`].
+pub fn parse_days(field: &str) -> Result<Option<i64>, AppError> {
+    let field = field.trim();
+    if field.is_empty() {
+        return Ok(None);
+    }
+    match field.parse::<i64>() {
+        Ok(d) if (0..=MAX_RETENTION_DAYS).contains(&d) => Ok(Some(d)),
+        _ => Err(AppError::BadRequest(format!(
+            "retention {field:?} is not a whole number of days from 0 to {MAX_RETENTION_DAYS} (leave it empty to keep data until erased by hand)"
+        ))),
+    }
+}
+
+/// Erases every assignment whose retention ran out by now (at most `limit`
+/// a round); returns how many. One that cannot be erased yet (a grading of
+/// it runs) is left for the next round; a failure is logged, never returned.
+pub async fn sweep_retention(state: &AppState, limit: i64) -> usize {
+    let global = match global_retention(state).await {
+        Ok(g) => g,
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the retention setting");
+            return 0;
+        }
+    };
+    let due = match state.db.due_erasures(global, crate::now_ms(), limit).await {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing assignments due for erasure");
+            return 0;
+        }
+    };
+    let mut erased = 0;
+    for d in due {
+        let a = match state.db.assignment_by_id(&d.assignment_id).await {
+            Ok(Some(a)) => a,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(assignment = %d.assignment_id, error = %e, "reading an assignment due for erasure");
+                continue;
+            }
+        };
+        match erase(state, &a, "system:retention", EraseReason::Retention).await {
+            Ok(_) => erased += 1,
+            Err(AppError::Conflict(why)) => {
+                tracing::debug!(assignment = %a.id, "retention erasure waits: {why}")
+            }
+            Err(e) => tracing::warn!(assignment = %a.id, error = %e, "retention erasure failed"),
+        }
+    }
+    erased
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(field: &str, expect: Result<Option<i64>, &str>) {
+        match (parse_days(field), expect) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "{field:?}"),
+            (Err(e), Err(part)) => assert!(e.to_string().contains(part), "{field:?}: {e}"),
+            (got, want) => panic!("{field:?}: got {got:?}, expected {want:?}"),
+        }
+    }
+
+    #[test]
+    fn retention_days_are_parsed_once_with_their_bounds() {
+        check("", Ok(None));
+        check("  ", Ok(None));
+        check("0", Ok(Some(0)));
+        check(" 30 ", Ok(Some(30)));
+        check("3650", Ok(Some(3650)));
+        check("3651", Err("from 0 to 3650"));
+        check("-1", Err("from 0 to 3650"));
+        check("1.5", Err("whole number"));
+        check("99999999999999999999", Err("whole number"));
+    }
+}
