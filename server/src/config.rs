@@ -53,6 +53,14 @@ pub struct Config {
     /// How long a request body may stall between two chunks, in seconds.
     #[serde(default = "default_body_timeout")]
     pub body_idle_timeout_secs: u64,
+    /// How long a whole request body may take, however steadily it
+    /// trickles, in seconds.
+    #[serde(default = "default_body_total_timeout")]
+    pub body_total_timeout_secs: u64,
+    /// Assignments one API token may create per minute (`POST
+    /// /api/v1/assignments`); beyond, 429 with `Retry-After`.
+    #[serde(default = "default_api_assignments_per_minute")]
+    pub api_assignments_per_minute: u32,
     /// Password checks (argon2, about 19 MiB each) running at once; further
     /// sign-ins get 503 until one ends.
     #[serde(default = "default_hash_concurrency")]
@@ -333,6 +341,14 @@ fn default_body_timeout() -> u64 {
     30
 }
 
+fn default_body_total_timeout() -> u64 {
+    900
+}
+
+fn default_api_assignments_per_minute() -> u32 {
+    60
+}
+
 fn default_hash_concurrency() -> usize {
     4
 }
@@ -383,6 +399,8 @@ impl Default for Config {
             metrics_token: None,
             header_timeout_secs: default_header_timeout(),
             body_idle_timeout_secs: default_body_timeout(),
+            body_total_timeout_secs: default_body_total_timeout(),
+            api_assignments_per_minute: default_api_assignments_per_minute(),
             password_hash_concurrency: default_hash_concurrency(),
             max_concurrent_uploads: default_concurrent_uploads(),
             max_concurrent_sandbox_runs: default_concurrent_sandbox_runs(),

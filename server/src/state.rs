@@ -80,6 +80,9 @@ pub struct Memo {
     /// How long this process's last gradings took (newest last), for the
     /// candidate's estimate of the wait.
     gradings: Mutex<std::collections::VecDeque<std::time::Duration>>,
+    /// Assignments created through the API, per token hash (built on first
+    /// use from `api_assignments_per_minute`).
+    pub api_creates: std::sync::OnceLock<governor::DefaultKeyedRateLimiter<String>>,
 }
 
 /// Gradings whose duration the estimate reads.

@@ -150,7 +150,7 @@ fn runs_list(runs: Vec<WitnessRunView>) -> impl IntoView {
                         {refusal}
                         <p class="env">"Environment: "{r.environment.clone()}</p>
                         {mismatches}
-                        <details open=r.open><summary>"Log"</summary><pre class="log wrap">{r.log.clone()}</pre></details>
+                        <details open=r.open><summary>"Log"</summary><pre tabindex="0" class="log wrap">{r.log.clone()}</pre></details>
                     </li>
                 }
             })
@@ -164,7 +164,7 @@ fn runs_list(runs: Vec<WitnessRunView>) -> impl IntoView {
 fn terminal(lines: Vec<(&'static str, &'static str, String)>) -> impl IntoView {
     let items = lines
         .into_iter()
-        .map(|(id, label, line)| view! { <dt>{label}</dt><dd><pre class=format!("curl curl-{id} wrap")><code>{line}</code></pre></dd> })
+        .map(|(id, label, line)| view! { <dt>{label}</dt><dd><pre tabindex="0" class=format!("curl curl-{id} wrap")><code>{line}</code></pre></dd> })
         .collect_view();
     view! {
         <details class="from-terminal">
@@ -278,7 +278,7 @@ pub fn MeterSection(
             {note}
             <details class="example-call">
                 <summary>"An example call"</summary>
-                <pre class="command wrap"><code>{example}</code></pre>
+                <pre tabindex="0" class="command wrap"><code>{example}</code></pre>
             </details>
             {caps}
             <p class="transcript-link"><a href=meter.transcript_url.clone()>"Your model transcript"</a>": every call you made, its prompt and its answer, as the reviewers will read it."</p>

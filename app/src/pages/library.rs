@@ -64,7 +64,7 @@ pub fn PacketListPage(vm: PacketListView) -> impl IntoView {
                 <p>"A zip of a packet folder: packet.toml at the root or in one top folder. It becomes a draft."</p>
                 <form method="post" action="/packets/import" enctype="multipart/form-data">
                     <CsrfField token=vm.csrf.clone() />
-                    <input type="file" name="file" accept=".zip,application/zip" required />
+                    <label>"Packet zip" <input type="file" name="file" accept=".zip,application/zip" required /></label>
                     <button type="submit">"Import"</button>
                 </form>
             </section>
@@ -304,7 +304,7 @@ fn AuditSection(vm: PacketDetailView) -> impl IntoView {
             .map(|m| {
                 let class = format!("mutant outcome-{}", m.outcome);
                 let killed_by = (!m.killed_by.is_empty()).then(|| view! { <p class="killed-by">{format!("Killed by: {}", m.killed_by.join(", "))}</p> });
-                let diff = (!m.diff.is_empty()).then(|| view! { <pre class="diff">{m.diff.clone()}</pre> });
+                let diff = (!m.diff.is_empty()).then(|| view! { <pre tabindex="0" class="diff">{m.diff.clone()}</pre> });
                 let keep = if m.kept {
                     Some(view! { <p class="kept">{format!("Kept as mutants/audit/{}.diff", m.id)}</p> }.into_any())
                 } else if m.keepable {

@@ -358,7 +358,7 @@ pub struct SimilarPair {
 /// The shared fragments of a pair, each as two columns (file and line
 /// range above each side's lines).
 #[component]
-pub fn SimilarExcerpts(pair: SimilarPair) -> impl IntoView {
+pub fn SimilarExcerpts(pair: SimilarPair, #[prop(optional)] open: bool) -> impl IntoView {
     let count = pair.excerpts.len();
     let side = |who: String, s: ExcerptSide| {
         let more =
@@ -366,7 +366,7 @@ pub fn SimilarExcerpts(pair: SimilarPair) -> impl IntoView {
         view! {
             <div class="excerpt-side">
                 <p class="excerpt-where"><strong>{who}</strong>" · "<code class="excerpt-path">{s.path}</code>" "<span class="excerpt-lines">{s.lines}</span></p>
-                <pre class="excerpt-text">{s.text}</pre>
+                <pre tabindex="0" class="excerpt-text">{s.text}</pre>
                 {more}
             </div>
         }
@@ -384,7 +384,7 @@ pub fn SimilarExcerpts(pair: SimilarPair) -> impl IntoView {
         format!("{count} shared fragment(s), side by side")
     };
     view! {
-        <details class="excerpts" open=true>
+        <details class="excerpts" open=open>
             <summary>{summary}</summary>
             {rows}
         </details>
@@ -547,25 +547,38 @@ pub fn ScorecardPage(view: ScorecardView) -> impl IntoView {
         )
     });
     let history = history_view(view.history);
-    view! {
-        <h1>"Scorecard: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
-        {view.blind.then(|| view! { <p class="notice blind-review">"Blind review: the candidate's name and email are hidden from you until you have saved your scores."</p> })}
-        <p class="meta">"Submission " <code>{view.id.clone()}</code> ", received " {view.received_at}
-            {view.graded_at.map(|g| format!(", graded {g}"))}</p>
-        {links}
-        {(!view.similar.is_empty()).then(|| view! {
-            <section class="similar notice">
-                <h2>"Similar submissions"</h2>
+    // After the verdict, folded to one line: how many pairs, the highest
+    // share; each pair's fragments folded again behind it.
+    let similar = (!view.similar.is_empty()).then(|| {
+        let percent = |p: &SimilarPair| {
+            p.share.chars().take_while(char::is_ascii_digit).collect::<String>().parse::<u32>().unwrap_or(0)
+        };
+        let top = view.similar.iter().map(percent).max().unwrap_or(0);
+        let summary = format!(
+            "Similar submissions: {} pair(s), the most alike sharing {top} % of the fingerprints",
+            view.similar.len()
+        );
+        view! {
+            <details class="similar notice" id="similar">
+                <summary><h2 class="inline">{summary}</h2></summary>
                 <p class="hint">"Code sharing most of its token fingerprints with this one (the starter's excluded): read both. It changes no score."</p>
                 <ul>{view.similar.iter().map(|p| {
                     let href = format!("/submissions/{}", p.b_id);
                     let share = format!(" · {} shared", p.share);
                     view! { <li class="similar-pair"><a href=href>{p.b.clone()}</a>{share}<SimilarExcerpts pair=p.clone() /></li> }.into_any()
                 }).collect_view()}</ul>
-            </section>
-        })}
+            </details>
+        }
+    });
+    view! {
+        <h1>"Scorecard: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
+        {view.blind.then(|| view! { <p class="notice blind-review">"Blind review: the candidate's name and email are hidden from you until you have saved your scores."</p> })}
+        <p class="meta">"Submission " <code>{view.id.clone()}</code> ", received " {view.received_at}
+            {view.graded_at.map(|g| format!(", graded {g}"))}</p>
+        {links}
         {status}
         {card}
+        {similar}
         {ledger}
         {transcript}
         {history}
@@ -675,11 +688,11 @@ fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) 
                 <article class=format!("command {}", r.status)>
                     <h3><code>{r.id}</code> " " <span class="outcome">{r.outcome}</span> " " <span class="duration">{r.duration}</span>
                         {r.tests.map(|t| view! { " " <span class="tests">"tests " {t}</span> })}</h3>
-                    <pre class="cmdline">{r.command}</pre>
+                    <pre tabindex="0" class="cmdline">{r.command}</pre>
                     {(!r.failed_tests.is_empty()).then(|| view! { <ul class="failed-tests">{lines(r.failed_tests)}</ul> })}
                     {(!r.leftovers.is_empty()).then(|| view! { <p class="leftovers">"Left running, killed: " {r.leftovers.join("; ")}</p> })}
-                    {(!r.stdout_tail.is_empty()).then(|| view! { <details><summary>"stdout (tail)"</summary><pre>{r.stdout_tail}</pre></details> })}
-                    {(!r.stderr_tail.is_empty()).then(|| view! { <details><summary>"stderr (tail)"</summary><pre>{r.stderr_tail}</pre></details> })}
+                    {(!r.stdout_tail.is_empty()).then(|| view! { <details><summary>"stdout (tail)"</summary><pre tabindex="0">{r.stdout_tail}</pre></details> })}
+                    {(!r.stderr_tail.is_empty()).then(|| view! { <details><summary>"stderr (tail)"</summary><pre tabindex="0">{r.stderr_tail}</pre></details> })}
                 </article>
             }
         })
@@ -729,7 +742,7 @@ fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) 
                 <details class="file-diff" open=true>
                     <summary><code>{f.path}</code> " (" {f.change} ")"</summary>
                     {f.diff_note.map(|n| view! { <p class="note">{n}</p> })}
-                    <pre class="diff-text">{f.diff.into_iter().enumerate().map(|(i, (kind, line))| {
+                    <pre tabindex="0" class="diff-text">{f.diff.into_iter().enumerate().map(|(i, (kind, line))| {
                         let call = f.model_calls.get(i).copied().flatten();
                         let class = match (kind, call) { ('+', Some(_)) => "add model-written", ('+', None) => "add", ('-', _) => "del", ('@', _) => "fold", _ => "ctx" };
                         let mark = if kind == '@' { String::new() } else { kind.to_string() };
@@ -805,7 +818,7 @@ fn human_form(f: HumanForm, csrf: String, id: String) -> impl IntoView {
             <div class="score-beside">
                 <figure class="scored-file">
                     <figcaption>"Submitted " <code>{path}</code></figcaption>
-                    <pre>{text}</pre>
+                    <pre tabindex="0">{text}</pre>
                 </figure>
                 {form}
             </div>
@@ -961,7 +974,7 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
                             <td><a href=format!("/submissions/{}", p.b_id)>{p.b.clone()}</a></td>
                             <td class="num">{p.share.clone()}</td>
                         </tr>
-                        <tr class="similar-excerpts"><td colspan="3"><SimilarExcerpts pair=p.clone() /></td></tr>
+                        <tr class="similar-excerpts"><td colspan="3"><SimilarExcerpts pair=p.clone() open=true /></td></tr>
                     }.into_any()).collect_view()}</tbody>
                 </table>
             }

@@ -67,14 +67,14 @@ fn messages(list: Vec<MessageView>, class: &'static str) -> impl IntoView {
             let calls = (!m.tool_calls.is_empty()).then(|| {
                 view! {
                     <ul class="tool-calls">{m.tool_calls.into_iter().map(|t| view! {
-                        <li class="tool-call">"tool call " <code class="tool-name">{t.name}</code><pre class="tool-arguments">{t.arguments}</pre></li>
+                        <li class="tool-call">"tool call " <code class="tool-name">{t.name}</code><pre tabindex="0" class="tool-arguments">{t.arguments}</pre></li>
                     }).collect_view()}</ul>
                 }
             });
             view! {
                 <div class=format!("message {class} role-{}", m.role)>
                     <span class="role">{m.role.clone()}</span>
-                    {(!m.text.is_empty()).then(|| view! { <pre class="message-text">{m.text}</pre> })}
+                    {(!m.text.is_empty()).then(|| view! { <pre tabindex="0" class="message-text">{m.text}</pre> })}
                     {calls}
                 </div>
             }
@@ -106,9 +106,10 @@ fn call_view(c: CallView) -> impl IntoView {
     let tools = (!c.tools_offered.is_empty()).then(
         || view! { <p class="tools-offered">"Tools offered: " {c.tools_offered.join(", ")}</p> },
     );
-    let raw_request = c.raw_request.clone().map(|t| view! { <pre class="raw-request">{t}</pre> });
+    let raw_request =
+        c.raw_request.clone().map(|t| view! { <pre tabindex="0" class="raw-request">{t}</pre> });
     let raw_response =
-        c.raw_response.clone().map(|t| view! { <pre class="raw-response">{t}</pre> });
+        c.raw_response.clone().map(|t| view! { <pre tabindex="0" class="raw-response">{t}</pre> });
     let digests = view! {
         <p class="transcript-digests">"Request SHA-256 " <code>{c.request_sha256.clone().unwrap_or_else(|| "not kept".into())}</code>
             " · response SHA-256 " <code>{c.response_sha256.clone().unwrap_or_else(|| "not kept".into())}</code></p>

@@ -88,6 +88,21 @@ async fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Refusal
     ))
 }
 
+/// Takes one assignment from the token's bucket of
+/// `api_assignments_per_minute`; the wait when it is empty.
+fn creates_exhausted(state: &AppState, token: &str) -> Option<std::time::Duration> {
+    use governor::clock::{Clock, DefaultClock};
+    let limiter = state.memo.api_creates.get_or_init(|| {
+        let n = std::num::NonZeroU32::new(state.config.api_assignments_per_minute.max(1))
+            .expect("at least one");
+        governor::RateLimiter::keyed(governor::Quota::per_minute(n))
+    });
+    limiter
+        .check_key(&token_hash(token))
+        .err()
+        .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+}
+
 /// The OpenAPI document of `/api/v1`.
 #[derive(OpenApi)]
 #[openapi(
@@ -210,6 +225,7 @@ struct AssignmentCreated {
         (status = 400, description = "The body is not the object described, or a field is out of range", body = ApiError),
         (status = 401, description = "No bearer token, or not a valid one", body = ApiError),
         (status = 403, description = "A link token, or an account below author", body = ApiError),
+        (status = 429, description = "The token created `api_assignments_per_minute` assignments in the last minute; `Retry-After` says when to try again", body = ApiError),
         (status = 507, description = "Out of storage", body = ApiError),
     )
 )]
@@ -233,6 +249,19 @@ async fn create_assignment(
             user.role.as_str()
         ))
         .into());
+    }
+    if let Some(wait) = creates_exhausted(&state, bearer(&headers).unwrap_or_default()) {
+        let secs = wait.as_secs().max(1);
+        let message = format!(
+            "this token created {} assignments in the last minute; try again in {secs} s",
+            state.config.api_assignments_per_minute
+        );
+        return Ok((
+            StatusCode::TOO_MANY_REQUESTS,
+            [(axum::http::header::RETRY_AFTER, secs.to_string())],
+            axum::Json(ApiError { error: message }),
+        )
+            .into_response());
     }
     let body: NewAssignmentBody = serde_json::from_slice(&body).map_err(|e| {
         AppError::BadRequest(format!("the body is not the expected JSON object: {e}"))

@@ -68,30 +68,57 @@ pub fn routes() -> crate::routes::Routes {
 /// add routes of their own before the layers with it.
 pub fn with_layers(routes: Router<AppState>, state: AppState) -> Router {
     let body_idle = std::time::Duration::from_secs(state.config.body_idle_timeout_secs.max(1));
+    let body_total = std::time::Duration::from_secs(state.config.body_total_timeout_secs.max(1));
     routes
         .fallback(not_found)
         .layer(axum::middleware::from_fn(api::track_http))
         // Inside the session layer, so it sees the request's session.
         .layer(axum::middleware::from_fn(session::csrf_guard))
         .layer(session::layer(&state))
+        // Inside `html_errors`, which renders its JSON for browsers.
+        .layer(axum::middleware::from_fn(plain_rejections))
         .layer(axum::middleware::from_fn(html_errors))
         // A handler's panic is a 500 (JSON, or an HTML page for browsers),
         // never a dropped connection.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
         .layer(axum::middleware::from_fn(move |req: Request, next: Next| {
-            body_timeout(body_idle, req, next)
+            body_timeout(body_idle, body_total, req, next)
         }))
         .layer(axum::middleware::from_fn(security_headers))
         .with_state(state)
 }
 
-/// Cuts a request body that stalls longer than `idle` between two chunks
-/// (a slow-loris upload holds no worker, file or slot for long); the
-/// handler reading it sees an error.
-async fn body_timeout(idle: std::time::Duration, req: Request, next: Next) -> Response {
+/// Cuts a request body that stalls longer than `idle` between two chunks,
+/// or that is still arriving `total` after the request began (a body
+/// trickled a byte at a time never stalls, and would otherwise hold its
+/// connection, upload slot and file for as long as it likes); the handler
+/// reading it sees an error.
+async fn body_timeout(
+    idle: std::time::Duration,
+    total: std::time::Duration,
+    req: Request,
+    next: Next,
+) -> Response {
+    use futures_util::StreamExt;
     let (parts, body) = req.into_parts();
-    let body = Body::new(tower_http::timeout::TimeoutBody::new(idle, body));
-    next.run(Request::from_parts(parts, body)).await
+    let deadline = tokio::time::Instant::now() + total;
+    let chunks = Body::new(tower_http::timeout::TimeoutBody::new(idle, body)).into_data_stream();
+    let timed = futures_util::stream::unfold(Some(chunks), move |chunks| async move {
+        let mut chunks = chunks?;
+        match tokio::time::timeout_at(deadline, chunks.next()).await {
+            Ok(Some(chunk)) => Some((chunk, Some(chunks))),
+            Ok(None) => None,
+            Err(_) => {
+                let cut = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the request body took longer than {} s", total.as_secs()),
+                );
+                Some((Err(axum::Error::new(cut)), None))
+            }
+        }
+    });
+    // Fused: a reader may poll again after the end (multer does).
+    next.run(Request::from_parts(parts, Body::from_stream(timed.fuse()))).await
 }
 
 /// A panicking handler's answer: 500 with no detail (the panic is logged).
@@ -169,7 +196,80 @@ async fn security_headers(req: Request, next: Next) -> Response {
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    h.insert("permissions-policy", HeaderValue::from_static(PERMISSIONS_POLICY));
+    // Pages carry link tokens, model keys and scores: no cache keeps them,
+    // unless the answer chose its own caching (the stylesheet, the bundle).
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     res
+}
+
+/// No page uses a device, a payment or a sensor.
+const PERMISSIONS_POLICY: &str = "accelerometer=(), camera=(), display-capture=(), geolocation=(), gyroscope=(), \
+     magnetometer=(), microphone=(), midi=(), payment=(), usb=(), browsing-topics=()";
+
+/// Rewrites an extractor's rejection (axum answers it as plain text, in
+/// the framework's words: "Failed to deserialize query string: ...",
+/// "Invalid URL: Cannot parse `x` to a `i64`") as the app's own
+/// `{"error": ...}` with the same status. Other answers pass unchanged.
+async fn plain_rejections(req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    let status = res.status();
+    let plain = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|k| k.starts_with("text/plain"));
+    if !status.is_client_error() || !plain {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 << 10).await.unwrap_or_default();
+    let Some(message) = rejection_message(&String::from_utf8_lossy(&bytes)) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let body = serde_json::json!({ "error": message }).to_string();
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// The app's words for a rejection of axum's extractors, by the text it
+/// starts with; None for any other text.
+fn rejection_message(text: &str) -> Option<String> {
+    let t = text.trim();
+    let says = |prefixes: &[&str]| prefixes.iter().any(|p| t.starts_with(p));
+    Some(if says(&["Failed to deserialize query string"]) {
+        "a parameter in the address's query is missing or is not the kind of value it takes (a number, a known word)".into()
+    } else if says(&["Failed to deserialize form"]) {
+        "a field of the form is missing or is not the kind of value it takes (a number, a known word)".into()
+    } else if says(&["Invalid URL", "Wrong number of path arguments", "No paths parameters"]) {
+        "a part of this address is not valid (an id where a number belongs, or a value too long)"
+            .into()
+    } else if says(&[
+        "Failed to parse the request body as JSON",
+        "Failed to deserialize the JSON body",
+    ]) {
+        "the request body is not the JSON object this address takes".into()
+    } else if says(&[
+        "Expected request with `Content-Type: ",
+        "Form requests must have `Content-Type: ",
+    ]) {
+        let kind = t.split('`').nth(1).unwrap_or("").trim_start_matches("Content-Type: ");
+        format!("send the request body as {kind}")
+    } else if says(&[
+        "Failed to buffer the request body",
+        "Request body didn't contain valid UTF-8",
+    ]) {
+        if t.contains("length limit") {
+            "the request body is larger than this address takes".into()
+        } else {
+            "the request body could not be read (cut short, too slow, or not text)".into()
+        }
+    } else {
+        return None;
+    })
 }
 
 async fn not_found() -> AppError {
@@ -288,6 +388,41 @@ mod tests {
         check(Some("s3cret"), Some("Bearer s3cre"), far, false);
         check(Some("s3cret"), Some("s3cret"), far, false);
         check(Some("s3cret"), None, local, false);
+    }
+
+    #[test]
+    fn framework_rejections_are_said_in_the_apps_words() {
+        let check = |text: &str, expect: Option<&str>| {
+            let got = rejection_message(text);
+            match expect {
+                Some(part) => {
+                    let got = got.unwrap_or_else(|| panic!("{text:?} not rewritten"));
+                    assert!(got.contains(part), "{text:?}: {got}");
+                    for leak in ["deserialize", "`", "i64", "Cannot parse", "serde"] {
+                        assert!(!got.contains(leak), "{text:?}: {got}");
+                    }
+                }
+                None => assert_eq!(got, None, "{text:?}"),
+            }
+        };
+        check(
+            "Failed to deserialize query string: version: invalid digit found in string",
+            Some("query"),
+        );
+        check("Failed to deserialize form body: days: invalid digit", Some("field of the form"));
+        check("Invalid URL: Cannot parse `abc` to a `i64`", Some("part of this address"));
+        check("Failed to parse the request body as JSON: EOF", Some("JSON object"));
+        check(
+            "Expected request with `Content-Type: application/json`",
+            Some("as application/json"),
+        );
+        check(
+            "Form requests must have `Content-Type: application/x-www-form-urlencoded`",
+            Some("as application/x-www-form-urlencoded"),
+        );
+        check("Failed to buffer the request body: length limit exceeded", Some("larger"));
+        check("the candidate's own words", None);
+        check("", None);
     }
 
     #[test]

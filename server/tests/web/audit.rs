@@ -192,7 +192,7 @@ async fn a_rules_audit_runs_as_a_job_is_kept_with_the_version_and_a_kept_survivo
     assert!(html.contains(&survivor) && html.contains(killed["id"].as_str().unwrap()));
     assert!(html.contains("data-state=\"done\"") && html.contains("Keep as a packet mutant"));
     assert!(
-        html.contains("<pre class=\"diff\">--- a/bucket.py\n+++ b/bucket.py\n@@"),
+        html.contains("class=\"diff\">--- a/bucket.py\n+++ b/bucket.py\n@@"),
         "the diff is shown: {html}"
     );
     assert!(

@@ -358,7 +358,10 @@ async fn a_panicking_handler_answers_500_and_the_server_keeps_serving() {
 
 /// Reads what the server sends until it closes the connection or `limit`
 /// passes; `None` when it was still open at the limit.
-async fn read_until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<String> {
+pub(crate) async fn read_until_closed(
+    stream: &mut tokio::net::TcpStream,
+    limit: Duration,
+) -> Option<String> {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let read = async {

@@ -3,6 +3,7 @@
 //! `GATEHOUSE_TEST_DATABASE=postgres` a database of its own in a throwaway
 //! Postgres cluster (one suite, both backends; `scripts/test` runs it twice).
 
+mod accessibility;
 mod assignments;
 mod audit;
 mod auth;
@@ -17,6 +18,7 @@ mod greenhouse;
 mod hardening;
 mod leftovers;
 mod library;
+mod limits;
 mod mail;
 mod meter;
 mod oidc;

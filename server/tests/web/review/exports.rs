@@ -188,6 +188,17 @@ async fn csv_compare_and_distribution() {
         [(&f.good, &f.bad, "Bob Guesser", 0), (&f.bad, &f.good, "Ada Lovelace", 1)]
     {
         let (_, card) = f.get(&format!("/submissions/{me}")).await;
+        // The verdict comes first; similarity is folded after it, to one line.
+        let decision = card.find("class=\"summary\"").expect("the decision");
+        let folded = card
+            .find("<details id=\"similar\" class=\"similar notice\">")
+            .expect("a folded (not open) similarity section");
+        assert!(decision < folded, "the decision comes before similarity");
+        assert!(
+            card[folded..].contains("1 pair(s), the most alike sharing"),
+            "{}",
+            &card[folded..]
+        );
         let at = card
             .find("class=\"similar-pair\"")
             .unwrap_or_else(|| panic!("no similar pair on {me}: {card}"));
