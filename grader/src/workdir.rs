@@ -88,8 +88,16 @@ impl Drop for WorkDir {
     fn drop(&mut self) {
         // The folder first, then its lock: a process killed in between
         // leaves an unlocked lock (and what is left of the folder) that the
-        // next sweep removes.
-        drop(self.dir.take());
+        // next sweep removes. A folder that could not be removed whole (an
+        // entry busy or still being written) keeps its lock, unlocked once
+        // this returns, so the next sweep tries again: without its lock it
+        // would be left for `UNLOCKED_AGE`.
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_path_buf();
+            if dir.close().is_err() && fs::symlink_metadata(&path).is_ok() {
+                return;
+            }
+        }
         let _ = fs::remove_file(&self.lock_path);
     }
 }
@@ -232,5 +240,39 @@ mod tests {
         assert_eq!(listed.len(), 2, "the live folder and its lock only: {listed:?}");
         drop(live);
         assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
+    }
+
+    /// A folder its owner could not remove whole keeps its lock (free), so
+    /// the next sweep removes it rather than leave it a day.
+    #[test]
+    fn a_folder_left_by_a_failed_removal_keeps_its_lock_for_the_sweep() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: mounting needs root");
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        let dir = WorkDir::new_in(base.path(), "gatehouse-grade-").unwrap();
+        let (path, lock) = (dir.path().to_path_buf(), dir.lock_path.clone());
+        // A busy entry: a mount point inside the folder (EBUSY on removal).
+        let busy = path.join("busy");
+        std::fs::create_dir(&busy).unwrap();
+        let target = CString::new(busy.as_os_str().as_bytes()).unwrap();
+        let fstype = CString::new("tmpfs").unwrap();
+        // SAFETY: plain mount(2) of a fresh tmpfs on a folder of our own.
+        let mounted = unsafe {
+            libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null())
+        };
+        assert_eq!(mounted, 0, "mount: {}", io::Error::last_os_error());
+        drop(dir);
+        assert!(path.exists(), "the busy folder stays");
+        assert!(lock.exists(), "with its lock");
+        assert!(try_lock(&lock, false).unwrap().is_some(), "which nobody holds");
+        // Still busy: the sweep keeps the lock too.
+        assert_eq!(sweep(base.path()).folders, 0);
+        assert!(lock.exists());
+        // SAFETY: unmounting what this test mounted.
+        assert_eq!(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }, 0);
+        assert_eq!(sweep(base.path()).folders, 1);
+        assert!(!path.exists() && !lock.exists());
     }
 }

@@ -66,6 +66,8 @@ fn dead_work_folders(dir: &Path) -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("gatehouse-") && !n.ends_with(".lock"))
         .filter(|n| unlocked(&dir.join(format!("{n}.lock"))))
+        // Say which have no lock at all (a sweep leaves those a day).
+        .map(|n| if dir.join(format!("{n}.lock")).exists() { n } else { format!("{n} (no lock)") })
         .collect()
 }
 
