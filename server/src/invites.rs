@@ -25,6 +25,12 @@ pub struct Invited {
 
 pub const DEFAULT_DEADLINE_MS: i64 = 7 * 24 * 3600 * 1000;
 
+/// The latest deadline (the end of year 9999, the last RFC 3339 can
+/// write): the retention sweep adds days to deadlines, and on Postgres one
+/// near `i64::MAX` overflowed that sum and failed the sweep for every
+/// assignment.
+pub const MAX_DEADLINE_MS: i64 = 253_402_300_799_999;
+
 pub async fn create(
     state: &AppState,
     by: Option<i64>,
@@ -47,6 +53,9 @@ pub async fn create(
     let deadline = invite.deadline.unwrap_or(now + DEFAULT_DEADLINE_MS);
     if deadline <= now {
         return Err(AppError::BadRequest("the deadline is in the past".into()));
+    }
+    if deadline > MAX_DEADLINE_MS {
+        return Err(AppError::BadRequest("the deadline is after the year 9999".into()));
     }
     if let Some(t) = invite.time_box_secs
         && t <= 0

@@ -481,6 +481,22 @@ async fn the_retention_sweep_erases_after_the_deadline_and_the_log_never_named_t
         .unwrap();
         invited.push(i);
     }
+    // A deadline near i64::MAX would overflow the sweep's deadline + days
+    // on Postgres (and fail it for everyone): refused at the invite.
+    let far = invites::create(
+        &state,
+        None,
+        Invite {
+            slug: &version.slug,
+            candidate_name: "Far Away",
+            email: "far@example.org",
+            deadline: Some(i64::MAX - 1),
+            time_box_secs: None,
+        },
+    )
+    .await;
+    let Err(e) = far else { panic!("a deadline at the end of time was accepted") };
+    assert!(e.to_string().contains("after the year 9999"), "{e}");
     let mut server = Server::new(settings, 1, tmp.path().join("serve.log"));
     server.start().await;
     let zip = stored_zip(&[
