@@ -51,6 +51,16 @@ pub fn rfc3339(ms: i64) -> String {
 }
 
 /// Unix ms for people: `2026-11-29 10:31 UTC`.
+/// A stored time as its UTC day only (`YYYY-MM-DD`): what blind review
+/// shows, so an exact time cannot be matched to a name.
+pub fn utc_day(ms: i64) -> String {
+    match from_ms(ms).and_then(|t| t.format(format_description!("[year]-[month]-[day]")).ok()) {
+        Some(s) => s,
+        None => ms.to_string(),
+    }
+}
+
+/// A stored time (Unix ms) as `YYYY-MM-DD HH:MM UTC`.
 pub fn utc(ms: i64) -> String {
     match from_ms(ms).and_then(|t| {
         t.format(format_description!("[year]-[month]-[day] [hour]:[minute] UTC")).ok()

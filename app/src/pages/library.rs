@@ -459,7 +459,7 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
         .criteria
         .iter()
         .map(|c| {
-            let levels = c.levels.iter().enumerate().map(|(n, l)| view! { <li>{n}": "{l.clone()}</li> }).collect_view();
+            let levels = c.levels.iter().enumerate().map(|(n, l)| view! { <li value=n.to_string()>{l.clone()}</li> }).collect_view();
             let edit = editable.then(|| {
                 let (title, max, levels) = (c.title.clone(), c.max.to_string(), escape_text(&c.levels.join("\n")));
                 view! {

@@ -257,6 +257,10 @@ pub struct CardView {
     pub archive_sha256: String,
     pub workspace_digest: String,
     pub receipt_digest: String,
+    /// The digest the grader gave the receipt, when a reviewer's score
+    /// has since rescored it (and changed `receipt_digest`).
+    #[serde(default)]
+    pub graded_digest: Option<String>,
     pub packet_digest: String,
     /// The SHA-256 of the witnessed record the grading was given, if any.
     #[serde(default)]
@@ -781,7 +785,8 @@ fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) 
                 <dt>"Workspace"</dt><dd><code>{c.workspace_digest}</code></dd>
                 <dt>"Packet"</dt><dd><code>{c.packet_digest}</code></dd>
                 {c.witness_sha256.map(|w| view! { <dt>"Witnessed record"</dt><dd><code class="witness-digest">{w}</code></dd> })}
-                <dt>"Receipt"</dt><dd><code class="receipt-digest">{c.receipt_digest}</code></dd>
+                <dt>"Receipt"</dt><dd><code class="receipt-digest">{c.receipt_digest}</code>
+                    {c.graded_digest.map(|g| view! { <p class="graded-digest">"Recomputed after reviewer scores (listed with each criterion); as graded: " <code>{g}</code></p> })}</dd>
             </dl>
         </section>
         {files}
@@ -870,12 +875,6 @@ pub fn ReceiptPage(view: ReceiptView) -> impl IntoView {
     let card = format!("/submissions/{}", view.id);
     view! {
         <h1>"Receipt: " {view.candidate} " · " {view.slug} " " {view.version}</h1>
-        <dl class="facts">
-            <dt>"Decision"</dt><dd><span class=format!("decision {}", view.decision)>{view.decision.clone()}</span></dd>
-            <dt>"Score"</dt><dd>{view.score}</dd>
-            <dt>"Archive SHA-256"</dt><dd><code>{view.archive_sha256}</code></dd>
-            <dt>"Receipt digest"</dt><dd><code class="receipt-digest">{view.digest}</code></dd>
-        </dl>
         <p class="links"><a href=card>"Scorecard"</a> " · " <a href=json class="receipt-json-link">"Receipt JSON"</a> " · " <a href=html download="">"Standalone HTML"</a></p>
         <article class="receipt-doc" inner_html=view.body_html></article>
     }

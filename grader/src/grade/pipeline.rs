@@ -612,6 +612,7 @@ impl Grader {
             hidden_text_unlisted,
             runtime_notes,
             canaries: planted,
+            graded_digest: None,
             scoring: scoring.clone(),
             digest: String::new(),
             timings,

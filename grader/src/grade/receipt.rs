@@ -163,6 +163,11 @@ pub struct Receipt {
     /// The rubric's scoring; its fields sit at the top level of the JSON.
     #[serde(flatten)]
     pub scoring: Scoring,
+    /// The digest the grader gave this receipt, before any reviewer's score
+    /// rescored it (and changed `digest`); absent until a reviewer scores.
+    /// `digest` covers it, so the chain from grading to now is one receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graded_digest: Option<String>,
     /// SHA-256 of this receipt's JSON with `digest` empty and `timings`
     /// left out.
     pub digest: String,

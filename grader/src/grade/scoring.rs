@@ -45,6 +45,11 @@ pub fn rescore(
     let mut out = card.clone();
     out.scoring = scoring.clone();
     out.receipt.scoring = scoring;
+    // A reviewer's score changes the digest: the receipt keeps the one the
+    // grader gave it (the first rescoring records it; later ones keep it).
+    if !human.is_empty() && out.receipt.graded_digest.is_none() {
+        out.receipt.graded_digest = Some(card.receipt.digest.clone());
+    }
     out.receipt.digest = String::new();
     out.receipt.digest = receipt_digest(&out.receipt);
     out
@@ -165,6 +170,7 @@ mod rescore_tests {
             hidden_text_unlisted: 0,
             runtime_notes: vec![],
             canaries: BTreeMap::new(),
+            graded_digest: None,
             scoring: Scoring {
                 criteria: vec![],
                 score: None,
@@ -251,6 +257,16 @@ mod rescore_tests {
         assert_eq!(merged.receipt.scoring.decision, "merge");
         assert_eq!(merged.receipt.digest, receipt_digest(&merged.receipt));
         assert_ne!(merged.receipt.digest, stored.receipt.digest);
+        // The grader's digest is kept, covered by the new one, and stays
+        // the grader's through later rescorings.
+        assert_eq!(stored.receipt.graded_digest, None);
+        assert_eq!(merged.receipt.graded_digest.as_deref(), Some(stored.receipt.digest.as_str()));
+        let again = rescore(&m, &merged, &human(&[("notes", 2)]));
+        assert_eq!(again.receipt.graded_digest, merged.receipt.graded_digest);
+        assert_ne!(again.receipt.digest, merged.receipt.digest);
+        let mut forged = again.receipt.clone();
+        forged.graded_digest = Some("0".repeat(64));
+        assert_ne!(receipt_digest(&forged), again.receipt.digest, "the digest covers it");
         let notes = merged.scoring.criteria.iter().find(|c| c.id == "notes").unwrap();
         assert_eq!((notes.level, notes.status), (Some(1), Status::Scored));
         assert!(notes.basis.iter().any(|b| b.contains("because")), "{:?}", notes.basis);

@@ -322,6 +322,7 @@ detect = { kind = "test-failing", step = "hidden" }
                 "mutation.target \"../../../x.py\"",
             ),
             ("title = \"Demo\"", "title = \"Demo\"\nseed_files = [\"/root/.ssh/id\"]", "seed file"),
+            ("mode = \"auto\"", "mode = \"auto\"\nfile = \"../../etc/passwd\"", "criterion file"),
             ("title = \"Demo\"", "title = \"Demo\"\nbrief = \"../PROMPT.md\"", "packet.brief"),
             (
                 "id = \"hidden\"",

@@ -47,6 +47,11 @@ impl Manifest {
         for f in &m.policy.frozen {
             push(path("frozen file", f));
         }
+        for c in &m.criteria {
+            if let Some(f) = &c.file {
+                push(path("criterion file", f));
+            }
+        }
         for k in m.sample.times.keys() {
             push(path("sample.times key", k));
         }

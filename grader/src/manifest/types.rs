@@ -319,6 +319,11 @@ pub struct Criterion {
     pub from: Source,
     #[serde(default = "one")]
     pub weight: u32,
+    /// The submitted file reviewers read to score this criterion, shown
+    /// beside its form (default: the first file its title, else its levels,
+    /// name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 fn one() -> u32 {

@@ -46,27 +46,36 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, AppError> {
     let filter = q.packet.filter(|p| !p.is_empty());
-    let rows = state
+    let mut rows: Vec<(bool, AssignmentRow)> = state
         .db
         .list_assignments(filter.as_deref())
         .await?
         .into_iter()
         .map(|a| {
-            // Reviewers do not see who a blind assignment is for here.
+            // Reviewers do not see who a blind assignment is for here, nor
+            // when it was made or is due to the minute (which a recruiter's
+            // calendar would match to a name): the day only.
             let blind = a.blind_review && signed_in.user.role == Role::Reviewer;
-            (a, blind)
-        })
-        .map(|(a, blind)| AssignmentRow {
-            id: a.id,
-            candidate: if blind { "Candidate (blind review)".into() } else { a.candidate_name },
-            email: if blind { String::new() } else { a.email },
-            slug: a.slug,
-            version: a.version.map(|v| format!("v{v}")).unwrap_or_default(),
-            state: a.state,
-            deadline: utc(a.deadline),
-            created: utc(a.created_at),
+            let time = if blind { crate::times::utc_day } else { utc };
+            let row = AssignmentRow {
+                candidate: if blind { "Candidate (blind review)".into() } else { a.candidate_name },
+                email: if blind { String::new() } else { a.email },
+                slug: a.slug,
+                version: a.version.map(|v| format!("v{v}")).unwrap_or_default(),
+                state: a.state,
+                deadline: time(a.deadline),
+                created: time(a.created_at),
+                id: a.id,
+            };
+            (blind, row)
         })
         .collect();
+    // Newest first (the store's order); blind rows after the others, in a
+    // stable pseudo-random order rather than the order they were invited in.
+    rows.sort_by_cached_key(|(blind, r)| {
+        if *blind { (1, crate::web::review::blind_key(&r.id)) } else { (0, String::new()) }
+    });
+    let rows = rows.into_iter().map(|(_, r)| r).collect();
     let slugs = state.db.list_packets().await?.into_iter().map(|p| p.slug).collect();
     let vm =
         AssignmentListView { filter, slugs, can_invite: signed_in.user.role >= Role::Author, rows };

@@ -68,8 +68,14 @@ async fn inbox(State(state): State<AppState>, signed_in: SignedIn) -> Result<Res
             slug: a.slug.clone(),
             packet_title: titles.get(&a.slug).cloned().unwrap_or_else(|| a.slug.clone()),
             version: a.version.map(|v| format!("v{v}")).unwrap_or_default(),
-            age: age(now - graded_at),
-            when: crate::web::times::utc(graded_at),
+            // Under blind review only the day: an exact time can be
+            // matched to the person who submitted then.
+            age: if blind { "-".into() } else { age(now - graded_at) },
+            when: if blind {
+                crate::times::utc_day(graded_at)
+            } else {
+                crate::web::times::utc(graded_at)
+            },
             pending,
             decision: card.scoring.decision.clone(),
             score: crate::web::review::score_label(&card),
@@ -79,7 +85,15 @@ async fn inbox(State(state): State<AppState>, signed_in: SignedIn) -> Result<Res
     // Oldest waiting first; under blind review the order within the same
     // packet is a stable pseudo-random one (see `review::blind_order`).
     waiting.sort_by(|(ta, a), (tb, b)| crate::web::review::inbox_order(ta, a, tb, b));
-    recent.sort_by(|(a, _), (b, _)| b.cmp(a));
+    // Newest first; rows under blind review after them, in their stable
+    // pseudo-random order (not the order they were graded in).
+    recent.sort_by_cached_key(|(t, r)| {
+        if r.blind {
+            (1, 0, crate::web::review::blind_key(&r.submission_id))
+        } else {
+            (0, -*t, String::new())
+        }
+    });
     let vm = InboxView {
         waiting: waiting.into_iter().take(WAITING_LISTED).map(|(_, r)| r).collect(),
         recent: recent.into_iter().take(RECENT_LISTED).map(|(_, r)| r).collect(),

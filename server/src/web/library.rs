@@ -26,7 +26,6 @@ use crate::error::AppError;
 use crate::library::{self, BUDGETS, DraftEdit};
 use crate::state::AppState;
 use crate::web::auth::{page_meta, render, set_flash, take_flash};
-use crate::web::page::markdown;
 use crate::web::session::CsrfForm;
 use crate::web::session::SignedIn;
 
@@ -267,7 +266,7 @@ async fn detail(
             vm.title = m.packet.title.clone();
             vm.summary = m.packet.summary.trim().to_string();
             vm.prompt_text = p.prompt().unwrap_or_default();
-            vm.prompt_html = markdown(&vm.prompt_text);
+            vm.prompt_html = crate::web::page::markdown_below(&vm.prompt_text, &vm.title);
             vm.criteria = m
                 .criteria
                 .iter()

@@ -46,11 +46,19 @@ async fn violations(b: &Browser, axe: &str) -> Vec<String> {
     }
 }
 
-/// Opens `path`, waits for its heading, and returns its violations.
+/// Opens `path`, waits for its heading, and returns its violations (and
+/// a page without exactly one `h1`: a packet's brief or notes rendered
+/// inside a page must not bring their own).
 async fn audit(b: &Browser, axe: &str, path: &str) -> Vec<String> {
     b.goto(path).await;
     b.wait("h1").await;
-    violations(b, axe).await.into_iter().map(|v| format!("{path}: {v}")).collect()
+    let mut found: Vec<String> =
+        violations(b, axe).await.into_iter().map(|v| format!("{path}: {v}")).collect();
+    let h1 = b.script("return document.querySelectorAll('h1').length;").await;
+    if h1 != serde_json::json!(1) {
+        found.push(format!("{path}: {h1} h1 elements, not one"));
+    }
+    found
 }
 
 #[tokio::test]

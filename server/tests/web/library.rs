@@ -159,6 +159,14 @@ async fn built_in_packets_load_once_and_list() {
     for want in ["unknowns_stop", "Failure catalog", "starter/tools.py", "Self-test", "not run"] {
         assert!(html.contains(want), "{want} in the detail page");
     }
+    // Each rubric level is numbered once, by the list (not "0. 0: ...").
+    let packet =
+        grader::packet::Packet::load(&crate::support::repo_root().join("packets/null-status"))
+            .unwrap();
+    let first = &packet.manifest.criteria[0].levels[0];
+    let first = first.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    assert!(html.contains(&format!("<ol start=\"0\"><li value=\"0\">{first}")), "levels: {html}");
+    assert!(!html.contains(">0: "), "a level numbered twice");
     assert!(!html.contains("Run self-test"), "reviewers do not run the self-test");
     assert!(!html.contains("/assignments/new?packet=null-status"), "reviewers do not invite");
 
@@ -341,7 +349,8 @@ async fn editing_a_draft_keeps_formatting_and_shows_on_the_page() {
         .text()
         .await
         .unwrap();
-    assert!(html.contains("<h1>Brief</h1>") && html.contains("<em>not</em>"), "Markdown rendered");
+    // Under the page's h1 and the section's h2, the brief's own "# Brief" is an h3.
+    assert!(html.contains("<h3>Brief</h3>") && html.contains("<em>not</em>"), "Markdown rendered");
     assert!(
         !html.contains("<script>alert(1)</script>") && html.contains("&lt;script&gt;"),
         "raw HTML escaped: {html}"
@@ -819,7 +828,11 @@ async fn built_in_self_test_off_queues_nothing_and_a_failed_one_says_why() {
     }
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let started = std::time::Instant::now();
-    while db.job_by_id(jobs[0].id).await.unwrap().unwrap().state.as_str() != "failed" {
+    // The worker fails the job, then the version's self-test (two writes):
+    // wait for both.
+    while db.job_by_id(jobs[0].id).await.unwrap().unwrap().state.as_str() != "failed"
+        || db.version_by_id(v.id).await.unwrap().unwrap().check_state == "none"
+    {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "the interrupted check was not failed"

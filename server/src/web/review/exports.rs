@@ -115,8 +115,8 @@ async fn standalone_receipt(
                 .unwrap_or_default(),
         })
         .collect();
-    let starter = starter_of(state, &ctx.version).await;
-    let view = card_view_model(card, starter.as_ref());
+    let starter = starter_of(state, ctx).await;
+    let view = card_view_model(card, starter.as_ref().map(|s| &s.tree));
     let version = version_label(&ctx.assignment);
     let received = when(ctx.submission.received_at);
     // Receipts written before they named the published version record the

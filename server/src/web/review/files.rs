@@ -5,10 +5,8 @@ use std::path::PathBuf;
 use app::pages::review::{CardView, FileChange, HumanForm};
 use grader::manifest::Manifest;
 
-use crate::db::PacketVersion;
 use crate::error::AppError;
 use crate::export;
-use crate::library::version_dir;
 use crate::state::AppState;
 
 use super::*;
@@ -39,7 +37,7 @@ const DIFF_MAX_TOTAL_LINES: usize = 20_000;
 /// Diffs are best effort: a file without one says why.
 pub(super) async fn attach_diffs(
     state: &AppState,
-    version: &PacketVersion,
+    starter: Option<&Starter>,
     archive_sha256: &str,
     unwrapped: Option<String>,
     view: &mut CardView,
@@ -47,7 +45,7 @@ pub(super) async fn attach_diffs(
 ) {
     let index = index.clone();
     let zip_path = stored_zip(state, archive_sha256).await;
-    let starter = version_dir(state, &version.dir).join("starter");
+    let starter = starter.cloned();
     let mut files = std::mem::take(&mut view.files);
     files = tokio::task::spawn_blocking(move || {
         let mut archive = std::fs::File::open(&zip_path).ok().and_then(|f| zip::ZipArchive::new(f).ok());
@@ -76,7 +74,7 @@ pub(super) async fn attach_diffs(
                 f.diff_note = Some("not a text file (or not readable from the stored zip)".into());
                 continue;
             };
-            let old = std::fs::read(starter.join(&f.path)).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
+            let old = starter.as_ref().and_then(|s| s.text(&f.path)).unwrap_or_default();
             match export::line_diff(&old, &new, 3) {
                 Some(mut d) => {
                     let room = DIFF_MAX_TOTAL_LINES - shown;
@@ -104,14 +102,14 @@ pub(super) async fn attach_diffs(
 /// the starter's copy (files over the diff size cap are left out).
 pub(super) async fn provenance_of(
     state: &AppState,
-    version: &PacketVersion,
+    starter: Option<&Starter>,
     archive_sha256: &str,
     unwrapped: Option<String>,
     files: &[FileChange],
     index: &crate::provenance::AnswerIndex,
 ) -> crate::provenance::Provenance {
     let zip_path = stored_zip(state, archive_sha256).await;
-    let starter = version_dir(state, &version.dir).join("starter");
+    let starter = starter.cloned();
     let paths: Vec<String> = files
         .iter()
         .filter(|f| f.change != "unchanged" && f.change != "platform" && f.size <= DIFF_MAX_BYTES)
@@ -129,10 +127,7 @@ pub(super) async fn provenance_of(
             .filter_map(|path| {
                 let new = String::from_utf8(read_entry(&mut archive, path, unwrapped.as_deref())?)
                     .ok()?;
-                let old = std::fs::read(starter.join(path))
-                    .ok()
-                    .and_then(|b| String::from_utf8(b).ok())
-                    .unwrap_or_default();
+                let old = starter.as_ref().and_then(|s| s.text(path)).unwrap_or_default();
                 Some(crate::provenance::of_file(path, &old, &new, &index))
             })
             .collect()
@@ -160,13 +155,13 @@ pub(crate) async fn submission_provenance(
 ) -> Result<Option<crate::provenance::Provenance>, AppError> {
     let ctx = context(state, submission_id).await?;
     let Some(card) = parse_card(&ctx.submission)? else { return Ok(None) };
-    let starter = starter_of(state, &ctx.version).await;
-    let view = card_view_model(&card, starter.as_ref());
+    let starter = starter_of(state, &ctx).await;
+    let view = card_view_model(&card, starter.as_ref().map(|s| &s.tree));
     let index = answer_index(state, &ctx).await?;
     Ok(Some(
         provenance_of(
             state,
-            &ctx.version,
+            starter.as_ref(),
             &card.receipt.submission.archive_sha256,
             card.receipt.submission.normalised.unwrapped.clone(),
             &view.files,
@@ -176,29 +171,34 @@ pub(crate) async fn submission_provenance(
     ))
 }
 
-/// The submitted file a criterion is about: the first path of the
-/// submission named in the criterion's title or levels (e.g. NOTES.md).
+/// The submitted file a criterion is about: the criterion's own `file` when
+/// the packet names one (None when it was not submitted); else the first
+/// submitted path the title names; else the first the levels name, in
+/// reading order (a level listing `bucket.py, test_bucket.py` is about
+/// `bucket.py`). Where one word names several paths, the longest wins, so
+/// `docs/NOTES.md` wins over a bare `NOTES.md` mention of it.
 pub fn file_named_by<'a>(
+    explicit: Option<&str>,
     title: &str,
     levels: &[String],
     paths: impl Iterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    let text = std::iter::once(title)
-        .chain(levels.iter().map(String::as_str))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let words: Vec<&str> = text
-        .split(|c: char| {
+    let mut paths: Vec<&str> = paths.collect();
+    if let Some(want) = explicit {
+        return paths.into_iter().find(|p| *p == want);
+    }
+    paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    std::iter::once(title).chain(levels.iter().map(String::as_str)).find_map(|text| {
+        text.split(|c: char| {
             c.is_whitespace() || matches!(c, ',' | ';' | ':' | '(' | ')' | '`' | '"' | '\'')
         })
         .map(|w| w.trim_end_matches('.'))
-        .collect();
-    let mut paths: Vec<&str> = paths.collect();
-    // The longest path first, so `docs/NOTES.md` wins over a bare `NOTES.md` mention of it.
-    paths.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    paths.into_iter().find(|p| {
-        let name = p.rsplit('/').next().unwrap_or(p);
-        name.contains('.') && words.iter().any(|w| w == p || *w == name)
+        .find_map(|w| {
+            paths.iter().copied().find(|p| {
+                let name = p.rsplit('/').next().unwrap_or(p);
+                name.contains('.') && (w == *p || w == name)
+            })
+        })
     })
 }
 
@@ -219,7 +219,7 @@ pub(super) async fn attach_scored_files(
         .enumerate()
         .filter_map(|(i, f)| {
             let c = manifest.criterion(&f.criterion)?;
-            file_named_by(&c.title, &c.levels, paths.iter().map(String::as_str))
+            file_named_by(c.file.as_deref(), &c.title, &c.levels, paths.iter().map(String::as_str))
                 .map(|p| (i, p.to_string()))
         })
         .collect();

@@ -105,10 +105,56 @@ async fn manifest_of(state: &AppState, version: &PacketVersion) -> Result<Manife
         .map_err(|e| AppError::Internal(anyhow::anyhow!("packet version {}: {e}", version.id)))
 }
 
-/// The starter's files of a packet version, for the submission's diff.
-async fn starter_of(state: &AppState, version: &PacketVersion) -> Option<Tree> {
-    let dir: PathBuf = version_dir(state, &version.dir).join("starter");
-    tokio::task::spawn_blocking(move || list_files(&dir).ok()).await.ok().flatten()
+/// The starter a candidate received, for the submission's diff: the packet
+/// version's starter files with the assignment's seed filled in its seed
+/// files (`[packet] seed_files`), so a seed file handed back as received
+/// shows unchanged rather than changed from the template.
+#[derive(Clone)]
+pub(super) struct Starter {
+    dir: PathBuf,
+    /// Every starter file as the candidate received it: size and digest.
+    pub tree: Tree,
+    /// The seed files' text with the seed filled in.
+    seeded: BTreeMap<String, String>,
+}
+
+impl Starter {
+    /// The text of `path` as the candidate received it (None: not in the
+    /// starter, or not text).
+    pub fn text(&self, path: &str) -> Option<String> {
+        if let Some(t) = self.seeded.get(path) {
+            return Some(t.clone());
+        }
+        std::fs::read(self.dir.join(path)).ok().and_then(|b| String::from_utf8(b).ok())
+    }
+}
+
+async fn starter_of(state: &AppState, ctx: &Context) -> Option<Starter> {
+    let root = version_dir(state, &ctx.version.dir);
+    let seed = ctx.assignment.seed.clone();
+    let seed_files = manifest_of(state, &ctx.version).await.ok()?.packet.seed_files;
+    tokio::task::spawn_blocking(move || {
+        let dir = root.join("starter");
+        let mut tree = list_files(&dir).ok()?;
+        let mut seeded = BTreeMap::new();
+        for f in seed_files {
+            let Some(text) =
+                std::fs::read(dir.join(&f)).ok().and_then(|b| String::from_utf8(b).ok())
+            else {
+                continue;
+            };
+            let filled = grader::packet::apply_seed(&text, &seed);
+            tree.insert(
+                f.clone(),
+                (filled.len() as u64, grader::tree::sha256_hex(filled.as_bytes())),
+            );
+            seeded.insert(f, filled);
+        }
+        Some(Starter { dir, tree, seeded })
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 pub(crate) fn parse_card(s: &Submission) -> Result<Option<Scorecard>, AppError> {
@@ -159,7 +205,7 @@ pub(crate) async fn hides_candidate(
             c.scoring
                 .criteria
                 .iter()
-                .filter(|c| c.mode == Mode::Human)
+                .filter(|c| matches!(c.mode, Mode::Human | Mode::AutoOverride))
                 .map(|c| c.id.as_str())
                 .collect()
         })

@@ -252,6 +252,7 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
         archive_sha256: r.submission.archive_sha256.clone(),
         workspace_digest: r.submission.workspace_digest.clone(),
         receipt_digest: r.digest.clone(),
+        graded_digest: r.graded_digest.clone(),
         packet_digest: r.packet.digest.clone(),
         witness_sha256: r.witness_sha256.clone(),
     }
@@ -426,7 +427,7 @@ pub(super) async fn scorecard_page(
     let card = parse_card(&ctx.submission)?;
     let blind = blind_for(&state, &mut ctx, card.as_ref(), signed_in.user.id).await?;
     let manifest = manifest_of(&state, &ctx.version).await?;
-    let starter = starter_of(&state, &ctx.version).await;
+    let starter = starter_of(&state, &ctx).await;
     let mut forms = match &card {
         Some(card) => manifest
             .criteria
@@ -481,11 +482,11 @@ pub(super) async fn scorecard_page(
         refusal: ctx.submission.refusal.clone(),
         card: match &card {
             Some(c) => {
-                let mut v = card_view_model(c, starter.as_ref());
+                let mut v = card_view_model(c, starter.as_ref().map(|s| &s.tree));
                 let index = answer_index(&state, &ctx).await?;
                 attach_diffs(
                     &state,
-                    &ctx.version,
+                    starter.as_ref(),
                     &c.receipt.submission.archive_sha256,
                     c.receipt.submission.normalised.unwrapped.clone(),
                     &mut v,
@@ -495,7 +496,7 @@ pub(super) async fn scorecard_page(
                 if !index.is_empty() {
                     let p = provenance_of(
                         &state,
-                        &ctx.version,
+                        starter.as_ref(),
                         &c.receipt.submission.archive_sha256,
                         c.receipt.submission.normalised.unwrapped.clone(),
                         &v.files,

@@ -64,6 +64,12 @@ async fn receipt_json_and_standalone_html() {
 
     let page = f.page(&format!("/submissions/{}/receipt", f.bad)).await;
     assert!(page.contains(&card.receipt.digest) && page.contains("receipt.json"), "{page}");
+    // Decision, score and digest once each: the page is the receipt's document.
+    for once in ["<th>Decision</th>", "<th>Score</th>", "<th>Receipt digest</th>"] {
+        assert_eq!(page.matches(once).count(), 1, "{once} on the receipt page: {page}");
+    }
+    assert_eq!(page.matches(&card.receipt.digest).count(), 1, "the digest twice: {page}");
+    assert!(!page.contains("Digest as graded"), "no reviewer scored: {page}");
     assert!(
         page.contains("null-status<!> <!>v1</h1>")
             && !page.contains("vv1")

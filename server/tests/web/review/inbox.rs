@@ -164,7 +164,41 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
     let (_, card) = f.get(&format!("/submissions/{}", f.good)).await;
     assert!(card.contains(&alias) && card.contains("Blind review: the candidate"), "{card}");
 
-    // Scoring the auto-override row is not enough: the human row is theirs to score.
+    // The assignments list: blind rows after the others, in a stable
+    // pseudo-random order (not invite order), with days and no times.
+    let mut blind = vec![f.good_assignment.clone()];
+    for n in 0..4 {
+        let email = format!("blind{n}@example.com");
+        let invited = invites::create(
+            &f.app.state,
+            None,
+            Invite {
+                slug: SLUG,
+                candidate_name: "Blind Person",
+                email: &email,
+                deadline: None,
+                time_box_secs: None,
+            },
+        )
+        .await
+        .unwrap();
+        db.set_blind_review(&invited.assignment.id, true).await.unwrap();
+        blind.push(invited.assignment.id);
+    }
+    let (_, list) = f.get("/assignments").await;
+    let at = |id: &str| list.find(&format!("href=\"/assignments/{id}\"")).unwrap();
+    let mut shown = blind.clone();
+    shown.sort_by_key(|id| at(id));
+    let mut keyed = blind.clone();
+    keyed.sort_by_key(|id| gatehouse::web::review::blind_key(id));
+    assert_eq!(shown, keyed, "blind rows in their pseudo-random order");
+    assert!(at(&f.bad_assignment) < at(&shown[0]), "the named rows first");
+    let rows = &list[at(&shown[0])..list.find("</tbody>").unwrap()];
+    assert!(!rows.contains(" UTC") && !rows.contains("Blind Person"), "{rows}");
+    assert!(list[..at(&shown[0])].contains(" UTC"), "named rows keep their times");
+
+    // Scoring the human row is not enough: every row the reviewer may score
+    // (the auto-override one too) is theirs to score before the name shows.
     let score = async |who: &Browser, criterion: &str| {
         let r = who
             .client
@@ -180,9 +214,12 @@ async fn blind_review_hides_the_candidate_until_the_reviewer_has_scored() {
             .unwrap();
         assert_eq!(r.status(), 303);
     };
-    score(&f.reviewer, "unknowns_stop").await;
-    assert!(!f.get(&format!("/submissions/{}", f.good)).await.1.contains("Ada Lovelace"));
     score(&f.reviewer, "narrative").await;
+    let (_, card) = f.get(&format!("/submissions/{}", f.good)).await;
+    assert!(!card.contains("Ada Lovelace") && card.contains(&alias), "unmasked early: {card}");
+    let (_, inbox) = f.get("/inbox").await;
+    assert!(!inbox.contains("Ada Lovelace"), "{inbox}");
+    score(&f.reviewer, "unknowns_stop").await;
     let (_, card) = f.get(&format!("/submissions/{}", f.good)).await;
     assert!(
         card.contains("Ada Lovelace") && !card.contains("Blind review: the candidate"),
@@ -284,14 +321,17 @@ async fn the_file_a_criterion_names_is_shown_beside_its_form() {
 #[test]
 fn the_file_a_criterion_is_about_is_found_by_name() {
     use gatehouse::web::review::file_named_by;
-    let paths = ["gate.py", "NOTES.md", "docs/NOTES.md", "transcript.jsonl"];
-    let find = |title: &str, levels: &[&str]| {
+    let paths =
+        ["gate.py", "NOTES.md", "docs/NOTES.md", "transcript.jsonl", "test_bucket.py", "bucket.py"];
+    let named = |explicit: Option<&str>, title: &str, levels: &[&str]| {
         file_named_by(
+            explicit,
             title,
             &levels.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             paths.iter().copied(),
         )
     };
+    let find = |title: &str, levels: &[&str]| named(None, title, levels);
     assert_eq!(find("Narrative: NOTES.md says what blocked", &[]), Some("docs/NOTES.md"));
     assert_eq!(
         find("Replay", &["transcript.jsonl is exactly what the CLI prints."]),
@@ -305,6 +345,18 @@ fn the_file_a_criterion_is_about_is_found_by_name() {
         None
     );
     assert_eq!(find("Notes in `gate.py`", &[]), Some("gate.py"));
+    // Several files named: the title's, else the first in reading order
+    // (token-bucket's discipline is about the limiter, not its tests).
+    let discipline = [
+        "Sleeps in the limiter, reads the real clock in the bucket or the tests.",
+        "Reviewer: small unrequested extras (extra files).",
+        "Exactly the brief: bucket.py, test_bucket.py and NOTES.md, standard library only.",
+    ];
+    assert_eq!(find("Discipline: standard library, no sleep", &discipline), Some("bucket.py"));
+    assert_eq!(find("Tests: test_bucket.py goes red", &discipline), Some("test_bucket.py"));
+    // The packet's own choice wins, and is not guessed when not submitted.
+    assert_eq!(named(Some("NOTES.md"), "About gate.py", &[]), Some("NOTES.md"));
+    assert_eq!(named(Some("missing.py"), "About gate.py", &[]), None);
 }
 
 /// The reviewer's day in Chromium: signing in lands on the inbox; the
@@ -338,6 +390,17 @@ async fn a_reviewer_lands_on_the_inbox_and_scores_beside_the_file_in_a_real_brow
         "side by side, not one under the other: {boxes}"
     );
     b.snapshot("scorecard-file-beside").await;
+    // The decision is a status, not something to press: it looks nothing
+    // like the page's buttons (no box, no pointer).
+    let look = b
+        .script(
+            "const s = e => getComputedStyle(document.querySelector(e));
+             const d = s('section.summary .decision'), k = s('form.human-score button');
+             return { d: [d.borderTopWidth, d.borderRadius, d.cursor], b: [k.borderTopWidth, k.borderRadius, k.cursor] };",
+        )
+        .await;
+    assert_eq!(look["d"], serde_json::json!(["0px", "0px", "default"]), "{look}");
+    assert_eq!(look["b"][2], "pointer", "{look}");
     let form = b.find(".score-beside form.human-score").await;
     form.find(fantoccini::Locator::Css("select[name='level']"))
         .await

@@ -225,3 +225,117 @@ async fn scorecard_diffs_are_capped_in_total() {
         "the pin file is listed as the platform's"
     );
 }
+
+/// Seed files are compared with the copy the candidate received (the
+/// assignment's seed filled in), not with the packet's template: one handed
+/// back as received is unchanged, and an edited one's diff shows only the
+/// candidate's edit, never the seed line.
+#[tokio::test]
+async fn seed_files_are_diffed_against_what_the_candidate_received() {
+    let f = fixture().await;
+    let db = &f.app.state.db;
+    let template = "# Take-home\n\nSeed: {{seed}}\n\nRead PROMPT.md.\n";
+    crate::support::publish_copy_with(&f.app.state, SLUG, "2", |dir| {
+        let toml = dir.join("packet.toml");
+        let text = std::fs::read_to_string(&toml).unwrap();
+        let text = text.replacen(
+            "seed_files = []",
+            "seed_files = [\"TAKEHOME.md\", \"notes/SEEDED.md\"]",
+            1,
+        );
+        std::fs::write(&toml, text).unwrap();
+        std::fs::write(dir.join("starter/TAKEHOME.md"), template).unwrap();
+        std::fs::create_dir_all(dir.join("starter/notes")).unwrap();
+        std::fs::write(dir.join("starter/notes/SEEDED.md"), template).unwrap();
+    })
+    .await;
+    let invited = invites::create(
+        &f.app.state,
+        None,
+        Invite {
+            slug: SLUG,
+            candidate_name: "Sam Seeded",
+            email: "sam@example.com",
+            deadline: None,
+            time_box_secs: None,
+        },
+    )
+    .await
+    .unwrap();
+    let seed = invited.assignment.seed.clone();
+    assert!(!seed.is_empty());
+    let received = grader::packet::apply_seed(template, &seed);
+    let edited = format!("{received}My own line.\n");
+    let (good_card, good_zip) = &graded(&f.app).await.0;
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(good_zip.clone())).unwrap();
+    for i in 0..archive.len() {
+        use std::io::Read;
+        let mut e = archive.by_index(i).unwrap();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).unwrap();
+        entries.push((e.name().unwrap().to_string(), bytes));
+    }
+    let mut card = good_card.clone();
+    for (path, text) in [("TAKEHOME.md", &received), ("notes/SEEDED.md", &edited)] {
+        card.receipt.submission.files.push(grader::ingest::IngestedFile {
+            path: path.into(),
+            size: text.len() as u64,
+            sha256: grader::tree::sha256_hex(text.as_bytes()),
+            mtime: None,
+        });
+        entries.push((path.into(), text.clone().into_bytes()));
+    }
+    let mut zip_bytes = std::io::Cursor::new(Vec::new());
+    {
+        let mut w = zip::ZipWriter::new(&mut zip_bytes);
+        for (name, bytes) in &entries {
+            w.start_file(name.as_str(), zip::write::SimpleFileOptions::default()).unwrap();
+            std::io::Write::write_all(&mut w, bytes).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let zip_bytes = zip_bytes.into_inner();
+    let sha = grader::tree::sha256_hex(&zip_bytes);
+    card.receipt.submission.archive_sha256 = sha.clone();
+    let blob = f.app.state.config.data_dir.join("blobs").join(&sha[..2]).join(&sha);
+    std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
+    std::fs::write(&blob, &zip_bytes).unwrap();
+    let sub = "sub-seeded-001";
+    db.create_submission(gatehouse::db::NewSubmission {
+        id: sub,
+        assignment_id: &invited.assignment.id,
+        blob_sha256: &sha,
+        size_bytes: zip_bytes.len() as i64,
+    })
+    .await
+    .unwrap();
+    while let Some(job) = db.claim_job("review-test", gatehouse::now_ms(), 600_000).await.unwrap() {
+        db.finish_job(job.id, "review-test", true, None).await.unwrap();
+    }
+    db.set_graded(
+        sub,
+        &serde_json::to_string(&card).unwrap(),
+        &serde_json::to_string(&card.receipt).unwrap(),
+        &card.scoring.decision,
+        0.0,
+    )
+    .await
+    .unwrap();
+    let page = f.page(&format!("/submissions/{sub}")).await;
+    let row = |path: &str| {
+        let at = page
+            .find(&format!("<td><code>{path}</code></td>"))
+            .unwrap_or_else(|| panic!("{path} not listed"));
+        let start = page[..at].rfind("<tr").unwrap();
+        page[start..at].to_string()
+    };
+    assert!(row("TAKEHOME.md").contains("file unchanged"), "{}", row("TAKEHOME.md"));
+    assert!(row("notes/SEEDED.md").contains("file changed"), "{}", row("notes/SEEDED.md"));
+    assert!(page.contains("<span class=\"add\">+My own line.\n</span>"), "the edit is shown");
+    assert!(!page.contains("{{seed}}"), "the template's seed line was diffed");
+    assert!(
+        !page.contains(&format!("<span class=\"add\">+Seed: {seed}")),
+        "the seed line shows as the candidate's change"
+    );
+}

@@ -95,6 +95,19 @@ async fn human_score_needs_csrf_and_a_reason_then_rescores_and_is_audited() {
     let card: Scorecard = serde_json::from_str(after.scorecard_json.as_deref().unwrap()).unwrap();
     assert_eq!(card.receipt.scoring.decision, "no");
     assert_eq!(card.receipt.digest, grader::grade::receipt_digest(&card.receipt));
+    // The digest changed; the receipt keeps the grader's and both pages say why.
+    let graded: Scorecard =
+        serde_json::from_str(before.scorecard_json.as_deref().unwrap()).unwrap();
+    assert_ne!(card.receipt.digest, graded.receipt.digest);
+    assert_eq!(card.receipt.graded_digest.as_deref(), Some(graded.receipt.digest.as_str()));
+    for page in [format!("/submissions/{}", f.good), format!("/submissions/{}/receipt", f.good)] {
+        let html = f.page(&page).await;
+        assert!(
+            html.contains(&card.receipt.digest) && html.contains(&graded.receipt.digest),
+            "{page}: both digests"
+        );
+        assert!(html.contains("after reviewer scores"), "{page}: says why");
+    }
     assert_eq!(
         after.receipt_json.as_deref().unwrap(),
         serde_json::to_string(&card.receipt).unwrap()
