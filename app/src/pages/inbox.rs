@@ -28,6 +28,10 @@ pub struct InboxRow {
 pub struct InboxView {
     pub waiting: Vec<InboxRow>,
     pub recent: Vec<InboxRow>,
+    /// (slug, title) of each packet with a graded submission, for its
+    /// compare page and scorecards CSV.
+    #[serde(default)]
+    pub packets: Vec<(String, String)>,
 }
 
 /// The candidate and packet cells every row starts with.
@@ -98,5 +102,13 @@ pub fn InboxPage(vm: InboxView) -> impl IntoView {
         <div class="table-scroll">{waiting}</div>
         <h2>"Recently graded"</h2>
         <div class="table-scroll">{recent}</div>
+        {(!vm.packets.is_empty()).then(|| view! {
+            <h2>"By packet"</h2>
+            <ul class="packet-links">{vm.packets.into_iter().map(|(slug, title)| view! {
+                <li>{title}" "<small><code>{slug.clone()}</code></small>": "
+                    <a href=format!("/packets/{slug}/compare")>"Compare"</a>" · "
+                    <a href=format!("/packets/{slug}/scorecards.csv")>"Scorecards (CSV)"</a></li>
+            }).collect_view()}</ul>
+        })}
     }
 }

@@ -542,6 +542,13 @@ pub fn PacketDetailPage(vm: PacketDetailView) -> impl IntoView {
     view! {
         <h1>{vm.title.clone()}" "<small>{vm.slug.clone()}" · "{vm.label.clone()}</small></h1>
         <p class="summary">{vm.summary.clone()}</p>
+        <p class="review-links">
+            <a href=format!("/packets/{}/compare", vm.slug)>"Compare graded submissions"</a>
+            " · "
+            <a href=format!("/packets/{}/scorecards.csv", vm.slug)>"Scorecards (CSV)"</a>
+            " · "
+            <a href=format!("/assignments?packet={}", vm.slug)>"Assignments"</a>
+        </p>
         {vm.load_error.clone().map(|e| view! { <p class="error" role="alert">{e}</p> })}
         <nav class="versions"><ul>{versions}</ul></nav>
         {actions}

@@ -906,6 +906,39 @@ pub struct CompareView {
     #[serde(default)]
     pub similar: Vec<SimilarPair>,
     pub csv: String,
+    /// Every graded submission of the packet to pick from: (submission id,
+    /// the name the viewer may see, picked now).
+    #[serde(default)]
+    pub choices: Vec<(String, String, bool)>,
+    /// Whether the columns are the reviewer's pick (else every graded one).
+    #[serde(default)]
+    pub picked: bool,
+}
+
+/// The form that picks which submissions compare shows: a box per graded
+/// submission, sent as repeated `ids`.
+fn compare_picker(
+    slug: &str,
+    choices: &[(String, String, bool)],
+    picked: bool,
+) -> impl IntoView + use<> {
+    let action = format!("/packets/{slug}/compare");
+    let all = picked.then(|| view! { " " <a href=action.clone()>"Show all"</a> });
+    let boxes = choices
+        .iter()
+        .map(|(id, name, on)| {
+            view! { <li><label><input type="checkbox" name="ids" value=id.clone() checked=*on />" "{name.clone()}</label></li> }
+        })
+        .collect_view();
+    view! {
+        <details class="compare-pick" open=picked>
+            <summary>{if picked { format!("Showing {} of {}: choose others", choices.iter().filter(|c| c.2).count(), choices.len()) } else { format!("Showing all {}: choose two or more", choices.len()) }}</summary>
+            <form method="get" action=action.clone()>
+                <ul class="choices">{boxes}</ul>
+                <button type="submit">"Compare selected"</button>{all}
+            </form>
+        </details>
+    }
 }
 
 #[component]
@@ -948,6 +981,7 @@ pub fn ComparePage(view: CompareView) -> impl IntoView {
         .collect_view();
     view! {
         <h1>{title}</h1>
+        {compare_picker(&view.slug, &view.choices, view.picked)}
         <div class="compare-scroll">
         <table class="compare">
             <thead><tr><th>"Criterion"</th>{heads}</tr></thead>

@@ -94,9 +94,15 @@ async fn inbox(State(state): State<AppState>, signed_in: SignedIn) -> Result<Res
             (0, -*t, String::new())
         }
     });
+    let packets: std::collections::BTreeMap<String, String> = waiting
+        .iter()
+        .chain(&recent)
+        .map(|(_, r)| (r.slug.clone(), r.packet_title.clone()))
+        .collect();
     let vm = InboxView {
         waiting: waiting.into_iter().take(WAITING_LISTED).map(|(_, r)| r).collect(),
         recent: recent.into_iter().take(RECENT_LISTED).map(|(_, r)| r).collect(),
+        packets: packets.into_iter().collect(),
     };
     let meta = crate::web::page::meta(&signed_in, "Inbox");
     Ok(Html(app::shell::document(meta, move || view! { <InboxPage vm=vm /> })).into_response())

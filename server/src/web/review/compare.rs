@@ -5,13 +5,12 @@ use std::path::PathBuf;
 use app::pages::review::{
     CompareColumn, ComparePage, CompareView, ExcerptSide, SimilarExcerpt, SimilarPair,
 };
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{Html, IntoResponse, Response};
 use grader::grade::Scorecard;
 use grader::score::Status;
 use grader::tree::list_files;
 use leptos::prelude::*;
-use serde::Deserialize;
 
 use crate::db::{Assignment, Role, Submission};
 use crate::error::AppError;
@@ -22,16 +21,15 @@ use crate::web::session::SignedIn;
 use super::files::stored_zip;
 use super::*;
 
-#[derive(Deserialize, Default)]
-pub(super) struct CompareQuery {
-    ids: Option<String>,
-}
+/// Most submissions one compare page shows side by side when the reviewer
+/// picks them (the unpicked page shows every graded one, as before).
+const MOST_PICKED: usize = 50;
 
 pub(super) async fn compare_page(
     State(state): State<AppState>,
     signed_in: SignedIn,
     Path(slug): Path<String>,
-    Query(q): Query<CompareQuery>,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, AppError> {
     signed_in.require(Role::Reviewer)?;
     state
@@ -39,18 +37,46 @@ pub(super) async fn compare_page(
         .packet_by_slug(&slug)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("packet {slug:?}")))?;
-    let wanted: Vec<String> = q
-        .ids
-        .unwrap_or_default()
-        .split(',')
+    // `ids` comma-separated (a link) or repeated (the picking form's boxes);
+    // an assignment id stands for its graded submission.
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q.as_deref().unwrap_or(""))
+        .map_err(|_| AppError::BadRequest("the compare query does not parse".into()))?;
+    let wanted: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| k == "ids")
+        .flat_map(|(_, v)| v.split(','))
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
-    let graded: Vec<_> = graded_of_packet(&state, &slug)
-        .await?
-        .into_iter()
-        .filter(|(a, s, _)| wanted.is_empty() || wanted.contains(&a.id) || wanted.contains(&s.id))
-        .collect();
+    if wanted.len() > MOST_PICKED {
+        return Err(AppError::BadRequest(format!(
+            "pick at most {MOST_PICKED} submissions to compare ({} picked)",
+            wanted.len()
+        )));
+    }
+    let mut every = graded_of_packet(&state, &slug).await?;
+    // Under blind review a candidate is a pseudonym to a reviewer who has not
+    // scored them yet, and blind columns come in their stable pseudo-random
+    // order after the others.
+    every.sort_by_key(
+        |(a, s, _)| if a.blind_review { (1, blind_key(&s.id)) } else { (0, String::new()) },
+    );
+    let mut choices = Vec::with_capacity(every.len());
+    let mut graded = Vec::new();
+    let mut names = Vec::new();
+    for (a, s, card) in every {
+        let name = if hides_candidate(&state, &a, &s.id, Some(&card), signed_in.user.id).await? {
+            blind_label(&s.id)
+        } else {
+            a.candidate_name.clone()
+        };
+        let shown = wanted.is_empty() || wanted.contains(&a.id) || wanted.contains(&s.id);
+        choices.push((s.id.clone(), name.clone(), shown && !wanted.is_empty()));
+        if shown {
+            graded.push((a, s, card));
+            names.push(name);
+        }
+    }
     let mut criteria: Vec<(String, String)> = Vec::new();
     for (_, _, card) in &graded {
         for c in &card.scoring.criteria {
@@ -58,21 +84,6 @@ pub(super) async fn compare_page(
                 criteria.push((c.id.clone(), c.title.clone()));
             }
         }
-    }
-    // Under blind review a candidate is a pseudonym to a reviewer who has not
-    // scored them yet, and blind columns come in their stable pseudo-random
-    // order after the others.
-    let mut graded = graded;
-    graded.sort_by_key(
-        |(a, s, _)| if a.blind_review { (1, blind_key(&s.id)) } else { (0, String::new()) },
-    );
-    let mut names = Vec::with_capacity(graded.len());
-    for (a, s, card) in &graded {
-        names.push(if hides_candidate(&state, a, &s.id, Some(card), signed_in.user.id).await? {
-            blind_label(&s.id)
-        } else {
-            a.candidate_name.clone()
-        });
     }
     let columns: Vec<CompareColumn> = graded
         .iter()
@@ -112,6 +123,8 @@ pub(super) async fn compare_page(
         })
         .collect();
     let view = CompareView {
+        picked: !wanted.is_empty(),
+        choices,
         similar,
         slug: slug.clone(),
         criteria,

@@ -167,7 +167,39 @@ async fn csv_compare_and_distribution() {
     assert_eq!(f.app.state.memo.similarity.computed(), computed, "the second view computed again");
     assert!(again.contains("class=\"similar-pair\""), "{again}");
     let (_, only_bob) = f.get(&format!("/packets/{SLUG}/compare?ids={}", f.bad_assignment)).await;
-    assert!(only_bob.contains("Bob Guesser") && !only_bob.contains("Ada Lovelace"), "{only_bob}");
+    let table = |page: &str| {
+        let at = page.find("<table class=\"compare\"").expect("a compare table");
+        page[at..at + page[at..].find("</table>").unwrap()].to_string()
+    };
+    let t = table(&only_bob);
+    assert!(t.contains("Bob Guesser") && !t.contains("Ada Lovelace"), "{t}");
+    // The picker offers every graded submission, Bob's ticked.
+    let picker = &only_bob[only_bob.find("compare-pick").unwrap()..];
+    let picker = &picker[..picker.find("</form>").unwrap()];
+    assert!(picker.contains("Ada Lovelace") && picker.contains("Show all"), "{picker}");
+    let ticked = |who: &str| {
+        let li = &picker[picker.find(&format!("value=\"{who}\"")).unwrap()..];
+        li[..li.find('>').unwrap()].contains("checked")
+    };
+    assert!(ticked(&f.bad) && !ticked(&f.good), "{picker}");
+    // Repeated `ids` (the form's boxes) and comma-separated ones both pick.
+    for q in [format!("ids={}&ids={}", f.good, f.bad), format!("ids={},{}", f.good, f.bad)] {
+        let t = table(&f.get(&format!("/packets/{SLUG}/compare?{q}")).await.1);
+        assert!(t.contains("Bob Guesser") && t.contains("Ada Lovelace"), "{q}: {t}");
+    }
+    let many = (0..51).map(|i| format!("ids=x{i}")).collect::<Vec<_>>().join("&");
+    let (status, body) = f.get(&format!("/packets/{SLUG}/compare?{many}")).await;
+    assert!(status == 400 && body.contains("at most 50"), "{status} {body}");
+    // Compare and the CSV are a click away from the inbox and the packet page.
+    for path in ["/inbox".to_string(), format!("/packets/{SLUG}")] {
+        let page = f.page(&path).await;
+        for link in [
+            format!("href=\"/packets/{SLUG}/compare\""),
+            format!("href=\"/packets/{SLUG}/scorecards.csv\""),
+        ] {
+            assert!(page.contains(&link), "{path}: {link}");
+        }
+    }
     // Similarity: the variant is the sample with a few lines changed, so
     // the pair is shown; alone, Bob has no pair.
     let similar = &page[page.find("Similar submissions").expect("a similarity section")..];
@@ -322,5 +354,15 @@ async fn compare_columns_line_up_in_a_real_browser() {
         "the first side is left of the second: {sides:?}"
     );
     b.snapshot("compare-excerpts").await;
+    // Picking: tick one candidate, compare, and the table has their column only.
+    b.click("details.compare-pick summary").await;
+    b.click(&format!("details.compare-pick input[value='{}']", f.bad)).await;
+    b.click("details.compare-pick button[type='submit']").await;
+    b.wait_path(&format!("/packets/{SLUG}/compare?ids={}", f.bad)).await;
+    let heads = b
+        .script("return document.querySelectorAll('table.compare thead th.candidate').length;")
+        .await;
+    assert_eq!(heads, serde_json::json!(1), "one picked column");
+    b.snapshot("compare-picked").await;
     b.close().await;
 }
