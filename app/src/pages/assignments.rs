@@ -211,7 +211,8 @@ pub fn InvitedPage(vm: InvitedView) -> impl IntoView {
     let reissue = format!("/assignments/{}/reissue", vm.assignment_id);
     let link = match vm.url {
         Some(url) => view! {
-            <p>"Send this link to the candidate. It is shown only now; Gatehouse keeps only its hash."</p>
+            <p class="flash shown-once" role="status"><strong>"Copy this link now: it will not be shown again."</strong>" Gatehouse keeps only its hash, so this page shows it once; after a reload only a reissue (a new link) can give one."</p>
+            <p>"Send it to the candidate:"</p>
             <div class="copy-row">
                 <label for="invite-url" class="sr-only">"Invite link"</label>
                 <input type="text" id="invite-url" class="invite-url" readonly value=url />
@@ -219,7 +220,7 @@ pub fn InvitedPage(vm: InvitedView) -> impl IntoView {
             </div>
         }
         .into_any(),
-        None => view! { <p>"The link was shown once and is not stored. Reissue it to get a new one (the old one stops working)."</p> }.into_any(),
+        None => view! { <p class="shown-once-gone">"The link was shown once, when the invite was made, and is not stored (only its hash is). To get a link now, reissue it below: the old one stops working."</p> }.into_any(),
     };
     let mailed = vm.mailed.map(|(sent, text)| {
         let class = if sent { "flash mail-sent" } else { "flash error mail-failed" };
