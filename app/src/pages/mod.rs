@@ -4,6 +4,7 @@ pub mod assignments;
 pub mod ats;
 pub mod auth;
 pub mod candidate;
+pub mod compare;
 pub mod inbox;
 pub mod library;
 pub mod queue;

@@ -1,5 +1,6 @@
 //! The grader's one integration-test binary.
 
+mod check;
 mod detectors;
 mod forgery;
 mod fuzz;

@@ -4,6 +4,7 @@
 //! Postgres cluster (one suite, both backends; `scripts/test` runs it twice).
 
 mod accessibility;
+mod assignment_rules;
 mod assignments;
 mod audit;
 mod auth;

@@ -2,9 +2,8 @@
 
 use std::path::PathBuf;
 
-use app::pages::review::{
-    CompareColumn, ComparePage, CompareView, ExcerptSide, SimilarExcerpt, SimilarPair,
-};
+use app::pages::compare::{CompareColumn, ComparePage, CompareView};
+use app::pages::review::{ExcerptSide, SimilarExcerpt, SimilarPair};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{Html, IntoResponse, Response};
 use grader::grade::Scorecard;
