@@ -612,16 +612,44 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
         "not queued twice"
     );
 
-    // A worker runs it, for real, in the sandbox.
+    // A worker runs it, for real, in the sandbox. A candidate who uploads
+    // while it runs is graded at once, by the grading lane, not after it.
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
     let started = std::time::Instant::now();
     let mut seen = Vec::new();
+    let mut graded_during_check = None;
     let last = loop {
         let status: serde_json::Value =
             client.get(app.url(&status_url)).send().await.unwrap().json().await.unwrap();
         let state = status["state"].as_str().unwrap().to_string();
         if seen.last() != Some(&state) {
             seen.push(state.clone());
+        }
+        if state == "running" && graded_during_check.is_none() {
+            let invited = crate::candidate::invite(&app.state, "Early Candidate").await;
+            let r = crate::candidate::upload(
+                &app.base,
+                &invited.token,
+                crate::candidate::sample_zip(),
+                true,
+            )
+            .await;
+            assert_eq!(r.status(), 201);
+            let id =
+                r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+            let uploaded = std::time::Instant::now();
+            let graded = crate::ops::wait_all_final(
+                &app.state,
+                std::slice::from_ref(&id),
+                Duration::from_secs(120),
+            )
+            .await;
+            let subject = v.id.to_string();
+            let check = app.state.db.jobs_for(app::contract::JobKind::Check, &subject).await;
+            let check = check.unwrap()[0].state.clone();
+            assert_eq!(graded[&id].state.to_string(), "graded", "{:?}", graded[&id].error);
+            graded_during_check = Some((check, uploaded.elapsed()));
+            continue;
         }
         if state == "passed" || state == "failed" {
             break state;
@@ -638,6 +666,8 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
         "{seen:?}: {:?}",
         app.state.db.version_by_id(v.id).await.unwrap().unwrap().check_report
     );
+    let (check_then, took) = graded_during_check.expect("an upload while the self-test ran");
+    assert_eq!(check_then.as_str(), "running", "graded only after the self-test ({took:?})");
     let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
     assert!(
         html.contains("check-passed")
