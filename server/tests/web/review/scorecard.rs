@@ -164,15 +164,7 @@ async fn scorecard_diffs_are_capped_in_total() {
     let db = &f.app.state.db;
     let (good_card, good_zip) = &graded(&f.app).await.0;
     // The sample's zip plus 40 added files of 1,000 lines each.
-    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(good_zip.clone())).unwrap();
-    for i in 0..archive.len() {
-        use std::io::Read;
-        let mut e = archive.by_index(i).unwrap();
-        let mut bytes = Vec::new();
-        e.read_to_end(&mut bytes).unwrap();
-        entries.push((e.name().unwrap().to_string(), bytes));
-    }
+    let mut entries = entries_of(good_zip);
     let big: String = (0..1000).map(|n| format!("line {n}\n")).collect();
     let mut card = good_card.clone();
     for i in 0..40 {
@@ -191,21 +183,9 @@ async fn scorecard_diffs_are_capped_in_total() {
         sha256: "ab".repeat(32),
         mtime: None,
     });
-    let mut zip_bytes = std::io::Cursor::new(Vec::new());
-    {
-        let mut w = zip::ZipWriter::new(&mut zip_bytes);
-        for (name, bytes) in &entries {
-            w.start_file(name.as_str(), zip::write::SimpleFileOptions::default()).unwrap();
-            std::io::Write::write_all(&mut w, bytes).unwrap();
-        }
-        w.finish().unwrap();
-    }
-    let zip_bytes = zip_bytes.into_inner();
-    let sha = grader::tree::sha256_hex(&zip_bytes);
+    let zip_bytes = zip_of_entries(&entries);
+    let sha = store_zip(&f.app, &zip_bytes);
     card.receipt.submission.archive_sha256 = sha.clone();
-    let blob = f.app.state.config.data_dir.join("blobs").join(&sha[..2]).join(&sha);
-    std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
-    std::fs::write(&blob, &zip_bytes).unwrap();
     db.set_graded(
         &f.good,
         &serde_json::to_string(&card).unwrap(),
@@ -267,15 +247,7 @@ async fn seed_files_are_diffed_against_what_the_candidate_received() {
     let received = grader::packet::apply_seed(template, &seed);
     let edited = format!("{received}My own line.\n");
     let (good_card, good_zip) = &graded(&f.app).await.0;
-    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(good_zip.clone())).unwrap();
-    for i in 0..archive.len() {
-        use std::io::Read;
-        let mut e = archive.by_index(i).unwrap();
-        let mut bytes = Vec::new();
-        e.read_to_end(&mut bytes).unwrap();
-        entries.push((e.name().unwrap().to_string(), bytes));
-    }
+    let mut entries = entries_of(good_zip);
     let mut card = good_card.clone();
     for (path, text) in [("TAKEHOME.md", &received), ("notes/SEEDED.md", &edited)] {
         card.receipt.submission.files.push(grader::ingest::IngestedFile {
@@ -286,21 +258,9 @@ async fn seed_files_are_diffed_against_what_the_candidate_received() {
         });
         entries.push((path.into(), text.clone().into_bytes()));
     }
-    let mut zip_bytes = std::io::Cursor::new(Vec::new());
-    {
-        let mut w = zip::ZipWriter::new(&mut zip_bytes);
-        for (name, bytes) in &entries {
-            w.start_file(name.as_str(), zip::write::SimpleFileOptions::default()).unwrap();
-            std::io::Write::write_all(&mut w, bytes).unwrap();
-        }
-        w.finish().unwrap();
-    }
-    let zip_bytes = zip_bytes.into_inner();
-    let sha = grader::tree::sha256_hex(&zip_bytes);
+    let zip_bytes = zip_of_entries(&entries);
+    let sha = store_zip(&f.app, &zip_bytes);
     card.receipt.submission.archive_sha256 = sha.clone();
-    let blob = f.app.state.config.data_dir.join("blobs").join(&sha[..2]).join(&sha);
-    std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
-    std::fs::write(&blob, &zip_bytes).unwrap();
     let sub = "sub-seeded-001";
     db.create_submission(gatehouse::db::NewSubmission {
         id: sub,
@@ -338,4 +298,39 @@ async fn seed_files_are_diffed_against_what_the_candidate_received() {
         !page.contains(&format!("<span class=\"add\">+Seed: {seed}")),
         "the seed line shows as the candidate's change"
     );
+}
+
+/// The (name, bytes) entries of a zip.
+fn entries_of(zip: &[u8]) -> Vec<(String, Vec<u8>)> {
+    use std::io::Read;
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip.to_vec())).unwrap();
+    (0..archive.len())
+        .map(|i| {
+            let mut e = archive.by_index(i).unwrap();
+            let mut bytes = Vec::new();
+            e.read_to_end(&mut bytes).unwrap();
+            (e.name().unwrap().to_string(), bytes)
+        })
+        .collect()
+}
+
+/// A zip of `entries`.
+fn zip_of_entries(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut w = zip::ZipWriter::new(&mut out);
+    for (name, bytes) in entries {
+        w.start_file(name.as_str(), zip::write::SimpleFileOptions::default()).unwrap();
+        std::io::Write::write_all(&mut w, bytes).unwrap();
+    }
+    w.finish().unwrap();
+    out.into_inner()
+}
+
+/// Keeps `zip` where the blob store keeps it (`blobs/<aa>/<sha256>`); its digest.
+fn store_zip(app: &TestApp, zip: &[u8]) -> String {
+    let sha = grader::tree::sha256_hex(zip);
+    let blob = app.state.config.data_dir.join("blobs").join(&sha[..2]).join(&sha);
+    std::fs::create_dir_all(blob.parent().unwrap()).unwrap();
+    std::fs::write(&blob, zip).unwrap();
+    sha
 }
