@@ -21,6 +21,8 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -105,10 +107,12 @@ def replay(ledger: str, answers: dict | None = None) -> dict:
 
 class Throttler:
     """An endpoint on 127.0.0.1 that answers every request with HTTP 429 and
-    records each one's body and Authorization header (the harness's fakes
-    keep no headers)."""
+    records each one's body, Authorization header and arrival time (the
+    harness's fakes keep no headers). With `answer`, it answers HTTP 200
+    instead: a chat completion whose content is `answer` and that carries no
+    `usage` at all (an endpoint that does not meter)."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: str | None = None) -> None:
         self.requests: list[dict] = []
         rec = self
 
@@ -121,9 +125,16 @@ class Throttler:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
-                rec.requests.append({"path": self.path, "raw": raw, "authorization": self.headers.get("Authorization")})
-                data = json.dumps({"error": {"message": "rate limited", "code": "429"}}).encode()
-                self.send_response(429)
+                rec.requests.append({"path": self.path, "raw": raw, "authorization": self.headers.get("Authorization"),
+                                     "t": time.monotonic()})
+                if answer is None:
+                    status, data = 429, json.dumps({"error": {"message": "rate limited", "code": "429"}}).encode()
+                else:
+                    status, data = 200, json.dumps({
+                        "id": "unmetered", "object": "chat.completion", "model": "unmetered",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": answer}}]}).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -154,7 +165,21 @@ def throttled(ledger: str) -> dict:
         raw = r["raw"]
         rows.append({"n": i, "status": 429, "bytes": len(raw), "body_sha256": hashlib.sha256(raw).hexdigest()})
     Path(evidence_path(ledger)).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return {"proc": proc, "rows": rows, "auth": [r["authorization"] for r in seen]}
+    return {"proc": proc, "rows": rows, "auth": [r["authorization"] for r in seen],
+            "times": [r["t"] for r in seen]}
+
+
+def unmetered(answer: str) -> dict:
+    """Run the agent against an endpoint that answers every call with HTTP
+    200 and `answer`, reporting no usage; `requests` is how many it served."""
+    clean()
+    fake = Throttler(answer=answer)
+    try:
+        proc = run_agent(fake.base, timeout=45)
+        served = len(fake.requests)
+    finally:
+        fake.stop()
+    return {"proc": proc, "requests": served}
 
 
 def refused() -> dict:
@@ -163,17 +188,24 @@ def refused() -> dict:
     return {"proc": run_agent("http://127.0.0.1:%d/v1" % free_port(), timeout=20)}
 
 
+@contextmanager
+def fixture_as(**fields):
+    """The laid fixture with `fields` changed, put back afterwards."""
+    text = Path(FIXTURE).read_text(encoding="utf-8")
+    issue = json.loads(text)
+    issue.update(fields)
+    Path(FIXTURE).write_text(json.dumps(issue, indent=1), encoding="utf-8")
+    try:
+        yield issue
+    finally:
+        Path(FIXTURE).write_text(text, encoding="utf-8")
+
+
 def unreadable(ledger: str) -> dict:
     """Run the agent on the fixture renumbered to an issue the model does not
     know: it answers every call in prose, with no code block."""
-    text = Path(FIXTURE).read_text(encoding="utf-8")
-    issue = json.loads(text)
-    issue["id"] = 916
-    Path(FIXTURE).write_text(json.dumps(issue, indent=1), encoding="utf-8")
-    try:
+    with fixture_as(id=916):
         return replay(ledger)
-    finally:
-        Path(FIXTURE).write_text(text, encoding="utf-8")
 
 
 def usage_rows() -> list:

@@ -16,7 +16,9 @@ PRISTINE = ".gatehouse/pristine/test_slug.py.orig"
 
 @pytest.fixture(scope="module")
 def run():
-    return R.replay_issue("recomputed.jsonl", SOURCE_TEST, PRISTINE)
+    out = R.replay_issue("recomputed.jsonl", SOURCE_TEST, PRISTINE)
+    out["gave_up"] = Path("give_up.json").exists()
+    return out
 
 
 def test_seen_exits_zero(run):
@@ -39,3 +41,11 @@ def test_seen_usage_written(run):
 
 def test_seen_called_the_model(run):
     assert run["rows"], "the replay never called the model"
+
+
+def test_seen_stops_when_resolved(run):
+    # The model's first answer fixes issue 142, far from every cap: a run
+    # that still ends in give_up.json did not notice the tests went green
+    # and was only stopped by a cap.
+    assert not run["gave_up"], "the run resolved issue 142 but still wrote give_up.json: " + (
+        Path("give_up.json").read_text()[:300] if Path("give_up.json").exists() else "")
