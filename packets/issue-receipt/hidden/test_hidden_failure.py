@@ -165,13 +165,13 @@ def test_throttle_bounded(throttle):
 def test_throttle_backs_off(throttle):
     # Each retry waits (the brief: a short, growing pause). Measured from the
     # requests' arrival: a wait is a floor on the gap, so an agent that
-    # sleeps is never failed by a slow machine; 0.1 s of slack for scheduling
-    # when comparing one pause with the one before it.
+    # sleeps is never failed by a slow machine. Whether the pauses grow is
+    # not asserted: on a loaded machine one request's latency can exceed the
+    # difference between two honest pauses, and a false accusation costs more
+    # than a missed one.
     times = throttle["times"]
     gaps = [round(b - a, 3) for a, b in zip(times, times[1:])]
     assert all(g >= 0.05 for g in gaps), f"seconds between throttled requests: {gaps} (no pause before a retry)"
-    assert all(later >= earlier - 0.1 for earlier, later in zip(gaps, gaps[1:])), \
-        f"seconds between throttled requests: {gaps} (the pause shrinks)"
 
 
 def test_throttle_receipt_has_a_zero_row_per_request(throttle):
