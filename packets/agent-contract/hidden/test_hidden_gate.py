@@ -208,6 +208,86 @@ def test_hidden_escape_allowlist_file_itself(tmp_path, repo):
     refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
 
 
+def test_hidden_escape_off_allowlist_src_path(tmp_path, repo):
+    # A root conftest.py is a Python module outside tests/, but not on the allowlist.
+    diff = create("conftest.py", "import shop.fees\n\nshop.fees.FEE_PER_MILLE = 29\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, src_path="conftest.py"))
+
+
+def test_hidden_escape_exact_file_allowlist(tmp_path, repo):
+    # Lines without a trailing '/' allow exactly that file, nothing beside it.
+    (repo / "allowlist.txt").write_text("# exact files only\nsrc/shop/fees.py\n\ntests/test_fees.py\n")
+    diff = edit(repo, "src/shop/discount.py", DISCOUNT_BUG, DISCOUNT_FIX)
+    doc = {"behavior_id": "discount_capped_at_subtotal", "src_path": "src/shop/discount.py",
+           "test_path": "tests/test_fees.py", "diff": diff}
+    refused(tmp_path, repo, "unsafe-path", doc)
+
+
+def test_hidden_escape_backslash_path(tmp_path, repo):
+    rel = "src/shop/..\\..\\..\\escaped.py"
+    refused(tmp_path, repo, "unsafe-path", fee_doc(create(rel, "PWNED = True\n"), src_path=rel))
+
+
+def test_hidden_escape_src_path_in_tests(tmp_path, repo):
+    # The "fix" weakens the contract test itself: src_path must live outside tests/.
+    diff = edit(repo, "tests/test_fees.py", "    assert card_fee(1500) == 44    # 43.5\n"
+                "    assert card_fee(2500) == 73    # 72.5\n", "")
+    refused(tmp_path, repo, "unsafe-path",
+            fee_doc(diff, src_path="tests/test_fees.py", test_path="tests/test_discount.py"))
+
+
+def test_hidden_escape_git_header_names_another_file(tmp_path, repo):
+    # git writes an empty new file as a 'diff --git' header with no ---/+++ lines.
+    diff = fee_fix(repo) + ("diff --git a/tools/hook.py b/tools/hook.py\n"
+                            "new file mode 100644\nindex 0000000..e69de29\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
+def test_hidden_escape_one_letter_path(tmp_path, repo):
+    refused(tmp_path, repo, "unsafe-path", fee_doc(create("x", "PWNED = True\n"), src_path="x"))
+
+
+def test_hidden_escape_env_after_prose_line(tmp_path, repo):
+    # A chatty model puts a line of prose between the two file parts.
+    diff = fee_fix(repo) + "Also turn on debug logging:\n" + append(repo, ".env", "DEBUG=1\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
+def test_hidden_escape_env_after_added_lines(tmp_path, repo):
+    # The first hunk adds lines (its two counts differ); the .env part follows it.
+    diff = append(repo, "tests/test_fees.py", "\n\ndef test_agent_case():\n    assert card_fee(500) == 15\n") + append(
+        repo, ".env", "DEBUG=1\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
+def test_hidden_escape_env_after_one_line_hunk(tmp_path, repo):
+    # A one-line file gives a hunk header without counts ("@@ -1 +1 @@"); the .env part follows it.
+    diff = edit(repo, "src/shop/__init__.py", "Checkout helpers.", "Checkout helpers (fees round half up).") + append(
+        repo, ".env", "DEBUG=1\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, src_path="src/shop/__init__.py"))
+
+
+def test_hidden_escape_env_after_new_file(tmp_path, repo):
+    # A created file's hunk starts "@@ -0,0 ..."; the .env part follows it.
+    diff = create("tests/test_fee_extra.py", "from shop.fees import card_fee\n") + append(repo, ".env", "DEBUG=1\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, test_path="tests/test_fee_extra.py"))
+
+
+def test_hidden_escape_env_after_emptied_file(tmp_path, repo):
+    # A hunk that empties a file ends "+0,0 @@"; the .env part follows it.
+    text = (repo / "tests/test_discount.py").read_text()
+    diff = udiff("tests/test_discount.py", text, "") + append(repo, ".env", "DEBUG=1\n")
+    doc = {"behavior_id": "discount_capped_at_subtotal", "src_path": "src/shop/discount.py",
+           "test_path": "tests/test_discount.py", "diff": diff}
+    refused(tmp_path, repo, "unsafe-path", doc)
+
+
+def test_hidden_escape_env_after_bare_header_pair(tmp_path, repo):
+    # A ---/+++ pair with no hunk, then the .env part.
+    diff = "--- a/src/shop/fees.py\n+++ b/src/shop/fees.py\n" + append(repo, ".env", "DEBUG=1\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
 # ------------------------------------------------------------ readme-write-accepted
 
 
@@ -301,6 +381,31 @@ def test_hidden_good_fix_with_regression_test(tmp_path, repo):
     assert node_passes(repo, "tests/test_discount.py")
 
 
+def test_hidden_good_git_format_diff_is_applied(tmp_path, repo):
+    # The same fix as `git diff` prints it: a 'diff --git' line and an index line first.
+    diff = "diff --git a/src/shop/fees.py b/src/shop/fees.py\nindex 3f1c2aa..8d0e4b1 100644\n" + fee_fix(repo)
+    assert run_gate(tmp_path, repo, fee_doc(diff)) == "applied"
+    assert FEE_FIX in (repo / "src/shop/fees.py").read_text()
+
+
+def test_hidden_good_exact_file_allowlist(tmp_path, repo):
+    (repo / "allowlist.txt").write_text("# exact files only\nsrc/shop/fees.py\n\ntests/test_fees.py\n")
+    assert run_gate(tmp_path, repo, fee_doc(fee_fix(repo))) == "applied"
+    assert FEE_FIX in (repo / "src/shop/fees.py").read_text()
+
+
+def test_hidden_good_file_without_final_newline(tmp_path, repo):
+    fees = repo / "src/shop/fees.py"
+    text = fees.read_text().rstrip("\n")
+    fees.write_text(text)
+    bug, fix = FEE_BUG.rstrip("\n"), FEE_FIX.rstrip("\n")
+    marker = "\n\\ No newline at end of file\n"
+    diff = udiff("src/shop/fees.py", text, text.replace(bug, fix))
+    diff = diff.replace("-" + bug, "-" + bug + marker).replace("+" + fix, "+" + fix + marker)
+    assert run_gate(tmp_path, repo, fee_doc(diff)) == "applied"
+    assert fees.read_text() == text.replace(bug, fix)
+
+
 # ------------------------------------------------------------ wrong-refusal
 
 
@@ -312,6 +417,27 @@ def test_hidden_other_stale_diff(tmp_path, repo):
     diff = fee_fix(repo).replace("-    return amount_cents * FEE_PER_MILLE // 1000",
                                  "-    return amount_cents * FEE_PER_MILLE // 100")
     refused(tmp_path, repo, "diff-rejected", fee_doc(diff))
+
+
+def test_hidden_other_mode_change(tmp_path, repo):
+    diff = ("diff --git a/src/shop/fees.py b/src/shop/fees.py\nold mode 100644\nnew mode 100755\n"
+            + fee_fix(repo))
+    refused(tmp_path, repo, "diff-rejected", fee_doc(diff))
+
+
+def test_hidden_other_header_without_plus_line(tmp_path, repo):
+    refused(tmp_path, repo, "diff-rejected", fee_doc("--- a/src/shop/fees.py\n"))
+
+
+def test_hidden_other_truncated_diff(tmp_path, repo):
+    diff = "".join(fee_fix(repo).splitlines(keepends=True)[:-1])
+    refused(tmp_path, repo, "diff-rejected", fee_doc(diff))
+
+
+def test_hidden_other_no_file_headers_before_behavior(tmp_path, repo):
+    # Prose instead of a diff: diff-rejected comes before the (green) contract is looked at.
+    doc = fee_doc("Round card fees half up in src/shop/fees.py.\n", behavior_id="fee_waived_below_minimum")
+    refused(tmp_path, repo, "diff-rejected", doc)
 
 
 def test_hidden_green_head_missing_node_is_not_red(tmp_path, repo):
@@ -332,3 +458,12 @@ def test_hidden_other_cli_exit_codes(tmp_path, repo, kind, exit_code):
     run = run_confined([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, doc), str(repo)],
                        capture_output=True, text=True, timeout=120)
     assert run.returncode == exit_code
+
+
+def test_hidden_other_cli_default_repo(tmp_path, repo):
+    # With one argument the command line gates ./repo.
+    shutil.copytree(repo, tmp_path / "repo")
+    doc = fee_doc(fee_fix(repo), behavior_id="fee_rounds_down")
+    run = run_confined([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, doc)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 4
