@@ -646,7 +646,7 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
             .await;
             let subject = v.id.to_string();
             let check = app.state.db.jobs_for(app::contract::JobKind::Check, &subject).await;
-            let check = check.unwrap()[0].state.clone();
+            let check = check.unwrap()[0].state;
             assert_eq!(graded[&id].state.to_string(), "graded", "{:?}", graded[&id].error);
             graded_during_check = Some((check, uploaded.elapsed()));
             continue;
