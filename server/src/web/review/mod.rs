@@ -125,6 +125,11 @@ impl Starter {
         if let Some(t) = self.seeded.get(path) {
             return Some(t.clone());
         }
+        // Only a regular file the starter listing found (no link followed):
+        // a submitted path never picks a file outside the starter.
+        if !self.tree.contains_key(path) {
+            return None;
+        }
         std::fs::read(self.dir.join(path)).ok().and_then(|b| String::from_utf8(b).ok())
     }
 }
