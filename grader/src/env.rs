@@ -33,6 +33,28 @@ pub struct EnvReport {
     pub mismatches: Vec<String>,
 }
 
+/// The language toolchains a packet pins that the sandbox lacks (or has
+/// in another version), each as a sentence naming how to install it:
+/// `packet check` refuses such a packet.
+pub fn missing_toolchains(m: &crate::manifest::Manifest, probe: &EnvProbe) -> Vec<String> {
+    let report = env_report(m, probe);
+    let toolchains: BTreeSet<&str> = m.environment.toolchains().iter().map(|(k, _)| *k).collect();
+    report
+        .tools
+        .iter()
+        .filter(|t| !t.matches && toolchains.contains(t.name.as_str()))
+        .map(|t| {
+            format!(
+                "the packet needs {} {} but the sandbox has {}: run scripts/setup (it installs Node.js from Debian and the TypeScript compiler into {})",
+                t.name,
+                t.pin.as_deref().unwrap_or("-"),
+                t.probed.as_deref().unwrap_or("none"),
+                crate::lang_node::TS_HOME
+            )
+        })
+        .collect()
+}
+
 /// The packet's pins against what the probe found.
 pub fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport {
     let mut tools = Vec::new();
@@ -47,6 +69,11 @@ pub fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport 
         probed: probe.python.clone(),
         matches: matches(&m.environment.python, &probe.python),
     });
+    for (name, pin) in m.environment.toolchains() {
+        let probed = probe.tools.get(name).cloned().flatten();
+        let pin = Some(pin.clone());
+        tools.push(ToolPin { name: name.into(), matches: matches(&pin, &probed), pin, probed });
+    }
     for (name, pin) in &m.environment.tools {
         let probed = probe.tools.get(name).cloned().flatten();
         let pin = Some(pin.clone());

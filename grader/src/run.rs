@@ -150,11 +150,34 @@ pub fn run_guarded(
             }
         }
     }
+    let node = plan.runner() == Some(crate::trusted::RunnerKind::NodeTest);
+    if node && plan.in_workspace() {
+        // Every Node run carries the generic pair (there are no twins of
+        // TypeScript tests), run before the real tests.
+        let mut rng = Rng::new(&[b"run", &guard.seed]);
+        let (pass, fail) = (rng.test_name(), rng.test_name());
+        let path = format!("{}/{}.test.ts", crate::lang_node::CANARY_DIR, rng.test_name());
+        let text = crate::lang_node::generic_module(&mut |n| rng.below(n), &pass, &fail);
+        roles.insert(pass, crate::canary::Role::Generic { must_pass: true });
+        roles.insert(fail, crate::canary::Role::Generic { must_pass: false });
+        let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
+        ws.write(&path, text.as_bytes()).map_err(io_at("planting canaries in"))?;
+        read_only.push(path.clone());
+        extra_tests.push(path);
+    }
     let nonce = crate::trusted::nonce();
     let channel = plan.runner().is_some();
     env.retain(|(k, _)| k != "GATEHOUSE_NONCE" && k != RUN_VAR);
-    if channel {
+    if channel && node {
+        // The Node runner takes it from a file and removes it: a process's
+        // environment stays readable in /proc for its whole life.
+        crate::root::Root::open(scratch)
+            .and_then(|ws| ws.write(crate::lang_node::NONCE_FILE, nonce.as_bytes()))
+            .map_err(io_at("writing the run's nonce into"))?;
+    } else if channel {
         env.push(("GATEHOUSE_NONCE".into(), nonce.clone()));
+    }
+    if channel {
         let mut digests: Vec<String> = Vec::new();
         for p in &read_only {
             let root = scratch.join(p);

@@ -176,6 +176,9 @@ pub fn pin_file(packet: &Packet, probe: &EnvProbe, gate: &Gate) -> String {
     if let Some(py) = &m.environment.python {
         out.push_str(&format!("python = {}\n", q(py)));
     }
+    for (name, pin) in m.environment.toolchains() {
+        out.push_str(&format!("{} = {}\n", q(name), q(pin)));
+    }
     for (name, pin) in &m.environment.tools {
         out.push_str(&format!("{} = {}\n", q(name), q(pin)));
     }

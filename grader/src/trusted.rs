@@ -68,6 +68,8 @@ pub enum RunnerKind {
     Pytest,
     Unittest,
     Script,
+    /// `node --test` / `npm test` of a TypeScript packet (`lang_node`).
+    NodeTest,
 }
 
 impl RunnerKind {
@@ -76,6 +78,7 @@ impl RunnerKind {
             RunnerKind::Pytest => "pytest",
             RunnerKind::Unittest => "unittest",
             RunnerKind::Script => "script",
+            RunnerKind::NodeTest => "node-test",
         }
     }
 }
@@ -96,6 +99,9 @@ impl Plan {
     pub fn command(&self) -> String {
         match self {
             Plan::Shell(s) => s.clone(),
+            Plan::Runner { kind: RunnerKind::NodeTest, args, prelude } => {
+                prelude.clone().unwrap_or_default() + &crate::lang_node::command(args, shell_quote)
+            }
             Plan::Runner { kind, args, prelude } => {
                 let mut s = prelude.clone().unwrap_or_default();
                 s.push_str(&format!(
@@ -179,7 +185,7 @@ fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
             args.extend(own(rest));
             Some((RunnerKind::Script, args))
         }
-        _ => None,
+        _ => crate::lang_node::plain(&words).map(|args| (RunnerKind::NodeTest, args)),
     }
 }
 
@@ -201,7 +207,10 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
         ("gatehouse_confine.py", CONFINE),
         ("gatehouse_twins.py", TWINS),
         ("gatehouse_pyc.py", PYC_CHECK),
-    ] {
+    ]
+    .into_iter()
+    .chain(crate::lang_node::TOOLS)
+    {
         std::fs::write(dir.join(name), text)?;
     }
     Ok(())

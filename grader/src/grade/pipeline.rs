@@ -635,6 +635,9 @@ impl Grader {
 /// Whether a step's test ids are the packet's alone: a trusted pytest run
 /// whose every named test file is one the step lays from the packet.
 pub fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
+    if let Plan::Runner { kind: RunnerKind::NodeTest, args, prelude: None } = plan {
+        return crate::lang_node::fixed(args, &crate::guard::laid_paths(&step.lay));
+    }
     let Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } = plan else { return false };
     let paths = crate::trusted::pytest_paths(args);
     let laid: BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();

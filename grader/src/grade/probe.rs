@@ -25,6 +25,13 @@ for name in sys.argv[1:]:
             tools[name] = (done.stdout + done.stderr).strip()
         except (OSError, subprocess.SubprocessError):
             tools[name] = None
+langs = {}
+for lang, cmd in LANGS:
+    try:
+        done = subprocess.run(cmd.split(), capture_output=True, text=True, timeout=60)
+        langs[lang] = (done.stdout + done.stderr).strip() if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        langs[lang] = None
 runner = []
 try:
     import contextlib, io, tempfile, pytest
@@ -34,12 +41,13 @@ try:
     runner = sorted({m.split(".")[0] for m in sys.modules} & set(sys.stdlib_module_names))
 except Exception:
     pass
-print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_module_names), "runner": runner, "tools": tools}))
+print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_module_names), "runner": runner, "tools": tools, "langs": langs}))
 "#;
 
 impl Grader {
-    /// Probes the interpreter, its standard library and `tools` in the
-    /// sandbox; each is probed once per grader.
+    /// Probes the interpreter, its standard library, the language
+    /// toolchains (`lang_node::PROBES`, always in the answer's `tools`) and
+    /// `tools` in the sandbox; each is probed once per grader.
     pub fn probe(&self, tools: &[String]) -> Result<EnvProbe, GradeError> {
         for t in tools {
             if t.is_empty()
@@ -60,7 +68,14 @@ impl Grader {
             // standard library, and each tool (a Python distribution's
             // version from its metadata, else `TOOL --version`).
             let names: Vec<&str> = missing.iter().map(|t| t.as_str()).collect();
-            let report = self.probe_run(&format!("python3 -c '{PROBE}' {}", names.join(" ")))?;
+            let langs: String = crate::lang_node::PROBES
+                .iter()
+                .map(|(name, cmd)| format!("(\"{name}\", \"{cmd}\"), "))
+                .collect();
+            let report = self.probe_run(&format!(
+                "python3 -c 'LANGS = [{langs}]\n{PROBE}' {}",
+                names.join(" ")
+            ))?;
             let parsed: serde_json::Value = serde_json::from_str(report.trim()).map_err(|e| {
                 GradeError::Packet(format!(
                     "the environment probe printed something other than JSON ({e}): {}",
@@ -78,6 +93,13 @@ impl Grader {
             };
             let _ = self.python.set((version, names("stdlib"), names("runner")));
             let number = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex");
+            for (name, _) in crate::lang_node::PROBES {
+                let found = parsed["langs"][name]
+                    .as_str()
+                    .and_then(|s| number.find(s))
+                    .map(|m| m.as_str().to_string());
+                cache.insert(name.to_string(), found);
+            }
             for t in missing {
                 let found = parsed["tools"][t.as_str()]
                     .as_str()
@@ -87,7 +109,16 @@ impl Grader {
             }
         }
         let (python, stdlib, runner_modules) = self.python.get().cloned().unwrap_or_default();
-        let tools = tools.iter().map(|t| (t.clone(), cache.get(t).cloned().flatten())).collect();
+        let toolchains = crate::lang_node::PROBES.iter().map(|(name, _)| name.to_string());
+        let tools = tools
+            .iter()
+            .cloned()
+            .chain(toolchains)
+            .map(|t| {
+                let v = cache.get(&t).cloned().flatten();
+                (t, v)
+            })
+            .collect();
         Ok(EnvProbe { python, tools, stdlib, runner_modules })
     }
 

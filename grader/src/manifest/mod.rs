@@ -243,7 +243,19 @@ detect = { kind = "test-failing", step = "hidden" }
                     s.replace("junit = \".gatehouse/hidden.xml\"\n", "")
                 )
             },
-            "has no `junit`",
+            "ok",
+        );
+        // Only a step whose tests the grader reads can prove anything: one
+        // with a `junit` file or a trusted test runner.
+        check(
+            |s| {
+                format!(
+                    "{}\n[proves.hidden]\n\"t\" = \"broken\"\n",
+                    s.replace("junit = \".gatehouse/hidden.xml\"\n", "")
+                        .replace("run = \"python3 -m pytest -q", "run = \"cd . && pytest -q; true")
+                )
+            },
+            "has no `junit` and no trusted test runner",
         );
     }
 

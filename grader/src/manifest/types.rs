@@ -90,8 +90,21 @@ fn default_brief() -> String {
 #[serde(deny_unknown_fields)]
 pub struct Environment {
     pub python: Option<String>,
+    /// Node.js and the grader's TypeScript compiler (`lang_node`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typescript: Option<String>,
     #[serde(default)]
     pub tools: BTreeMap<String, String>,
+}
+
+impl Environment {
+    /// The language toolchains the packet pins, by probe name.
+    pub fn toolchains(&self) -> Vec<(&'static str, &String)> {
+        let pins = [("node", &self.node), ("typescript", &self.typescript)];
+        pins.into_iter().filter_map(|(k, v)| v.as_ref().map(|v| (k, v))).collect()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,7 +251,11 @@ impl Step {
         self.junit.is_some()
             || matches!(
                 crate::trusted::plan(&self.run).runner(),
-                Some(crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest)
+                Some(
+                    crate::trusted::RunnerKind::Pytest
+                        | crate::trusted::RunnerKind::Unittest
+                        | crate::trusted::RunnerKind::NodeTest
+                )
             )
     }
 }

@@ -254,10 +254,10 @@ impl Manifest {
                     &table,
                     format!("[proves.{step}] names step {step:?}, which is not a step"),
                 ),
-                Some(s) if s.junit.is_none() => bad.at(
+                Some(s) if !s.reports_tests() => bad.at(
                     &table,
                     format!(
-                        "[proves.{step}]: step {step:?} has no `junit`, so it reports no tests"
+                        "[proves.{step}]: step {step:?} has no `junit` and no trusted test runner, so it reports no tests"
                     ),
                 ),
                 Some(_) => {}

@@ -60,6 +60,11 @@ fn token_bucket() {
 }
 
 #[test]
+fn token_bucket_ts() {
+    check("token-bucket-ts");
+}
+
+#[test]
 fn tax_rounding() {
     check("tax-rounding");
 }

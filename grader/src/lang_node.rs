@@ -1,0 +1,219 @@
+//! TypeScript on Node: where the language plugs into the grader.
+//!
+//! - **The toolchain.** Node.js is Debian's (`/usr/bin/node`); the
+//!   TypeScript compiler and Node's type definitions are the grader's own,
+//!   pinned by `grader/toolchain/node/package-lock.json` and installed by
+//!   `scripts/setup` into [`TS_HOME`], under `/usr`, which every sandbox
+//!   sees read-only. A packet pins both (`[environment] node = "20"`,
+//!   `typescript = "5"`); the probe asks each for its version
+//!   ([`PROBES`]), and `packet check` refuses a packet whose pinned
+//!   toolchain the sandbox lacks.
+//! - **The trusted runner.** A packet command of the plain form `node
+//!   --test PATH...` or `npm test` ([`plain`]) runs as [`command`]:
+//!   `harness/gatehouse_node_runner.js` on the read-only tool mount. It
+//!   never loads a workspace file: it takes the run's nonce from
+//!   [`NONCE_FILE`] (written by the grader, removed by the runner before
+//!   any candidate code runs, so it is in no environment), compiles the
+//!   test files and what they import with the grader's compiler and
+//!   options (the submission's `tsconfig.json`, `package.json`, `.npmrc`
+//!   and `node_modules/` are never read), and runs the compiled tests in a
+//!   child (`harness/gatehouse_node_child.js`, also node:test's reporter)
+//!   with no `NODE_*` variable and an IPC channel on its descriptor 3. It
+//!   streams the Python runner's record format over the grader's pipe and
+//!   cross-checks the child (an exit 0 before the end, a test reported
+//!   twice, an exit status other than reported, node:test or node:assert
+//!   changed in memory: integrity records). Its exit status is computed
+//!   from the cases, never taken from the child.
+//! - **Canaries.** Every Node run carries the generic pair
+//!   ([`generic_module`]): a test that must pass and one that must fail,
+//!   under fresh random names, in a TypeScript file beside the real tests.
+
+// A leaf: `trusted` and `run` call in here, so nothing here calls them.
+
+/// The parent runner.
+pub const RUNNER: &str = include_str!("../harness/gatehouse_node_runner.js");
+/// The test process (and node:test reporter) the runner starts.
+pub const CHILD: &str = include_str!("../harness/gatehouse_node_child.js");
+
+/// Where `scripts/setup` installs the TypeScript toolchain.
+pub const TS_HOME: &str = "/usr/local/lib/gatehouse/node";
+
+/// Where the grader writes a run's nonce for the runner to take.
+pub const NONCE_FILE: &str = ".gatehouse/nonce";
+
+/// The tools written into the grader's tool folder.
+pub const TOOLS: [(&str, &str); 2] =
+    [("gatehouse_node_runner.js", RUNNER), ("gatehouse_node_child.js", CHILD)];
+
+/// The toolchain probes: `[environment]` key and the command (no single
+/// quotes: it runs inside the probe's Python text) that prints its version.
+pub const PROBES: [(&str, &str); 2] = [
+    ("node", "node --version"),
+    ("typescript", "node /usr/local/lib/gatehouse/node/node_modules/typescript/bin/tsc --version"),
+];
+
+/// The runner's arguments when `words` is a plain Node test command:
+/// `node --test PATH...` (paths only, no options) or `npm test` (`npm t`,
+/// `npm run test`), which runs what `node --test` would find.
+pub fn plain(words: &[&str]) -> Option<Vec<String>> {
+    match words {
+        ["node", "--test", rest @ ..] if rest.iter().all(|w| !w.starts_with('-')) => {
+            Some(rest.iter().map(|s| s.to_string()).collect())
+        }
+        ["npm", "test" | "t"] | ["npm", "run", "test"] => Some(Vec::new()),
+        _ => None,
+    }
+}
+
+/// The shell text the sandbox runs for the runner with `args` (the
+/// runner on the tool mount, `trusted::TOOLS_MOUNT`), each argument quoted
+/// by `quote`.
+pub fn command(args: &[String], quote: impl Fn(&str) -> String) -> String {
+    let mut s =
+        String::from("env -u NODE_OPTIONS -u NODE_PATH node /gatehouse/gatehouse_node_runner.js");
+    for a in args {
+        s.push(' ');
+        s.push_str(&quote(a));
+    }
+    s
+}
+
+/// Whether a workspace path is a test file the runner finds when no path
+/// is named (as `node --test` would, for TypeScript).
+pub fn is_test_file(path: &str) -> bool {
+    let Some(stem) = path.strip_suffix(".ts").filter(|_| !path.ends_with(".d.ts")) else {
+        return false;
+    };
+    let base = stem.rsplit('/').next().unwrap_or(stem);
+    let parts: Vec<&str> = path.split('/').collect();
+    if parts.iter().any(|p| p.starts_with('.') || *p == "node_modules") {
+        return false;
+    }
+    base.ends_with(".test")
+        || base.ends_with("-test")
+        || base.ends_with("_test")
+        || base.starts_with("test-")
+        || base == "test"
+        || parts[..parts.len() - 1].contains(&"test")
+}
+
+/// Whether `args` (the runner's paths) name test files that are all laid
+/// by the packet: the run's tests are then the packet's alone.
+pub fn fixed(args: &[String], laid: &[String]) -> bool {
+    !args.is_empty() && args.iter().all(|a| laid.iter().any(|l| l == a.trim_start_matches("./")))
+}
+
+/// Where the generic pair is planted (not a dot folder; the runner is
+/// told to run it first).
+pub const CANARY_DIR: &str = "gatehouse_canary";
+
+/// The generic pair as a TypeScript test file: `pass`, a test that must
+/// pass, and `fail`, one that must fail, neither touching the candidate's
+/// code; `below(n)` picks the numbers and the order (`canary::Rng`).
+pub fn generic_module(below: &mut dyn FnMut(usize) -> usize, pass: &str, fail: &str) -> String {
+    let (a, b, c, d) = (below(900) + 10, below(900) + 10, below(90) + 3, below(90) + 3);
+    let (first, second) = if below(2) == 0 {
+        (format!("{a} + {b}, {}", a + b), format!("{c} * {d}, {}", c * d + 1))
+    } else {
+        (format!("{c} * {d}, {}", c * d), format!("{a} + {b}, {}", a + b + 1))
+    };
+    let mut tests = [(pass, first), (fail, second)];
+    if below(2) == 0 {
+        tests.swap(0, 1);
+    }
+    // Both assertion styles the hidden tests may use, one per test.
+    let mut s = String::from(
+        "import { test } from \"node:test\";\nimport assert from \"node:assert\";\nimport strict from \"node:assert/strict\";\n",
+    );
+    for (i, (name, args)) in tests.iter().enumerate() {
+        let call =
+            if (i + below(2)).is_multiple_of(2) { "strict.equal" } else { "assert.strictEqual" };
+        s.push_str(&format!("\ntest(\"{name}\", () => {{\n  {call}({args});\n}});\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_node_commands() {
+        let check = |cmd: &str, expect: Option<&[&str]>| {
+            let words: Vec<&str> = cmd.split_whitespace().collect();
+            let got = plain(&words);
+            assert_eq!(
+                got.as_deref().map(|v| v.iter().map(String::as_str).collect::<Vec<_>>()),
+                expect.map(|e| e.to_vec()),
+                "{cmd}"
+            );
+        };
+        check("node --test", Some(&[]));
+        check("node --test test/hidden.test.ts", Some(&["test/hidden.test.ts"]));
+        check("npm test", Some(&[]));
+        check("npm run test", Some(&[]));
+        // Options are not plain: the runner decides how tests run.
+        check("node --test --test-reporter=x test", None);
+        check("node --import ./x.js --test", None);
+        check("node test/x.js", None);
+        check("npm run build", None);
+        assert_eq!(
+            command(&["test/a b.test.ts".into()], |a| format!("'{a}'")),
+            "env -u NODE_OPTIONS -u NODE_PATH node /gatehouse/gatehouse_node_runner.js 'test/a b.test.ts'"
+        );
+    }
+
+    #[test]
+    fn test_files_as_node_finds_them() {
+        for (path, expect) in [
+            ("test/bucket.test.ts", true),
+            ("src/bucket.test.ts", true),
+            ("test/helpers.ts", true),
+            ("bucket_test.ts", true),
+            ("src/bucket.ts", false),
+            ("test/types.d.ts", false),
+            ("node_modules/x/test/a.test.ts", false),
+            (".gatehouse/a.test.ts", false),
+            ("test/bucket.test.js", false),
+        ] {
+            assert_eq!(is_test_file(path), expect, "{path}");
+        }
+        let laid = vec!["test/hidden.test.ts".to_string()];
+        assert!(fixed(&["test/hidden.test.ts".into()], &laid));
+        assert!(fixed(&["./test/hidden.test.ts".into()], &laid));
+        assert!(!fixed(&[], &laid));
+        assert!(!fixed(&["test/bucket.test.ts".into()], &laid));
+    }
+
+    #[test]
+    fn the_generic_pair_has_one_test_of_each_kind() {
+        for seed in 0..8usize {
+            let mut n = seed;
+            let mut below = |k: usize| {
+                n = n.wrapping_mul(31).wrapping_add(7);
+                n % k
+            };
+            let text = generic_module(&mut below, "test_pass", "test_fail");
+            // Each test asserts plain arithmetic: the passing one right,
+            // the failing one off by one.
+            for (name, right) in [("test_pass", true), ("test_fail", false)] {
+                let at = text.find(&format!("test(\"{name}\"")).expect("planted");
+                let call = &text[at..text[at..].find("});").unwrap() + at];
+                let args = call.split_once('(').unwrap().1.split_once("=> {").unwrap().1;
+                let inner = args.split_once('(').unwrap().1.split_once(')').unwrap().0;
+                let (expr, value) = inner.rsplit_once(", ").unwrap();
+                let eval = |e: &str| -> usize {
+                    let (x, op, y) = if let Some((x, y)) = e.split_once(" + ") {
+                        (x, '+', y)
+                    } else {
+                        let (x, y) = e.split_once(" * ").unwrap();
+                        (x, '*', y)
+                    };
+                    let (x, y): (usize, usize) = (x.parse().unwrap(), y.parse().unwrap());
+                    if op == '+' { x + y } else { x * y }
+                };
+                assert_eq!(eval(expr) == value.parse::<usize>().unwrap(), right, "{text}");
+            }
+        }
+    }
+}
