@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct EnvProbe {
     pub python: Option<String>,
     pub tools: BTreeMap<String, Option<String>>,
+    /// The Go toolchain's version (`go version`), when the sandbox has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go: Option<String>,
     #[serde(skip)]
     pub stdlib: BTreeSet<String>,
     /// Standard-library modules the test runner itself imports (a file of
@@ -47,6 +50,15 @@ pub fn env_report(m: &crate::manifest::Manifest, probe: &EnvProbe) -> EnvReport 
         probed: probe.python.clone(),
         matches: matches(&m.environment.python, &probe.python),
     });
+    // A toolchain is named only by the packets that pin it.
+    if m.environment.go.is_some() {
+        tools.push(ToolPin {
+            name: "go".into(),
+            pin: m.environment.go.clone(),
+            probed: probe.go.clone(),
+            matches: matches(&m.environment.go, &probe.go),
+        });
+    }
     for (name, pin) in &m.environment.tools {
         let probed = probe.tools.get(name).cloned().flatten();
         let pin = Some(pin.clone());

@@ -176,6 +176,9 @@ pub fn pin_file(packet: &Packet, probe: &EnvProbe, gate: &Gate) -> String {
     if let Some(py) = &m.environment.python {
         out.push_str(&format!("python = {}\n", q(py)));
     }
+    if let Some(go) = &m.environment.go {
+        out.push_str(&format!("go = {}\n", q(go)));
+    }
     for (name, pin) in &m.environment.tools {
         out.push_str(&format!("{} = {}\n", q(name), q(pin)));
     }
@@ -260,6 +263,7 @@ mod tests {
             tools: [("pytest".to_string(), Some("8.3.2".to_string()))].into_iter().collect(),
             stdlib: Default::default(),
             runner_modules: Default::default(),
+            go: None,
         }
     }
 

@@ -208,6 +208,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         tools: Default::default(),
                         stdlib: Default::default(),
                         runner_modules: Default::default(),
+                        go: None,
                     }
                 }
             };

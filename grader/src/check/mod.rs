@@ -124,6 +124,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     let starter = work.path().join("starter");
     let tools: Vec<String> = m.environment.tools.keys().cloned().collect();
     let probe = grader.probe(&tools).map_err(|e| e.to_string())?;
+    crate::lang_go::require_toolchain(m, &probe)?;
     let gate = crate::starter::Gate::placeholders();
     crate::starter::lay_received(packet, CHECK_SEED, &probe, &gate, &starter)
         .map_err(|e| format!("laying the starter a candidate receives: {e}"))?;

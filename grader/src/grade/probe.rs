@@ -34,7 +34,13 @@ try:
     runner = sorted({m.split(".")[0] for m in sys.modules} & set(sys.stdlib_module_names))
 except Exception:
     pass
-print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_module_names), "runner": runner, "tools": tools}))
+go = None
+try:
+    done = subprocess.run(["go", "version"], capture_output=True, text=True, timeout=20)
+    go = done.stdout.split()[2][2:] if done.returncode == 0 and done.stdout.startswith("go version go") else None
+except (OSError, subprocess.SubprocessError, IndexError):
+    pass
+print(json.dumps({"python": sys.version.split()[0], "go": go, "stdlib": sorted(sys.stdlib_module_names), "runner": runner, "tools": tools}))
 "#;
 
 impl Grader {
@@ -76,7 +82,8 @@ impl Grader {
                     .filter_map(|v| v.as_str().map(String::from))
                     .collect()
             };
-            let _ = self.python.set((version, names("stdlib"), names("runner")));
+            let go = parsed["go"].as_str().map(String::from);
+            let _ = self.python.set((version, names("stdlib"), names("runner"), go));
             let number = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex");
             for t in missing {
                 let found = parsed["tools"][t.as_str()]
@@ -86,9 +93,9 @@ impl Grader {
                 cache.insert(t.clone(), found);
             }
         }
-        let (python, stdlib, runner_modules) = self.python.get().cloned().unwrap_or_default();
+        let (python, stdlib, runner_modules, go) = self.python.get().cloned().unwrap_or_default();
         let tools = tools.iter().map(|t| (t.clone(), cache.get(t).cloned().flatten())).collect();
-        Ok(EnvProbe { python, tools, stdlib, runner_modules })
+        Ok(EnvProbe { python, tools, stdlib, runner_modules, go })
     }
 
     fn probe_run(&self, script: &str) -> Result<String, GradeError> {

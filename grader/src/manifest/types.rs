@@ -90,6 +90,10 @@ fn default_brief() -> String {
 #[serde(deny_unknown_fields)]
 pub struct Environment {
     pub python: Option<String>,
+    /// The Go toolchain, a version prefix of `go version` in the sandbox
+    /// (`go = "1.19"`); a packet that sets it runs `go test` through the
+    /// trusted Go runner (`lang_go`).
+    pub go: Option<String>,
     #[serde(default)]
     pub tools: BTreeMap<String, String>,
 }
@@ -238,7 +242,11 @@ impl Step {
         self.junit.is_some()
             || matches!(
                 crate::trusted::plan(&self.run).runner(),
-                Some(crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest)
+                Some(
+                    crate::trusted::RunnerKind::Pytest
+                        | crate::trusted::RunnerKind::Unittest
+                        | crate::trusted::RunnerKind::GoTest
+                )
             )
     }
 }

@@ -254,12 +254,19 @@ impl Manifest {
                     &table,
                     format!("[proves.{step}] names step {step:?}, which is not a step"),
                 ),
-                Some(s) if s.junit.is_none() => bad.at(
-                    &table,
-                    format!(
-                        "[proves.{step}]: step {step:?} has no `junit`, so it reports no tests"
-                    ),
-                ),
+                // A Go step reports its tests through the trusted runner.
+                Some(s)
+                    if s.junit.is_none()
+                        && crate::trusted::plan(&s.run).runner()
+                            != Some(crate::trusted::RunnerKind::GoTest) =>
+                {
+                    bad.at(
+                        &table,
+                        format!(
+                            "[proves.{step}]: step {step:?} has no `junit`, so it reports no tests"
+                        ),
+                    )
+                }
                 Some(_) => {}
             }
             for (pattern, proves) in map {

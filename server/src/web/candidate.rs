@@ -407,6 +407,7 @@ async fn starter(
                 tools: Default::default(),
                 stdlib: Default::default(),
                 runner_modules: Default::default(),
+                go: None,
             }
         });
         grader::starter::write_starter_pinned(&packet, &seed, &probe, &gate, &out)?;
