@@ -709,7 +709,7 @@ pub fn collects(kind: RunnerKind, args: &[String], prelude: bool, laid: &str) ->
                 (named, none)
             }
         }
-        RunnerKind::Script | RunnerKind::NodeTest => return false,
+        RunnerKind::Script | RunnerKind::NodeTest | RunnerKind::GoTest => return false,
     };
     let name = laid.rsplit('/').next().unwrap_or(laid);
     if prelude {

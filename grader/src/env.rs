@@ -33,6 +33,39 @@ pub struct EnvReport {
     pub mismatches: Vec<String>,
 }
 
+/// A language toolchain a packet may pin in `[environment]` beside
+/// `python`: the one place a new language's toolchain is declared.
+pub struct Toolchain {
+    /// Its `[environment]` key, and its name in the probe's `tools`.
+    pub key: &'static str,
+    /// The command that prints its version in the sandbox (plain words, no
+    /// quotes: it runs inside the probe's Python text); the first dotted
+    /// number it prints is the version.
+    pub probe: &'static str,
+    /// What installs it, for the error of a packet that pins it when the
+    /// sandbox lacks it.
+    pub install: &'static str,
+}
+
+/// Every toolchain the grader knows, probed once per grader.
+pub const TOOLCHAINS: [Toolchain; 3] = [
+    Toolchain {
+        key: "node",
+        probe: "node --version",
+        install: "scripts/setup installs Node.js from Debian (nodejs)",
+    },
+    Toolchain {
+        key: "typescript",
+        probe: "node /usr/local/lib/gatehouse/node/node_modules/typescript/bin/tsc --version",
+        install: "scripts/setup installs the grader's TypeScript compiler into /usr/local/lib/gatehouse/node (grader/toolchain/node)",
+    },
+    Toolchain {
+        key: "go",
+        probe: "go version",
+        install: "scripts/setup installs Go from Debian (golang-go)",
+    },
+];
+
 /// The language toolchains a packet pins that the sandbox lacks (or has
 /// in another version), each as a sentence naming how to install it:
 /// `packet check` refuses such a packet.
@@ -45,11 +78,11 @@ pub fn missing_toolchains(m: &crate::manifest::Manifest, probe: &EnvProbe) -> Ve
         .filter(|t| !t.matches && toolchains.contains(t.name.as_str()))
         .map(|t| {
             format!(
-                "the packet needs {} {} but the sandbox has {}: run scripts/setup (it installs Node.js from Debian and the TypeScript compiler into {})",
+                "packet.toml: [environment] {} = {:?}, but the sandbox has {}: {}",
                 t.name,
                 t.pin.as_deref().unwrap_or("-"),
-                t.probed.as_deref().unwrap_or("none"),
-                crate::lang_node::TS_HOME
+                t.probed.as_deref().map_or("none".to_string(), |v| format!("{} {v}", t.name)),
+                TOOLCHAINS.iter().find(|c| c.key == t.name).map_or("", |c| c.install)
             )
         })
         .collect()

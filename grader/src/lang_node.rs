@@ -6,7 +6,7 @@
 //!   `scripts/setup` into [`TS_HOME`], under `/usr`, which every sandbox
 //!   sees read-only. A packet pins both (`[environment] node = "20"`,
 //!   `typescript = "5"`); the probe asks each for its version
-//!   ([`PROBES`]), and `packet check` refuses a packet whose pinned
+//!   (`env::TOOLCHAINS`), and `packet check` refuses a packet whose pinned
 //!   toolchain the sandbox lacks.
 //! - **The trusted runner.** A packet command of the plain form `node
 //!   --test PATH...` or `npm test` ([`plain`]) runs as [`command`]:
@@ -44,13 +44,6 @@ pub const NONCE_FILE: &str = ".gatehouse/nonce";
 /// The tools written into the grader's tool folder.
 pub const TOOLS: [(&str, &str); 2] =
     [("gatehouse_node_runner.js", RUNNER), ("gatehouse_node_child.js", CHILD)];
-
-/// The toolchain probes: `[environment]` key and the command (no single
-/// quotes: it runs inside the probe's Python text) that prints its version.
-pub const PROBES: [(&str, &str); 2] = [
-    ("node", "node --version"),
-    ("typescript", "node /usr/local/lib/gatehouse/node/node_modules/typescript/bin/tsc --version"),
-];
 
 /// The runner's arguments when `words` is a plain Node test command:
 /// `node --test PATH...` (paths only, no options) or `npm test` (`npm t`,

@@ -15,6 +15,7 @@ pub mod grade;
 pub mod guard;
 pub mod hidden_text;
 pub mod ingest;
+pub mod lang_go;
 pub mod lang_node;
 pub mod lint;
 pub mod manifest;

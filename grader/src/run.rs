@@ -165,6 +165,21 @@ pub fn run_guarded(
         read_only.push(path.clone());
         extra_tests.push(path);
     }
+    if let crate::trusted::Plan::Runner {
+        kind: crate::trusted::RunnerKind::GoTest,
+        args,
+        prelude: None,
+    } = &plan
+    {
+        // Go has no twins yet: every run carries the generic pair.
+        let mut rng = Rng::new(&[b"run", &guard.seed]);
+        if let Some(path) = crate::lang_go::plant_canaries(scratch, args, &mut rng, &mut roles)
+            .map_err(io_at("planting canaries in"))?
+        {
+            read_only.push(path.clone());
+            extra_tests.push(path);
+        }
+    }
     let nonce = crate::trusted::nonce();
     let channel = plan.runner().is_some();
     env.retain(|(k, _)| k != "GATEHOUSE_NONCE" && k != RUN_VAR);

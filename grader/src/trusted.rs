@@ -70,6 +70,8 @@ pub enum RunnerKind {
     Script,
     /// `node --test` / `npm test` of a TypeScript packet (`lang_node`).
     NodeTest,
+    /// `go test ARGS` (see `lang_go`).
+    GoTest,
 }
 
 impl RunnerKind {
@@ -79,6 +81,7 @@ impl RunnerKind {
             RunnerKind::Unittest => "unittest",
             RunnerKind::Script => "script",
             RunnerKind::NodeTest => "node-test",
+            RunnerKind::GoTest => "gotest",
         }
     }
 }
@@ -104,10 +107,17 @@ impl Plan {
             }
             Plan::Runner { kind, args, prelude } => {
                 let mut s = prelude.clone().unwrap_or_default();
-                s.push_str(&format!(
-                    "python3 {RUNNER_FLAGS} {TOOLS_MOUNT}/gatehouse_runner.py {}",
-                    kind.word()
-                ));
+                if *kind == RunnerKind::GoTest {
+                    s.push_str(&format!(
+                        "python3 -I -B {TOOLS_MOUNT}/{}",
+                        crate::lang_go::RUNNER_FILE
+                    ));
+                } else {
+                    s.push_str(&format!(
+                        "python3 {RUNNER_FLAGS} {TOOLS_MOUNT}/gatehouse_runner.py {}",
+                        kind.word()
+                    ));
+                }
                 for a in args {
                     s.push(' ');
                     s.push_str(&shell_quote(a));
@@ -165,6 +175,9 @@ fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
         return None;
     }
     let words: Vec<&str> = command.split_whitespace().collect();
+    if let Some(args) = crate::lang_go::plain(&words) {
+        return Some((RunnerKind::GoTest, args));
+    }
     let is_python = |w: &str| {
         w == "python3"
             || w == "python"
@@ -210,6 +223,7 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
     ]
     .into_iter()
     .chain(crate::lang_node::TOOLS)
+    .chain([(crate::lang_go::RUNNER_FILE, crate::lang_go::RUNNER)])
     {
         std::fs::write(dir.join(name), text)?;
     }
@@ -625,6 +639,24 @@ impl RunnerResult {
             } else if let Some(Err(e)) = junit {
                 signs.push(format!(
                     "the result file the runner wrote is gone or unreadable after the run: {e}"
+                ));
+            }
+        }
+        if kind == RunnerKind::GoTest {
+            // test2json reports each top-level test once: a second result
+            // for one is a line the test binary printed itself.
+            let mut seen = BTreeSet::new();
+            let twice: Vec<&str> = self
+                .cases
+                .iter()
+                .map(|(id, _)| id.as_str())
+                .filter(|id| !seen.insert(*id))
+                .collect();
+            if !twice.is_empty() {
+                signs.push(format!(
+                    "{} test(s) were reported more than once (a result line printed by the test binary itself): {}",
+                    twice.len(),
+                    list(&twice)
                 ));
             }
         }

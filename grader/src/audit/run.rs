@@ -51,11 +51,13 @@ pub struct Audit<'a> {
     pub warnings: Vec<String>,
 }
 
-/// Whether a lay puts a hidden test file (`hidden/.../test_*.py`) in place.
+/// Whether a lay puts a hidden test file (`hidden/.../test_*.py`, or a Go
+/// `hidden/..._test.go`) in place.
 pub fn lays_hidden_test(lay: &Lay) -> bool {
     let (from, _) = lay.paths();
     let name = from.rsplit('/').next().unwrap_or_default();
-    from.starts_with("hidden/") && name.starts_with("test_") && name.ends_with(".py")
+    from.starts_with("hidden/")
+        && ((name.starts_with("test_") && name.ends_with(".py")) || name.ends_with("_test.go"))
 }
 
 /// The steps whose tests judge a mutant: those named, else `[mutation]
@@ -170,6 +172,12 @@ impl<'a> Audit<'a> {
     ) -> Result<Audit<'a>, AuditError> {
         let helper = Helper::new().map_err(err)?;
         let steps = hidden_steps(packet, steps)?;
+        if target.map_or(packet.manifest.environment.go.is_some(), |t| t.ends_with(".go")) {
+            return Err(err(format!(
+                "{}: packet audit mutates Python files only, and this target is Go; write the packet's mutants as unified diffs of the sample in mutants/audit/ (packet check runs each through the hidden steps)",
+                packet.manifest.packet.slug
+            )));
+        }
         let target = match target {
             Some(t) => t.to_string(),
             None => default_target(packet, &steps, &helper)?,

@@ -92,12 +92,16 @@ pub struct GradeOptions {
     pub calibration: Option<Arc<Calibration>>,
 }
 
+/// What the probe found once per grader: the interpreter's version, its
+/// standard library and the modules the test runner loads.
+type Probed = (Option<String>, BTreeSet<String>, BTreeSet<String>);
+
 pub struct Grader {
     sandbox: Sandbox,
     pub ingest_limits: IngestLimits,
     /// The interpreter, its standard library and the modules the test
     /// runner loads, probed once.
-    python: OnceLock<(Option<String>, BTreeSet<String>, BTreeSet<String>)>,
+    python: OnceLock<Probed>,
     /// The host folder mounted read-only at `/gatehouse` (the trusted
     /// runner and the harness); kept for the grader's life.
     _tools: Option<crate::workdir::WorkDir>,

@@ -46,7 +46,7 @@ print(json.dumps({"python": sys.version.split()[0], "stdlib": sorted(sys.stdlib_
 
 impl Grader {
     /// Probes the interpreter, its standard library, the language
-    /// toolchains (`lang_node::PROBES`, always in the answer's `tools`) and
+    /// toolchains (`env::TOOLCHAINS`, always in the answer's `tools`) and
     /// `tools` in the sandbox; each is probed once per grader.
     pub fn probe(&self, tools: &[String]) -> Result<EnvProbe, GradeError> {
         for t in tools {
@@ -68,9 +68,9 @@ impl Grader {
             // standard library, and each tool (a Python distribution's
             // version from its metadata, else `TOOL --version`).
             let names: Vec<&str> = missing.iter().map(|t| t.as_str()).collect();
-            let langs: String = crate::lang_node::PROBES
+            let langs: String = crate::env::TOOLCHAINS
                 .iter()
-                .map(|(name, cmd)| format!("(\"{name}\", \"{cmd}\"), "))
+                .map(|c| format!("(\"{}\", \"{}\"), ", c.key, c.probe))
                 .collect();
             let report = self.probe_run(&format!(
                 "python3 -c 'LANGS = [{langs}]\n{PROBE}' {}",
@@ -93,7 +93,7 @@ impl Grader {
             };
             let _ = self.python.set((version, names("stdlib"), names("runner")));
             let number = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex");
-            for (name, _) in crate::lang_node::PROBES {
+            for name in crate::env::TOOLCHAINS.iter().map(|c| c.key) {
                 let found = parsed["langs"][name]
                     .as_str()
                     .and_then(|s| number.find(s))
@@ -109,7 +109,7 @@ impl Grader {
             }
         }
         let (python, stdlib, runner_modules) = self.python.get().cloned().unwrap_or_default();
-        let toolchains = crate::lang_node::PROBES.iter().map(|(name, _)| name.to_string());
+        let toolchains = crate::env::TOOLCHAINS.iter().map(|c| c.key.to_string());
         let tools = tools
             .iter()
             .cloned()

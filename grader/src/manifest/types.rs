@@ -95,14 +95,20 @@ pub struct Environment {
     pub node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typescript: Option<String>,
+    /// The Go toolchain, a version prefix of `go version` in the sandbox
+    /// (`go = "1.19"`); a packet that sets it runs `go test` through the
+    /// trusted Go runner (`lang_go`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go: Option<String>,
     #[serde(default)]
     pub tools: BTreeMap<String, String>,
 }
 
 impl Environment {
-    /// The language toolchains the packet pins, by probe name.
+    /// The language toolchains the packet pins, by their key in
+    /// `env::TOOLCHAINS`.
     pub fn toolchains(&self) -> Vec<(&'static str, &String)> {
-        let pins = [("node", &self.node), ("typescript", &self.typescript)];
+        let pins = [("node", &self.node), ("typescript", &self.typescript), ("go", &self.go)];
         pins.into_iter().filter_map(|(k, v)| v.as_ref().map(|v| (k, v))).collect()
     }
 }
@@ -255,6 +261,7 @@ impl Step {
                     crate::trusted::RunnerKind::Pytest
                         | crate::trusted::RunnerKind::Unittest
                         | crate::trusted::RunnerKind::NodeTest
+                        | crate::trusted::RunnerKind::GoTest
                 )
             )
     }

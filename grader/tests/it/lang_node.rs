@@ -316,7 +316,9 @@ fn packet_check_refuses_a_missing_toolchain() {
         .unwrap_or_else(|| panic!("no toolchain item: {:?}", report.items));
     assert!(!item.ok);
     assert!(
-        item.detail.contains("typescript 4") && item.detail.contains("scripts/setup"),
+        item.detail.contains("typescript = \"4\"")
+            && item.detail.contains("the sandbox has typescript 5.")
+            && item.detail.contains("scripts/setup"),
         "{}",
         item.detail
     );

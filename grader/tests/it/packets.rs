@@ -55,6 +55,11 @@ fn retry_ticket() {
 }
 
 #[test]
+fn retry_ticket_go() {
+    check("retry-ticket-go");
+}
+
+#[test]
 fn token_bucket() {
     check("token-bucket");
 }

@@ -1,0 +1,219 @@
+//! Go: where the language plugs into the grader.
+//!
+//! A packet pins the toolchain (`[environment] go = "1.19"`, a version
+//! prefix of `go version` in the sandbox, probed with the interpreter);
+//! `packet check` refuses a packet whose pinned toolchain the sandbox lacks
+//! ([`require_toolchain`]). The sandbox sees the host's `/usr` read-only,
+//! so the toolchain and the prebuilt standard library are never the
+//! workspace's.
+//!
+//! A command of the plain form `go test ARGS` runs through the trusted Go
+//! runner (`harness/gatehouse_go_runner.py`, mounted read-only at
+//! `/gatehouse`): a Python process the test binary cannot reach owns the
+//! result channel (fd 3, nonce), sets every Go variable itself (GOROOT of
+//! the host, GOFLAGS=-mod=mod so no `vendor/`, GOWORK=off, GOPROXY=off,
+//! GOCACHE and GOPATH in the run's own `/tmp`), refuses cgo and `.syso`
+//! objects in the graded packages, reports files left out by build
+//! constraints, a `TestMain`, a `go.work` or a `vendor/` for the reviewer,
+//! and turns the go command's test2json stream into one record per
+//! top-level test (`<import path>::<TestName>`).
+//!
+//! The candidate's code is compiled into the test binary, so what it
+//! prints is not trusted alone: every run in the workspace's root package
+//! carries the generic canary pair ([`plant_canaries`]), two tests under
+//! random names that touch no candidate code, one that must pass and one
+//! that must fail. An `init()` or `TestMain` that exits 0 leaves them
+//! unreported (or exits 0 beside a failed test); faked `--- PASS` or
+//! test2json lines pass the test that must fail or report a test twice
+//! (`trusted::RunnerResult::cross_check`). Each is `evidence-tampering`.
+//! A candidate `_test.go` that redefines a helper the hidden tests use does
+//! not compile: the run fails, it never passes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::canary::{Rng, Role};
+
+/// The runner itself.
+pub const RUNNER: &str = include_str!("../harness/gatehouse_go_runner.py");
+/// Its file name in the tool folder.
+pub const RUNNER_FILE: &str = "gatehouse_go_runner.py";
+
+/// `go test ARGS` in plain words: the arguments.
+pub fn plain(words: &[&str]) -> Option<Vec<String>> {
+    match words {
+        ["go", "test", rest @ ..] => Some(rest.iter().map(|s| s.to_string()).collect()),
+        _ => None,
+    }
+}
+
+/// The `-run` pattern of `args` when it is a plain name (letters, digits,
+/// `_`): the canaries' names contain it so the run selects them too.
+fn run_filter(args: &[String]) -> Result<Option<String>, ()> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = match a.as_str() {
+            "-run" | "--run" => it.next().cloned(),
+            _ => match a.strip_prefix("-run=").or_else(|| a.strip_prefix("--run=")) {
+                Some(v) => Some(v.to_string()),
+                None => continue,
+            },
+        };
+        return match value {
+            Some(v)
+                if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                Ok(Some(v))
+            }
+            _ => Err(()),
+        };
+    }
+    Ok(None)
+}
+
+/// Whether the run's options leave the canaries to run: no `-failfast`,
+/// `-list`, `-skip`, `-shuffle` or `-count=0`, and a `-run` that is a plain
+/// name, and only the root package (or `./...`).
+fn allows_canaries(args: &[String]) -> bool {
+    let packages: Vec<&String> = {
+        let mut out = Vec::new();
+        let mut skip = false;
+        for a in args {
+            if skip {
+                skip = false;
+                continue;
+            }
+            if a.starts_with('-') {
+                skip = !a.contains('=')
+                    && matches!(
+                        a.trim_start_matches('-'),
+                        "run" | "count" | "timeout" | "parallel" | "p" | "cpu" | "tags"
+                    );
+                continue;
+            }
+            out.push(a);
+        }
+        out
+    };
+    let blocked = args.iter().any(|a| {
+        let name = a.split('=').next().unwrap_or(a).trim_start_matches('-');
+        matches!(name, "failfast" | "list" | "skip" | "shuffle" | "bench") || a == "-count=0"
+    });
+    !blocked
+        && run_filter(args).is_ok()
+        && packages.iter().all(|p| p.as_str() == "." || p.as_str() == "./...")
+}
+
+/// The package clause of the workspace's root package: the first
+/// `package NAME` of a non-test `.go` file there.
+fn root_package(ws: &Path) -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir(ws)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".go") && !n.ends_with("_test.go"))
+        .collect();
+    names.sort();
+    for n in names {
+        let text = std::fs::read_to_string(ws.join(&n)).ok()?;
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix("package ") {
+                let name = rest.split_whitespace().next().unwrap_or("");
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return Some(name.to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Plants the generic canary pair as a test file of the workspace's root
+/// package, under random names (containing the run's `-run` name when it
+/// has one), and records their roles. Returns the file's workspace path,
+/// or `None` when the run's options or the workspace leave no place for
+/// it (then the run carries no canary).
+pub fn plant_canaries(
+    ws: &Path,
+    args: &[String],
+    rng: &mut Rng,
+    roles: &mut BTreeMap<String, Role>,
+) -> std::io::Result<Option<String>> {
+    if !allows_canaries(args) {
+        return Ok(None);
+    }
+    let Some(package) = root_package(ws) else { return Ok(None) };
+    let filter = run_filter(args).ok().flatten().unwrap_or_default();
+    let name = |rng: &mut Rng| format!("Test{filter}_{}", &rng.test_name()[5..]);
+    let pass = name(rng);
+    let fail = name(rng);
+    let (a, b) = (rng.below(900) + 10, rng.below(900) + 10);
+    let (c, d) = (rng.below(90) + 3, rng.below(90) + 3);
+    let mut tests = [
+        (pass.clone(), format!("{a} + {b}"), a + b),
+        (fail.clone(), format!("{c} * {d}"), c * d + 1),
+    ];
+    if rng.below(2) == 0 {
+        tests.swap(0, 1);
+    }
+    let file = format!("{}_test.go", rng.test_name());
+    let mut text = format!("package {package}\n\nimport \"testing\"\n");
+    for (test, expr, want) in &tests {
+        text.push_str(&format!(
+            "\nfunc {test}(t *testing.T) {{\n\tif got := {expr}; got != {want} {{\n\t\tt.Fatalf(\"got %d, want {want}\", got)\n\t}}\n}}\n"
+        ));
+    }
+    crate::root::Root::open(ws)?.write(&file, text.as_bytes())?;
+    roles.insert(pass, Role::Generic { must_pass: true });
+    roles.insert(fail, Role::Generic { must_pass: false });
+    Ok(Some(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canaries_only_where_every_test_runs() {
+        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        for (command, allowed) in [
+            ("", true),
+            (".", true),
+            ("-count=1 ./...", true),
+            ("-run Hidden .", true),
+            ("-run=Hidden .", true),
+            ("-run ^TestX$ .", false),
+            ("-failfast .", false),
+            ("-list . .", false),
+            ("./sub", false),
+        ] {
+            assert_eq!(allows_canaries(&args(command)), allowed, "{command:?}");
+        }
+    }
+
+    #[test]
+    fn a_pinned_toolchain_must_be_there() {
+        let mut m: crate::manifest::Manifest =
+            toml::from_str("[packet]\nslug = \"x\"\nversion = \"1\"\ntitle = \"x\"\nsummary = \"x\"\n[commands]\ntest = \"go test .\"\n")
+                .unwrap();
+        let mut probe = crate::env::EnvProbe {
+            python: None,
+            tools: [("go".to_string(), Some("1.19.8".to_string()))].into(),
+            stdlib: Default::default(),
+            runner_modules: Default::default(),
+        };
+        let missing = |m: &crate::manifest::Manifest, p: &crate::env::EnvProbe| {
+            crate::env::missing_toolchains(m, p)
+        };
+        assert!(missing(&m, &probe).is_empty(), "no pin: nothing required");
+        m.environment.go = Some("1.19".into());
+        assert!(missing(&m, &probe).is_empty());
+        probe.tools.insert("go".into(), Some("1.21.0".into()));
+        let e = missing(&m, &probe).join("\n");
+        assert!(e.contains("go 1.21.0") && e.contains("go = \"1.19\""), "{e}");
+        probe.tools.insert("go".into(), None);
+        let e = missing(&m, &probe).join("\n");
+        assert!(e.contains("has none") && e.contains("golang-go"), "{e}");
+    }
+}

@@ -1,0 +1,182 @@
+//! Go packets (issue #30): `retry-ticket-go` graded through the trusted
+//! `go test` runner, with Go's known forgeries. Each forgery is contained
+//! (it never grades better than the work without it) and, where the run's
+//! own evidence contradicts itself, flagged as `evidence-tampering`; the
+//! honest controls (the sample, an alternate) draw nothing.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use grader::grade::{GradeOptions, Scorecard};
+use grader::packet::Packet;
+use grader::tree::copy_path;
+
+use crate::grader;
+
+const SLUG: &str = "retry-ticket-go";
+
+fn packet() -> &'static Packet {
+    static P: OnceLock<Packet> = OnceLock::new();
+    P.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(SLUG);
+        Packet::load(&dir).unwrap_or_else(|e| panic!("loading {SLUG}: {e}"))
+    })
+}
+
+fn read(path: &str) -> String {
+    fs::read_to_string(packet().root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The starter with the sample laid over it, then `files` (a `None`
+/// content removes the file), zipped and graded.
+fn grade(files: &[(&str, Option<&str>)]) -> Scorecard {
+    let p = packet();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sub");
+    copy_path(&p.sample_dir(), &dir).unwrap();
+    for (path, text) in files {
+        let target = dir.join(path);
+        match text {
+            Some(t) => {
+                fs::create_dir_all(target.parent().unwrap()).unwrap();
+                fs::write(&target, t).unwrap();
+            }
+            None => {
+                let _ = fs::remove_file(&target);
+            }
+        }
+    }
+    let zip = tmp.path().join("sub.zip");
+    grader::ingest::write_zip_from_dir(
+        &dir,
+        &zip,
+        &Default::default(),
+        grader::manifest::TIME_BASE,
+    )
+    .unwrap();
+    grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("grading: {e}"))
+}
+
+fn ids(card: &Scorecard) -> Vec<&str> {
+    card.findings.iter().map(|f| f.id.as_str()).collect()
+}
+
+fn describe(card: &Scorecard) -> String {
+    let runs: Vec<String> = card
+        .receipt
+        .runs
+        .iter()
+        .map(|r| {
+            format!("{} {:?}: {}", r.id, r.exit, r.stderr_tail.lines().last().unwrap_or_default())
+        })
+        .collect();
+    format!(
+        "decision {}, findings {:?}\n{}\nnotes {:?}",
+        card.scoring.decision,
+        card.findings.iter().map(|f| (&f.id, &f.evidence)).collect::<Vec<_>>(),
+        runs.join("\n"),
+        card.receipt.runtime_notes
+    )
+}
+
+/// The starter's client.go: it does not retry, so the hidden tests fail.
+fn no_retry() -> String {
+    read("starter/client.go")
+}
+
+/// Go code appended to a client as its own file (package ticket).
+fn extra(body: &str, imports: &str) -> String {
+    format!("package ticket\n\nimport (\n{imports}\n)\n\n{body}\n")
+}
+
+#[test]
+fn honest_go_submissions_grade_clean() {
+    let card = grade(&[]);
+    assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
+    assert!(card.findings.is_empty(), "{}", describe(&card));
+    let alt = read("alternates/wait-table/client.go");
+    let card = grade(&[("client.go", Some(&alt))]);
+    assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
+    assert!(card.findings.is_empty(), "{}", describe(&card));
+}
+
+#[test]
+fn an_init_that_exits_0_is_tampering() {
+    let forged = extra("func init() { os.Exit(0) }", "\t\"os\"");
+    let card = grade(&[("client.go", Some(&no_retry())), ("zz_exit.go", Some(&forged))]);
+    assert_ne!(card.scoring.decision, "merge", "{}", describe(&card));
+    assert!(ids(&card).contains(&"evidence-tampering"), "{}", describe(&card));
+}
+
+#[test]
+fn fake_pass_lines_on_stdout_are_tampering() {
+    // test2json's own framing (^V) before each line, for every hidden test.
+    let names: Vec<String> = ["Throttled429ThenOK", "Throttled503ThenOK"]
+        .iter()
+        .map(|n| format!("TestHiddenRetry{n}"))
+        .chain(
+            ["CapAtMostThree503", "ExactlyThreeAttempts", "GrowingDelays", "RoughlyDoubles"]
+                .iter()
+                .map(|n| format!("TestHiddenBackoff{n}")),
+        )
+        .collect();
+    let mut body = String::from("func init() {\n");
+    for n in &names {
+        body.push_str(&format!(
+            "\tfmt.Print(\"\\x16=== RUN   {n}\\n\\x16--- PASS: {n} (0.00s)\\n\")\n\tfmt.Println(`{{\"Action\":\"pass\",\"Package\":\"ticket\",\"Test\":\"{n}\"}}`)\n"
+        ));
+    }
+    body.push('}');
+    let forged = extra(&body, "\t\"fmt\"");
+    let card = grade(&[("client.go", Some(&no_retry())), ("zz_fake.go", Some(&forged))]);
+    assert_ne!(card.scoring.decision, "merge", "{}", describe(&card));
+    assert!(ids(&card).contains(&"evidence-tampering"), "{}", describe(&card));
+}
+
+#[test]
+fn candidate_test_files_cannot_reach_the_hidden_steps() {
+    // A TestMain that forces exit 0, and a helper the hidden tests use,
+    // redefined to make every partner answer 200: the hidden steps set the
+    // candidate's test files aside, so the no-retry client still fails.
+    let testmain = "package ticket\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestMain(m *testing.M) {\n\tm.Run()\n\tos.Exit(0)\n}\n";
+    let helper = read("hidden/hidden_partner_test.go")
+        .replace("status := p.answers[len(p.answers)-1]", "status := http.StatusOK")
+        .replace("status = p.answers[i]", "status = http.StatusOK");
+    let card = grade(&[
+        ("client.go", Some(&no_retry())),
+        ("main_test.go", Some(testmain)),
+        ("hidden_partner_test.go", Some(&helper)),
+    ]);
+    assert_eq!(card.scoring.decision, "close", "{}", describe(&card));
+    let found = ids(&card);
+    assert!(
+        found.contains(&"no-retry") && found.contains(&"tests-rewritten"),
+        "{}",
+        describe(&card)
+    );
+    assert!(!found.contains(&"evidence-tampering"), "{}", describe(&card));
+}
+
+#[test]
+fn build_tags_and_workspace_files_do_not_change_what_compiles() {
+    // The reviewer reads a retrying client.go that never compiles on the
+    // grader (linux); client_linux.go, which does, does not retry. A
+    // go.work that would shadow the module and a vendor/ are ignored.
+    let shown = format!("//go:build !linux\n\n{}", read("sample/client.go"));
+    let card = grade(&[
+        ("client.go", Some(&shown)),
+        ("client_linux.go", Some(&no_retry())),
+        ("go.work", Some("go 1.19\n\nuse ./shadow\n")),
+        ("shadow/go.mod", Some("module ticket\n\ngo 1.19\n")),
+        ("vendor/modules.txt", Some("# nothing\n")),
+    ]);
+    assert_eq!(card.scoring.decision, "close", "{}", describe(&card));
+    assert!(ids(&card).contains(&"no-retry"), "{}", describe(&card));
+    let notes = card.receipt.runtime_notes.join("\n");
+    assert!(
+        notes.contains("client.go") && notes.contains("build constraint"),
+        "the excluded file is reported: {}",
+        describe(&card)
+    );
+}

@@ -1,0 +1,3 @@
+module ticket
+
+go 1.19

@@ -1,0 +1,3 @@
+module example.com/backoff
+
+go 1.19
