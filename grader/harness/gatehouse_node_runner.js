@@ -289,7 +289,7 @@ function main() {
   });
   child.on('message', (msg) => {
     if (!msg || typeof msg !== 'object' || childEnd !== null) {
-      channel.send({ t: 'integrity', what: 'the test process', change: 'sent a message after its end record', test: '(run)' });
+      channel.send({ t: 'integrity', what: 'the test process', change: 'sent a message after its end record, or one that is not a record', test: '(runner)' });
       return;
     }
     if (msg.t === 'case') {
@@ -302,7 +302,7 @@ function main() {
       const status = ['passed', 'failed', 'error', 'skipped'].includes(msg.status) ? msg.status : 'error';
       const message = String(msg.message || '').split('\n').map((l) => l.trim()).filter(Boolean).slice(0, 3).join(' ');
       if (seen.has(id)) {
-        channel.send({ t: 'integrity', what: `test ${id}`, change: 'reported more than once', test: id });
+        channel.send({ t: 'integrity', what: `test ${id}`, change: 'was reported more than once (a forged result)', test: '(runner)' });
       }
       seen.set(id, status);
       cases += 1;
@@ -332,7 +332,7 @@ function main() {
             t: 'integrity',
             what: 'the test process',
             change: 'exited with status 0 before its tests finished (an early process.exit)',
-            test: '(run)',
+            test: '(runner)',
           });
         } else {
           const how = signal ? `killed by ${signal}` : `exit status ${code}`;
@@ -345,7 +345,7 @@ function main() {
           t: 'integrity',
           what: 'the test process',
           change: `exited with ${signal || code} after reporting ${childEnd.exit}`,
-          test: '(run)',
+          test: '(runner)',
         });
         exit = 1;
       }

@@ -81,16 +81,22 @@ pub fn judge(r: &RunnerResult, whose: Whose, baseline: &BTreeSet<String>) -> Jud
         if baseline.contains(&c.what) {
             continue;
         }
-        let text = format!(
-            "the test framework was changed in memory: `{}` was {} ({}; the runner put it back)",
-            c.what,
-            c.change,
-            if c.test.starts_with('(') {
-                format!("found at {}", &c.test[1..c.test.len() - 1])
-            } else {
-                format!("found after {}", c.test)
-            }
-        );
+        let text = if c.test == "(runner)" {
+            // A cross-check of the runner's own (the Node runner's child
+            // process), not a framework callable.
+            format!("the runner's cross-check: {} {}", c.what, c.change)
+        } else {
+            format!(
+                "the test framework was changed in memory: `{}` was {} ({}; the runner put it back)",
+                c.what,
+                c.change,
+                if c.test.starts_with('(') {
+                    format!("found at {}", &c.test[1..c.test.len() - 1])
+                } else {
+                    format!("found after {}", c.test)
+                }
+            )
+        };
         match whose {
             Whose::Packet => out.signs.push(text),
             Whose::Candidate => out.notes.push(text),
@@ -241,6 +247,21 @@ mod tests {
             &copied,
             Whose::Candidate,
             &["h.py::test_h was turned into a skip by the candidate's code at lib.py:2"],
+            0,
+        );
+        // The Node runner's own cross-checks read as such.
+        let mut node = RunnerResult::default();
+        node.integrity.push(IntegrityChange {
+            what: "the test process".into(),
+            change: "exited with status 0 before its tests finished".into(),
+            test: "(runner)".into(),
+        });
+        check(
+            &node,
+            Whose::Packet,
+            &[
+                "the runner's cross-check: the test process exited with status 0 before its tests finished",
+            ],
             0,
         );
         // An honest run: nothing at all.

@@ -183,7 +183,9 @@ impl<'a> Audit<'a> {
             None => default_target(packet, &steps, &helper)?,
         };
         if !target.ends_with(".py") {
-            return Err(err(format!("--target {target:?}: packet audit mutates Python files")));
+            return Err(err(format!(
+                "--target {target:?}: packet audit mutates Python files; a packet in another language (a `.ts` target) ships its mutants as unified diffs of the sample, `mutants/<id>.diff`, which `packet check` runs"
+            )));
         }
         let pk = packet.files().map_err(|e| err(e.to_string()))?;
         let read = |dir: &str| pk.read_to_string(&format!("{dir}/{target}")).ok();

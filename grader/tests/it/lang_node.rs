@@ -323,3 +323,39 @@ fn packet_check_refuses_a_missing_toolchain() {
         item.detail
     );
 }
+
+/// Witnessed runs work unchanged for a TypeScript packet: `npm test` on the
+/// tree a candidate uploads is red on the starter, green on the sample,
+/// and a suite that fails but exits 0 before its tests finish is not green.
+#[test]
+fn witnessed_red_and_green_of_a_typescript_tree() {
+    let p = mini();
+    let tmp = tempfile::tempdir().unwrap();
+    let zip_of = |name: &str, base: &Path, files: &[(&str, &str)]| {
+        let dir = tmp.path().join(name);
+        copy_path(base, &dir).unwrap();
+        for (path, text) in files {
+            fs::create_dir_all(dir.join(path).parent().unwrap()).unwrap();
+            fs::write(dir.join(path), text).unwrap();
+        }
+        let zip = tmp.path().join(format!("{name}.zip"));
+        grader::ingest::write_zip_from_dir(
+            &dir,
+            &zip,
+            &Default::default(),
+            grader::manifest::TIME_BASE,
+        )
+        .unwrap();
+        zip
+    };
+    let red = grader().witness_run(p, &zip_of("red", &p.root.join("starter"), &[])).unwrap();
+    assert!(!red.passed && red.exit_code == Some(1), "{red:?}");
+    assert!(red.log.contains("no test files found"), "{}", red.log);
+    let green = grader().witness_run(p, &zip_of("green", &p.sample_dir(), &[])).unwrap();
+    assert!(green.passed, "{}", green.log);
+    let forged = "import { test } from \"node:test\";\nimport assert from \"node:assert/strict\";\n\ntest(\"red\", () => assert.equal(1, 2));\nprocess.exit(0);\n";
+    let early =
+        grader().witness_run(p, &zip_of("early", &p.sample_dir(), &[("test/x.test.ts", forged)]));
+    let early = early.unwrap();
+    assert!(!early.passed, "{}", early.log);
+}

@@ -19,7 +19,7 @@ use crate::webdriver::{Browser, exclusive};
 
 const SLUG: &str = "refund-invoices";
 
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -33,7 +33,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// Writes a zip of every file under `root` (names relative to it) to `out`.
-fn write_tree_zip(root: &Path, out: &Path) {
+pub(crate) fn write_tree_zip(root: &Path, out: &Path) {
     let mut files = Vec::new();
     for path in crate::candidate::files_under(root) {
         let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");

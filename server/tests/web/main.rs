@@ -11,6 +11,7 @@ mod auth;
 mod backup;
 mod browser;
 mod e2e;
+mod e2e_typescript;
 mod e2e_witnessed;
 #[path = "../common/fake_openai.rs"]
 mod fake_openai;
