@@ -86,6 +86,18 @@ def fee_fix(repo):
     return edit(repo, "src/shop/fees.py", FEE_BUG, FEE_FIX)
 
 
+def fee_fix_without_final_newline(repo) -> tuple[str, str]:
+    """Strip fees.py's final newline; return its text and the fix, both sides marked '\\ No newline'."""
+    fees = repo / "src/shop/fees.py"
+    text = fees.read_text().rstrip("\n")
+    fees.write_text(text)
+    bug, fix = FEE_BUG.rstrip("\n"), FEE_FIX.rstrip("\n")
+    marker = "\n\\ No newline at end of file\n"
+    diff = udiff("src/shop/fees.py", text, text.replace(bug, fix))
+    diff = diff.replace("-" + bug, "-" + bug + marker).replace("+" + fix, "+" + fix + marker)
+    return text, diff
+
+
 def proposal(tmp_path: Path, doc, raw: str | None = None) -> str:
     path = tmp_path / "proposal.json"
     path.write_text(raw if raw is not None else json.dumps(doc))
@@ -288,6 +300,41 @@ def test_hidden_escape_env_after_bare_header_pair(tmp_path, repo):
     refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
 
 
+def test_hidden_escape_env_after_no_newline_marker(tmp_path, repo):
+    # The fee part ends on '\ No newline at end of file'; the .env part starts on the next line.
+    _, diff = fee_fix_without_final_newline(repo)
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff + append(repo, ".env", "DEBUG=1\n")))
+
+
+def test_hidden_escape_env_under_git_header_of_src(tmp_path, repo):
+    # A 'diff --git' line naming fees.py sits right over the .env part's ---/+++ lines (no index
+    # line between them); patch goes by the ---/+++ names and writes .env.
+    diff = fee_fix(repo) + "diff --git a/src/shop/fees.py b/src/shop/fees.py\n" + append(repo, ".env", "DEBUG=1\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+
+
+def test_hidden_escape_git_header_old_side(tmp_path, repo):
+    # Only the a/ side of this 'diff --git' line names another file: patch deletes that (empty)
+    # vendored module by its old name, since the new name does not exist.
+    assert (repo / "src/shop/vendor/__init__.py").read_bytes() == b""
+    diff = fee_fix(repo) + ("diff --git a/src/shop/vendor/__init__.py b/tests/test_fee_extra.py\n"
+                            "deleted file mode 100644\nindex e69de29..0000000\n")
+    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, test_path="tests/test_fee_extra.py"))
+
+
+def test_hidden_escape_env_after_equals_context_line(tmp_path, repo):
+    # patch reads a hunk line starting with '=' as context (SunOS 'diff -u'). The fee hunk has one;
+    # a hunk walk that passes over it uncounted reads on into the .env part. Refusing the '='
+    # line (diff-rejected) or the .env path (unsafe-path) both leave the tree alone.
+    fix = fee_fix(repo)
+    sunos = fix.replace("\n     if amount_cents", "\n=    if amount_cents", 1)
+    assert sunos != fix
+    diff = sunos + append(repo, ".env", "DEBUG=1\n")
+    before = tree(repo)
+    assert run_gate(tmp_path, repo, fee_doc(diff)) in ("unsafe-path", "diff-rejected")
+    assert tree(repo) == before, "the tree changed"
+
+
 # ------------------------------------------------------------ readme-write-accepted
 
 
@@ -395,15 +442,9 @@ def test_hidden_good_exact_file_allowlist(tmp_path, repo):
 
 
 def test_hidden_good_file_without_final_newline(tmp_path, repo):
-    fees = repo / "src/shop/fees.py"
-    text = fees.read_text().rstrip("\n")
-    fees.write_text(text)
-    bug, fix = FEE_BUG.rstrip("\n"), FEE_FIX.rstrip("\n")
-    marker = "\n\\ No newline at end of file\n"
-    diff = udiff("src/shop/fees.py", text, text.replace(bug, fix))
-    diff = diff.replace("-" + bug, "-" + bug + marker).replace("+" + fix, "+" + fix + marker)
+    text, diff = fee_fix_without_final_newline(repo)
     assert run_gate(tmp_path, repo, fee_doc(diff)) == "applied"
-    assert fees.read_text() == text.replace(bug, fix)
+    assert (repo / "src/shop/fees.py").read_text() == text.replace(FEE_BUG.rstrip("\n"), FEE_FIX.rstrip("\n"))
 
 
 # ------------------------------------------------------------ wrong-refusal
@@ -423,6 +464,20 @@ def test_hidden_other_mode_change(tmp_path, repo):
     diff = ("diff --git a/src/shop/fees.py b/src/shop/fees.py\nold mode 100644\nnew mode 100755\n"
             + fee_fix(repo))
     refused(tmp_path, repo, "diff-rejected", fee_doc(diff))
+
+
+def test_hidden_other_rename_by_file_headers(tmp_path, repo):
+    # '--- a/<src_path>' over '+++ b/<test_path>' is a rename, whatever the lines around it say;
+    # patch would write the hunk into fees.py. The brief says diff-rejected; a gate that refuses
+    # it as unsafe-path (two different paths in one part) also writes nothing.
+    text = (repo / "src/shop/fees.py").read_text()
+    diff = "".join(difflib.unified_diff(text.splitlines(keepends=True),
+                                        text.replace(FEE_BUG, FEE_FIX).splitlines(keepends=True),
+                                        "a/src/shop/fees.py", "b/tests/test_fee_extra.py"))
+    before = tree(repo)
+    assert run_gate(tmp_path, repo, fee_doc(diff, test_path="tests/test_fee_extra.py")) in (
+        "diff-rejected", "unsafe-path")
+    assert tree(repo) == before, "the tree changed"
 
 
 def test_hidden_other_header_without_plus_line(tmp_path, repo):
