@@ -95,8 +95,31 @@ fn honest_go_submissions_grade_clean() {
     let card = grade(&[]);
     assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
     assert!(card.findings.is_empty(), "{}", describe(&card));
-    let alt = read("alternates/wait-table/client.go");
-    let card = grade(&[("client.go", Some(&alt))]);
+
+    // As a candidate would: the tree the platform hands out (the starter,
+    // the brief, the pin file naming Go), the work done in it, all of it
+    // zipped back.
+    let p = packet();
+    let probe = grader().probe(&[]).unwrap();
+    assert!(probe.go.as_deref().is_some_and(|v| v.starts_with("1.19")), "{probe:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("received");
+    grader::starter::lay_received(p, "0", &probe, &grader::starter::Gate::placeholders(), &dir)
+        .unwrap();
+    let pin = fs::read_to_string(dir.join("GATEHOUSE_PIN.toml")).unwrap();
+    assert!(pin.contains("\ngo = \"1.19\"") && pin.contains("\"go\" = \"1.19."), "{pin}");
+    for name in ["client.go", "throttle_test.go"] {
+        fs::write(dir.join(name), read(&format!("alternates/errors-as/{name}"))).unwrap();
+    }
+    let zip = tmp.path().join("sub.zip");
+    grader::ingest::write_zip_from_dir(
+        &dir,
+        &zip,
+        &Default::default(),
+        grader::manifest::TIME_BASE,
+    )
+    .unwrap();
+    let card = grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap();
     assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
     assert!(card.findings.is_empty(), "{}", describe(&card));
 }
