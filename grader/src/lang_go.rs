@@ -38,6 +38,10 @@ use crate::canary::{Rng, Role};
 pub const RUNNER: &str = include_str!("../harness/gatehouse_go_runner.py");
 /// Its file name in the tool folder.
 pub const RUNNER_FILE: &str = "gatehouse_go_runner.py";
+/// The step variable naming the folder (under `.gatehouse/`) of the
+/// packet's `_test.go` files: the runner sets the candidate's aside, and
+/// the step's test ids are recorded at self-test like a pytest step's.
+pub const ONLY_PACKET_TESTS: &str = "GATEHOUSE_GO_TESTS";
 
 /// `go test ARGS` in plain words: the arguments.
 pub fn plain(words: &[&str]) -> Option<Vec<String>> {

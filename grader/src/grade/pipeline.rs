@@ -635,6 +635,11 @@ impl Grader {
 /// Whether a step's test ids are the packet's alone: a trusted pytest run
 /// whose every named test file is one the step lays from the packet.
 pub fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
+    // A Go step that sets the candidate's test files aside runs only the
+    // packet's (see `lang_go`).
+    if let Plan::Runner { kind: RunnerKind::GoTest, prelude: None, .. } = plan {
+        return step.env.contains_key(crate::lang_go::ONLY_PACKET_TESTS);
+    }
     let Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } = plan else { return false };
     let paths = crate::trusted::pytest_paths(args);
     let laid: BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
