@@ -129,7 +129,18 @@ fn an_init_that_exits_0_is_tampering() {
     let forged = extra("func init() { os.Exit(0) }", "\t\"os\"");
     let card = grade(&[("client.go", Some(&no_retry())), ("zz_exit.go", Some(&forged))]);
     assert_ne!(card.scoring.decision, "merge", "{}", describe(&card));
-    assert!(ids(&card).contains(&"evidence-tampering"), "{}", describe(&card));
+    let f = card.findings.iter().find(|f| f.id == "evidence-tampering");
+    let evidence = f.map(|f| f.evidence.join("\n")).unwrap_or_default();
+    assert!(evidence.contains("canary") && evidence.contains("ran no test"), "{}", describe(&card));
+}
+
+#[test]
+fn the_rules_audit_refuses_a_go_target_by_name() {
+    let e = match grader::audit::Audit::prepare(grader(), packet(), None, &[]) {
+        Ok(_) => panic!("packet audit prepared a rules audit of a Go packet"),
+        Err(e) => e.0,
+    };
+    assert!(e.contains("mutates Python files only") && e.contains("mutants/audit/"), "{e}");
 }
 
 #[test]
