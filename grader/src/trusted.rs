@@ -101,17 +101,13 @@ impl Plan {
             Plan::Shell(s) => s.clone(),
             Plan::Runner { kind, args, prelude } => {
                 let mut s = prelude.clone().unwrap_or_default();
-                if *kind == RunnerKind::GoTest {
-                    s.push_str(&format!(
-                        "python3 -I -B {TOOLS_MOUNT}/{}",
-                        crate::lang_go::RUNNER_FILE
-                    ));
-                } else {
-                    s.push_str(&format!(
+                s.push_str(&match kind {
+                    RunnerKind::GoTest => crate::lang_go::runner_command(),
+                    _ => format!(
                         "python3 {RUNNER_FLAGS} {TOOLS_MOUNT}/gatehouse_runner.py {}",
                         kind.word()
-                    ));
-                }
+                    ),
+                });
                 for a in args {
                     s.push(' ');
                     s.push_str(&shell_quote(a));
@@ -169,9 +165,6 @@ fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
         return None;
     }
     let words: Vec<&str> = command.split_whitespace().collect();
-    if let Some(args) = crate::lang_go::plain(&words) {
-        return Some((RunnerKind::GoTest, args));
-    }
     let is_python = |w: &str| {
         w == "python3"
             || w == "python"
@@ -185,6 +178,7 @@ fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
             Some((RunnerKind::Unittest, own(rest)))
         }
         ["pytest", rest @ ..] => Some((RunnerKind::Pytest, own(rest))),
+        ["go", "test", rest @ ..] => Some((RunnerKind::GoTest, own(rest))),
         [py, script, rest @ ..]
             if is_python(py) && script.starts_with(".gatehouse/") && script.ends_with(".py") =>
         {
@@ -634,22 +628,7 @@ impl RunnerResult {
             }
         }
         if kind == RunnerKind::GoTest {
-            // test2json reports each top-level test once: a second result
-            // for one is a line the test binary printed itself.
-            let mut seen = BTreeSet::new();
-            let twice: Vec<&str> = self
-                .cases
-                .iter()
-                .map(|(id, _)| id.as_str())
-                .filter(|id| !seen.insert(*id))
-                .collect();
-            if !twice.is_empty() {
-                signs.push(format!(
-                    "{} test(s) were reported more than once (a result line printed by the test binary itself): {}",
-                    twice.len(),
-                    list(&twice)
-                ));
-            }
+            signs.extend(crate::lang_go::reported_twice(&self.cases));
         }
         if let Some(expected) = expected {
             let seen: BTreeSet<&str> = self.cases.iter().map(|(id, _)| id.as_str()).collect();
@@ -680,7 +659,7 @@ impl RunnerResult {
     }
 }
 
-fn list(ids: &[&str]) -> String {
+pub(crate) fn list(ids: &[&str]) -> String {
     let mut s = ids.iter().take(5).copied().collect::<Vec<_>>().join(", ");
     if ids.len() > 5 {
         s.push_str(&format!(" and {} more", ids.len() - 5));
