@@ -3,7 +3,7 @@
 //! A packet pins the toolchain (`[environment] go = "1.19"`, a version
 //! prefix of `go version` in the sandbox, probed with the interpreter);
 //! `packet check` refuses a packet whose pinned toolchain the sandbox lacks
-//! ([`require_toolchain`]). The sandbox sees the host's `/usr` read-only,
+//! (`env::missing_toolchains`). The sandbox sees the host's `/usr` read-only,
 //! so the toolchain and the prebuilt standard library are never the
 //! workspace's.
 //!
@@ -38,13 +38,29 @@ use crate::canary::{Rng, Role};
 pub const RUNNER: &str = include_str!("../harness/gatehouse_go_runner.py");
 /// Its file name in the tool folder.
 pub const RUNNER_FILE: &str = "gatehouse_go_runner.py";
+/// The step variable naming the folder (under `.gatehouse/`) of the
+/// packet's `_test.go` files: the runner sets the candidate's aside, and
+/// the step's test ids are recorded at self-test like a pytest step's.
+pub const ONLY_PACKET_TESTS: &str = "GATEHOUSE_GO_TESTS";
 
-/// `go test ARGS` in plain words: the arguments.
-pub fn plain(words: &[&str]) -> Option<Vec<String>> {
-    match words {
-        ["go", "test", rest @ ..] => Some(rest.iter().map(|s| s.to_string()).collect()),
-        _ => None,
-    }
+/// The command that starts the runner (its arguments follow).
+pub fn runner_command() -> String {
+    format!("python3 -I -B {}/{RUNNER_FILE}", crate::trusted::TOOLS_MOUNT)
+}
+
+/// test2json reports each top-level test once: a second result for one is
+/// a line the test binary printed itself.
+pub fn reported_twice(cases: &[(String, crate::evidence::TestOutcome)]) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let twice: Vec<&str> =
+        cases.iter().map(|(id, _)| id.as_str()).filter(|id| !seen.insert(*id)).collect();
+    (!twice.is_empty()).then(|| {
+        format!(
+            "{} test(s) were reported more than once (a result line printed by the test binary itself): {}",
+            twice.len(),
+            crate::trusted::list(&twice)
+        )
+    })
 }
 
 /// The `-run` pattern of `args` when it is a plain name (letters, digits,
@@ -173,6 +189,26 @@ pub fn plant_canaries(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_test_runs_through_the_runner_and_a_test_reported_twice_is_named() {
+        let plan = crate::trusted::plan("go test -count=1 .");
+        assert_eq!(plan.runner(), Some(crate::trusted::RunnerKind::GoTest));
+        assert_eq!(plan.command(), "python3 -I -B /gatehouse/gatehouse_go_runner.py -count=1 .");
+        assert_eq!(crate::trusted::plan("go test ./... | tee log").runner(), None);
+        let case = |id: &str| {
+            let outcome = crate::evidence::TestOutcome {
+                classname: "t".into(),
+                name: id.into(),
+                status: crate::evidence::TestStatus::Passed,
+                message: None,
+            };
+            (id.to_string(), outcome)
+        };
+        assert_eq!(reported_twice(&[case("t::TestA"), case("t::TestB")]), None);
+        let twice = reported_twice(&[case("t::TestA"), case("t::TestB"), case("t::TestA")]);
+        assert!(twice.is_some_and(|s| s.starts_with("1 test(s)") && s.ends_with("t::TestA")));
+    }
 
     #[test]
     fn canaries_only_where_every_test_runs() {

@@ -638,6 +638,11 @@ pub fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
     if let Plan::Runner { kind: RunnerKind::NodeTest, args, prelude: None } = plan {
         return crate::lang_node::fixed(args, &crate::guard::laid_paths(&step.lay));
     }
+    // A Go step that sets the candidate's test files aside runs only the
+    // packet's (see `lang_go`).
+    if let Plan::Runner { kind: RunnerKind::GoTest, prelude: None, .. } = plan {
+        return step.env.contains_key(crate::lang_go::ONLY_PACKET_TESTS);
+    }
     let Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } = plan else { return false };
     let paths = crate::trusted::pytest_paths(args);
     let laid: BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();

@@ -1,5 +1,5 @@
 //! How a packet command is run: through a trusted runner when it is one
-//! of the plain forms (`trusted`'s module documentation, `lang_go::plain`,
+//! of the plain forms (`trusted`'s module documentation, `go test ARGS`,
 //! `lang_node::plain`), as shell text otherwise.
 
 use super::{RUNNER_FLAGS, RunnerKind, TOOLS_MOUNT};
@@ -25,17 +25,13 @@ impl Plan {
             }
             Plan::Runner { kind, args, prelude } => {
                 let mut s = prelude.clone().unwrap_or_default();
-                if *kind == RunnerKind::GoTest {
-                    s.push_str(&format!(
-                        "python3 -I -B {TOOLS_MOUNT}/{}",
-                        crate::lang_go::RUNNER_FILE
-                    ));
-                } else {
-                    s.push_str(&format!(
+                s.push_str(&match kind {
+                    RunnerKind::GoTest => crate::lang_go::runner_command(),
+                    _ => format!(
                         "python3 {RUNNER_FLAGS} {TOOLS_MOUNT}/gatehouse_runner.py {}",
                         kind.word()
-                    ));
-                }
+                    ),
+                });
                 for a in args {
                     s.push(' ');
                     s.push_str(&shell_quote(a));
@@ -93,9 +89,6 @@ fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
         return None;
     }
     let words: Vec<&str> = command.split_whitespace().collect();
-    if let Some(args) = crate::lang_go::plain(&words) {
-        return Some((RunnerKind::GoTest, args));
-    }
     let is_python = |w: &str| {
         w == "python3"
             || w == "python"
@@ -109,6 +102,7 @@ fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
             Some((RunnerKind::Unittest, own(rest)))
         }
         ["pytest", rest @ ..] => Some((RunnerKind::Pytest, own(rest))),
+        ["go", "test", rest @ ..] => Some((RunnerKind::GoTest, own(rest))),
         [py, script, rest @ ..]
             if is_python(py) && script.starts_with(".gatehouse/") && script.ends_with(".py") =>
         {

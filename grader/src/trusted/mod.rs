@@ -522,22 +522,7 @@ impl RunnerResult {
             }
         }
         if kind == RunnerKind::GoTest {
-            // test2json reports each top-level test once: a second result
-            // for one is a line the test binary printed itself.
-            let mut seen = BTreeSet::new();
-            let twice: Vec<&str> = self
-                .cases
-                .iter()
-                .map(|(id, _)| id.as_str())
-                .filter(|id| !seen.insert(*id))
-                .collect();
-            if !twice.is_empty() {
-                signs.push(format!(
-                    "{} test(s) were reported more than once (a result line printed by the test binary itself): {}",
-                    twice.len(),
-                    list(&twice)
-                ));
-            }
+            signs.extend(crate::lang_go::reported_twice(&self.cases));
         }
         if let Some(expected) = expected {
             let seen: BTreeSet<&str> = self.cases.iter().map(|(id, _)| id.as_str()).collect();
@@ -568,7 +553,7 @@ impl RunnerResult {
     }
 }
 
-fn list(ids: &[&str]) -> String {
+pub(crate) fn list(ids: &[&str]) -> String {
     let mut s = ids.iter().take(5).copied().collect::<Vec<_>>().join(", ");
     if ids.len() > 5 {
         s.push_str(&format!(" and {} more", ids.len() - 5));

@@ -95,8 +95,32 @@ fn honest_go_submissions_grade_clean() {
     let card = grade(&[]);
     assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
     assert!(card.findings.is_empty(), "{}", describe(&card));
-    let alt = read("alternates/wait-table/client.go");
-    let card = grade(&[("client.go", Some(&alt))]);
+
+    // As a candidate would: the tree the platform hands out (the starter,
+    // the brief, the pin file naming Go), the work done in it, all of it
+    // zipped back.
+    let p = packet();
+    let probe = grader().probe(&[]).unwrap();
+    let go = probe.tools.get("go").cloned().flatten();
+    assert!(go.as_deref().is_some_and(|v| v.starts_with("1.19")), "{probe:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("received");
+    grader::starter::lay_received(p, "0", &probe, &grader::starter::Gate::placeholders(), &dir)
+        .unwrap();
+    let pin = fs::read_to_string(dir.join("GATEHOUSE_PIN.toml")).unwrap();
+    assert!(pin.contains("\n\"go\" = \"1.19\"\n") && pin.contains("\"go\" = \"1.19."), "{pin}");
+    for name in ["client.go", "throttle_test.go"] {
+        fs::write(dir.join(name), read(&format!("alternates/errors-as/{name}"))).unwrap();
+    }
+    let zip = tmp.path().join("sub.zip");
+    grader::ingest::write_zip_from_dir(
+        &dir,
+        &zip,
+        &Default::default(),
+        grader::manifest::TIME_BASE,
+    )
+    .unwrap();
+    let card = grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap();
     assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
     assert!(card.findings.is_empty(), "{}", describe(&card));
 }
@@ -106,12 +130,25 @@ fn an_init_that_exits_0_is_tampering() {
     let forged = extra("func init() { os.Exit(0) }", "\t\"os\"");
     let card = grade(&[("client.go", Some(&no_retry())), ("zz_exit.go", Some(&forged))]);
     assert_ne!(card.scoring.decision, "merge", "{}", describe(&card));
-    assert!(ids(&card).contains(&"evidence-tampering"), "{}", describe(&card));
+    let f = card.findings.iter().find(|f| f.id == "evidence-tampering");
+    let evidence = f.map(|f| f.evidence.join("\n")).unwrap_or_default();
+    assert!(evidence.contains("canary") && evidence.contains("ran no test"), "{}", describe(&card));
+}
+
+#[test]
+fn the_rules_audit_refuses_a_go_target_by_name() {
+    let e = match grader::audit::Audit::prepare(grader(), packet(), None, &[]) {
+        Ok(_) => panic!("packet audit prepared a rules audit of a Go packet"),
+        Err(e) => e.0,
+    };
+    assert!(e.contains("mutates Python files only") && e.contains("mutants/audit/"), "{e}");
 }
 
 #[test]
 fn fake_pass_lines_on_stdout_are_tampering() {
-    // test2json's own framing (^V) before each line, for every hidden test.
+    // For every hidden test: the runner's result lines as test2json reads
+    // them (plain, as Go 1.19 prints them, and with the ^V framing of later
+    // releases), and a test2json event printed whole.
     let names: Vec<String> = ["Throttled429ThenOK", "Throttled503ThenOK"]
         .iter()
         .map(|n| format!("TestHiddenRetry{n}"))
@@ -124,13 +161,13 @@ fn fake_pass_lines_on_stdout_are_tampering() {
     let mut body = String::from("func init() {\n");
     for n in &names {
         body.push_str(&format!(
-            "\tfmt.Print(\"\\x16=== RUN   {n}\\n\\x16--- PASS: {n} (0.00s)\\n\")\n\tfmt.Println(`{{\"Action\":\"pass\",\"Package\":\"ticket\",\"Test\":\"{n}\"}}`)\n"
+            "\tfmt.Print(\"=== RUN   {n}\\n--- PASS: {n} (0.00s)\\n\")\n\tfmt.Print(\"\\x16=== RUN   {n}\\n\\x16--- PASS: {n} (0.00s)\\n\")\n\tfmt.Println(`{{\"Action\":\"pass\",\"Package\":\"ticket\",\"Test\":\"{n}\"}}`)\n"
         ));
     }
     body.push('}');
     let forged = extra(&body, "\t\"fmt\"");
     let card = grade(&[("client.go", Some(&no_retry())), ("zz_fake.go", Some(&forged))]);
-    assert_ne!(card.scoring.decision, "merge", "{}", describe(&card));
+    assert_eq!(card.scoring.decision, "close", "{}", describe(&card));
     assert!(ids(&card).contains(&"evidence-tampering"), "{}", describe(&card));
 }
 
