@@ -29,10 +29,7 @@
 //! A candidate `_test.go` that redefines a helper the hidden tests use does
 //! not compile: the run fails, it never passes.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-
-use crate::canary::{Rng, Role};
 
 /// The runner itself.
 pub const RUNNER: &str = include_str!("../harness/gatehouse_go_runner.py");
@@ -43,24 +40,10 @@ pub const RUNNER_FILE: &str = "gatehouse_go_runner.py";
 /// the step's test ids are recorded at self-test like a pytest step's.
 pub const ONLY_PACKET_TESTS: &str = "GATEHOUSE_GO_TESTS";
 
-/// The command that starts the runner (its arguments follow).
-pub fn runner_command() -> String {
-    format!("python3 -I -B {}/{RUNNER_FILE}", crate::trusted::TOOLS_MOUNT)
-}
-
-/// test2json reports each top-level test once: a second result for one is
-/// a line the test binary printed itself.
-pub fn reported_twice(cases: &[(String, crate::evidence::TestOutcome)]) -> Option<String> {
-    let mut seen = std::collections::BTreeSet::new();
-    let twice: Vec<&str> =
-        cases.iter().map(|(id, _)| id.as_str()).filter(|id| !seen.insert(*id)).collect();
-    (!twice.is_empty()).then(|| {
-        format!(
-            "{} test(s) were reported more than once (a result line printed by the test binary itself): {}",
-            twice.len(),
-            crate::trusted::list(&twice)
-        )
-    })
+/// The command that starts the runner from the tool folder mounted at
+/// `tools_mount` (its arguments follow).
+pub fn runner_command(tools_mount: &str) -> String {
+    format!("python3 -I -B {tools_mount}/{RUNNER_FILE}")
 }
 
 /// The `-run` pattern of `args` when it is a plain name (letters, digits,
@@ -145,35 +128,44 @@ fn root_package(ws: &Path) -> Option<String> {
     None
 }
 
+/// The generic canary pair planted in a run (`plant_canaries`): the test
+/// file's workspace path, the test that must pass and the one that must
+/// fail.
+pub struct Planted {
+    pub file: String,
+    pub must_pass: String,
+    pub must_fail: String,
+}
+
 /// Plants the generic canary pair as a test file of the workspace's root
 /// package, under random names (containing the run's `-run` name when it
-/// has one), and records their roles. Returns the file's workspace path,
-/// or `None` when the run's options or the workspace leave no place for
-/// it (then the run carries no canary).
+/// has one), from `test_name` (a fresh random `test_...` name) and `below`
+/// (a random number under its argument). `None` when the run's options or
+/// the workspace leave no place for it (then the run carries no canary).
 pub fn plant_canaries(
     ws: &Path,
     args: &[String],
-    rng: &mut Rng,
-    roles: &mut BTreeMap<String, Role>,
-) -> std::io::Result<Option<String>> {
+    test_name: &mut dyn FnMut() -> String,
+    below: &mut dyn FnMut(usize) -> usize,
+) -> std::io::Result<Option<Planted>> {
     if !allows_canaries(args) {
         return Ok(None);
     }
     let Some(package) = root_package(ws) else { return Ok(None) };
     let filter = run_filter(args).ok().flatten().unwrap_or_default();
-    let name = |rng: &mut Rng| format!("Test{filter}_{}", &rng.test_name()[5..]);
-    let pass = name(rng);
-    let fail = name(rng);
-    let (a, b) = (rng.below(900) + 10, rng.below(900) + 10);
-    let (c, d) = (rng.below(90) + 3, rng.below(90) + 3);
+    let mut name = || format!("Test{filter}_{}", &test_name()[5..]);
+    let pass = name();
+    let fail = name();
+    let (a, b) = (below(900) + 10, below(900) + 10);
+    let (c, d) = (below(90) + 3, below(90) + 3);
     let mut tests = [
         (pass.clone(), format!("{a} + {b}"), a + b),
         (fail.clone(), format!("{c} * {d}"), c * d + 1),
     ];
-    if rng.below(2) == 0 {
+    if below(2) == 0 {
         tests.swap(0, 1);
     }
-    let file = format!("{}_test.go", rng.test_name());
+    let file = format!("{}_test.go", test_name());
     let mut text = format!("package {package}\n\nimport \"testing\"\n");
     for (test, expr, want) in &tests {
         text.push_str(&format!(
@@ -181,34 +173,12 @@ pub fn plant_canaries(
         ));
     }
     crate::root::Root::open(ws)?.write(&file, text.as_bytes())?;
-    roles.insert(pass, Role::Generic { must_pass: true });
-    roles.insert(fail, Role::Generic { must_pass: false });
-    Ok(Some(file))
+    Ok(Some(Planted { file, must_pass: pass, must_fail: fail }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_test_runs_through_the_runner_and_a_test_reported_twice_is_named() {
-        let plan = crate::trusted::plan("go test -count=1 .");
-        assert_eq!(plan.runner(), Some(crate::trusted::RunnerKind::GoTest));
-        assert_eq!(plan.command(), "python3 -I -B /gatehouse/gatehouse_go_runner.py -count=1 .");
-        assert_eq!(crate::trusted::plan("go test ./... | tee log").runner(), None);
-        let case = |id: &str| {
-            let outcome = crate::evidence::TestOutcome {
-                classname: "t".into(),
-                name: id.into(),
-                status: crate::evidence::TestStatus::Passed,
-                message: None,
-            };
-            (id.to_string(), outcome)
-        };
-        assert_eq!(reported_twice(&[case("t::TestA"), case("t::TestB")]), None);
-        let twice = reported_twice(&[case("t::TestA"), case("t::TestB"), case("t::TestA")]);
-        assert!(twice.is_some_and(|s| s.starts_with("1 test(s)") && s.ends_with("t::TestA")));
-    }
 
     #[test]
     fn canaries_only_where_every_test_runs() {

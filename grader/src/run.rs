@@ -172,12 +172,19 @@ pub fn run_guarded(
     } = &plan
     {
         // Go has no twins yet: every run carries the generic pair.
-        let mut rng = Rng::new(&[b"run", &guard.seed]);
-        if let Some(path) = crate::lang_go::plant_canaries(scratch, args, &mut rng, &mut roles)
-            .map_err(io_at("planting canaries in"))?
-        {
-            read_only.push(path.clone());
-            extra_tests.push(path);
+        let rng = std::cell::RefCell::new(Rng::new(&[b"run", &guard.seed]));
+        let planted = crate::lang_go::plant_canaries(
+            scratch,
+            args,
+            &mut || rng.borrow_mut().test_name(),
+            &mut |n| rng.borrow_mut().below(n),
+        )
+        .map_err(io_at("planting canaries in"))?;
+        if let Some(p) = planted {
+            roles.insert(p.must_pass, crate::canary::Role::Generic { must_pass: true });
+            roles.insert(p.must_fail, crate::canary::Role::Generic { must_pass: false });
+            read_only.push(p.file.clone());
+            extra_tests.push(p.file);
         }
     }
     let nonce = crate::trusted::nonce();

@@ -26,7 +26,7 @@ impl Plan {
             Plan::Runner { kind, args, prelude } => {
                 let mut s = prelude.clone().unwrap_or_default();
                 s.push_str(&match kind {
-                    RunnerKind::GoTest => crate::lang_go::runner_command(),
+                    RunnerKind::GoTest => crate::lang_go::runner_command(TOOLS_MOUNT),
                     _ => format!(
                         "python3 {RUNNER_FLAGS} {TOOLS_MOUNT}/gatehouse_runner.py {}",
                         kind.word()

@@ -522,7 +522,7 @@ impl RunnerResult {
             }
         }
         if kind == RunnerKind::GoTest {
-            signs.extend(crate::lang_go::reported_twice(&self.cases));
+            signs.extend(reported_twice(&self.cases));
         }
         if let Some(expected) = expected {
             let seen: BTreeSet<&str> = self.cases.iter().map(|(id, _)| id.as_str()).collect();
@@ -553,7 +553,22 @@ impl RunnerResult {
     }
 }
 
-pub(crate) fn list(ids: &[&str]) -> String {
+/// A Go run: test2json reports each top-level test once, so a second
+/// result for one is a line the test binary printed itself.
+fn reported_twice(cases: &[(String, crate::evidence::TestOutcome)]) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let twice: Vec<&str> =
+        cases.iter().map(|(id, _)| id.as_str()).filter(|id| !seen.insert(*id)).collect();
+    (!twice.is_empty()).then(|| {
+        format!(
+            "{} test(s) were reported more than once (a result line printed by the test binary itself): {}",
+            twice.len(),
+            list(&twice)
+        )
+    })
+}
+
+fn list(ids: &[&str]) -> String {
     let mut s = ids.iter().take(5).copied().collect::<Vec<_>>().join(", ");
     if ids.len() > 5 {
         s.push_str(&format!(" and {} more", ids.len() - 5));
@@ -638,6 +653,26 @@ pub fn nonce() -> String {
 mod tests {
     use super::*;
     use crate::sandbox::LimitHit;
+
+    #[test]
+    fn go_test_runs_through_the_runner_and_a_test_reported_twice_is_named() {
+        let go = plan("go test -count=1 .");
+        assert_eq!(go.runner(), Some(RunnerKind::GoTest));
+        assert_eq!(go.command(), "python3 -I -B /gatehouse/gatehouse_go_runner.py -count=1 .");
+        assert_eq!(plan("go test ./... | tee log").runner(), None);
+        let case = |id: &str| {
+            let outcome = crate::evidence::TestOutcome {
+                classname: "t".into(),
+                name: id.into(),
+                status: crate::evidence::TestStatus::Passed,
+                message: None,
+            };
+            (id.to_string(), outcome)
+        };
+        assert_eq!(reported_twice(&[case("t::TestA"), case("t::TestB")]), None);
+        let twice = reported_twice(&[case("t::TestA"), case("t::TestB"), case("t::TestA")]);
+        assert!(twice.is_some_and(|s| s.starts_with("1 test(s)") && s.ends_with("t::TestA")));
+    }
 
     fn check_plan(cmd: &str, expect: &str) {
         assert_eq!(plan(cmd).command(), expect, "{cmd}");
