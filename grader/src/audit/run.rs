@@ -335,6 +335,7 @@ impl<'a> Audit<'a> {
                 steps: &self.steps,
                 expected: &self.expected,
                 stop_at_kill: mutated.is_some(),
+                fail_fast: false,
             },
             &writes,
         )
@@ -425,6 +426,10 @@ pub struct HiddenRun<'r> {
     /// no longer `survived`): the later steps cannot change the verdict, and
     /// a packet's replays are slow. The baseline runs every step.
     pub stop_at_kill: bool,
+    /// Stop each step at its first failing test (`trusted::fail_fast`):
+    /// for `packet check`, which asks only whether a mutant is killed, not
+    /// an audit, which names every test that kills it.
+    pub fail_fast: bool,
 }
 
 /// Runs every step of `run` with `writes` (workspace path, bytes) laid over
@@ -443,6 +448,8 @@ pub fn run_hidden(
         if let Some(parent) = scratch.parent() {
             fs::create_dir_all(parent).map_err(|e| err(format!("{}: {e}", parent.display())))?;
         }
+        let command =
+            if run.fail_fast { crate::trusted::fail_fast(&step.run) } else { step.run.clone() };
         let ran = run_on_copy(
             run.grader.sandbox(),
             run.tree,
@@ -455,7 +462,7 @@ pub fn run_hidden(
                 }
                 Ok(())
             },
-            &step.run,
+            &command,
             &step.limits.apply(&limits),
             step_env(&step.env),
         )

@@ -161,6 +161,7 @@ pub fn check(
             steps: &job.steps,
             expected,
             stop_at_kill: true,
+            fail_fast: true,
         };
         run_hidden(&run, &writes).map(|r| {
             let results: Vec<_> = r.into_iter().map(|(r, _)| r).collect();

@@ -55,6 +55,22 @@ impl Plan {
     }
 }
 
+/// `command` with its test runner told to stop at the first failing test
+/// (pytest's `-x`, unittest's `-f`, `go test -failfast`), when it is a plain
+/// runner form with such a flag; `command` as it is otherwise (shell text,
+/// `node --test`, a script). For runs whose only question is whether any
+/// test fails, such as a mutant's: the tests after the first failure cannot
+/// change that answer.
+pub fn fail_fast(command: &str) -> String {
+    let flag = match plan(command) {
+        Plan::Runner { kind: RunnerKind::Pytest, .. } => "-x",
+        Plan::Runner { kind: RunnerKind::Unittest, .. } => "-f",
+        Plan::Runner { kind: RunnerKind::GoTest, .. } => "-failfast",
+        _ => return command.to_string(),
+    };
+    format!("{} {flag}", command.trim_end())
+}
+
 /// Characters that make a command shell text rather than plain words.
 const SHELL_SYNTAX: &[char] = &[
     '|', '&', ';', '<', '>', '(', ')', '$', '`', '\\', '"', '\'', '*', '?', '[', ']', '{', '}',

@@ -33,7 +33,7 @@ use crate::evidence::{TestOutcome, TestStatus};
 use crate::sandbox::{Exit, RunReport};
 
 mod command;
-pub use command::{Plan, plan};
+pub use command::{Plan, fail_fast, plan};
 
 /// The harness packet driver scripts import (`packets/FORMAT.md`).
 pub const HARNESS: &str = include_str!("../../harness/gatehouse_harness.py");
@@ -672,6 +672,21 @@ mod tests {
         assert_eq!(reported_twice(&[case("t::TestA"), case("t::TestB")]), None);
         let twice = reported_twice(&[case("t::TestA"), case("t::TestB"), case("t::TestA")]);
         assert!(twice.is_some_and(|s| s.starts_with("1 test(s)") && s.ends_with("t::TestA")));
+    }
+
+    #[test]
+    fn fail_fast_adds_each_runners_own_flag_and_leaves_other_commands_alone() {
+        let check = |cmd: &str, expect: &str| assert_eq!(super::fail_fast(cmd), expect, "{cmd}");
+        check("python3 -m pytest -q test_h.py", "python3 -m pytest -q test_h.py -x");
+        check("cp a b && pytest t.py\n", "cp a b && pytest t.py -x");
+        check("python3 -m unittest -q test_bucket", "python3 -m unittest -q test_bucket -f");
+        check("go test ./...", "go test ./... -failfast");
+        // Not a plain runner form: no flag could be put in the right place.
+        check("node --test dist/", "node --test dist/");
+        check("pytest t.py | tee log", "pytest t.py | tee log");
+        check("python3 .gatehouse/notes.py", "python3 .gatehouse/notes.py");
+        // The flag reaches the runner.
+        assert!(plan(&super::fail_fast("python3 -m pytest t.py")).command().ends_with(" t.py -x"));
     }
 
     fn check_plan(cmd: &str, expect: &str) {

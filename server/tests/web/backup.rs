@@ -22,6 +22,7 @@ fn gatehouse(args: &[&str], settings: &Settings) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .args(args)
         .env_remove("GATEHOUSE_TEST_DATABASE")
+        .env_remove("GATEHOUSE_TEST_PG_STATEMENTS")
         .env("GATEHOUSE_CONFIG", "/nonexistent/gatehouse.toml")
         .env("GATEHOUSE_DATABASE_URL", &settings.database_url)
         .env("GATEHOUSE_DATA_DIR", &settings.data_dir)

@@ -170,6 +170,7 @@ pub fn cli_scorecard(packet_dir: &Path, zip: &[u8]) -> Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
         .env_remove("GATEHOUSE_TEST_DATABASE")
+        .env_remove("GATEHOUSE_TEST_PG_STATEMENTS")
         .args(["grade", packet_dir.to_str().unwrap(), path.to_str().unwrap(), "--format", "json"])
         .output()
         .unwrap();

@@ -28,6 +28,7 @@ impl Settings {
     fn apply(&self, cmd: &mut Command, log: &Path) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
         cmd.env_remove("GATEHOUSE_TEST_DATABASE")
+            .env_remove("GATEHOUSE_TEST_PG_STATEMENTS")
             .env("GATEHOUSE_CONFIG", self.data_dir.join("no-such-config.toml"))
             .env("GATEHOUSE_DATABASE_URL", &self.database_url)
             .env("GATEHOUSE_DATA_DIR", &self.data_dir)

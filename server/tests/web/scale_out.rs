@@ -198,6 +198,7 @@ fn worker(url: &str, data: &Path, lease_secs: u64) -> Child {
         .current_dir(data)
         // The test's own setting is no configuration key.
         .env_remove("GATEHOUSE_TEST_DATABASE")
+        .env_remove("GATEHOUSE_TEST_PG_STATEMENTS")
         .env("GATEHOUSE_CONFIG", data.join("none.toml"))
         .env("GATEHOUSE_DATABASE_URL", url)
         .env("GATEHOUSE_DATA_DIR", data)

@@ -62,6 +62,7 @@ impl Served {
         let child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
             // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
             .env_remove("GATEHOUSE_TEST_DATABASE")
+            .env_remove("GATEHOUSE_TEST_PG_STATEMENTS")
             .arg("serve")
             .current_dir(&self.dir)
             .env("GATEHOUSE_LISTEN", c.listen.to_string())
@@ -353,6 +354,7 @@ async fn gatehouse_worker_grades_jobs_queued_by_another_process() {
     let mut worker = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
         .env_remove("GATEHOUSE_TEST_DATABASE")
+        .env_remove("GATEHOUSE_TEST_PG_STATEMENTS")
         .args(["worker", "--count", "1"])
         .current_dir(&served.dir)
         .env("GATEHOUSE_DATABASE_URL", &c.database_url)

@@ -178,6 +178,7 @@ fn serve_child(
     std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         // The test binary's own GATEHOUSE_TEST_DATABASE is no setting of the app.
         .env_remove("GATEHOUSE_TEST_DATABASE")
+        .env_remove("GATEHOUSE_TEST_PG_STATEMENTS")
         .arg("serve")
         .current_dir(dir)
         .env("GATEHOUSE_LISTEN", format!("127.0.0.1:{port}"))
