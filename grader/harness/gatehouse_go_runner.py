@@ -314,9 +314,14 @@ def main(argv):
         # that were planted, reported or not.
         ids = set(reported)
         for path in config.get("extra_tests", []):
+            rel = os.path.normpath(str(path))
+            if rel.startswith("..") or os.path.isabs(rel):
+                continue
+            sub = os.path.dirname(rel)
+            pkg = f"{pkg_path}/{sub}" if sub else pkg_path
             try:
-                with open(os.path.basename(str(path)), encoding="utf-8") as fh:
-                    ids.update(f"{pkg_path}::{m}" for m in re.findall(r"^func (Test\w+)\(", fh.read(), re.M))
+                with open(rel, encoding="utf-8") as fh:
+                    ids.update(f"{pkg}::{m}" for m in re.findall(r"^func (Test\w+)\(", fh.read(), re.M))
             except OSError:
                 pass
         ch.send("collected", ids=sorted(ids))

@@ -19,8 +19,9 @@
 //! top-level test (`<import path>::<TestName>`).
 //!
 //! The candidate's code is compiled into the test binary, so what it
-//! prints is not trusted alone: every run in the workspace's root package
-//! carries the generic canary pair ([`plant_canaries`]), two tests under
+//! prints is not trusted alone: every package a run tests (the root one,
+//! and each below it for `./...`, each its own test process) carries the
+//! generic canary pair ([`plant_canaries`]), two tests under
 //! random names that touch no candidate code, one that must pass and one
 //! that must fail. An `init()` or `TestMain` that exits 0 leaves them
 //! unreported (or exits 0 beside a failed test); faked `--- PASS` or
@@ -103,10 +104,10 @@ fn allows_canaries(args: &[String]) -> bool {
         && packages.iter().all(|p| p.as_str() == "." || p.as_str() == "./...")
 }
 
-/// The package clause of the workspace's root package: the first
-/// `package NAME` of a non-test `.go` file there.
-fn root_package(ws: &Path) -> Option<String> {
-    let mut names: Vec<String> = std::fs::read_dir(ws)
+/// The package clause of the package in folder `dir`: the first `package
+/// NAME` of a non-test `.go` file there.
+fn package_clause(dir: &Path) -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
@@ -115,7 +116,7 @@ fn root_package(ws: &Path) -> Option<String> {
         .collect();
     names.sort();
     for n in names {
-        let text = std::fs::read_to_string(ws.join(&n)).ok()?;
+        let text = std::fs::read_to_string(dir.join(&n)).ok()?;
         for line in text.lines() {
             if let Some(rest) = line.trim().strip_prefix("package ") {
                 let name = rest.split_whitespace().next().unwrap_or("");
@@ -128,6 +129,41 @@ fn root_package(ws: &Path) -> Option<String> {
     None
 }
 
+/// The packages a run tests, as (workspace-relative folder, package
+/// clause): the root package, and with `./...` every package below it the
+/// go command walks into (not `vendor`, `testdata`, a folder whose name
+/// starts with `.` or `_`, a nested module, or a link). Each is its own
+/// test process, so each gets its own canaries.
+fn tested_packages(ws: &Path, args: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let all = args.iter().any(|a| a == "./...");
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.is_empty() { ws.to_path_buf() } else { ws.join(&rel) };
+        if let Some(name) = package_clause(&dir) {
+            out.push((rel.clone(), name));
+        }
+        if !all {
+            break;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut subs: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| {
+                !n.starts_with('.') && !n.starts_with('_') && n != "vendor" && n != "testdata"
+            })
+            .filter(|n| !dir.join(n).join("go.mod").exists())
+            .collect();
+        subs.sort();
+        for n in subs.into_iter().rev() {
+            stack.push(if rel.is_empty() { n } else { format!("{rel}/{n}") });
+        }
+    }
+    out
+}
+
 /// The generic canary pair planted in a run (`plant_canaries`): the test
 /// file's workspace path, the test that must pass and the one that must
 /// fail.
@@ -137,43 +173,49 @@ pub struct Planted {
     pub must_fail: String,
 }
 
-/// Plants the generic canary pair as a test file of the workspace's root
-/// package, under random names (containing the run's `-run` name when it
-/// has one), from `test_name` (a fresh random `test_...` name) and `below`
-/// (a random number under its argument). `None` when the run's options or
-/// the workspace leave no place for it (then the run carries no canary).
+/// Plants the generic canary pair as a test file of every package the run
+/// tests (the root package, and each package below it for `./...`), under
+/// random names (containing the run's `-run` name when it has one), from
+/// `test_name` (a fresh random `test_...` name) and `below` (a random
+/// number under its argument). Empty when the run's options or the
+/// workspace leave no place for them (then the run carries no canary).
 pub fn plant_canaries(
     ws: &Path,
     args: &[String],
     test_name: &mut dyn FnMut() -> String,
     below: &mut dyn FnMut(usize) -> usize,
-) -> std::io::Result<Option<Planted>> {
+) -> std::io::Result<Vec<Planted>> {
     if !allows_canaries(args) {
-        return Ok(None);
+        return Ok(Vec::new());
     }
-    let Some(package) = root_package(ws) else { return Ok(None) };
     let filter = run_filter(args).ok().flatten().unwrap_or_default();
-    let mut name = || format!("Test{filter}_{}", &test_name()[5..]);
-    let pass = name();
-    let fail = name();
-    let (a, b) = (below(900) + 10, below(900) + 10);
-    let (c, d) = (below(90) + 3, below(90) + 3);
-    let mut tests = [
-        (pass.clone(), format!("{a} + {b}"), a + b),
-        (fail.clone(), format!("{c} * {d}"), c * d + 1),
-    ];
-    if below(2) == 0 {
-        tests.swap(0, 1);
+    let root = crate::root::Root::open(ws)?;
+    let mut out = Vec::new();
+    for (dir, package) in tested_packages(ws, args) {
+        let mut name = || format!("Test{filter}_{}", &test_name()[5..]);
+        let pass = name();
+        let fail = name();
+        let (a, b) = (below(900) + 10, below(900) + 10);
+        let (c, d) = (below(90) + 3, below(90) + 3);
+        let mut tests = [
+            (pass.clone(), format!("{a} + {b}"), a + b),
+            (fail.clone(), format!("{c} * {d}"), c * d + 1),
+        ];
+        if below(2) == 0 {
+            tests.swap(0, 1);
+        }
+        let base = format!("{}_test.go", test_name());
+        let file = if dir.is_empty() { base } else { format!("{dir}/{base}") };
+        let mut text = format!("package {package}\n\nimport \"testing\"\n");
+        for (test, expr, want) in &tests {
+            text.push_str(&format!(
+                "\nfunc {test}(t *testing.T) {{\n\tif got := {expr}; got != {want} {{\n\t\tt.Fatalf(\"got %d, want {want}\", got)\n\t}}\n}}\n"
+            ));
+        }
+        root.write(&file, text.as_bytes())?;
+        out.push(Planted { file, must_pass: pass, must_fail: fail });
     }
-    let file = format!("{}_test.go", test_name());
-    let mut text = format!("package {package}\n\nimport \"testing\"\n");
-    for (test, expr, want) in &tests {
-        text.push_str(&format!(
-            "\nfunc {test}(t *testing.T) {{\n\tif got := {expr}; got != {want} {{\n\t\tt.Fatalf(\"got %d, want {want}\", got)\n\t}}\n}}\n"
-        ));
-    }
-    crate::root::Root::open(ws)?.write(&file, text.as_bytes())?;
-    Ok(Some(Planted { file, must_pass: pass, must_fail: fail }))
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -196,6 +238,60 @@ mod tests {
         ] {
             assert_eq!(allows_canaries(&args(command)), allowed, "{command:?}");
         }
+    }
+
+    #[test]
+    fn every_package_the_run_tests_gets_its_own_canaries() {
+        let ws = tempfile::tempdir().unwrap();
+        let put = |path: &str, text: &str| {
+            let p = ws.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        put("go.mod", "module ticket\n");
+        put("client.go", "package ticket\n");
+        put("sub/b.go", "// a comment\npackage sub\n");
+        put("sub/deeper/c.go", "package deeper\n");
+        // Folders and files `./...` does not reach, or that are no package.
+        for path in ["sub/testdata/d.go", "vendor/x/e.go", ".hidden/f.go", "_skip/g.go"] {
+            put(path, "package skipped\n");
+        }
+        put("nested/go.mod", "module nested\n");
+        put("nested/h.go", "package nested\n");
+        put("onlytests/i_test.go", "package onlytests\n");
+        let plant = |args: &[&str]| -> Vec<(String, String)> {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let mut n = 0;
+            let planted = plant_canaries(
+                ws.path(),
+                &args,
+                &mut || {
+                    n += 1;
+                    format!("test_{n:03}")
+                },
+                &mut |_| 0,
+            )
+            .unwrap();
+            planted
+                .into_iter()
+                .map(|p| {
+                    let text = std::fs::read_to_string(ws.path().join(&p.file)).unwrap();
+                    std::fs::remove_file(ws.path().join(&p.file)).unwrap();
+                    assert!(text.contains(&p.must_pass) && text.contains(&p.must_fail));
+                    (p.file, text.lines().next().unwrap().to_string())
+                })
+                .collect()
+        };
+        assert_eq!(
+            plant(&["-count=1", "./..."]),
+            [
+                ("test_003_test.go".to_string(), "package ticket".to_string()),
+                ("sub/test_006_test.go".into(), "package sub".into()),
+                ("sub/deeper/test_009_test.go".into(), "package deeper".into()),
+            ]
+        );
+        assert_eq!(plant(&["."]), [("test_003_test.go".to_string(), "package ticket".to_string())]);
+        assert!(plant(&["-failfast", "./..."]).is_empty());
     }
 
     #[test]

@@ -180,7 +180,7 @@ pub fn run_guarded(
             &mut |n| rng.borrow_mut().below(n),
         )
         .map_err(io_at("planting canaries in"))?;
-        if let Some(p) = planted {
+        for p in planted {
             roles.insert(p.must_pass, crate::canary::Role::Generic { must_pass: true });
             roles.insert(p.must_fail, crate::canary::Role::Generic { must_pass: false });
             read_only.push(p.file.clone());

@@ -48,13 +48,7 @@ fn grade(files: &[(&str, Option<&str>)]) -> Scorecard {
         }
     }
     let zip = tmp.path().join("sub.zip");
-    grader::ingest::write_zip_from_dir(
-        &dir,
-        &zip,
-        &Default::default(),
-        grader::manifest::TIME_BASE,
-    )
-    .unwrap();
+    crate::zip_dir(&dir, &zip);
     grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("grading: {e}"))
 }
 
@@ -113,13 +107,7 @@ fn honest_go_submissions_grade_clean() {
         fs::write(dir.join(name), read(&format!("alternates/errors-as/{name}"))).unwrap();
     }
     let zip = tmp.path().join("sub.zip");
-    grader::ingest::write_zip_from_dir(
-        &dir,
-        &zip,
-        &Default::default(),
-        grader::manifest::TIME_BASE,
-    )
-    .unwrap();
+    crate::zip_dir(&dir, &zip);
     let card = grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap();
     assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
     assert!(card.findings.is_empty(), "{}", describe(&card));
@@ -216,4 +204,50 @@ fn build_tags_and_workspace_files_do_not_change_what_compiles() {
         "the excluded file is reported: {}",
         describe(&card)
     );
+}
+
+/// Witnessed runs work unchanged for a Go packet: `go test` on the tree a
+/// candidate uploads is red on the starter and green with the sample's
+/// files, and a suite with a failing test is not green when an `init`
+/// exits 0 before any test runs or a `TestMain` exits 0 after them.
+#[test]
+fn witnessed_red_and_green_of_a_go_tree() {
+    let p = packet();
+    let tmp = tempfile::tempdir().unwrap();
+    let zip_of = |name: &str, sample: bool, files: &[(&str, &str)]| {
+        let dir = tmp.path().join(name);
+        copy_path(&p.root.join("starter"), &dir).unwrap();
+        let mut all: Vec<(String, String)> = Vec::new();
+        if sample {
+            all.push(("client.go".into(), read("sample/client.go")));
+        }
+        all.extend(files.iter().map(|(f, t)| (f.to_string(), t.to_string())));
+        for (path, text) in all {
+            fs::write(dir.join(path), text).unwrap();
+        }
+        let zip = tmp.path().join(format!("{name}.zip"));
+        crate::zip_dir(&dir, &zip);
+        zip
+    };
+    let red = grader().witness_run(p, &zip_of("red", false, &[])).unwrap();
+    assert!(!red.passed && red.exit_code.is_some_and(|c| c != 0), "{red:?}");
+    assert!(red.log.contains("FAIL"), "{}", red.log);
+    let green = grader().witness_run(p, &zip_of("green", true, &[])).unwrap();
+    assert!(green.passed, "{}", green.log);
+
+    let failing = "package ticket\n\nimport \"testing\"\n\nfunc TestZzRed(t *testing.T) { t.Fatal(\"red\") }\n";
+    let init_exit = "package ticket\n\nimport \"os\"\n\nfunc init() { os.Exit(0) }\n";
+    let main_exit = "package ticket\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestMain(m *testing.M) {\n\tm.Run()\n\tos.Exit(0)\n}\n";
+    let honest_red = grader()
+        .witness_run(p, &zip_of("honest-red", true, &[("zz_red_test.go", failing)]))
+        .unwrap();
+    assert!(!honest_red.passed, "{}", honest_red.log);
+    for (name, file, text) in
+        [("init-exit", "zz_init.go", init_exit), ("main-exit", "zz_main_test.go", main_exit)]
+    {
+        let forged = grader()
+            .witness_run(p, &zip_of(name, true, &[("zz_red_test.go", failing), (file, text)]))
+            .unwrap();
+        assert!(!forged.passed, "{name}: {forged:?}");
+    }
 }

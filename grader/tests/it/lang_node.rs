@@ -102,13 +102,7 @@ fn grade(packet: &Packet, base: &Path, files: &[(&str, Option<&str>)]) -> Scorec
         }
     }
     let zip = tmp.path().join("sub.zip");
-    grader::ingest::write_zip_from_dir(
-        &dir,
-        &zip,
-        &Default::default(),
-        grader::manifest::TIME_BASE,
-    )
-    .unwrap();
+    crate::zip_dir(&dir, &zip);
     grader().grade_zip(packet, &zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -339,13 +333,7 @@ fn witnessed_red_and_green_of_a_typescript_tree() {
             fs::write(dir.join(path), text).unwrap();
         }
         let zip = tmp.path().join(format!("{name}.zip"));
-        grader::ingest::write_zip_from_dir(
-            &dir,
-            &zip,
-            &Default::default(),
-            grader::manifest::TIME_BASE,
-        )
-        .unwrap();
+        crate::zip_dir(&dir, &zip);
         zip
     };
     let red = grader().witness_run(p, &zip_of("red", &p.root.join("starter"), &[])).unwrap();
