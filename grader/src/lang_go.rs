@@ -154,7 +154,7 @@ fn tested_packages(ws: &Path, args: &[String]) -> Vec<(String, String)> {
             .filter(|n| {
                 !n.starts_with('.') && !n.starts_with('_') && n != "vendor" && n != "testdata"
             })
-            .filter(|n| !dir.join(n).join("go.mod").exists())
+            .filter(|n| std::fs::symlink_metadata(dir.join(n).join("go.mod")).is_err())
             .collect();
         subs.sort();
         for n in subs.into_iter().rev() {
