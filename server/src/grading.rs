@@ -95,7 +95,7 @@ pub async fn grade_submission(
         Ok::<_, anyhow::Error>(grader.grade_zip(
             &packet,
             &zip,
-            &GradeOptions { human, witness, calibration },
+            &GradeOptions { human, witness, calibration, memo: None },
         ))
     })
     .await

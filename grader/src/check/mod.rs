@@ -42,6 +42,14 @@ pub struct CheckReport {
     /// (`check::mutants`); `None` when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mutants: Option<crate::check::mutants::MutantCounts>,
+    /// Mutant runs of the gradings reused from another grading of this
+    /// self-test instead of run again (`grade::memo`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reused_runs: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl CheckReport {
@@ -267,8 +275,10 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     recorded.salt = crate::canary::random_salt();
     report.calibration = Some(recorded);
 
-    // The sample grades with no finding.
-    let opts = GradeOptions::default();
+    // The sample grades with no finding. The gradings of this self-test
+    // share their mutant runs (`grade::memo`): a variant that changes only
+    // the mutated file runs the same trees as the sample.
+    let opts = GradeOptions { memo: Some(std::sync::Arc::default()), ..GradeOptions::default() };
     let sample_overlay =
         if packet.sample_dir().is_dir() { packet.sample_dir() } else { work.path().join("empty") };
     fs::create_dir_all(&sample_overlay).map_err(|e| e.to_string())?;
@@ -308,7 +318,7 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     let alternates = packet.alternates().map_err(|e| e.to_string())?;
     let jobs = m.variants.len() + alternates.len();
     let items = crate::par::map_indexed(jobs, |i| match m.variants.get(i) {
-        Some(v) => check_variant(grader, packet, v, work.path()),
+        Some(v) => check_variant(grader, packet, v, work.path(), &opts),
         None => check_alternate(
             grader,
             packet,
@@ -316,9 +326,11 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
             &probe,
             &gate,
             work.path(),
+            &opts,
         ),
     });
     report.items.extend(items.into_iter().flatten());
+    report.reused_runs = opts.memo.as_ref().map_or(0, |m| m.reused());
 
     // Every mutant is killed by the hidden tests, or explained.
     let (items, counts) =
@@ -335,6 +347,7 @@ fn check_variant(
     packet: &Packet,
     v: &crate::manifest::Variant,
     work: &Path,
+    opts: &GradeOptions,
 ) -> Vec<CheckItem> {
     let name = format!("variant {} triggers exactly {}", v.name, v.expect.join(", "));
     let item = |ok: bool, detail: String| {
@@ -347,7 +360,7 @@ fn check_variant(
     }
     let mut times = m.sample.times.clone();
     times.extend(v.times.clone());
-    match grader.grade_overlay(packet, &dir, &times, &GradeOptions::default()) {
+    match grader.grade_overlay(packet, &dir, &times, opts) {
         Ok(card) => {
             let got: BTreeSet<&str> = card.findings.iter().map(|f| f.id.as_str()).collect();
             let want: BTreeSet<&str> = v.expect.iter().map(String::as_str).collect();
@@ -426,6 +439,7 @@ fn check_alternate(
     probe: &crate::env::EnvProbe,
     gate: &crate::starter::Gate,
     work: &Path,
+    opts: &GradeOptions,
 ) -> Vec<CheckItem> {
     let m = &packet.manifest;
     let item = |ok: bool, detail: String| CheckItem {
@@ -469,7 +483,7 @@ fn check_alternate(
         detail,
         warning: true,
     });
-    match grader.grade_overlay(packet, &tree, &BTreeMap::new(), &GradeOptions::default()) {
+    match grader.grade_overlay(packet, &tree, &BTreeMap::new(), opts) {
         Ok(card) => {
             problems.extend(
                 card.findings

@@ -2,6 +2,7 @@
 //! mutants, detect, score, and write the scorecard and its receipt.
 
 mod calibration;
+pub mod memo;
 mod pipeline;
 mod probe;
 mod receipt;
@@ -90,6 +91,9 @@ pub struct GradeOptions {
     /// budget and the per-command wall limits derive from. `None`, or one
     /// recorded for another digest: this grader measures its own, once.
     pub calibration: Option<Arc<Calibration>>,
+    /// Mutant runs shared by the gradings of one self-test (`memo`); only
+    /// `packet check` sets it.
+    pub memo: Option<Arc<memo::Memo<crate::run::Ran>>>,
 }
 
 /// What the probe found once per grader: the interpreter's version, its

@@ -390,16 +390,35 @@ impl Grader {
                     };
                     let dir = scratch();
                     let target = mu.target.clone();
-                    let ran = run_guarded(
-                        &self.sandbox,
-                        &workspace,
-                        &dir,
-                        |w| Root::open(w)?.write(&target, &mutant),
-                        &mu.run,
-                        &limits,
-                        Vec::new(),
-                        &canaries.for_run(&run_id, vec![target.clone()], true),
-                    )?;
+                    let guard = canaries.for_run(&run_id, vec![target.clone()], true);
+                    let run = || {
+                        run_guarded(
+                            &self.sandbox,
+                            &workspace,
+                            &dir,
+                            |w| Root::open(w)?.write(&target, &mutant),
+                            &mu.run,
+                            &limits,
+                            Vec::new(),
+                            &guard,
+                        )
+                    };
+                    let ran = match &opts.memo {
+                        // The same tree, mutant and command ran in another
+                        // grading of this self-test: its result is this one's.
+                        Some(memo) => memo.get_or_run(
+                            super::memo::mutant_key(
+                                &workspace_tree,
+                                &target,
+                                &mutant,
+                                &mu.run,
+                                guard.calibrating,
+                            ),
+                            |r| !r.report.timed_out && r.report.limit_hit.is_none(),
+                            run,
+                        )?,
+                        None => run()?,
+                    };
                     let judged = crate::guard::judge(&ran, Whose::Candidate, baseline);
                     runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
                     if ran.verdict.planted > 0 {

@@ -42,6 +42,12 @@ fn check(slug: &str) {
     let c =
         report.calibration.as_ref().unwrap_or_else(|| panic!("{slug}: no calibration recorded"));
     assert!(!c.digest.is_empty() && !c.run_ms.is_empty(), "{slug}: {c:?}");
+    // The variants that change only the mutated file reuse the sample's
+    // mutant runs (`grade::memo`) instead of running them again.
+    let packet = grader::packet::Packet::load(&dir).unwrap();
+    if packet.manifest.mutation.is_some() {
+        assert!(report.reused_runs > 0, "{slug}: no mutant run was reused");
+    }
 }
 
 #[test]
