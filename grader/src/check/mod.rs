@@ -82,6 +82,15 @@ impl CheckReport {
 
 /// Runs every proposition of the self-test on the packet at `dir`.
 pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
+    check_packet_with(grader, dir, false)
+}
+
+/// [`check_packet`]; with `apart`, the sample's calibration is measured for
+/// this self-test alone (`Grader::calibration_apart`), not shared with the
+/// grader's gradings: a self-test run at idle priority (the platform's
+/// background check of a built-in packet) must not hold up a candidate's
+/// grading that needs the same version's calibration.
+pub fn check_packet_with(grader: &Grader, dir: &Path, apart: bool) -> CheckReport {
     let mut report = CheckReport { packet: dir.display().to_string(), ..CheckReport::default() };
     let packet = match Packet::load(dir) {
         Ok(p) => p,
@@ -96,13 +105,18 @@ pub fn check_packet(grader: &Grader, dir: &Path) -> CheckReport {
         true,
         format!("version {}, digest {}", packet.manifest.packet.version, &packet.digest[..12]),
     );
-    if let Err(e) = check_all(grader, &packet, &mut report) {
+    if let Err(e) = check_all(grader, &packet, apart, &mut report) {
         report.push("self-test ran to the end", false, e);
     }
     report
 }
 
-fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Result<(), String> {
+fn check_all(
+    grader: &Grader,
+    packet: &Packet,
+    apart: bool,
+    report: &mut CheckReport,
+) -> Result<(), String> {
     let m = &packet.manifest;
     let work = crate::workdir::WorkDir::new("gatehouse-check-")
         .map_err(|e| format!("creating a work folder: {e}"))?;
@@ -205,7 +219,8 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
     // Every step that runs only the packet's own test files through the
     // trusted pytest runner must have reported a set of ids on the sample:
     // an empty set would let any grading of the version run no test.
-    let calibration = grader.calibration(packet);
+    let calibration =
+        if apart { grader.calibration_apart(packet) } else { grader.calibration(packet) };
     let fixed: Vec<&str> = m
         .steps
         .iter()
@@ -277,8 +292,13 @@ fn check_all(grader: &Grader, packet: &Packet, report: &mut CheckReport) -> Resu
 
     // The sample grades with no finding. The gradings of this self-test
     // share their mutant runs (`grade::memo`): a variant that changes only
-    // the mutated file runs the same trees as the sample.
-    let opts = GradeOptions { memo: Some(std::sync::Arc::default()), ..GradeOptions::default() };
+    // the mutated file runs the same trees as the sample. They grade under
+    // the calibration above (the grader's own, or this self-test's alone).
+    let opts = GradeOptions {
+        memo: Some(std::sync::Arc::default()),
+        calibration: Some(calibration.clone()),
+        ..GradeOptions::default()
+    };
     let sample_overlay =
         if packet.sample_dir().is_dir() { packet.sample_dir() } else { work.path().join("empty") };
     fs::create_dir_all(&sample_overlay).map_err(|e| e.to_string())?;

@@ -125,6 +125,14 @@ impl Grader {
         cell.get_or_init(|| Arc::new(self.calibrate(packet))).clone()
     }
 
+    /// [`Grader::calibration`] measured for the caller alone: neither taken
+    /// from this grader's cell for the version nor kept in it. A self-test
+    /// at idle priority measures so, so that a grading (at normal priority)
+    /// never waits behind a measurement a busy machine starves.
+    pub fn calibration_apart(&self, packet: &Packet) -> Arc<Calibration> {
+        Arc::new(self.calibrate(packet))
+    }
+
     /// Drops this grader's calibration of the version `digest`, so the
     /// next grading or self-test of it measures anew (one measured while
     /// starved at idle priority, say, is no measure; gradings already

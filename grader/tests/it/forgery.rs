@@ -17,6 +17,12 @@ use grader::tree::copy_path;
 
 use crate::grader;
 
+/// A module that never returns: what a wall limit must cut. It sleeps
+/// rather than spins, so the three gradings that are cut at 30 s and more
+/// do not burn the suite's CPU (the CPU cap has its own test,
+/// `sandbox::limits::sandbox_cpu_limit_is_enforced`).
+const SLEEPS_FOREVER: &str = "import time\n\nwhile True:\n    time.sleep(1)\n";
+
 fn packet(slug: &str) -> &'static Packet {
     static PACKETS: OnceLock<
         std::sync::Mutex<std::collections::BTreeMap<String, &'static Packet>>,
@@ -439,7 +445,7 @@ fn a_submission_that_loops_forever_is_graded_within_its_budget() {
     let p = Packet::load(&dir).unwrap();
     let sub = tmp.path().join("sub");
     copy_path(&p.sample_dir(), &sub).unwrap();
-    fs::write(sub.join("bucket.py"), "while True:\n    pass\n").unwrap();
+    fs::write(sub.join("bucket.py"), SLEEPS_FOREVER).unwrap();
     let zip = tmp.path().join("sub.zip");
     crate::zip_dir(&sub, &zip);
     let started = std::time::Instant::now();
@@ -473,7 +479,7 @@ fn a_submission_that_loops_forever_is_graded_within_its_budget() {
 /// pass.
 #[test]
 fn a_looping_submission_is_stopped_at_its_derived_wall_limits() {
-    let loops = "while True:\n    pass\n";
+    let loops = SLEEPS_FOREVER;
     let p = packet("token-bucket");
     let calibration = grader().calibration(p);
     let started = std::time::Instant::now();
@@ -536,7 +542,7 @@ fn a_looping_submission_is_stopped_at_its_derived_wall_limits() {
 #[test]
 #[ignore]
 fn figures_looping_token_bucket_without_derived_limits() {
-    let loops = "while True:\n    pass\n";
+    let loops = SLEEPS_FOREVER;
     let p = packet("token-bucket");
     let mut c = (*grader().calibration(p)).clone();
     c.run_ms.clear();

@@ -365,7 +365,7 @@ fn a_witnessed_run_that_loops_forever_stops_at_its_derived_wall_limit() {
         run_ms: [(WITNESS_RUN_ID.to_string(), 200)].into(),
         ..Calibration::default()
     });
-    let forever = "def test_forever():\n    while True:\n        pass\n";
+    let forever = "import time\n\n\ndef test_forever():\n    while True:\n        time.sleep(1)\n";
     let (_a, zip) = zip_submission(&packet, &[("test_forever.py", forever)], &[]);
     let run = grader().witness_run_with(&packet, &zip, Some(calibration)).expect("a witnessed run");
     assert!(!run.passed, "a run stopped at its limit is never a pass: {}", run.log);

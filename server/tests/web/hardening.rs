@@ -628,10 +628,12 @@ async fn the_failed_sign_in_limit_holds_under_parallel_load() {
 async fn a_draft_cannot_change_under_its_running_self_test_and_publishes_only_what_was_checked() {
     let app = TestApp::spawn().await;
     let (client, csrf) = crate::auth::signed_in(&app, Role::Author).await;
-    let id = crate::library::import_draft(&app, &client, &csrf, |_, b| Some(b)).await;
+    // The tiny packet, whose self-test waits 2 s in each hidden run: long
+    // enough to post an edit while it runs.
+    let id = crate::library::import_tiny_draft(&app, &client, &csrf, 2, |_, b| Some(b)).await;
     let digest = app.state.db.version_by_id(id).await.unwrap().unwrap().digest;
     let _workers = gatehouse::queue::spawn_workers(&app.state, 1);
-    let base = format!("/packets/{SLUG}/versions/{id}");
+    let base = format!("/packets/tiny-answer/versions/{id}");
     let r = client
         .post(app.url(&format!("{base}/publish")))
         .form(&[("csrf", csrf.as_str())])

@@ -49,6 +49,15 @@ pub fn null_status() -> std::path::PathBuf {
     repo_root().join("packets/null-status")
 }
 
+/// The web tests' own packet for the self-tests that exercise the
+/// platform's check jobs (background, idle priority): one answer file and
+/// one hidden test, so a `packet check` of it costs about 4 CPU s where
+/// null-status's costs about 20. The built-in packets' own self-tests are
+/// the grader's (`it packets::*`).
+pub fn tiny() -> std::path::PathBuf {
+    repo_root().join("server/tests/web/packets/tiny-answer")
+}
+
 /// A folder of built-in packets with a copy of `packets/null-status` in it.
 fn builtin_packets() -> tempfile::TempDir {
     let packets = tempfile::tempdir().unwrap();
@@ -92,6 +101,30 @@ pub async fn import_draft(
     tweak: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>,
 ) -> i64 {
     let r = import(app, client, csrf, zip_packet(&null_status(), "null-status/", tweak)).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    to.rsplit_once("version=").unwrap().1.parse().unwrap()
+}
+
+/// Imports the tiny packet ([`tiny`]) with `tweak`, each of its hidden
+/// runs first waiting `wait_secs` (no CPU; a self-test of it then lasts
+/// long enough to be seen running), and returns the new draft's id.
+pub async fn import_tiny_draft(
+    app: &TestApp,
+    client: &reqwest::Client,
+    csrf: &str,
+    wait_secs: u32,
+    tweak: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>,
+) -> i64 {
+    let zip = zip_packet(&tiny(), "tiny-answer/", |p, b| {
+        let b = if p == "hidden/test_hidden_answer.py" && wait_secs > 0 {
+            [format!("import time\n\ntime.sleep({wait_secs})\n").into_bytes(), b].concat()
+        } else {
+            b
+        };
+        tweak(p, b)
+    });
+    let r = import(app, client, csrf, zip).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "{}", r.text().await.unwrap());
     let to = r.headers()["location"].to_str().unwrap().to_string();
     to.rsplit_once("version=").unwrap().1.parse().unwrap()
@@ -388,20 +421,16 @@ async fn editing_a_draft_keeps_formatting_and_shows_on_the_page() {
 async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     let app = TestApp::spawn().await;
     let (client, csrf) = signed_in(&app, Role::Author).await;
-    let good = import_draft(&app, &client, &csrf, |_, b| Some(b)).await;
-    // Without the sample's gate the sample no longer passes: the check fails.
-    let bad =
-        import_draft(
-            &app,
-            &client,
-            &csrf,
-            |p, b| if p == "sample/gate.py" { None } else { Some(b) },
-        )
-        .await;
+    let good = import_tiny_draft(&app, &client, &csrf, 0, |_, b| Some(b)).await;
+    // Without the sample's answer the sample no longer passes: the check fails.
+    let bad = import_tiny_draft(&app, &client, &csrf, 0, |p, b| {
+        if p == "sample/answer.py" { None } else { Some(b) }
+    })
+    .await;
 
     for id in [good, bad] {
         let r = client
-            .post(app.url(&format!("/packets/null-status/versions/{id}/publish")))
+            .post(app.url(&format!("/packets/tiny-answer/versions/{id}/publish")))
             .form(&[("csrf", csrf.as_str())])
             .send()
             .await
@@ -415,7 +444,7 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
             VersionState::Draft,
             "not published before the check"
         );
-        let html = page(&client, app.url(&format!("/packets/null-status?version={id}")))
+        let html = page(&client, app.url(&format!("/packets/tiny-answer?version={id}")))
             .await
             .text()
             .await
@@ -424,8 +453,8 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     }
 
     // The page follows the self-test live: its status URL, in the page.
-    let status_url = format!("/packets/null-status/versions/{good}/check/status");
-    let html = page(&client, app.url(&format!("/packets/null-status?version={good}")))
+    let status_url = format!("/packets/tiny-answer/versions/{good}/check/status");
+    let html = page(&client, app.url(&format!("/packets/tiny-answer?version={good}")))
         .await
         .text()
         .await
@@ -451,7 +480,7 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     assert_eq!(recorded.digest, published.digest);
     assert!(recorded.expected.values().any(|ids| !ids.is_empty()), "{recorded:?}");
     assert!(!recorded.run_ms.is_empty(), "{recorded:?}");
-    let html = page(&client, app.url(&format!("/packets/null-status?version={good}")))
+    let html = page(&client, app.url(&format!("/packets/tiny-answer?version={good}")))
         .await
         .text()
         .await
@@ -466,7 +495,7 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     let refused = app.state.db.version_by_id(bad).await.unwrap().unwrap();
     assert_eq!((refused.state, refused.check_state.as_str()), (VersionState::Draft, "failed"));
     assert!(app.state.db.publish_request(bad).await.unwrap().is_none(), "the request is settled");
-    let html = page(&client, app.url(&format!("/packets/null-status?version={bad}")))
+    let html = page(&client, app.url(&format!("/packets/tiny-answer?version={bad}")))
         .await
         .text()
         .await
@@ -478,7 +507,7 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
 
     // A published version is immutable; editing it makes a new draft.
     let r = client
-        .post(app.url(&format!("/packets/null-status/versions/{good}/budgets")))
+        .post(app.url(&format!("/packets/tiny-answer/versions/{good}/budgets")))
         .form(&[("csrf", csrf.as_str()), ("model_calls", "3")])
         .send()
         .await
@@ -486,7 +515,7 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     assert_eq!(r.status(), StatusCode::CONFLICT);
     assert!(r.text().await.unwrap().contains("published and cannot change"));
     let r = client
-        .post(app.url(&format!("/packets/null-status/versions/{good}/draft")))
+        .post(app.url(&format!("/packets/tiny-answer/versions/{good}/draft")))
         .form(&[("csrf", csrf.as_str())])
         .send()
         .await
@@ -504,7 +533,7 @@ async fn publish_runs_the_self_test_and_a_failing_packet_stays_a_draft() {
     assert_eq!((d.state, d.digest.as_str()), (VersionState::Draft, published.digest.as_str()));
     assert_ne!(d.dir, published.dir);
     let r = client
-        .post(app.url(&format!("/packets/null-status/versions/{draft}/budgets")))
+        .post(app.url(&format!("/packets/tiny-answer/versions/{draft}/budgets")))
         .form(&[("csrf", csrf.as_str()), ("model_calls", "3")])
         .send()
         .await
@@ -525,13 +554,13 @@ async fn the_self_test_state_follows_live_in_a_real_browser() {
     let _one = crate::webdriver::exclusive().await;
     let app = TestApp::spawn().await;
     let (client, csrf) = signed_in(&app, Role::Author).await;
-    let id = import_draft(&app, &client, &csrf, |_, b| Some(b)).await;
+    let id = import_tiny_draft(&app, &client, &csrf, 2, |_, b| Some(b)).await;
     let b = crate::webdriver::Browser::new(&app.base).await;
     crate::e2e::sign_in(&b, "author@example.test", crate::auth::PASSWORD).await;
-    b.goto(&format!("/packets/null-status?version={id}")).await;
+    b.goto(&format!("/packets/tiny-answer?version={id}")).await;
     assert_eq!(b.text(".self-test h2 .check").await, "not run");
     assert!(!b.exists("#live-state").await, "nothing to follow before a self-test is asked for");
-    b.click(&format!("form[action='/packets/null-status/versions/{id}/check'] button")).await;
+    b.click(&format!("form[action='/packets/tiny-answer/versions/{id}/check'] button")).await;
     b.wait("#live-state[data-hydrated='true'][data-state='queued']").await;
     // A mark on this page: a reload drops it.
     b.script("window.__same_page = 'yes'; return null;").await;
@@ -573,12 +602,19 @@ async fn the_self_test_state_follows_live_in_a_real_browser() {
 /// calibration is recorded for the gradings of the version.
 #[tokio::test]
 async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
-    let packets = builtin_packets();
+    // The tiny packet, each of whose hidden runs waits 4 s (no CPU), so that
+    // its self-test (three such runs) outlasts a grading started beside it.
+    let packets = tempfile::tempdir().unwrap();
+    let dir = packets.path().join("tiny-answer");
+    grader::tree::copy_path(&tiny(), &dir).unwrap();
+    let hidden = dir.join("hidden/test_hidden_answer.py");
+    let text = std::fs::read_to_string(&hidden).unwrap();
+    std::fs::write(&hidden, format!("import time\n\ntime.sleep(4)\n{text}")).unwrap();
     // The production default: every built-in packet.
     let app =
         app_with_builtin(&packets, &gatehouse::config::Config::default().builtin_self_test).await;
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 1);
-    let v = app.state.db.latest_published("null-status").await.unwrap().unwrap();
+    let v = app.state.db.latest_published("tiny-answer").await.unwrap().unwrap();
     let jobs =
         app.state.db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
     assert_eq!(jobs.len(), 1, "{jobs:?}");
@@ -589,8 +625,8 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
 
     // The page shows it queued and follows it live.
     let (client, _) = signed_in(&app, Role::Reviewer).await;
-    let status_url = format!("/packets/null-status/versions/{}/check/status", v.id);
-    let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
+    let status_url = format!("/packets/tiny-answer/versions/{}/check/status", v.id);
+    let html = page(&client, app.url("/packets/tiny-answer")).await.text().await.unwrap();
     assert!(html.contains("check-queued") && !html.contains(">not run<"), "{html}");
     assert!(
         html.contains(&format!("url&quot;:&quot;{status_url}")) || html.contains(&status_url),
@@ -626,14 +662,19 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
             seen.push(state.clone());
         }
         if state == "running" && graded_during_check.is_none() {
-            let invited = crate::candidate::invite(&app.state, "Early Candidate").await;
-            let r = crate::candidate::upload(
-                &app.base,
-                &invited.token,
-                crate::candidate::sample_zip(),
-                true,
-            )
-            .await;
+            let invite = gatehouse::invites::Invite {
+                slug: "tiny-answer",
+                candidate_name: "Early Candidate",
+                email: "early@example.com",
+                deadline: None,
+                time_box_secs: None,
+            };
+            let invited = gatehouse::invites::create(&app.state, None, invite).await.unwrap();
+            let sample = crate::candidate::zip_of(&[(
+                "answer.py",
+                &std::fs::read(tiny().join("sample/answer.py")).unwrap(),
+            )]);
+            let r = crate::candidate::upload(&app.base, &invited.token, sample, true).await;
             assert_eq!(r.status(), 201);
             let id =
                 r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
@@ -668,7 +709,7 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
     );
     let (check_then, took) = graded_during_check.expect("an upload while the self-test ran");
     assert_eq!(check_then.as_str(), "running", "graded only after the self-test ({took:?})");
-    let html = page(&client, app.url("/packets/null-status")).await.text().await.unwrap();
+    let html = page(&client, app.url("/packets/tiny-answer")).await.text().await.unwrap();
     assert!(
         html.contains("check-passed")
             && html.contains("check-item ok")
@@ -700,15 +741,15 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
 #[tokio::test]
 async fn a_background_check_failing_only_at_idle_priority_is_confirmed_at_normal_priority() {
     let packets = tempfile::tempdir().unwrap();
-    // Copies of null-status whose hidden module refuses to load when `when`
+    // Copies of the tiny packet whose hidden module refuses to load when `when`
     // holds in the sandboxed process.
     let lay = |slug: &str, when: &str| {
         let dir = packets.path().join(slug);
-        grader::tree::copy_path(&null_status(), &dir).unwrap();
+        grader::tree::copy_path(&tiny(), &dir).unwrap();
         let toml = std::fs::read_to_string(dir.join("packet.toml")).unwrap();
-        let toml = toml.replace("slug = \"null-status\"", &format!("slug = \"{slug}\""));
+        let toml = toml.replace("slug = \"tiny-answer\"", &format!("slug = \"{slug}\""));
         std::fs::write(dir.join("packet.toml"), toml).unwrap();
-        let hidden = dir.join("hidden/test_hidden_unknowns.py");
+        let hidden = dir.join("hidden/test_hidden_answer.py");
         let text = std::fs::read_to_string(&hidden).unwrap();
         let guard = format!(
             "import os as _gh_os\nif {when}:\n    raise RuntimeError(\"refused: {slug}\")\n"
@@ -716,8 +757,8 @@ async fn a_background_check_failing_only_at_idle_priority_is_confirmed_at_normal
         std::fs::write(&hidden, guard + &text).unwrap();
         dir
     };
-    let starved = lay("null-status", "_gh_os.sched_getscheduler(0) == _gh_os.SCHED_IDLE");
-    lay("null-status-broken", "True");
+    let starved = lay("tiny-answer", "_gh_os.sched_getscheduler(0) == _gh_os.SCHED_IDLE");
+    lay("tiny-answer-broken", "True");
     let dir = packets.path().to_path_buf();
     let app = TestApp::spawn_with(move |c| {
         c.packets_dir = dir;
@@ -735,7 +776,7 @@ async fn a_background_check_failing_only_at_idle_priority_is_confirmed_at_normal
     assert_eq!(gatehouse::library::load_builtin(&app.state).await.unwrap(), 2);
     let db = &app.state.db;
     let mut versions = Vec::new();
-    for slug in ["null-status", "null-status-broken"] {
+    for slug in ["tiny-answer", "tiny-answer-broken"] {
         let v = db.latest_published(slug).await.unwrap().unwrap();
         let jobs = db.jobs_for(app::contract::JobKind::Check, &v.id.to_string()).await.unwrap();
         assert_eq!(jobs[0].priority, gatehouse::db::BUILTIN_CHECK_PRIORITY, "{slug}: background");

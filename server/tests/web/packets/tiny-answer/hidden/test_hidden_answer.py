@@ -1,0 +1,5 @@
+from answer import answer
+
+
+def test_the_answer():
+    assert answer() == 42
