@@ -133,6 +133,12 @@ impl Grader {
         Arc::new(self.calibrate(packet))
     }
 
+    /// Whether this grader keeps a calibration of the version `digest`
+    /// (measured, or being measured).
+    pub fn holds_calibration(&self, digest: &str) -> bool {
+        self.calibrations.lock().is_ok_and(|map| map.contains_key(digest))
+    }
+
     /// Drops this grader's calibration of the version `digest`, so the
     /// next grading or self-test of it measures anew (one measured while
     /// starved at idle priority, say, is no measure; gradings already

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use grader::check::check_packet;
+use grader::check::{check_packet, check_packet_with};
 use grader::packet::Packet;
 use grader::tree::copy_path;
 
@@ -44,6 +44,31 @@ fn check_packet_passes_the_good_fixture() {
     );
     let m = report.mutants.expect("the mutant counts");
     assert_eq!((m.killed, m.survived, m.explained), (1, 0, 0));
+}
+
+/// The platform's background self-test measures its calibration apart
+/// (`check_packet_with(.., true)`): it neither waits for nor leaves the
+/// grader's calibration of the version, which a grading of the version at
+/// normal priority meanwhile measures itself (before, such a grading
+/// waited behind the starved idle-priority measurement). The grader's own
+/// calibration is kept as before.
+#[test]
+fn a_self_test_apart_leaves_the_graders_calibration_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("check-demo");
+    copy_path(&fixture("check-demo"), &dir).unwrap();
+    // A version of its own: no other test calibrates this digest.
+    let toml = dir.join("packet.toml");
+    fs::write(&toml, fs::read_to_string(&toml).unwrap() + "\n# measured apart\n").unwrap();
+    let packet = Packet::load(&dir).unwrap();
+    let report = check_packet_with(grader(), &dir, true);
+    assert!(report.ok(), "failed items: {:#?}", failures(&report));
+    let recorded = report.calibration.as_ref().expect("a recorded calibration");
+    assert!(recorded.expected.values().any(|ids| !ids.is_empty()), "{recorded:?}");
+    assert!(!grader().holds_calibration(&packet.digest), "measured apart, yet kept");
+    // The grader's own measurement is kept for its gradings.
+    let _ = grader().calibration(&packet);
+    assert!(grader().holds_calibration(&packet.digest));
 }
 
 #[test]
