@@ -58,15 +58,24 @@ impl Grader {
                 )));
             }
         }
-        let mut cache = self.tools.lock().map_err(|_| GradeError::Io {
-            context: "reading the tool cache".into(),
-            source: std::io::Error::other("a panic poisoned its lock"),
-        })?;
-        let missing: Vec<&String> = tools.iter().filter(|t| !cache.contains_key(*t)).collect();
+        let lock = || {
+            self.tools.lock().map_err(|_| GradeError::Io {
+                context: "reading the tool cache".into(),
+                source: std::io::Error::other("a panic poisoned its lock"),
+            })
+        };
+        let missing: Vec<String> = {
+            let cache = lock()?;
+            tools.iter().filter(|t| !cache.contains_key(*t)).cloned().collect()
+        };
         if self.python.get().is_none() || !missing.is_empty() {
             // One sandbox run answers everything: the interpreter, its
             // standard library, and each tool (a Python distribution's
-            // version from its metadata, else `TOOL --version`).
+            // version from its metadata, else `TOOL --version`). It runs
+            // with no lock held: a probe is the caller's run at the
+            // caller's priority, so a grading never waits behind a
+            // background self-test's probe that idle priority starves (two
+            // callers at once each probe; the first answer kept is final).
             let names: Vec<&str> = missing.iter().map(|t| t.as_str()).collect();
             let langs: String = crate::env::TOOLCHAINS
                 .iter()
@@ -93,21 +102,19 @@ impl Grader {
             };
             let _ = self.python.set((version, names("stdlib"), names("runner")));
             let number = regex::Regex::new(r"\d+(?:\.\d+)+").expect("static regex");
+            let version_of = |found: &serde_json::Value| {
+                found.as_str().and_then(|s| number.find(s)).map(|m| m.as_str().to_string())
+            };
+            let mut cache = lock()?;
             for name in crate::env::TOOLCHAINS.iter().map(|c| c.key) {
-                let found = parsed["langs"][name]
-                    .as_str()
-                    .and_then(|s| number.find(s))
-                    .map(|m| m.as_str().to_string());
-                cache.insert(name.to_string(), found);
+                cache.entry(name.to_string()).or_insert_with(|| version_of(&parsed["langs"][name]));
             }
             for t in missing {
-                let found = parsed["tools"][t.as_str()]
-                    .as_str()
-                    .and_then(|s| number.find(s))
-                    .map(|m| m.as_str().to_string());
-                cache.insert(t.clone(), found);
+                let found = version_of(&parsed["tools"][t.as_str()]);
+                cache.entry(t).or_insert(found);
             }
         }
+        let cache = lock()?;
         let (python, stdlib, runner_modules) = self.python.get().cloned().unwrap_or_default();
         let toolchains = crate::env::TOOLCHAINS.iter().map(|c| c.key.to_string());
         let tools = tools

@@ -71,6 +71,64 @@ fn a_self_test_apart_leaves_the_graders_calibration_alone() {
     assert!(grader().holds_calibration(&packet.digest));
 }
 
+/// The environment probe is each caller's own run: a grading at normal
+/// priority never waits behind a background self-test's probe that idle
+/// priority starves (CI once timed out a grading that way: the probe ran
+/// under the tool cache's lock). Here the idle prober starts first, every
+/// core is then kept busy at normal priority until the second prober is
+/// done, and the second must finish while the first is still starved (a
+/// minute of that ends the starvation and fails the test).
+#[test]
+fn a_probe_never_waits_behind_a_starved_one() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let fresh = Arc::new(grader::grade::Grader::for_host().unwrap());
+    let idle_done = Arc::new(AtomicBool::new(false));
+    let idle = {
+        let (g, done) = (fresh.clone(), idle_done.clone());
+        std::thread::spawn(move || {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: sets this thread's policy; the struct outlives the call.
+            let set = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+            assert_eq!(set, 0, "sched_setscheduler(SCHED_IDLE)");
+            let probed = g.probe(&[]);
+            done.store(true, Ordering::SeqCst);
+            probed.map(|p| p.python)
+        })
+    };
+    // Into its probe run (a sandboxed interpreter takes far longer).
+    std::thread::sleep(Duration::from_millis(30));
+    let stop = Arc::new(AtomicBool::new(false));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let busy: Vec<_> = (0..cores)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                while !stop.load(Ordering::Relaxed) {
+                    if started.elapsed() > Duration::from_secs(60) {
+                        return false;
+                    }
+                    std::hint::spin_loop();
+                }
+                true
+            })
+        })
+        .collect();
+    let normal = fresh.probe(&[]);
+    let idle_was_done = idle_done.load(Ordering::SeqCst);
+    stop.store(true, Ordering::Relaxed);
+    let starved_throughout = busy.into_iter().all(|t| t.join().unwrap());
+    let idle = idle.join().unwrap();
+    assert!(
+        starved_throughout && !idle_was_done,
+        "the normal-priority probe waited for the starved one"
+    );
+    let (normal, idle) = (normal.unwrap().python, idle.unwrap());
+    assert!(normal.is_some() && normal == idle, "{normal:?} against {idle:?}");
+}
+
 #[test]
 fn check_packet_fails_hidden_tests_whose_canaries_cannot_fail_on_the_sample() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -8,6 +8,7 @@ mod assignment_rules;
 mod assignments;
 mod audit;
 mod auth;
+mod background;
 mod backup;
 mod browser;
 mod e2e;
