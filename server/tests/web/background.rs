@@ -113,8 +113,10 @@ async fn built_in_versions_are_self_tested_in_the_background_once_per_digest() {
         if state == "passed" || state == "failed" {
             break state;
         }
+        // Idle priority runs only on a core nothing else wants: this bound
+        // is for a hang, not a timing (as in the test below).
         assert!(
-            started.elapsed() < Duration::from_secs(600),
+            started.elapsed() < Duration::from_secs(1800),
             "the built-in self-test did not finish: {seen:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;

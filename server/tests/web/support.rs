@@ -3,7 +3,8 @@
 //! temporary directory, or with `GATEHOUSE_TEST_DATABASE=postgres` a new
 //! database in the binary's throwaway Postgres cluster, see
 //! `tests/common/postgres.rs`), a data directory in the temporary
-//! directory, the real sandboxed grader.
+//! directory, the real sandboxed grader (one for the whole binary,
+//! [`shared_grader`], as a platform's workers share theirs).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -123,6 +124,22 @@ pub fn tool(name: &str) -> PathBuf {
     path
 }
 
+/// The grader every test app of this process uses, as the workers of one
+/// platform share theirs: the environment is probed and each packet
+/// version's sample calibrated once for the binary, not once per test (a
+/// grader depends on no setting of the app's configuration). Tests that
+/// need a measurement of their own publish a version of their own (another
+/// digest).
+pub fn shared_grader() -> std::sync::Arc<grader::grade::Grader> {
+    static GRADER: std::sync::OnceLock<std::sync::Arc<grader::grade::Grader>> =
+        std::sync::OnceLock::new();
+    GRADER
+        .get_or_init(|| {
+            std::sync::Arc::new(grader::grade::Grader::for_host().expect("preparing the sandbox"))
+        })
+        .clone()
+}
+
 /// The repository root, for `packets/` and `target/site`.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -162,7 +179,8 @@ impl TestApp {
         if config.public_url == Config::default().public_url {
             config.public_url = format!("http://{addr}");
         }
-        let state = gatehouse::serve::state(config).await.expect("app state");
+        let mut state = gatehouse::serve::state(config).await.expect("app state");
+        state.grader = shared_grader();
         let app = gatehouse::web::with_layers(
             extra(gatehouse::web::routes().into_router()),
             state.clone(),
