@@ -37,7 +37,7 @@ async fn the_official_openai_package_works_unchanged() {
     let closed = invite(&m.app.state, "Grace").await;
     let closed_key = key_of(&m.app, &closed.token).await;
     let script = crate::support::repo_root().join("server/tests/web/openai_client.py");
-    let mut command = std::process::Command::new("python3");
+    let mut command = std::process::Command::new(crate::support::tool("python"));
     command
         .arg(&script)
         .env("GATEHOUSE_BASE", m.app.url("/v1"))
@@ -46,7 +46,7 @@ async fn the_official_openai_package_works_unchanged() {
     let out = tokio::task::spawn_blocking(move || command.output())
         .await
         .unwrap()
-        .expect("python3 runs (scripts/setup installs requirements-host.txt)");
+        .expect("the tools' python runs (scripts/setup installs requirements-tools.txt)");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.lines().count(), 7, "{stdout}");
