@@ -71,14 +71,12 @@ impl<'a> Canaries<'a> {
 
     /// The guard of another run (`script:N`, `mutant:ID`): its laid files
     /// read-only, and the generic pair when it runs the candidate's tests.
+    /// It plants no twin, so calibrating changes nothing it measures: its
+    /// generic pair is judged in a calibration too, and a mutant run of
+    /// the sample is the same run in the calibration and in the self-test's
+    /// grading of the sample (`grade::memo` shares it).
     pub fn for_run(&self, run_id: &str, laid: Vec<String>, generic: bool) -> Guard<'a> {
-        Guard {
-            laid,
-            generic,
-            calibrating: self.calibrating,
-            seed: self.seed(run_id),
-            ..Guard::default()
-        }
+        Guard { laid, generic, seed: self.seed(run_id), ..Guard::default() }
     }
 }
 

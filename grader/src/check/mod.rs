@@ -219,8 +219,15 @@ fn check_all(
     // Every step that runs only the packet's own test files through the
     // trusted pytest runner must have reported a set of ids on the sample:
     // an empty set would let any grading of the version run no test.
-    let calibration =
-        if apart { grader.calibration_apart(packet) } else { grader.calibration(packet) };
+    // The gradings of this self-test share their mutant runs
+    // (`grade::memo`), the calibration's included: a variant that changes
+    // only the mutated file runs the same trees as the sample.
+    let memo: std::sync::Arc<crate::grade::RunMemo> = std::sync::Arc::default();
+    let calibration = if apart {
+        grader.calibration_apart(packet, Some(&memo))
+    } else {
+        grader.calibration_with(packet, Some(&memo))
+    };
     let fixed: Vec<&str> = m
         .steps
         .iter()
@@ -290,12 +297,10 @@ fn check_all(
     recorded.salt = crate::canary::random_salt();
     report.calibration = Some(recorded);
 
-    // The sample grades with no finding. The gradings of this self-test
-    // share their mutant runs (`grade::memo`): a variant that changes only
-    // the mutated file runs the same trees as the sample. They grade under
-    // the calibration above (the grader's own, or this self-test's alone).
+    // The sample grades with no finding, under the calibration above (the
+    // grader's own, or this self-test's alone).
     let opts = GradeOptions {
-        memo: Some(std::sync::Arc::default()),
+        memo: Some(memo),
         calibration: Some(calibration.clone()),
         ..GradeOptions::default()
     };

@@ -116,21 +116,37 @@ impl Grader {
     /// sample that cannot be graded gives an empty calibration: no test
     /// ids are enforced and the budget is the floor.
     pub fn calibration(&self, packet: &Packet) -> Arc<Calibration> {
+        self.calibration_with(packet, None)
+    }
+
+    /// [`Grader::calibration`]; a measurement it makes takes its mutant
+    /// runs from `memo` and leaves them there (`grade::memo`), for the
+    /// self-test's grading of the sample, which runs the very same ones.
+    pub fn calibration_with(
+        &self,
+        packet: &Packet,
+        memo: Option<&Arc<RunMemo>>,
+    ) -> Arc<Calibration> {
         // One cell per version: concurrent gradings of a new version wait
         // for one calibration instead of each running their own.
         let cell = match self.calibrations.lock() {
             Ok(mut map) => map.entry(packet.digest.clone()).or_default().clone(),
             Err(_) => Arc::new(OnceLock::new()),
         };
-        cell.get_or_init(|| Arc::new(self.calibrate(packet))).clone()
+        cell.get_or_init(|| Arc::new(self.calibrate(packet, memo))).clone()
     }
 
     /// [`Grader::calibration`] measured for the caller alone: neither taken
     /// from this grader's cell for the version nor kept in it. A self-test
     /// at idle priority measures so, so that a grading (at normal priority)
     /// never waits behind a measurement a busy machine starves.
-    pub fn calibration_apart(&self, packet: &Packet) -> Arc<Calibration> {
-        Arc::new(self.calibrate(packet))
+    /// Its mutant runs go through `memo` as [`Grader::calibration_with`]'s.
+    pub fn calibration_apart(
+        &self,
+        packet: &Packet,
+        memo: Option<&Arc<RunMemo>>,
+    ) -> Arc<Calibration> {
+        Arc::new(self.calibrate(packet, memo))
     }
 
     /// Whether this grader keeps a calibration of the version `digest`
@@ -149,7 +165,7 @@ impl Grader {
         }
     }
 
-    fn calibrate(&self, packet: &Packet) -> Calibration {
+    fn calibrate(&self, packet: &Packet, memo: Option<&Arc<RunMemo>>) -> Calibration {
         let measured = (|| -> Result<Calibration, GradeError> {
             let work = crate::workdir::WorkDir::new("gatehouse-grade-")
                 .map_err(io("creating a work folder"))?;
@@ -184,7 +200,7 @@ impl Grader {
                 packet,
                 &ingested,
                 work.path(),
-                &GradeOptions::default(),
+                &GradeOptions { memo: memo.cloned(), ..GradeOptions::default() },
                 None,
                 &canaries,
             )?;

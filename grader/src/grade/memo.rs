@@ -7,8 +7,10 @@
 //! Only `packet check` sets a memo (`GradeOptions::memo`): a platform
 //! grading runs every one of its runs itself. The key is everything the
 //! run reads: the whole workspace with the mutant in place of its target
-//! (path, size and digest of every file), the command, and whether the run
-//! calibrates. A run cut at a limit is not kept (its limits were its own).
+//! (path, size and digest of every file) and the command. A mutant run
+//! plants no twin, so the calibration's run of a mutant of the sample is
+//! the self-test's grading's too (`check` hands the calibration its memo).
+//! A run cut at a limit is not kept (its limits were its own).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -78,13 +80,7 @@ impl<T> Memo<T> {
 
 /// The key of running `command` on `workspace` (its listing) with
 /// `target` replaced by `mutant`.
-pub fn mutant_key(
-    workspace: &Tree,
-    target: &str,
-    mutant: &[u8],
-    command: &str,
-    calibrating: bool,
-) -> Key {
+pub fn mutant_key(workspace: &Tree, target: &str, mutant: &[u8], command: &str) -> Key {
     let mut tree = workspace.clone();
     tree.insert(target.to_string(), (mutant.len() as u64, sha256_hex(mutant)));
     let mut h = Sha256::new();
@@ -97,7 +93,6 @@ pub fn mutant_key(
     }
     h.update([0xff]);
     h.update(command.as_bytes());
-    h.update([0, u8::from(calibrating)]);
     h.finalize().into()
 }
 
@@ -118,7 +113,7 @@ mod tests {
     fn trees_that_differ_only_in_the_target_share_a_key() {
         let sample = tree(&[("bucket.py", "good"), ("test_bucket.py", "tests"), ("NOTES.md", "n")]);
         let variant = tree(&[("bucket.py", "bad"), ("test_bucket.py", "tests"), ("NOTES.md", "n")]);
-        let k = |t: &Tree| mutant_key(t, "bucket.py", b"mutant", CMD, false);
+        let k = |t: &Tree| mutant_key(t, "bucket.py", b"mutant", CMD);
         assert_eq!(k(&sample), k(&variant));
         // A target the tree lacks is placed all the same.
         let without = tree(&[("test_bucket.py", "tests"), ("NOTES.md", "n")]);
@@ -128,22 +123,18 @@ mod tests {
     #[test]
     fn anything_else_the_run_reads_makes_another_key() {
         let base = tree(&[("bucket.py", "good"), ("test_bucket.py", "tests")]);
-        let key = mutant_key(&base, "bucket.py", b"mutant", CMD, false);
+        let key = mutant_key(&base, "bucket.py", b"mutant", CMD);
         let other_tests = tree(&[("bucket.py", "good"), ("test_bucket.py", "tests!")]);
         let extra_file =
             tree(&[("bucket.py", "good"), ("test_bucket.py", "tests"), ("conftest.py", "")]);
         let renamed = tree(&[("bucket.py", "good"), ("test_bucket2.py", "tests")]);
         for (what, other) in [
-            ("another test file", mutant_key(&other_tests, "bucket.py", b"mutant", CMD, false)),
-            ("one more file", mutant_key(&extra_file, "bucket.py", b"mutant", CMD, false)),
-            ("a renamed file", mutant_key(&renamed, "bucket.py", b"mutant", CMD, false)),
-            ("another mutant", mutant_key(&base, "bucket.py", b"mutant2", CMD, false)),
-            ("another target", mutant_key(&base, "test_bucket.py", b"mutant", CMD, false)),
-            (
-                "another command",
-                mutant_key(&base, "bucket.py", b"mutant", "python3 -m pytest", false),
-            ),
-            ("a calibrating run", mutant_key(&base, "bucket.py", b"mutant", CMD, true)),
+            ("another test file", mutant_key(&other_tests, "bucket.py", b"mutant", CMD)),
+            ("one more file", mutant_key(&extra_file, "bucket.py", b"mutant", CMD)),
+            ("a renamed file", mutant_key(&renamed, "bucket.py", b"mutant", CMD)),
+            ("another mutant", mutant_key(&base, "bucket.py", b"mutant2", CMD)),
+            ("another target", mutant_key(&base, "test_bucket.py", b"mutant", CMD)),
+            ("another command", mutant_key(&base, "bucket.py", b"mutant", "python3 -m pytest")),
         ] {
             assert_ne!(key, other, "{what}");
         }

@@ -93,8 +93,11 @@ pub struct GradeOptions {
     pub calibration: Option<Arc<Calibration>>,
     /// Mutant runs shared by the gradings of one self-test (`memo`); only
     /// `packet check` sets it.
-    pub memo: Option<Arc<memo::Memo<crate::run::Ran>>>,
+    pub memo: Option<Arc<RunMemo>>,
 }
+
+/// One self-test's memo of mutant runs (`GradeOptions::memo`).
+pub type RunMemo = memo::Memo<crate::run::Ran>;
 
 /// What the probe found once per grader: the interpreter's version, its
 /// standard library and the modules the test runner loads.

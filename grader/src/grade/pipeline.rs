@@ -407,13 +407,7 @@ impl Grader {
                         // The same tree, mutant and command ran in another
                         // grading of this self-test: its result is this one's.
                         Some(memo) => memo.get_or_run(
-                            super::memo::mutant_key(
-                                &workspace_tree,
-                                &target,
-                                &mutant,
-                                &mu.run,
-                                guard.calibrating,
-                            ),
+                            super::memo::mutant_key(&workspace_tree, &target, &mutant, &mu.run),
                             |r| !r.report.timed_out && r.report.limit_hit.is_none(),
                             run,
                         )?,

@@ -47,7 +47,8 @@ fn check_packet_passes_the_good_fixture() {
 }
 
 /// The platform's background self-test measures its calibration apart
-/// (`check_packet_with(.., true)`): it neither waits for nor leaves the
+/// (`check_packet_with(.., true)`), sharing its mutant runs with the
+/// self-test's gradings: it neither waits for nor leaves the
 /// grader's calibration of the version, which a grading of the version at
 /// normal priority meanwhile measures itself (before, such a grading
 /// waited behind the starved idle-priority measurement). The grader's own
@@ -66,6 +67,11 @@ fn a_self_test_apart_leaves_the_graders_calibration_alone() {
     let recorded = report.calibration.as_ref().expect("a recorded calibration");
     assert!(recorded.expected.values().any(|ids| !ids.is_empty()), "{recorded:?}");
     assert!(!grader().holds_calibration(&packet.digest), "measured apart, yet kept");
+    // The calibration ran the mutant `minus` on the sample through the
+    // self-test's memo: the grading of the sample reuses that run, and
+    // variant buggy (only calc.py changes) reuses it again. no-notes
+    // removes a file: another tree, a run of its own.
+    assert_eq!(report.reused_runs, 2, "the calibration's mutant run was not shared");
     // The grader's own measurement is kept for its gradings.
     let _ = grader().calibration(&packet);
     assert!(grader().holds_calibration(&packet.digest));
