@@ -80,10 +80,10 @@ fn a_self_test_apart_leaves_the_graders_calibration_alone() {
 /// The environment probe is each caller's own run: a grading at normal
 /// priority never waits behind a background self-test's probe that idle
 /// priority starves (CI once timed out a grading that way: the probe ran
-/// under the tool cache's lock). Here the idle prober starts first, every
-/// core is then kept busy at normal priority until the second prober is
-/// done, and the second must finish while the first is still starved (a
-/// minute of that ends the starvation and fails the test).
+/// under the tool cache's lock). Here the idle prober starts first, pinned
+/// to one CPU that is then kept busy at normal priority until the second
+/// prober is done, and the second must finish while the first is still
+/// starved (a minute of that ends the starvation and fails the test).
 #[test]
 fn a_probe_never_waits_behind_a_starved_one() {
     use std::sync::Arc;
@@ -94,6 +94,7 @@ fn a_probe_never_waits_behind_a_starved_one() {
     let idle = {
         let (g, done) = (fresh.clone(), idle_done.clone());
         std::thread::spawn(move || {
+            pin_to_the_first_cpu();
             let param = libc::sched_param { sched_priority: 0 };
             // SAFETY: sets this thread's policy; the struct outlives the call.
             let set = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
@@ -105,12 +106,15 @@ fn a_probe_never_waits_behind_a_starved_one() {
     };
     // Into its probe run (a sandboxed interpreter takes far longer).
     std::thread::sleep(Duration::from_millis(30));
+    // The idle prober and its sandboxed children (affinity is inherited)
+    // run on the first CPU only, so one spinner there starves them; the
+    // normal-priority prober runs anywhere.
     let stop = Arc::new(AtomicBool::new(false));
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let busy: Vec<_> = (0..cores)
+    let busy: Vec<_> = (0..1)
         .map(|_| {
             let stop = stop.clone();
             std::thread::spawn(move || {
+                pin_to_the_first_cpu();
                 let started = Instant::now();
                 while !stop.load(Ordering::Relaxed) {
                     if started.elapsed() > Duration::from_secs(60) {
@@ -133,6 +137,24 @@ fn a_probe_never_waits_behind_a_starved_one() {
     );
     let (normal, idle) = (normal.unwrap().python, idle.unwrap());
     assert!(normal.is_some() && normal == idle, "{normal:?} against {idle:?}");
+}
+
+/// Pins the calling thread (and what it starts) to the first CPU it may
+/// run on.
+fn pin_to_the_first_cpu() {
+    // SAFETY: cpu_set_t is plain data; both calls get a valid pointer and
+    // its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set), 0);
+        let first = (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| libc::CPU_ISSET(c, &set))
+            .expect("a CPU to run on");
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(first, &mut set);
+        let set_ok = libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+        assert_eq!(set_ok, 0, "sched_setaffinity");
+    }
 }
 
 #[test]
