@@ -11,9 +11,12 @@
 //! holds, and its lock file, and never touches a folder whose lock is held.
 //! The lock file is created under a temporary name, locked, and only then
 //! renamed beside the folder, so a sweeper never finds an unlocked lock of
-//! a live folder. A folder with no lock beside it (made by a grader from
-//! before these locks, or by one killed between making the folder and
-//! locking it) is swept only when it is one of the grader's kinds
+//! a live folder. A folder whose lock is still under its temporary name is
+//! judged by that lock the same way (an owner killed before the rename; a
+//! live owner a sweep overtakes between making that lock and taking it
+//! makes another folder). A folder with no lock beside it at all (made by a
+//! grader from before these locks, or by one killed between making the
+//! folder and its lock) is swept only when it is one of the grader's kinds
 //! ([`KINDS`]) and has not changed for [`UNLOCKED_AGE`].
 //!
 //! This is the sandbox's idea for its staging mounts (`sandbox::owner`),
@@ -56,6 +59,22 @@ impl WorkDir {
 
     /// A new folder `<base>/<prefix>XXXXXX`, locked.
     pub fn new_in(base: &Path, prefix: &str) -> io::Result<WorkDir> {
+        // A sweep that comes between making the temporary lock and taking
+        // it judges the owner dead (as it is when killed just after taking
+        // it) and removes the folder: then this tries a new name.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match WorkDir::try_new_in(base, prefix) {
+                Err(e) if attempt < 8 && e.kind() == io::ErrorKind::Interrupted => continue,
+                made => return made,
+            }
+        }
+    }
+
+    /// One attempt of [`WorkDir::new_in`]; `Interrupted` when a sweep took
+    /// the folder meanwhile.
+    fn try_new_in(base: &Path, prefix: &str) -> io::Result<WorkDir> {
         let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(base)?;
         let name = dir.path().file_name().map(|n| n.to_os_string()).unwrap_or_default();
         let mut tmp_name = name.clone();
@@ -63,18 +82,24 @@ impl WorkDir {
         let mut lock_name = name;
         lock_name.push(LOCK_SUFFIX);
         let (tmp, lock_path) = (base.join(tmp_name), base.join(lock_name));
+        let swept = || {
+            io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("a sweep took the new work folder {}", dir.path().display()),
+            )
+        };
         let lock = match try_lock(&tmp, true)? {
             Some(fd) => fd,
-            None => {
-                return Err(io::Error::other(format!(
-                    "the new lock {} is held by another process",
-                    tmp.display()
-                )));
-            }
+            // A sweeper holds it, removing the folder.
+            None => return Err(swept()),
         };
         if let Err(e) = fs::rename(&tmp, &lock_path) {
             let _ = fs::remove_file(&tmp);
-            return Err(e);
+            // A sweeper removed the temporary lock (and the folder).
+            return Err(if e.kind() == io::ErrorKind::NotFound { swept() } else { e });
+        }
+        if fs::symlink_metadata(dir.path()).is_err() {
+            return Err(swept());
         }
         Ok(WorkDir { dir: Some(dir), lock_path, _lock: lock })
     }
@@ -176,6 +201,26 @@ pub fn sweep(base: &Path) -> Swept {
             }
             Ok(None) => swept.live += 1,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                // Its owner was killed after taking its lock under the
+                // temporary name and before renaming it: that lock, free,
+                // says so (an owner still between making it and taking
+                // it loses the folder and makes another).
+                let tmp_path = base.join(format!("{name}{LOCK_TMP_SUFFIX}"));
+                match try_lock(&tmp_path, false) {
+                    Ok(Some(held)) => {
+                        if fs::remove_dir_all(&path).is_ok() {
+                            swept.folders += 1;
+                            let _ = fs::remove_file(&tmp_path);
+                        }
+                        drop(held);
+                        continue;
+                    }
+                    Ok(None) => {
+                        swept.live += 1;
+                        continue;
+                    }
+                    Err(_) => {}
+                }
                 let old = meta
                     .modified()
                     .ok()
@@ -240,6 +285,33 @@ mod tests {
         assert_eq!(listed.len(), 2, "the live folder and its lock only: {listed:?}");
         drop(live);
         assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
+    }
+
+    /// An owner killed after taking its lock under the temporary name and
+    /// before renaming it: the free temporary lock marks the folder dead
+    /// (the soak once left one behind). Held, it marks it live.
+    #[test]
+    fn a_folder_whose_lock_was_never_renamed_is_judged_by_the_temporary_lock() {
+        let base = tempfile::tempdir().unwrap();
+        let dead = base.path().join("gatehouse-grade-aAbBcC");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join("f"), b"x").unwrap();
+        let dead_tmp = base.path().join("gatehouse-grade-aAbBcC.lock.tmp");
+        drop(try_lock(&dead_tmp, true).unwrap().unwrap());
+        let live = base.path().join("gatehouse-grade-dDeEfF");
+        std::fs::create_dir(&live).unwrap();
+        let live_tmp = base.path().join("gatehouse-grade-dDeEfF.lock.tmp");
+        let held = try_lock(&live_tmp, true).unwrap().unwrap();
+        let bare = base.path().join("gatehouse-grade-gGhHiI");
+        std::fs::create_dir(&bare).unwrap();
+        let s = sweep(base.path());
+        assert_eq!(s, Swept { folders: 1, live: 1, ..Swept::default() });
+        assert!(!dead.exists() && !dead_tmp.exists(), "the dead owner's folder and lock go");
+        assert!(live.exists() && live_tmp.exists(), "the live owner's stay");
+        assert!(bare.exists(), "a folder with no lock at all waits for UNLOCKED_AGE");
+        drop(held);
+        assert_eq!(sweep(base.path()).folders, 1);
+        assert!(!live.exists() && !live_tmp.exists());
     }
 
     /// A folder its owner could not remove whole keeps its lock (free), so
