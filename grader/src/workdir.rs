@@ -99,6 +99,7 @@ impl WorkDir {
             return Err(if e.kind() == io::ErrorKind::NotFound { swept() } else { e });
         }
         if fs::symlink_metadata(dir.path()).is_err() {
+            let _ = fs::remove_file(&lock_path);
             return Err(swept());
         }
         Ok(WorkDir { dir: Some(dir), lock_path, _lock: lock })
@@ -171,6 +172,16 @@ fn kind_of(name: &str) -> Option<&str> {
     (!random.is_empty() && !random.contains('/')).then_some(kind)
 }
 
+/// Removes the folder of a dead owner, then its lock (`held` by the sweep
+/// meanwhile, so no new owner can take the name), counting it.
+fn remove_dead(path: &Path, lock: &Path, held: OwnedFd, swept: &mut Swept) {
+    if fs::remove_dir_all(path).is_ok() {
+        swept.folders += 1;
+        let _ = fs::remove_file(lock);
+    }
+    drop(held);
+}
+
 /// Removes, under `base` (the grader's temporary folder), the work folders
 /// whose owner is gone and their locks; leaves every live one.
 pub fn sweep(base: &Path) -> Swept {
@@ -190,15 +201,7 @@ pub fn sweep(base: &Path) -> Swept {
         }
         let lock_path = base.join(format!("{name}{LOCK_SUFFIX}"));
         match try_lock(&lock_path, false) {
-            Ok(Some(held)) => {
-                // Its owner is dead: the folder, then the lock (still held,
-                // so no new owner can take the name meanwhile).
-                if fs::remove_dir_all(&path).is_ok() {
-                    swept.folders += 1;
-                    let _ = fs::remove_file(&lock_path);
-                }
-                drop(held);
-            }
+            Ok(Some(held)) => remove_dead(&path, &lock_path, held, &mut swept),
             Ok(None) => swept.live += 1,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 // Its owner was killed after taking its lock under the
@@ -208,11 +211,7 @@ pub fn sweep(base: &Path) -> Swept {
                 let tmp_path = base.join(format!("{name}{LOCK_TMP_SUFFIX}"));
                 match try_lock(&tmp_path, false) {
                     Ok(Some(held)) => {
-                        if fs::remove_dir_all(&path).is_ok() {
-                            swept.folders += 1;
-                            let _ = fs::remove_file(&tmp_path);
-                        }
-                        drop(held);
+                        remove_dead(&path, &tmp_path, held, &mut swept);
                         continue;
                     }
                     Ok(None) => {
