@@ -188,6 +188,54 @@ def refused() -> dict:
     return {"proc": run_agent("http://127.0.0.1:%d/v1" % free_port(), timeout=20)}
 
 
+class Writes:
+    """Counts the writes of the file `path` by any process, seen from outside
+    them (Linux inotify on its folder): each close of the file opened for
+    writing, and each file renamed onto it. Start it before the run, read
+    `count()` after. Opens are watched too: the kernel merges an event into
+    an identical one still unread at the end of the queue, and an open comes
+    between any two writes."""
+
+    IN_CLOSE_WRITE, IN_OPEN, IN_MOVED_TO, IN_NONBLOCK = 0x8, 0x20, 0x80, os.O_NONBLOCK
+
+    def __init__(self, path: str) -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        folder, self.name = os.path.split(os.path.abspath(path))
+        self.fd = libc.inotify_init1(self.IN_NONBLOCK)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        mask = self.IN_CLOSE_WRITE | self.IN_OPEN | self.IN_MOVED_TO
+        if libc.inotify_add_watch(self.fd, os.fsencode(folder), mask) < 0:
+            err = ctypes.get_errno()
+            os.close(self.fd)
+            raise OSError(err, f"inotify_add_watch {folder}")
+
+    def count(self) -> int:
+        import struct
+
+        data = b""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        os.close(self.fd)
+        n, at, want = 0, 0, os.fsencode(self.name)
+        while at + 16 <= len(data):
+            _wd, mask, _cookie, size = struct.unpack_from("iIII", data, at)
+            if mask & 0x4000:  # IN_Q_OVERFLOW: events were lost, so no count
+                raise OSError("inotify queue overflow")
+            name = data[at + 16: at + 16 + size].rstrip(b"\0")
+            at += 16 + size
+            n += name == want and bool(mask & (self.IN_CLOSE_WRITE | self.IN_MOVED_TO))
+        return n
+
+
 @contextmanager
 def fixture_as(**fields):
     """The laid fixture with `fields` changed, put back afterwards."""

@@ -8,10 +8,12 @@ call, answered with a wrong file of about 1,000 tokens: a tally that leaves
 completion tokens out starts a fourth call past the cap.
 test_budget_tool_cap_*: a cheap issue that is never fixed, whose test
 command counts its runs; the run must stop cleanly within 25 tool calls, so
-at most 25 runs of the issue's tests. test_throttle_*: a model that answers
-every call with HTTP 429; the run must stop after at most 3 attempts with
-give_up.json and exit 0, sending the API key, with a usage row of 0 tokens
-per request, pausing before each retry (a pause that does not shrink).
+at most 25 runs of the issue's tests, and the fixture's read, the writes of
+the issue's file (seen through inotify) and the test runs at most 25.
+test_throttle_*: a model that answers every call with HTTP 429; the run
+must stop after at most 3 attempts with give_up.json and exit 0, sending the
+API key, with a usage row of 0 tokens per request, pausing before each retry
+(a pause that does not shrink).
 test_refused_*: no model listening; a clean stop, and any usage row has 0
 tokens. test_unreadable_*: a model that answers in prose, never with a code
 block; a clean stop under the cap. test_unmetered_*: a model that answers
@@ -118,7 +120,9 @@ def tool_cap(verbose):
     try:
         with R.fixture_as(id=914, title="slugify leaves dashes at the edges", body=TOOL_CAP_BODY,
                           test=["python3", CHECK]):
+            writes = R.Writes("project/slug.py")
             out = R.replay("tool_cap_ledger.jsonl", answers={"914": WRONG})
+            out["source_writes"] = writes.count()
         out["give_up"] = give_up()
         out["test_runs"] = len(Path(RUNS).read_text().splitlines()) if Path(RUNS).exists() else 0
     finally:
@@ -222,6 +226,15 @@ def test_budget_tool_cap_test_runs(tool_cap):
     # Each run of the issue's tests is a tool call: more than 25 runs is past the cap.
     runs = tool_cap["test_runs"]
     assert runs <= TOOL_CALL_CAP, f"the issue's tests ran {runs} times over {len(tool_cap['rows'])} model calls, cap {TOOL_CALL_CAP} tool calls"
+
+
+def test_budget_tool_cap_counted_calls(tool_cap):
+    # The tool calls the run made at least, counted from outside the agent:
+    # the fixture's read, each write of the issue's file, each test run.
+    writes, runs = tool_cap["source_writes"], tool_cap["test_runs"]
+    least = 1 + writes + runs
+    assert least <= TOOL_CALL_CAP, (f"at least {least} tool calls: the fixture's read, {writes} writes of "
+                                    f"project/slug.py and {runs} test runs; cap {TOOL_CALL_CAP}")
 
 
 def test_unmetered_receipt_has_a_zero_row_per_request(unmetered):
