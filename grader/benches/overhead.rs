@@ -8,6 +8,10 @@
 //! Run with `cargo bench -p grader --bench overhead`. With
 //! `GATEHOUSE_BENCH_ONLY=sandbox` (or `ingest`, `grading`) only that part
 //! runs, for many alternating runs of two builds.
+//!
+//! `GATEHOUSE_BENCH_ONLY=canaries` runs a fourth part instead, which takes
+//! minutes: every packet's sample graded with and without its twins
+//! (`canary_part.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +23,8 @@ use grader::manifest::{Detector, TIME_BASE};
 use grader::packet::Packet;
 use grader::tree::copy_path;
 
+#[path = "canary_part.rs"]
+mod canary_part;
 #[path = "ingest_part.rs"]
 mod ingest_part;
 #[path = "sandbox_part.rs"]
@@ -27,6 +33,11 @@ mod sandbox_part;
 fn main() {
     let only = std::env::var("GATEHOUSE_BENCH_ONLY").unwrap_or_default();
     let wanted = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
+    if only.split(',').any(|p| p.trim() == "canaries") {
+        eprintln!("grading each packet's sample with and without its twins…");
+        canary_table(&canary_part::rows());
+        return;
+    }
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
     if wanted("sandbox") {
         eprintln!("measuring sandbox overhead…");
@@ -50,6 +61,33 @@ fn main() {
         let pct = if *base > 0.0 { (ours - base) / base * 100.0 } else { f64::NAN };
         println!("{label:<58} {ours:>9.1} ms {base:>9.1} ms {:>+8.1} ms ({pct:+.0}%)", ours - base);
     }
+}
+
+fn canary_table(rows: &[canary_part::Row]) {
+    println!();
+    println!(
+        "{:<18} {:>8} {:>11} {:>11} {:>8} {:>11} {:>11} {:>8}",
+        "packet (median)",
+        "canaries",
+        "CPU with",
+        "CPU without",
+        "CPU +",
+        "wall with",
+        "wall w/o",
+        "wall +"
+    );
+    let pct = |a: f64, b: f64| if b > 0.0 { (a - b) / b * 100.0 } else { f64::NAN };
+    let (mut tc, mut to) = (0.0, 0.0);
+    for (slug, planted, cw, co, ww, wo) in rows {
+        tc += cw;
+        to += co;
+        println!(
+            "{slug:<18} {planted:>8} {cw:>9.2} s {co:>9.2} s {:>+7.0}% {ww:>9.2} s {wo:>9.2} s {:>+7.0}%",
+            pct(*cw, *co),
+            pct(*ww, *wo)
+        );
+    }
+    println!("{:<18} {:>8} {tc:>9.2} s {to:>9.2} s {:>+7.0}%", "all", "", pct(tc, to));
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -1,0 +1,99 @@
+//! The canaries' cost (issue #25): each packet's sample graded with the
+//! calibration as recorded (twins planted, one calibrated twin per chosen
+//! test) and with the same calibration stripped of its canary templates (no
+//! twin is planted; the generic pair of the candidate-written runs and the
+//! runner's audit hook stay, so they are in both columns). Gradings of the
+//! two kinds alternate, and each row gives the medians of the CPU seconds
+//! (user + system of every sandboxed process, which the sandbox waits for)
+//! and of the wall seconds. Included with `#[path]` by the overhead
+//! benchmark; it has no `main` of its own. `GATEHOUSE_BENCH_PACKETS`
+//! (slugs, comma-separated) limits the packets; `GATEHOUSE_BENCH_ROUNDS`
+//! sets the rounds (3).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use grader::grade::{GradeOptions, Grader};
+use grader::manifest::TIME_BASE;
+use grader::packet::Packet;
+use grader::tree::copy_path;
+
+/// User plus system CPU seconds of this process's waited-for children.
+fn children_cpu() -> f64 {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a whole rusage into the pointer it is given.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, u.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_CHILDREN): {}", std::io::Error::last_os_error());
+    // SAFETY: getrusage returned 0, so the struct is initialised.
+    let u = unsafe { u.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// One row per packet: (slug, planted twins, CPU with, CPU without, wall
+/// with, wall without), seconds.
+pub type Row = (String, usize, f64, f64, f64, f64);
+
+pub fn rows() -> Vec<Row> {
+    let library = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
+    let only = std::env::var("GATEHOUSE_BENCH_PACKETS").unwrap_or_default();
+    let rounds: usize =
+        std::env::var("GATEHOUSE_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let mut slugs: Vec<String> = std::fs::read_dir(&library)
+        .expect("the packet library")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            e.path().join("packet.toml").is_file().then(|| e.file_name().into_string().ok())?
+        })
+        .filter(|s| only.is_empty() || only.split(',').any(|o| o.trim() == s))
+        .collect();
+    slugs.sort();
+    let grader = Grader::for_host().expect("sandbox");
+    let mut rows = Vec::new();
+    for slug in slugs {
+        eprintln!("  {slug}…");
+        let packet = Packet::load(&library.join(&slug)).expect("a built-in packet loads");
+        let work = tempfile::tempdir().expect("tempdir");
+        let tree = work.path().join("tree");
+        copy_path(&packet.starter_dir(), &tree).unwrap();
+        copy_path(&packet.sample_dir(), &tree).unwrap();
+        let zip = work.path().join("sample.zip");
+        let times: BTreeMap<String, i64> =
+            packet.manifest.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
+        grader::ingest::write_zip_from_dir(&tree, &zip, &times, TIME_BASE).unwrap();
+
+        let with = grader.calibration(&packet);
+        let mut stripped = (*with).clone();
+        stripped.canaries.clear();
+        let without = Arc::new(stripped);
+        let grade = |calibration: &Arc<grader::grade::Calibration>| {
+            let opts =
+                GradeOptions { calibration: Some(calibration.clone()), ..GradeOptions::default() };
+            let (t, c) = (Instant::now(), children_cpu());
+            let card = grader.grade_zip(&packet, &zip, &opts).expect("the sample grades");
+            let planted: usize = card.receipt.canaries.values().sum();
+            (children_cpu() - c, t.elapsed().as_secs_f64(), card.findings.len(), planted)
+        };
+        let (mut cw, mut co, mut ww, mut wo) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut planted = 0;
+        for _ in 0..rounds {
+            let (c, w, found_with, n) = grade(&with);
+            let (c2, w2, found_without, _) = grade(&without);
+            assert_eq!(found_with, found_without, "{slug}: the twins changed the findings");
+            planted = n;
+            cw.push(c);
+            ww.push(w);
+            co.push(c2);
+            wo.push(w2);
+        }
+        rows.push((slug, planted, median(cw), median(co), median(ww), median(wo)));
+    }
+    rows
+}
