@@ -97,6 +97,16 @@ async fn until(limit: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool)
     }
 }
 
+/// Waits until every delivery is recorded as delivered: a receiver has an
+/// event before the deliverer has read its answer and written it down.
+async fn every_delivery_recorded(app: &TestApp) {
+    until(Duration::from_secs(20), "every delivery recorded as delivered", async || {
+        let all = app.state.db.recent_webhook_deliveries(100).await.unwrap();
+        !all.is_empty() && all.iter().all(|d| d.state == "delivered")
+    })
+    .await;
+}
+
 const EVENTS: [&str; 4] =
     ["submission.received", "submission.graded", "submission.scored", "results.released"];
 
@@ -183,6 +193,8 @@ async fn events_are_signed_verified_retried_and_redelivered() {
         hook.accepted().len() == want.len()
     })
     .await;
+    // The receiver has the events before the deliverer has its answers.
+    every_delivery_recorded(&app).await;
     let accepted = hook.accepted();
     let mut types: Vec<&str> =
         accepted.values().map(|v| v[0]["body"]["type"].as_str().unwrap()).collect();
@@ -240,6 +252,7 @@ async fn events_are_signed_verified_retried_and_redelivered() {
     })
     .await;
     assert_eq!(hook.accepted().len(), 4, "no other event was posted again");
+    every_delivery_recorded(&app).await;
 
     // Disabled: no more events reach it.
     let endpoint = app.state.db.list_webhook_endpoints().await.unwrap()[0].id;
