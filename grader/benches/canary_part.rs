@@ -10,15 +10,12 @@
 //! (slugs, comma-separated) limits the packets; `GATEHOUSE_BENCH_ROUNDS`
 //! sets the rounds (3).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use grader::grade::{GradeOptions, Grader};
-use grader::manifest::TIME_BASE;
 use grader::packet::Packet;
-use grader::tree::copy_path;
 
 /// User plus system CPU seconds of this process's waited-for children.
 fn children_cpu() -> f64 {
@@ -61,13 +58,7 @@ pub fn rows() -> Vec<Row> {
         eprintln!("  {slug}…");
         let packet = Packet::load(&library.join(&slug)).expect("a built-in packet loads");
         let work = tempfile::tempdir().expect("tempdir");
-        let tree = work.path().join("tree");
-        copy_path(&packet.starter_dir(), &tree).unwrap();
-        copy_path(&packet.sample_dir(), &tree).unwrap();
-        let zip = work.path().join("sample.zip");
-        let times: BTreeMap<String, i64> =
-            packet.manifest.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
-        grader::ingest::write_zip_from_dir(&tree, &zip, &times, TIME_BASE).unwrap();
+        let (_, zip) = super::sample_zip(&packet, work.path());
 
         let with = grader.calibration(&packet);
         let mut stripped = (*with).clone();

@@ -95,6 +95,20 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The submission a candidate would zip from `packet`'s sample: the
+/// starter overlaid by the sample at `dir/tree`, zipped with the sample's
+/// times to `dir/sample.zip`. Returns both paths.
+fn sample_zip(packet: &Packet, dir: &Path) -> (PathBuf, PathBuf) {
+    let tree = dir.join("tree");
+    copy_path(&packet.starter_dir(), &tree).unwrap();
+    copy_path(&packet.sample_dir(), &tree).unwrap();
+    let zip = dir.join("sample.zip");
+    let times: BTreeMap<String, i64> =
+        packet.manifest.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
+    grader::ingest::write_zip_from_dir(&tree, &zip, &times, TIME_BASE).unwrap();
+    (tree, zip)
+}
+
 /// Grades the refund-invoices sample end to end, and runs the same commands
 /// plainly in prepared copies of the workspace.
 fn grading_rows() -> Vec<(String, f64, f64)> {
@@ -104,15 +118,7 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
     let grader = Grader::for_host().expect("sandbox");
     let work = tempfile::tempdir().expect("tempdir");
 
-    // The submission: the starter overlaid by the sample, as a candidate
-    // would zip it.
-    let tree = work.path().join("tree");
-    copy_path(&packet.starter_dir(), &tree).unwrap();
-    copy_path(&packet.sample_dir(), &tree).unwrap();
-    let zip = work.path().join("sample.zip");
-    let times: BTreeMap<String, i64> =
-        m.sample.times.iter().map(|(k, v)| (k.clone(), TIME_BASE + v)).collect();
-    grader::ingest::write_zip_from_dir(&tree, &zip, &times, TIME_BASE).unwrap();
+    let (tree, zip) = sample_zip(&packet, work.path());
 
     // The commands grading runs, each with the files it needs.
     let mut commands: Vec<(String, PathBuf)> = Vec::new();
