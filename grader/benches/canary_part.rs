@@ -29,13 +29,9 @@ fn children_cpu() -> f64 {
     secs(u.ru_utime) + secs(u.ru_stime)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-/// One row per packet: (slug, planted twins, CPU with, CPU without, wall
-/// with, wall without), seconds.
+/// One row per packet: (slug, canary tests the receipt counts with twins
+/// (twins and generic pairs), CPU with, CPU without, wall with, wall
+/// without), seconds.
 pub type Row = (String, usize, f64, f64, f64, f64);
 
 pub fn rows() -> Vec<Row> {
@@ -84,7 +80,14 @@ pub fn rows() -> Vec<Row> {
             co.push(c2);
             wo.push(w2);
         }
-        rows.push((slug, planted, median(cw), median(co), median(ww), median(wo)));
+        rows.push((
+            slug,
+            planted,
+            super::median(cw),
+            super::median(co),
+            super::median(ww),
+            super::median(wo),
+        ));
     }
     rows
 }
