@@ -176,7 +176,14 @@ async fn events_are_signed_verified_retried_and_redelivered() {
         hook.taken().iter().any(|t| t["verified"] == false && t["answered"] == 400)
     })
     .await;
-    let html = page(&admin, app.url("/admin/webhooks")).await.text().await.unwrap();
+    // The receiver logs before it answers: the page shows the answer once
+    // the deliverer has recorded it.
+    let mut html = String::new();
+    until(Duration::from_secs(20), "the refusal on the admin page", async || {
+        html = page(&admin, app.url("/admin/webhooks")).await.text().await.unwrap();
+        html.contains("invalid signature")
+    })
+    .await;
     assert!(html.contains("invalid signature"), "{html}");
     assert!(hook.accepted().is_empty());
 
