@@ -3,12 +3,16 @@
 //! test) and with the same calibration stripped of its canary templates (no
 //! twin is planted; the generic pair of the candidate-written runs and the
 //! runner's audit hook stay, so they are in both columns). Gradings of the
-//! two kinds alternate, and each row gives the medians of the CPU seconds
-//! (user + system of every sandboxed process, which the sandbox waits for)
-//! and of the wall seconds. Included with `#[path]` by the overhead
-//! benchmark; it has no `main` of its own. `GATEHOUSE_BENCH_PACKETS`
-//! (slugs, comma-separated) limits the packets; `GATEHOUSE_BENCH_ROUNDS`
-//! sets the rounds (3).
+//! two kinds alternate. Each round grades under another salt, as another
+//! submission would be: which twins a run plants is drawn from it, and a
+//! costly first twin is planted only with some odds. Each row gives the
+//! means over the rounds (what a grading costs on average over the draws)
+//! of the CPU seconds (user + system of every sandboxed process, which the
+//! sandbox waits for) and of the wall seconds, and of the canaries planted.
+//! Included with `#[path]` by the overhead benchmark; it has no `main` of
+//! its own. `GATEHOUSE_BENCH_PACKETS` (slugs, comma-separated) limits the
+//! packets; `GATEHOUSE_BENCH_ROUNDS` sets the rounds (5);
+//! `GATEHOUSE_BENCH_RUNS=1` prints each grading's runs' CPU.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,13 +36,17 @@ fn children_cpu() -> f64 {
 /// One row per packet: (slug, canary tests the receipt counts with twins
 /// (twins and generic pairs), CPU with, CPU without, wall with, wall
 /// without), seconds.
-pub type Row = (String, usize, f64, f64, f64, f64);
+pub type Row = (String, f64, f64, f64, f64, f64);
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
 
 pub fn rows() -> Vec<Row> {
     let library = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
     let only = std::env::var("GATEHOUSE_BENCH_PACKETS").unwrap_or_default();
     let rounds: usize =
-        std::env::var("GATEHOUSE_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+        std::env::var("GATEHOUSE_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
     let mut slugs: Vec<String> = std::fs::read_dir(&library)
         .expect("the packet library")
         .filter_map(|e| {
@@ -56,38 +64,44 @@ pub fn rows() -> Vec<Row> {
         let work = tempfile::tempdir().expect("tempdir");
         let (_, zip) = super::sample_zip(&packet, work.path());
 
-        let with = grader.calibration(&packet);
-        let mut stripped = (*with).clone();
-        stripped.canaries.clear();
-        let without = Arc::new(stripped);
+        let recorded = grader.calibration(&packet);
+        let salted = |round: usize, canaries: bool| {
+            let mut c = (*recorded).clone();
+            c.salt = format!("{}/{round}", c.salt);
+            if !canaries {
+                c.canaries.clear();
+            }
+            Arc::new(c)
+        };
         let grade = |calibration: &Arc<grader::grade::Calibration>| {
             let opts =
                 GradeOptions { calibration: Some(calibration.clone()), ..GradeOptions::default() };
             let (t, c) = (Instant::now(), children_cpu());
             let card = grader.grade_zip(&packet, &zip, &opts).expect("the sample grades");
             let planted: usize = card.receipt.canaries.values().sum();
+            // GATEHOUSE_BENCH_RUNS=1: each run's CPU, to see where a
+            // difference goes.
+            if std::env::var_os("GATEHOUSE_BENCH_RUNS").is_some() {
+                let runs: Vec<String> = (card.receipt.timings.runs.iter())
+                    .map(|t| format!("{} {:.0}", t.id, t.cpu_ms))
+                    .collect();
+                eprintln!("    {} canaries: {}", planted, runs.join(", "));
+            }
             (children_cpu() - c, t.elapsed().as_secs_f64(), card.findings.len(), planted)
         };
         let (mut cw, mut co, mut ww, mut wo) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut planted = 0;
-        for _ in 0..rounds {
-            let (c, w, found_with, n) = grade(&with);
-            let (c2, w2, found_without, _) = grade(&without);
+        let mut planted = Vec::new();
+        for round in 0..rounds {
+            let (c, w, found_with, n) = grade(&salted(round, true));
+            let (c2, w2, found_without, _) = grade(&salted(round, false));
             assert_eq!(found_with, found_without, "{slug}: the twins changed the findings");
-            planted = n;
+            planted.push(n as f64);
             cw.push(c);
             ww.push(w);
             co.push(c2);
             wo.push(w2);
         }
-        rows.push((
-            slug,
-            planted,
-            super::median(cw),
-            super::median(co),
-            super::median(ww),
-            super::median(wo),
-        ));
+        rows.push((slug, mean(&planted), mean(&cw), mean(&co), mean(&ww), mean(&wo)));
     }
     rows
 }

@@ -67,7 +67,7 @@ fn canary_table(rows: &[canary_part::Row]) {
     println!();
     println!(
         "{:<18} {:>8} {:>11} {:>11} {:>8} {:>11} {:>11} {:>8}",
-        "packet (median)",
+        "packet (mean)",
         "canaries",
         "CPU with",
         "CPU without",
@@ -82,7 +82,7 @@ fn canary_table(rows: &[canary_part::Row]) {
         tc += cw;
         to += co;
         println!(
-            "{slug:<18} {planted:>8} {cw:>9.2} s {co:>9.2} s {:>+7.0}% {ww:>9.2} s {wo:>9.2} s {:>+7.0}%",
+            "{slug:<18} {planted:>8.1} {cw:>9.2} s {co:>9.2} s {:>+7.0}% {ww:>9.2} s {wo:>9.2} s {:>+7.0}%",
             pct(*cw, *co),
             pct(*ww, *wo)
         );

@@ -30,7 +30,9 @@ nonce, which the runner takes from the environment and then erases from
     {"t": "collected", "ids": [...]}
     {"t": "case", "id": ..., "classname": ..., "name": ..., "status": ...,
      "message": ..., "raised_in": "file:line", "raised_by": role,
-     "test_by": role of the test's own file (skips and xfails)}
+     "test_by": role of the test's own file (skips and xfails),
+     "us": microseconds from its start to its report, wall or CPU (its own
+     and its children's) whichever is more; calibration weighs twins by it}
     {"t": "collect-error", "id": ..., "message": ...}
     {"t": "audit", "kind": ..., "event": ..., "detail": ..., "file": ...,
      "line": N, "via": "direct"|"library", "test": ...}
@@ -85,6 +87,22 @@ _len = len
 _sorted = sorted
 _repr = repr
 _getframe = sys._getframe
+_perf_counter = __import__("time").perf_counter
+_process_time = __import__("time").process_time
+_times = os.times
+
+
+def _clock():
+    """Wall seconds, and CPU seconds of this process (to the nanosecond)
+    and of the children it has waited for (in clock ticks): what a test
+    costs is the larger of the two spans."""
+    t = _times()
+    return (_perf_counter(), _process_time() + t[2] + t[3])
+
+
+def _cost_us(begun):
+    now = _clock()
+    return _int(max(now[0] - begun[0], now[1] - begun[1]) * 1e6)
 from _thread import get_ident as _get_ident  # noqa: E402
 
 CHANNEL_FD = 3
@@ -564,10 +582,46 @@ def _plugins_from_the_interpreter():
 # ------------------------------------------------------------------ pytest
 
 
+def _share_parsed_modules():
+    """pytest parses a test's whole module again for every failure it
+    reports (its cache of parsed modules lives for one report), so in a
+    module of some size a failing test costs several times what it costs
+    passing. The parsed modules are shared across reports, by their text:
+    the same text parses to the same tree, so every report reads as before.
+    Done before the framework's callables are recorded (`Integrity`)."""
+    try:
+        from _pytest._code import code as pytest_code
+    except ImportError:
+        return
+    original = _getattr(pytest_code, "getstatementrange_ast", None)
+    if original is None:
+        return
+    import ast
+    import warnings
+
+    parsed = {}
+
+    def getstatementrange_ast(lineno, source, assertion=False, astnode=None):
+        if astnode is None:
+            text = _str(source)
+            astnode = parsed.get(text)
+            if astnode is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    astnode = ast.parse(text, "source", "exec")
+                if _len(parsed) < 64:
+                    parsed[text] = astnode
+        return original(lineno, source, assertion, astnode)
+
+    pytest_code.getstatementrange_ast = getstatementrange_ast
+
+
 def run_pytest(channel, config, args, audit, roles):
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     import pytest
     from _pytest import outcomes
+
+    _share_parsed_modules()
 
     plugins = _plugins_from_the_interpreter()
     ini = os.path.join(TOOLS, "pytest.ini")
@@ -575,6 +629,9 @@ def run_pytest(channel, config, args, audit, roles):
     reports = {}
     raised = {}
     collecting = {}
+    # When each test's reporting started: its cost, setup to teardown with
+    # its failure report, is what calibration weighs a twin by.
+    begun = {}
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "collect_errors": 0}
     skip_types = (outcomes.Skipped, outcomes.XFailed)
 
@@ -622,6 +679,7 @@ def run_pytest(channel, config, args, audit, roles):
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logstart(self, nodeid, location):
             audit.test = nodeid
+            begun[nodeid] = _clock()
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_makereport(self, item, call):
@@ -674,6 +732,8 @@ def run_pytest(channel, config, args, audit, roles):
                 cls, _, name = rest.rpartition("::")
                 classname = classname + "." + cls.replace("::", ".")
             rec = {"t": "case", "id": nodeid, "classname": classname, "name": name, "status": status, "message": entry["message"]}
+            if nodeid in begun:
+                rec["us"] = _cost_us(begun.pop(nodeid))
             if nodeid in raised:
                 rec["raised_by"], rec["raised_in"], rec["test_by"] = raised[nodeid]
             channel.send(rec)
@@ -717,6 +777,7 @@ def run_unittest(channel, config, args, audit, roles):
 
     integrity = Integrity(channel)
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "collect_errors": 0}
+    begun = {}
 
     def case_fields(test):
         ident = test.id()
@@ -730,6 +791,7 @@ def run_unittest(channel, config, args, audit, roles):
     class StreamingResult(unittest.TextTestResult):
         def startTest(self, test):
             audit.test = test.id()
+            begun[test.id()] = _clock()
             super().startTest(test)
 
         def stopTest(self, test):
@@ -745,6 +807,8 @@ def run_unittest(channel, config, args, audit, roles):
             counts[status if status in counts else "skipped"] += 1
             ident, classname, name = case_fields(test)
             rec = {"t": "case", "id": ident, "classname": classname, "name": name, "status": status, "message": _short(message)}
+            if ident in begun:
+                rec["us"] = _cost_us(begun[ident])
             if raised is not None:
                 rec["raised_by"], rec["raised_in"] = raised
                 module = sys.modules.get(_getattr(type(test), "__module__", ""), None)

@@ -17,12 +17,17 @@ function with ONE assertion changed so that it contradicts the original:
 - a test with no assertion of its own (its helpers assert) runs its body
   and then fails.
 
+A twin of a parametrized test keeps only its first, middle and last rows
+(``thin_rows``): it fails on each, and one contradicts the test as well as
+all of them, at a fraction of the cost.
+
 So a twin and its original both passing is a contradiction that no honest
 implementation produces: the results were forged, the assertion was
 neutered, or the value compares equal to anything. The grader calibrates the
 twins on the packet's sample (a twin counts only where the original passes
-and the twin fails) and plants, in every graded run, one calibrated twin per
-test, under fresh random names shared by every test, in a random order.
+and the twin fails, and what each costs is timed) and plants, in every
+graded run, calibrated twins of some of the tests within a cost budget,
+under fresh random names shared by every test, in a random order.
 
 Output (JSON): for each file, its parts in order: ``{"text": ...}`` (kept
 verbatim) or ``{"slot": N, "indent": ..., "name": ..., "class": ...,
@@ -475,7 +480,36 @@ def twins(fn):
             value = what == "expects another value"
             candidates.append((0 if value else 1, rank, twin, "line %d: %s" % (body[i].lineno, what)))
     candidates.sort(key=lambda c: (c[0], c[1]))
-    return [(t, what) for _, _, t, what in candidates[:MAX_TWINS]]
+    return [(thin_rows(t), what) for _, _, t, what in candidates[:MAX_TWINS]]
+
+
+# A twin of a parametrized test keeps at most this many of its rows.
+TWIN_ROWS = 3
+
+
+def thin_rows(twin):
+    """`twin` with each literal ``parametrize`` list cut to its first,
+    middle and last rows (and a literal ``ids`` list alike): a twin fails on
+    every row, and one row contradicts its test as well as all of them, at
+    a fraction of the cost. A decorator whose ``ids`` is not a literal list
+    of the same length keeps its rows."""
+    for dec in twin.decorator_list:
+        if not (isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "parametrize"):
+            continue
+        if len(dec.args) < 2 or not isinstance(dec.args[1], (ast.List, ast.Tuple)):
+            continue
+        rows = dec.args[1].elts
+        if len(rows) <= TWIN_ROWS:
+            continue
+        keep = sorted({0, len(rows) // 2, len(rows) - 1})
+        ids = [k for k in dec.keywords if k.arg == "ids"]
+        if ids:
+            v = ids[0].value
+            if not isinstance(v, (ast.List, ast.Tuple)) or len(v.elts) != len(rows):
+                continue
+            v.elts = [v.elts[i] for i in keep]
+        dec.args[1].elts = [rows[i] for i in keep]
+    return twin
 
 
 REACHED = "_gatehouse_reached"

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::canary::{Choose, StepCanaries};
+use crate::canary::{self, Choose, StepCanaries};
 use crate::manifest::{Lay, Step};
 use crate::packet::Packet;
 use crate::run::{Guard, Ran};
@@ -15,7 +15,7 @@ use crate::runtime::{Judged, Whose};
 
 /// The version of the calibration's canary data; a recorded calibration of
 /// another version is measured again.
-pub const CANARY_FORMAT: u32 = 2;
+pub const CANARY_FORMAT: u32 = 3;
 
 /// The canaries of one grading.
 pub struct Canaries<'a> {
@@ -52,14 +52,22 @@ impl<'a> Canaries<'a> {
             calibrating: self.calibrating,
             seed: self.seed(&format!("step:{}", step.id)),
             twins: Vec::new(),
+            twin_budget: canary::Budget::default(),
         };
         if let Some(sc) = self.steps.get(&step.id) {
+            guard.twin_budget = canary::Budget { us: sc.budget_us };
             for (path, template) in &sc.files {
                 let choose = if self.calibrating {
                     Choose::All
                 } else {
                     match sc.calibrated.get(path) {
-                        Some(cal) => Choose::Calibrated(cal),
+                        Some(cal) => Choose::Calibrated(canary::Graded {
+                            twins: cal,
+                            cost: (sc.cost.get(path).filter(|c| !c.is_empty()))
+                                .map(|c| (c, canary::Budget::default())),
+                            first: false,
+                            run_budget: canary::Budget::default(),
+                        }),
                         None => continue,
                     }
                 };
@@ -108,7 +116,8 @@ pub fn judge(ran: &Ran, whose: Whose, baseline: &BTreeSet<String>) -> Judged {
 }
 
 /// What grading the sample with every twin planted teaches: for each step,
-/// module and test, the twins that failed while the test passed.
+/// module and test, the twins that failed while the test passed, and what
+/// the test and each of its twins cost.
 pub fn calibrated_from(
     templates: &BTreeMap<String, StepCanaries>,
     outcomes: &BTreeMap<String, crate::canary::Verdict>,
@@ -118,8 +127,18 @@ pub fn calibrated_from(
         let Some(v) = outcomes.get(step) else { continue };
         for (file, template) in &sc.files {
             let mut per_test = BTreeMap::new();
+            let mut costs = BTreeMap::new();
             for slot in template.slots() {
                 let key = slot.key();
+                if let Some((test_us, twins_us)) = v.cost.get(file).and_then(|m| m.get(&key)) {
+                    let twins_us = (slot.twins.iter().enumerate())
+                        .filter_map(|(i, t)| twins_us.get(&t.what).map(|us| (i, *us)))
+                        .collect();
+                    costs.insert(
+                        key.clone(),
+                        crate::canary::SlotCost { test_us: *test_us, twins_us },
+                    );
+                }
                 let Some((passed, twins)) = v.twins.get(file).and_then(|m| m.get(&key)) else {
                     continue;
                 };
@@ -138,6 +157,7 @@ pub fn calibrated_from(
                 }
             }
             sc.calibrated.insert(file.clone(), per_test);
+            sc.cost.insert(file.clone(), costs);
         }
     }
     out

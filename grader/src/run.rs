@@ -54,6 +54,9 @@ pub struct Guard<'a> {
     pub noconftest: bool,
     /// The seed of the run's names and choices.
     pub seed: Vec<u8>,
+    /// What the run's twins may cost (`canary::choose_twins`), shared
+    /// among its modules by their cost.
+    pub twin_budget: crate::canary::Budget,
 }
 
 /// The runner's configuration variable (read and erased by the runner).
@@ -121,14 +124,42 @@ pub fn run_guarded(
     {
         let mut rng = Rng::new(&[b"run", &guard.seed]);
         let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
-        for (path, template, choose) in &guard.twins {
-            if template.error.is_some() || !ws.is_file(path) {
-                continue;
-            }
+        let planted: Vec<_> = (guard.twins.iter())
+            .filter(|(path, template, _)| template.error.is_none() && ws.is_file(path))
+            .collect();
+        // The module that carries the run's first twin, and each module's
+        // share of the run's twin budget, by what its tests cost.
+        let calibrated: Vec<_> = (planted.iter())
+            .filter_map(|(_, t, c)| match c {
+                Choose::Calibrated(g) => Some((*t, g.twins)),
+                Choose::All => None,
+            })
+            .collect();
+        let first = crate::canary::first_twin_module(&calibrated, &mut rng);
+        let module_cost = |t: &Template, c: &Choose| match c {
+            Choose::Calibrated(g) => g.cost.map_or(0, |(c, _)| crate::canary::module_cost(t, c)),
+            Choose::All => 0,
+        };
+        let all_cost: u64 = planted.iter().map(|(_, t, c)| module_cost(t, c)).sum();
+        let mut calibrated_seen = 0;
+        for (path, template, choose) in planted {
+            let choose = match *choose {
+                Choose::Calibrated(mut g) => {
+                    calibrated_seen += 1;
+                    g.first = first == Some(calibrated_seen - 1);
+                    g.run_budget = guard.twin_budget;
+                    if let Some((c, _)) = g.cost {
+                        let part = crate::canary::module_cost(template, c);
+                        g.cost = Some((c, guard.twin_budget.share(part, all_cost)));
+                    }
+                    Choose::Calibrated(g)
+                }
+                Choose::All => Choose::All,
+            };
             let text = crate::canary::plant(
                 template,
                 path,
-                *choose,
+                choose,
                 &|name| script.contains(name),
                 &mut rng,
                 &mut roles,

@@ -205,7 +205,7 @@ impl Grader {
                 &canaries,
             )?;
             let sample_ms = started.elapsed().as_millis() as u64;
-            let canaries = crate::guard::calibrated_from(&templates, &observed.twins);
+            let mut canaries = crate::guard::calibrated_from(&templates, &observed.twins);
             let expected = observed
                 .collected
                 .into_iter()
@@ -236,6 +236,35 @@ impl Grader {
                 if real > 0 {
                     *ms = (*ms * real as u64).div_ceil((real + twins) as u64);
                 }
+            }
+            // Each step's twins budget: its share, by what its run cost
+            // without its twins, of a share of the grading without twins.
+            let twins_us = |sc: &crate::canary::StepCanaries| -> u64 {
+                sc.cost.values().flat_map(|m| m.values()).flat_map(|c| c.twins_us.values()).sum()
+            };
+            let step_us: BTreeMap<String, u64> = canaries
+                .iter()
+                .map(|(step, sc)| {
+                    let wall = (card.receipt.timings.runs.iter())
+                        .find(|t| t.id == format!("step:{step}"))
+                        .map_or(0, |t| (t.wall_ms * 1000.0) as u64);
+                    let tests: u64 = (sc.files.iter())
+                        .filter_map(|(p, t)| {
+                            sc.cost.get(p).map(|c| crate::canary::module_cost(t, c))
+                        })
+                        .sum();
+                    (step.clone(), wall.saturating_sub(twins_us(sc)).max(tests))
+                })
+                .collect();
+            let all_twins: u64 = canaries.values().map(twins_us).sum();
+            let budget = crate::canary::Budget {
+                us: (sample_ms * 1000).saturating_sub(all_twins).max(sample_ms * 500)
+                    * crate::canary::TWIN_BUDGET_PERCENT
+                    / 100,
+            };
+            let steps_us: u64 = step_us.values().sum();
+            for (step, sc) in canaries.iter_mut() {
+                sc.budget_us = budget.share(step_us[step], steps_us).us;
             }
             // The witnessed run of the sample, timed after the grading (not
             // part of `sample_ms`).

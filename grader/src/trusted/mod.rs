@@ -175,6 +175,10 @@ pub struct RunnerResult {
     pub collected: Option<Vec<String>>,
     /// Each finished test, in order, keyed by its id.
     pub cases: Vec<(String, TestOutcome)>,
+    /// What each finished test cost in microseconds, from its start to its
+    /// report (its failure report included), as the runner timed it. Only
+    /// calibration reads it, on the packet's own sample: it weighs twins.
+    pub cost_us: BTreeMap<String, u64>,
     /// Collection errors (a module that did not import): id and message.
     pub collect_errors: Vec<(String, String)>,
     /// Modules skipped at collection, with where the skip was raised.
@@ -238,6 +242,8 @@ struct Record {
     change: String,
     #[serde(default)]
     hooks: Vec<String>,
+    #[serde(default)]
+    us: Option<u64>,
 }
 
 /// At most this many audit and integrity records are kept from one run.
@@ -351,6 +357,9 @@ impl RunnerResult {
                         );
                     }
                     if out.cases.len() < MAX_CASES {
+                        if let Some(us) = rec.us {
+                            out.cost_us.insert(rec.id.clone(), us);
+                        }
                         out.cases.push((
                             rec.id,
                             TestOutcome {
@@ -918,6 +927,14 @@ mod tests {
             "do not define: t.py::test_z",
         );
         check(&[START, PASS_A, END_0], Exit::Code(0), None, "never reported: t.py::test_b");
+    }
+
+    #[test]
+    fn each_case_keeps_what_it_cost() {
+        let timed = r#"{"t":"case","nonce":"NONCE","id":"t.py::test_b","classname":"t","name":"test_b","status":"failed","message":"","us":4200}"#;
+        let r = RunnerResult::parse(&stream(&[START, PASS_A, timed, END_1]), "n1", false);
+        assert_eq!(r.cost_us, [("t.py::test_b".to_string(), 4200)].into());
+        assert_eq!(r.cases.len(), 2);
     }
 
     #[test]

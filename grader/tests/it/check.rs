@@ -589,3 +589,55 @@ fn check_packet_maps_failing_hidden_tests_to_the_ids_they_prove() {
     // A variant that fails no hidden test has nothing to prove.
     assert!(report.items.iter().any(|i| i.name == "variant no-notes's failing hidden tests prove only its ids" && i.ok));
 }
+
+/// A twin of a parametrized test keeps its first, middle and last rows (a
+/// literal `ids` list alike): one row contradicts the test as well as all
+/// of them. Rows whose `ids` are not a literal list stay whole.
+#[test]
+fn twins_of_parametrized_tests_keep_three_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = r#"import pytest
+
+
+@pytest.mark.parametrize("a, expected", [(1, 2), (2, 3), (3, 4), (4, 5), (5, 6)], ids=["one", "two", "three", "four", "five"])
+def test_inc(a, expected):
+    assert a + 1 == expected
+
+
+@pytest.mark.parametrize("a", [1, 2, 3])
+def test_few(a):
+    assert a > 0
+
+
+@pytest.mark.parametrize("a", [1, 2, 3, 4], ids=str)
+def test_ids_fn(a):
+    assert a < 10
+"#;
+    fs::write(dir.path().join("test_p.py"), module).unwrap();
+    let generator = Path::new(env!("CARGO_MANIFEST_DIR")).join("harness/gatehouse_twins.py");
+    let out = std::process::Command::new("python3")
+        .arg("-I")
+        .arg(&generator)
+        .args(["out.json", "test_p.py"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.path().join("out.json")).unwrap()).unwrap();
+    let mut twins: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for part in json["test_p.py"]["parts"].as_array().unwrap() {
+        if let Some(name) = part["name"].as_str() {
+            let codes = part["twins"].as_array().unwrap().iter();
+            let decorators =
+                codes.map(|t| t["code"].as_str().unwrap().lines().next().unwrap().to_string());
+            twins.insert(name.to_string(), decorators.collect());
+        }
+    }
+    let inc = &twins["test_inc"];
+    assert_eq!(inc.len(), 2, "{inc:?}");
+    assert!(inc[0].contains("[(1, 3), (3, 5), (5, 7)], ids=['one', 'three', 'five']"), "{inc:?}");
+    assert!(inc[1].contains("[(1, 2), (3, 4), (5, 6)], ids=['one', 'three', 'five']"), "{inc:?}");
+    assert!(twins["test_few"][0].contains("[1, 2, 3]"), "{twins:?}");
+    assert!(twins["test_ids_fn"][0].contains("[1, 2, 3, 4], ids=str"), "{twins:?}");
+}

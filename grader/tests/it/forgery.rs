@@ -299,6 +299,15 @@ fn the_recorded_test_ids_are_the_ones_a_grading_enforces() {
     let p = packet("token-bucket");
     let mut recorded = (*grader().calibration(p)).clone();
     assert_eq!(recorded.digest, p.digest);
+    // The calibration timed every test and every twin it kept, and the
+    // step: a graded run's twins are chosen by what they cost.
+    let canaries = &recorded.canaries["hidden"];
+    assert!(canaries.budget_us > 0, "{:?}", canaries.budget_us);
+    let costs = &canaries.cost["test_hidden_bucket.py"];
+    for (key, twins) in &canaries.calibrated["test_hidden_bucket.py"] {
+        let c = &costs[key];
+        assert!(c.test_us > 0 && twins.iter().all(|i| c.twins_us[i] > 0), "{key}: {c:?}");
+    }
     let hidden = recorded.expected.get_mut("hidden").expect("the hidden step's ids are recorded");
     assert!(hidden.len() > 5, "{hidden:?}");
     hidden.insert("test_hidden_bucket.py::TestRecorded::test_only_in_the_record".into());
@@ -339,6 +348,12 @@ fn control_the_broken_bucket_alone_is_dropped_but_not_accused() {
     let card = grade("token-bucket", &[("bucket.py", Some(&bucket))], &GradeOptions::default());
     assert_eq!(card.scoring.decision, "drop", "{}", describe(&card));
     assert!(tampering(&card).is_none(), "{}", describe(&card));
+    // Its failures are reported in full, the failing line shown in its
+    // source (the runner shares parsed modules across reports).
+    let run = card.receipt.runs.iter().find(|r| r.id == "step:hidden").unwrap();
+    let shown = run.stdout_tail.lines().any(|l| l.starts_with(">  ") && l.contains("self.assert"));
+    let told = run.stdout_tail.lines().any(|l| l.starts_with("E  ") && l.contains("Error"));
+    assert!(shown && told, "{}", run.stdout_tail);
 }
 
 /// Honest tests that import pytest, use fixtures, monkeypatch, tmp_path,
