@@ -144,7 +144,8 @@ pub struct StepCanaries {
     pub cost: BTreeMap<String, BTreeMap<String, SlotCost>>,
     /// What the step's twins may cost in a graded run, in microseconds: its
     /// share, by what its run cost without twins, of [`TWIN_BUDGET_PERCENT`]
-    /// of what grading the sample cost without twins.
+    /// of what grading the sample cost without twins (its wall or its CPU
+    /// time, whichever is less).
     #[serde(default)]
     pub budget_us: u64,
 }
