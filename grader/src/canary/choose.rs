@@ -138,13 +138,15 @@ struct Candidate {
 /// another to be the one). It is planted, or, when it alone costs more than
 /// the run's budget, planted with the odds that keep its expected cost
 /// within it, at least [`MIN_FIRST_ODDS`] (the candidate cannot tell
-/// whether a run carries a twin). The
-/// others are put in a random order in which cheap twins tend to come first
-/// (each one's key is `u^cost`, `u` uniform: weighted sampling without
-/// replacement), the two kinds taking turns, and planted in that order
-/// while the module's budget lasts: its share, by its tests' cost, of the
-/// run's [`Budget`] (the step's share of [`TWIN_BUDGET_PERCENT`] of what
-/// grading the sample cost); up to a third of the tests, at least four.
+/// whether a run carries a twin).
+///
+/// The others are put in a random order in which cheap twins tend to come
+/// first (each one's key is `u^cost`, `u` uniform: weighted sampling
+/// without replacement), the two kinds taking turns, and planted in that
+/// order while the module's budget lasts: its share, by its tests' cost, of
+/// the run's [`Budget`] (the step's share of [`TWIN_BUDGET_PERCENT`] of
+/// what grading the sample cost); up to a third of the tests, at least
+/// four.
 ///
 /// Without costs (an older calibration): value twins first, a third of the
 /// tests, at least four.
@@ -198,10 +200,10 @@ pub(super) fn choose_twins(
         .into_iter()
         .map(|c| (rng.unit().ln() * (c.cost_us + COST_FLOOR_US) as f64, c))
         .collect();
-    // Each kind in its cost-weighted random order, the kinds alternating
-    // from a negation (the first twin expects another value): a value twin
-    // also catches values equal to anything, a negation an oracle that
-    // reads which way the assertion goes.
+    // Each kind in its cost-weighted random order, the kinds taking turns,
+    // a negation first when the module's first twin (a value twin) is
+    // planted: a value twin also catches values equal to anything, a
+    // negation an oracle that reads which way the assertion goes.
     keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
     let (mut value, mut negation): (Vec<_>, Vec<_>) = keyed.into_iter().partition(|(_, c)| c.value);
     value.reverse();
