@@ -31,8 +31,8 @@ nonce, which the runner takes from the environment and then erases from
     {"t": "case", "id": ..., "classname": ..., "name": ..., "status": ...,
      "message": ..., "raised_in": "file:line", "raised_by": role,
      "test_by": role of the test's own file (skips and xfails),
-     "us": microseconds from its start to its report, wall or CPU (its own
-     and its children's) whichever is more; calibration weighs twins by it}
+     "us": CPU microseconds (its own and its children's) from its start to
+     its report; calibration weighs twins by it}
     {"t": "collect-error", "id": ..., "message": ...}
     {"t": "audit", "kind": ..., "event": ..., "detail": ..., "file": ...,
      "line": N, "via": "direct"|"library", "test": ...}
@@ -87,22 +87,20 @@ _len = len
 _sorted = sorted
 _repr = repr
 _getframe = sys._getframe
-_perf_counter = __import__("time").perf_counter
 _process_time = __import__("time").process_time
 _times = os.times
 
 
 def _clock():
-    """Wall seconds, and CPU seconds of this process (to the nanosecond)
-    and of the children it has waited for (in clock ticks): what a test
-    costs is the larger of the two spans."""
+    """CPU seconds of this process (to the nanosecond) and of the children
+    it has waited for (in clock ticks): what a test costs. CPU, not wall
+    time, so that a loaded machine measures about the same."""
     t = _times()
-    return (_perf_counter(), _process_time() + t[2] + t[3])
+    return _process_time() + t[2] + t[3]
 
 
 def _cost_us(begun):
-    now = _clock()
-    return _int(max(now[0] - begun[0], now[1] - begun[1]) * 1e6)
+    return _int((_clock() - begun) * 1e6)
 from _thread import get_ident as _get_ident  # noqa: E402
 
 CHANNEL_FD = 3

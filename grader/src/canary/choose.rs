@@ -142,11 +142,11 @@ struct Candidate {
 ///
 /// The others are put in a random order in which cheap twins tend to come
 /// first (each one's key is `u^cost`, `u` uniform: weighted sampling
-/// without replacement), the two kinds taking turns, and planted in that
-/// order while the module's budget lasts: its share, by its tests' cost, of
-/// the run's [`Budget`] (the step's share of [`TWIN_BUDGET_PERCENT`] of
-/// what grading the sample cost); up to a third of the tests, at least
-/// four.
+/// without replacement): one negation, the value twins, the other
+/// negations; and planted in that order while the module's budget lasts:
+/// its share, by its tests' cost, of the run's [`Budget`] (the step's share
+/// of [`TWIN_BUDGET_PERCENT`] of what grading the sample cost); up to a
+/// third of the tests, at least four.
 ///
 /// Without costs (an older calibration): value twins first, a third of the
 /// tests, at least four.
@@ -200,25 +200,15 @@ pub(super) fn choose_twins(
         .into_iter()
         .map(|c| (rng.unit().ln() * (c.cost_us + COST_FLOOR_US) as f64, c))
         .collect();
-    // Each kind in its cost-weighted random order, the kinds taking turns,
-    // a negation first when the module's first twin (a value twin) is
-    // planted: a value twin also catches values equal to anything, a
-    // negation an oracle that reads which way the assertion goes.
+    // Each kind in its cost-weighted random order: one negation (it catches
+    // an oracle that reads which way the assertion goes), then the value
+    // twins (they also catch values equal to anything), then the other
+    // negations.
     keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let (mut value, mut negation): (Vec<_>, Vec<_>) = keyed.into_iter().partition(|(_, c)| c.value);
-    value.reverse();
-    negation.reverse();
-    let mut next_value = out.is_empty();
-    let alternating = std::iter::from_fn(|| {
-        let c = if next_value {
-            value.pop().or_else(|| negation.pop())
-        } else {
-            negation.pop().or_else(|| value.pop())
-        };
-        next_value = !next_value;
-        c
-    });
-    for (_, c) in alternating {
+    let (value, mut negation): (Vec<_>, Vec<_>) = keyed.into_iter().partition(|(_, c)| c.value);
+    let rest = negation.split_off(negation.len().min(1));
+    let order = negation.into_iter().chain(value).chain(rest);
+    for (_, c) in order {
         if out.len() >= k {
             break;
         }
