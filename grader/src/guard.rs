@@ -163,8 +163,27 @@ pub fn calibrated_from(
     out
 }
 
+/// The command that runs the canary generator of `lang` in the sandbox,
+/// writing `.gatehouse/twins-{lang:?}.json`; the module names follow.
+fn generator(lang: crate::canary::Lang) -> String {
+    let tools = crate::sandbox::TOOL_MOUNT;
+    let out = format!(".gatehouse/twins-{lang:?}.json");
+    match lang {
+        crate::canary::Lang::Python => format!("python3 -I {tools}/gatehouse_twins.py {out}"),
+        // GOPATH mode (no go.mod is read), its caches in the run's /tmp.
+        crate::canary::Lang::Go => format!(
+            "GO111MODULE=off GOPATH=/tmp/gatehouse-twins GOCACHE=/tmp/gatehouse-twins/cache GOFLAGS= go run {tools}/{} {out}",
+            crate::lang_go::TWINS_FILE
+        ),
+        crate::canary::Lang::TypeScript => format!(
+            "node {tools}/gatehouse_ts_twins.js {}/node_modules/typescript {out}",
+            crate::lang_node::TS_HOME
+        ),
+    }
+}
+
 /// Writes the module templates of every hidden test module of `packet`
-/// (see [`hidden_modules`]), by running the generator in the sandbox on
+/// (see [`hidden_modules`]), by running each language's generator (`canary::Lang`) in the sandbox on
 /// copies of them (no submission is involved). A module the generator
 /// cannot read gets a template with its error and no slots.
 pub fn generate(
@@ -186,15 +205,17 @@ pub fn generate(
     let empty = work.path().join("empty");
     std::fs::create_dir_all(&empty).map_err(io("creating a folder for the canary generator"))?;
     let pk = packet.files().map_err(io("reading the packet"))?;
-    let names: Vec<String> = (0..modules.len()).map(|i| format!("m{i}.py")).collect();
-    let mut command = format!(
-        "python3 -I {}/gatehouse_twins.py .gatehouse/twins.json",
-        crate::sandbox::TOOL_MOUNT
-    );
-    for n in &names {
-        command.push(' ');
-        command.push_str(n);
+    let lang = |laid: &str| crate::canary::Lang::of(laid).unwrap_or(crate::canary::Lang::Python);
+    let names: Vec<String> =
+        modules.iter().enumerate().map(|(i, (_, laid, _))| lang(laid).scratch_name(i)).collect();
+    // One generator per language, each over its modules, in one run.
+    let mut langs: BTreeMap<crate::canary::Lang, Vec<&str>> = BTreeMap::new();
+    for ((_, laid, _), name) in modules.iter().zip(&names) {
+        langs.entry(lang(laid)).or_default().push(name);
     }
+    let command: Vec<String> =
+        langs.iter().map(|(l, files)| format!("{} {}", generator(*l), files.join(" "))).collect();
+    let command = command.join(" && ");
     let scratch = work.path().join("run");
     let ran = crate::run::run_on_copy(
         sandbox,
@@ -214,21 +235,26 @@ pub fn generate(
         },
         Vec::new(),
     )?;
-    let json = std::fs::read(scratch.join(".gatehouse/twins.json")).map_err(|e| {
-        crate::run::RunError::Io {
-            context: format!(
-                "the canary generator wrote no result ({}): {}",
-                ran.report.describe(),
-                ran.report.stderr_tail.lines().last().unwrap_or_default()
-            ),
-            source: e,
-        }
-    })?;
-    let mut parsed: BTreeMap<String, crate::canary::Template> = serde_json::from_slice(&json)
-        .map_err(|e| crate::run::RunError::Io {
-            context: "the canary generator's result is not a template".into(),
-            source: std::io::Error::other(e),
-        })?;
+    let mut parsed: BTreeMap<String, crate::canary::Template> = BTreeMap::new();
+    for l in langs.keys() {
+        let json =
+            std::fs::read(scratch.join(format!(".gatehouse/twins-{l:?}.json"))).map_err(|e| {
+                crate::run::RunError::Io {
+                    context: format!(
+                        "the {l:?} canary generator wrote no result ({}): {}",
+                        ran.report.describe(),
+                        ran.report.stderr_tail.lines().last().unwrap_or_default()
+                    ),
+                    source: e,
+                }
+            })?;
+        let part: BTreeMap<String, crate::canary::Template> = serde_json::from_slice(&json)
+            .map_err(|e| crate::run::RunError::Io {
+                context: format!("the {l:?} canary generator's result is not a template"),
+                source: std::io::Error::other(e),
+            })?;
+        parsed.extend(part);
+    }
     for ((step, laid, _), name) in modules.into_iter().zip(&names) {
         let t = parsed.remove(name).unwrap_or_else(|| crate::canary::Template {
             parts: Vec::new(),

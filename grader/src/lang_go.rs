@@ -27,6 +27,11 @@
 //! unreported (or exits 0 beside a failed test); faked `--- PASS` or
 //! test2json lines pass the test that must fail or report a test twice
 //! (`trusted::RunnerResult::cross_check`). Each is `evidence-tampering`.
+//! The packet's `_test.go` files a run compiles with every test running
+//! ([`collects`]) also carry twins (`canary`, generated over `go/ast` by
+//! `harness/gatehouse_go_twins.go`): a forgery active only while the
+//! candidate's code runs, or an answer read from the test's source, passes
+//! a twin beside its test.
 //! A candidate `_test.go` that redefines a helper the hidden tests use does
 //! not compile: the run fails, it never passes.
 
@@ -36,6 +41,11 @@ use std::path::Path;
 pub const RUNNER: &str = include_str!("../harness/gatehouse_go_runner.py");
 /// Its file name in the tool folder.
 pub const RUNNER_FILE: &str = "gatehouse_go_runner.py";
+/// The canary generator for Go test files (`canary::Lang`), run with `go
+/// run` in GOPATH mode.
+pub const TWINS: &str = include_str!("../harness/gatehouse_go_twins.go");
+/// Its file name in the tool folder.
+pub const TWINS_FILE: &str = "gatehouse_go_twins.go";
 /// The step variable naming the folder (under `.gatehouse/`) of the
 /// packet's `_test.go` files: the runner sets the candidate's aside, and
 /// the step's test ids are recorded at self-test like a pytest step's.
@@ -102,6 +112,23 @@ fn allows_canaries(args: &[String]) -> bool {
     !blocked
         && run_filter(args).is_ok()
         && packages.iter().all(|p| p.as_str() == "." || p.as_str() == "./...")
+}
+
+/// Whether a run of `go test ARGS` compiles the test file laid at `laid`
+/// (a workspace path) and runs every test in it, so that it can carry
+/// twins (`canary::hidden_modules`): options that leave the canaries to
+/// run and no `-run` filter, and the file is one the runner puts in the
+/// root package: in the step's `GATEHOUSE_GO_TESTS` folder (`go_tests`),
+/// whose files the runner copies in, else in the root folder.
+pub fn collects(args: &[String], go_tests: Option<&str>, laid: &str) -> bool {
+    if !allows_canaries(args) || !matches!(run_filter(args), Ok(None)) {
+        return false;
+    }
+    let folder = laid.rsplit_once('/').map_or("", |(d, _)| d);
+    match go_tests {
+        Some(dir) => folder == dir.trim_start_matches("./").trim_end_matches('/'),
+        None => folder.is_empty(),
+    }
 }
 
 /// The package clause of the package in folder `dir`: the first `package
@@ -221,6 +248,27 @@ pub fn plant_canaries(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn twins_go_where_every_test_of_the_file_runs() {
+        let check = |command: &str, go_tests: Option<&str>, laid: &str, expect: bool| {
+            let args: Vec<String> = command.split_whitespace().map(String::from).collect();
+            assert_eq!(collects(&args, go_tests, laid), expect, "{command:?} {go_tests:?} {laid}");
+        };
+        // The packet's folder of tests, copied into the root package.
+        check("-count=1 .", Some(".gatehouse/go"), ".gatehouse/go/hidden_test.go", true);
+        check("-count=1 .", Some("./.gatehouse/go/"), ".gatehouse/go/hidden_test.go", true);
+        // A file beside them the runner sets aside, or elsewhere.
+        check("-count=1 .", Some(".gatehouse/go"), "hidden_test.go", false);
+        check("-count=1 .", Some(".gatehouse/go"), ".gatehouse/other/hidden_test.go", false);
+        // Without the folder: test files of the root package only.
+        check("-count=1 .", None, "hidden_test.go", true);
+        check("-count=1 ./...", None, "sub/hidden_test.go", false);
+        // Options that do not run every test.
+        check("-run TestX .", None, "hidden_test.go", false);
+        check("-failfast .", None, "hidden_test.go", false);
+        check("-count=1 ./sub", None, "hidden_test.go", false);
+    }
 
     #[test]
     fn canaries_only_where_every_test_runs() {

@@ -26,7 +26,10 @@
 //!   from the cases, never taken from the child.
 //! - **Canaries.** Every Node run carries the generic pair
 //!   ([`generic_module`]): a test that must pass and one that must fail,
-//!   under fresh random names, in a TypeScript file beside the real tests.
+//!   under fresh random names, in a TypeScript file beside the real tests;
+//!   the packet's test files it runs ([`collects`]) carry twins (`canary`,
+//!   generated with the TypeScript compiler's parser by
+//!   `harness/gatehouse_ts_twins.js`).
 
 // A leaf: `trusted` and `run` call in here, so nothing here calls them.
 
@@ -41,9 +44,15 @@ pub const TS_HOME: &str = "/usr/local/lib/gatehouse/node";
 /// Where the grader writes a run's nonce for the runner to take.
 pub const NONCE_FILE: &str = ".gatehouse/nonce";
 
+/// The canary generator for TypeScript test files (`canary::Lang`).
+pub const TWINS: &str = include_str!("../harness/gatehouse_ts_twins.js");
+
 /// The tools written into the grader's tool folder.
-pub const TOOLS: [(&str, &str); 2] =
-    [("gatehouse_node_runner.js", RUNNER), ("gatehouse_node_child.js", CHILD)];
+pub const TOOLS: [(&str, &str); 3] = [
+    ("gatehouse_node_runner.js", RUNNER),
+    ("gatehouse_node_child.js", CHILD),
+    ("gatehouse_ts_twins.js", TWINS),
+];
 
 /// The runner's arguments when `words` is a plain Node test command:
 /// `node --test PATH...` (paths only, no options) or `npm test` (`npm t`,
@@ -90,6 +99,17 @@ pub fn is_test_file(path: &str) -> bool {
         || parts[..parts.len() - 1].contains(&"test")
 }
 
+/// Whether a run of the Node runner with `args` (its paths) runs the test
+/// file laid at `laid` (a workspace path), so that it can carry twins
+/// (`canary::hidden_modules`): a path it names, or with none, a test file
+/// it finds.
+pub fn collects(args: &[String], laid: &str) -> bool {
+    if args.is_empty() {
+        return is_test_file(laid);
+    }
+    args.iter().any(|a| a.trim_start_matches("./") == laid)
+}
+
 /// Whether `args` (the runner's paths) name test files that are all laid
 /// by the packet: the run's tests are then the packet's alone.
 pub fn fixed(args: &[String], laid: &[String]) -> bool {
@@ -129,6 +149,21 @@ pub fn generic_module(below: &mut dyn FnMut(usize) -> usize, pass: &str, fail: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn twins_go_in_the_test_files_the_run_runs() {
+        let check = |paths: &[&str], laid: &str, expect: bool| {
+            let args: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+            assert_eq!(collects(&args, laid), expect, "{paths:?} {laid}");
+        };
+        check(&[".gatehouse/hidden.test.ts"], ".gatehouse/hidden.test.ts", true);
+        check(&["./.gatehouse/hidden.test.ts"], ".gatehouse/hidden.test.ts", true);
+        check(&["test/bucket.test.ts"], ".gatehouse/hidden.test.ts", false);
+        // No path: what the runner finds (never a dot folder).
+        check(&[], "test/hidden.test.ts", true);
+        check(&[], ".gatehouse/hidden.test.ts", false);
+        check(&[], "src/bucket.ts", false);
+    }
 
     #[test]
     fn plain_node_commands() {

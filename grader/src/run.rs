@@ -79,6 +79,55 @@ pub fn run_on_copy(
     run_guarded(sandbox, workspace, scratch, prepare, script, limits, env, &Guard::default())
 }
 
+/// Plants the twins of `guard` into the hidden test modules laid in `ws`
+/// (in a graded run, one module carries the run's first twin and each
+/// shares the run's twin budget by what its tests cost), recording every
+/// planted name in `roles`. Tests `keep` names keep their names.
+fn plant_twins(
+    guard: &Guard,
+    ws: &crate::root::Root,
+    keep: &dyn Fn(&str) -> bool,
+    rng: &mut Rng,
+    roles: &mut BTreeMap<String, crate::canary::Role>,
+) -> io::Result<()> {
+    let planted: Vec<_> = (guard.twins.iter())
+        .filter(|(path, template, _)| template.error.is_none() && ws.is_file(path))
+        .collect();
+    // The module that carries the run's first twin, and each module's
+    // share of the run's twin budget, by what its tests cost.
+    let calibrated: Vec<_> = (planted.iter())
+        .filter_map(|(_, t, c)| match c {
+            Choose::Calibrated(g) => Some((*t, g.twins)),
+            Choose::All => None,
+        })
+        .collect();
+    let first = crate::canary::first_twin_module(&calibrated, rng);
+    let module_cost = |t: &Template, c: &Choose| match c {
+        Choose::Calibrated(g) => g.cost.map_or(0, |(c, _)| crate::canary::module_cost(t, c)),
+        Choose::All => 0,
+    };
+    let all_cost: u64 = planted.iter().map(|(_, t, c)| module_cost(t, c)).sum();
+    let mut calibrated_seen = 0;
+    for (path, template, choose) in planted {
+        let choose = match *choose {
+            Choose::Calibrated(mut g) => {
+                calibrated_seen += 1;
+                g.first = first == Some(calibrated_seen - 1);
+                g.run_budget = guard.twin_budget;
+                if let Some((c, _)) = g.cost {
+                    let part = crate::canary::module_cost(template, c);
+                    g.cost = Some((c, guard.twin_budget.share(part, all_cost)));
+                }
+                Choose::Calibrated(g)
+            }
+            Choose::All => Choose::All,
+        };
+        let text = crate::canary::plant(template, path, choose, keep, rng, roles);
+        ws.write(path, text.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// [`run_on_copy`] with `guard`: the laid files read-only, canaries
 /// planted into a trusted pytest or unittest run whose options leave every
 /// test to run (`canary::options_allow_canaries`), and the results mapped
@@ -115,6 +164,7 @@ pub fn run_guarded(
     read_only.push(HARNESS_PATH.to_string());
     let mut roles = std::collections::BTreeMap::new();
     let mut extra_tests: Vec<String> = Vec::new();
+    let kind = plan.runner();
     if let crate::trusted::Plan::Runner {
         kind: crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest,
         args,
@@ -124,48 +174,8 @@ pub fn run_guarded(
     {
         let mut rng = Rng::new(&[b"run", &guard.seed]);
         let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
-        let planted: Vec<_> = (guard.twins.iter())
-            .filter(|(path, template, _)| template.error.is_none() && ws.is_file(path))
-            .collect();
-        // The module that carries the run's first twin, and each module's
-        // share of the run's twin budget, by what its tests cost.
-        let calibrated: Vec<_> = (planted.iter())
-            .filter_map(|(_, t, c)| match c {
-                Choose::Calibrated(g) => Some((*t, g.twins)),
-                Choose::All => None,
-            })
-            .collect();
-        let first = crate::canary::first_twin_module(&calibrated, &mut rng);
-        let module_cost = |t: &Template, c: &Choose| match c {
-            Choose::Calibrated(g) => g.cost.map_or(0, |(c, _)| crate::canary::module_cost(t, c)),
-            Choose::All => 0,
-        };
-        let all_cost: u64 = planted.iter().map(|(_, t, c)| module_cost(t, c)).sum();
-        let mut calibrated_seen = 0;
-        for (path, template, choose) in planted {
-            let choose = match *choose {
-                Choose::Calibrated(mut g) => {
-                    calibrated_seen += 1;
-                    g.first = first == Some(calibrated_seen - 1);
-                    g.run_budget = guard.twin_budget;
-                    if let Some((c, _)) = g.cost {
-                        let part = crate::canary::module_cost(template, c);
-                        g.cost = Some((c, guard.twin_budget.share(part, all_cost)));
-                    }
-                    Choose::Calibrated(g)
-                }
-                Choose::All => Choose::All,
-            };
-            let text = crate::canary::plant(
-                template,
-                path,
-                choose,
-                &|name| script.contains(name),
-                &mut rng,
-                &mut roles,
-            );
-            ws.write(path, text.as_bytes()).map_err(io_at("planting canaries in"))?;
-        }
+        plant_twins(guard, &ws, &|name| script.contains(name), &mut rng, &mut roles)
+            .map_err(io_at("planting canaries in"))?;
         if guard.generic && plan.in_workspace() {
             let path = format!("{CANARY_DIR}/{}.py", rng.test_name());
             let text = crate::canary::generic_module(&mut rng, &mut roles);
@@ -181,17 +191,19 @@ pub fn run_guarded(
             }
         }
     }
-    let node = plan.runner() == Some(crate::trusted::RunnerKind::NodeTest);
+    let node = kind == Some(crate::trusted::RunnerKind::NodeTest);
     if node && plan.in_workspace() {
-        // Every Node run carries the generic pair (there are no twins of
-        // TypeScript tests), run before the real tests.
+        // Every Node run carries the generic pair, run before the real
+        // tests, and the twins of the hidden test files it runs.
         let mut rng = Rng::new(&[b"run", &guard.seed]);
+        let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
+        plant_twins(guard, &ws, &|_| false, &mut rng, &mut roles)
+            .map_err(io_at("planting canaries in"))?;
         let (pass, fail) = (rng.test_name(), rng.test_name());
         let path = format!("{}/{}.test.ts", crate::lang_node::CANARY_DIR, rng.test_name());
         let text = crate::lang_node::generic_module(&mut |n| rng.below(n), &pass, &fail);
         roles.insert(pass, crate::canary::Role::Generic { must_pass: true });
         roles.insert(fail, crate::canary::Role::Generic { must_pass: false });
-        let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
         ws.write(&path, text.as_bytes()).map_err(io_at("planting canaries in"))?;
         read_only.push(path.clone());
         extra_tests.push(path);
@@ -202,8 +214,13 @@ pub fn run_guarded(
         prelude: None,
     } = &plan
     {
-        // Go has no twins yet: every run carries the generic pair.
+        // Every package the run tests carries the generic pair; the
+        // hidden test files it compiles carry their twins (only where
+        // every test runs: `lang_go::collects` chose them at calibration).
         let rng = std::cell::RefCell::new(Rng::new(&[b"run", &guard.seed]));
+        let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
+        plant_twins(guard, &ws, &|_| false, &mut rng.borrow_mut(), &mut roles)
+            .map_err(io_at("planting canaries in"))?;
         let planted = crate::lang_go::plant_canaries(
             scratch,
             args,

@@ -38,6 +38,17 @@ impl Budget {
         Budget { us: (u128::from(self.us) * u128::from(part) / u128::from(whole.max(1))) as u64 }
     }
 
+    /// A calibration's budget for twins: [`TWIN_BUDGET_PERCENT`] of what
+    /// grading the sample cost without its twins, in wall or CPU time,
+    /// whichever is less (a grading that mostly waits would otherwise buy
+    /// twins that cost more CPU than the share allows). Calibration plants
+    /// every twin, so what they cost (`twins_us`, by the runner's timing)
+    /// comes off both, but never more than half of either.
+    pub fn of_sample(wall_us: u64, cpu_us: u64, twins_us: u64) -> Budget {
+        let without = |us: u64| us.saturating_sub(twins_us).max(us / 2);
+        Budget { us: without(wall_us).min(without(cpu_us)) * TWIN_BUDGET_PERCENT / 100 }
+    }
+
     /// Spends `cost_us` if it can.
     fn spend(&mut self, cost_us: u64) -> bool {
         let ok = cost_us <= self.us;
@@ -408,5 +419,34 @@ mod tests {
         let slot = &out["hidden"].cost["t.py"]["test_0"];
         assert_eq!(slot, &SlotCost { test_us: 1_000, twins_us: [(0, 14_000), (1, 18_000)].into() });
         assert_eq!(out["hidden"].calibrated["t.py"]["test_0"], [0usize, 1].into());
+    }
+
+    /// The calibration's twin budget, case by case: (sample's wall µs, its
+    /// CPU µs, its twins' µs) → budget µs.
+    #[test]
+    fn the_twin_budget_is_a_share_of_the_sample_without_its_twins() {
+        fn check(wall: u64, cpu: u64, twins: u64, expect: u64) {
+            assert_eq!(Budget::of_sample(wall, cpu, twins).us, expect, "({wall}, {cpu}, {twins})");
+        }
+        // Nothing measured: nothing to spend.
+        check(0, 0, 0, 0);
+        // No twins: 4 % of the lesser of wall and CPU.
+        check(10_000_000, 5_000_000, 0, 200_000);
+        check(5_000_000, 10_000_000, 0, 200_000);
+        // A grading that mostly waits (resume-download: 1.4 s wall, 0.5 s
+        // CPU) buys twins by its CPU time.
+        check(1_400_000, 500_000, 0, 20_000);
+        // The twins' cost comes off both...
+        check(10_000_000, 5_000_000, 1_000_000, 160_000);
+        // ...but never more than half of either.
+        check(2_000_000, 2_000_000, 1_500_000, 40_000);
+        check(10_000_000, 2_000_000, 1_500_000, 40_000);
+        check(1_000_000, 1_000_000, 5_000_000, 20_000);
+        // Steps share it by what they cost.
+        let b = Budget::of_sample(10_000_000, 10_000_000, 0);
+        assert_eq!(
+            (b.share(3, 4).us, b.share(1, 4).us, b.share(1, 0).us),
+            (300_000, 100_000, 400_000)
+        );
     }
 }

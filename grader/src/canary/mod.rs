@@ -2,12 +2,14 @@
 //! candidate's code cannot tell apart from the real ones, whose outcome the
 //! grader knows in advance.
 //!
-//! TWINS. `harness/gatehouse_twins.py` (run once per packet version, in the
-//! sandbox, on the hidden test modules the steps lay) writes a template of
-//! each module: its text, with every test function as a slot holding the
-//! function (normalised by `ast.unparse`) and up to three twins, each the
-//! same function with one assertion changed to contradict the original (an
-//! equality expects another literal, or the assertion is negated).
+//! TWINS. A generator per language ([`Lang`]: `harness/gatehouse_twins.py`
+//! for Python, `gatehouse_go_twins.go` for Go, `gatehouse_ts_twins.js` for
+//! TypeScript, each over its language's own parser; run once per packet
+//! version, in the sandbox, on the hidden test modules the steps lay)
+//! writes a template of each module: its text, with every test function as
+//! a slot holding the function and up to two twins, each the same function
+//! with one assertion changed to contradict the original (an equality
+//! expects another literal, or the assertion is negated).
 //! Calibration plants every twin in the sample's grading and keeps the
 //! twins that fail there while their test passes, with what each test and
 //! twin cost ([`StepCanaries`]). A graded run plants at most one calibrated
@@ -52,6 +54,57 @@ pub use choose::{
 
 /// The generator's placeholder for a test function's name.
 pub const NAME_PLACEHOLDER: &str = "__GH_NAME__";
+
+/// The language of a hidden test module, by its file name: which generator
+/// reads it (`guard::generate`) and how a planted test is named. One place
+/// per language: a new one adds a variant, its generator and its runner's
+/// rule in [`collects`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lang {
+    /// `test*.py`, `*_test.py`: `harness/gatehouse_twins.py`.
+    Python,
+    /// `*_test.go`: `harness/gatehouse_go_twins.go` (`go/ast`).
+    Go,
+    /// `*.ts` test files (`lang_node::is_test_file`):
+    /// `harness/gatehouse_ts_twins.js` (the TypeScript compiler's parser).
+    TypeScript,
+}
+
+impl Lang {
+    /// The language of the test module at `path`, if it is one.
+    pub fn of(path: &str) -> Option<Lang> {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        if name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py")) {
+            Some(Lang::Python)
+        } else if name.ends_with("_test.go") {
+            Some(Lang::Go)
+        } else if name.ends_with(".ts") && !name.ends_with(".d.ts") {
+            Some(Lang::TypeScript)
+        } else {
+            None
+        }
+    }
+
+    /// A fresh planted test name: `test_` and ten lowercase letters
+    /// (`Test_` in Go, whose runner runs only `Test` functions).
+    fn test_name(self, rng: &mut Rng) -> String {
+        let n = rng.test_name();
+        match self {
+            Lang::Go => format!("Test{}", &n[4..]),
+            Lang::Python | Lang::TypeScript => n,
+        }
+    }
+
+    /// The module name the generator reads a module under, `m{i}` and an
+    /// extension of the language.
+    pub fn scratch_name(self, i: usize) -> String {
+        match self {
+            Lang::Python => format!("m{i}.py"),
+            Lang::Go => format!("m{i}.go.txt"),
+            Lang::TypeScript => format!("m{i}.ts"),
+        }
+    }
+}
 
 /// One twin of a test: its code (named [`NAME_PLACEHOLDER`]) and what it
 /// changed (`line 44: expects another value`).
@@ -279,8 +332,9 @@ pub fn plant(
             Part::Slot(s) => s.code.as_str(),
         })
         .collect();
+    let lang = Lang::of(file).unwrap_or(Lang::Python);
     let fresh = |rng: &mut Rng, roles: &BTreeMap<String, Role>| loop {
-        let n = rng.test_name();
+        let n = lang.test_name(rng);
         if !roles.contains_key(&n) && !all_text.contains(&n) {
             return n;
         }
@@ -482,7 +536,25 @@ impl RunCanaries {
                     *status = worst(*status, outcome.status);
                     cases.push((self.real_id(&id), self.real_outcome(outcome)));
                 }
-                None => cases.push((id, outcome)),
+                None => {
+                    // Every test of a planted module ran under a planted
+                    // name: a result under a test's own name is forged.
+                    let n = name_of(&id);
+                    let forged = self.roles.values().find_map(|role| match role {
+                        Role::Real { file, name, .. }
+                            if name == n && id.starts_with(&format!("{file}::")) =>
+                        {
+                            Some(file)
+                        }
+                        _ => None,
+                    });
+                    if let Some(file) = forged {
+                        verdict.signs.push(format!(
+                            "canary: a result was reported as {id}, a name no test of {file} ran under in this run (each ran under a planted name), so it was forged"
+                        ));
+                    }
+                    cases.push((id, outcome))
+                }
             }
         }
         r.cases = cases;
@@ -697,8 +769,7 @@ pub fn random_salt() -> String {
 /// Whether a workspace path names a test module pytest or unittest
 /// collects by default (`test*.py`, `*_test.py`).
 pub fn is_test_module(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py"))
+    Lang::of(path) == Some(Lang::Python)
 }
 
 /// Whether the runner `kind` given `args` collects the test module laid at
@@ -753,28 +824,40 @@ pub fn collects(kind: RunnerKind, args: &[String], prelude: bool, laid: &str) ->
 }
 
 /// The hidden test modules each step lays from the packet: (step id,
-/// workspace path, packet path), for steps whose command runs through the
-/// trusted pytest or unittest runner.
+/// workspace path, packet path), for steps whose command runs through a
+/// trusted runner of tests (pytest, unittest, `go test`, `node --test`),
+/// in the runner's language, that the runner collects.
 pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, String)>> {
     let root = packet.files()?;
     let mut out = Vec::new();
     for step in &packet.manifest.steps {
         let plan = crate::trusted::plan(&step.run);
         let crate::trusted::Plan::Runner { kind, args, prelude } = &plan else { continue };
-        if !matches!(kind, RunnerKind::Pytest | RunnerKind::Unittest) {
-            continue;
-        }
-        let collected = |laid: &str| collects(*kind, args, prelude.is_some(), laid);
+        let lang = match kind {
+            RunnerKind::Pytest | RunnerKind::Unittest => Lang::Python,
+            RunnerKind::GoTest => Lang::Go,
+            RunnerKind::NodeTest => Lang::TypeScript,
+            RunnerKind::Script => continue,
+        };
+        let go_tests = step.env.get(crate::lang_go::ONLY_PACKET_TESTS).map(String::as_str);
+        let collected = |laid: &str| match kind {
+            RunnerKind::GoTest => {
+                prelude.is_none() && crate::lang_go::collects(args, go_tests, laid)
+            }
+            RunnerKind::NodeTest => prelude.is_none() && crate::lang_node::collects(args, laid),
+            _ => collects(*kind, args, prelude.is_some(), laid),
+        };
+        let module = |laid: &str| Lang::of(laid) == Some(lang) && collected(laid);
         for lay in &step.lay {
             let (from, to) = lay.paths();
             match root.kind(&from)? {
-                Some(crate::root::Kind::File) if is_test_module(&to) && collected(&to) => {
+                Some(crate::root::Kind::File) if module(&to) => {
                     out.push((step.id.clone(), to, from))
                 }
                 Some(crate::root::Kind::Dir) => {
                     for f in root.files(&from)? {
                         let laid = if to.is_empty() { f.clone() } else { format!("{to}/{f}") };
-                        if is_test_module(&laid) && collected(&laid) {
+                        if module(&laid) {
                             out.push((step.id.clone(), laid, format!("{from}/{f}")));
                         }
                     }
@@ -789,6 +872,48 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each runner's hidden test files, in its language, get twins:
+    /// Python modules under pytest, the Go packet's `_test.go` files under
+    /// `go test`, the TypeScript packet's test file under `node --test`.
+    #[test]
+    fn every_language_has_its_hidden_modules() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
+        let check = |slug: &str, expect: &[(&str, &str)]| {
+            let p = Packet::load(&root.join(slug)).unwrap();
+            let got: Vec<(String, String)> =
+                hidden_modules(&p).unwrap().into_iter().map(|(s, l, _)| (s, l)).collect();
+            let expect: Vec<(String, String)> =
+                expect.iter().map(|(s, l)| (s.to_string(), l.to_string())).collect();
+            assert_eq!(got, expect, "{slug}");
+        };
+        check("token-bucket-ts", &[("hidden", ".gatehouse/hidden_bucket.test.ts")]);
+        check(
+            "retry-ticket-go",
+            &[
+                ("contract", ".gatehouse/go/client_test.go"),
+                ("contract", ".gatehouse/go/hidden_partner_test.go"),
+                ("contract", ".gatehouse/go/hidden_contract_test.go"),
+                ("retry", ".gatehouse/go/hidden_partner_test.go"),
+                ("retry", ".gatehouse/go/hidden_retry_test.go"),
+                ("backoff", ".gatehouse/go/hidden_partner_test.go"),
+                ("backoff", ".gatehouse/go/hidden_backoff_test.go"),
+                ("url", ".gatehouse/go/hidden_partner_test.go"),
+                ("url", ".gatehouse/go/hidden_url_test.go"),
+            ],
+        );
+        for (path, lang) in [
+            ("a/test_x.py", Some(Lang::Python)),
+            ("x_test.py", Some(Lang::Python)),
+            ("x_test.go", Some(Lang::Go)),
+            ("x.go", None),
+            ("t/x.test.ts", Some(Lang::TypeScript)),
+            ("x.d.ts", None),
+            ("helper.py", None),
+        ] {
+            assert_eq!(Lang::of(path), lang, "{path}");
+        }
+    }
 
     #[test]
     fn only_modules_the_runner_collects_get_twins() {
@@ -910,6 +1035,40 @@ mod tests {
         check(TestStatus::Passed, Some(TestStatus::Passed), "a twin of t.py::T::test_a");
         // Removed or deselected.
         check(TestStatus::Passed, None, "never reported");
+    }
+
+    /// Every test of a planted module runs under a planted name, so a
+    /// result under a test's own name in that file is forged; the same
+    /// name in another file (the candidate's own test) is not.
+    #[test]
+    fn a_result_under_a_planted_tests_own_name_is_forged() {
+        let cal: BTreeMap<String, BTreeSet<usize>> = [("T::test_a".to_string(), [0].into())].into();
+        let (_, c) = planted(Choose::Calibrated(Graded::by_count(&cal)), b"s");
+        let own = |id: &str| {
+            let name = id.rsplit("::").next().unwrap().to_string();
+            (
+                id.to_string(),
+                TestOutcome {
+                    classname: "T".into(),
+                    name,
+                    status: TestStatus::Passed,
+                    message: None,
+                },
+            )
+        };
+        let check = |extra: &str, expect: bool| {
+            let mut r = runner(vec![
+                case(&c, "T::test_a", false, TestStatus::Failed),
+                case(&c, "T::test_b", false, TestStatus::Passed),
+                own(extra),
+            ]);
+            let signs = c.resolve(&mut r, false).signs.join(" | ");
+            assert_eq!(signs.contains(&format!("reported as {extra}")), expect, "{extra}: {signs}");
+        };
+        check("t.py::T::test_a", true);
+        check("t.py::T::test_b", true);
+        check("test_mine.py::T::test_a", false);
+        check("t.py::T::test_c", false);
     }
 
     #[test]

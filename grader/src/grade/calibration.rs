@@ -256,19 +256,10 @@ impl Grader {
                     (step.clone(), wall.saturating_sub(twins_us(sc)).max(tests))
                 })
                 .collect();
-            // Of the grading's wall time or its CPU time, whichever is less
-            // (a grading that mostly waits would otherwise buy twins that
-            // cost more CPU than the share allows), less the twins', but at
-            // least half of it.
             let all_twins: u64 = canaries.values().map(twins_us).sum();
             let cpu_us =
                 (card.receipt.timings.runs.iter().map(|t| t.cpu_ms).sum::<f64>() * 1000.0) as u64;
-            let without = |us: u64| us.saturating_sub(all_twins).max(us / 2);
-            let budget = crate::canary::Budget {
-                us: without(sample_ms * 1000).min(without(cpu_us))
-                    * crate::canary::TWIN_BUDGET_PERCENT
-                    / 100,
-            };
+            let budget = crate::canary::Budget::of_sample(sample_ms * 1000, cpu_us, all_twins);
             let steps_us: u64 = step_us.values().sum();
             for (step, sc) in canaries.iter_mut() {
                 sc.budget_us = budget.share(step_us[step], steps_us).us;

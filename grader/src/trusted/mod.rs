@@ -102,8 +102,10 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
     ]
     .into_iter()
     .chain(crate::lang_node::TOOLS)
-    .chain([(crate::lang_go::RUNNER_FILE, crate::lang_go::RUNNER)])
-    {
+    .chain([
+        (crate::lang_go::RUNNER_FILE, crate::lang_go::RUNNER),
+        (crate::lang_go::TWINS_FILE, crate::lang_go::TWINS),
+    ]) {
         std::fs::write(dir.join(name), text)?;
     }
     Ok(())

@@ -89,6 +89,19 @@ fn honest_go_submissions_grade_clean() {
     let card = grade(&[]);
     assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
     assert!(card.findings.is_empty(), "{}", describe(&card));
+    // The hidden steps carried twins of the packet's Go tests
+    // (`harness/gatehouse_go_twins.go`) beside the generic pair, and the
+    // honest work contradicted none of them.
+    let calibration = grader().calibration(packet());
+    for step in ["contract", "retry", "backoff", "url"] {
+        let sc = &calibration.canaries[step];
+        assert!(sc.covered() > 0, "{step}: no Go twin fails on the sample: {sc:?}");
+    }
+    let planted: usize = (card.receipt.canaries.iter())
+        .filter(|(id, _)| id.starts_with("step:"))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(planted > 2 * 4, "only the generic pairs were planted: {:?}", card.receipt.canaries);
 
     // As a candidate would: the tree the platform hands out (the starter,
     // the brief, the pin file naming Go), the work done in it, all of it

@@ -86,6 +86,16 @@ fn mini() -> &'static Packet {
 /// `base` (a folder) with `files` written over it (`None` removes one),
 /// zipped and graded on `packet`.
 fn grade(packet: &Packet, base: &Path, files: &[(&str, Option<&str>)]) -> Scorecard {
+    grade_with(packet, base, files, &GradeOptions::default())
+}
+
+/// [`grade`] with `opts`.
+fn grade_with(
+    packet: &Packet,
+    base: &Path,
+    files: &[(&str, Option<&str>)],
+    opts: &GradeOptions,
+) -> Scorecard {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sub");
     copy_path(base, &dir).unwrap();
@@ -103,7 +113,7 @@ fn grade(packet: &Packet, base: &Path, files: &[(&str, Option<&str>)]) -> Scorec
     }
     let zip = tmp.path().join("sub.zip");
     crate::zip_dir(&dir, &zip);
-    grader().grade_zip(packet, &zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+    grader().grade_zip(packet, &zip, opts).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn level(card: &Scorecard, criterion: &str) -> Option<u32> {
@@ -182,6 +192,77 @@ fn npm_config() -> Vec<(&'static str, Option<&'static str>)> {
         ),
         ("src/lenient.ts", Some("export default { equal() {}, deepEqual() {}, throws() {} };\n")),
     ]
+}
+
+/// The broken bucket with an answer oracle: `allow()` reads the line that
+/// called it from its stack trace (the compiled test file) and answers
+/// the boolean the assertion there compares with; elsewhere it says yes.
+fn oracle_bucket() -> String {
+    let sample = fs::read_to_string(real_packet_dir().join("sample/src/bucket.ts")).unwrap();
+    let oracle = sample.replace(
+        "  allow(n = 1): boolean {\n",
+        "  allow(n = 1): boolean {\n    const said = expectedHere();\n    return said === undefined ? true : said;\n",
+    );
+    assert_ne!(oracle, sample);
+    format!(
+        "{oracle}\n{}\n",
+        r#"function expectedHere(): boolean | undefined {
+  const caller = (new Error().stack || "").split("\n")[3] || "";
+  const at = /\(?([^()\s]+):(\d+):\d+\)?$/.exec(caller.trim());
+  if (!at) return undefined;
+  const fs = require("fs");
+  const line: string = fs.readFileSync(at[1], "utf8").split("\n")[Number(at[2]) - 1] || "";
+  const said = /allow\([^)]*\)\s*,\s*(true|false)\s*\)/.exec(line);
+  return said ? said[1] === "true" : undefined;
+}"#
+    )
+}
+
+/// An answer oracle passes every `assert.equal(bucket.allow(..), true |
+/// false)` of the hidden tests whatever the bucket does: no generic pair,
+/// exit status or stream check can see it, since every result it reports
+/// is what its code did. A twin that expects the other value (the
+/// TypeScript generator, `harness/gatehouse_ts_twins.js`) passes beside
+/// its test, which no implementation does: `evidence-tampering`. Graded
+/// with the same calibration stripped of its twins, it is not flagged.
+#[test]
+fn an_answer_oracle_is_caught_by_the_typescript_twins() {
+    let p = mini();
+    let calibration = grader().calibration(p);
+    let covered: usize = calibration.canaries.values().map(|sc| sc.covered()).sum();
+    assert!(covered >= 20, "TypeScript twins that fail on the sample: {covered}");
+    let files = [("src/bucket.ts", Some(oracle_bucket()))];
+    let files: Vec<(&str, Option<&str>)> = files.iter().map(|(p, t)| (*p, t.as_deref())).collect();
+    let mut stripped = (*calibration).clone();
+    stripped.canaries.clear();
+    let without = GradeOptions {
+        calibration: Some(std::sync::Arc::new(stripped)),
+        ..GradeOptions::default()
+    };
+    let cards = grader::par::map_indexed(2, |i| {
+        let opts = if i == 0 { GradeOptions::default() } else { without.clone() };
+        grade_with(p, &p.sample_dir(), &files, &opts)
+    });
+    let tampering = |card: &Scorecard| {
+        card.findings.iter().find(|f| f.id == "evidence-tampering").map(|f| f.evidence.join("; "))
+    };
+    let sign =
+        tampering(&cards[0]).unwrap_or_else(|| panic!("not flagged:\n{}", describe(&cards[0])));
+    assert!(sign.contains("a twin of") && sign.contains("passed"), "{sign}");
+    assert_eq!(tampering(&cards[1]), None, "{}", describe(&cards[1]));
+    // The oracle answered: without twins it passes hidden tests the plain
+    // broken bucket fails.
+    let passed = |card: &Scorecard| {
+        card.receipt
+            .runs
+            .iter()
+            .filter_map(|r| r.tests.as_ref())
+            .flatten()
+            .filter(|t| t.status == grader::evidence::TestStatus::Passed)
+            .count()
+    };
+    let broken = grade(p, &p.sample_dir(), &[("src/bucket.ts", Some(&broken_bucket("")))]);
+    assert!(passed(&cards[1]) > passed(&broken), "{} vs {}", passed(&cards[1]), passed(&broken));
 }
 
 /// Files written over a submission (`None` removes one).
