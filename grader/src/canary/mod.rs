@@ -766,12 +766,6 @@ pub fn random_salt() -> String {
     crate::trusted::nonce()
 }
 
-/// Whether a workspace path names a test module pytest or unittest
-/// collects by default (`test*.py`, `*_test.py`).
-pub fn is_test_module(path: &str) -> bool {
-    Lang::of(path) == Some(Lang::Python)
-}
-
 /// Whether the runner `kind` given `args` collects the test module laid at
 /// `laid` (a workspace path): only such modules get twins, since a laid test
 /// file the command does not run is a fixture for the candidate's code,
