@@ -23,8 +23,9 @@
 // order: {"text": ...} (kept verbatim) or {"slot": N, "indent": ...,
 // "name": ..., "code": ..., "twins": [{"code": ..., "what": ...}]}; or
 // {"error": ...} when the file does not parse. A test whose name is not a
-// plain string, appears twice in its file, or whose statement shares a line
-// with other code stays text.
+// plain string, appears twice in its file, whose statement shares a line
+// with other code, or one of whose lines lacks its indent (a multi-line
+// template literal) stays text.
 "use strict";
 
 const fs = require("fs");
@@ -122,6 +123,11 @@ function generate(ts, file, src) {
     const rest = src.slice(end, eol === -1 ? src.length : eol);
     if (!/^[ \t]*$/.test(indent) || !/^[ \t]*$/.test(rest) || ls < cursor) continue;
     if (src.split(name.text).length !== 2 || src.includes(NAME)) continue;
+    // The grader puts the indent back on every line that is not empty: a
+    // line that lacks it, or is blank but for it (a multi-line template
+    // literal), would come back changed, so such a test stays text.
+    const lines = src.slice(ls, end).split("\n").slice(1);
+    if (!lines.every((l) => l === "" || (l.startsWith(indent) && l.length > indent.length))) continue;
     const edits = (more) => render(src, ls, end, indent, [
       { from: name.getStart(sf), to: name.getEnd(), text: JSON.stringify(NAME) },
       ...more,

@@ -265,6 +265,37 @@ fn an_answer_oracle_is_caught_by_the_typescript_twins() {
     assert!(passed(&cards[1]) > passed(&broken), "{} vs {}", passed(&cards[1]), passed(&broken));
 }
 
+/// The TypeScript generator's template, planted with every test kept as
+/// it is, gives back the file byte for byte, also when a test holds a
+/// multi-line template literal whose lines lack the test's indent or are
+/// blank but for it (taking an indent off and putting it back would
+/// change the string).
+#[test]
+fn typescript_templates_give_the_file_back() {
+    let text = fs::read_to_string(real_packet_dir().join("hidden/hidden_bucket.test.ts")).unwrap();
+    let odd = "\ndescribe(\"text\", () => {\n  test(\"multi_line_literal\", () => {\n    const s = `a\nb\n  \n  c`;\n    assert.equal(s.length, 9);\n  });\n});\n";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("node-mini");
+    copy_path(&mini().root, &dir).unwrap();
+    let hidden = format!("{text}{odd}");
+    fs::write(dir.join("hidden/hidden_bucket.test.ts"), &hidden).unwrap();
+    let p = Packet::load(&dir).unwrap();
+    let steps = grader::guard::generate(grader().sandbox(), &p).unwrap();
+    let template = &steps["hidden"].files[".gatehouse/hidden_bucket.test.ts"];
+    assert!(template.error.is_none(), "{template:?}");
+    assert!(template.slots().count() >= 28, "{}", template.slots().count());
+    let mut roles = std::collections::BTreeMap::new();
+    let back = grader::canary::plant(
+        template,
+        ".gatehouse/hidden_bucket.test.ts",
+        grader::canary::Choose::All,
+        &|_| true,
+        &mut grader::canary::Rng::new(&[b"t"]),
+        &mut roles,
+    );
+    assert_eq!(back, hidden);
+}
+
 /// Files written over a submission (`None` removes one).
 type Files = Vec<(&'static str, Option<String>)>;
 
