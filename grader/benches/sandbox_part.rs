@@ -41,6 +41,7 @@ pub fn rows() -> Vec<(String, f64, f64)> {
             limits: limits.clone(),
             channel: false,
             read_only: Vec::new(),
+            host: None,
         };
         let mut sandboxed = Vec::new();
         for i in 0..WARMUP + ITERATIONS {

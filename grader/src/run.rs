@@ -279,6 +279,7 @@ pub fn run_guarded(
         limits: limits.clone(),
         channel,
         read_only,
+        host: None,
     };
     let mut report = sandbox.run(&spec)?;
     let canaries = RunCanaries { roles, calibrating: guard.calibrating };

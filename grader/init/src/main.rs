@@ -22,6 +22,7 @@
 mod proto;
 
 use core::arch::{asm, global_asm};
+use core::sync::atomic::{AtomicU32, Ordering};
 use proto::*;
 
 // The kernel starts a static executable at `_start` with the stack 16-byte
@@ -46,10 +47,12 @@ mod nr {
     pub const RT_SIGACTION: usize = 13;
     pub const RT_SIGPROCMASK: usize = 14;
     pub const DUP2: usize = 33;
+    pub const SOCKETPAIR: usize = 53;
     pub const CLONE: usize = 56;
     pub const EXECVE: usize = 59;
     pub const WAIT4: usize = 61;
     pub const KILL: usize = 62;
+    pub const FCNTL: usize = 72;
     pub const CHDIR: usize = 80;
     pub const GETRUSAGE: usize = 98;
     pub const SETGROUPS: usize = 116;
@@ -90,6 +93,10 @@ const SIGSTOP: usize = 19;
 const SIG_SETMASK: usize = 2;
 const WNOHANG: usize = 1;
 const CLOSE_RANGE_CLOEXEC: usize = 4;
+const F_DUPFD_CLOEXEC: usize = 1030;
+const AF_UNIX: usize = 1;
+const SOCK_STREAM: usize = 1;
+const SOCK_CLOEXEC: usize = 0o2000000;
 const PR_SET_NAME: usize = 15;
 const PR_SET_SECCOMP: usize = 22;
 const PR_SET_NO_NEW_PRIVS: usize = 38;
@@ -213,6 +220,18 @@ extern "C" fn init_main() -> ! {
     // SAFETY: the mapping is `size` bytes, page-aligned, and never unmapped.
     let buf = unsafe { core::slice::from_raw_parts_mut(addr as *mut u8, size) };
     let Some(ctx) = parse(buf) else { fail(rep, STEP_INIT_CTX, EINVAL) };
+    // A run with a host: the socketpair joining it to the command, made
+    // while the context's descriptor still holds fd 3 (so neither end is
+    // 3..=8, which the children's dup2 calls write over).
+    let mut sv = [-1i32; 2];
+    if ctx.host {
+        // SAFETY: fills a two-element stack array.
+        let rc =
+            unsafe { sc!(nr::SOCKETPAIR, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv.as_mut_ptr()) };
+        if let Some(e) = err(rc) {
+            fail(rep, STEP_SOCKETPAIR, e);
+        }
+    }
     // SAFETY: the context descriptor is no longer needed.
     unsafe {
         sc!(nr::CLOSE, FD_CTX);
@@ -225,41 +244,29 @@ extern "C" fn init_main() -> ! {
         exit(1);
     }
     let t_go = mono_ns();
-    // SAFETY: only the address is taken.
-    let top = (unsafe { &raw mut STACK.0 } as usize + CMD_STACK) & !15;
-    let ctx_ptr: *const Ctx = &ctx;
-    let main: isize;
-    // The command process shares init's memory until it execs (like
-    // vfork/posix_spawn), on its own stack: in the child the `syscall`
-    // returns 0 with rsp at `top`, and it calls `command_main` there, never
-    // to come back; init sleeps until that exec or exit.
-    // SAFETY: the stack is unused by init while the child runs, `ctx`
-    // outlives the child's use of it (CLONE_VFORK).
-    unsafe {
-        asm!(
-            "syscall",
-            "test rax, rax",
-            "jnz 2f",
-            "xor ebp, ebp",
-            "mov rdi, r12",
-            "call {entry}",
-            "ud2",
-            "2:",
-            entry = sym command_main,
-            inlateout("rax") nr::CLONE as isize => main,
-            in("rdi") CLONE_VM | CLONE_VFORK | SIGCHLD,
-            in("rsi") top,
-            in("rdx") 0usize,
-            in("r10") 0usize,
-            in("r8") 0usize,
-            in("r12") ctx_ptr,
-            lateout("rcx") _, lateout("r11") _,
-        );
+    // The host first (the command may talk to it at once), then the
+    // command; each shares init's memory and stack until it execs.
+    let mut host_pid = 0isize;
+    if ctx.host {
+        let start = Start { ctx: &ctx, host: true, sock: sv[0] };
+        // SAFETY: `start` and `ctx` outlive the child's use (CLONE_VFORK).
+        host_pid = unsafe { spawn(&start) };
+        if let Some(e) = err(host_pid) {
+            fail(rep, STEP_HOST_FORK, e);
+        }
+        if HOST_FAILED.load(Ordering::Relaxed) != 0 {
+            // Its failure record is written; the command never starts.
+            exit(126);
+        }
     }
+    let start = Start { ctx: &ctx, host: false, sock: sv[1] };
+    // SAFETY: as above.
+    let main = unsafe { spawn(&start) };
     if let Some(e) = err(main) {
         fail(rep, STEP_FORK, e);
     }
-    // SAFETY: closing this process's copies of descriptors it does not use.
+    // SAFETY: closing this process's copies of descriptors it does not use
+    // (the socket's ends too, so either side sees the other's end go).
     unsafe {
         sc!(nr::CLOSE, FD_OUT);
         sc!(nr::CLOSE, FD_ERR);
@@ -267,12 +274,17 @@ extern "C" fn init_main() -> ! {
         if ctx.channel {
             sc!(nr::CLOSE, FD_CHAN);
         }
+        if ctx.host {
+            sc!(nr::CLOSE, sv[0]);
+            sc!(nr::CLOSE, sv[1]);
+        }
     }
     let mut rec = Record::ZERO;
     rec.kind = KIND_RESULT;
     rec.t_ns[0] = ctx.t_root;
     rec.t_ns[1] = t_start;
     rec.t_ns[2] = t_go;
+    let mut host = Host { pid: host_pid, live: ctx.host };
     // Reap everything until the main process ends.
     loop {
         let mut status = 0i32;
@@ -282,14 +294,37 @@ extern "C" fn init_main() -> ! {
             rec.status = status;
             break;
         }
+        host.reaped(pid, status, &mut rec);
         if pid < 0 && err(pid) != Some(EINTR) {
             break;
         }
     }
     rec.t_ns[3] = mono_ns();
     // Reap zombies so that only live processes are listed.
-    // SAFETY: non-blocking waits.
-    while unsafe { sc!(nr::WAIT4, -1isize, 0, WNOHANG, 0) } > 0 {}
+    reap_zombies(&mut host, &mut rec);
+    // The host's main process is never a leftover: killed and reaped
+    // here, so only what it started and left running (now init's
+    // children) is listed below.
+    if host.live {
+        rec.host = HOST_KILLED;
+        host.live = false;
+        // SAFETY: the pid is init's unreaped child.
+        unsafe {
+            sc!(nr::KILL, host.pid, SIGKILL);
+        }
+        loop {
+            let mut status = 0i32;
+            // SAFETY: waits for the host into a stack variable.
+            let pid = unsafe { sc!(nr::WAIT4, host.pid, &mut status as *mut i32, 0, 0) };
+            if pid == host.pid {
+                rec.host_status = status;
+            }
+            if !(pid < 0 && err(pid) == Some(EINTR)) {
+                break;
+            }
+        }
+        reap_zombies(&mut host, &mut rec);
+    }
     // SAFETY: the context's strings are NUL-terminated in the mapping.
     unsafe {
         scan_leftovers(ctx.proc_dir, &mut rec);
@@ -319,6 +354,89 @@ extern "C" fn init_main() -> ! {
     rec.t_ns[4] = mono_ns();
     write_record(rep, &rec);
     exit(0)
+}
+
+/// The host's main process as init tracks it.
+struct Host {
+    pid: isize,
+    /// Started and not reaped yet.
+    live: bool,
+}
+
+impl Host {
+    /// Notes a reaped child: the host's main process ended on its own.
+    fn reaped(&mut self, pid: isize, status: i32, rec: &mut Record) {
+        if self.live && pid == self.pid {
+            self.live = false;
+            rec.host = HOST_ENDED;
+            rec.host_status = status;
+        }
+    }
+}
+
+/// Reaps every child that has ended, without waiting.
+fn reap_zombies(host: &mut Host, rec: &mut Record) {
+    loop {
+        let mut status = 0i32;
+        // SAFETY: a non-blocking wait into a stack variable.
+        let pid = unsafe { sc!(nr::WAIT4, -1isize, &mut status as *mut i32, WNOHANG, 0) };
+        if pid <= 0 {
+            break;
+        }
+        host.reaped(pid, status, rec);
+    }
+}
+
+/// What a child of init starts: the command, or the host.
+struct Start {
+    ctx: *const Ctx,
+    host: bool,
+    /// Its end of the socketpair (-1: the run has no host).
+    sock: i32,
+}
+
+/// Set by the host process when a step of its start failed (it shares
+/// init's memory until its exec, and init reads this after the clone
+/// returns): its failure record is written and the command must not start.
+static HOST_FAILED: AtomicU32 = AtomicU32::new(0);
+
+/// Starts `child_main(start)` in a process that shares init's memory until
+/// it execs (like vfork/posix_spawn), on `STACK`: in the child the
+/// `syscall` returns 0 with rsp at the stack's top, and it calls
+/// `child_main` there, never to come back; init sleeps until that exec or
+/// exit. Returns the pid or -errno.
+///
+/// # Safety
+/// `start` (and the context it points to) outlive the child's use of them
+/// (CLONE_VFORK); `STACK` is not in use.
+unsafe fn spawn(start: *const Start) -> isize {
+    // SAFETY: only the address is taken.
+    let top = (unsafe { &raw mut STACK.0 } as usize + CMD_STACK) & !15;
+    let pid: isize;
+    // SAFETY: the stack is unused by init while the child runs; the
+    // caller keeps `start` alive.
+    unsafe {
+        asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r12",
+            "call {entry}",
+            "ud2",
+            "2:",
+            entry = sym child_main,
+            inlateout("rax") nr::CLONE as isize => pid,
+            in("rdi") CLONE_VM | CLONE_VFORK | SIGCHLD,
+            in("rsi") top,
+            in("rdx") 0usize,
+            in("r10") 0usize,
+            in("r8") 0usize,
+            in("r12") start,
+            lateout("rcx") _, lateout("r11") _,
+        );
+    }
+    pid
 }
 
 /// Whether the filesystem at `path` has no free blocks or inodes left.
@@ -462,47 +580,90 @@ fn reset_signals() {
     }
 }
 
-/// The command process: stdio, rlimits, privileges, exec. Never returns.
-extern "C" fn command_main(ctx: *const Ctx) -> ! {
-    // SAFETY: init's context, alive while this child runs (CLONE_VFORK).
-    let ctx = unsafe { &*ctx };
-    let rep = FD_REPORT;
+/// A failed step of a child's start: the host's steps are numbered apart
+/// (`HOST_STEP_OFFSET`), and its failure tells init not to start the
+/// command. Never returns.
+fn child_fail(host: bool, rep: i32, step: u32, errno: i32) -> ! {
+    if host {
+        HOST_FAILED.store(1, Ordering::Relaxed);
+        fail(rep, step + HOST_STEP_OFFSET, errno)
+    }
+    fail(rep, step, errno)
+}
+
+/// The command process or the host process: stdio, descriptors, rlimits,
+/// privileges, exec. Never returns.
+extern "C" fn child_main(start: *const Start) -> ! {
+    // SAFETY: init's `Start` and context, alive while this child runs
+    // (CLONE_VFORK).
+    let (s, ctx) = unsafe { (&*start, &*(*start).ctx) };
+    let host = s.host;
+    let mut rep = FD_REPORT;
     // Nothing inherited may stay blocked or ignored across the exec; init's
-    // first image reset them before its own exec, this keeps the command's
+    // first image reset them before its own exec, this keeps the child's
     // start independent of what init itself does.
     reset_signals();
     // SAFETY: raw system calls on prepared data in a child that shares
-    // init's memory and writes only its own stack.
+    // init's memory and writes only its own stack (and `HOST_FAILED`).
     unsafe {
+        // The socket first, before anything below can write over its
+        // number; the command's report descriptor (4) moves out of the way.
+        if s.sock >= 0 {
+            if !host {
+                let r = sc!(nr::FCNTL, FD_REPORT, F_DUPFD_CLOEXEC, 16);
+                if let Some(e) = err(r) {
+                    child_fail(host, rep, STEP_CMD_REPORT_FD, e);
+                }
+                rep = r as i32;
+            }
+            let target = if host { HOST_FD_JUDGE } else { JUDGE_FD_HOST };
+            if let Some(e) = err(sc!(nr::DUP2, s.sock, target)) {
+                child_fail(host, rep, STEP_CMD_SOCKET, e);
+            }
+        }
         if let Some(e) = err(sc!(nr::DUP2, FD_OUT, 1)) {
-            fail(rep, STEP_CMD_DUP2, e);
+            child_fail(host, rep, STEP_CMD_DUP2, e);
         }
         if let Some(e) = err(sc!(nr::DUP2, FD_ERR, 2)) {
-            fail(rep, STEP_CMD_DUP2, e);
+            child_fail(host, rep, STEP_CMD_DUP2, e);
         }
         let null = sc!(nr::OPEN, ctx.dev_null, 0);
         if let Some(e) = err(null) {
-            fail(rep, STEP_CMD_DEVNULL, e);
+            child_fail(host, rep, STEP_CMD_DEVNULL, e);
         }
         if let Some(e) = err(sc!(nr::DUP2, null, 0)) {
-            fail(rep, STEP_CMD_DEVNULL, e);
+            child_fail(host, rep, STEP_CMD_DEVNULL, e);
         }
-        // dup2 onto another number clears FD_CLOEXEC.
-        let first_closed = if ctx.channel {
-            if let Some(e) = err(sc!(nr::DUP2, FD_CHAN, 3)) {
-                fail(rep, STEP_CMD_CHANNEL, e);
-            }
+        // dup2 onto another number clears FD_CLOEXEC. The host keeps
+        // stdio and its socket (3); the command stdio, the channel (3)
+        // when the run has one, and its socket (4) when it has a host.
+        let first_closed = if host {
             4
         } else {
-            3
+            if ctx.channel
+                && let Some(e) = err(sc!(nr::DUP2, FD_CHAN, 3))
+            {
+                child_fail(host, rep, STEP_CMD_CHANNEL, e);
+            }
+            if s.sock >= 0 {
+                if !ctx.channel {
+                    // /dev/null's first descriptor may be there.
+                    sc!(nr::CLOSE, 3);
+                }
+                5
+            } else if ctx.channel {
+                4
+            } else {
+                3
+            }
         };
         if let Some(e) = err(sc!(nr::CLOSE_RANGE, first_closed, u32::MAX, CLOSE_RANGE_CLOEXEC)) {
-            fail(rep, STEP_CMD_CLOEXEC, e);
+            child_fail(host, rep, STEP_CMD_CLOEXEC, e);
         }
-        // The command and everything it starts go first when the memory
-        // cgroup runs out: an OOM kill of init would be a sandbox failure
-        // instead of the command's memory limit. Raising the score needs no
-        // privilege; best effort.
+        // The command, the host and everything they start go first when
+        // the memory cgroup runs out: an OOM kill of init would be a
+        // sandbox failure instead of the command's memory limit. Raising
+        // the score needs no privilege; best effort.
         let adj = sc!(nr::OPEN, c"/proc/self/oom_score_adj".as_ptr(), O_WRONLY | O_CLOEXEC);
         if adj >= 0 {
             sc!(nr::WRITE, adj, b"1000".as_ptr(), 4);
@@ -512,40 +673,41 @@ extern "C" fn command_main(ctx: *const Ctx) -> ! {
             let r = ctx.rlimits.add(3 * i);
             let lim = [*r.add(1), *r.add(2)];
             if let Some(e) = err(sc!(nr::PRLIMIT64, 0, *r, lim.as_ptr(), 0)) {
-                fail(rep, STEP_CMD_SETRLIMIT + i as u32, e);
+                child_fail(host, rep, STEP_CMD_SETRLIMIT + i as u32, e);
             }
         }
         if let Some(e) = err(sc!(nr::CHDIR, ctx.workspace)) {
-            fail(rep, STEP_CMD_CHDIR, e);
+            child_fail(host, rep, STEP_CMD_CHDIR, e);
         }
         if let Some(e) = err(sc!(nr::PRCTL, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
-            fail(rep, STEP_CMD_NO_NEW_PRIVS, e);
+            child_fail(host, rep, STEP_CMD_NO_NEW_PRIVS, e);
         }
         if ctx.drop_uid {
+            let uid = if host { ctx.host_uid } else { ctx.uid };
             if let Some(e) = err(sc!(nr::SETGROUPS, 0, 0)) {
-                fail(rep, STEP_CMD_SETGROUPS, e);
+                child_fail(host, rep, STEP_CMD_SETGROUPS, e);
             }
             if let Some(e) = err(sc!(nr::SETRESGID, ctx.gid, ctx.gid, ctx.gid)) {
-                fail(rep, STEP_CMD_SETGID, e);
+                child_fail(host, rep, STEP_CMD_SETGID, e);
             }
-            if let Some(e) = err(sc!(nr::SETRESUID, ctx.uid, ctx.uid, ctx.uid)) {
-                fail(rep, STEP_CMD_SETUID, e);
+            if let Some(e) = err(sc!(nr::SETRESUID, uid, uid, uid)) {
+                child_fail(host, rep, STEP_CMD_SETUID, e);
             }
         }
         // A fresh session keyring: the one inherited from the grader would
-        // give the command possession of every key in it. And the run
-        // uid's own keyrings are emptied of whatever an earlier run of the
-        // same uid left there. (No kernel keys support: nothing to do.)
+        // give the child possession of every key in it. And the run uid's
+        // own keyrings are emptied of whatever an earlier run of the same
+        // uid left there. (No kernel keys support: nothing to do.)
         if let Some(e) = err(sc!(nr::KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, 0))
             && e != ENOSYS
         {
-            fail(rep, STEP_CMD_KEYRING, e);
+            child_fail(host, rep, STEP_CMD_KEYRING, e);
         }
         for ring in [KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING] {
             if let Some(e) = err(sc!(nr::KEYCTL, KEYCTL_CLEAR, ring))
                 && !matches!(e, ENOSYS | ENOKEY | EKEYEXPIRED | EKEYREVOKED)
             {
-                fail(rep, STEP_CMD_KEYRING, e);
+                child_fail(host, rep, STEP_CMD_KEYRING, e);
             }
         }
         if ctx.n_seccomp > 0 {
@@ -553,11 +715,15 @@ extern "C" fn command_main(ctx: *const Ctx) -> ! {
             let prog: [usize; 2] = [ctx.n_seccomp, ctx.seccomp as usize];
             if let Some(e) = err(sc!(nr::PRCTL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog.as_ptr()))
             {
-                fail(rep, STEP_CMD_SECCOMP, e);
+                child_fail(host, rep, STEP_CMD_SECCOMP, e);
             }
         }
-        let rc = sc!(nr::EXECVE, ctx.sh, ctx.argv, ctx.envp);
-        fail(rep, STEP_CMD_EXECVE, err(rc).unwrap_or(EIO));
+        let rc = if host {
+            sc!(nr::EXECVE, *ctx.host_argv, ctx.host_argv, ctx.host_envp)
+        } else {
+            sc!(nr::EXECVE, ctx.sh, ctx.argv, ctx.envp)
+        };
+        child_fail(host, rep, STEP_CMD_EXECVE, err(rc).unwrap_or(EIO));
     }
 }
 

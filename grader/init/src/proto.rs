@@ -30,6 +30,10 @@ pub const STEP_CGROUP_NS: u32 = 10_006;
 pub const STEP_INIT_FDS: u32 = 10_007;
 pub const STEP_INIT_EXEC: u32 = 10_008;
 pub const STEP_INIT_CTX: u32 = 10_009;
+/// `socketpair(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC)` of a run with a host.
+pub const STEP_SOCKETPAIR: u32 = 10_010;
+/// The `clone` that starts the host process.
+pub const STEP_HOST_FORK: u32 = 10_011;
 pub const STEP_CMD_DUP2: u32 = 10_100;
 pub const STEP_CMD_DEVNULL: u32 = 10_101;
 pub const STEP_CMD_CLOEXEC: u32 = 10_102;
@@ -42,10 +46,19 @@ pub const STEP_CMD_EXECVE: u32 = 10_108;
 pub const STEP_CMD_CHANNEL: u32 = 10_109;
 pub const STEP_CMD_KEYRING: u32 = 10_110;
 pub const STEP_CMD_SECCOMP: u32 = 10_111;
+/// `fcntl(FD_REPORT, F_DUPFD_CLOEXEC, 16)`: the command of a run with a
+/// host moves its report descriptor off fd 4 before the socket goes there.
+pub const STEP_CMD_REPORT_FD: u32 = 10_112;
+/// `dup2(socket, n)`: the judge's end onto `JUDGE_FD_HOST` in the command,
+/// the host's end onto `HOST_FD_JUDGE` in the host.
+pub const STEP_CMD_SOCKET: u32 = 10_113;
 /// `STEP_CMD_SETRLIMIT + i` is the i-th rlimit of the context.
 pub const STEP_CMD_SETRLIMIT: u32 = 10_200;
 /// `STEP_CGROUP_JOIN + i` is the i-th cgroup `tasks` file init joins.
 pub const STEP_CGROUP_JOIN: u32 = 10_300;
+/// The host process's steps are the command's (`STEP_CMD_*`, including
+/// `STEP_CMD_SETRLIMIT + i`) plus this offset.
+pub const HOST_STEP_OFFSET: u32 = 1_000;
 
 /// argv[0] of the exec'd init, its whole command line.
 pub const INIT_ARGV0: &CStr = c"gatehouse-sandbox-init";
@@ -62,8 +75,16 @@ pub const FD_OUT: i32 = 6;
 pub const FD_ERR: i32 = 7;
 pub const FD_CHAN: i32 = 8;
 
+/// In a run with a host: the command's descriptor for its end of the
+/// socketpair joining it to the host (the result channel, when the run has
+/// one, stays at 3).
+pub const JUDGE_FD_HOST: i32 = 4;
+/// In a run with a host: the host's descriptor for its end of the
+/// socketpair (its only descriptor besides stdio).
+pub const HOST_FD_JUDGE: i32 = 3;
+
 /// The first word of an encoded context.
-pub const CTX_MAGIC: u64 = 0x3274_696e_6965_7567; // "gueinit2" little-endian
+pub const CTX_MAGIC: u64 = 0x3374_696e_6965_7567; // "gueinit3" little-endian
 /// Byte offset of the word where init's first image stores when it
 /// finished the root (CLOCK_MONOTONIC ns), just before the exec.
 pub const CTX_T_ROOT: usize = 8;
@@ -73,6 +94,18 @@ pub const CTX_MAX: usize = 64 << 20;
 pub const CTX_DROP_UID: u64 = 1;
 /// Context flag: the command gets `FD_CHAN` as fd 3.
 pub const CTX_CHANNEL: u64 = 2;
+/// Context flag: init starts the host process (`host_argv`, `host_envp`,
+/// `host_uid`) before the command, joined to it by a socketpair.
+pub const CTX_HOST: u64 = 4;
+
+/// `Record::host`: the run has no host.
+pub const HOST_NONE: u32 = 0;
+/// `Record::host`: the host's main process ended before the command's did;
+/// `Record::host_status` is its wait status.
+pub const HOST_ENDED: u32 = 1;
+/// `Record::host`: the host's main process was alive when the command's
+/// ended; init killed it (and reaped it) before listing the leftovers.
+pub const HOST_KILLED: u32 = 2;
 
 /// One leftover process as reported by init.
 #[repr(C)]
@@ -102,6 +135,10 @@ pub struct Record {
     pub nleft: u32,
     /// How many leftovers were found in total.
     pub total_left: u32,
+    /// `HOST_NONE`, `HOST_ENDED` or `HOST_KILLED`.
+    pub host: u32,
+    /// The host main process's wait status (with `HOST_ENDED`).
+    pub host_status: i32,
     /// Explicit padding (always 0), so the record has no uninitialised bytes.
     pub pad: u32,
     pub left: [LeftoverRecord; MAX_LEFTOVERS],
@@ -113,7 +150,7 @@ pub struct Record {
 
 const _: () = assert!(core::mem::size_of::<Record>() < 4096);
 const _: () = assert!(
-    core::mem::size_of::<Record>() == 56 + MAX_LEFTOVERS * (8 + LEFTOVER_CMD_BYTES) + 5 * 8
+    core::mem::size_of::<Record>() == 64 + MAX_LEFTOVERS * (8 + LEFTOVER_CMD_BYTES) + 5 * 8
 );
 
 impl Record {
@@ -130,6 +167,8 @@ impl Record {
         disk_full: 0,
         nleft: 0,
         total_left: 0,
+        host: HOST_NONE,
+        host_status: 0,
         pad: 0,
         left: [LeftoverRecord { pid: 0, len: 0, cmd: [0; LEFTOVER_CMD_BYTES] }; MAX_LEFTOVERS],
         t_ns: [0; 5],
@@ -159,24 +198,29 @@ impl Record {
 /// that a buffer at an 8-byte-aligned address can be used in place):
 ///
 /// ```text
-/// CTX_MAGIC, t_root, uid, gid, flags (CTX_DROP_UID | CTX_CHANNEL)
+/// CTX_MAGIC, t_root, uid, gid, flags (CTX_DROP_UID | CTX_CHANNEL | CTX_HOST),
+/// host_uid
 /// n, then n × (resource, rlim_cur, rlim_max)             the rlimits
 /// n, then n words, each one `struct sock_filter`         the seccomp program
 /// sh, workspace, tmp, dev_null, proc_dir                 strings
-/// argv, envp                                             lists
+/// argv, envp, host_argv, host_envp                       lists
 /// string: byte length (without the NUL), the bytes, a NUL, zero padding to 8
 /// list:   count, count + 1 zero words (filled with the strings' addresses
 ///         and a NULL by `parse`), then count strings
 /// ```
 ///
 /// Nothing may follow; strings hold no NUL; counts are bounded by the
-/// bytes left.
+/// bytes left. With `CTX_HOST`, `host_argv` has at least one string (the
+/// program exec'd); without it both host lists are empty.
 pub struct Ctx {
     pub t_root: i64,
     pub uid: u32,
     pub gid: u32,
     pub drop_uid: bool,
     pub channel: bool,
+    /// Start the host process (uid `host_uid`, gid `gid`) before the command.
+    pub host: bool,
+    pub host_uid: u32,
     /// `n_rlimits` triples of words: resource, rlim_cur, rlim_max.
     pub rlimits: *const u64,
     pub n_rlimits: usize,
@@ -191,6 +235,9 @@ pub struct Ctx {
     /// NULL-terminated arrays of NUL-terminated strings.
     pub argv: *const *const u8,
     pub envp: *const *const u8,
+    /// The host's argv (its program is `host_argv[0]`) and environment.
+    pub host_argv: *const *const u8,
+    pub host_envp: *const *const u8,
 }
 
 struct Cur<'a> {
@@ -241,7 +288,7 @@ impl Cur<'_> {
         Some(p)
     }
 
-    fn list(&mut self) -> Option<*const *const u8> {
+    fn list(&mut self) -> Option<(*const *const u8, usize)> {
         // Each string takes at least two words.
         let n = self.count(3)?;
         let slots = self.at;
@@ -251,7 +298,7 @@ impl Cur<'_> {
             self.buf[slots + 8 * i..slots + 8 * i + 8].copy_from_slice(&s.to_le_bytes());
         }
         self.buf[slots + 8 * n..slots + 8 * n + 8].copy_from_slice(&[0; 8]);
-        Some(table.cast())
+        Some((table.cast(), n))
     }
 }
 
@@ -267,19 +314,22 @@ pub fn parse(buf: &mut [u8]) -> Option<Ctx> {
         return None;
     }
     let t_root = c.word()? as i64;
-    let (uid, gid, flags) = (c.u32()?, c.u32()?, c.word()?);
-    if flags & !(CTX_DROP_UID | CTX_CHANNEL) != 0 {
+    let (uid, gid, flags, host_uid) = (c.u32()?, c.u32()?, c.word()?, c.u32()?);
+    if flags & !(CTX_DROP_UID | CTX_CHANNEL | CTX_HOST) != 0 {
         return None;
     }
+    let host = flags & CTX_HOST != 0;
     let n_rlimits = c.count(3)?;
     let rlimits = c.words(3 * n_rlimits)?.cast::<u64>();
     let n_seccomp = c.count(1)?;
     let seccomp = c.words(n_seccomp)?;
     let (sh, workspace, tmp, dev_null, proc_dir) =
         (c.string()?, c.string()?, c.string()?, c.string()?, c.string()?);
-    let argv = c.list()?;
-    let envp = c.list()?;
-    if c.at != c.buf.len() {
+    let (argv, _) = c.list()?;
+    let (envp, _) = c.list()?;
+    let (host_argv, n_host_argv) = c.list()?;
+    let (host_envp, n_host_envp) = c.list()?;
+    if c.at != c.buf.len() || host != (n_host_argv > 0) || (!host && n_host_envp > 0) {
         return None;
     }
     Some(Ctx {
@@ -288,6 +338,8 @@ pub fn parse(buf: &mut [u8]) -> Option<Ctx> {
         gid,
         drop_uid: flags & CTX_DROP_UID != 0,
         channel: flags & CTX_CHANNEL != 0,
+        host,
+        host_uid,
         rlimits,
         n_rlimits,
         seccomp,
@@ -299,5 +351,7 @@ pub fn parse(buf: &mut [u8]) -> Option<Ctx> {
         proc_dir,
         argv,
         envp,
+        host_argv,
+        host_envp,
     })
 }

@@ -108,6 +108,18 @@ pub struct CmdCtx {
     /// The seccomp program installed in the command process right before
     /// exec (empty: none).
     pub seccomp: Vec<(u16, u8, u8, u32)>,
+    /// The host process init starts before the command (`RunSpec::host`).
+    pub host: Option<HostCmd>,
+}
+
+/// The host process of a run: the same stdio, rlimits, gid and seccomp
+/// program as the command, its own uid, program and environment.
+#[derive(Debug, PartialEq)]
+pub struct HostCmd {
+    pub uid: libc::uid_t,
+    /// `argv[0]` is the program exec'd (no PATH search, no shell).
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
 }
 
 impl CmdCtx {
@@ -128,8 +140,10 @@ impl CmdCtx {
         word(
             &mut b,
             if self.drop_uid { CTX_DROP_UID } else { 0 }
-                | if self.channel { CTX_CHANNEL } else { 0 },
+                | if self.channel { CTX_CHANNEL } else { 0 }
+                | if self.host.is_some() { CTX_HOST } else { 0 },
         );
+        word(&mut b, self.host.as_ref().map_or(0, |h| h.uid.into()));
         word(&mut b, self.rlimits.len() as u64);
         for (res, lim) in &self.rlimits {
             word(&mut b, (*res).into());
@@ -146,7 +160,10 @@ impl CmdCtx {
         for s in [&self.sh, &self.workspace, &self.tmp, &self.dev_null, &self.proc_dir] {
             string(&mut b, s);
         }
-        for list in [&self.argv, &self.envp] {
+        let none = Vec::new();
+        let (host_argv, host_envp) =
+            self.host.as_ref().map_or((&none, &none), |h| (&h.argv, &h.envp));
+        for list in [&self.argv, &self.envp, host_argv, host_envp] {
             word(&mut b, list.len() as u64);
             b.resize(b.len() + 8 * (list.len() + 1), 0);
             for s in list {
@@ -470,7 +487,7 @@ fn init_main(ctx: &ChildCtx) -> ! {
 #[cfg(test)]
 mod tests {
     use super::super::proto::{self, Ctx};
-    use super::CmdCtx;
+    use super::{CmdCtx, HostCmd};
     use std::ffi::{CStr, CString};
 
     fn sample() -> CmdCtx {
@@ -492,6 +509,19 @@ mod tests {
             dev_null: c("/dev/null"),
             proc_dir: c("/proc"),
             seccomp: vec![(0x20, 0, 0, 4), (0x15, 1, 2, 0xc000_003e), (6, 0, 0, 0x7fff_0000)],
+            host: None,
+        }
+    }
+
+    fn with_host() -> CmdCtx {
+        let c = |s: &str| CString::new(s).unwrap();
+        CmdCtx {
+            host: Some(HostCmd {
+                uid: 61009,
+                argv: vec![c("/usr/bin/python3"), c("-I"), c("/gatehouse/host.py")],
+                envp: vec![c("PATH=/usr/bin"), c("HOST=1")],
+            }),
+            ..sample()
         }
     }
 
@@ -534,7 +564,14 @@ mod tests {
                     (f.code, f.jt, f.jf, f.k)
                 })
                 .collect();
+            let host = c.host.then(|| HostCmd {
+                uid: c.host_uid,
+                argv: list(c.host_argv),
+                envp: list(c.host_envp),
+            });
+            assert!(c.host || (*c.host_argv).is_null() && (*c.host_envp).is_null());
             let cmd = CmdCtx {
+                host,
                 rlimits,
                 uid: c.uid,
                 gid: c.gid,
@@ -573,6 +610,18 @@ mod tests {
         let mut buf = aligned(&empty.encode());
         let parsed = proto::parse(as_bytes(&mut buf)).expect("parses");
         assert_eq!(read_back(&parsed).0, empty);
+        // With a host: its uid, program, arguments and environment.
+        let host = with_host();
+        let mut buf = aligned(&host.encode());
+        let parsed = proto::parse(as_bytes(&mut buf)).expect("parses");
+        assert!(parsed.host);
+        assert_eq!(read_back(&parsed).0, host);
+        let bare = CmdCtx {
+            host: Some(HostCmd { envp: vec![], ..with_host().host.unwrap() }),
+            ..sample()
+        };
+        let mut buf = aligned(&bare.encode());
+        assert_eq!(read_back(&proto::parse(as_bytes(&mut buf)).expect("parses")).0, bare);
     }
 
     #[test]
@@ -596,11 +645,20 @@ mod tests {
         magic[0] ^= 1;
         assert!(refused(&magic));
         let mut flag = bytes.clone();
-        flag[32] = 4;
+        flag[32] = 8;
         assert!(refused(&flag));
         let mut count = bytes.clone();
-        count[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
+        count[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(refused(&count));
+        // The host flag without a host program, and host lists without
+        // the flag.
+        let mut flag = bytes.clone();
+        flag[32] |= 4;
+        assert!(refused(&flag));
+        let mut flag = with_host().encode();
+        assert!(!refused(&flag));
+        flag[32] &= !4;
+        assert!(refused(&flag));
         let sh = bytes.windows(8).position(|w| w == b"/bin/sh\0").unwrap();
         let mut nul = bytes.clone();
         nul[sh + 1] = 0;

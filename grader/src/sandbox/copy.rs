@@ -18,8 +18,17 @@ fn err(call: String, e: io::Error) -> SandboxError {
 
 /// Copies the host folder `src` into `dst` (an existing empty directory),
 /// giving every entry to `uid:gid`. Symlinks are copied as symlinks; special
-/// files are skipped.
-pub fn copy_in(src: &Path, dst: &Path, uid: u32, gid: u32) -> Result<(), SandboxError> {
+/// files are skipped. With `group_rw` every directory gets group
+/// read, write and search and every regular file group read and write (the
+/// judge of a run with a host is in the group).
+pub fn copy_in(
+    src: &Path,
+    dst: &Path,
+    uid: u32,
+    gid: u32,
+    group_rw: bool,
+) -> Result<(), SandboxError> {
+    let (dir_bits, file_bits) = if group_rw { (0o770, 0o060) } else { (0o700, 0) };
     let entries = fs::read_dir(src).map_err(|e| err(format!("opendir({:?})", src.display()), e))?;
     for entry in entries {
         let entry = entry.map_err(|e| err(format!("readdir({:?})", src.display()), e))?;
@@ -31,11 +40,16 @@ pub fn copy_in(src: &Path, dst: &Path, uid: u32, gid: u32) -> Result<(), Sandbox
         let mode = meta.permissions().mode() & 0o777;
         if ft.is_dir() {
             fs::create_dir(&to).map_err(|e| err(format!("mkdir({:?})", to.display()), e))?;
-            fs::set_permissions(&to, fs::Permissions::from_mode(mode | 0o700))
+            fs::set_permissions(&to, fs::Permissions::from_mode(mode | dir_bits))
                 .map_err(|e| err(format!("chmod({:?})", to.display()), e))?;
-            copy_in(&from, &to, uid, gid)?;
+            copy_in(&from, &to, uid, gid, group_rw)?;
         } else if ft.is_file() {
             copy_file(&from, &to, mode)?;
+            if file_bits != 0 {
+                // Not through open's mode, which the umask trims.
+                fs::set_permissions(&to, fs::Permissions::from_mode(mode | file_bits))
+                    .map_err(|e| err(format!("chmod({:?})", to.display()), e))?;
+            }
         } else if ft.is_symlink() {
             let target = fs::read_link(&from)
                 .map_err(|e| err(format!("readlink({:?})", from.display()), e))?;
@@ -47,6 +61,66 @@ pub fn copy_in(src: &Path, dst: &Path, uid: u32, gid: u32) -> Result<(), Sandbox
         }
         lchown(&to, Some(uid), Some(gid))
             .map_err(|e| err(format!("lchown({:?}, {uid}, {gid})", to.display()), e))?;
+    }
+    Ok(())
+}
+
+/// The staging path of `rel` under `root` (the workspace's tmpfs), for the
+/// `what` list of a `RunSpec`: `rel` must be relative, '/'-separated,
+/// without empty, `.` or `..` components, and name a regular file or a
+/// folder reached through folders only (no symlink anywhere on the way,
+/// so nothing done to it leaves `root`).
+pub fn checked_path(root: &Path, rel: &str, what: &str) -> Result<PathBuf, SandboxError> {
+    let valid = !rel.is_empty()
+        && !rel.starts_with('/')
+        && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+    if !valid {
+        return Err(SandboxError {
+            call: format!("{what} {rel:?}"),
+            detail: "a path of the workspace must be relative, without `.` or `..`".into(),
+        });
+    }
+    let parts: Vec<&str> = rel.split('/').collect();
+    let mut path = root.to_path_buf();
+    for (i, part) in parts.iter().enumerate() {
+        path.push(part);
+        let meta = fs::symlink_metadata(&path)
+            .map_err(|e| err(format!("lstat({:?}) of {what}", path.display()), e))?;
+        let last = i + 1 == parts.len();
+        if !(meta.is_dir() || last && meta.is_file()) {
+            return Err(SandboxError {
+                call: format!("lstat({:?}) of {what}", path.display()),
+                detail: "the path must be a regular file or a folder, never a link, reached through folders only".into(),
+            });
+        }
+    }
+    Ok(path)
+}
+
+/// Gives `path` and, for a folder, everything beneath it to `uid:gid`, so
+/// only that uid can read it: folders 0700, regular files 0600 (0700 when
+/// the file had an execute bit), symlinks owned but never followed.
+pub fn give_to(path: &Path, uid: u32, gid: u32) -> Result<(), SandboxError> {
+    let meta =
+        fs::symlink_metadata(path).map_err(|e| err(format!("lstat({:?})", path.display()), e))?;
+    lchown(path, Some(uid), Some(gid))
+        .map_err(|e| err(format!("lchown({:?}, {uid}, {gid})", path.display()), e))?;
+    let mode = if meta.is_dir() {
+        0o700
+    } else if meta.is_file() {
+        if meta.permissions().mode() & 0o111 != 0 { 0o700 } else { 0o600 }
+    } else {
+        return Ok(());
+    };
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(|e| err(format!("chmod({:?}, {mode:o})", path.display()), e))?;
+    if meta.is_dir() {
+        let entries =
+            fs::read_dir(path).map_err(|e| err(format!("opendir({:?})", path.display()), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| err(format!("readdir({:?})", path.display()), e))?;
+            give_to(&entry.path(), uid, gid)?;
+        }
     }
     Ok(())
 }

@@ -283,6 +283,15 @@ pub fn landlock_fallback(abi: u32) -> Option<String> {
     (abi == 0).then(|| LANDLOCK_UNAVAILABLE.to_string())
 }
 
+/// The fallback line when the judge and the host of a run with a host
+/// share one uid (the uid drop is unavailable).
+pub const JUDGE_HOST_SHARE_UID: &str = "uid drop unavailable: every command runs as root inside the sandbox, and in a run with a host the judge and the host share that uid (the host can read the judge's files, signal it and read its /proc)";
+
+/// The fallback lines of a sandbox whose uid drop is (un)available.
+fn uid_fallbacks(uid_drop: bool) -> Option<String> {
+    (!uid_drop).then(|| JUDGE_HOST_SHARE_UID.to_string())
+}
+
 /// The fallback line of a host without Landlock.
 pub const LANDLOCK_UNAVAILABLE: &str = "Landlock unavailable: the harness cannot confine the candidate's processes, so files packet code writes to /evidence are not protected from them (evidence kept from it is not trusted)";
 
@@ -316,9 +325,41 @@ pub struct RunSpec {
     /// read-only over themselves: the files the grader laid (hidden tests,
     /// packet helpers, the harness, canaries), which nothing the command
     /// runs can then change, rename or remove. Each must exist in
-    /// `workspace` as a regular file or folder, never a link.
+    /// `workspace` as a regular file or folder, never a link, reached
+    /// through folders only (no link on the way).
     pub read_only: Vec<String>,
+    /// A host process beside the command, under a uid of its own (the
+    /// judge apart, see the module docs); `None`: the command alone, as
+    /// before.
+    pub host: Option<HostSpec>,
 }
+
+/// The host process of a run with two uids: the candidate's side, started
+/// before the command (the judge) and joined to it by a socketpair
+/// (`HOST_JUDGE_FD` in the host, `JUDGE_HOST_FD` in the command).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSpec {
+    /// argv of the host process, exec'd directly (no shell, no PATH
+    /// search: `argv[0]` is an absolute path), e.g.
+    /// `["/usr/bin/python3", "-I", "-B", "/gatehouse/gatehouse_host.py"]`.
+    pub argv: Vec<String>,
+    /// The host's extra environment (the base environment plus these; NOT
+    /// `RunSpec::env`).
+    pub env: Vec<(String, String)>,
+    /// Workspace paths (relative, '/'-separated, validated like
+    /// `RunSpec::read_only`) that only the judge may read: owned by the
+    /// judge's uid, mode 0600 (0700 for a file with an execute bit) and
+    /// 0700 for folders, recursively; each is a mount point (bound over
+    /// itself), so the host, which owns the folders around it, cannot
+    /// rename, remove or replace it either.
+    pub judge_only: Vec<String>,
+}
+
+/// The command's descriptor for its end of the socketpair joining it to the
+/// host (in a run with `RunSpec::host`).
+pub const JUDGE_HOST_FD: i32 = proto::JUDGE_FD_HOST;
+/// The host's descriptor for its end of that socketpair.
+pub const HOST_JUDGE_FD: i32 = proto::HOST_FD_JUDGE;
 
 /// How the command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -404,6 +445,21 @@ pub struct RunReport {
     /// More than `CHANNEL_CAP` bytes were written; `channel` holds the first.
     #[serde(skip)]
     pub channel_truncated: bool,
+    /// A run with a host (`RunSpec::host`) ran the judge and the host under
+    /// two uids; false without a host, or when the uid drop is unavailable
+    /// and both ran under one (`Features::fallbacks` says so).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub apart: bool,
+    /// Whether the host's main process was still alive when the command's
+    /// main process ended (init then killed it, and it is not a leftover;
+    /// what it started and left running is). `None`: the run has no host,
+    /// or init did not report (the run was killed at its wall or CPU
+    /// limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_alive_at_end: Option<bool>,
+    /// How the host's main process ended when it ended before the command's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_exit: Option<Exit>,
 }
 
 impl RunReport {
@@ -585,12 +641,16 @@ impl Sandbox {
         }
         let landlock_abi = landlock_abi();
         fallbacks.extend(landlock_fallback(landlock_abi));
+        // Root, checked above: the uid drop (and two uids per run with a
+        // host) is always in effect.
+        let uid_drop = true;
+        fallbacks.extend(uid_fallbacks(uid_drop));
         let features = Features {
             landlock_abi,
             pid_namespace: true,
             net_namespace: net,
             mount_namespace: true,
-            uid_drop: true,
+            uid_drop,
             cgroup_memory: cgroups.memory.is_some(),
             cgroup_pids: cgroups.pids.is_some(),
             cgroup_cpu: cgroups.cpuacct.is_some(),
@@ -636,6 +696,7 @@ impl Sandbox {
             limits: Limits { wall: Duration::from_secs(10), ..Limits::default() },
             channel: false,
             read_only: Vec::new(),
+            host: None,
         };
         let report = self.run(&spec)?;
         if report.exit != Exit::Code(0) {
@@ -716,6 +777,18 @@ impl Sandbox {
         self.features.fallbacks.retain(|f| f != LANDLOCK_UNAVAILABLE);
         self.features.fallbacks.extend(landlock_fallback(abi));
         self.features.landlock_abi = abi;
+        self
+    }
+
+    /// This sandbox as it would be without the uid drop (not root): every
+    /// command runs as root inside the sandbox, a run with a host runs
+    /// both processes under that one uid (`RunReport::apart` false), and
+    /// `Features` says so. For tests of that fallback only.
+    #[doc(hidden)]
+    pub fn assume_no_uid_drop(mut self) -> Sandbox {
+        self.features.uid_drop = false;
+        self.features.fallbacks.retain(|f| f != JUDGE_HOST_SHARE_UID);
+        self.features.fallbacks.extend(uid_fallbacks(false));
         self
     }
 

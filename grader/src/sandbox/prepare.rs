@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::child::{self, ChildCtx, CmdCtx, Op};
+use super::child::{self, ChildCtx, CmdCtx, HostCmd, Op};
 use super::sys::STAGING_BASE;
 use super::sys::{cpath, cstr, io_err, os_err};
 use super::{RunSpec, Sandbox, SandboxError};
@@ -50,11 +50,13 @@ pub(super) struct Staging {
 }
 
 impl Staging {
+    /// `ws` and `ev`: the owner and mode of the workspace's and the
+    /// evidence folder's tmpfs roots, `(uid, gid, mode)`.
     pub(super) fn create(
         id: &str,
         disk_bytes: u64,
-        uid: u32,
-        gid: u32,
+        ws_owner: (u32, u32, u32),
+        ev_owner: (u32, u32, u32),
     ) -> Result<Staging, SandboxError> {
         let base = Path::new(STAGING_BASE);
         if !base.exists() {
@@ -70,13 +72,15 @@ impl Staging {
             fs::create_dir(d).map_err(|e| io_err(format!("mkdir({:?})", d.display()), e))?;
         }
         let mut st = Staging { dir, root, ws, ws_mounted: false, ev, ev_mounted: false };
-        let data = format!(
-            "size={disk_bytes},nr_inodes={},mode=0755,uid={uid},gid={gid}",
-            super::INODE_CAP
-        );
-        mount_tmpfs(&st.ws, &data)?;
+        let data = |(uid, gid, mode): (u32, u32, u32)| {
+            format!(
+                "size={disk_bytes},nr_inodes={},mode={mode:04o},uid={uid},gid={gid}",
+                super::INODE_CAP
+            )
+        };
+        mount_tmpfs(&st.ws, &data(ws_owner))?;
         st.ws_mounted = true;
-        mount_tmpfs(&st.ev, &data)?;
+        mount_tmpfs(&st.ev, &data(ev_owner))?;
         st.ev_mounted = true;
         Ok(st)
     }
@@ -251,15 +255,22 @@ fn memfd_with(bytes: &[u8]) -> Result<OwnedFd, SandboxError> {
     Ok(file.into())
 }
 
+/// The ids a run's processes take: the command's uid, the one gid of the
+/// run, and the host's uid in a run with a host.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ids {
+    pub(super) uid: u32,
+    pub(super) gid: u32,
+    pub(super) host_uid: Option<u32>,
+}
+
 impl Sandbox {
     /// Builds the child's context: filesystem plan, argv, envp, rlimits.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn prepare(
         &self,
         spec: &RunSpec,
         staging: &Staging,
-        uid: u32,
-        gid: u32,
+        ids: Ids,
         fds: [RawFd; 5],
         cgroup_tasks: &[PathBuf],
         rlimit_names: &mut Vec<String>,
@@ -293,9 +304,18 @@ impl Sandbox {
         for b in &binds {
             plan.ro_bind(b)?;
         }
-        // A minimal /etc: identity files written for this run.
+        // A minimal /etc: identity files written for this run. The
+        // candidate's side is "sandbox" in every kind of run: the command
+        // without a host, the host with one (then the command is "judge").
+        let Ids { uid, gid, host_uid } = ids;
+        let users = match host_uid {
+            None => format!("sandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\n"),
+            Some(h) => format!(
+                "sandbox:x:{h}:{gid}:sandbox:/tmp:/bin/sh\njudge:x:{uid}:{gid}:judge:/tmp:/bin/sh\n"
+            ),
+        };
         let passwd = format!(
-            "root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            "root:x:0:0:root:/root:/bin/sh\n{users}nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
         );
         let group = format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n");
         plan.touch(Path::new("/etc/passwd"), passwd.as_bytes(), 0o644)?;
@@ -364,30 +384,21 @@ impl Sandbox {
             "MS_BIND|MS_REMOUNT|MS_NOSUID|MS_NODEV",
             None,
         )?;
+        // The judge's own files (a run with a host): each bound over itself
+        // (the plain bind keeps the workspace's nosuid and nodev), so the
+        // host, which owns the folders around it, can neither rename nor
+        // remove nor replace it (a mount point is busy); their owner and
+        // modes keep the host from reading them (`copy::give_to`).
+        for rel in spec.host.iter().flat_map(|h| &h.judge_only) {
+            let host = super::copy::checked_path(&staging.ws, rel, "HostSpec::judge_only")?;
+            let src = host.to_string_lossy().into_owned();
+            plan.mount(Some(&src), &ws.join(rel), None, libc::MS_BIND, "MS_BIND", None)?;
+        }
         // The grader's files inside the workspace, read-only: bound over
         // themselves after the workspace, so the command can neither write
         // nor rename nor remove them (a mount point is busy).
         for rel in &spec.read_only {
-            let valid = !rel.is_empty()
-                && !rel.starts_with('/')
-                && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
-            if !valid {
-                return Err(SandboxError {
-                    call: format!("RunSpec::read_only {rel:?}"),
-                    detail: "a read-only path must be relative, without `.` or `..`".into(),
-                });
-            }
-            let host = staging.ws.join(rel);
-            let meta = fs::symlink_metadata(&host).map_err(|e| {
-                io_err(format!("lstat({:?}) of RunSpec::read_only", host.display()), e)
-            })?;
-            if !(meta.is_file() || meta.is_dir()) {
-                return Err(SandboxError {
-                    call: format!("lstat({:?}) of RunSpec::read_only", host.display()),
-                    detail: "a read-only path must be a regular file or a folder, never a link"
-                        .into(),
-                });
-            }
+            let host = super::copy::checked_path(&staging.ws, rel, "RunSpec::read_only")?;
             let target = ws.join(rel);
             let src = host.to_string_lossy().into_owned();
             plan.mount(
@@ -481,7 +492,7 @@ impl Sandbox {
             path.push(':');
         }
         path.push_str("/usr/local/bin:/usr/bin:/bin");
-        let mut env: Vec<(String, String)> = vec![
+        let env: Vec<(String, String)> = vec![
             ("PATH".into(), path),
             ("HOME".into(), "/tmp".into()),
             ("LANG".into(), "C.UTF-8".into()),
@@ -490,12 +501,31 @@ impl Sandbox {
             ("TMPDIR".into(), "/tmp".into()),
             ("GATEHOUSE_EVIDENCE".into(), super::EVIDENCE_MOUNT.into()),
         ];
-        for (k, v) in &spec.env {
-            env.retain(|(ek, _)| ek != k);
-            env.push((k.clone(), v.clone()));
-        }
-        let envp: Vec<CString> =
-            env.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect::<Result<_, _>>()?;
+        let with = |extra: &[(String, String)]| -> Result<Vec<CString>, SandboxError> {
+            let mut env = env.clone();
+            for (k, v) in extra {
+                env.retain(|(ek, _)| ek != k);
+                env.push((k.clone(), v.clone()));
+            }
+            env.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect()
+        };
+        let envp = with(&spec.env)?;
+        let host = match (&spec.host, host_uid) {
+            (Some(h), Some(host_uid)) => {
+                if !h.argv.first().is_some_and(|p| p.starts_with('/')) {
+                    return Err(SandboxError {
+                        call: format!("HostSpec::argv {:?}", h.argv),
+                        detail: "the host's argv must start with the absolute path of its program (it is exec'd directly: no shell, no PATH search)".into(),
+                    });
+                }
+                Some(HostCmd {
+                    uid: host_uid,
+                    argv: h.argv.iter().map(cstr).collect::<Result<_, _>>()?,
+                    envp: with(&h.env)?,
+                })
+            }
+            _ => None,
+        };
 
         // Resource limits of the command process.
         let mut rlimits = Vec::new();
@@ -541,6 +571,7 @@ impl Sandbox {
             dev_null: cstr("/dev/null")?,
             proc_dir: cstr("/proc")?,
             seccomp: self.seccomp.iter().map(|f| (f.code, f.jt, f.jf, f.k)).collect(),
+            host,
         };
         let ctx_file = memfd_with(&cmd.encode())?;
         let ctx = ChildCtx {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::cgroup::RunCgroups;
 use super::child::{self, ChildCtx, Record};
-use super::prepare::Staging;
+use super::prepare::{Ids, Staging};
 use super::sys::{errno_name, io_err, os_err};
 use super::{Exit, Leftover, LimitHit, RunReport, RunSpec, Sandbox, SandboxError};
 
@@ -154,17 +154,44 @@ fn drain(fd: RawFd, mut sink: impl FnMut(&[u8])) -> bool {
     }
 }
 
+/// What `describe_step` needs to name a failed step.
+struct StepNames<'a> {
+    desc: &'a [String],
+    ctx: &'a ChildCtx,
+    ids: Ids,
+    rlimit_names: &'a [String],
+    host_argv: Option<&'a [String]>,
+}
+
 /// Maps a child step number to the call it made.
-fn describe_step(
-    step: u32,
-    desc: &[String],
-    ctx: &ChildCtx,
-    ids: (u32, u32),
-    rlimit_names: &[String],
-) -> String {
-    if let Some(d) = desc.get(step as usize) {
+fn describe_step(step: u32, n: &StepNames) -> String {
+    if let Some(d) = n.desc.get(step as usize) {
         return d.clone();
     }
+    let host_steps = child::STEP_CMD_DUP2 + child::HOST_STEP_OFFSET
+        ..child::STEP_CGROUP_JOIN + child::HOST_STEP_OFFSET;
+    if host_steps.contains(&step) {
+        let step = step - child::HOST_STEP_OFFSET;
+        let call = match step {
+            child::STEP_CMD_SOCKET => {
+                format!(
+                    "dup2(socket, {}) of the host's end of the socketpair",
+                    child::HOST_FD_JUDGE
+                )
+            }
+            child::STEP_CMD_SETUID => {
+                let u = n.ids.host_uid.unwrap_or(0);
+                format!("setresuid({u}, {u}, {u})")
+            }
+            child::STEP_CMD_EXECVE => {
+                let argv = n.host_argv.unwrap_or_default();
+                format!("execve({:?}, {argv:?}, env)", argv.first().map_or("", |a| a.as_str()))
+            }
+            s => describe_step(s, n),
+        };
+        return format!("{call} in the host process");
+    }
+    let (uid, gid) = (n.ids.uid, n.ids.gid);
     match step {
         child::STEP_CLOSE_FDS => "close_range(3.., 0) in init".into(),
         child::STEP_LOOPBACK_SOCKET => "socket(AF_INET, SOCK_DGRAM, 0)".into(),
@@ -173,15 +200,23 @@ fn describe_step(
         }
         child::STEP_SETHOSTNAME => "sethostname(\"gatehouse\")".into(),
         child::STEP_FORK => "clone(CLONE_VM|CLONE_VFORK|SIGCHLD) of the command process".into(),
+        child::STEP_SOCKETPAIR => "socketpair(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) in init".into(),
+        child::STEP_HOST_FORK => "clone(CLONE_VM|CLONE_VFORK|SIGCHLD) of the host process".into(),
         child::STEP_CMD_DUP2 => "dup2(pipe, 1) / dup2(pipe, 2)".into(),
         child::STEP_CMD_DEVNULL => "open(\"/dev/null\", O_RDONLY) + dup2(fd, 0)".into(),
-        child::STEP_CMD_CLOEXEC => "close_range(3, ~0, CLOSE_RANGE_CLOEXEC)".into(),
+        child::STEP_CMD_CLOEXEC => "close_range(first unused fd, ~0, CLOSE_RANGE_CLOEXEC)".into(),
         child::STEP_CMD_CHDIR => "chdir(\"/workspace\")".into(),
         child::STEP_CMD_NO_NEW_PRIVS => "prctl(PR_SET_NO_NEW_PRIVS, 1)".into(),
         child::STEP_CMD_SETGROUPS => "setgroups(0, [])".into(),
-        child::STEP_CMD_SETGID => format!("setresgid({0}, {0}, {0})", ids.1),
-        child::STEP_CMD_SETUID => format!("setresuid({0}, {0}, {0})", ids.0),
+        child::STEP_CMD_SETGID => format!("setresgid({gid}, {gid}, {gid})"),
+        child::STEP_CMD_SETUID => format!("setresuid({uid}, {uid}, {uid})"),
         child::STEP_CMD_CHANNEL => "dup2(channel pipe, 3)".into(),
+        child::STEP_CMD_REPORT_FD => {
+            format!("fcntl({}, F_DUPFD_CLOEXEC, 16) of the report pipe", child::FD_REPORT)
+        }
+        child::STEP_CMD_SOCKET => {
+            format!("dup2(socket, {}) of the judge's end of the socketpair", child::JUDGE_FD_HOST)
+        }
         child::STEP_CMD_KEYRING => {
             "keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL) / keyctl(KEYCTL_CLEAR, user keyrings)".into()
         }
@@ -200,7 +235,8 @@ fn describe_step(
             child::FD_CTX
         ),
         child::STEP_CMD_EXECVE => "execve(\"/bin/sh\", [\"/bin/sh\", \"-c\", script], env)".into(),
-        s if s >= child::STEP_CGROUP_JOIN => ctx
+        s if s >= child::STEP_CGROUP_JOIN => n
+            .ctx
             .cgroup_tasks
             .get((s - child::STEP_CGROUP_JOIN) as usize)
             .map(|p| {
@@ -210,7 +246,8 @@ fn describe_step(
                 )
             })
             .unwrap_or_else(|| format!("cgroup join #{}", s - child::STEP_CGROUP_JOIN)),
-        s if s >= child::STEP_CMD_SETRLIMIT => rlimit_names
+        s if s >= child::STEP_CMD_SETRLIMIT => n
+            .rlimit_names
             .get((s - child::STEP_CMD_SETRLIMIT) as usize)
             .cloned()
             .unwrap_or_else(|| format!("setrlimit #{}", s - child::STEP_CMD_SETRLIMIT)),
@@ -222,22 +259,55 @@ impl Sandbox {
     pub(super) fn run_inner(&self, spec: &RunSpec) -> Result<RunReport, SandboxError> {
         let lim = &spec.limits;
         let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
-        // The uid is leased host-wide for the whole run (copy-out included).
-        let lease = if self.features.uid_drop {
-            Some(super::owner::lease_uid(self.config.uid, self.config.gid, n, UID_RANGE)?)
-        } else {
-            None
+        // The uids are leased host-wide for the whole run (copy-out
+        // included): the command's, and with a host first the host's (its
+        // gid is the run's one gid), then the judge's (the command's).
+        let (base, gid_base) = (self.config.uid, self.config.gid);
+        let lease = |start: u64| super::owner::lease_uid(base, gid_base, start, UID_RANGE);
+        let apart = spec.host.is_some() && self.features.uid_drop;
+        let (first, second) = match (self.features.uid_drop, apart) {
+            (false, _) => (None, None),
+            (true, false) => (Some(lease(n)?), None),
+            (true, true) => {
+                let host = lease(n)?;
+                (Some(host), Some(lease(n + 1)?))
+            }
         };
-        let (uid, gid) = match &lease {
-            Some(l) => (self.config.uid + l.offset, self.config.gid + l.offset),
-            None => (0, 0),
+        let ids = match (&first, &second) {
+            (Some(h), Some(j)) => Ids {
+                uid: base + j.offset,
+                gid: gid_base + h.offset,
+                host_uid: Some(base + h.offset),
+            },
+            (Some(l), None) => {
+                Ids { uid: base + l.offset, gid: gid_base + l.offset, host_uid: None }
+            }
+            _ => Ids { uid: 0, gid: 0, host_uid: spec.host.as_ref().map(|_| 0) },
         };
+        let (uid, gid) = (ids.uid, ids.gid);
         let id = format!("{}-{n}", self.owner.id);
         let mut ph = Phases::new();
 
-        let mut staging = Staging::create(&id, lim.disk_bytes, uid, gid)?;
+        // Without a host the command's uid owns the workspace and the
+        // evidence; with one the host's uid owns the workspace (the judge
+        // writes there through the group) and the judge's the evidence.
+        let (ws_owner, ev_owner) = match ids.host_uid {
+            None => ((uid, gid, 0o755), (uid, gid, 0o755)),
+            Some(h) => ((h, gid, 0o775), (uid, gid, 0o700)),
+        };
+        let mut staging = Staging::create(&id, lim.disk_bytes, ws_owner, ev_owner)?;
         ph.mark("staging");
-        super::copy::copy_in(&spec.workspace, &staging.ws, uid, gid)?;
+        super::copy::copy_in(
+            &spec.workspace,
+            &staging.ws,
+            ws_owner.0,
+            gid,
+            ids.host_uid.is_some(),
+        )?;
+        for rel in spec.host.iter().flat_map(|h| &h.judge_only) {
+            let path = super::copy::checked_path(&staging.ws, rel, "HostSpec::judge_only")?;
+            super::copy::give_to(&path, uid, gid)?;
+        }
         ph.mark("copy_in");
         let mut cgroups = RunCgroups::create(
             &self.cgroups,
@@ -257,8 +327,7 @@ impl Sandbox {
         let prepared = self.prepare(
             spec,
             &staging,
-            uid,
-            gid,
+            ids,
             [go_r.as_raw_fd(), rep_w.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd(), chan_w_raw],
             &cgroups.tasks_files(),
             &mut rlimit_names,
@@ -385,14 +454,15 @@ impl Sandbox {
         for chunk in rep_bytes.chunks(Record::SIZE) {
             let Some(rec) = Record::from_bytes(chunk) else { continue };
             if rec.kind == child::KIND_FAILURE {
+                let names = StepNames {
+                    desc: &prepared.desc,
+                    ctx: &prepared.ctx,
+                    ids,
+                    rlimit_names: &rlimit_names,
+                    host_argv: spec.host.as_ref().map(|h| h.argv.as_slice()),
+                };
                 return Err(SandboxError {
-                    call: describe_step(
-                        rec.step,
-                        &prepared.desc,
-                        &prepared.ctx,
-                        (uid, gid),
-                        &rlimit_names,
-                    ),
+                    call: describe_step(rec.step, &names),
                     detail: errno_name(rec.errno),
                 });
             }
@@ -499,6 +569,16 @@ impl Sandbox {
             channel_truncated: chan_buf.total > chan_buf.buf.len() as u64,
             channel_bytes: chan_buf.total,
             channel: chan_buf.buf,
+            apart,
+            host_alive_at_end: result.as_ref().and_then(|r| match r.host {
+                child::HOST_KILLED => Some(true),
+                child::HOST_ENDED => Some(false),
+                _ => None,
+            }),
+            host_exit: result
+                .as_ref()
+                .filter(|r| r.host == child::HOST_ENDED)
+                .map(|r| decode_status(r.host_status)),
         })
     }
 }

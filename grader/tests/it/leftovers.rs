@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use grader::sandbox::{Limits, RunSpec, Sandbox, UID_LOCK_DIR, UID_RANGE};
+use grader::sandbox::{HostSpec, Limits, RunSpec, Sandbox, UID_LOCK_DIR, UID_RANGE};
 use grader::workdir::{self, WorkDir};
 
 /// Runs `f` on a thread whose own credentials are `uid`/`uid` (raw system
@@ -132,6 +132,7 @@ fn sleeper(marker: &str, secs: u32) -> RunSpec {
         limits: Limits { wall: Duration::from_secs(20), ..Limits::default() },
         channel: false,
         read_only: Vec::new(),
+        host: None,
     }
 }
 
@@ -200,6 +201,68 @@ fn no_key_of_a_run_uid_outlives_the_run_or_reaches_the_next_run_on_it() {
         assert!(uid_of_process_with("gh_keys_run_b").is_some(), "checked while run B ran");
         h.join().expect("run B")
     });
+}
+
+/// A run with a host leases two uids (the judge's and the host's); a key
+/// planted in either while the run lives is gone when it ends, and
+/// neither uid holds any key afterwards.
+#[test]
+fn no_key_of_either_uid_of_a_run_with_a_host_outlives_it() {
+    // A uid range of this test's own, every uid of it held but two.
+    let base = 66_000;
+    let pair = [base + 11, base + 12];
+    let _held: Vec<OwnedFd> =
+        (base..base + UID_RANGE as u32).filter(|u| !pair.contains(u)).map(hold_uid).collect();
+    let mut config = Sandbox::host_default_config();
+    (config.uid, config.gid) = (base, base);
+    let sb = Sandbox::new(config).expect("sandbox");
+    let ws = tempfile::tempdir().expect("tempdir");
+    let spec = RunSpec {
+        script: "cat <&4; sleep 2.5; : gh_keys_two_judge".into(),
+        host: Some(HostSpec {
+            argv: ["/bin/sh", "-c", "exec 3>&-; sleep 5; : gh_keys_two_host"]
+                .map(String::from)
+                .to_vec(),
+            env: Vec::new(),
+            judge_only: Vec::new(),
+        }),
+        ..sleeper("unused", 0)
+    };
+    let spec = RunSpec { workspace: ws.path().to_path_buf(), ..spec };
+    let report = std::thread::scope(|s| {
+        let h = s.spawn(|| sb.run(&spec).expect("the run"));
+        let started = || {
+            uid_of_process_with("gh_keys_two_judge").is_some()
+                && uid_of_process_with("gh_keys_two_host").is_some()
+        };
+        assert!(eventually(Duration::from_secs(10), started), "the run never started");
+        let mut uids =
+            [uid_of_process_with("gh_keys_two_judge"), uid_of_process_with("gh_keys_two_host")]
+                .map(|u| u.expect("uid"));
+        uids.sort();
+        assert_eq!(uids, pair, "the run's two uids");
+        for uid in pair {
+            as_uid(uid, || {
+                plant("gh-planted-two-uids");
+                assert_eq!(keys_named("gh-planted-two-uids").len(), 3, "uid {uid}");
+            });
+        }
+        h.join().expect("the run")
+    });
+    assert!(report.apart && report.success(), "{report:?}");
+    for uid in pair {
+        assert!(
+            eventually(Duration::from_secs(3), || as_uid(uid, || keys_named(
+                "gh-planted-two-uids"
+            )
+            .is_empty())),
+            "a key planted in uid {uid} outlived the run"
+        );
+        assert!(
+            eventually(Duration::from_secs(3), || !listed_in_key_users(uid)),
+            "uid {uid} still holds keys after its run"
+        );
+    }
 }
 
 /// A run killed with its grader never clears its uid, and that uid may

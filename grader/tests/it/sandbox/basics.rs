@@ -163,6 +163,7 @@ fn sandbox_stress_hostile_and_trivial_runs_concurrently() {
                 limits,
                 channel: false,
                 read_only: Vec::new(),
+                host: None,
             };
             let r = sb.run(&spec);
             (script, is_trivial, r)
@@ -223,6 +224,7 @@ fn sandbox_tool_dir_is_read_only_at_gatehouse() {
         limits: small_limits(),
         channel: false,
         read_only: Vec::new(),
+        host: None,
     };
     let r = sb.run(&spec).expect("run");
     let lines: Vec<&str> = r.stdout_tail.lines().collect();

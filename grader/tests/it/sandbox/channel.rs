@@ -13,6 +13,7 @@ fn run_channel(script: &str) -> RunReport {
         limits: small_limits(),
         channel: true,
         read_only: Vec::new(),
+        host: None,
     };
     sandbox().run(&spec).unwrap_or_else(|e| panic!("sandbox error for {script:?}: {e}"))
 }

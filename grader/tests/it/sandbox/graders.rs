@@ -72,6 +72,7 @@ fn sandbox_helper_process() {
                             limits: small_limits(),
                             channel: false,
                             read_only: Vec::new(),
+                            host: None,
                         };
                         sb.run(&spec).expect("run").stdout_tail.trim().to_string()
                     })
@@ -88,6 +89,7 @@ fn sandbox_helper_process() {
             limits: Limits { wall: Duration::from_secs(60), ..small_limits() },
             channel: false,
             read_only: Vec::new(),
+            host: None,
         };
         let _ = sb.run(&spec);
     }
@@ -215,6 +217,7 @@ fn the_evidence_folder_is_apart_and_confined_processes_cannot_write_it() {
         limits: small_limits(),
         channel: false,
         read_only: Vec::new(),
+        host: None,
     };
     let r = sb.run(&spec).expect("run");
     let out = &r.stdout_tail;

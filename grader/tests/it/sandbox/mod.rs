@@ -11,6 +11,7 @@ use grader::sandbox::{Limits, RunReport, RunSpec, Sandbox};
 mod basics;
 mod channel;
 mod graders;
+mod host;
 mod init;
 mod isolation;
 mod limits;
@@ -46,6 +47,7 @@ fn run_in(dir: &Path, script: &str, limits: Limits) -> RunReport {
         limits,
         channel: false,
         read_only: Vec::new(),
+        host: None,
     };
     match sandbox().run(&spec) {
         Ok(r) => r,
