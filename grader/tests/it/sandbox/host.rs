@@ -483,14 +483,20 @@ fn host_error(host: HostSpec) -> SandboxError {
     let dir = tempfile::tempdir().expect("tempdir");
     lay(dir.path(), &[("ok.txt", "x", 0o644), ("real/f.txt", "y", 0o644)]);
     std::os::unix::fs::symlink("real", dir.path().join("link")).expect("symlink");
-    match sandbox().run(&spec(dir.path(), "echo ran > ran.txt", Some(host))) {
+    // A command that would hold the run for 5 s: a failed host start
+    // must not start it.
+    let t0 = Instant::now();
+    let e = match sandbox().run(&spec(dir.path(), "sleep 5; echo ran > ran.txt", Some(host))) {
         Ok(r) => panic!("the run started: {r:?}"),
         Err(e) => e,
-    }
+    };
+    assert!(t0.elapsed() < Duration::from_secs(4), "the command ran after the error: {e}");
+    e
 }
 
-/// A host that cannot start is a sandbox error naming the failed call (the
-/// command never runs); bad host specs are refused naming what is wrong.
+/// A host that cannot start is a sandbox error naming the failed call, and
+/// the command never starts; bad host specs are refused naming what is
+/// wrong.
 #[test]
 fn sandbox_host_start_failures_are_errors_naming_the_call() {
     let e = host_error(host_spec(&["/nonexistent/gh-host", "--serve"], &[]));
