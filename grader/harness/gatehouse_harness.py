@@ -42,7 +42,25 @@ EVIDENCE = os.environ.get("GATEHOUSE_EVIDENCE") or "/evidence"
 CONFINE = "/gatehouse/gatehouse_confine.py"
 
 __all__ = ["Service", "ServiceError", "Response", "FakeOpenAI", "FakeHTTP", "emit", "measure", "free_port",
-           "EVIDENCE", "evidence_path", "confined", "run_confined", "popen_confined"]
+           "EVIDENCE", "evidence_path", "confined", "run_confined", "popen_confined", "host_module"]
+
+
+def host_module(name):
+    """The module ``name`` as the candidate's code sees it.
+
+    In a run judged apart (JUDGE.md) the candidate's code runs in a host
+    process of its own, so patching this process's ``time.sleep`` or
+    ``urllib.request.urlopen`` changes nothing it does: patch
+    ``host_module("time")`` instead (``mock.patch.object``,
+    ``monkeypatch.setattr``), and what the candidate's code calls comes back
+    to the judge's stand-in. Anywhere else (a packet that declares
+    ``judge = "shared"``), the module itself."""
+    judge = sys.modules.get("gatehouse_judge")
+    if judge is not None and judge.in_judge():
+        return judge.host_module(name)
+    import importlib
+
+    return importlib.import_module(name)
 
 
 def evidence_path(name):
@@ -64,6 +82,16 @@ def confined(argv, write=()):
     for w in write:
         extra += ["--write", str(w)]
     return [sys.executable, "-I", CONFINE] + extra + ["--"] + [str(a) for a in argv]
+
+
+def _local_popen():
+    """`subprocess.Popen` for the packet's own programs: in a run judged
+    apart (JUDGE.md), under the judge's uid; every other program packet code
+    starts runs under the candidate's."""
+    judge = sys.modules.get("gatehouse_judge")
+    if judge is not None and judge.in_judge():
+        return judge.local_popen
+    return subprocess.Popen
 
 
 def run_confined(argv, write=(), **kwargs):
@@ -149,15 +177,17 @@ class Service:
         self.ready = ready
         self.env = dict(os.environ, **(env or {}))
         self.cwd = cwd
+        self.confine = confine
         self.log_path = log or evidence_path("service-%d.log" % port)
         self.proc = None
         self.starts = 0
 
     def start(self, timeout=10.0):
         self.starts += 1
+        popen = subprocess.Popen if self.confine else _local_popen()
         with open(self.log_path, "ab") as log:
             log.write(("--- start %d: %s\n" % (self.starts, " ".join(self.command))).encode())
-            self.proc = subprocess.Popen(
+            self.proc = popen(
                 self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         deadline = time.monotonic() + timeout

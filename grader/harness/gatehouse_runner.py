@@ -456,6 +456,8 @@ class Integrity:
         self.reported = set()
 
     def record(self):
+        if JUDGE_MODE is not None:
+            return
         snap = []
         classes = []
         for name, mod in list(sys.modules.items()):
@@ -482,6 +484,8 @@ class Integrity:
             self.channel.send({"t": "integrity", "what": what, "change": change, "test": test})
 
     def check(self, test):
+        if JUDGE_MODE is not None:
+            return []
         changed = []
         for owner, where, k, v in self.snap:
             if _isinstance(owner, dict):
@@ -523,6 +527,9 @@ _MISSING = _Missing()
 
 
 def _finish(channel, code, counts):
+    if JUDGE_MODE is not None:
+        JUDGE_MODE.finish()
+        channel.send({"t": "judge-counts", "counts": dict(JUDGE_MODE.counts)})
     channel.send({"t": "end", "exit": code, "counts": counts})
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -620,6 +627,10 @@ def run_pytest(channel, config, args, audit, roles):
     from _pytest import outcomes
 
     _share_parsed_modules()
+    if JUDGE_MODE is not None:
+        import gatehouse_judge
+
+        gatehouse_judge.share_pytest_temp()
 
     plugins = _plugins_from_the_interpreter()
     ini = os.path.join(TOOLS, "pytest.ini")
@@ -646,6 +657,18 @@ def run_pytest(channel, config, args, audit, roles):
             # Pytest is configured (its own legacy patches are in place) and
             # no test module is imported yet: this is the record.
             integrity.record()
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_ignore_collect(self, collection_path, config):
+            # In judge mode a test file of the candidate's is never
+            # collected: importing it would run the candidate's code here.
+            if JUDGE_MODE is None:
+                return None
+            path = _str(collection_path)
+            if not path.startswith(WORKSPACE + "/") or not path.endswith(".py"):
+                return None
+            rel = path[_len(WORKSPACE) + 1 :]
+            return True if rel not in JUDGE_MODE.laid_files() else None
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_collectstart(self, collector):
@@ -740,7 +763,7 @@ def run_pytest(channel, config, args, audit, roles):
     fixed = ["-c", ini, "--rootdir", WORKSPACE, "--import-mode=append", "-p", "no:cacheprovider"]
     for p in plugins:
         fixed += ["-p", p]
-    if config.get("noconftest"):
+    if config.get("noconftest") or JUDGE_MODE is not None:
         fixed.append("--noconftest")
     extra = list(config.get("extra_tests") or [])
     if WORKSPACE not in sys.path:
@@ -913,6 +936,24 @@ def run_script(channel, config, args, audit, roles):
     _finish(channel, code, {})
 
 
+JUDGE_MODE = None
+
+
+def _start_judge(channel, config):
+    sys.path.insert(0, TOOLS)
+    try:
+        import gatehouse_judge
+    finally:
+        sys.path.remove(TOOLS)
+    try:
+        judge = gatehouse_judge.install(config)
+    except gatehouse_judge.HostError as e:
+        print("gatehouse_runner: %s" % e, file=sys.stderr)
+        _exit(3)
+    channel.send({"t": "judge", "apart": True})
+    return judge
+
+
 def _config(text):
     if not text:
         return {}
@@ -935,7 +976,14 @@ def main():
     kind, args = sys.argv[1], sys.argv[2:]
     roles = Roles(config.get("grader_files") or ())
     audit = Audit(channel, roles)
-    audit.install()
+    if config.get("judge"):
+        # JUDGE MODE: the candidate's code runs in a host process under
+        # another uid (gatehouse_judge); none of it ever runs here, so there
+        # is nothing for the audit hook or the framework record to watch.
+        global JUDGE_MODE
+        JUDGE_MODE = _start_judge(channel, config)
+    else:
+        audit.install()
     if kind == "script":
         run_script(channel, config, args, audit, roles)
         return

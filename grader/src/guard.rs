@@ -29,6 +29,8 @@ pub struct Canaries<'a> {
     pub salt: &'a str,
     /// The submission's digest: another submission, other names.
     pub submission: &'a str,
+    /// Judge the packet's tests apart (JUDGE.md; `[packet] judge`).
+    pub apart: bool,
 }
 
 impl<'a> Canaries<'a> {
@@ -45,7 +47,11 @@ impl<'a> Canaries<'a> {
         if let Some(sc) = self.steps.get(&step.id) {
             laid.extend(sc.files.keys().cloned());
         }
+        let packet_code = fixed
+            || crate::trusted::plan(&step.run).runner() == Some(crate::trusted::RunnerKind::Script);
+        let judge = (self.apart && packet_code).then(|| judge_plan(&step.lay, &[]));
         let mut guard = Guard {
+            judge,
             laid,
             generic: !fixed,
             noconftest: fixed,
@@ -86,6 +92,35 @@ impl<'a> Canaries<'a> {
     pub fn for_run(&self, run_id: &str, laid: Vec<String>, generic: bool) -> Guard<'a> {
         Guard { laid, generic, seed: self.seed(run_id), ..Guard::default() }
     }
+
+    /// The guard of a detector script's run: packet code, judged apart
+    /// (its lays, and `also`: the folders of what the steps kept).
+    pub fn for_script(&self, run_id: &str, lays: &[Lay], also: &[String]) -> Guard<'a> {
+        let mut laid = protected(laid_paths(lays));
+        laid.extend(also.iter().cloned());
+        Guard {
+            laid,
+            judge: self.apart.then(|| judge_plan(lays, also)),
+            seed: self.seed(run_id),
+            ..Guard::default()
+        }
+    }
+}
+
+/// The judge's view of what `lays` lay (and `also`, the judge's alone):
+/// every path, and those the candidate's uid may not read.
+pub fn judge_plan(lays: &[Lay], also: &[String]) -> crate::run::JudgePlan {
+    let mut laid = laid_paths(lays);
+    laid.push(crate::run::HARNESS_PATH.to_string());
+    laid.extend(also.iter().cloned());
+    let mut judge_only: Vec<String> =
+        lays.iter().filter(|l| l.judge_only()).map(|l| l.paths().1).collect();
+    judge_only.extend(also.iter().cloned());
+    laid.sort();
+    laid.dedup();
+    judge_only.sort();
+    judge_only.dedup();
+    crate::run::JudgePlan { laid, judge_only }
 }
 
 /// The workspace paths `lays` lay.

@@ -34,12 +34,33 @@ pub struct Ran {
     /// The names the run planted, to map its JUnit file back.
     pub canaries: RunCanaries,
     pub verdict: Verdict,
+    /// The run was judged apart: the candidate's code ran only in a host
+    /// process under its own uid (`report.apart` says whether the sandbox
+    /// could give it one).
+    pub apart: bool,
+}
+
+/// A run judged apart (JUDGE.md): the trusted runner is the judge, under
+/// the run's judge uid, and a host supervisor under the candidate's uid
+/// starts the candidate's code on the judge's request; only data crosses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JudgePlan {
+    /// Every workspace path the preparation laid (files or folders): the
+    /// judge imports these itself; every other module of the workspace is
+    /// served to it by the host.
+    pub laid: Vec<String>,
+    /// Of those, what only the judge may read (`manifest::Lay::judge_only`).
+    pub judge_only: Vec<String>,
 }
 
 /// What a run carries besides its command: the grader's files to protect,
 /// the canaries to plant.
 #[derive(Default)]
 pub struct Guard<'a> {
+    /// Judge the run apart when its command runs through the Python
+    /// runner with no prelude (`JudgePlan`); such a run plants no canary:
+    /// nothing of the candidate's runs where a canary could tell.
+    pub judge: Option<JudgePlan>,
     /// Workspace paths the preparation laid (files or folders): bound
     /// read-only, and known to the runner as the grader's.
     pub laid: Vec<String>,
@@ -165,11 +186,13 @@ pub fn run_guarded(
     let mut roles = std::collections::BTreeMap::new();
     let mut extra_tests: Vec<String> = Vec::new();
     let kind = plan.runner();
-    if let crate::trusted::Plan::Runner {
-        kind: crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest,
-        args,
-        ..
-    } = &plan
+    let apart = guard.judge.as_ref().filter(|_| judged_apart(&plan));
+    if apart.is_none()
+        && let crate::trusted::Plan::Runner {
+            kind: crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest,
+            args,
+            ..
+        } = &plan
         && crate::canary::options_allow_canaries(args)
     {
         let mut rng = Rng::new(&[b"run", &guard.seed]);
@@ -265,13 +288,27 @@ pub fn run_guarded(
         }
         digests.sort();
         digests.dedup();
-        let config = serde_json::json!({
+        let mut config = serde_json::json!({
             "grader_files": digests,
             "extra_tests": extra_tests,
             "noconftest": guard.noconftest,
         });
+        if let Some(j) = apart {
+            config["judge"] = true.into();
+            config["workspace"] = "/workspace".into();
+            config["laid"] = expand_laid(scratch, &j.laid).map_err(io_at("listing the laid files of"))?.into();
+            config["call_secs"] = call_secs(limits.wall).into();
+        }
         env.push((RUN_VAR.into(), config.to_string()));
     }
+    let host = match apart {
+        Some(j) => Some(crate::sandbox::HostSpec {
+            argv: HOST_ARGV.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            judge_only: j.judge_only.iter().filter(|p| scratch.join(p).exists()).cloned().collect(),
+        }),
+        None => None,
+    };
     let spec = RunSpec {
         script: plan.command(),
         workspace: scratch.to_path_buf(),
@@ -279,7 +316,7 @@ pub fn run_guarded(
         limits: limits.clone(),
         channel,
         read_only,
-        host: None,
+        host,
     };
     let mut report = sandbox.run(&spec)?;
     let canaries = RunCanaries { roles, calibrating: guard.calibrating };
@@ -312,7 +349,57 @@ pub fn run_guarded(
             report.exit = crate::sandbox::Exit::Code(0);
         }
     }
-    Ok(Ran { report, plan, runner, canaries, verdict })
+    Ok(Ran { report, plan, runner, canaries, verdict, apart: apart.is_some() })
+}
+
+/// How the host supervisor starts (JUDGE.md): the grader's own file on the
+/// read-only tool folder, the sandbox's `python3`, isolated.
+pub const HOST_ARGV: [&str; 3] =
+    ["/bin/sh", "-c", "exec python3 -I -B /gatehouse/gatehouse_host.py"];
+
+/// Whether a run of `plan` can be judged apart: the Python runner (pytest,
+/// unittest or a packet script) runs it, with nothing before it in the
+/// command (a prelude would run under the judge's uid whatever it starts).
+pub fn judged_apart(plan: &crate::trusted::Plan) -> bool {
+    matches!(
+        plan,
+        crate::trusted::Plan::Runner {
+            kind: crate::trusted::RunnerKind::Pytest
+                | crate::trusted::RunnerKind::Unittest
+                | crate::trusted::RunnerKind::Script,
+            prelude: None,
+            ..
+        }
+    )
+}
+
+/// How long the judge waits for the host to say anything during one call
+/// before it ends the host and fails the call: a third of the run's wall
+/// limit, between 5 and 60 seconds, so a hang fails its test and leaves
+/// time for the rest.
+pub fn call_secs(wall: std::time::Duration) -> f64 {
+    (wall.as_secs_f64() / 3.0).clamp(5.0, 60.0)
+}
+
+/// The laid paths of a run as the judge lists them: every file beneath
+/// each (relative, `/`-separated), and the folders themselves.
+fn expand_laid(scratch: &Path, laid: &[String]) -> io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for p in laid {
+        let root = scratch.join(p);
+        if !root.exists() {
+            continue;
+        }
+        for entry in walkdir::WalkDir::new(&root).follow_links(false) {
+            let entry = entry.map_err(io::Error::other)?;
+            if let Ok(rel) = entry.path().strip_prefix(scratch) {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// Where the harness is laid in every run.

@@ -828,6 +828,13 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
         let plan = crate::trusted::plan(&step.run);
         let crate::trusted::Plan::Runner { kind, args, prelude } = &plan else { continue };
         let lang = match kind {
+            // A Python step judged apart runs no candidate code beside its
+            // tests: nothing for a twin to catch (JUDGE.md).
+            RunnerKind::Pytest | RunnerKind::Unittest
+                if packet.manifest.judge_apart() && prelude.is_none() =>
+            {
+                continue;
+            }
             RunnerKind::Pytest | RunnerKind::Unittest => Lang::Python,
             RunnerKind::GoTest => Lang::Go,
             RunnerKind::NodeTest => Lang::TypeScript,

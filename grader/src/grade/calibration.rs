@@ -194,6 +194,7 @@ impl Grader {
                 calibrating: true,
                 salt: &salt,
                 submission: &ingested.archive_sha256,
+                apart: packet.manifest.judge_apart(),
             };
             let started = Instant::now();
             let (card, observed) = self.grade_ingested(

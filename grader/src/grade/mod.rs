@@ -185,6 +185,7 @@ impl Grader {
             calibrating: false,
             salt: &calibration.salt,
             submission: &ingested.archive_sha256,
+            apart: packet.manifest.judge_apart(),
         };
         Ok(self
             .grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration), &canaries)?
@@ -219,6 +220,7 @@ impl Grader {
             calibrating: false,
             salt: &calibration.salt,
             submission: &ingested.archive_sha256,
+            apart: packet.manifest.judge_apart(),
         };
         Ok(self
             .grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration), &canaries)?

@@ -121,6 +121,8 @@ impl Grader {
         let mut tamper_runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut runtime_notes: Vec<String> = Vec::new();
         let mut planted: BTreeMap<String, usize> = BTreeMap::new();
+        // How each run of packet code met the candidate's code (JUDGE.md).
+        let mut judged: BTreeMap<String, String> = BTreeMap::new();
         let empty = BTreeSet::new();
         let baseline = calibration.map_or(&empty, |c| &c.baseline);
         // Without Landlock the harness cannot keep the candidate's
@@ -158,7 +160,11 @@ impl Grader {
                 _ if fixed => Whose::Packet,
                 _ => Whose::Candidate,
             };
-            let judged = crate::guard::judge(&ran, whose, baseline);
+            let judged_run = crate::guard::judge(&ran, whose, baseline);
+            if let Some(how) = judged_how(packet, &ran, whose) {
+                judged.insert(run_id.clone(), how);
+            }
+            let judged = judged_run;
             if ran.verdict.planted > 0 {
                 planted.insert(run_id.clone(), ran.verdict.planted);
             }
@@ -191,7 +197,11 @@ impl Grader {
                         .and_then(|c| c.expected.get(&step.id))
                         .filter(|_| fixed_tests(step, &ran.plan));
                     // A file the runner wrote elsewhere (after a `cd`) is not comparable.
-                    let comparable = junit.as_ref().filter(|_| ran.plan.in_workspace());
+                    // Judged apart, the channel is the only word: the
+                    // candidate's uid can write the workspace, where the
+                    // JUnit file lies, but never the judge's channel.
+                    let comparable =
+                        junit.as_ref().filter(|_| ran.plan.in_workspace() && !ran.apart);
                     let mut signs = judged.signs.clone();
                     signs.extend(r.cross_check(kind, &report, comparable, expected));
                     if fixed_tests(step, &ran.plan)
@@ -314,8 +324,8 @@ impl Grader {
                 }
                 Ok(())
             };
-            let mut laid = crate::guard::protected(crate::guard::laid_paths(lay));
-            laid.extend(kept.keys().map(|step| format!(".gatehouse/kept/{step}")));
+            let kept_dirs: Vec<String> =
+                kept.keys().map(|step| format!(".gatehouse/kept/{step}")).collect();
             let ran = run_guarded(
                 &self.sandbox,
                 &workspace,
@@ -324,9 +334,13 @@ impl Grader {
                 run,
                 &limits,
                 with_platform_env(Vec::new(), &platform),
-                &canaries.for_run(&run_id, laid, false),
+                &canaries.for_script(&run_id, lay, &kept_dirs),
             )?;
-            let judged = crate::guard::judge(&ran, Whose::Packet, baseline);
+            let judged_run = crate::guard::judge(&ran, Whose::Packet, baseline);
+            if let Some(how) = judged_how(packet, &ran, Whose::Packet) {
+                judged.insert(run_id.clone(), how);
+            }
+            let judged = judged_run;
             runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
             let mut report = ran.report;
             skipped.extend(cut(&run_id, &cut_note, &report));
@@ -625,6 +639,7 @@ impl Grader {
             hidden_text_unlisted,
             runtime_notes,
             canaries: planted,
+            judged,
             graded_digest: None,
             scoring: scoring.clone(),
             digest: String::new(),
@@ -647,6 +662,29 @@ impl Grader {
 
 /// Whether a step's test ids are the packet's alone: a trusted pytest run
 /// whose every named test file is one the step lays from the packet.
+/// How a run of packet code met the candidate's code, for the receipt:
+/// `apart` (two processes, two uids), `apart, one uid` (two processes;
+/// the sandbox could not give the host a uid of its own), or `shared` with
+/// why (a packet that declares `judge = "shared"`, a command with a
+/// prelude); None for runs of the candidate's own tests.
+fn judged_how(packet: &crate::packet::Packet, ran: &crate::run::Ran, whose: Whose) -> Option<String> {
+    if whose != Whose::Packet || ran.plan.runner().is_none() {
+        return None;
+    }
+    Some(if ran.apart && ran.report.apart {
+        "apart".to_string()
+    } else if ran.apart {
+        "apart, one uid (the sandbox could not give the host a uid of its own)".to_string()
+    } else if !packet.manifest.judge_apart() {
+        format!(
+            "shared: the packet declares judge = \"shared\" ({}); this lane is weaker against forgery",
+            packet.manifest.packet.judge_reason.as_deref().unwrap_or("no reason given")
+        )
+    } else {
+        "shared: the command runs something before the test runner; this lane is weaker against forgery".to_string()
+    })
+}
+
 pub fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
     if let Plan::Runner { kind: RunnerKind::NodeTest, args, prelude: None } = plan {
         return crate::lang_node::fixed(args, &crate::guard::laid_paths(&step.lay));

@@ -160,6 +160,10 @@ pub struct Receipt {
     /// How many canary tests the runs carried (issue #25), by run.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub canaries: BTreeMap<String, usize>,
+    /// How each run of the packet's tests and scripts met the candidate's
+    /// code (JUDGE.md), by run: `apart`, or `shared` and why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub judged: BTreeMap<String, String>,
     /// The rubric's scoring; its fields sit at the top level of the JSON.
     #[serde(flatten)]
     pub scoring: Scoring,

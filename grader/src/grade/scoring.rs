@@ -170,6 +170,7 @@ mod rescore_tests {
             hidden_text_unlisted: 0,
             runtime_notes: vec![],
             canaries: BTreeMap::new(),
+            judged: BTreeMap::new(),
             graded_digest: None,
             scoring: Scoring {
                 criteria: vec![],

@@ -15,6 +15,13 @@ pub use crate::tree::{is_safe_path, is_safe_relative};
 use problems::line_of;
 
 impl Manifest {
+    /// Whether the packet's tests are judged apart from the candidate's
+    /// code (JUDGE.md): every packet but one that declares
+    /// `judge = "shared"`.
+    pub fn judge_apart(&self) -> bool {
+        self.packet.judge != Some(JudgeMode::Shared)
+    }
+
     /// Parses and validates `src`, the text of the file called `file`.
     pub fn parse(file: &str, src: &str) -> Result<Manifest, ManifestError> {
         let manifest: Manifest = toml::from_str(src).map_err(|e| ManifestError {

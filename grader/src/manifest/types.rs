@@ -80,6 +80,26 @@ pub struct PacketMeta {
     /// The name the prompt is shipped under in the starter zip.
     #[serde(default = "default_brief")]
     pub brief: String,
+    /// How the hidden tests meet the candidate's code (JUDGE.md). Absent:
+    /// apart, the judge and the host in two processes under two uids.
+    /// `judge = "shared"` (with `judge_reason`) runs them in one process
+    /// as before: `packet check` warns, and the scorecard and receipt say
+    /// that this packet's correctness lane is weaker against forgery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeMode>,
+    /// Why a packet's hidden tests must share the candidate's process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_reason: Option<String>,
+}
+
+/// `[packet] judge`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JudgeMode {
+    /// The hidden tests in the judge, the candidate's code in the host.
+    Apart,
+    /// Both in one process (a packet whose tests truly need it).
+    Shared,
 }
 
 fn default_brief() -> String {
@@ -246,8 +266,17 @@ pub struct Step {
 pub enum Lay {
     /// `hidden/P` to `P`.
     Hidden(String),
-    /// Any packet path to any workspace path.
-    Map { from: String, to: String },
+    /// Any packet path to any workspace path. `host = true`: readable by
+    /// the candidate's uid even when it comes from `hidden/` or
+    /// `detectors/` (a fixture a candidate's program reads by path, code
+    /// the packet loads into the candidate's process); every other file
+    /// laid from those folders is the judge's alone.
+    Map {
+        from: String,
+        to: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        host: bool,
+    },
 }
 
 impl Step {
@@ -272,7 +301,22 @@ impl Lay {
     pub fn paths(&self) -> (String, String) {
         match self {
             Lay::Hidden(p) => (format!("hidden/{p}"), p.clone()),
-            Lay::Map { from, to } => (from.clone(), to.clone()),
+            Lay::Map { from, to, .. } => (from.clone(), to.clone()),
+        }
+    }
+
+    /// Whether what this lays is the judge's alone (JUDGE.md): unreadable
+    /// to the candidate's uid in a run judged apart. Files from the
+    /// packet's `hidden/` and `detectors/` folders are, unless the lay says
+    /// `host = true`; the starter's and the sample's are not secrets the
+    /// judge keeps (the sample is laid only into runs of the candidate's
+    /// own tests, which are never judged apart).
+    pub fn judge_only(&self) -> bool {
+        match self {
+            Lay::Hidden(_) => true,
+            Lay::Map { from, host, .. } => {
+                !host && (from.starts_with("hidden/") || from.starts_with("detectors/"))
+            }
         }
     }
 }

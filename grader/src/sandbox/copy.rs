@@ -98,17 +98,19 @@ pub fn checked_path(root: &Path, rel: &str, what: &str) -> Result<PathBuf, Sandb
 }
 
 /// Gives `path` and, for a folder, everything beneath it to `uid:gid`, so
-/// only that uid can read it: folders 0700, regular files 0600 (0700 when
-/// the file had an execute bit), symlinks owned but never followed.
+/// only that uid and group can read it (the run gives the group to no
+/// process): folders 0750, regular files 0640 (0750 when the file had an
+/// execute bit), symlinks owned but never followed. The group bits carry
+/// over to a copy the owner makes in its own (shared) group.
 pub fn give_to(path: &Path, uid: u32, gid: u32) -> Result<(), SandboxError> {
     let meta =
         fs::symlink_metadata(path).map_err(|e| err(format!("lstat({:?})", path.display()), e))?;
     lchown(path, Some(uid), Some(gid))
         .map_err(|e| err(format!("lchown({:?}, {uid}, {gid})", path.display()), e))?;
     let mode = if meta.is_dir() {
-        0o700
+        0o750
     } else if meta.is_file() {
-        if meta.permissions().mode() & 0o111 != 0 { 0o700 } else { 0o600 }
+        if meta.permissions().mode() & 0o111 != 0 { 0o750 } else { 0o640 }
     } else {
         return Ok(());
     };

@@ -304,9 +304,16 @@ impl Sandbox {
             gid,
             ids.host_uid.is_some(),
         )?;
+        // Judge-only files belong to the judge's uid and to a group of the
+        // judge's alone (its lease's own gid, which no process of the run
+        // has): the host can neither read them as their owner nor through
+        // the run's shared group. A copy the judge makes of one for the
+        // candidate's code (a fixture folder in /tmp) is the judge's new
+        // file in the shared group, readable there as intended.
+        let judge_own_gid = second.as_ref().map_or(gid, |j| gid_base + j.offset);
         for rel in spec.host.iter().flat_map(|h| &h.judge_only) {
             let path = super::copy::checked_path(&staging.ws, rel, "HostSpec::judge_only")?;
-            super::copy::give_to(&path, uid, gid)?;
+            super::copy::give_to(&path, uid, judge_own_gid)?;
         }
         ph.mark("copy_in");
         let mut cgroups = RunCgroups::create(

@@ -57,6 +57,13 @@ pub const RUNNER: &str = include_str!("../../harness/gatehouse_runner.py");
 /// and pytest, three times the CPU of a run.)
 pub const RUNNER_FLAGS: &str = "-I -B --check-hash-based-pycs always";
 
+/// The judge apart (JUDGE.md): the judge's side, loaded by the runner in
+/// judge mode; the host supervisor and server, started by the sandbox under
+/// the candidate's uid; the wire both speak.
+pub const JUDGE: &str = include_str!("../../harness/gatehouse_judge.py");
+pub const HOST: &str = include_str!("../../harness/gatehouse_host.py");
+pub const WIRE: &str = include_str!("../../harness/gatehouse_wire.py");
+
 /// The canary twin generator (see `canary`).
 pub const TWINS: &str = include_str!("../../harness/gatehouse_twins.py");
 /// The bytecode checker (see `bytecode`).
@@ -97,6 +104,9 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
         ("pytest.ini", RUNNER_INI),
         ("gatehouse_harness.py", HARNESS),
         ("gatehouse_confine.py", CONFINE),
+        ("gatehouse_judge.py", JUDGE),
+        ("gatehouse_host.py", HOST),
+        ("gatehouse_wire.py", WIRE),
         ("gatehouse_twins.py", TWINS),
         ("gatehouse_pyc.py", PYC_CHECK),
     ]
@@ -200,6 +210,12 @@ pub struct RunnerResult {
     pub foreign_lines: usize,
     /// The channel overflowed its cap.
     pub truncated: bool,
+    /// The runner ran as the judge (JUDGE.md): the candidate's code only in
+    /// the host process.
+    pub judge: bool,
+    /// What crossed between the judge and the host: calls, callbacks,
+    /// hosts started, programs spawned.
+    pub judge_counts: BTreeMap<String, u64>,
 }
 
 #[derive(Deserialize)]
@@ -246,6 +262,8 @@ struct Record {
     hooks: Vec<String>,
     #[serde(default)]
     us: Option<u64>,
+    #[serde(default)]
+    counts: BTreeMap<String, serde_json::Value>,
 }
 
 /// At most this many audit and integrity records are kept from one run.
@@ -281,6 +299,13 @@ impl RunnerResult {
                 .then(|| rec.message.chars().take(200).collect::<String>());
             match rec.t.as_str() {
                 "start" => out.started = true,
+                "judge" => out.judge = true,
+                "judge-counts" => {
+                    out.judge_counts = (rec.counts.iter())
+                        .take(16)
+                        .filter_map(|(k, v)| Some((k.chars().take(40).collect(), v.as_u64()?)))
+                        .collect()
+                }
                 "end" => out.end = Some(rec.exit.unwrap_or(-1)),
                 "collected" => {
                     out.collected = rec.ids.map(|mut v| {

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, ".gatehouse")
+from gatehouse_harness import host_module  # noqa: E402
 
 OK_BODY = b'{"ok": true, "items": [1, 2, 3]}'
 
@@ -23,6 +28,7 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.server
         with server.lock:
             server.paths.append(self.path)
+            server.times.append(time.monotonic())
             if server.script:
                 status, body = server.script.pop(0)
             else:
@@ -46,11 +52,18 @@ class Partner:
         self.httpd.script = list(script)
         self.httpd.then = then
         self.httpd.paths = []
+        self.httpd.times = []
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def hits(self) -> int:
         return len(self.httpd.paths)
+
+    @property
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive requests, as this server saw them."""
+        t = self.httpd.times
+        return [b - a for a, b in zip(t, t[1:])]
 
     def url(self, path: str = "/v1/feed?page=2") -> str:
         host, port = self.httpd.server_address[:2]
@@ -82,11 +95,45 @@ def closed_port_url(path: str = "/v1/feed") -> str:
     return f"http://127.0.0.1:{port}{path}"
 
 
+def host_urllib():
+    """urllib.request as client.py sees it (its process is not the tests':
+    JUDGE.md), to count or fail its urlopen calls."""
+    return host_module("urllib.request")
+
+
+@contextlib.contextmanager
+def quiet_host_logging_at_debug():
+    """The candidate's process logs at DEBUG and shows every warning for the
+    duration (what the URL tests read), then is put back."""
+    logging, warnings = host_module("logging"), host_module("warnings")
+    root = logging.getLogger()
+    level, disabled = root.level, logging.root.manager.disable
+    loggers = [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    saved = [(lg, lg.level, lg.disabled) for lg in loggers]
+    logging.disable(logging.NOTSET)
+    root.setLevel(logging.DEBUG)
+    for lg in loggers:
+        lg.setLevel(logging.DEBUG)
+        lg.disabled = False
+    warnings.simplefilter("always")
+    try:
+        yield
+    finally:
+        warnings.resetwarnings()
+        root.setLevel(level)
+        logging.disable(disabled)
+        for lg, lv, dis in saved:
+            lg.setLevel(lv)
+            lg.disabled = dis
+
+
 @contextlib.contextmanager
 def recorded_sleeps(module):
-    """Replace time.sleep (and a `sleep` the module imported by name) with a recorder."""
-    import time
+    """Replace time.sleep (and a `sleep` the module imported by name) with a
+    recorder, in the candidate's process."""
     from unittest import mock
+
+    time = host_module("time")
 
     waits: list[float] = []
 
@@ -95,6 +142,6 @@ def recorded_sleeps(module):
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(time, "sleep", fake_sleep))
-        if getattr(module, "sleep", None) is not None and not isinstance(getattr(module, "sleep"), type(time)):
+        if getattr(module, "sleep", None) is not None and not isinstance(getattr(module, "sleep"), type(sys)):
             stack.enter_context(mock.patch.object(module, "sleep", fake_sleep))
         yield waits

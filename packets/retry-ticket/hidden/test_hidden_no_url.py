@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 import client
-from hidden_partner import Partner, closed_port_url, ok, recorded_sleeps, status
+from hidden_partner import Partner, closed_port_url, ok, quiet_host_logging_at_debug, recorded_sleeps, status
 
 SECRET = "sig-4Q7ZK2"
 PATH = "/v1/ledger/export"
@@ -39,7 +39,7 @@ def _run(url: str):
     previous_disable = logging.root.manager.disable
     logging.disable(logging.NOTSET)
     try:
-        with warnings.catch_warnings(record=True) as caught, recorded_sleeps(client):
+        with warnings.catch_warnings(record=True) as caught, recorded_sleeps(client), quiet_host_logging_at_debug():
             warnings.simplefilter("always")
             try:
                 client.fetch_json(url)
