@@ -43,7 +43,7 @@
 //! stderr, channel) and `execveat`s the SMALL INIT IMAGE with argv
 //! `["gatehouse-sandbox-init"]` and an empty environment. That image is
 //! the crate `grader/init`: a static, `no_std`, position-dependent
-//! executable of about 9 KB with no C library (raw `syscall`
+//! executable of about 11 KB with no C library (raw `syscall`
 //! instructions), built by `grader/build.rs` with a nested `cargo build`
 //! (offline, its own target folder), embedded in the grader with
 //! `include_bytes!` (`init_image`) and written once per `Sandbox::new` into
