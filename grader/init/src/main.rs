@@ -13,6 +13,17 @@
 //! command's main process ends, lists the leftovers, kills the whole tree,
 //! and reports one `proto::Record` on the report pipe. Every system call is
 //! a raw `syscall` instruction.
+//!
+//! A run with a host (`proto::CTX_HOST`): init makes an AF_UNIX
+//! SOCK_STREAM socketpair before the go byte, starts the host process
+//! first (the same way as the command, by the same `child_main`: its own
+//! uid, program and environment, its end of the socket at
+//! `HOST_FD_JUDGE`, no result channel), then the command (its end at
+//! `JUDGE_FD_HOST`), and closes its own ends. A failed step of the host's
+//! start is reported (steps offset by `HOST_STEP_OFFSET`) and the command
+//! never starts. When the command's main process ends, init kills and
+//! reaps the host's main process before it lists the leftovers, and
+//! records whether it was still alive (`Record::host`).
 #![no_std]
 #![no_main]
 // The memory functions below are loops the compiler must not turn back

@@ -10,7 +10,8 @@
 //! `[INIT_ARGV0]` and an empty environment. That image, a static `no_std`
 //! executable of a few kilobytes, reads the command's context (`CmdCtx`,
 //! written by the parent into a memfd) from `FD_CTX`, waits for the go
-//! byte, starts the command, reaps, reports and exits. Its memory holds its
+//! byte, starts the host process (a run with `RunSpec::host`) and the
+//! command, reaps, reports and exits. Its memory holds its
 //! own few pages and that context, no copy of the grader's. Failures are
 //! reported through a pipe as fixed-size `Record`s. The descriptor and
 //! step numbers, the record and the context's format are in

@@ -16,6 +16,9 @@
 //!   a cgroup write): the message names the call and its arguments. Anything
 //!   the command does, including crashing, timing out or hitting a limit, is
 //!   an `Ok(RunReport)`.
+//! - With `RunSpec::host` the run is the judge apart (below): the command
+//!   (the judge) and a host process under two uids, joined by a socketpair.
+//!   `None` is the command alone, exactly as before.
 //!
 //! DESIGN. `run` clones an init process (raw `clone`, so no glibc atfork
 //! handlers run in a child of a multi-threaded parent) into new PID, mount,
@@ -29,7 +32,8 @@
 //! brings loopback up, then EXECS A FRESH INIT: see below. The exec'd init
 //! waits for the parent's go byte, then starts the command (rlimits,
 //! no_new_privs, per-run uid, a fresh session keyring, the seccomp filter),
-//! reaps it, lists and kills what is left, and reports.
+//! after the host process when the run has one (THE JUDGE APART), reaps
+//! it, lists and kills what is left, and reports.
 //!
 //! THE EXEC'D INIT. Init's first image is cloned with CLONE_VM|CLONE_VFORK
 //! on a stack of its own: it shares the grader's memory (no copy of its
@@ -39,7 +43,7 @@
 //! stderr, channel) and `execveat`s the SMALL INIT IMAGE with argv
 //! `["gatehouse-sandbox-init"]` and an empty environment. That image is
 //! the crate `grader/init`: a static, `no_std`, position-dependent
-//! executable of about 9 KB with no C library (raw `syscall`
+//! executable of about 11 KB with no C library (raw `syscall`
 //! instructions), built by `grader/build.rs` with a nested `cargo build`
 //! (offline, its own target folder), embedded in the grader with
 //! `include_bytes!` (`init_image`) and written once per `Sandbox::new` into
@@ -49,11 +53,13 @@
 //! is the kernel mapping a few pages: no dynamic linking, no relocations.
 //! It maps the command's context (`child::CmdCtx`: argv, environment,
 //! rlimits, uid, seccomp program, in the format of `proto::Ctx`) from a
-//! memfd the parent wrote, waits for the go byte, starts the command
-//! (CLONE_VM|CLONE_VFORK on its own stack: signals reset, stdio, rlimits,
+//! memfd the parent wrote, waits for the go byte, starts the command (after
+//! the host, in a run with one), each with
+//! CLONE_VM|CLONE_VFORK on its own stack (signals reset, stdio, rlimits,
 //! chdir, no_new_privs, uid and gid, a fresh session keyring, the seccomp
 //! filter, execve), reaps everything until the command's main process
-//! ends, lists the leftovers, kills the tree and reports one record. So
+//! ends, kills and reaps the host, lists the leftovers, kills the tree and
+//! reports one record. So
 //! init's address space holds its own few pages and that context, nothing
 //! of the grader's image, heap, stacks or other threads' data;
 //! `/proc/<init>/exe` is the memfd (`/memfd:gatehouse-init`), `cmdline` is
@@ -88,7 +94,8 @@
 //! The workspace differs from a `/proc/<pid>/root` copy handshake: the
 //! parent mounts a size- and inode-capped tmpfs (`Limits::disk_bytes`,
 //! `INODE_CAP`) on a 0700 staging directory under `/tmp/gatehouse-sandbox/`,
-//! copies the host folder into it (owned by the run's uid) BEFORE the
+//! copies the host folder into it (owned by the run's uid: the host
+//! process's in a run with a host) BEFORE the
 //! clone, and init binds it at `/workspace`. After init is reaped (so every
 //! sandboxed process is dead and nothing can race the copy) the parent
 //! copies regular files and directories back into the host folder within a
@@ -100,6 +107,62 @@
 //! (`out_*`), and the time spent is `RunReport::post_run`. Then the staging
 //! tmpfs is unmounted.
 //!
+//! THE JUDGE APART (a run with `RunSpec::host`, issue 44). The hidden
+//! tests and the candidate's code never share a process or a uid: the
+//! command is the JUDGE (the test framework, the hidden tests, the
+//! grader's runner and its channel), the HOST is the candidate's side (a
+//! server importing the candidate's modules, `HostSpec::argv`), and they
+//! talk over an AF_UNIX SOCK_STREAM socketpair only.
+//! - Uids: two are leased host-wide for the run, from the same range and
+//!   with the same locks as a single run's (`owner::lease_uid`), so no other
+//!   live run has either: first the host's, C, then the judge's, J. Both
+//!   run with one gid G (C's lease's) and no supplementary groups. Both
+//!   leases clear their uid's kernel keys when taken and when dropped, and
+//!   the sweep covers both (every uid of the range).
+//! - Init creates the socketpair (`socketpair(AF_UNIX, SOCK_STREAM |
+//!   SOCK_CLOEXEC)`, before the go byte) and starts the host FIRST, then the
+//!   command, both the same way (`child_main` of `grader/init`): the host
+//!   gets the run's stdout and stderr pipes, /dev/null as stdin, its end of
+//!   the socket as fd 3 (`HOST_JUDGE_FD`) and nothing else (no result
+//!   channel, every other descriptor closed on exec), the same rlimits,
+//!   `chdir("/workspace")`, no_new_privs, `setgroups(0)`, gid G, uid C, a
+//!   fresh session keyring and C's user keyrings cleared, the seccomp
+//!   filter, `oom_score_adj` 1000, then `execve(argv[0], argv, envp)` with
+//!   the base environment plus `HostSpec::env` (never `RunSpec::env`). The
+//!   command is started as without a host, as uid J and gid G, with the
+//!   result channel at fd 3 (with `RunSpec::channel`) and its end of the
+//!   socket at fd 4 (`JUDGE_HOST_FD`). Init then closes both ends of its own,
+//!   so either side reads end-of-file when the other's process is gone. A
+//!   failed step of the host's start is a `SandboxError` naming the call
+//!   (its steps are the command's plus `proto::HOST_STEP_OFFSET`, "... in
+//!   the host process"), and the command is never started.
+//! - The end: when the command's main process ends, init kills the host's
+//!   main process (if it still runs) and reaps it BEFORE it lists the
+//!   leftovers, so the host is never a leftover while whatever it started
+//!   and left running (reparented to init) is, as today.
+//!   `RunReport::host_alive_at_end` says whether it still ran,
+//!   `RunReport::host_exit` how it ended if it ended earlier; a host that
+//!   ends early leaves the run going (the judge reads end-of-file).
+//! - Files: the workspace's tmpfs root (mode 0775) and its copy are owned by
+//!   C:G, with group read and write added to every regular file and group
+//!   read, write and search to every folder (so the judge, in G, reads and
+//!   writes there too). Each `HostSpec::judge_only` path (checked like
+//!   `read_only`: relative, no `.`/`..`, a file or folder reached through
+//!   folders only) is given to J:G after the copy, 0600 for files (0700
+//!   with an execute bit) and 0700 for folders, recursively, so C can
+//!   neither read nor list it; and it is bound over itself in the run's
+//!   root, so C, which owns the folders around it, cannot rename, remove
+//!   or replace it either (a mount point is busy). `/evidence` is owned by
+//!   J:G, mode 0700: only the judge writes evidence. `/tmp` stays 1777,
+//!   shared. `/etc/passwd` names C "sandbox" (the name the command's uid has
+//!   in a run without a host, so the candidate's code sees the same user in
+//!   every kind of run) and J "judge"; `/etc/group` names G "sandbox".
+//!   Copy-back is unchanged (root copies whatever the owners).
+//! - Without the uid drop (not root) a run with a host still works, both
+//!   processes under the one uid: `RunReport::apart` is false (true when
+//!   the two uids were in effect) and `Features::fallbacks` lists
+//!   `JUDGE_HOST_SHARE_UID`.
+//!
 //! RESULT CHANNEL AND TOOLS. With `RunSpec::channel` the command gets the
 //! write end of a pipe as fd 3 (inherited like stdout) and the parent reads
 //! it in the same poll loop into `RunReport::channel` (first `CHANNEL_CAP`
@@ -108,8 +171,9 @@
 //! read-only (nosuid, nodev) at `/gatehouse` in every run.
 //!
 //! EVIDENCE FOLDER. Every run also gets `/evidence` (`EVIDENCE_MOUNT`,
-//! `$GATEHOUSE_EVIDENCE`), a second capped tmpfs owned by the run's uid,
-//! outside `/workspace` and `/tmp`. After the run its contents are copied
+//! `$GATEHOUSE_EVIDENCE`), a second capped tmpfs owned by the run's uid (the
+//! judge's, mode 0700, in a run with a host), outside `/workspace` and
+//! `/tmp`. After the run its contents are copied
 //! (same rules and budget as the workspace) to `.gatehouse/evidence/` of
 //! the host folder, replacing whatever the command left at that path. The
 //! sandbox itself does not tell packet code from candidate code (both run as
@@ -119,8 +183,8 @@
 //! ABI in `Features::landlock_abi` and lists a fallback when it has none.
 //!
 //! HOST-WIDE STATE. Run uids are leased with a `flock` on
-//! `UID_LOCK_DIR/<uid>` for the whole run, so no two live runs on the host
-//! share a uid (RLIMIT_NPROC and keyrings are per uid), whichever grader
+//! `UID_LOCK_DIR/<uid>` for the whole run (two per run with a host), so no
+//! two live runs on the host share a uid (RLIMIT_NPROC and keyrings are per uid), whichever grader
 //! process started them. Each `Sandbox` holds a lock on
 //! `STAGING_BASE/<id>.lock` (a random id) and names its staging folders
 //! `<id>-<n>` and cgroups `gatehouse-<id>-<n>`; `Sandbox::new` sweeps the
@@ -128,7 +192,7 @@
 //! killed grader), and never those of a live one.
 //!
 //! WHAT THE SANDBOX DEFENDS AGAINST (each has a test in
-//! `grader/tests/it/sandbox.rs`):
+//! `grader/tests/it/sandbox/`):
 //! - seeing or changing host files: a fresh root of read-only binds, no
 //!   host data but the configured system folders, the old root detached
 //!   (file-handle tricks find nothing), `/workspace` and `/tmp` private;
@@ -155,6 +219,13 @@
 //!   `/proc/cmdline`, `/proc/keys`, `/proc/kcore`, `/proc/sched_debug`,
 //!   `/proc/timer_list`, `/proc/sysrq-trigger` and the other `PROC_MASKS`
 //!   covered by `/dev/null`;
+//! - in a run with a host, the candidate's side against the judge
+//!   (`sandbox/host.rs`): the host's uid cannot read or list the judge-only
+//!   paths, nor rename, remove or replace them; cannot signal the judge (a
+//!   different uid, no capabilities; ptrace is refused anyway), nor see its
+//!   `/proc/<pid>/` (hidepid=2); cannot write or list `/evidence`; has no
+//!   result channel and no descriptor but stdio and its socket; is killed
+//!   before the leftovers are listed, and what it left running is listed;
 //! - a killed grader's leftovers (swept at the next `Sandbox::new`): its
 //!   staging mounts and folders, cgroups, and the kernel keys of the run
 //!   uids it never cleared (`Sandbox::sweep_uid_keys`, also periodically).
@@ -175,6 +246,26 @@
 //! - `/sys` is not mounted, but anything the kernel shows through the
 //!   allowed `/proc` files (meminfo, cpuinfo, the kernel version via uname)
 //!   stays visible;
+//! - in a run with a host, what the two share: the host owns the workspace
+//!   (all but the judge-only paths), so whatever the judge reads, imports,
+//!   executes or follows there is the candidate's, and a symlink the host
+//!   plants there can redirect a write of the judge that follows links
+//!   (the judge must open with `O_NOFOLLOW`, or write under `/evidence`);
+//!   `/tmp` is shared (the host reads what the judge leaves there with
+//!   default modes, and can take names first); so are the loopback network
+//!   and abstract UNIX sockets (intended: a hidden test's server in the
+//!   judge, the candidate's client in the host), and the run's cgroup caps
+//!   (memory, pids, CPU): a host can exhaust them and make the judge fail,
+//!   which fails the run, never passes it. RLIMIT_NPROC is per uid, so each
+//!   side has its own;
+//! - in a run with a host, what crosses the socket: bytes, and whatever the
+//!   kernel carries with them (the host can send descriptors with
+//!   SCM_RIGHTS; a judge that reads without an ancillary buffer drops
+//!   them): framing, bounds and time per call are the judge's to enforce;
+//! - in a run with a host, the host can tell it is one (a "judge" user in
+//!   `/etc/passwd`, a socket at fd 3, the judge's processes hidden in
+//!   `/proc`); the judge's design, not the sandbox, keeps that from
+//!   mattering;
 //! - leftovers named by an older grader (`run-<pid>-<n>`) are not swept,
 //!   since nothing tells whether their owner lives; the grader's own work
 //!   folders outside `STAGING_BASE` are the grader's to clean.

@@ -129,6 +129,7 @@ attempt("list_evidence", lambda: os.listdir("/evidence"))
 attempt("write_workspace", lambda: write("from_host.txt", "written by the host"))
 attempt("write_tmp", lambda: write("/tmp/shared_by_host", "tmp from the host"))
 attempt("read_solution", lambda: read("solution.py"))
+attempt("read_judge_py", lambda: read("judge.py"))
 facts["fds"] = open_fds()
 facts["fd3_unix_stream"] = sock_kind(3)
 facts["ids"] = ids()
@@ -202,8 +203,10 @@ fn facts() -> &'static Facts {
             &["judge.py", "expected.txt", "hidden"],
         );
         host.env.push(("GH_HOST_VAR".into(), "host-only".into()));
+        // judge.py is judge-only and read-only: both mounts, stacked.
         let spec = RunSpec {
             channel: true,
+            read_only: vec!["judge.py".into()],
             env: vec![("GH_JUDGE_VAR".into(), "judge-only".into())],
             ..spec(dir.path(), "python3 -I -B judge.py", Some(host))
         };
@@ -241,6 +244,8 @@ fn sandbox_host_cannot_read_judge_only_files_the_judge_can() {
     );
     // The host reads the rest of the workspace.
     assert_eq!(value(&f.host, "read_solution"), "ANSWER = 41\n");
+    // judge.py, judge-only and read-only too, is the judge's that ran.
+    assert_eq!(outcome(&f.host, "read_judge_py"), "EACCES", "{}", f.host);
 }
 
 /// The host owns the folders around a judge-only path, but each is a mount
@@ -441,9 +446,10 @@ fn sandbox_host_is_not_a_leftover_what_it_left_running_is() {
     let dir = tempfile::tempdir().expect("tempdir");
     let host =
         host_spec(&["/bin/sh", "-c", "sleep 29.25 & echo started >&3; exec sleep 1000.5"], &[]);
-    let r = run_host(dir.path(), "head -n 1 <&4", host);
+    // Without the channel the judge has no fd 3 (ls's own directory is 3).
+    let r = run_host(dir.path(), "head -n 1 <&4; ls /proc/self/fd | tr '\\n' ' '", host);
     assert!(r.success(), "{r:?}");
-    assert_eq!(r.stdout_tail, "started\n");
+    assert_eq!(r.stdout_tail, "started\n0 1 2 3 4 ");
     assert_eq!(r.host_alive_at_end, Some(true), "{r:?}");
     assert_eq!(r.host_exit, None, "{r:?}");
     let cmds: Vec<&str> = r.leftovers.iter().map(|l| l.cmdline.as_str()).collect();
