@@ -45,7 +45,7 @@ __all__ = ["Service", "ServiceError", "Response", "FakeOpenAI", "FakeHTTP", "emi
            "EVIDENCE", "evidence_path", "confined", "run_confined", "popen_confined", "host_module"]
 
 
-def host_module(name):
+def host_module(name, root=None):
     """The module ``name`` as the candidate's code sees it.
 
     In a run judged apart (JUDGE.md) the candidate's code runs in a host
@@ -53,14 +53,33 @@ def host_module(name):
     ``urllib.request.urlopen`` changes nothing it does: patch
     ``host_module("time")`` instead (``mock.patch.object``,
     ``monkeypatch.setattr``), and what the candidate's code calls comes back
-    to the judge's stand-in. Anywhere else (a packet that declares
-    ``judge = "shared"``), the module itself."""
+    to the judge's stand-in. With ``root``, the module as a program run in
+    that folder sees it (a disposable copy the packet code prepared, the
+    candidate's patch applied there), served by a host of its own.
+    Anywhere else (a packet that declares ``judge = "shared"``), the module
+    itself (from ``root`` when given)."""
     judge = sys.modules.get("gatehouse_judge")
     if judge is not None and judge.in_judge():
-        return judge.host_module(name)
+        return judge.host_module(name, root)
     import importlib
 
-    return importlib.import_module(name)
+    if root is None:
+        return importlib.import_module(name)
+    import importlib.util
+
+    root = os.fspath(root)
+    parts = name.split(".")
+    path = os.path.join(root, *parts)
+    path = os.path.join(path, "__init__.py") if os.path.isdir(path) else path + ".py"
+    saved = sys.path[:]
+    sys.path.insert(0, root)
+    try:
+        spec = importlib.util.spec_from_file_location("gatehouse_root_%d_%s" % (abs(hash(root)), name.replace(".", "_")), path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path[:] = saved
 
 
 def evidence_path(name):

@@ -875,6 +875,15 @@ def main():
     except Exception:  # noqa: BLE001
         pass
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # The host is the candidate's code running as a program of its own: no
+    # variable of the grader's or of a test runner in its environment (the
+    # programs a hidden test starts get the environment the test gives).
+    for key in list(os.environ):
+        if key.startswith(("GATEHOUSE_", "PYTEST_")):
+            del os.environ[key]
+    # What the candidate's programs create, the judge (same group) may
+    # change too: a hidden test cleaning up a data folder between starts.
+    os.umask(0o002)
     Supervisor(sock).serve()
 
 

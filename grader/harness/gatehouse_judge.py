@@ -871,7 +871,7 @@ class Judge:
         cls = self.standins.get(key)
         if cls is None:
             base = collections.namedtuple(_plain(name), fields)
-            cls = type(_plain(name), (_NTStandIn, base), {"__slots__": ("_gh_ref",)})
+            cls = type(_plain(name), (_NTStandIn, base), {})
             self.standins[key] = cls
         values = [self.codec.decode(x, depth + 1) for x in raw]
         inst = cls(*values)
@@ -1065,11 +1065,11 @@ class _NTStandIn(tuple):
     """A named tuple of the host's, as a tuple here; methods it defines are
     called on the host's instance."""
 
-    __slots__ = ()
-
     def __getattr__(self, name):
+        if name.startswith("_gh_"):
+            raise AttributeError(name)
         ref = object.__getattribute__(self, "_gh_ref")
-        if ref is None or name.startswith("_gh_"):
+        if ref is None:
             raise AttributeError(name)
         j = _j()
         host = j.by_gen.get(ref[0])

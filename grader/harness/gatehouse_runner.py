@@ -914,6 +914,8 @@ def run_script(channel, config, args, audit, roles):
     sys.path[:0] = [p for p in (TOOLS, os.path.dirname(os.path.abspath(path))) if p not in sys.path]
     sys.argv = list(args)
     channel.send({"t": "start", "runner": "script"})
+    if JUDGE_MODE is not None:
+        channel.send({"t": "judge", "apart": True})
     integrity = Integrity(channel)
     integrity.record()
     code = 0
@@ -950,7 +952,6 @@ def _start_judge(channel, config):
     except gatehouse_judge.HostError as e:
         print("gatehouse_runner: %s" % e, file=sys.stderr)
         _exit(3)
-    channel.send({"t": "judge", "apart": True})
     return judge
 
 
@@ -988,6 +989,8 @@ def main():
         run_script(channel, config, args, audit, roles)
         return
     channel.send({"t": "start", "runner": kind})
+    if JUDGE_MODE is not None:
+        channel.send({"t": "judge", "apart": True})
     if kind == "pytest":
         run_pytest(channel, config, args, audit, roles)
     else:

@@ -296,7 +296,8 @@ pub fn run_guarded(
         if let Some(j) = apart {
             config["judge"] = true.into();
             config["workspace"] = "/workspace".into();
-            config["laid"] = expand_laid(scratch, &j.laid).map_err(io_at("listing the laid files of"))?.into();
+            config["laid"] =
+                expand_laid(scratch, &j.laid).map_err(io_at("listing the laid files of"))?.into();
             config["call_secs"] = call_secs(limits.wall).into();
         }
         env.push((RUN_VAR.into(), config.to_string()));

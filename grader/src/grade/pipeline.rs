@@ -667,7 +667,11 @@ impl Grader {
 /// the sandbox could not give the host a uid of its own), or `shared` with
 /// why (a packet that declares `judge = "shared"`, a command with a
 /// prelude); None for runs of the candidate's own tests.
-fn judged_how(packet: &crate::packet::Packet, ran: &crate::run::Ran, whose: Whose) -> Option<String> {
+fn judged_how(
+    packet: &crate::packet::Packet,
+    ran: &crate::run::Ran,
+    whose: Whose,
+) -> Option<String> {
     if whose != Whose::Packet || ran.plan.runner().is_none() {
         return None;
     }

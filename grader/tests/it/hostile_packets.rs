@@ -354,13 +354,17 @@ fn laying_into_a_workspace_with_a_swapped_folder_writes_nothing_outside() {
     let hidden = packet.files().unwrap().files("hidden").unwrap();
     let first = hidden.first().expect("token-bucket has hidden files").clone();
     let s = Swapped::new();
-    let lay = Lay::Map { from: format!("hidden/{first}"), to: format!("sub/{first}") };
+    let lay = Lay::Map { from: format!("hidden/{first}"), to: format!("sub/{first}"), host: false };
     let err = packet.lay_into(&[lay], &s.ws).expect_err("laying through a link").to_string();
     assert!(err.contains("link"), "{err}");
     s.assert_canary_untouched();
     packet
         .lay_into(
-            &[Lay::Map { from: format!("hidden/{first}"), to: format!("fine/{first}") }],
+            &[Lay::Map {
+                from: format!("hidden/{first}"),
+                to: format!("fine/{first}"),
+                host: false,
+            }],
             &s.ws,
         )
         .unwrap();

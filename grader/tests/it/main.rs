@@ -6,6 +6,7 @@ mod forgery;
 mod fuzz;
 mod hostile_packets;
 mod ingest;
+mod judge;
 mod lang_go;
 mod lang_node;
 mod leftovers;

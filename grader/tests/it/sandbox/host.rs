@@ -365,10 +365,15 @@ fn sandbox_host_and_judge_ids_owners_and_modes() {
     want("solution.py", c, g, "664");
     want("sub", c, g, "775");
     want("sub/mod.py", c, g, "664");
-    want("expected.txt", j, g, "600");
-    want("hidden", j, g, "700");
-    want("hidden/test_secret.py", j, g, "600");
-    want("hidden/run.sh", j, g, "700");
+    // Judge-only: the judge's uid and its lease's own gid, which no process
+    // of the run has (so the group bits, kept by the judge's copies in the
+    // shared group, give the host nothing here).
+    let jown = config.gid + (j - config.uid);
+    assert_ne!(jown, g);
+    want("expected.txt", j, jown, "640");
+    want("hidden", j, jown, "750");
+    want("hidden/test_secret.py", j, jown, "640");
+    want("hidden/run.sh", j, jown, "750");
     want("/evidence", j, g, "700");
     want("/tmp", 0, 0, "1777");
 }
