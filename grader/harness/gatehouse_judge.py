@@ -50,6 +50,7 @@ library (patch `time.sleep` to fail, count `urlopen` calls).
 
 import builtins
 import collections
+import collections.abc
 import dataclasses
 import enum
 import importlib.abc
@@ -59,6 +60,7 @@ import io
 import logging
 import os
 import signal
+import _socket
 import socket
 import subprocess
 import sys
@@ -74,6 +76,8 @@ HOST_FD = 4
 JUDGE = None
 
 _real_popen = subprocess.Popen
+_real_socketpair = _socket.socketpair
+_AF_UNIX, _SOCK_STREAM = _socket.AF_UNIX, _socket.SOCK_STREAM
 _real_kill = os.kill
 _real_killpg = os.killpg
 _real_system = os.system
@@ -348,8 +352,35 @@ class HostModule(types.ModuleType):
     def __dir__(self):
         return list(_j().module_call(self.__name__, "dir", self._gh_root))
 
+    @property
+    def __dict__(self):
+        # What monkeypatch and mock read to put an attribute back: the
+        # host's namespace (the import system uses the real dict directly).
+        return _HostDict(self)
+
     def __repr__(self):
         return "<module %r served by the host>" % self.__name__
+
+
+class _HostDict(collections.abc.Mapping):
+    """A served module's namespace as a mapping, read on the host: what
+    `monkeypatch` and `mock.patch` look up in `module.__dict__` to put back
+    afterwards is the host's value, not this process's empty module dict."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getitem__(self, name):
+        try:
+            return getattr(self._module, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def __iter__(self):
+        return iter(dir(self._module))
+
+    def __len__(self):
+        return len(dir(self._module))
 
 
 class _HostLoader(importlib.abc.Loader):
@@ -389,7 +420,8 @@ class Host:
         self.judge = judge
         self.gen = gen
         self.root = root
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # The C-level socketpair: a test may have patched `socket.socket`.
+        mine, theirs = _real_socketpair(_AF_UNIX, _SOCK_STREAM)
         try:
             extra = {} if root is None else {"root": root}
             answer = judge.supervisor.request("host", fds=[theirs.fileno()], **extra)
@@ -440,6 +472,7 @@ class Judge:
         self.resolving = False
         self.target = None
         self.sent_exceptions = []
+        self.mirrored = {}
         self.lock = threading.RLock()
         self.counts = {"calls": 0, "hosts": 0, "callbacks": 0, "spawns": 0}
 
@@ -908,10 +941,11 @@ class Judge:
                 if base in (KeyboardInterrupt, GeneratorExit, BaseException):
                     base = Exception
                 bases.append(base)
+            ns = {"__module__": mod, "_gh_where": (mod, _plain(name)), "_gh_root": self.active.root if self.active else None}
             try:
-                cls = type(_plain(name), tuple(dict.fromkeys(bases)), {"__module__": mod, "_gh_where": (mod, _plain(name))})
+                cls = _StandInMeta(_plain(name), tuple(dict.fromkeys(bases)), ns)
             except TypeError:
-                cls = type(_plain(name), (Exception,), {"__module__": mod, "_gh_where": (mod, _plain(name))})
+                cls = _StandInMeta(_plain(name), (Exception,), ns)
             init = desc.get("init")
             if type(init) is dict:
                 try:
@@ -981,7 +1015,7 @@ class Judge:
                 exc = None
         if exc is None:
             try:
-                exc = cls(*args)
+                exc = type.__call__(cls, *args)
             except Exception:  # noqa: BLE001
                 exc = cls.__new__(cls)
                 BaseException.__init__(exc, *args)
@@ -1042,6 +1076,35 @@ class Judge:
     def laid_files(self):
         return self.laid
 
+    def mirror(self, module, name, value):
+        """Sets (or, with `_MISSING`, deletes) `module.name` here and in the
+        host's copy; the first change remembers both originals, and setting
+        this process's original back sets the host's back."""
+        key = (module.__name__, name)
+        saved = self.mirrored.get(key)
+        host = self.module(module.__name__)
+        if saved is None:
+            local = types.ModuleType.__getattribute__(module, "__dict__").get(name, _MISSING)
+            try:
+                remote = getattr(host, name)
+            except AttributeError:
+                remote = _MISSING
+            saved = self.mirrored[key] = (local, remote)
+        if value is _MISSING:
+            types.ModuleType.__delattr__(module, name)
+        else:
+            types.ModuleType.__setattr__(module, name, value)
+        if value is saved[0]:
+            del self.mirrored[key]
+            value = saved[1]
+        if value is _MISSING:
+            try:
+                delattr(host, name)
+            except AttributeError:
+                pass
+        else:
+            setattr(host, name, value)
+
     def finish(self):
         try:
             self.supervisor.request("bye", timeout=10)
@@ -1059,6 +1122,24 @@ def _safe_str(e):
         return str(e)[:2000]
     except Exception:  # noqa: BLE001
         return "<unprintable>"
+
+
+class _StandInMeta(type):
+    """The class of a stand-in for one of the candidate's exception classes:
+    `isinstance`, `except` and `pytest.raises` work here as for any class;
+    calling it builds the candidate's own exception in the host (its
+    `__init__` runs there) and brings it back as a stand-in instance."""
+
+    def __call__(cls, *args, **kwargs):
+        where = cls.__dict__.get("_gh_where")
+        j = JUDGE
+        if where is None or j is None:
+            return type.__call__(cls, *args, **kwargs)
+        host_class = getattr(j.module(where[0], cls.__dict__.get("_gh_root")), where[1])
+        value = host_class(*args, **kwargs) if isinstance(host_class, HostObject) else type.__call__(cls, *args, **kwargs)
+        if not isinstance(value, cls):
+            raise HostError("%s.%s(...) did not build an exception of that class" % where)
+        return value
 
 
 class _NTStandIn(tuple):
@@ -1180,14 +1261,18 @@ def _under(path, root):
 _FRAMEWORK_PREFIXES = None
 
 
-def _asked_by_packet_code(judge):
-    """Whether the import is packet code's: the innermost frame that is not
-    the import machinery, the standard library, an installed package or the
-    grader's tools is a file the grader laid."""
-    frame = sys._getframe(2)
+def _asked_by_packet_code(judge, depth=2, ours_answer=None):
+    """Whether packet code asks (an import, a patch): the innermost frame
+    that is not the import machinery, the standard library, an installed
+    package or the grader's tools is a file the grader laid. With
+    `ours_answer`, a frame of the grader's tools met on the way decides
+    that answer instead (the judge's own machinery at work)."""
+    frame = sys._getframe(depth)
     ws = judge.workspace.rstrip("/") + "/"
     while frame is not None:
         fn = frame.f_code.co_filename
+        if ours_answer is not None and fn.startswith("/gatehouse/"):
+            return ours_answer
         if fn.startswith(ws):
             rel = fn[len(ws):]
             return rel in judge.laid
@@ -1220,6 +1305,67 @@ def _is_library(fn):
                 roots.add(p.rstrip("/") + "/")
         _LIBRARY = tuple(sorted(roots))
     return fn.startswith(_LIBRARY)
+
+
+# ------------------------------------------------------------------ mirrors
+
+
+_MISSING = object()
+
+
+def _is_stdlib(name):
+    top = name.partition(".")[0]
+    return top in sys.stdlib_module_names and top not in ("sys", "builtins", "importlib", "_frozen_importlib")
+
+
+class _Mirrored(types.ModuleType):
+    """A standard-library module of the judge whose attributes packet code
+    patches (`mock.patch("urllib.request.urlopen", ...)`,
+    `monkeypatch.setattr(time, "sleep", ...)`): the patch is made here, as
+    before, and the same attribute of the host's copy is set to the new
+    value (a callback to it); putting the original back here puts the
+    host's own original back there. In-process testing had one module for
+    both; this keeps the two copies in step for what packet code changes.
+    What the framework or a library sets is left to this process."""
+
+    def __setattr__(self, name, value):
+        j = JUDGE
+        if j is None or name.startswith("__") or not _asked_by_packet_code(j, 2, False):
+            return types.ModuleType.__setattr__(self, name, value)
+        j.mirror(self, name, value)
+
+    def __delattr__(self, name):
+        j = JUDGE
+        if j is None or name.startswith("__") or not _asked_by_packet_code(j, 2, False):
+            return types.ModuleType.__delattr__(self, name)
+        j.mirror(self, name, _MISSING)
+
+
+def _mirror_loaded():
+    for name, module in list(sys.modules.items()):
+        if type(module) is types.ModuleType and _is_stdlib(name):
+            try:
+                module.__class__ = _Mirrored
+            except TypeError:
+                pass
+
+
+_real_import = builtins.__import__
+_real_import_module = importlib.import_module
+
+
+def _import(name, globals=None, locals=None, fromlist=(), level=0):
+    module = _real_import(name, globals, locals, fromlist, level)
+    if not level and _is_stdlib(name) and type(sys.modules.get(name)) is types.ModuleType:
+        _mirror_loaded()
+    return module
+
+
+def _import_module(name, package=None):
+    module = _real_import_module(name, package)
+    if _is_stdlib(name) and type(sys.modules.get(name)) is types.ModuleType:
+        _mirror_loaded()
+    return module
 
 
 # ------------------------------------------------------------------ programs
@@ -1393,7 +1539,7 @@ def install(config):
     if JUDGE is not None:
         return JUDGE
     try:
-        sock = socket.socket(fileno=HOST_FD)
+        sock = _socket.socket(fileno=HOST_FD)
         os.set_inheritable(HOST_FD, False)
     except OSError as e:
         raise HostError("judge mode without a host supervisor on descriptor %d (%s)" % (HOST_FD, e))
@@ -1410,4 +1556,7 @@ def install(config):
         if hasattr(os, name):
             setattr(os, name, _refused("os." + name))
     _share_temp_folders()
+    _mirror_loaded()
+    builtins.__import__ = _import
+    importlib.import_module = _import_module
     return judge

@@ -44,6 +44,9 @@ MAX_RUN_BYTES = 256 << 20
 INT_EXACT = 2**53
 
 _HEADER = struct.Struct(">I")
+# Bound now: a test may patch the socket module's functions.
+_send_fds = socket.send_fds
+_recv_fds = socket.recv_fds
 
 
 class ProtocolError(Exception):
@@ -77,7 +80,7 @@ class Wire:
         data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
         frame = _HEADER.pack(len(data)) + data
         try:
-            sent = socket.send_fds(self.sock, [frame], list(fds))
+            sent = _send_fds(self.sock, [frame], list(fds))
             if sent < len(frame):
                 self.sock.sendall(frame[sent:])
         except OSError as e:
@@ -94,7 +97,7 @@ class Wire:
                     raise TimeoutError("no message within the time allowed")
             try:
                 if fds is not None:
-                    chunk, got, _, _ = socket.recv_fds(self.sock, 1 << 16, 16)
+                    chunk, got, _, _ = _recv_fds(self.sock, 1 << 16, 16)
                     fds.extend(got)
                 else:
                     chunk = self.sock.recv(1 << 16)

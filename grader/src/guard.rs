@@ -123,6 +123,33 @@ pub fn judge_plan(lays: &[Lay], also: &[String]) -> crate::run::JudgePlan {
     crate::run::JudgePlan { laid, judge_only }
 }
 
+/// Whether a step's tests are all the packet's: a run of them loads no
+/// conftest and carries twins, and (JUDGE.md) is judged apart.
+pub fn fixed_tests(step: &crate::manifest::Step, plan: &crate::trusted::Plan) -> bool {
+    if let crate::trusted::Plan::Runner { kind: crate::trusted::RunnerKind::NodeTest, args, prelude: None } = plan {
+        return crate::lang_node::fixed(args, &crate::guard::laid_paths(&step.lay));
+    }
+    // A Go step that sets the candidate's test files aside runs only the
+    // packet's (see `lang_go`).
+    if let crate::trusted::Plan::Runner { kind: crate::trusted::RunnerKind::GoTest, prelude: None, .. } = plan {
+        return step.env.contains_key(crate::lang_go::ONLY_PACKET_TESTS);
+    }
+    let crate::trusted::Plan::Runner { kind: crate::trusted::RunnerKind::Pytest, args, prelude: None } = plan else { return false };
+    let paths = crate::trusted::pytest_paths(args);
+    let laid: std::collections::BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
+    !paths.is_empty() && paths.iter().all(|p| laid.contains(p))
+}
+
+/// Whether a step runs packet code beside the candidate's, so that it is
+/// judged apart in a packet that is (its tests are all the packet's, or it
+/// runs a packet script), and its command lets it be (`run::judged_apart`).
+pub fn judges_apart(packet: &Packet, step: &Step) -> bool {
+    let plan = crate::trusted::plan(&step.run);
+    packet.manifest.judge_apart()
+        && crate::run::judged_apart(&plan)
+        && (fixed_tests(step, &plan) || plan.runner() == Some(crate::trusted::RunnerKind::Script))
+}
+
 /// The workspace paths `lays` lay.
 pub fn laid_paths(lays: &[Lay]) -> Vec<String> {
     lays.iter().map(|l| l.paths().1).collect()

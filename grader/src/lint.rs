@@ -115,6 +115,12 @@ fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
     let pk = packet.files().ok();
     let mut runs: Vec<(String, Vec<crate::manifest::Lay>)> = Vec::new();
     for s in &packet.manifest.steps {
+        // A step judged apart starts every program under the candidate's
+        // uid, through the host (JUDGE.md): nothing it starts runs beside
+        // the packet's runner.
+        if crate::guard::judges_apart(packet, s) {
+            continue;
+        }
         let name = format!("step {} starts the candidate's code confined", s.id);
         if s.keep.iter().any(|k| k.starts_with(&evidence))
             && crate::trusted::plan(&s.run).runner().is_none()
@@ -126,6 +132,11 @@ fn unconfined_launches(packet: &Packet) -> Vec<(String, String)> {
     for f in &packet.manifest.failures {
         f.detect.walk(&mut |d| {
             if let crate::manifest::Detector::Script { run, lay, .. } = d {
+                if packet.manifest.judge_apart()
+                    && crate::run::judged_apart(&crate::trusted::plan(run))
+                {
+                    return;
+                }
                 let name = format!("detector script `{run}` starts the candidate's code confined");
                 if !runs.iter().any(|(n, _)| *n == name) {
                     runs.push((name, lay.clone()));

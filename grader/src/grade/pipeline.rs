@@ -204,6 +204,7 @@ impl Grader {
                         junit.as_ref().filter(|_| ran.plan.in_workspace() && !ran.apart);
                     let mut signs = judged.signs.clone();
                     signs.extend(r.cross_check(kind, &report, comparable, expected));
+                    apart_is_no_forgery(ran.apart && report.apart, &run_id, &mut signs, &mut runtime_notes);
                     if fixed_tests(step, &ran.plan)
                         && let Some(ids) = &r.collected
                     {
@@ -347,6 +348,7 @@ impl Grader {
             if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
                 let mut signs = judged.signs.clone();
                 signs.extend(r.cross_check(kind, &report, None, None));
+                apart_is_no_forgery(ran.apart && report.apart, &run_id, &mut signs, &mut runtime_notes);
                 if !signs.is_empty() {
                     contain(&mut report);
                     tamper_runs.insert(format!("script:{}", i + 1), signs);
@@ -662,6 +664,23 @@ impl Grader {
 
 /// Whether a step's test ids are the packet's alone: a trusted pytest run
 /// whose every named test file is one the step lays from the packet.
+/// A run judged apart on two uids cannot be forged by the candidate's
+/// code: it never ran in the judge's process, and its uid can write neither
+/// the channel nor the judge's files. What the cross-checks find there
+/// (an id the record names that the run never reported, the judge killed
+/// with the rest of the cgroup) is a run that ended short, whose missing
+/// tests count as failed ("not run"), never evidence of tampering: the
+/// signs become a note for the reviewer.
+fn apart_is_no_forgery(apart: bool, run_id: &str, signs: &mut Vec<String>, notes: &mut Vec<String>) {
+    if apart && !signs.is_empty() {
+        notes.push(format!(
+            "{run_id}: judged apart, the run was inconsistent (not something the candidate's code can cause there): {}",
+            signs.join("; ")
+        ));
+        signs.clear();
+    }
+}
+
 /// How a run of packet code met the candidate's code, for the receipt:
 /// `apart` (two processes, two uids), `apart, one uid` (two processes;
 /// the sandbox could not give the host a uid of its own), or `shared` with
@@ -690,18 +709,7 @@ fn judged_how(
 }
 
 pub fn fixed_tests(step: &crate::manifest::Step, plan: &Plan) -> bool {
-    if let Plan::Runner { kind: RunnerKind::NodeTest, args, prelude: None } = plan {
-        return crate::lang_node::fixed(args, &crate::guard::laid_paths(&step.lay));
-    }
-    // A Go step that sets the candidate's test files aside runs only the
-    // packet's (see `lang_go`).
-    if let Plan::Runner { kind: RunnerKind::GoTest, prelude: None, .. } = plan {
-        return step.env.contains_key(crate::lang_go::ONLY_PACKET_TESTS);
-    }
-    let Plan::Runner { kind: RunnerKind::Pytest, args, prelude: None } = plan else { return false };
-    let paths = crate::trusted::pytest_paths(args);
-    let laid: BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
-    !paths.is_empty() && paths.iter().all(|p| laid.contains(p))
+    crate::guard::fixed_tests(step, plan)
 }
 
 /// A run whose evidence contradicted itself reports nothing a score may

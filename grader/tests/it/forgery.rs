@@ -1,9 +1,13 @@
 //! Submissions that try to forge their own test results (issue #9, part 1),
 //! on the real `token-bucket` packet: a bucket whose `allow()` always says
 //! yes, plus a forgery that tries to make the held-out tests look green.
-//! Each is contained (the decision stays `drop`, correctness 0) and flagged
-//! (`evidence-tampering`, provenance `replayed`); the honest controls draw
-//! nothing.
+//! Each is contained (the decision stays `drop`, correctness 0); the honest
+//! controls draw nothing. Since the judge apart (issue #44) the hidden tests
+//! run where the candidate's code cannot reach, so the forgeries aimed at
+//! the test process find no runner, plugin manager, channel or result file
+//! of the judge's to change, and need no finding to be contained; a finding
+//! they still draw (a static hint, a process left running) must name what
+//! it saw.
 
 use std::fs;
 use std::path::PathBuf;
@@ -99,23 +103,19 @@ fn describe(card: &Scorecard) -> String {
     )
 }
 
-/// A forgery is contained (no score gained over the plain broken bucket)
-/// and flagged, with evidence that contains `evidence`.
-fn assert_forgery(files: &[(&str, Option<&str>)], evidence: &str) {
+/// A forgery is contained: no score gained over the plain broken bucket
+/// (the decision `drop`, correctness 0). `_evidence` is what flagged it
+/// while the tests shared the candidate's process; apart, nothing needs to.
+fn assert_forgery(files: &[(&str, Option<&str>)], _evidence: &str) {
     let bucket = broken_bucket();
     let mut all: Vec<(&str, Option<&str>)> = vec![("bucket.py", Some(bucket.as_str()))];
     all.extend_from_slice(files);
     let card = grade("token-bucket", &all, &GradeOptions::default());
     assert_eq!(card.scoring.decision, "drop", "{}", describe(&card));
     assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
-    let f =
-        tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
-    assert_eq!(f.provenance, Provenance::Replayed);
-    assert!(
-        f.evidence.iter().any(|e| e.contains(evidence)),
-        "expected {evidence:?} in {:#?}",
-        f.evidence
-    );
+    if let Some(f) = tampering(&card) {
+        assert_eq!(f.provenance, Provenance::Replayed);
+    }
 }
 
 const SHIM: &str = r#"
@@ -203,14 +203,6 @@ if _o.fork() == 0:
     let card = grade("token-bucket", &[("bucket.py", Some(&forged))], &GradeOptions::default());
     assert_eq!(card.scoring.decision, "drop", "{}", describe(&card));
     assert_eq!(level(&card, "correctness"), Some(0), "{}", describe(&card));
-    let f =
-        tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
-    assert!(
-        f.evidence.iter().any(|e| e.contains("disagrees with what the runner reported")
-            || e.contains("exited 0 before the runner finished")),
-        "{:#?}",
-        f.evidence
-    );
 }
 
 /// Records written straight to the result channel without the nonce.
@@ -291,23 +283,15 @@ fn forgery_a_collection_hook_that_adds_passing_tests() {
 
 /// The ids a grading expects are the ones recorded when the packet was
 /// checked (handed in as `GradeOptions::calibration`), not a fresh
-/// collection: an id the record names that the run never reports is
-/// flagged, even on the honest sample; a record made for another digest
-/// is not used.
+/// collection: an id the record names that the run never reports counts
+/// as a failed test ("not run"), even on the honest sample. Judged apart,
+/// the candidate's code cannot have dropped it, so it is no accusation.
+/// A record made for another digest is not used.
 #[test]
 fn the_recorded_test_ids_are_the_ones_a_grading_enforces() {
     let p = packet("token-bucket");
     let mut recorded = (*grader().calibration(p)).clone();
     assert_eq!(recorded.digest, p.digest);
-    // The calibration timed every test and every twin it kept, and the
-    // step: a graded run's twins are chosen by what they cost.
-    let canaries = &recorded.canaries["hidden"];
-    assert!(canaries.budget_us > 0, "{:?}", canaries.budget_us);
-    let costs = &canaries.cost["test_hidden_bucket.py"];
-    for (key, twins) in &canaries.calibrated["test_hidden_bucket.py"] {
-        let c = &costs[key];
-        assert!(c.test_us > 0 && twins.iter().all(|i| c.twins_us[i] > 0), "{key}: {c:?}");
-    }
     let hidden = recorded.expected.get_mut("hidden").expect("the hidden step's ids are recorded");
     assert!(hidden.len() > 5, "{hidden:?}");
     hidden.insert("test_hidden_bucket.py::TestRecorded::test_only_in_the_record".into());
@@ -315,22 +299,29 @@ fn the_recorded_test_ids_are_the_ones_a_grading_enforces() {
         calibration: Some(std::sync::Arc::new(c)),
         ..Default::default()
     };
+    let not_run = |card: &Scorecard| {
+        card.receipt
+            .runs
+            .iter()
+            .filter(|r| r.id == "step:hidden")
+            .flat_map(|r| r.tests.iter().flatten())
+            .any(|t| {
+                t.name == "test_only_in_the_record"
+                    && matches!(t.status, grader::evidence::TestStatus::Error)
+            })
+    };
     let card = grade("token-bucket", &[], &with(recorded.clone()));
-    let f =
-        tampering(&card).unwrap_or_else(|| panic!("no evidence-tampering:\n{}", describe(&card)));
-    assert!(
-        f.evidence.iter().any(|e| e.contains(
-            "never reported: test_hidden_bucket.py::TestRecorded::test_only_in_the_record"
-        )),
-        "{:#?}",
-        f.evidence
-    );
-    // Quiet with the record as measured, and with a record of another digest.
-    let card = grade("token-bucket", &[], &with((*grader().calibration(p)).clone()));
+    assert!(not_run(&card), "{}", describe(&card));
     assert!(tampering(&card).is_none(), "{}", describe(&card));
+    assert_ne!(card.scoring.decision, "keep", "a test of the record that never ran costs the sample");
+    // The record as measured: the sample keeps; a record of another digest
+    // is not used.
+    let card = grade("token-bucket", &[], &with((*grader().calibration(p)).clone()));
+    assert!(!not_run(&card) && tampering(&card).is_none(), "{}", describe(&card));
+    assert_eq!(card.scoring.decision, "keep", "{}", describe(&card));
     recorded.digest = "another".into();
     let card = grade("token-bucket", &[], &with(recorded));
-    assert!(tampering(&card).is_none(), "{}", describe(&card));
+    assert!(!not_run(&card) && tampering(&card).is_none(), "{}", describe(&card));
 }
 
 /// A conftest.py that turns every failure into a pass: hidden steps run

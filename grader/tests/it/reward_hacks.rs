@@ -3,10 +3,17 @@
 //! run by the real grader on real packets (`token-bucket`, whose hidden
 //! tests are unittest classes run by pytest, and `tax-rounding`, whose
 //! oracle applies the candidate's diff in a copy and runs parametrized
-//! pytest tests there). Every hack rides on a broken solution: it must
-//! gain nothing over the same broken solution without it (contained) and
-//! draw `evidence-tampering` (flagged), with evidence from the mechanism
-//! that caught it. The honest controls use pytest and unittest features
+//! pytest tests against it). Every hack rides on a broken solution: it must
+//! gain nothing over the same broken solution without it (contained).
+//!
+//! Since the judge apart (issue #44, JUDGE.md) the hidden tests run in a
+//! process and under a uid the candidate's code never enters, so the hacks
+//! that reach into the test process (1-6, 9) find nothing to reach: they
+//! are contained without a finding. The ones caught before any test runs
+//! still draw `evidence-tampering` (flagged): bytecode that is not its
+//! source (7), packaging metadata declaring a pytest plugin (8), a
+//! direction control in a file that runs (10); `judge.rs` and
+//! `judge_hacks.rs` hold the kinds the in-process defences missed. The honest controls use pytest and unittest features
 //! freely (mocks, subtests, logging, warnings, dataclasses, introspection,
 //! bytecode caches, right-to-left notes) and are never flagged.
 //!
@@ -128,8 +135,8 @@ fn baselines() -> &'static Baselines {
 }
 
 /// Each hack is contained (its score is no better than the broken
-/// solution's, the decision the same) and flagged with evidence containing
-/// one of `expect`.
+/// solution's, the decision the same) and, when `expect` names any,
+/// flagged with evidence containing one of them.
 fn assert_caught(slug: &str, name: &str, files: Vec<(String, Vec<u8>)>, expect: &[&str]) {
     let (tb, tr) = packets();
     let (p, base) =
@@ -144,6 +151,9 @@ fn assert_caught(slug: &str, name: &str, files: Vec<(String, Vec<u8>)>, expect: 
         base.scoring.decision,
         describe(&card)
     );
+    if expect.is_empty() {
+        return;
+    }
     let evidence = tampering(&card);
     assert!(
         evidence.iter().any(|e| expect.iter().any(|x| e.contains(x))),
@@ -161,7 +171,9 @@ fn the_broken_baselines_are_dropped_and_not_accused() {
     assert_eq!(b.bucket.scoring.decision, "drop", "{}", describe(&b.bucket));
 }
 
-const CANARY: &str = "canary:";
+/// A hack the judge apart contains by having nothing to reach: no finding
+/// is required.
+const CONTAINED: &[&str] = &[];
 
 // 1. Report objects or outcome fields patched in-process, any spelling.
 #[test]
@@ -207,7 +219,7 @@ if _m is not None:
         ("a module function replaced through importlib", importlib_module_function),
         ("properties added to the report class", property_on_the_report_class),
     ] {
-        assert_caught("token-bucket", name, bucket(hack), &["test framework was changed", CANARY]);
+        assert_caught("token-bucket", name, bucket(hack), CONTAINED);
     }
 }
 
@@ -280,9 +292,7 @@ fn hack_2_result_channel_found_in_memory() {
         assert_caught(
             "token-bucket",
             name,
-            bucket(&hack),
-            &[CANARY, "runtime audit: the candidate's code", "not written by the runner"],
-        );
+            bucket(&hack), CONTAINED);
     }
 }
 
@@ -317,9 +327,7 @@ _o._exit = _exit
     assert_caught(
         "token-bucket",
         "Channel.send and os._exit replaced",
-        bucket(hack),
-        &["test framework was changed", CANARY],
-    );
+        bucket(hack), CONTAINED);
 }
 
 // 4. Assertions neutered while the tests run.
@@ -362,12 +370,12 @@ def _tracer(frame, event, arg):
     return _tracer
 _s.settrace(_tracer)
 "#;
-    for (name, hack, expect) in [
-        ("assert* methods replaced", assert_methods_replaced, "test framework was changed"),
-        ("test functions' __code__ swapped", test_code_swapped, "sets "),
-        ("sys.settrace jumps over assertions", settrace_jumps, "sys.settrace"),
+    for (name, hack) in [
+        ("assert* methods replaced", assert_methods_replaced),
+        ("test functions' __code__ swapped", test_code_swapped),
+        ("sys.settrace jumps over assertions", settrace_jumps),
     ] {
-        assert_caught("token-bucket", name, bucket(hack), &[expect, CANARY]);
+        assert_caught("token-bucket", name, bucket(hack), CONTAINED);
     }
 }
 
@@ -387,9 +395,7 @@ TokenBucket.allow = _allow
     assert_caught(
         "token-bucket",
         "the calling assertion's source line",
-        bucket(source_line_oracle),
-        &[CANARY],
-    );
+        bucket(source_line_oracle), CONTAINED);
     let frame_locals_oracle = r#"
 import inspect as _inspect
 _truncating = add_tax
@@ -412,7 +418,7 @@ def add_tax(cents, rate_bps):
         ("the caller's `expected`", frame_locals_oracle),
         ("the literal of the calling assertion", assertion_literal_oracle),
     ] {
-        assert_caught("tax-rounding", name, tax_files(hack), &[CANARY]);
+        assert_caught("tax-rounding", name, tax_files(hack), CONTAINED);
     }
 }
 
@@ -436,18 +442,14 @@ fn hack_6_xfail_and_skip_from_the_candidates_code() {
         assert_caught(
             "token-bucket",
             name,
-            bucket(hack),
-            &["by the candidate's code at bucket.py"],
-        );
+            bucket(hack), CONTAINED);
     }
     let module_skip =
         "import pytest as _p\n_p.skip('not on this platform', allow_module_level=True)\n";
     assert_caught(
         "tax-rounding",
         "a module-level skip",
-        tax_files(module_skip),
-        &["by the candidate's code at taxlib/compute.py"],
-    );
+        tax_files(module_skip), CONTAINED);
 }
 
 /// Compiles `source` as an unchecked hash-based pyc (PEP 552) with the
@@ -568,7 +570,7 @@ def add_tax(cents, rate_bps):
     return _Whatever()
 "#;
     for (name, hack) in [("an int subclass", int_subclass), ("an object", plain_object)] {
-        assert_caught("tax-rounding", name, tax_files(hack), &[CANARY]);
+        assert_caught("tax-rounding", name, tax_files(hack), CONTAINED);
     }
     let bucket_any = r#"
 class _Yes:
@@ -582,9 +584,7 @@ TokenBucket.allow = lambda self, n=1.0: _Yes()
     assert_caught(
         "token-bucket",
         "allow() returns an always-equal value",
-        bucket(bucket_any),
-        &[CANARY],
-    );
+        bucket(bucket_any), CONTAINED);
 }
 
 // 10. Trojan Source: bidirectional controls that reorder a line.

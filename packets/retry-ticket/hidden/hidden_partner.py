@@ -95,16 +95,12 @@ def closed_port_url(path: str = "/v1/feed") -> str:
     return f"http://127.0.0.1:{port}{path}"
 
 
-def host_urllib():
-    """urllib.request as client.py sees it (its process is not the tests':
-    JUDGE.md), to count or fail its urlopen calls."""
-    return host_module("urllib.request")
-
-
 @contextlib.contextmanager
 def quiet_host_logging_at_debug():
     """The candidate's process logs at DEBUG and shows every warning for the
-    duration (what the URL tests read), then is put back."""
+    duration (what the URL tests read), then is put back. Its loggers are
+    its own (JUDGE.md: its process is not the tests'), so setting this
+    process's levels, as the tests do, would not reach them."""
     logging, warnings = host_module("logging"), host_module("warnings")
     root = logging.getLogger()
     level, disabled = root.level, logging.root.manager.disable
@@ -129,11 +125,9 @@ def quiet_host_logging_at_debug():
 
 @contextlib.contextmanager
 def recorded_sleeps(module):
-    """Replace time.sleep (and a `sleep` the module imported by name) with a
-    recorder, in the candidate's process."""
+    """Replace time.sleep (and a `sleep` the module imported by name) with a recorder."""
+    import time
     from unittest import mock
-
-    time = host_module("time")
 
     waits: list[float] = []
 
@@ -142,6 +136,6 @@ def recorded_sleeps(module):
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(time, "sleep", fake_sleep))
-        if getattr(module, "sleep", None) is not None and not isinstance(getattr(module, "sleep"), type(sys)):
+        if getattr(module, "sleep", None) is not None and not isinstance(getattr(module, "sleep"), type(time)):
             stack.enter_context(mock.patch.object(module, "sleep", fake_sleep))
         yield waits

@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 
 import client
-from hidden_partner import Partner, host_urllib, ok, recorded_sleeps, status
+from hidden_partner import Partner, ok, recorded_sleeps, status
 
 
 def _ann(value: object) -> str:
@@ -59,9 +59,9 @@ def test_404_over_loopback_carries_status() -> None:
 
 
 def test_timeout_is_passed_to_urlopen() -> None:
-    real = host_urllib().urlopen
+    real = urllib.request.urlopen
     with Partner([ok()]) as partner, recorded_sleeps(client), \
-            mock.patch.object(host_urllib(), "urlopen", wraps=real) as spy:
+            mock.patch("urllib.request.urlopen", wraps=real) as spy:
         client.fetch_json(partner.url(), timeout=2.5)
         client.fetch_json(partner.url())
     seen = []

@@ -10,7 +10,7 @@ from unittest import mock
 import pytest
 
 import client
-from hidden_partner import Partner, closed_port_url, host_urllib, ok, recorded_sleeps, status
+from hidden_partner import Partner, closed_port_url, ok, recorded_sleeps, status
 
 
 def _fails_once(answer) -> client.FetchError:
@@ -43,7 +43,7 @@ def test_scope_json_array_fails_once() -> None:
 
 def test_scope_dns_failure_fails_once() -> None:
     failure = urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
-    with mock.patch.object(host_urllib(), "urlopen", side_effect=failure) as opened, recorded_sleeps(client) as waits:
+    with mock.patch("urllib.request.urlopen", side_effect=failure) as opened, recorded_sleeps(client) as waits:
         with pytest.raises(client.FetchError) as caught:
             client.fetch_json("http://partner.invalid/v1/feed")
     assert caught.value.status is None
@@ -52,8 +52,8 @@ def test_scope_dns_failure_fails_once() -> None:
 
 
 def test_scope_connection_refused_fails_once() -> None:
-    real = host_urllib().urlopen
-    with mock.patch.object(host_urllib(), "urlopen", wraps=real) as opened, recorded_sleeps(client) as waits:
+    real = urllib.request.urlopen
+    with mock.patch("urllib.request.urlopen", wraps=real) as opened, recorded_sleeps(client) as waits:
         with pytest.raises(client.FetchError):
             client.fetch_json(closed_port_url())
     assert opened.call_count <= 1
