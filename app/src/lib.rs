@@ -8,6 +8,22 @@
 //!
 //! Page components take plain serializable view models, so the server
 //! decides what a page shows and the components only lay it out.
+//!
+//! The islands (`islands`) are the upload progress (from XMLHttpRequest upload
+//! events, then "checking the zip"), the live status of a submission or a
+//! self-test, and the invite link's Copy button. `charts` (`ssr` only) draws
+//! the SVG charts (the score histogram served as `distribution.svg`, the
+//! witnessed timeline on a scorecard) as Leptos `<svg>` views, so their text
+//! and attributes are escaped by construction; the renderer's `<!>` hydration
+//! markers are removed, since a standalone SVG is XML. `pages::transcript`
+//! renders the model conversation (each call a `<details>` with its prompt,
+//! answer and tool calls, among the witnessed runs) for the reviewer's
+//! scorecard and the candidate's own transcript page; prompts and answers are
+//! text nodes, never `inner_html`. `pages::review` lays out the assignment,
+//! scorecard and receipt pages and `pages::compare` the comparison.
+//! `text::escape_html` is the one escaper for the HTML the server still writes
+//! by hand (the invite email, `<textarea>` contents). `ssr` and `hydrate` are
+//! never enabled together.
 
 #[cfg(feature = "ssr")]
 pub mod charts;

@@ -1,6 +1,11 @@
 //! Failure detectors: each manifest `detect` table is evaluated against the
 //! evidence the pipeline gathered (the assembled workspace, the submission's
 //! file list, step runs, script outputs, mutation results).
+//!
+//! Pure functions of the evidence; the only I/O is reading files of the
+//! assembled workspace (capped in size, never through symbolic links). A
+//! detector script that crashes leaves its failures `unevaluated` and the
+//! decision `pending`; it does not fail the grading.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

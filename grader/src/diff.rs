@@ -1,5 +1,9 @@
 //! Unified diffs: a strict parser (the paths a diff touches), splitting a
 //! multi-file diff, and an exact applier (no fuzz, no offsets). A leaf.
+//!
+//! Mutants and variants use the same applier, so a packet stores a near-copy of
+//! its sample as the few lines that differ; one hunk-header grammar serves the
+//! parser and the applier.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;

@@ -1,5 +1,11 @@
 //! The sandbox's environment as probed, and how it compares with a packet's
 //! `[environment]` pins.
+//!
+//! `TOOLCHAINS` lists the language toolchains a packet may pin (the
+//! `[environment]` key, the command that prints the version in the sandbox,
+//! what installs it): the probe asks every one once per grader, the pin file
+//! and the receipt name them, and `missing_toolchains` gives the pinned ones
+//! the sandbox lacks, which `packet check` refuses.
 
 use std::collections::{BTreeMap, BTreeSet};
 

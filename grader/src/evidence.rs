@@ -1,6 +1,9 @@
 //! The facts the pipeline gathers and the detectors read: test outcomes,
 //! step runs, script findings, mutation results, and where each fact came
 //! from. A leaf: nothing here runs anything or reads a manifest.
+//!
+//! Its types: `TestOutcome`, `StepOutcome`, `ScriptFinding`, `MutationOutcome`,
+//! and `Provenance`/`Hit` (where a fact came from, and a detector that fired).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,13 @@
 //! The packet linter: the classic packet mistakes, as warnings an author
 //! sees in `packet check` before publishing. Pure functions of the packet's
 //! files; nothing runs.
+//!
+//! The checks: budget and stop rule, reachable hire bars, leaked answers, test
+//! commands outside the trusted runner, and packet code that could start the
+//! candidate's code unconfined beside the packet's runner: plain `subprocess`
+//! and `os` launches in the Python files any step or detector script lays
+//! (unless marked `# gatehouse: packet-code`), and evidence-keeping steps that
+//! are shell text. The packet's files are read through `Root`.
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -1,5 +1,11 @@
 //! A packet on disk: its manifest, its files and its digest, plus the file
 //! tree operations the pipeline uses to assemble workspaces.
+//!
+//! An honest alternate is a folder `alternates/<name>/`, a diff
+//! `alternates/<name>.diff` applied to the tree a candidate unpacks (brief and
+//! pin file included), or both: `Packet::write_alternate` builds it with the
+//! same diff applier and `Root` file handle as a variant's `.diff`, and the
+//! self-test zips the whole tree as a candidate would hand it back.
 
 use std::fs;
 use std::io;

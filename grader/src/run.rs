@@ -1,6 +1,16 @@
 //! Running a packet's commands: each in the sandbox, on a fresh copy of the
 //! assembled workspace, with what it produced read back (JUnit XML, script
 //! findings, mutant verdicts).
+//!
+//! `run_guarded` takes a `Guard`: the grader's files it laid (under
+//! `.gatehouse/`, and the hidden test modules the runner collects;
+//! `guard::protected`) are bound read-only (`RunSpec::read_only`; other laid
+//! files are fixtures the candidate's code may be meant to change) and named to
+//! the runner by digest (`GATEHOUSE_RUN`); canaries are planted before the run
+//! and resolved after it, planted names are written back in the output, and a
+//! run that failed only because its twins did is the pass it is. `run_on_copy`
+//! is `run_guarded` with no guard. Output tails have durations and addresses
+//! masked (`normalize_output`), so the receipt stays deterministic.
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,4 +1,9 @@
 //! The starter workspace a candidate receives.
+//!
+//! The zip carries `GATEHOUSE_PIN.toml`, naming the probed environment and the
+//! gate's steps. `assemble` is the one way a workspace is built from the
+//! starter and an ingested submission (its `.gatehouse/` and the platform's own
+//! files set aside), shared by grading and witnessed runs.
 
 use std::collections::BTreeMap;
 use std::fs;

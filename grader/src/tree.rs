@@ -1,5 +1,8 @@
 //! File trees on the host: listing and digests, copying without following
 //! links, and joining untrusted relative paths safely. A leaf.
+//!
+//! `copy_path` copies between two folders the grader chose, through `Root`
+//! handles (`crate::root`), so neither end is reached through a link.
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -6,6 +6,12 @@
 //! records and passes it in `GradeOptions`. Offline grading (the CLI, a
 //! packet's self-test) passes none, and witness detectors then stay quiet
 //! while the scorecard lists them as not witnessed.
+//!
+//! A metered call carries the digests of its kept transcript bodies (omitted
+//! when none, so older witnesses keep their digest), and the receipt lists them
+//! (`Receipt::transcript`, skipped when empty, so older receipts still verify).
+//! Without a witness the checks are listed as not applicable, never silently
+//! skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
 

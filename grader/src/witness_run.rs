@@ -1,6 +1,11 @@
 //! A witnessed run: the platform runs a packet's workspace test command once
 //! on a candidate's current tree, in the grading sandbox, and reports how it
 //! ended. The server stores the outcome as a red or green step of the gate.
+//!
+//! Its wall limit derives from the calibration like a step's (ten times the
+//! sample's witnessed run, `Calibration::run_ms["witness"]`, at least 30 s,
+//! never above `[limits]`); a run stopped there fails and its log says so. Its
+//! workspace is built by `starter::assemble`, as a grading's is.
 
 use std::path::Path;
 

@@ -3,6 +3,13 @@
 //! configured upstream (OpenAI format), capped in calls and tokens, each
 //! one a row of the audit's author ledger (`calls`), with usage counted as
 //! the candidates' meter counts it (the answer's `usage`, else estimated).
+//!
+//! `run_job` is the `audit` job behind "Audit the hidden tests" on a version's
+//! page: it audits a copy of the version's folder on a blocking thread (model
+//! calls through `AppState::model_client`, each ledger row written to
+//! `packet_audit_calls` as it finishes) and stores the report in
+//! `packet_audits`. Keeping a mutant from the page is a draft edit
+//! (`library::DraftEdit::KeepMutant`, through `grader::audit::save`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

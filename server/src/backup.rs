@@ -22,7 +22,7 @@
 //!
 //! With Postgres the database holds every blob (and every packet version's
 //! archive), so `pg_dump`/`pg_restore` is the whole backup; both commands
-//! say so and stop (README, "Backup and restore").
+//! say so and stop (docs/operating.md, "Backups").
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -58,7 +58,7 @@ pub struct Manifest {
     pub transcripts_missing: u64,
 }
 
-const POSTGRES: &str = "the database is Postgres, which holds every blob and packet version: back it up with `pg_dump --format=custom` and restore it with `pg_restore` into an empty database (README, \"Backup and restore\")";
+const POSTGRES: &str = "the database is Postgres, which holds every blob and packet version: back it up with `pg_dump --format=custom` and restore it with `pg_restore` into an empty database (docs/operating.md, \"Backups\")";
 
 fn sqlite_path(url: &str) -> anyhow::Result<PathBuf> {
     if url.starts_with("postgres:") || url.starts_with("postgresql:") {

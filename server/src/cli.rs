@@ -57,7 +57,7 @@ enum Command {
     /// Back up a running platform (SQLite) into the new or empty folder
     /// DEST: a consistent snapshot of the database, then the blobs and the
     /// packet library, each blob checked; MANIFEST.json last. With Postgres
-    /// use pg_dump (README, "Backup and restore").
+    /// use pg_dump (docs/operating.md, "Backups").
     Backup {
         dest: PathBuf,
         /// Configuration file (default: $GATEHOUSE_CONFIG or ./gatehouse.toml).
@@ -164,6 +164,13 @@ impl IngestArgs {
 enum Format {
     Text,
     Json,
+}
+
+/// The command tree `gatehouse` parses: the documentation's check
+/// (`server/tests/docs`) compares every `gatehouse` command line in the
+/// Markdown files with it.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 pub fn main() -> ExitCode {

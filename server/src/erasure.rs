@@ -22,6 +22,10 @@
 //! whose retention (the packet's `retention_days`, else the global setting)
 //! has run out since its deadline. The candidate's own copy of everything
 //! held about them is `crate::web::retention::export`.
+//!
+//! Invariant: an erased link resolves to 410 in `assignment::by_token` (through
+//! `erasures.link_hash`), never to an assignment, so no handler can serve it by
+//! forgetting a check; SQLite's `secure_delete` is on for every connection.
 
 use crate::db::{Assignment, EraseReason, EraseRefusal, RETENTION_SETTING};
 use crate::error::AppError;

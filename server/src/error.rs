@@ -3,6 +3,22 @@
 //! with a generic message. Pages and the JSON API render it here; the model
 //! meter renders the same value in OpenAI's shape (`meter::OpenAiError`),
 //! with the code an SDK client tells errors apart by ([`AppError::coded`]).
+//!
+//! Web handlers return `AppError`, except two that must answer in another
+//! shape: the candidate's upload returns `Refusal` (a status and a sentence,
+//! rendered on the candidate's page or as JSON; every `AppError` converts into
+//! it), and the model meter returns `OpenAiError`, which is not a second error
+//! type but a rendering of `AppError`: the same status and message as OpenAI's
+//! `{"error": {"message", "type", ...}}`, the `type` being the code the error
+//! was given with `AppError::coded` (`budget_exceeded`, `invalid_api_key`,
+//! `model_window_closed`, ...; uncoded errors are `server_error`), its extra
+//! fields (`cap`, `limit`, `used`) from `with_fields`, and `x-should-retry:
+//! false` on every code but the upstream failures and `server_error`. SDK
+//! clients map it to their exception types. User errors carry their status and
+//! a sentence naming what was wrong; internal errors are logged with their
+//! cause and answered with a generic message. API clients get `{"error": ...}`
+//! JSON; a browser asking for HTML gets the same message in an error page. A
+//! refused upload or import leaves no blob, row or temporary file.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -3,6 +3,12 @@
 //! The worker calls [`grade_submission`] and stores the outcome with
 //! `complete_grade_job`, which only succeeds while the worker still holds
 //! the job's lease. Regrading is enqueueing another `grade` job.
+//!
+//! The receipt a platform grading writes names the published version (`v2`) in
+//! its `packet.version`, and its digest is taken again; the CLI, which has no
+//! published versions, writes the packet.toml's `version`. The witnessed runs
+//! and the ledger go to the grader as a `Witness`, and the version's recorded
+//! calibration as `GradeOptions::calibration` (`recorded_calibration`).
 
 use std::collections::BTreeMap;
 use std::time::Instant;

@@ -1,8 +1,8 @@
 //! What the meter keeps in memory between calls, so a call's admission
 //! reads nothing from the database: the facts behind a model key, whether
 //! an assignment's red run was witnessed, and the assignment's running
-//! totals. The meter runs in exactly one server process (README "Scaling
-//! out"), so this process sees every write that changes them.
+//! totals. The meter runs in exactly one server process (docs/operating.md,
+//! "Scaling out"), so this process sees every write that changes them.
 //!
 //! The invariants, each with what keeps it:
 //! - **Keys**: a key hash maps to its `model_keys` row and its assignment.

@@ -17,6 +17,23 @@
 //! one more worker per process claims only those, and runs them at the
 //! lowest CPU and I/O priority, so a grading never waits behind one and
 //! barely shares the machine with it.
+//!
+//! A claim takes the highest `priority` first (0 for gradings and an author's
+//! checks and audits, lower for the built-in library's background checks,
+//! raised to 0 when an author asks for one), then gradings by their
+//! assignment's turn (how many grading jobs it had before, fixed at enqueue, so
+//! assignments take turns), then the oldest; a running job is never preempted.
+//! A `check` job that fails for good (or is interrupted too often) stores a
+//! failed report whose one item says why (`library::fail_check`), shown like
+//! any failing item. A background check runs at idle CPU and I/O priority
+//! (`crate::lowly`) and measures its calibration apart
+//! (`check::check_packet_with(.., true)`, `Grader::calibration_apart`), so a
+//! grading of the same version never waits behind that starved measurement; one
+//! that fails there is run again at normal priority, its calibration measured
+//! anew (`Grader::forget_calibration`), and that report is kept. `grading`
+//! grades a submission, `library::run_check` self-tests a packet version,
+//! `audit::run_job` audits one (an `audit` job has one attempt: a model is
+//! never called twice for it).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,28 @@
 //! `gatehouse serve` and the account commands: open the configured database
 //! and blob directory, load the built-in packets, start the workers and the
 //! web server.
+//!
+//! `state` builds the shared `AppState` (`crate::state`): the config, the `Db`,
+//! one `Grader`, the metrics handle, `Gates` (the global semaphores on
+//! concurrent uploads and witnessed sandbox runs), the meter's upstream client,
+//! and `Memo`: the app's packet cache (`library::packet_of`, an `Arc<Packet>`
+//! per published version, loaded and hashed once), the meter's per-assignment
+//! locks (idle ones dropped past 1,024) and its cache (`meter_cache`), the
+//! witnessed-run slots and the workers' wake-up `Notify`
+//! (`AppState::wake_workers`); and `hydrate`, whether the site bundle was
+//! found. Never process-wide statics, so two apps in one process share nothing.
+//!
+//! At start `serve` loads the built-in packets, removes unfinished uploads,
+//! settles the model calls a stopped server left in flight, starts the workers
+//! and the axum server. `library::load_builtin` also queues the background
+//! self-test of each built-in version (`builtin_self_test`: `all` by default,
+//! `off`, or a list of slugs; the web tests turn it off unless they test it): a
+//! `check` job of `BUILTIN_CHECK_PRIORITY`, once per version digest (a version
+//! whose check ran, failed or is pending is not queued again on a restart).
+//! `worker` runs workers only, with no web listener, against the same database;
+//! `queue::spawn_workers_until` stops them claiming on SIGTERM, and the jobs in
+//! flight get one lease length to finish. `serve_app` is the accept loop (hyper
+//! HTTP/1 with a header read timeout and the peer address).
 
 use std::path::Path;
 use std::process::ExitCode;

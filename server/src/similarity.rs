@@ -9,6 +9,13 @@
 //!
 //! It is a reviewer's signal, never a finding: nothing here changes a score.
 //! Pure but for [`Cache`]: the caller reads the files.
+//!
+//! Pure; the pages read the stored zips on a blocking thread. Each pair's
+//! aligned excerpts come from the shared fingerprints, located by file and
+//! token and chained into fragments with their line ranges. Its precision test
+//! scores disguised copies of every built-in packet's sample and alternates
+//! (each alternate laid over the starter by `Packet::write_alternate`, as a
+//! candidate would hand it back).
 
 use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap, HashSet};

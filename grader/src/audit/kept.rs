@@ -6,13 +6,21 @@
 //! They are the hidden tests' mutants only: unlike the packet's own
 //! `mutants/<id>` files, they are never run against a candidate's tests
 //! (`[mutation] run`), so keeping one never changes how a candidate's own
-//! tests are scored.
+//! tests are scored. `save` writes them and imports this module; this
+//! module imports nothing of `save`.
 
 use crate::diff::{apply_diff, split_diff};
 use crate::packet::Packet;
 
 /// The folder of kept mutants in a packet.
 pub const DIR: &str = "mutants/audit";
+
+/// Whether `id` can name a file in `mutants/`.
+pub fn plain_id(id: &str) -> bool {
+    !id.is_empty()
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
 
 /// One kept mutant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +54,7 @@ pub fn list(packet: &Packet) -> Result<Vec<Kept>, String> {
     for (name, kind) in pk.entries(DIR).map_err(|e| format!("{DIR}: {e}"))? {
         let rel = format!("{DIR}/{name}");
         let id = match name.strip_suffix(".diff") {
-            Some(id) if kind == crate::tree::Kind::File && super::save::plain_id(id) => id,
+            Some(id) if kind == crate::tree::Kind::File && plain_id(id) => id,
             _ => return Err(format!("{rel}: a kept mutant is a file <id>.diff (a plain id)")),
         };
         let diff = pk.read_to_string(&rel).map_err(|e| format!("{rel}: {e}"))?;
@@ -61,4 +69,18 @@ pub fn list(packet: &Packet) -> Result<Vec<Kept>, String> {
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ids_must_be_plain_file_names() {
+        let check = |id: &str, ok: bool| assert_eq!(super::plain_id(id), ok, "{id}");
+        check("rule-total-3-boundary", true);
+        check("model-add-1", true);
+        check("../x", false);
+        check("a/b", false);
+        check(".hidden", false);
+        check("", false);
+    }
 }

@@ -22,6 +22,34 @@
 //! file it mutates ([`kept`]), so `packet check` requires the hidden tests to
 //! kill it (or the list to explain it). A target the candidate hands back as
 //! a diff is audited through that diff ([`deliver`]).
+//!
+//! The modules: `helper` runs `harness/gatehouse_audit.py` (as `python3 -I`,
+//! JSON on stdin and stdout, under `HelperLimits`: `RLIMIT_AS` and `RLIMIT_CPU`
+//! set before exec, its own process group killed at a wall-clock deadline and
+//! before the leader is reaped, its answer capped, since it parses the packet's
+//! untrusted source) to list the target's top-level definitions, generate rule
+//! mutants, and replace one definition by a mutant's code with validation and a
+//! unified diff. `run::Audit` resolves target and hidden-test steps, lays the
+//! sample over the starter a candidate receives, runs a green baseline, then
+//! runs each mutant through the steps as `check` runs packet mutants
+//! (`run::run_hidden`, in order, stopping at the first step that notices it,
+//! for the audit and for `check`). `classify` (pure) turns the runs into
+//! outcomes with the reason and the killing tests; `model` (pure) is the prompt
+//! and the strict reading of a model's answer; `save` writes
+//! `mutants/audit/<id>.diff` and reads it back; `kept` lists and applies kept
+//! mutants; `explain` parses `mutants/EQUIVALENT.md` (entries matched to a
+//! survivor by the mutated file their diff yields, not by id), marks explained
+//! survivors and appends entries; `deliver` finds sample diffs that deliver the
+//! target (tax-rounding's `patch.diff`) and rewrites them for each mutant
+//! (`similar`'s unified diff). The model calls themselves are the server's
+//! (`gatehouse::audit`): the grader does no network I/O.
+//!
+//! The audit never imports or runs the code it mutates outside the sandbox: the
+//! helper only parses (`ast`) and resolves module names with
+//! `importlib.util.find_spec` on top-level names, which imports nothing; a
+//! mutant is applied on the parser's line spans, never by text search, runs
+//! only through `run::run_on_copy` with the step's limits, and is classified
+//! from the trusted runner's stream, never from files in the workspace.
 
 pub mod classify;
 pub mod deliver;

@@ -6,16 +6,9 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::classify::Outcome;
-use super::kept::DIR;
+use super::kept::{DIR, plain_id};
 use super::{AuditReport, MutantReport};
 use crate::packet::Packet;
-
-/// Whether `id` can name a file in `mutants/`.
-pub fn plain_id(id: &str) -> bool {
-    !id.is_empty()
-        && !id.starts_with('.')
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
 
 /// Writes mutant `id` of `report` (`source`: the sample's target) into the
 /// packet at `packet.root` and checks the packet reads it back as the same
@@ -93,19 +86,5 @@ pub fn save(
                 path.display()
             ))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn ids_must_be_plain_file_names() {
-        let check = |id: &str, ok: bool| assert_eq!(super::plain_id(id), ok, "{id}");
-        check("rule-total-3-boundary", true);
-        check("model-add-1", true);
-        check("../x", false);
-        check("a/b", false);
-        check(".hidden", false);
-        check("", false);
     }
 }

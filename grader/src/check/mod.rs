@@ -1,4 +1,21 @@
 //! `packet check`: the self-test a packet must pass before it is published.
+//!
+//! Variants and alternates are graded side by side with `par::map_indexed` (one
+//! thread per core, results in order, a panicking job re-raised, never
+//! dropped), sharing one `grade::memo` of mutant runs with the calibration and
+//! the sample's grading (the grading of the sample runs the calibration's
+//! trees, and a variant that changes only the mutated file the sample's;
+//! `CheckReport::reused_runs`). Each variant's failing hidden tests are checked
+//! against the ids they prove (`[proves.<step>]`).
+//!
+//! Two propositions live in modules of their own: `mutants` runs every mutant
+//! (the packet's `mutants/<id>` through `[mutation] hidden_step`, and those
+//! kept from audits, `mutants/audit/<id>.diff`, through the audit's steps) side
+//! by side with `audit::run::run_hidden`, fails on a survivor
+//! `mutants/EQUIVALENT.md` does not explain or on a stale entry, and returns
+//! the counts the report carries (`CheckReport::mutants`); `proves` checks that
+//! every `[proves.<step>]` pattern names a test of the sample's grading (and
+//! warns about a hidden-test step with no table).
 
 pub mod mutants;
 pub mod proves;

@@ -1,5 +1,43 @@
 //! The grading pipeline: ingest, assemble, replay steps and scripts, run
 //! mutants, detect, score, and write the scorecard and its receipt.
+//!
+//! This file holds `Grader`, `GradeOptions`, `GradeError` and the entry points
+//! (`grade_zip`, `grade_overlay`); `pipeline` is one grading of an ingested
+//! submission (steps, detector scripts, mutants, detection, the receipt);
+//! `calibration` what grading the sample teaches (the hidden tests' ids, the
+//! grading time the default budget derives from, each command's time its
+//! default wall limit derives from) and the limits derived from it; `memo` the
+//! mutant runs one self-test's gradings share (`GradeOptions::memo`, set only
+//! by `check`, the calibration it measures included: keyed by the whole
+//! workspace with the mutant in place and the command; a mutant run plants no
+//! twin, so calibrating changes nothing it measures; a run cut at a limit is
+//! not kept); `probe` the environment probe; `receipt` the scorecard and
+//! receipt types and the receipt digest; `scoring` the one scoring of grading
+//! and rescoring. Everything public is re-exported from `grade`
+//! (`grader::grade::Scorecard`, `Calibration`, ...).
+//!
+//! `rescore` applies reviewer levels to a stored scorecard without running
+//! anything; the first rescoring by a reviewer keeps the grader's digest as
+//! `Receipt::graded_digest`, which the new digest covers, so a receipt says
+//! what it was before any human changed it.
+//!
+//! The probe runs once per `Grader` (each caller runs it with no lock held, so
+//! a grading never waits behind a background self-test's probe that idle
+//! priority starves; two callers at once both probe, and the first answer kept
+//! is final). The calibration runs once per packet version
+//! (`Grader::calibration`). `packet check` records it in its report; the server
+//! stores the report with the version and hands the calibration back at grading
+//! (`GradeOptions::calibration`, `grading::recorded_calibration` in the
+//! server), so the ids a published version's gradings enforce are the ones its
+//! self-test saw. Built-in versions are self-tested by the server too (in the
+//! background), so theirs are recorded the same way once that check has run.
+//!
+//! Each `[[step]]` runs on a fresh copy of the workspace with its hidden files
+//! and the harness laid in; JUnit XML is read where the step writes it, and the
+//! files it names in `keep` (request logs, recomputed ledgers) are kept for
+//! detectors. Each distinct detector script runs once, with what the steps kept
+//! under `.gatehouse/kept/`, and the candidate's tests run against each mutant
+//! of the sample.
 
 mod calibration;
 pub mod memo;

@@ -16,6 +16,17 @@
 //!   `desktop.ini`) is dropped, never extracted; and a single top-level
 //!   folder with nothing beside it is unwrapped, one level, unless its name
 //!   is one the workspace itself has (`IngestOptions::workspace_names`).
+//!
+//! The grader passes the top-level names of the packet's starter and sample as
+//! `IngestOptions::workspace_names` (`grade::ingest_options`), so a folder
+//! named like one of them is never unwrapped. `ingest_with` reports what it
+//! normalised in `Ingested::normalised` (lists capped at `NORMALISED_LISTED`,
+//! the rest counted), which the receipt records (`submission.normalised`) and
+//! nothing grades; `ingest` is the same with no workspace names. Bytecode
+//! caches are set aside, never extracted (`Ingested::bytecode`, bytes kept
+//! within bounds for `crate::bytecode`). `types` holds what ingestion takes and
+//! gives, `write` the deterministic zips (starters, and the sample and variants
+//! during self-tests).
 
 mod directory;
 mod names;

@@ -1,6 +1,18 @@
 //! The packet manifest (`packet.toml`): its data model, parsing and
 //! validation. `packets/FORMAT.md` is the user-facing description of every
 //! key; keep the two in step.
+//!
+//! Every reference (criterion, step, failure, decision, budget, regex, glob) is
+//! checked at parse time. Validation reports every problem, not the first, each
+//! with the line of the value it is about (a key path such as
+//! `failure[3].effect` looked up in toml's spanned parse), so a duplicate id
+//! points at the duplicate.
+//!
+//! This file parses (`Manifest::parse`) and holds the accessors; `types` is the
+//! data model (every table and key), `validate` the reference and rule checks,
+//! `paths` path safety (every path a manifest names stays inside its folder),
+//! `problems` the errors and how each is located at its line. Every type is
+//! re-exported from `manifest`.
 
 mod paths;
 mod problems;

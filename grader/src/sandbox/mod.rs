@@ -72,7 +72,7 @@
 //! large position-independent image cost about 1.1–1.5 ms per command
 //! (the dynamic loader's relocations and page copies, even with packed
 //! relative relocations); the small image's exec takes about 0.1 ms
-//! (README, Benchmark).
+//! (docs/benchmarks.md, "The sandbox").
 //!
 //! Init moves ITSELF into the run's cgroups first thing, by writing "0" to
 //! each v1 `tasks` file: a migration by pid takes the global
@@ -269,6 +269,22 @@
 //! - leftovers named by an older grader (`run-<pid>-<n>`) are not swept,
 //!   since nothing tells whether their owner lives; the grader's own work
 //!   folders outside `STAGING_BASE` are the grader's to clean.
+//!
+//! LAYOUT. Besides the command, a run may carry a result channel on fd 3
+//! (`RunSpec::channel`), a read-only tool folder at `/gatehouse`
+//! (`SandboxConfig::tool_dir`), an evidence folder at `/evidence` (a tmpfs of
+//! its own, copied back to `.gatehouse/evidence/` of the host folder, replacing
+//! what the command left there) and workspace paths bound read-only over
+//! themselves (`RunSpec::read_only`). The workspace is a size- and inode-capped
+//! tmpfs copy that comes back within a byte and file budget. `Sandbox::new`
+//! probes the kernel's Landlock ABI (`Features::landlock_abi`, a fallback when
+//! there is none) and sweeps what killed graders left (`owner`: staging mounts,
+//! cgroups, and the kernel keys of run uids no live run holds, which
+//! `Sandbox::sweep_uid_keys` also clears for the server's periodic sweep).
+//! `prepare` builds the staging area, the mount plan and the command's context
+//! before the clone; `run` leases the uid, clones, runs the event loop and
+//! copies back; `sys` holds the system-call helpers both share (errors that
+//! name the call).
 
 mod cgroup;
 mod child;

@@ -22,6 +22,12 @@
 //! and the test ids the packet's hidden tests define; every disagreement is
 //! a sign of tampering, reported as the platform-wide failure
 //! `evidence-tampering`, and the run never counts as a pass.
+//!
+//! `plan` decides whether a command runs through a trusted runner and spells
+//! its command; `RunnerResult` parses and cross-checks what the runner
+//! streamed: cases (with xfail and xpass marks and where a skip was raised),
+//! the audit hook's events and the framework changes it undid. Pure apart from
+//! writing the tools folder.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;

@@ -1,4 +1,17 @@
 //! The grader's one integration-test binary.
+//!
+//! It uses the real sandbox (tests run as root), real zips and real pytest
+//! runs: the sandbox's containment against hostile programs, ingestion refusals
+//! and normalisation (the same files zipped flat, in a folder, by Finder and by
+//! PowerShell ingest and grade alike), property tests (`fuzz.rs`, proptest) of
+//! every parser of candidate bytes (zip ingestion, JUnit XML, JSONL ledgers,
+//! unified diffs, pytest logs, manifests), every detector kind firing and
+//! staying quiet, receipt determinism, and `packet check` of every built-in
+//! packet (which also proves every failure id fires on its variant and stays
+//! quiet on the sample). The largest areas are folders of one module per area:
+//! `sandbox/` (basics, limits, channel, isolation, init, graders) and `ingest/`
+//! (good, paths, entries, sizes, damaged, zip_styles), their shared helpers in
+//! `mod.rs`.
 
 mod check;
 mod detectors;

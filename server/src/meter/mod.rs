@@ -9,6 +9,29 @@
 //! The key of an assignment is derived from its link token and a
 //! generation (see [`model_key`]); only its hash is stored, so the
 //! candidate page (which has the link token) can always show it.
+//!
+//! Admission (`chat_completions`) finds the key's row and assignment
+//! (`meter_cache`, else the database), reads the body up to the size cap,
+//! checks the rules (window, time box, `models`), then under one per-assignment
+//! lock takes the assignment's running totals (kept in memory, seeded from
+//! `meter_totals`), reserves the worst case (prompt estimate plus `max_tokens`,
+//! clamped to what is left) and writes the row (status 0, `reserved_tokens`),
+//! the trigger `model_calls_admit` adding it to the totals in the same
+//! statement; the row is committed before the call is forwarded. A filled-in
+//! `max_tokens` is added to the client's bytes; a body whose own fields change
+//! is serialised again. One rustls client (web PKI roots plus `model_ca_file`)
+//! in `AppState::model_client` reaches the upstreams.
+//!
+//! `meter_totals` equals the sum of the counted rows (settled tokens plus the
+//! reservations of rows in flight): triggers on `model_calls` keep it
+//! (`model_calls_admit` on insert, `model_calls_settle` when a row leaves
+//! status 0), so `insert_model_call` and `finish_model_call` are one statement
+//! each, atomic with the totals, and a crash between admission and settlement
+//! leaves a row in flight that the next start settles
+//! (`interrupted::settle_interrupted`). Admission runs in the one `serve`
+//! process (the lock is in memory); `gatehouse worker` never admits calls. A
+//! transcript never changes a call's outcome: `meter_totals.transcript_bytes`
+//! equals the sum of the rows' `transcript_bytes`, refused rows included.
 
 use std::time::Instant;
 

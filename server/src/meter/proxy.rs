@@ -1,6 +1,15 @@
 //! Forwarding to the upstream and accounting for what came back. Upstream
 //! failures are passed through with their status (502 when the upstream
 //! could not be reached, 504 on a timeout), never replaced by an answer.
+//!
+//! Forwarding runs in its own task, so a client that leaves never leaves a row
+//! unfinished; streams pass through chunk by chunk, stripping the usage chunk
+//! the meter asked for and holding `[DONE]` back until the call is settled
+//! (`StreamFilter`). Settlement replaces the reservation by the provider's
+//! usage in the row and the totals, once (`finish_model_call` only settles a
+//! status-0 row), under the assignment's lock, which also moves the kept
+//! totals. What a stopped server left in flight is settled at the next `serve`
+//! start (`super::interrupted`).
 
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,32 @@
 //! `/healthz` and `/metrics`. Each area of the site is one module with a
 //! `routes()` function; `router` merges them and adds the session layer and
 //! the HTML error layer.
+//!
+//! The areas: `auth` (sign-in, the setup link), `admin`, `library` (packets,
+//! import, draft editor, publish), `assignments` (invites, the invite email,
+//! reissue), `candidate` (the invite link), `review` (scorecards, human scores,
+//! receipts, exports, compare, distribution, blind review), `inbox` (the
+//! reviewer's landing page), `queue`, `api` (`/api/v1`, token auth; its OpenAPI
+//! 3.1 document `ApiDoc` is derived by `utoipa` from the handlers' request and
+//! answer types and `#[utoipa::path]` annotations, served at
+//! `/api/v1/openapi.json`), `sso` (OpenID Connect sign-in, and what a checked
+//! identity may do: sign in by verified email, an account only for an allowed
+//! domain), `greenhouse` (Greenhouse's Assessment Partner API under
+//! `/ats/greenhouse/`, HTTP Basic with a connection's key, and the admin page
+//! of connections), `webhooks` (the admin page of endpoints and deliveries),
+//! `retention` (the admin page of candidate data, the assignment's Erase form,
+//! the candidate's `my-data.zip`), `witness` (the candidate's red and green
+//! runs), `assets`.
+//!
+//! `session` keeps sessions in the database and owns CSRF (one layer,
+//! `csrf_guard`, for every unsafe request with the session cookie). `router` =
+//! `with_layers(routes())` adds sessions, CSRF, HTML errors, framework
+//! rejections rewritten in the app's words (`plain_rejections`), panics as 500,
+//! the body timeouts (idle and total) and the security headers (`Cache-Control:
+//! no-store` on every answer that set no caching of its own,
+//! `Permissions-Policy`). `page` builds the page frame; `gate` is the witnessed
+//! gate as the candidate's page shows it, so `candidate` and `witness` do not
+//! import each other.
 
 use axum::Router;
 use axum::body::Body;

@@ -18,7 +18,7 @@ use crate::support::{TestApp, repo_root};
 use crate::webdriver::{Browser, exclusive};
 
 /// Zips the files under `root`, each named `prefix` + its relative path.
-fn zip_tree(root: &Path, prefix: &str, out: &Path) {
+pub fn zip_tree(root: &Path, prefix: &str, out: &Path) {
     let mut zip = zip::ZipWriter::new(std::fs::File::create(out).expect("create zip"));
     let mut files: Vec<_> = walk(root);
     files.sort();
@@ -31,7 +31,7 @@ fn zip_tree(root: &Path, prefix: &str, out: &Path) {
     zip.finish().expect("finish zip");
 }
 
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+pub fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).expect("read dir") {
         let path = entry.expect("dir entry").path();
