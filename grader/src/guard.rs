@@ -126,15 +126,32 @@ pub fn judge_plan(lays: &[Lay], also: &[String]) -> crate::run::JudgePlan {
 /// Whether a step's tests are all the packet's: a run of them loads no
 /// conftest and carries twins, and (JUDGE.md) is judged apart.
 pub fn fixed_tests(step: &crate::manifest::Step, plan: &crate::trusted::Plan) -> bool {
-    if let crate::trusted::Plan::Runner { kind: crate::trusted::RunnerKind::NodeTest, args, prelude: None } = plan {
-        return crate::lang_node::fixed(args, &crate::guard::laid_paths(&step.lay));
+    if let crate::trusted::Plan::Runner {
+        kind: crate::trusted::RunnerKind::NodeTest,
+        args,
+        prelude: None,
+    } = plan
+    {
+        return crate::lang::node::fixed(args, &crate::guard::laid_paths(&step.lay));
     }
     // A Go step that sets the candidate's test files aside runs only the
     // packet's (see `lang_go`).
-    if let crate::trusted::Plan::Runner { kind: crate::trusted::RunnerKind::GoTest, prelude: None, .. } = plan {
-        return step.env.contains_key(crate::lang_go::ONLY_PACKET_TESTS);
+    if let crate::trusted::Plan::Runner {
+        kind: crate::trusted::RunnerKind::GoTest,
+        prelude: None,
+        ..
+    } = plan
+    {
+        return step.env.contains_key(crate::lang::go::ONLY_PACKET_TESTS);
     }
-    let crate::trusted::Plan::Runner { kind: crate::trusted::RunnerKind::Pytest, args, prelude: None } = plan else { return false };
+    let crate::trusted::Plan::Runner {
+        kind: crate::trusted::RunnerKind::Pytest,
+        args,
+        prelude: None,
+    } = plan
+    else {
+        return false;
+    };
     let paths = crate::trusted::pytest_paths(args);
     let laid: std::collections::BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
     !paths.is_empty() && paths.iter().all(|p| laid.contains(p))
@@ -235,11 +252,11 @@ fn generator(lang: crate::canary::Lang) -> String {
         // GOPATH mode (no go.mod is read), its caches in the run's /tmp.
         crate::canary::Lang::Go => format!(
             "GO111MODULE=off GOPATH=/tmp/gatehouse-twins GOCACHE=/tmp/gatehouse-twins/cache GOFLAGS= go run {tools}/{} {out}",
-            crate::lang_go::TWINS_FILE
+            crate::lang::go::TWINS_FILE
         ),
         crate::canary::Lang::TypeScript => format!(
             "node {tools}/gatehouse_ts_twins.js {}/node_modules/typescript {out}",
-            crate::lang_node::TS_HOME
+            crate::lang::node::TS_HOME
         ),
     }
 }

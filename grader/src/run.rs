@@ -196,7 +196,8 @@ pub fn run_guarded(
     let mut roles = std::collections::BTreeMap::new();
     let mut extra_tests: Vec<String> = Vec::new();
     let kind = plan.runner();
-    let apart = guard.judge.as_ref().filter(|_| judged_apart(&plan));
+    let setup = guard.judge.as_ref().and_then(|_| judge_setup(&plan));
+    let apart = guard.judge.as_ref().filter(|_| setup.is_some());
     if apart.is_none()
         && let crate::trusted::Plan::Runner {
             kind: crate::trusted::RunnerKind::Pytest | crate::trusted::RunnerKind::Unittest,
@@ -233,8 +234,8 @@ pub fn run_guarded(
         plant_twins(guard, &ws, &|_| false, &mut rng, &mut roles)
             .map_err(io_at("planting canaries in"))?;
         let (pass, fail) = (rng.test_name(), rng.test_name());
-        let path = format!("{}/{}.test.ts", crate::lang_node::CANARY_DIR, rng.test_name());
-        let text = crate::lang_node::generic_module(&mut |n| rng.below(n), &pass, &fail);
+        let path = format!("{}/{}.test.ts", crate::lang::node::CANARY_DIR, rng.test_name());
+        let text = crate::lang::node::generic_module(&mut |n| rng.below(n), &pass, &fail);
         roles.insert(pass, crate::canary::Role::Generic { must_pass: true });
         roles.insert(fail, crate::canary::Role::Generic { must_pass: false });
         ws.write(&path, text.as_bytes()).map_err(io_at("planting canaries in"))?;
@@ -254,7 +255,7 @@ pub fn run_guarded(
         let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
         plant_twins(guard, &ws, &|_| false, &mut rng.borrow_mut(), &mut roles)
             .map_err(io_at("planting canaries in"))?;
-        let planted = crate::lang_go::plant_canaries(
+        let planted = crate::lang::go::plant_canaries(
             scratch,
             args,
             &mut || rng.borrow_mut().test_name(),
@@ -275,7 +276,7 @@ pub fn run_guarded(
         // The Node runner takes it from a file and removes it: a process's
         // environment stays readable in /proc for its whole life.
         crate::root::Root::open(scratch)
-            .and_then(|ws| ws.write(crate::lang_node::NONCE_FILE, nonce.as_bytes()))
+            .and_then(|ws| ws.write(crate::lang::node::NONCE_FILE, nonce.as_bytes()))
             .map_err(io_at("writing the run's nonce into"))?;
     } else if channel {
         env.push(("GATEHOUSE_NONCE".into(), nonce.clone()));
@@ -312,13 +313,13 @@ pub fn run_guarded(
         }
         env.push((RUN_VAR.into(), config.to_string()));
     }
-    let host = match apart {
-        Some(j) => Some(crate::sandbox::HostSpec {
-            argv: HOST_ARGV.iter().map(|s| s.to_string()).collect(),
+    let host = match (apart, setup) {
+        (Some(j), Some(setup)) => Some(crate::sandbox::HostSpec {
+            argv: setup.host_argv,
             env: Vec::new(),
             judge_only: j.judge_only.iter().filter(|p| scratch.join(p).exists()).cloned().collect(),
         }),
-        None => None,
+        _ => None,
     };
     let spec = RunSpec {
         script: plan.command(),
@@ -363,25 +364,24 @@ pub fn run_guarded(
     Ok(Ran { report, plan, runner, canaries, verdict, apart: apart.is_some() })
 }
 
-/// How the host supervisor starts (JUDGE.md): the grader's own file on the
-/// read-only tool folder, the sandbox's `python3`, isolated.
-pub const HOST_ARGV: [&str; 3] =
-    ["/bin/sh", "-c", "exec python3 -I -B /gatehouse/gatehouse_host.py"];
-
-/// Whether a run of `plan` can be judged apart: the Python runner (pytest,
-/// unittest or a packet script) runs it, with nothing before it in the
-/// command (a prelude would run under the judge's uid whatever it starts).
-pub fn judged_apart(plan: &crate::trusted::Plan) -> bool {
-    matches!(
-        plan,
-        crate::trusted::Plan::Runner {
-            kind: crate::trusted::RunnerKind::Pytest
-                | crate::trusted::RunnerKind::Unittest
-                | crate::trusted::RunnerKind::Script,
-            prelude: None,
-            ..
+/// How a run of `plan` is judged apart (`lang`), when its runner's language
+/// judges apart and nothing runs before the runner in the command (a
+/// prelude would run under the judge's uid whatever it starts).
+pub fn judge_setup(plan: &crate::trusted::Plan) -> Option<crate::lang::JudgeSetup> {
+    use crate::trusted::RunnerKind;
+    let crate::trusted::Plan::Runner { kind, prelude: None, .. } = plan else { return None };
+    match kind {
+        RunnerKind::Pytest | RunnerKind::Unittest | RunnerKind::Script => {
+            Some(crate::lang::python::judge())
         }
-    )
+        RunnerKind::NodeTest => crate::lang::node::judge(),
+        RunnerKind::GoTest => crate::lang::go::judge(),
+    }
+}
+
+/// Whether a run of `plan` can be judged apart (`judge_setup`).
+pub fn judged_apart(plan: &crate::trusted::Plan) -> bool {
+    judge_setup(plan).is_some()
 }
 
 /// How long the judge waits for the host to say anything during one call

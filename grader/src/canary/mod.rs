@@ -840,12 +840,12 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
             RunnerKind::NodeTest => Lang::TypeScript,
             RunnerKind::Script => continue,
         };
-        let go_tests = step.env.get(crate::lang_go::ONLY_PACKET_TESTS).map(String::as_str);
+        let go_tests = step.env.get(crate::lang::go::ONLY_PACKET_TESTS).map(String::as_str);
         let collected = |laid: &str| match kind {
             RunnerKind::GoTest => {
-                prelude.is_none() && crate::lang_go::collects(args, go_tests, laid)
+                prelude.is_none() && crate::lang::go::collects(args, go_tests, laid)
             }
-            RunnerKind::NodeTest => prelude.is_none() && crate::lang_node::collects(args, laid),
+            RunnerKind::NodeTest => prelude.is_none() && crate::lang::node::collects(args, laid),
             _ => collects(*kind, args, prelude.is_some(), laid),
         };
         let module = |laid: &str| Lang::of(laid) == Some(lang) && collected(laid);

@@ -204,7 +204,12 @@ impl Grader {
                         junit.as_ref().filter(|_| ran.plan.in_workspace() && !ran.apart);
                     let mut signs = judged.signs.clone();
                     signs.extend(r.cross_check(kind, &report, comparable, expected));
-                    apart_is_no_forgery(ran.apart && report.apart, &run_id, &mut signs, &mut runtime_notes);
+                    apart_is_no_forgery(
+                        ran.apart && report.apart,
+                        &run_id,
+                        &mut signs,
+                        &mut runtime_notes,
+                    );
                     if fixed_tests(step, &ran.plan)
                         && let Some(ids) = &r.collected
                     {
@@ -348,7 +353,12 @@ impl Grader {
             if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
                 let mut signs = judged.signs.clone();
                 signs.extend(r.cross_check(kind, &report, None, None));
-                apart_is_no_forgery(ran.apart && report.apart, &run_id, &mut signs, &mut runtime_notes);
+                apart_is_no_forgery(
+                    ran.apart && report.apart,
+                    &run_id,
+                    &mut signs,
+                    &mut runtime_notes,
+                );
                 if !signs.is_empty() {
                     contain(&mut report);
                     tamper_runs.insert(format!("script:{}", i + 1), signs);
@@ -671,7 +681,12 @@ impl Grader {
 /// with the rest of the cgroup) is a run that ended short, whose missing
 /// tests count as failed ("not run"), never evidence of tampering: the
 /// signs become a note for the reviewer.
-fn apart_is_no_forgery(apart: bool, run_id: &str, signs: &mut Vec<String>, notes: &mut Vec<String>) {
+fn apart_is_no_forgery(
+    apart: bool,
+    run_id: &str,
+    signs: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) {
     if apart && !signs.is_empty() {
         notes.push(format!(
             "{run_id}: judged apart, the run was inconsistent (not something the candidate's code can cause there): {}",

@@ -21,12 +21,12 @@ impl Plan {
         match self {
             Plan::Shell(s) => s.clone(),
             Plan::Runner { kind: RunnerKind::NodeTest, args, prelude } => {
-                prelude.clone().unwrap_or_default() + &crate::lang_node::command(args, shell_quote)
+                prelude.clone().unwrap_or_default() + &crate::lang::node::command(args, shell_quote)
             }
             Plan::Runner { kind, args, prelude } => {
                 let mut s = prelude.clone().unwrap_or_default();
                 s.push_str(&match kind {
-                    RunnerKind::GoTest => crate::lang_go::runner_command(TOOLS_MOUNT),
+                    RunnerKind::GoTest => crate::lang::go::runner_command(TOOLS_MOUNT),
                     _ => format!(
                         "python3 {RUNNER_FLAGS} {TOOLS_MOUNT}/gatehouse_runner.py {}",
                         kind.word()
@@ -126,7 +126,7 @@ fn plain(command: &str) -> Option<(RunnerKind, Vec<String>)> {
             args.extend(own(rest));
             Some((RunnerKind::Script, args))
         }
-        _ => crate::lang_node::plain(&words).map(|args| (RunnerKind::NodeTest, args)),
+        _ => crate::lang::node::plain(&words).map(|args| (RunnerKind::NodeTest, args)),
     }
 }
 

@@ -117,10 +117,10 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
         ("gatehouse_pyc.py", PYC_CHECK),
     ]
     .into_iter()
-    .chain(crate::lang_node::TOOLS)
+    .chain(crate::lang::node::TOOLS)
     .chain([
-        (crate::lang_go::RUNNER_FILE, crate::lang_go::RUNNER),
-        (crate::lang_go::TWINS_FILE, crate::lang_go::TWINS),
+        (crate::lang::go::RUNNER_FILE, crate::lang::go::RUNNER),
+        (crate::lang::go::TWINS_FILE, crate::lang::go::TWINS),
     ]) {
         std::fs::write(dir.join(name), text)?;
     }

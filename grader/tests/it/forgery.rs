@@ -313,7 +313,10 @@ fn the_recorded_test_ids_are_the_ones_a_grading_enforces() {
     let card = grade("token-bucket", &[], &with(recorded.clone()));
     assert!(not_run(&card), "{}", describe(&card));
     assert!(tampering(&card).is_none(), "{}", describe(&card));
-    assert_ne!(card.scoring.decision, "keep", "a test of the record that never ran costs the sample");
+    assert_ne!(
+        card.scoring.decision, "keep",
+        "a test of the record that never ran costs the sample"
+    );
     // The record as measured: the sample keeps; a record of another digest
     // is not used.
     let card = grade("token-bucket", &[], &with((*grader().calibration(p)).clone()));

@@ -289,10 +289,7 @@ fn hack_2_result_channel_found_in_memory() {
     for (name, hack) in
         [("through gc", through_gc), ("through a traceback's frames", through_frames)]
     {
-        assert_caught(
-            "token-bucket",
-            name,
-            bucket(&hack), CONTAINED);
+        assert_caught("token-bucket", name, bucket(&hack), CONTAINED);
     }
 }
 
@@ -324,10 +321,7 @@ def _exit(code):
     _real_exit(0)
 _o._exit = _exit
 "#;
-    assert_caught(
-        "token-bucket",
-        "Channel.send and os._exit replaced",
-        bucket(hack), CONTAINED);
+    assert_caught("token-bucket", "Channel.send and os._exit replaced", bucket(hack), CONTAINED);
 }
 
 // 4. Assertions neutered while the tests run.
@@ -395,7 +389,9 @@ TokenBucket.allow = _allow
     assert_caught(
         "token-bucket",
         "the calling assertion's source line",
-        bucket(source_line_oracle), CONTAINED);
+        bucket(source_line_oracle),
+        CONTAINED,
+    );
     let frame_locals_oracle = r#"
 import inspect as _inspect
 _truncating = add_tax
@@ -439,17 +435,11 @@ fn hack_6_xfail_and_skip_from_the_candidates_code() {
             "import unittest as _u\ndef _allow(self, n=1.0):\n    raise _u.SkipTest('unsupported platform')\nTokenBucket.allow = _allow\n",
         ),
     ] {
-        assert_caught(
-            "token-bucket",
-            name,
-            bucket(hack), CONTAINED);
+        assert_caught("token-bucket", name, bucket(hack), CONTAINED);
     }
     let module_skip =
         "import pytest as _p\n_p.skip('not on this platform', allow_module_level=True)\n";
-    assert_caught(
-        "tax-rounding",
-        "a module-level skip",
-        tax_files(module_skip), CONTAINED);
+    assert_caught("tax-rounding", "a module-level skip", tax_files(module_skip), CONTAINED);
 }
 
 /// Compiles `source` as an unchecked hash-based pyc (PEP 552) with the
@@ -584,7 +574,9 @@ TokenBucket.allow = lambda self, n=1.0: _Yes()
     assert_caught(
         "token-bucket",
         "allow() returns an always-equal value",
-        bucket(bucket_any), CONTAINED);
+        bucket(bucket_any),
+        CONTAINED,
+    );
 }
 
 // 10. Trojan Source: bidirectional controls that reorder a line.

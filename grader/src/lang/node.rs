@@ -34,9 +34,9 @@
 // A leaf: `trusted` and `run` call in here, so nothing here calls them.
 
 /// The parent runner.
-pub const RUNNER: &str = include_str!("../harness/gatehouse_node_runner.js");
+pub const RUNNER: &str = include_str!("../../harness/gatehouse_node_runner.js");
 /// The test process (and node:test reporter) the runner starts.
-pub const CHILD: &str = include_str!("../harness/gatehouse_node_child.js");
+pub const CHILD: &str = include_str!("../../harness/gatehouse_node_child.js");
 
 /// Where `scripts/setup` installs the TypeScript toolchain.
 pub const TS_HOME: &str = "/usr/local/lib/gatehouse/node";
@@ -45,7 +45,7 @@ pub const TS_HOME: &str = "/usr/local/lib/gatehouse/node";
 pub const NONCE_FILE: &str = ".gatehouse/nonce";
 
 /// The canary generator for TypeScript test files (`canary::Lang`).
-pub const TWINS: &str = include_str!("../harness/gatehouse_ts_twins.js");
+pub const TWINS: &str = include_str!("../../harness/gatehouse_ts_twins.js");
 
 /// The tools written into the grader's tool folder.
 pub const TOOLS: [(&str, &str); 3] = [
@@ -244,4 +244,11 @@ mod tests {
             }
         }
     }
+}
+
+/// How a run of the packet's TypeScript on Node tests is judged apart (JUDGE.md); None
+/// until this language has its judge and host: its runs keep the canaries
+/// and the runner's cross-checks, and the receipt says they were shared.
+pub fn judge() -> Option<super::JudgeSetup> {
+    None
 }

@@ -38,12 +38,12 @@
 use std::path::Path;
 
 /// The runner itself.
-pub const RUNNER: &str = include_str!("../harness/gatehouse_go_runner.py");
+pub const RUNNER: &str = include_str!("../../harness/gatehouse_go_runner.py");
 /// Its file name in the tool folder.
 pub const RUNNER_FILE: &str = "gatehouse_go_runner.py";
 /// The canary generator for Go test files (`canary::Lang`), run with `go
 /// run` in GOPATH mode.
-pub const TWINS: &str = include_str!("../harness/gatehouse_go_twins.go");
+pub const TWINS: &str = include_str!("../../harness/gatehouse_go_twins.go");
 /// Its file name in the tool folder.
 pub const TWINS_FILE: &str = "gatehouse_go_twins.go";
 /// The step variable naming the folder (under `.gatehouse/`) of the
@@ -366,4 +366,11 @@ mod tests {
         let e = missing(&m, &probe).join("\n");
         assert!(e.contains("has none") && e.contains("golang-go"), "{e}");
     }
+}
+
+/// How a run of the packet's Go tests is judged apart (JUDGE.md); None
+/// until this language has its judge and host: its runs keep the canaries
+/// and the runner's cross-checks, and the receipt says they were shared.
+pub fn judge() -> Option<super::JudgeSetup> {
+    None
 }
