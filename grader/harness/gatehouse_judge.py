@@ -120,7 +120,7 @@ class Supervisor:
         self.next = 1
         self.gone = None
 
-    def request(self, op, fds=(), timeout=30.0, **fields):
+    def request(self, op, fds=(), timeout=20.0, **fields):
         if self.gone:
             raise HostError("the host supervisor is gone (%s): the candidate's uid started nothing more" % self.gone)
         with self.cond:
@@ -160,6 +160,9 @@ class Supervisor:
                 finally:
                     self.read_lock.release()
             if deadline is not None and time.monotonic() > deadline:
+                # Stopped or stuck (the candidate's uid can signal it): what
+                # follows fails at once instead of waiting again.
+                self.gone = "it did not answer %s within %.0f s" % (op, timeout)
                 raise HostError("the host supervisor did not answer %s within %.0f s" % (op, timeout))
 
 

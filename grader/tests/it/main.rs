@@ -20,6 +20,7 @@ mod fuzz;
 mod hostile_packets;
 mod ingest;
 mod judge;
+mod judge_hacks;
 mod lang_go;
 mod lang_node;
 mod leftovers;
