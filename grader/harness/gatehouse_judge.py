@@ -76,6 +76,9 @@ HOST_FD = 4
 JUDGE = None
 
 _real_popen = subprocess.Popen
+# Bound now: packet code may patch time for the candidate's process, and the
+# patch is mirrored here (see `_Mirrored`); the judge keeps its own clock.
+_monotonic = time.monotonic
 _real_socketpair = _socket.socketpair
 _AF_UNIX, _SOCK_STREAM = _socket.AF_UNIX, _socket.SOCK_STREAM
 _real_kill = os.kill
@@ -136,7 +139,7 @@ class Supervisor:
             except wire.PeerGone as e:
                 self.gone = str(e)
                 raise HostError("the host supervisor is gone (%s)" % e)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else _monotonic() + timeout
         while True:
             with self.cond:
                 if rid in self.answers:
@@ -147,7 +150,7 @@ class Supervisor:
                         if rid in self.answers:
                             return self.answers.pop(rid)
                     try:
-                        msg = self.wire.recv(deadline=min(deadline, time.monotonic() + 0.2) if deadline else time.monotonic() + 0.2)
+                        msg = self.wire.recv(deadline=min(deadline, _monotonic() + 0.2) if deadline else _monotonic() + 0.2)
                     except TimeoutError:
                         msg = None
                     except (wire.PeerGone, wire.ProtocolError) as e:
@@ -159,7 +162,7 @@ class Supervisor:
                             self.cond.notify_all()
                 finally:
                     self.read_lock.release()
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and _monotonic() > deadline:
                 # Stopped or stuck (the candidate's uid can signal it): what
                 # follows fails at once instead of waiting again.
                 self.gone = "it did not answer %s within %.0f s" % (op, timeout)
@@ -613,7 +616,7 @@ class Judge:
     def _await(self, host, rid, what):
         while True:
             try:
-                msg = host.wire.recv(deadline=time.monotonic() + self.call_secs)
+                msg = host.wire.recv(deadline=_monotonic() + self.call_secs)
             except TimeoutError:
                 host.kill("it did not answer within %g s" % self.call_secs)
                 raise HostError("the candidate's code did not answer within %g s, at %s (its process was ended; the next call starts a fresh one)" % (self.call_secs, what))
@@ -1138,8 +1141,9 @@ class _StandInMeta(type):
         j = JUDGE
         if where is None or j is None:
             return type.__call__(cls, *args, **kwargs)
-        host_class = getattr(j.module(where[0], cls.__dict__.get("_gh_root")), where[1])
-        value = host_class(*args, **kwargs) if isinstance(host_class, HostObject) else type.__call__(cls, *args, **kwargs)
+        root = cls.__dict__.get("_gh_root")
+        j.module(where[0], root)
+        value = j.module_call(where[0], "method", root, n=where[1], a=args, k=kwargs)
         if not isinstance(value, cls):
             raise HostError("%s.%s(...) did not build an exception of that class" % where)
         return value

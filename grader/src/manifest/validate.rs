@@ -22,6 +22,19 @@ impl Manifest {
             );
         }
 
+        let reason = self.packet.judge_reason.as_deref().map(str::trim);
+        match (self.packet.judge, reason) {
+            (Some(super::JudgeMode::Shared), None | Some("")) => bad.at(
+                &["packet".into(), "judge".into()],
+                "judge = \"shared\" needs judge_reason: why the hidden tests must run in the candidate's process".into(),
+            ),
+            (Some(super::JudgeMode::Apart) | None, Some(_)) => bad.at(
+                &["packet".into(), "judge_reason".into()],
+                "judge_reason explains judge = \"shared\" and means nothing without it".into(),
+            ),
+            _ => {}
+        }
+
         if self.workspace.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
             bad.at(
                 &["workspace".into(), "test".into()],
