@@ -1,6 +1,7 @@
 //! The grader's one integration-test binary.
 
 mod check;
+mod crashes;
 mod detectors;
 mod forgery;
 mod fuzz;
