@@ -14,6 +14,7 @@
 //! `mod.rs`.
 
 mod check;
+mod crashes;
 mod detectors;
 mod forgery;
 mod fuzz;
