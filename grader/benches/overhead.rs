@@ -74,7 +74,13 @@ fn judge_table(rows: &[judge_part::Row]) {
     println!();
     println!(
         "{:<18} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}",
-        "packet (median)", "CPU apart", "CPU shared", "CPU +", "wall apart", "wall shared", "wall +"
+        "packet (median)",
+        "CPU apart",
+        "CPU shared",
+        "CPU +",
+        "wall apart",
+        "wall shared",
+        "wall +"
     );
     let pct = |a: f64, b: f64| if b > 0.0 { (a - b) / b * 100.0 } else { f64::NAN };
     let (mut ca, mut cs, mut wa, mut ws) = (0.0, 0.0, 0.0, 0.0);

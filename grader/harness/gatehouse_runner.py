@@ -925,6 +925,7 @@ def run_script(channel, config, args, audit, roles):
     channel.send({"t": "start", "runner": "script"})
     if JUDGE_MODE is not None:
         channel.send({"t": "judge", "apart": True})
+        _tell_host_endings(channel, audit)
     integrity = Integrity(channel)
     integrity.record()
     code = 0
@@ -964,6 +965,15 @@ def _start_judge(channel, config):
     return judge
 
 
+def _tell_host_endings(channel, audit):
+    """A host that ends mid-call (a crash, a hang, a broken message) is
+    named in the run's record with the test that was running."""
+    def told(kind, message, frame):
+        channel.send({"t": "host-ended", "kind": kind, "message": message, "frame": frame or "", "test": audit.test})
+
+    JUDGE_MODE.on_host_end = told
+
+
 def _config(text):
     if not text:
         return {}
@@ -1000,6 +1010,7 @@ def main():
     channel.send({"t": "start", "runner": kind})
     if JUDGE_MODE is not None:
         channel.send({"t": "judge", "apart": True})
+        _tell_host_endings(channel, audit)
     if kind == "pytest":
         run_pytest(channel, config, args, audit, roles)
     else:

@@ -424,7 +424,7 @@ impl Ran {
     /// reviewer (`trusted::Ending::summary`); None when it did not.
     pub fn crash(&self) -> Option<String> {
         let (r, kind) = (self.runner.as_ref()?, self.plan.runner()?);
-        crate::trusted::ending(r, kind, &self.report).summary()
+        crate::trusted::ending(r, kind, &self.report).summary().or_else(|| r.host_crash())
     }
 }
 

@@ -233,6 +233,38 @@ pub struct RunnerResult {
     /// What crossed between the judge and the host: calls, callbacks,
     /// hosts started, programs spawned.
     pub judge_counts: BTreeMap<String, u64>,
+    /// Hosts that ended mid-call in a run judged apart (a crash, a hang, a
+    /// broken message), each as the judge named it, with the test running.
+    pub host_endings: Vec<HostEnding>,
+}
+
+/// A host of a run judged apart that ended while the judge waited for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEnding {
+    /// `signal`, `exit`, `hang` or `wire`.
+    pub kind: String,
+    /// What the judge said, with the call it was waiting for and the first
+    /// frame in the candidate's code when its fault handler wrote one.
+    pub message: String,
+    /// The test running at the time (empty during collection).
+    pub test: String,
+}
+
+impl RunnerResult {
+    /// How the candidate's processes ended in a run judged apart, in one
+    /// line for the receipt: the first ending and how many more there were.
+    pub fn host_crash(&self) -> Option<String> {
+        let first = self.host_endings.first()?;
+        let mut line = first.message.clone();
+        if !first.test.is_empty() {
+            line.push_str(&format!(", in {}", first.test));
+        }
+        let more = self.host_endings.len() - 1;
+        if more > 0 {
+            line.push_str(&format!(" (and {more} more time{})", if more == 1 { "" } else { "s" }));
+        }
+        Some(line)
+    }
 }
 
 #[derive(Deserialize)]
@@ -319,6 +351,16 @@ impl RunnerResult {
             match rec.t.as_str() {
                 "start" => out.started = true,
                 "judge" => out.judge = true,
+                "host-ended" => {
+                    if out.host_endings.len() < MAX_AUDIT {
+                        let clip = |s: &str| s.chars().take(400).collect::<String>();
+                        out.host_endings.push(HostEnding {
+                            kind: clip(&rec.kind),
+                            message: clip(&rec.message),
+                            test: clip(&rec.test),
+                        });
+                    }
+                }
                 "judge-counts" => {
                     out.judge_counts = (rec.counts.iter())
                         .take(16)

@@ -602,44 +602,74 @@ fn bucket_py(line: &str, top: &str) -> String {
     format!("{}\n{top}\n", sample.replacen(marker, &format!("{marker}        {line}\n"), 1))
 }
 
+/// Judged apart (issue #44), the candidate's code runs in a host process:
+/// its crash ends the host, never the test process. Every test that called
+/// into it fails, named with how the host ended and where; the next call
+/// starts a fresh host; the run's crash line names it for the reviewer.
 #[test]
 fn python_crashes_fail_without_accusation() {
     let p = py_mini();
     let card = grade(p, &p.sample_dir(), &[]);
     assert_eq!(card.scoring.decision, "keep", "{}", describe(&card));
     assert!(card.findings.is_empty(), "{}", describe(&card));
-    let unreported = "test_fractional_quarters_accumulate";
     for (what, source, crash) in [
         (
             "a segfault in a C extension",
             bucket_py("import ctypes; ctypes.string_at(0)", ""),
             vec![
-                "the test process was killed in test_hidden_bucket.py::",
-                "Segmentation fault (exit status 139, killed by SIGSEGV)",
+                "the candidate's process was killed by SIGSEGV during TokenBucket.allow()",
                 "(at bucket.py:",
             ],
         ),
         (
             "a process that kills itself",
             bucket_py("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", ""),
-            vec![
-                "the test process was killed in test_hidden_bucket.py::",
-                "exit status 137, killed by SIGKILL",
-            ],
+            vec!["the candidate's process was killed by SIGKILL during TokenBucket.allow()"],
         ),
         (
             "an exit in the middle of a test",
             bucket_py("import os; os._exit(3)", ""),
-            vec!["the test process exited in test_hidden_bucket.py::", "exit status 3"],
+            vec!["the candidate's process exited with status 3 during TokenBucket.allow()"],
         ),
     ] {
         let card = grade(p, &p.sample_dir(), &[("bucket.py", Some(&source))]);
-        eprintln!("{what}: {:?}", card.receipt.runs.iter().map(|r| &r.crash).collect::<Vec<_>>());
-        assert_crash(&card, "hidden", &crash, Some(unreported), "drop");
-        // The unittest run of the same tests crashed too, and said so.
-        let run = card.receipt.runs.iter().find(|r| r.id == "step:hidden-unittest").unwrap();
-        let line = run.crash.as_deref().unwrap_or_default();
-        assert!(line.contains(crash[1]), "{what}: unittest: {line:?}\n{}", describe(&card));
+        let shown = describe(&card);
+        assert!(
+            card.findings.iter().all(|f| f.id != "evidence-tampering"),
+            "{what}: accused: {shown}"
+        );
+        assert_eq!(card.scoring.decision, "drop", "{what}: {shown}");
+        for step in ["hidden", "hidden-unittest"] {
+            let run = card.receipt.runs.iter().find(|r| r.id == format!("step:{step}")).unwrap();
+            assert_eq!(
+                card.receipt.judged.get(&run.id).map(String::as_str),
+                Some("apart"),
+                "{what}: {shown}"
+            );
+            let line = run
+                .crash
+                .as_deref()
+                .unwrap_or_else(|| panic!("{what}: {step}: no crash named: {shown}"));
+            for part in &crash {
+                assert!(
+                    line.contains(part),
+                    "{what}: {step}: the crash line lacks {part:?}: {line}"
+                );
+            }
+            let t = test(&card, step, "test_fractional_quarters_accumulate");
+            let message = t.message.as_deref().unwrap_or_default();
+            assert!(
+                matches!(t.status, TestStatus::Failed | TestStatus::Error)
+                    && message.contains(crash[0]),
+                "{what}: {step}: {:?} {message}",
+                t.status
+            );
+            assert!(
+                step_tests(&card, step).iter().all(|t| t.status != TestStatus::Passed
+                    || !t.message.as_deref().unwrap_or_default().contains("not run")),
+                "{what}: {shown}"
+            );
+        }
     }
     // RecursionError at import: the module does not load; its tests fail.
     let source = bucket_py("", "def _deeper(n):\n    return _deeper(n + 1)\n\n\n_deeper(0)");
@@ -647,7 +677,7 @@ fn python_crashes_fail_without_accusation() {
     let what = describe(&card);
     assert!(card.findings.iter().all(|f| f.id != "evidence-tampering"), "{what}");
     assert_eq!(card.scoring.decision, "drop", "{what}");
-    let t = test(&card, "hidden", unreported);
+    let t = test(&card, "hidden", "test_fractional_quarters_accumulate");
     let message = t.message.as_deref().unwrap_or_default();
     assert!(
         message.starts_with("not run: collection failed") && message.contains("RecursionError"),

@@ -328,7 +328,11 @@ fn judge_outcomes_apart_and_shared_agree_for_every_variant_and_alternate() {
         let m = fs::read_to_string(to.join("packet.toml")).unwrap();
         fs::write(
             to.join("packet.toml"),
-            m.replacen("\n[packet]\n", "\n[packet]\njudge = \"shared\"\njudge_reason = \"the control\"\n", 1),
+            m.replacen(
+                "\n[packet]\n",
+                "\n[packet]\njudge = \"shared\"\njudge_reason = \"the control\"\n",
+                1,
+            ),
         )
         .unwrap();
         let s = Packet::load(&to).unwrap();
@@ -357,7 +361,9 @@ fn judge_outcomes_apart_and_shared_agree_for_every_variant_and_alternate() {
                     .iter()
                     .filter(|r| card.receipt.judged.contains_key(&r.id))
                     .flat_map(|r| {
-                        r.tests.iter().flatten().map(move |t| (format!("{} {}::{}", r.id, t.classname, t.name), t.status))
+                        r.tests.iter().flatten().map(move |t| {
+                            (format!("{} {}::{}", r.id, t.classname, t.name), t.status)
+                        })
                     })
                     .collect()
             };
@@ -366,9 +372,18 @@ fn judge_outcomes_apart_and_shared_agree_for_every_variant_and_alternate() {
                 .iter()
                 .filter(|(k, v)| shared.get(*k) != Some(v))
                 .map(|(k, v)| format!("{k}: apart {v:?}, shared {:?}", shared.get(k)))
-                .chain(shared.keys().filter(|k| !apart.contains_key(*k)).map(|k| format!("{k}: shared only")))
+                .chain(
+                    shared
+                        .keys()
+                        .filter(|k| !apart.contains_key(*k))
+                        .map(|k| format!("{k}: shared only")),
+                )
                 .collect();
-            report.push(format!("{slug} {what}: {} tests, {}", apart.len(), if diff.is_empty() { "same".to_string() } else { diff.join("; ") }));
+            report.push(format!(
+                "{slug} {what}: {} tests, {}",
+                apart.len(),
+                if diff.is_empty() { "same".to_string() } else { diff.join("; ") }
+            ));
         }
     }
     println!("{}", report.join("\n"));
