@@ -38,6 +38,7 @@ mod candidate;
 mod children;
 mod disk_full;
 mod erasure;
+mod erasure_edges;
 mod evidence;
 mod queue;
 mod restart;
