@@ -102,13 +102,13 @@ impl Call {
         let guard = lock.lock().await;
         let mut moved = crate::db::meter::MeterUsage::default();
         moved.settle(self.reserved_tokens, self.request_bytes, self.transcript_bytes, &outcome);
-        let settled = self.state.db.finish_model_call(self.id, outcome).await;
-        drop(guard);
-        match settled {
+        match self.state.db.finish_model_call(self.id, outcome).await {
             Ok(true) => self.state.memo.meter.move_totals(&self.assignment_id, |t| *t += moved),
             // The row is gone: the candidate was erased while the call was
-            // in flight. Its transcripts, written or on their way, go too.
+            // in flight. Its transcripts, written or on their way, go too
+            // (waited for without the admission lock).
             Ok(false) => {
+                drop(guard);
                 let blobs: Vec<&str> = [&self.request_blob, &response_blob]
                     .into_iter()
                     .flatten()

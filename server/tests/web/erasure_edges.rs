@@ -220,7 +220,7 @@ enum Holder {
 
 impl Holder {
     /// Waits until the erasure waits on the lock (Postgres says so; SQLite
-    /// is given two seconds), then commits.
+    /// is given five seconds), then commits.
     async fn release(self, url: &str) {
         match self {
             Holder::Pg(tx) => {
@@ -241,7 +241,8 @@ impl Holder {
                 tx.commit().await.unwrap();
             }
             Holder::Sqlite(mut conn) => {
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                // (The erasure's busy wait lasts ten seconds.)
+                tokio::time::sleep(Duration::from_secs(5)).await;
                 sqlx::query("COMMIT").execute(&mut conn).await.unwrap();
             }
         }
@@ -298,13 +299,17 @@ fn slow_upload(zip: &[u8]) -> (reqwest::Body, tokio::sync::oneshot::Sender<()>, 
     (reqwest::Body::wrap_stream(stream), go, format!("multipart/form-data; boundary={boundary}"))
 }
 
-/// Waits until something is being written under the data folder's `tmp/`
-/// (an upload being received).
-async fn receiving(app: &TestApp) {
-    let tmp = app.state.config.data_dir.join("tmp");
+/// What is under the data folder's `tmp/` now.
+fn tmp_now(app: &TestApp) -> Vec<std::path::PathBuf> {
+    files_under(&app.state.config.data_dir.join("tmp"))
+}
+
+/// Waits until something new is being written under the data folder's
+/// `tmp/` (an upload being received), beside what was there `before`.
+async fn receiving(app: &TestApp, before: &[std::path::PathBuf]) {
     let start = Instant::now();
-    while files_under(&tmp).is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(30), "the upload never started");
+    while tmp_now(app).iter().all(|f| before.contains(f)) {
+        assert!(start.elapsed() < Duration::from_secs(60), "the upload never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -319,6 +324,7 @@ async fn an_upload_under_way_when_the_candidate_is_erased_is_refused_and_kept_no
     files.push(("NOTES-extra.txt".into(), format!("{MARK}\n").into_bytes()));
     let zip = stored_zip(&files);
     let (body, go, kind) = slow_upload(&zip);
+    let before = tmp_now(&app);
     let sending = tokio::spawn(
         TestApp::client()
             .post(app.url("/api/v1/submissions"))
@@ -327,7 +333,7 @@ async fn an_upload_under_way_when_the_candidate_is_erased_is_refused_and_kept_no
             .body(body)
             .send(),
     );
-    receiving(&app).await;
+    receiving(&app, &before).await;
     erase(&app, &q.assignment.id).await.unwrap();
     go.send(()).unwrap();
     let r = sending.await.unwrap().unwrap();
@@ -353,6 +359,7 @@ async fn a_witnessed_run_ending_after_the_erasure_is_refused_and_recorded_nowher
         format!("import time\n# {MARK}\ntime.sleep(4)\nprint('{MARK}')\n").into_bytes(),
     ));
     let tree = stored_zip(&files);
+    let before = tmp_now(&app);
     let sending = tokio::spawn(
         TestApp::client()
             .post(app.url("/api/v1/witness/red"))
@@ -360,7 +367,7 @@ async fn a_witnessed_run_ending_after_the_erasure_is_refused_and_recorded_nowher
             .multipart(crate::candidate::form(tree))
             .send(),
     );
-    receiving(&app).await;
+    receiving(&app, &before).await;
     // The tree is in; the sandbox is running it.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!sending.is_finished(), "the run ended before the erasure");
@@ -385,7 +392,7 @@ async fn a_model_call_answered_after_the_erasure_leaves_no_transcript() {
     let app = &m.app;
     let answer_mark = "late-answer-marker-9c2f";
     up.set(|b| {
-        b.delay = Duration::from_millis(1500);
+        b.delay = Duration::from_secs(3);
         b.content = Some(format!("the fix is {answer_mark}"));
     });
     let calling = {
@@ -409,6 +416,7 @@ async fn a_model_call_answered_after_the_erasure_leaves_no_transcript() {
     // Admitted and forwarded: its row and its request's transcript exist.
     assert_eq!(crate::meter::ledger(app, &m.assignment).await.len(), 1);
     erase(app, &m.assignment).await.unwrap();
+    assert!(!calling.is_finished(), "the call was answered before the erasure ended");
     // The upstream answered; the candidate's client got the answer.
     assert_eq!(calling.await.unwrap(), StatusCode::OK);
     // (A write still queued would land within this.)
