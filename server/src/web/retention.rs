@@ -3,14 +3,16 @@
 //! the record of erasures) and the assignment page's "Erase" form
 //! (`POST /assignments/{id}/erase`, admin only, confirmed by typing the
 //! candidate's email), and the candidate's own copy of everything held
-//! about them (`/c/{token}/my-data.zip`). Every change is CSRF-checked and
-//! audited; the erasure itself is `crate::erasure`.
+//! about them (`/c/{token}/my-data.zip`: one build at a time per link,
+//! `my_data_per_hour` an hour, `max_concurrent_exports` on the server).
+//! Every change is CSRF-checked and audited; the erasure itself is
+//! `crate::erasure`.
 
 use std::io::{Seek, Write};
 
 use axum::Form;
 use axum::extract::{Path, State};
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use leptos::prelude::*;
@@ -212,13 +214,57 @@ async fn erase(
     Ok(Redirect::to(&format!("/assignments/{}", a.id)).into_response())
 }
 
+/// A refusal that says when to try again: `status`, `Retry-After` in whole
+/// seconds (at least 1) and `{"error"}`.
+fn try_later(status: StatusCode, wait: std::time::Duration, message: String) -> Response {
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    (
+        status,
+        [(header::RETRY_AFTER, secs.to_string())],
+        axum::Json(json!({ "error": format!("{message}; try again in {secs} s") })),
+    )
+        .into_response()
+}
+
+/// How long a link waits for its own build in progress, or for a build
+/// slot of the server's.
+const BUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Everything the platform holds about the candidate, as one zip
-/// ([`export`]), whether or not the deadline passed.
+/// ([`export`]), whether or not the deadline passed. Each build reads every
+/// upload and transcript of theirs, so a link has one build at a time and
+/// `my_data_per_hour` an hour (429 with `Retry-After`), and the server
+/// `max_concurrent_exports` at once (503 with `Retry-After`).
 async fn my_data(
     State(state): State<AppState>,
     Path(token): Path<String>,
 ) -> Result<Response, AppError> {
     let a = crate::assignment::by_token(&state, &token).await?;
+    let Some(_own) = crate::state::Slot::take_named(&state.memo, "my-data", &a.id) else {
+        return Ok(try_later(
+            StatusCode::TOO_MANY_REQUESTS,
+            BUILD_WAIT,
+            "a copy of your data is being built for this link already; wait for that download"
+                .into(),
+        ));
+    };
+    let Ok(_gate) = state.gates.exports.clone().try_acquire_owned() else {
+        return Ok(try_later(
+            StatusCode::SERVICE_UNAVAILABLE,
+            BUILD_WAIT,
+            "the server is busy building other candidates' copies of their data".into(),
+        ));
+    };
+    if let Some(wait) = exports_exhausted(&state, &a.id) {
+        return Ok(try_later(
+            StatusCode::TOO_MANY_REQUESTS,
+            wait,
+            format!(
+                "this link asked for a copy of its data {} times in the last hour, the most it may",
+                state.config.my_data_per_hour.max(1)
+            ),
+        ));
+    }
     let (file, len) = export(&state, &a).await?;
     let reader = tokio::fs::File::from_std(file);
     let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(reader));
@@ -232,6 +278,21 @@ async fn my_data(
         body,
     )
         .into_response())
+}
+
+/// Takes one build from the assignment's bucket of `my_data_per_hour`; the
+/// wait when it is empty.
+fn exports_exhausted(state: &AppState, assignment_id: &str) -> Option<std::time::Duration> {
+    use governor::clock::{Clock, DefaultClock};
+    let limiter = state.memo.exports.get_or_init(|| {
+        let n =
+            std::num::NonZeroU32::new(state.config.my_data_per_hour.max(1)).expect("at least one");
+        governor::RateLimiter::keyed(governor::Quota::per_hour(n))
+    });
+    limiter
+        .check_key(&assignment_id.to_string())
+        .err()
+        .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
 }
 
 /// Everything held about assignment `a`'s candidate, as a zip in an
