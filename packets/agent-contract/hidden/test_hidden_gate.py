@@ -130,6 +130,22 @@ def refused(tmp_path, repo, code, doc=None, raw=None):
     assert tree(repo) == before, "the tree changed"
 
 
+# Step 3 of the brief names both refusals of a diff that is malformed AND names
+# another path ("Every path the diff names must be `src_path` or `test_path`,
+# else `unsafe-path`. A diff with no file headers, or with renames, copies, mode
+# changes or binary parts: `diff-rejected`") and does not order them: a gate may
+# judge the diff's shape or its paths first. What it fixes is the refusal: no
+# write, the tree byte-for-byte as it was.
+STEP_3 = ("unsafe-path", "diff-rejected")
+
+
+def refused_in_step_3(tmp_path, repo, doc):
+    before = tree(repo)
+    got = run_gate(tmp_path, repo, doc)
+    assert got in STEP_3, f"expected a step-3 refusal ({' or '.join(STEP_3)}), got {got}"
+    assert tree(repo) == before, "the tree changed"
+
+
 # ------------------------------------------------------------ extra-keys-accepted
 
 
@@ -249,10 +265,13 @@ def test_hidden_escape_src_path_in_tests(tmp_path, repo):
 
 
 def test_hidden_escape_git_header_names_another_file(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    The extra part has a `new file mode` line and no ---/+++ pair, so `diff-rejected` applies too."""
     # git writes an empty new file as a 'diff --git' header with no ---/+++ lines.
     diff = fee_fix(repo) + ("diff --git a/tools/hook.py b/tools/hook.py\n"
                             "new file mode 100644\nindex 0000000..e69de29\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 def test_hidden_escape_one_letter_path(tmp_path, repo):
@@ -260,9 +279,12 @@ def test_hidden_escape_one_letter_path(tmp_path, repo):
 
 
 def test_hidden_escape_env_after_prose_line(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    A line of prose between two parts is a malformed diff: `diff-rejected` applies too."""
     # A chatty model puts a line of prose between the two file parts.
     diff = fee_fix(repo) + "Also turn on debug logging:\n" + append(repo, ".env", "DEBUG=1\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 def test_hidden_escape_env_after_added_lines(tmp_path, repo):
@@ -295,9 +317,12 @@ def test_hidden_escape_env_after_emptied_file(tmp_path, repo):
 
 
 def test_hidden_escape_env_after_bare_header_pair(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    A header pair with no hunk is a malformed diff: `diff-rejected` applies too."""
     # A ---/+++ pair with no hunk, then the .env part.
     diff = "--- a/src/shop/fees.py\n+++ b/src/shop/fees.py\n" + append(repo, ".env", "DEBUG=1\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 def test_hidden_escape_env_after_no_newline_marker(tmp_path, repo):
@@ -307,19 +332,26 @@ def test_hidden_escape_env_after_no_newline_marker(tmp_path, repo):
 
 
 def test_hidden_escape_env_under_git_header_of_src(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    A `diff --git` line whose names differ from the ---/+++ pair under it reads as a rename:
+    `diff-rejected` applies too."""
     # A 'diff --git' line naming fees.py sits right over the .env part's ---/+++ lines (no index
     # line between them); patch goes by the ---/+++ names and writes .env.
     diff = fee_fix(repo) + "diff --git a/src/shop/fees.py b/src/shop/fees.py\n" + append(repo, ".env", "DEBUG=1\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 def test_hidden_escape_git_header_old_side(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    The part is a deletion (`deleted file mode`), which is `diff-rejected` as well."""
     # Only the a/ side of this 'diff --git' line names another file: patch deletes that (empty)
     # vendored module by its old name, since the new name does not exist.
     assert (repo / "src/shop/vendor/__init__.py").read_bytes() == b""
     diff = fee_fix(repo) + ("diff --git a/src/shop/vendor/__init__.py b/tests/test_fee_extra.py\n"
                             "deleted file mode 100644\nindex e69de29..0000000\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, test_path="tests/test_fee_extra.py"))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff, test_path="tests/test_fee_extra.py"))
 
 
 def test_hidden_escape_env_after_equals_context_line(tmp_path, repo):
@@ -330,9 +362,7 @@ def test_hidden_escape_env_after_equals_context_line(tmp_path, repo):
     sunos = fix.replace("\n     if amount_cents", "\n=    if amount_cents", 1)
     assert sunos != fix
     diff = sunos + append(repo, ".env", "DEBUG=1\n")
-    before = tree(repo)
-    assert run_gate(tmp_path, repo, fee_doc(diff)) in ("unsafe-path", "diff-rejected")
-    assert tree(repo) == before, "the tree changed"
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 # ------------------------------------------------------------ readme-write-accepted
