@@ -1,5 +1,6 @@
 //! `packet check`: the self-test a packet must pass before it is published.
 
+pub mod brief;
 pub mod mutants;
 pub mod proves;
 
@@ -124,6 +125,8 @@ fn check_all(
     for (name, detail) in crate::lint::lint(packet) {
         report.warn(name, detail);
     }
+    // Every hidden test names the sentence of the brief it enforces.
+    report.items.extend(crate::check::brief::check(packet));
 
     // Every failure id has a variant that triggers it.
     let exercised: BTreeSet<&str> =

@@ -240,7 +240,9 @@ fn packet_check_warns_of_classic_packet_mistakes() {
         .expect("a return line")
         .trim()
         .to_string();
-    let prompt = format!("# Check demo\n\nFix `add`.\n\n    assert add(-1, -2) == -3\n    {fix}\n");
+    let prompt = format!(
+        "# Check demo\n\nFix `add` in `calc.py`.\n\n    assert add(-1, -2) == -3\n    {fix}\n"
+    );
     fs::write(root.join("prompt.md"), prompt).expect("writing prompt.md");
 
     let report = check_packet(grader(), &root);
