@@ -52,11 +52,13 @@ def repo(tmp_path):
 
 
 def tree(root: Path) -> dict:
+    """Every file's bytes and every folder (`path/`), pytest's caches aside: the brief's
+    "byte-for-byte what it was" counts a folder the write left behind."""
     skip = {"__pycache__", ".pytest_cache"}
     return {
-        p.relative_to(root).as_posix(): p.read_bytes()
+        p.relative_to(root).as_posix() + ("/" if p.is_dir() else ""): (None if p.is_dir() else p.read_bytes())
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not skip.intersection(p.relative_to(root).parts)
+        if (p.is_file() or p.is_dir()) and not skip.intersection(p.relative_to(root).parts)
     }
 
 
@@ -274,6 +276,15 @@ def test_hidden_escape_git_header_names_another_file(tmp_path, repo):
     refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
+def test_hidden_escape_two_letter_paths(tmp_path, repo):
+    """brief: "`gate` returns a `Result` for every proposal; it does not raise for a bad one."
+
+    Two-character paths ('ab', and the drive 'C:') are refused as unsafe, not met with an
+    IndexError from a check that looks one character too far."""
+    for rel in ("ab", "C:"):
+        refused(tmp_path, repo, "unsafe-path", fee_doc(create(rel, "PWNED = True\n"), src_path=rel))
+
+
 def test_hidden_escape_one_letter_path(tmp_path, repo):
     refused(tmp_path, repo, "unsafe-path", fee_doc(create("x", "PWNED = True\n"), src_path="x"))
 
@@ -433,7 +444,45 @@ def test_hidden_revert_removes_created_test_file(tmp_path, repo):
     assert not (repo / "tests/test_fee_extra.py").exists()
 
 
+def test_hidden_revert_removes_created_folders(tmp_path, repo):
+    """brief: "a file the diff created is removed, and so is a folder it created"
+
+    The new test module lives two new folders deep: after `reverted` neither folder is left."""
+    diff = edit(repo, "src/shop/fees.py", FEE_BUG, FEE_BANKERS) + create(
+        "tests/unit/deep/test_fee_unit.py", "from shop.fees import card_fee\n\n\ndef test_big():\n    assert card_fee(10000) == 290\n")
+    refused(tmp_path, repo, "reverted", fee_doc(diff, test_path="tests/unit/deep/test_fee_unit.py"))
+    assert not (repo / "tests/unit").exists()
+
+
+def test_hidden_revert_keeps_an_existing_empty_folder(tmp_path, repo):
+    """brief: "After any result other than `applied` the repository is byte-for-byte what it was"
+
+    tests/unit/ exists, empty, before the write; the diff creates a module one folder below it.
+    After `reverted` the new folder is gone and tests/unit/ is still there."""
+    (repo / "tests/unit").mkdir()
+    diff = edit(repo, "src/shop/fees.py", FEE_BUG, FEE_BANKERS) + create(
+        "tests/unit/deep/test_fee_unit.py", "from shop.fees import card_fee\n\n\ndef test_big():\n    assert card_fee(10000) == 290\n")
+    refused(tmp_path, repo, "reverted", fee_doc(diff, test_path="tests/unit/deep/test_fee_unit.py"))
+    assert (repo / "tests/unit").is_dir()
+
+
 # ------------------------------------------------------------ good-proposal-refused
+
+
+def test_hidden_good_zero_context_diff_removing_a_dashed_line(tmp_path, repo):
+    """brief: "`diff` is a unified diff whose file headers use `a/` and `b/` prefixes"
+
+    A `diff -U0` whose later hunk removes a line that starts with '-- ': the removed line
+    reads '--- ...' but sits inside a hunk; it is no file header and the diff is valid."""
+    fees = repo / "src/shop/fees.py"
+    fees.write_text(fees.read_text() + '\n\nNOTE = """\n-- kept for the ledger --\n"""\n')
+    text = fees.read_text()
+    after = text.replace(FEE_BUG, FEE_FIX).replace("-- kept for the ledger --\n", "")
+    diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), after.splitlines(keepends=True),
+                                        "a/src/shop/fees.py", "b/src/shop/fees.py", n=0))
+    assert "\n--- kept for the ledger --\n" in diff and diff.count("@@ ") == 4
+    assert run_gate(tmp_path, repo, fee_doc(diff)) == "applied"
+    assert fees.read_text() == after
 
 
 def test_hidden_good_fee_fix_is_applied(tmp_path, repo):
@@ -543,6 +592,18 @@ def test_hidden_other_cli_exit_codes(tmp_path, repo, kind, exit_code):
     run = run_confined([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, doc), str(repo)],
                        capture_output=True, text=True, timeout=120)
     assert run.returncode == exit_code
+
+
+def test_hidden_other_cli_extra_argument(tmp_path, repo):
+    """brief: "Any other command line writes nothing and exits non-zero."
+
+    Three arguments beside a ./repo: neither the named repository nor ./repo is written."""
+    shutil.copytree(repo, tmp_path / "repo")
+    before = tree(repo), tree(tmp_path / "repo")
+    run = run_confined([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, fee_doc(fee_fix(repo))),
+                        str(repo), "extra"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0, run.stdout
+    assert (tree(repo), tree(tmp_path / "repo")) == before, "a command line of three arguments wrote"
 
 
 def test_hidden_other_cli_default_repo(tmp_path, repo):
