@@ -335,12 +335,11 @@ pub fn check(packet: &Packet) -> Vec<CheckItem> {
     let mut briefs = vec![packet.prompt().unwrap_or_default()];
     let starter = packet.starter_dir();
     for rel in crate::tree::list_paths(&starter) {
-        if rel.ends_with(".md") {
-            if let Ok(text) =
+        if rel.ends_with(".md")
+            && let Ok(text) =
                 packet.files().and_then(|f| f.read_to_string(&format!("starter/{rel}")))
-            {
-                briefs.push(text);
-            }
+        {
+            briefs.push(text);
         }
     }
     let m: &Manifest = &packet.manifest;

@@ -158,7 +158,7 @@ fn every_hidden_test_cites_its_brief() {
         packets += 1;
         let packet = grader::packet::Packet::load(&dir).unwrap();
         for item in grader::check::brief::check(&packet) {
-            assert!(item.detail.len() > 0);
+            assert!(!item.detail.is_empty());
             if !item.ok {
                 problems.push(format!("{}: {} — {}", dir.display(), item.name, item.detail));
             }
