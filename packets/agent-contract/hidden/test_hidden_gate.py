@@ -454,35 +454,7 @@ def test_hidden_revert_removes_created_folders(tmp_path, repo):
     assert not (repo / "tests/unit").exists()
 
 
-def test_hidden_revert_keeps_an_existing_empty_folder(tmp_path, repo):
-    """brief: "After any result other than `applied` the repository is byte-for-byte what it was"
-
-    tests/unit/ exists, empty, before the write; the diff creates a module one folder below it.
-    After `reverted` the new folder is gone and tests/unit/ is still there."""
-    (repo / "tests/unit").mkdir()
-    diff = edit(repo, "src/shop/fees.py", FEE_BUG, FEE_BANKERS) + create(
-        "tests/unit/deep/test_fee_unit.py", "from shop.fees import card_fee\n\n\ndef test_big():\n    assert card_fee(10000) == 290\n")
-    refused(tmp_path, repo, "reverted", fee_doc(diff, test_path="tests/unit/deep/test_fee_unit.py"))
-    assert (repo / "tests/unit").is_dir()
-
-
 # ------------------------------------------------------------ good-proposal-refused
-
-
-def test_hidden_good_zero_context_diff_removing_a_dashed_line(tmp_path, repo):
-    """brief: "`diff` is a unified diff whose file headers use `a/` and `b/` prefixes"
-
-    A `diff -U0` whose later hunk removes a line that starts with '-- ': the removed line
-    reads '--- ...' but sits inside a hunk; it is no file header and the diff is valid."""
-    fees = repo / "src/shop/fees.py"
-    fees.write_text(fees.read_text() + '\n\nNOTE = """\n-- kept for the ledger --\n"""\n')
-    text = fees.read_text()
-    after = text.replace(FEE_BUG, FEE_FIX).replace("-- kept for the ledger --\n", "")
-    diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        "a/src/shop/fees.py", "b/src/shop/fees.py", n=0))
-    assert "\n--- kept for the ledger --\n" in diff and diff.count("@@ ") == 4
-    assert run_gate(tmp_path, repo, fee_doc(diff)) == "applied"
-    assert fees.read_text() == after
 
 
 def test_hidden_good_fee_fix_is_applied(tmp_path, repo):
