@@ -27,6 +27,8 @@ fn check_packet_passes_the_good_fixture() {
         names,
         [
             "manifest is valid",
+            "every hidden test names the sentence of the brief it enforces",
+            "every quote the hidden tests cite occurs in the brief",
             "every failure id has a known-bad variant",
             "the starter is red",
             "the sample passes the test command",
