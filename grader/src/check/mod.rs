@@ -17,6 +17,7 @@
 //! every `[proves.<step>]` pattern names a test of the sample's grading (and
 //! warns about a hidden-test step with no table).
 
+pub mod brief;
 pub mod mutants;
 pub mod proves;
 
@@ -141,6 +142,8 @@ fn check_all(
     for (name, detail) in crate::lint::lint(packet) {
         report.warn(name, detail);
     }
+    // Every hidden test names the sentence of the brief it enforces.
+    report.items.extend(crate::check::brief::check(packet));
 
     // Every failure id has a variant that triggers it.
     let exercised: BTreeSet<&str> =

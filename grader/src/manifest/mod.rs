@@ -238,6 +238,22 @@ detect = { kind = "test-failing", step = "hidden" }
     }
 
     #[test]
+    fn cites_tables_are_checked() {
+        let with = |table: &str| {
+            let table = table.to_string();
+            move |s: String| format!("{s}\n{table}\n")
+        };
+        check(with("[cites.hidden]\n\"test_*\" = \"a quote of the brief\""), "ok");
+        check(with("[cites.hidden]\n\"test_a\" = [\"one quote here\", \"and another one\"]"), "ok");
+        check(
+            with("[cites.other]\n\"test_*\" = \"a quote of the brief\""),
+            "[cites.other] names step \"other\", which is not a step",
+        );
+        check(with("[cites.hidden]\n\"test_[\" = \"a quote of it\""), "is not a valid glob");
+        check(with("[cites.hidden]\n\"test_*\" = []"), "quotes nothing");
+    }
+
+    #[test]
     fn proves_tables_are_checked() {
         let with = |table: &str| {
             let table = table.to_string();

@@ -296,6 +296,24 @@ impl Manifest {
                 }
             }
         }
+        for (step, map) in &self.cites {
+            let table = [Key::from("cites"), step.into()];
+            if self.step(step).is_none() {
+                bad.at(&table, format!("[cites.{step}] names step {step:?}, which is not a step"));
+            }
+            for (pattern, quotes) in map {
+                let at = [Key::from("cites"), step.into(), pattern.into()];
+                if globset::Glob::new(pattern).is_err() {
+                    bad.at(
+                        &at,
+                        format!("[cites.{step}]: test pattern {pattern:?} is not a valid glob"),
+                    );
+                }
+                if quotes.all().iter().all(|q| q.trim().is_empty()) {
+                    bad.at(&at, format!("[cites.{step}]: test pattern {pattern:?} quotes nothing"));
+                }
+            }
+        }
         bad.finish(file)
     }
 

@@ -27,6 +27,8 @@ fn check_packet_passes_the_good_fixture() {
         names,
         [
             "manifest is valid",
+            "every hidden test names the sentence of the brief it enforces",
+            "every quote the hidden tests cite occurs in the brief",
             "every failure id has a known-bad variant",
             "the starter is red",
             "the sample passes the test command",
@@ -241,7 +243,9 @@ fn packet_check_warns_of_classic_packet_mistakes() {
         .expect("a return line")
         .trim()
         .to_string();
-    let prompt = format!("# Check demo\n\nFix `add`.\n\n    assert add(-1, -2) == -3\n    {fix}\n");
+    let prompt = format!(
+        "# Check demo\n\nFix `add` in `calc.py`.\n\n    assert add(-1, -2) == -3\n    {fix}\n"
+    );
     fs::write(root.join("prompt.md"), prompt).expect("writing prompt.md");
 
     let report = check_packet(grader(), &root);

@@ -295,6 +295,76 @@ fn exports_exhausted(state: &AppState, assignment_id: &str) -> Option<std::time:
         .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
 }
 
+/// The scorecard as its candidate may read it: every run's output tails
+/// (`receipt.runs[].stdout_tail`, `stderr_tail`), which carry pytest's
+/// tracebacks and so quote hidden-test source, are replaced by the run's
+/// test names, statuses and messages (each message cut to its first lines,
+/// source lines left out); the hiring team's copy keeps the full tails. The
+/// receipt's `digest` covers the hiring team's copy, which this is not:
+/// `tails_withheld` says so.
+pub fn candidate_scorecard(mut card: Value) -> Value {
+    let Some(runs) = card.pointer_mut("/receipt/runs").and_then(Value::as_array_mut) else {
+        return card;
+    };
+    for run in runs {
+        let summary: Vec<String> = run
+            .get("tests")
+            .and_then(Value::as_array)
+            .map(|tests| {
+                tests
+                    .iter()
+                    .map(|t| {
+                        let name = t.get("name").and_then(Value::as_str).unwrap_or("?");
+                        let status = t.get("status").and_then(Value::as_str).unwrap_or("?");
+                        match t.get("message").and_then(Value::as_str).map(message_only) {
+                            Some(m) if !m.is_empty() => format!("{name}: {status}: {m}"),
+                            _ => format!("{name}: {status}"),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(tests) = run.get_mut("tests").and_then(Value::as_array_mut) {
+            for t in tests {
+                if let Some(m) = t.get("message").and_then(Value::as_str).map(message_only) {
+                    t["message"] = json!(m);
+                }
+            }
+        }
+        run["stdout_tail"] = json!(summary.join("\n"));
+        run["stderr_tail"] = json!("");
+        run["tails_withheld"] = json!(true);
+    }
+    card
+}
+
+/// A test's message without what could quote its source: at most three
+/// lines and 300 characters, and no traceback lines (pytest marks a source
+/// line with `>` and an error line with `E `; a frame is `path:N:`).
+fn message_only(message: &str) -> String {
+    // `path.py:12: in test_x`, `x_test.go:40:`, `at file.ts:3:5`.
+    let frame = |line: &str| {
+        line.split_whitespace().take(2).any(|word| {
+            [".py:", ".go:", ".ts:", ".js:"].iter().any(|ext| {
+                word.split_once(ext)
+                    .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+        })
+    };
+    let kept: Vec<&str> = message
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !l.starts_with('>') && !l.starts_with("E ") && !frame(l))
+        .take(3)
+        .collect();
+    let text = kept.join("\n");
+    match text.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
 /// Everything held about assignment `a`'s candidate, as a zip in an
 /// unlinked temporary file (read from its start) and its length:
 /// `assignment.json`, `submissions.json` with each upload under
@@ -346,6 +416,7 @@ pub async fn export(state: &AppState, a: &Assignment) -> Result<(std::fs::File, 
                 .scorecard_json
                 .as_deref()
                 .and_then(|c| serde_json::from_str(c).ok())
+                .map(candidate_scorecard)
                 .unwrap_or(Value::Null);
         }
         subs.push(v);
@@ -437,4 +508,65 @@ pub async fn export(state: &AppState, a: &Assignment) -> Result<(std::fs::File, 
     .await
     .map_err(|e| AppError::Internal(e.into()))?
     .map_err(AppError::Internal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hidden test's source line, as pytest quotes it in a failing run's
+    /// output, never reaches the candidate's copy of the scorecard; the
+    /// test's name, status and message do (issue #49).
+    #[test]
+    fn the_candidates_scorecard_keeps_test_names_and_messages_not_hidden_source() {
+        let tail = "F                                                                        [100%]\n\
+=================================== FAILURES ===================================\n\
+_______________________________ test_the_answer ________________________________\n\
+\n    def test_the_answer():\n\
+>       assert answer() == 42  # distinctive-hidden-line-7f3a\n\
+E       assert 41 == 42\n\
+E        +  where 41 = answer()\n\
+\n.gatehouse/test_hidden_answer.py:5: AssertionError\n\
+=========================== short test summary info ============================\n\
+FAILED .gatehouse/test_hidden_answer.py::test_the_answer - assert 41 == 42\n";
+        let card = json!({
+            "decision": "no",
+            "receipt": {
+                "digest": "abc",
+                "runs": [
+                    {
+                        "id": "step:answer",
+                        "stdout_tail": tail,
+                        "stderr_tail": "> assert answer() == 42  # distinctive-hidden-line-7f3a",
+                        "tests": [
+                            {"classname": "test_hidden_answer", "name": "test_the_answer", "status": "failed",
+                             "message": "assert 41 == 42\n +  where 41 = answer()\n>       assert answer() == 42  # distinctive-hidden-line-7f3a\n.gatehouse/test_hidden_answer.py:5: AssertionError"},
+                            {"classname": "test_hidden_answer", "name": "test_passes", "status": "passed"}
+                        ]
+                    },
+                    {"id": "script:x", "stdout_tail": "{\"id\": \"x\"}", "stderr_tail": ""}
+                ]
+            }
+        });
+        let full = card.to_string();
+        assert!(full.contains("distinctive-hidden-line-7f3a"));
+        let seen = candidate_scorecard(card).to_string();
+        assert!(!seen.contains("distinctive-hidden-line-7f3a"), "{seen}");
+        assert!(!seen.contains("assert answer() == 42"), "{seen}");
+        assert!(!seen.contains("test_hidden_answer.py:5"), "{seen}");
+        // What stays: the names, statuses and messages, and the verdict.
+        let v: Value = serde_json::from_str(&seen).unwrap();
+        let run = &v["receipt"]["runs"][0];
+        assert_eq!(
+            run["stdout_tail"],
+            "test_the_answer: failed: assert 41 == 42\n +  where 41 = answer()\ntest_passes: passed"
+        );
+        assert_eq!(run["tails_withheld"], true);
+        assert_eq!(run["tests"][0]["message"], "assert 41 == 42\n +  where 41 = answer()");
+        assert_eq!(v["decision"], "no");
+        // A run with no tests keeps nothing of its output.
+        assert_eq!(v["receipt"]["runs"][1]["stdout_tail"], "");
+        // A card with no receipt is given back as it is.
+        assert_eq!(candidate_scorecard(json!({"a": 1})), json!({"a": 1}));
+    }
 }
