@@ -379,4 +379,3 @@ mod tests {
         assert!(e.contains("has none") && e.contains("golang-go"), "{e}");
     }
 }
-
