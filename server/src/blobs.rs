@@ -225,6 +225,10 @@ pub fn touch(path: &Path) {
 /// [`UNLOCKED_GRACE`].
 const NEW_PREFIX: &str = ".new-";
 
+/// The longest an erasure (or a model call settled after one) waits for
+/// the blobs being written to land before removing them.
+pub const WRITES_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How long a sweep leaves an entry of `tmp/` that no lock marks live: a
 /// file still being made and locked, or a folder of an older version.
 pub const UNLOCKED_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -765,6 +769,37 @@ fn write_batch(batch: Vec<Put>) {
             tracing::error!(error = %e, folder = %folder.display(), "syncing a blob folder failed");
         }
     }
+}
+
+/// Removes the blobs `shas` (a model call's transcripts) once they are
+/// written, unless something refers to them: a call whose row an erasure
+/// deleted while the call was in flight leaves nothing behind. How many
+/// went.
+pub async fn forget_late_blobs(
+    writer: &BatchWriter,
+    db: &Db,
+    data_dir: &Path,
+    shas: &[&str],
+) -> usize {
+    writer.written(shas, WRITES_WAIT).await;
+    let mut removed = 0;
+    for sha in shas {
+        match db.forget_unused_blob(sha).await {
+            Ok(Some(_)) => {}
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(blob = %sha, error = %e, "forgetting a late blob");
+                continue;
+            }
+        }
+        let path = blob_path(data_dir, sha);
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(blob = %sha, error = %e, "removing a late blob"),
+        }
+    }
+    removed
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@
 //! erased (`create_submission`, `add_witness_run`: 410, its blob
 //! forgotten); a transcript the meter is still writing is waited for
 //! before the files go (`BatchWriter::written`), and a model call settled
-//! after its row went removes its own transcripts ([`forget_late_blobs`]).
+//! after its row went removes its own transcripts ([`crate::blobs::forget_late_blobs`]).
 //! An erasure refused because a grading is queued or running changes
 //! nothing: it is checked before the keys are revoked, and when a grading
 //! was queued in between, the keys it revoked are given back.
@@ -133,7 +133,7 @@ pub async fn erase(
     state.memo.similarity.clear();
     // A transcript the meter is still writing lands before its file goes.
     let shas: Vec<&str> = rows.blobs.iter().map(|(sha, _)| sha.as_str()).collect();
-    state.memo.blob_writer.written(&shas, WRITES_WAIT).await;
+    state.memo.blob_writer.written(&shas, crate::blobs::WRITES_WAIT).await;
     let mut bytes = 0u64;
     let mut removed = 0i64;
     for (sha, in_db) in &rows.blobs {
@@ -185,56 +185,7 @@ pub async fn erase(
     Ok(erased)
 }
 
-/// Whether `text` names the address `email` as a whole: an occurrence
-/// (ignoring case) with no character before it that an address could hold
-/// and none after it that could carry its domain on. So `ada@example.org`
-/// is named in `invite sent to <ada@example.org>.` and not in
-/// `nada@example.org` or `ada@example.org.uk` (another candidate's
-/// addresses, which an erasure must not redact).
-pub fn names_address(text: &str, email: &str) -> bool {
-    let email = email.trim().to_lowercase();
-    if email.is_empty() {
-        return false;
-    }
-    let text = text.to_lowercase();
-    // What an address's local part may hold (RFC 5322's atext and the
-    // dot), and `@`.
-    let local = |c: char| c.is_alphanumeric() || ".!#$%&'*+/=?^_`{|}~-@".contains(c);
-    let domain = |c: char| c.is_alphanumeric() || c == '-' || c == '_' || c == '@';
-    let mut from = 0;
-    while let Some(i) = text[from..].find(&email) {
-        let (start, end) = (from + i, from + i + email.len());
-        let before = text[..start].chars().next_back();
-        let mut after = text[end..].chars();
-        let continues = match after.next() {
-            None => false,
-            // A dot ends a sentence, or starts another label of the domain.
-            Some('.') => after.next().is_some_and(domain),
-            Some(c) => domain(c),
-        };
-        if !before.is_some_and(local) && !continues {
-            return true;
-        }
-        from = start + text[start..].chars().next().map_or(1, char::len_utf8);
-    }
-    false
-}
-
-/// `text` as a `LIKE` pattern that matches itself only (`\` escapes).
-pub fn like_literal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// The longest an erasure (or a call settled after one) waits for the
-/// blobs being written to land before removing them.
-const WRITES_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+pub use crate::db::{like_literal, names_address};
 
 /// The 409 of an erasure while a grading of the candidate is queued or
 /// running; `meanwhile` when it was queued while the erasure began.
@@ -250,32 +201,6 @@ fn grading_refusal(a: &Assignment, meanwhile: bool) -> AppError {
             a.id
         )
     })
-}
-
-/// Removes the blobs `shas` (a model call's transcripts) once they are
-/// written, unless something refers to them: a call whose row an erasure
-/// deleted while the call was in flight leaves nothing behind. How many
-/// went.
-pub async fn forget_late_blobs(state: &AppState, shas: &[&str]) -> usize {
-    state.memo.blob_writer.written(shas, WRITES_WAIT).await;
-    let mut removed = 0;
-    for sha in shas {
-        match state.db.forget_unused_blob(sha).await {
-            Ok(Some(_)) => {}
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::warn!(blob = %sha, error = %e, "forgetting a late blob");
-                continue;
-            }
-        }
-        let path = crate::blobs::blob_path(&state.config.data_dir, sha);
-        match tokio::fs::remove_file(&path).await {
-            Ok(()) => removed += 1,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(blob = %sha, error = %e, "removing a late blob"),
-        }
-    }
-    removed
 }
 
 /// The global retention in days, if set.

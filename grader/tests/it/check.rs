@@ -33,7 +33,6 @@ fn check_packet_passes_the_good_fixture() {
             "the starter is red",
             "the sample passes the test command",
             "the hidden tests' ids are recorded",
-            "the canaries of step hidden fail on the sample",
             "[proves.hidden] names tests the step runs",
             "no hidden test is skipped on the sample",
             "the sample grades clean",
@@ -175,6 +174,16 @@ fn check_packet_fails_hidden_tests_whose_canaries_cannot_fail_on_the_sample() {
         &format!("hidden/{name}"),
         "import pytest\n\nfrom calc import add\n\n\ndef test_add_small():\n    pytest.skip('not today')\n    assert add(1, 2) == 3\n\n\ndef test_add_negative():\n    pytest.skip('nor today')\n    assert add(-1, -2) == -3\n",
     );
+    // Canaries are planted only where the hidden tests share the
+    // candidate's process: judged apart (the default) there are none.
+    let toml = fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
+    let shared = toml.replacen(
+        "\n[packet]\n",
+        "\n[packet]\njudge = \"shared\"\njudge_reason = \"the canaries' own test\"\n",
+        1,
+    );
+    assert_ne!(shared, toml, "a [packet] table");
+    fs::write(root.join("packet.toml"), shared).expect("writing packet.toml");
     let report = check_packet(grader(), &root);
     let item = report
         .items

@@ -285,23 +285,18 @@ fn test_failing_selects_tests_by_pattern() {
 }
 
 #[test]
-fn test_failing_fires_for_a_named_test_absent_from_the_report() {
-    // The candidate's code ends the process mid-run, claiming success: the
-    // test it cut off counts as not run (an error, so the failure fires),
-    // and the missing id is tampering.
+fn test_failing_fires_for_the_test_whose_call_ended_the_candidates_process() {
+    // The candidate's code ends its process mid-call, claiming success.
+    // Judged apart, that process is the host, not the test runner: the test
+    // whose call it ended fails, naming how, the next test runs on a new
+    // host, and nothing is accused (the candidate's code cannot reach the
+    // runner, so a cut-off run is failing work).
     let calc = "import os\n\nfrom helpers.util import identity\n\n\ndef add(a, b):\n    if a < 0 or b < 0:\n        os._exit(0)\n    return identity(a + b)\n";
-    // A run whose evidence contradicted itself vouches for nothing: the
-    // test it did report as passed counts as failed too.
-    let card = check(
-        &[("calc.py", calc)],
-        &["hidden-fails", "negative-fails", "small-fails", "evidence-tampering"],
-    );
-    assert_has(&evidence(&card, "negative-fails"), "test_hidden::test_add_negative error: not run");
-    assert_has(&evidence(&card, "small-fails"), "not trusted");
-    assert_has(
-        &evidence(&card, "evidence-tampering"),
-        "the process exited 0 before the runner finished",
-    );
+    let card = check(&[("calc.py", calc)], &["hidden-fails", "negative-fails"]);
+    let e = evidence(&card, "negative-fails");
+    assert_has(&e, "test_hidden::test_add_negative failed");
+    assert_has(&e, "the candidate's process exited with status 0 during calc.add()");
+    assert!(!evidence(&card, "hidden-fails").contains("test_add_small"), "{card:#?}");
 }
 
 #[test]
@@ -315,9 +310,8 @@ fn a_conftest_that_deselects_hidden_tests_never_loads() {
 
 #[test]
 fn test_failing_fires_when_the_step_crashed_without_junit() {
-    // The runner never finished: every hidden test counts as not run, and
-    // says how the run ended (the module ends every process that imports
-    // it, the shell step's too).
+    // Every hidden test counts as not run and says how the run ended (the
+    // module ends every process that imports it, the shell step's too).
     let card = check(
         &[("calc.py", "import os\n\nos._exit(3)\n")],
         &[
@@ -330,10 +324,13 @@ fn test_failing_fires_when_the_step_crashed_without_junit() {
             "output-no-sum-line",
         ],
     );
+    // Judged apart, the import happens in the candidate's process (the
+    // host): the hidden module's collection fails, naming how that process
+    // ended.
     for id in ["hidden-fails", "negative-fails", "small-fails"] {
         let e = evidence(&card, id);
-        assert_has(&e, "not run: the run ended before the test");
-        assert_has(&e, "exit code 3");
+        assert_has(&e, "not run: collection failed");
+        assert_has(&e, "the candidate's process exited with status 3 during import calc");
     }
 }
 

@@ -310,18 +310,21 @@ fn the_recorded_test_ids_are_the_ones_a_grading_enforces() {
                     && matches!(t.status, grader::evidence::TestStatus::Error)
             })
     };
+    // The record as measured: the sample keeps at full marks.
+    let honest = grade("token-bucket", &[], &with((*grader().calibration(p)).clone()));
+    assert!(!not_run(&honest) && tampering(&honest).is_none(), "{}", describe(&honest));
+    assert_eq!(honest.scoring.decision, "keep", "{}", describe(&honest));
     let card = grade("token-bucket", &[], &with(recorded.clone()));
     assert!(not_run(&card), "{}", describe(&card));
     assert!(tampering(&card).is_none(), "{}", describe(&card));
-    assert_ne!(
-        card.scoring.decision, "keep",
-        "a test of the record that never ran costs the sample"
+    assert!(
+        card.scoring.score < honest.scoring.score,
+        "a test of the record that never ran costs the sample: {:?} against {:?}\n{}",
+        card.scoring.score,
+        honest.scoring.score,
+        describe(&card)
     );
-    // The record as measured: the sample keeps; a record of another digest
-    // is not used.
-    let card = grade("token-bucket", &[], &with((*grader().calibration(p)).clone()));
-    assert!(!not_run(&card) && tampering(&card).is_none(), "{}", describe(&card));
-    assert_eq!(card.scoring.decision, "keep", "{}", describe(&card));
+    // A record of another digest is not used.
     recorded.digest = "another".into();
     let card = grade("token-bucket", &[], &with(recorded));
     assert!(!not_run(&card) && tampering(&card).is_none(), "{}", describe(&card));

@@ -516,3 +516,22 @@ fn judge_hacks_from_the_candidates_programs_gain_nothing() {
     let card = grade(&p, Some("dotdot-allowed"), &[("agent_contract.py", hacked)]);
     assert_contained(&p, "agent-contract: every kind in the gate", &base, &card);
 }
+
+/// The receipt stays deterministic (issue #44): one token-bucket zip graded
+/// twice gives one digest; before the judge apart the hidden step counted a
+/// different number of canaries per grading.
+#[test]
+fn judge_one_zip_graded_twice_gives_one_receipt() {
+    let p = packet("token-bucket");
+    let first = grade(&p, None, &[]);
+    let second = grade(&p, None, &[]);
+    let text = |card: &Scorecard| {
+        let mut v = serde_json::to_value(&card.receipt).expect("receipt to JSON");
+        v.as_object_mut().expect("an object").remove("timings");
+        serde_json::to_string_pretty(&v).expect("JSON text")
+    };
+    let (a, b) = (text(&first), text(&second));
+    let diff = similar::TextDiff::from_lines(&a, &b).unified_diff().context_radius(2).to_string();
+    assert_eq!(first.receipt.digest, second.receipt.digest, "the receipts differ:\n{diff}");
+    assert!(first.receipt.judged.values().all(|how| how == "apart"), "{:?}", first.receipt.judged);
+}

@@ -491,8 +491,9 @@ fn with_landlock_kept_evidence_carries_no_warning() {
 }
 
 /// The linter lists a plain `subprocess` launch in any Python file a step
-/// or a detector script lays (not only in steps that keep evidence), and
-/// is quiet once the launch goes through the harness.
+/// or a detector script of a packet judged shared lays (not only in steps
+/// that keep evidence), and is quiet once the launch goes through the
+/// harness, and for a packet judged apart.
 #[test]
 fn the_linter_lists_unconfined_launches_of_every_step_and_detector_script() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -523,6 +524,19 @@ fn the_linter_lists_unconfined_launches_of_every_step_and_detector_script() {
             .filter(|(n, _)| n.contains("starts the candidate's code confined"))
             .collect()
     };
+    // Judged apart (the default), every program a step or a detector
+    // script starts runs under the candidate's uid through the host, never
+    // beside the packet's runner: nothing to list.
+    assert_eq!(warned(&root), Vec::<(String, String)>::new());
+    // Shared, the same launches run beside the runner and are listed.
+    let toml = std::fs::read_to_string(root.join("packet.toml")).expect("packet.toml");
+    let shared = toml.replacen(
+        "\n[packet]\n",
+        "\n[packet]\njudge = \"shared\"\njudge_reason = \"the linter's test\"\n",
+        1,
+    );
+    assert_ne!(shared, toml, "a [packet] table");
+    write(&root, "packet.toml", &shared);
     let found = warned(&root);
     assert_eq!(found.len(), 2, "{found:#?}");
     assert_eq!(found[0].0, "step cli starts the candidate's code confined");

@@ -110,7 +110,7 @@ pub trait ErasureStore {
     /// their grading jobs, human scores and webhook deliveries, its witness
     /// runs, ledger rows, model keys and totals; redacts the audit entries
     /// about it and its submissions (and any naming its email as a whole
-    /// address, `crate::erasure::names_address`); empties the
+    /// address, [`names_address`]); empties the
     /// name and email, replaces the link's hash and records the erasure
     /// (`link_hash` is the old one). Returns the blobs nothing refers to
     /// any more (their database rows, if any, deleted too).
@@ -144,4 +144,51 @@ pub trait ErasureStore {
     /// Sets a packet's retention (None: the global one); false when no
     /// packet has that slug.
     async fn set_packet_retention(&self, slug: &str, days: Option<i64>) -> DbResult<bool>;
+}
+
+/// Whether `text` names the address `email` as a whole: an occurrence
+/// (ignoring case) with no character before it that an address could hold
+/// and none after it that could carry its domain on. So `ada@example.org`
+/// is named in `invite sent to <ada@example.org>.` and not in
+/// `nada@example.org` or `ada@example.org.uk` (another candidate's
+/// addresses, which an erasure must not redact).
+pub fn names_address(text: &str, email: &str) -> bool {
+    let email = email.trim().to_lowercase();
+    if email.is_empty() {
+        return false;
+    }
+    let text = text.to_lowercase();
+    // What an address's local part may hold (RFC 5322's atext and the
+    // dot), and `@`.
+    let local = |c: char| c.is_alphanumeric() || ".!#$%&'*+/=?^_`{|}~-@".contains(c);
+    let domain = |c: char| c.is_alphanumeric() || c == '-' || c == '_' || c == '@';
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&email) {
+        let (start, end) = (from + i, from + i + email.len());
+        let before = text[..start].chars().next_back();
+        let mut after = text[end..].chars();
+        let continues = match after.next() {
+            None => false,
+            // A dot ends a sentence, or starts another label of the domain.
+            Some('.') => after.next().is_some_and(domain),
+            Some(c) => domain(c),
+        };
+        if !before.is_some_and(local) && !continues {
+            return true;
+        }
+        from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
+}
+
+/// `text` as a `LIKE` pattern that matches itself only (`\` escapes).
+pub fn like_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }

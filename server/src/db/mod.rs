@@ -90,7 +90,7 @@ pub use audit::{AuditEntry, AuditStore};
 pub use blobs::BlobRows;
 pub use erasure::{
     DueErasure, EraseReason, EraseRefusal, ErasedRows, Erasure, ErasureStore, PacketRetention,
-    RETENTION_SETTING,
+    RETENTION_SETTING, like_literal, names_address,
 };
 pub use jobs::{BUILTIN_CHECK_PRIORITY, GradeResult, Job, JobStore, JobWake, Lane, QueuePlace};
 pub use meter::{MeterStore, MeterUsage, ModelCall, ModelKey};

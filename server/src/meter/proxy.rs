@@ -123,7 +123,13 @@ impl Call {
                     .flatten()
                     .map(String::as_str)
                     .collect();
-                let removed = crate::erasure::forget_late_blobs(&self.state, &blobs).await;
+                let removed = crate::blobs::forget_late_blobs(
+                    &self.state.memo.blob_writer,
+                    &self.state.db,
+                    &self.state.config.data_dir,
+                    &blobs,
+                )
+                .await;
                 tracing::debug!(
                     call = self.id,
                     removed,

@@ -163,11 +163,11 @@ macro_rules! erasure_store {
                         "SELECT id, detail FROM audit_log
                          WHERE detail <> '[erased]' AND lower(detail) LIKE '%' || lower($1) || '%' ESCAPE '\\'",
                     )
-                    .bind(crate::erasure::like_literal(email.trim()))
+                    .bind(crate::db::erasure::like_literal(email.trim()))
                     .fetch_all(&mut *tx)
                     .await?;
                     for (entry, detail) in naming {
-                        if crate::erasure::names_address(&detail, &email) {
+                        if crate::db::erasure::names_address(&detail, &email) {
                             sqlx::query("UPDATE audit_log SET detail = '[erased]' WHERE id = $1")
                                 .bind(entry)
                                 .execute(&mut *tx)
