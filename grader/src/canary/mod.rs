@@ -837,6 +837,8 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
             }
             RunnerKind::Pytest | RunnerKind::Unittest => Lang::Python,
             RunnerKind::GoTest => Lang::Go,
+            // Likewise a Node step of the packet's tests alone.
+            RunnerKind::NodeTest if crate::guard::judges_apart(packet, step) => continue,
             RunnerKind::NodeTest => Lang::TypeScript,
             RunnerKind::Script => continue,
         };
