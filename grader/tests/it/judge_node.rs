@@ -588,6 +588,14 @@ fn judge_node_a_host_that_exits_mid_call_fails_that_test_alone() {
         )],
         "host_that_exits_fails_alone",
     );
+    // Crashes: a crash of the candidate's process fails the call it was
+    // serving, never the judge's record.
+    for (what, body) in [
+        ("an abort", "  process.abort();\n"),
+        ("a SIGKILL of its own", "  process.kill(process.pid, \"SIGKILL\");\n  return 1;\n"),
+    ] {
+        check_alone(what, &[("  return 1;\n", body)], "host_that_exits_fails_alone");
+    }
 }
 
 #[test]
