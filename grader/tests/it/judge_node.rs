@@ -531,12 +531,22 @@ fn check_rule(what: &str, edits: &[(&str, &str)], test: &str) {
 }
 
 /// Apart, `edits` fail `test` and no other, and accuse no one: the host is
-/// the candidate's to break, never the judge's record.
-fn check_alone(what: &str, edits: &[(&str, &str)], test: &str) {
+/// the candidate's to break, never the judge's record. With `control`, the
+/// same edits shared fail more than `test` (the process they end is the
+/// tests' own) or draw an accusation.
+fn check_alone(what: &str, edits: &[(&str, &str)], test: &str, control: bool) {
     let card = grade_demo(demo(), edits);
     assert_eq!(failing_names(&card), [test], "{what}:\n{}", describe(&card));
     assert!(!accused(&card), "{what}: {}", describe(&card));
     assert_eq!(card.receipt.judged.get("step:hidden").map(String::as_str), Some("apart"));
+    if control {
+        let shared = grade_demo(demo_shared(), edits);
+        assert!(
+            failing_names(&shared).len() > 2 || accused(&shared),
+            "{what}: the control (shared) should lose more than {test}:\n{}",
+            describe(&shared)
+        );
+    }
 }
 
 #[test]
@@ -557,6 +567,7 @@ fn judge_node_an_oversized_answer_fails_its_test_alone() {
         "a 40 MiB string",
         &[("return \"x\".repeat(10);", "return \"x\".repeat(40 << 20);")],
         "limits_an_oversized_answer_fails_alone",
+        false,
     );
 }
 
@@ -569,6 +580,7 @@ fn judge_node_a_too_deep_answer_fails_its_test_alone() {
             "let x: unknown = [\"bottom\"];\n  for (let i = 0; i < 100000; i++) x = [x];\n  return x;",
         )],
         "limits_a_too_deep_answer_fails_alone",
+        false,
     );
 }
 
@@ -578,6 +590,7 @@ fn judge_node_a_host_that_exits_mid_call_fails_that_test_alone() {
         "process.exit mid-call",
         &[("  return 1;\n", "  process.exit(0);\n")],
         "host_that_exits_fails_alone",
+        true,
     );
     // One that announces an endless message on its descriptor instead.
     check_alone(
@@ -587,6 +600,7 @@ fn judge_node_a_host_that_exits_mid_call_fails_that_test_alone() {
             "  const head = Buffer.alloc(4);\n  head.writeUInt32BE(0xfffffff0, 0);\n  fs.writeSync(3, head);\n  for (;;) fs.writeSync(3, Buffer.alloc(65536, 120));\n",
         )],
         "host_that_exits_fails_alone",
+        true,
     );
     // Crashes: a crash of the candidate's process fails the call it was
     // serving, never the judge's record.
@@ -594,7 +608,7 @@ fn judge_node_a_host_that_exits_mid_call_fails_that_test_alone() {
         ("an abort", "  process.abort();\n"),
         ("a SIGKILL of its own", "  process.kill(process.pid, \"SIGKILL\");\n  return 1;\n"),
     ] {
-        check_alone(what, &[("  return 1;\n", body)], "host_that_exits_fails_alone");
+        check_alone(what, &[("  return 1;\n", body)], "host_that_exits_fails_alone", true);
     }
 }
 
@@ -604,5 +618,6 @@ fn judge_node_a_host_that_hangs_mid_call_fails_that_test_alone() {
         "an endless loop",
         &[("  return 2;\n", "  for (;;) {}\n")],
         "host_that_hangs_fails_alone",
+        true,
     );
 }
