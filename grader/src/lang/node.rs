@@ -183,6 +183,18 @@ pub fn generic_module(below: &mut dyn FnMut(usize) -> usize, pass: &str, fail: &
     s
 }
 
+/// How a run of the packet's TypeScript on Node tests is judged apart
+/// (JUDGE.md): the runner's test process is the judge
+/// (`harness/gatehouse_node_judge.js`), the host supervisor
+/// (`harness/gatehouse_node_host.js`) starts host servers that load the
+/// candidate's compiled modules, and programs, under the candidate's uid.
+pub fn judge() -> Option<super::JudgeSetup> {
+    Some(super::JudgeSetup {
+        host_argv: HOST_ARGV.iter().map(|s| s.to_string()).collect(),
+        extra_processes: HOST_TASKS,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,16 +293,4 @@ mod tests {
             }
         }
     }
-}
-
-/// How a run of the packet's TypeScript on Node tests is judged apart
-/// (JUDGE.md): the runner's test process is the judge
-/// (`harness/gatehouse_node_judge.js`), the host supervisor
-/// (`harness/gatehouse_node_host.js`) starts host servers that load the
-/// candidate's compiled modules, and programs, under the candidate's uid.
-pub fn judge() -> Option<super::JudgeSetup> {
-    Some(super::JudgeSetup {
-        host_argv: HOST_ARGV.iter().map(|s| s.to_string()).collect(),
-        extra_processes: HOST_TASKS,
-    })
 }

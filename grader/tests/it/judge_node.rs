@@ -133,7 +133,7 @@ fn accused(card: &Scorecard) -> bool {
 /// Where `decision` ranks among the packet's bands (0 the best).
 fn rank(p: &Packet, decision: &str) -> usize {
     let mut bands: Vec<_> = p.manifest.bands.iter().collect();
-    bands.sort_by(|a, b| b.min.cmp(&a.min));
+    bands.sort_by_key(|b| std::cmp::Reverse(b.min));
     bands.iter().position(|b| b.decision == decision).unwrap_or(bands.len())
 }
 
