@@ -139,7 +139,11 @@ function main() {
   const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
   // Judged apart: the judge answers imports of the candidate's modules
   // before anything else loads (gatehouse_node_judge.js).
-  if (spec.judge) require('./gatehouse_node_judge.js').install(spec.judge);
+  if (spec.judge) {
+    const judge = require('./gatehouse_node_judge.js').install(spec.judge);
+    // A candidate's process that ends mid-call is named in the run's record.
+    judge.onHostEnd = (kind, message) => send({ t: 'host-ended', kind, message: String(message).slice(0, 300) });
+  }
   // node:test itself registers listeners and patches nothing; the record
   // is taken before any test file (and so any candidate file) loads.
   require('node:test');

@@ -335,6 +335,20 @@ class Judge {
     throw new HostError(why);
   }
 
+  /** Fails the call because the candidate's process ended mid-call (a
+   * crash, a hang, a broken message), told first to `onHostEnd` (the test
+   * process's, which names it in the run's record for the receipt). */
+  ended(kind, why) {
+    if (typeof this.onHostEnd === 'function') {
+      try {
+        this.onHostEnd(kind, why);
+      } catch {
+        // naming it must not hide it
+      }
+    }
+    this.fail(why);
+  }
+
   /** A frame's JSON, counted against the run's budget. */
   parse(m) {
     this.received += m.size || 0;
@@ -404,7 +418,6 @@ class Judge {
 
   /** Sends `obj` on `chan` and waits for its reply, serving what comes meanwhile. */
   await(chan, obj, deadlineMs) {
-    if (process.env.GH_TRACE) process._rawDebug('judge send', chan, JSON.stringify(obj).slice(0, 200));
     const T0 = now(); STATS.n++; if (!STATS.first) STATS.first = T0;
     try { return this.await2(chan, obj, deadlineMs); } finally { if (this.depth === 0) STATS.t += now() - T0; STATS.last = now(); if (process.env.GH_STATS && this.depth === 0 && STATS.n <= 4) process._rawDebug('call', STATS.n, obj.op, Math.round(now() - T0)); if (process.env.GH_STATS && this.depth === 0) process._rawDebug('judge stats', JSON.stringify({ n: STATS.n, t: Math.round(STATS.t), first: Math.round(STATS.first - STATS.start), last: Math.round(STATS.last - STATS.start) })); }
   }
@@ -427,11 +440,10 @@ class Judge {
     try {
       for (;;) {
         const m = this.channel.take(deadline);
-        if (process.env.GH_TRACE) process._rawDebug('judge took', JSON.stringify(m).slice(0, 200));
         if (m === null) {
           if (chan !== 0) {
             this.kill(`it did not answer within ${Math.round(limit / 1000)} s`);
-            this.fail(`the candidate's code did not answer within ${Math.round(limit / 1000)} s: its process was ended`);
+            this.ended('hang', `the candidate's code did not answer within ${Math.round(limit / 1000)} s: its process was ended`);
           }
           this.fail('the host supervisor did not answer');
         }
@@ -442,14 +454,14 @@ class Judge {
         } catch (e) {
           if (e instanceof ProtocolError && chan !== 0 && m.chan === chan) {
             this.kill(`it broke the wire's rules (${e.message})`);
-            this.fail(`the candidate's process broke the wire's rules (${e.message}): it was ended`);
+            this.ended('wire', `the candidate's process broke the wire's rules (${e.message}): it was ended`);
           }
           throw e;
         }
         if (got) return got.reply;
         if (this.supGone) this.fail(`the host supervisor is gone (${this.supGone})`);
         if (chan !== 0 && this.gen !== chan) {
-          this.fail(`the candidate's process ended during the call (${this.genDead || 'ended'})`);
+          this.ended('exit', `the candidate's process ended during the call (${this.genDead || 'ended'})`);
         }
       }
     } finally {
@@ -514,7 +526,7 @@ class Judge {
     } catch (e) {
       if (e instanceof ProtocolError) {
         if (this.gen === gen) this.kill(`it broke the wire's rules (${e.message})`);
-        this.fail(`the candidate's process broke the wire's rules (${e.message}): it was ended`);
+        this.ended('wire', `the candidate's process broke the wire's rules (${e.message}): it was ended`);
       }
       throw e;
     }

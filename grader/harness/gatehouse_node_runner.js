@@ -443,6 +443,9 @@ function main() {
       channel.send({ t: 'collect-error', id: String(msg.file), message: String(msg.message || '').slice(0, 200) });
     } else if (msg.t === 'integrity') {
       channel.send({ t: 'integrity', what: String(msg.what).slice(0, 300), change: String(msg.change).slice(0, 300), test: String(msg.test || '') });
+    } else if (msg.t === 'host-ended') {
+      // Judged apart: a candidate's process ended mid-call (its test failed).
+      channel.send({ t: 'host-ended', kind: String(msg.kind).slice(0, 40), message: String(msg.message).slice(0, 300), test: '' });
     } else if (msg.t === 'note') {
       process.stdout.write(`gatehouse: ${String(msg.text).slice(0, 300)}\n`);
     } else if (msg.t === 'end') {

@@ -531,15 +531,24 @@ fn check_rule(what: &str, edits: &[(&str, &str)], test: &str) {
 }
 
 /// Apart, `edits` fail `test` and no other, and accuse no one: the host is
-/// the candidate's to break, never the judge's record. With `control`, the
-/// same edits shared fail more than `test` (the process they end is the
-/// tests' own) or draw an accusation.
+/// the candidate's to break, never the judge's record. With `control` (the
+/// edits end the candidate's process), the run's crash line names that,
+/// and the same edits shared fail more than `test` (the process they end
+/// is the tests' own) or draw an accusation.
 fn check_alone(what: &str, edits: &[(&str, &str)], test: &str, control: bool) {
     let card = grade_demo(demo(), edits);
     assert_eq!(failing_names(&card), [test], "{what}:\n{}", describe(&card));
     assert!(!accused(&card), "{what}: {}", describe(&card));
     assert_eq!(card.receipt.judged.get("step:hidden").map(String::as_str), Some("apart"));
     if control {
+        // The candidate's process ended: the receipt's crash line names it.
+        let run = card.receipt.runs.iter().find(|r| r.id == "step:hidden").unwrap();
+        let line = run.crash.as_deref().unwrap_or_default();
+        assert!(
+            line.contains("the candidate's"),
+            "{what}: crash line {line:?}:\n{}",
+            describe(&card)
+        );
         let shared = grade_demo(demo_shared(), edits);
         assert!(
             failing_names(&shared).len() > 2 || accused(&shared),
