@@ -9,6 +9,9 @@
 //! `GATEHOUSE_BENCH_ONLY=sandbox` (or `ingest`, `grading`) only that part
 //! runs, for many alternating runs of two builds.
 //!
+//! `GATEHOUSE_BENCH_PACKET=SLUG` grades that packet's sample in the grading
+//! part instead of refund-invoices.
+//!
 //! `GATEHOUSE_BENCH_ONLY=canaries` runs a fourth part instead, which takes
 //! minutes: every packet's sample graded with and without its twins
 //! (`canary_part.rs`).
@@ -146,11 +149,16 @@ fn sample_zip(packet: &Packet, dir: &Path) -> (PathBuf, PathBuf) {
     (tree, zip)
 }
 
-/// Grades the refund-invoices sample end to end, and runs the same commands
-/// plainly in prepared copies of the workspace.
+/// Grades the refund-invoices sample (or `GATEHOUSE_BENCH_PACKET`'s) end to
+/// end, and runs the same commands plainly in prepared copies of the
+/// workspace.
 fn grading_rows() -> Vec<(String, f64, f64)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets/refund-invoices");
-    let packet = Packet::load(&root).expect("refund-invoices loads");
+    let slug = std::env::var("GATEHOUSE_BENCH_PACKET")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "refund-invoices".to_string());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets").join(&slug);
+    let packet = Packet::load(&root).unwrap_or_else(|e| panic!("{slug} loads: {e}"));
     let m = &packet.manifest;
     let grader = Grader::for_host().expect("sandbox");
     let work = tempfile::tempdir().expect("tempdir");
@@ -235,7 +243,7 @@ fn grading_rows() -> Vec<(String, f64, f64)> {
         raw.push(raw_once());
     }
     vec![(
-        format!("grade refund-invoices sample ({} commands) vs raw sum", commands.len()),
+        format!("grade {slug} sample ({} commands) vs raw sum", commands.len()),
         median(graded),
         median(raw),
     )]

@@ -14,8 +14,10 @@
 // are done it sends `end` and leaves with the exit function it bound at
 // start, so `process.on('exit')` handlers never run after the results.
 //
-// The candidate's code runs in this process; nothing here is trusted on
-// its own. The runner and the grader cross-check it.
+// The candidate's code runs in this process, unless the run is judged
+// apart (`spec.judge`: gatehouse_node_judge.js serves its modules from a
+// host process under its own uid); nothing here is trusted on its own.
+// The runner and the grader cross-check it.
 
 const fs = require('fs');
 const Module = require('module');
@@ -135,11 +137,18 @@ function load(file, text) {
 function main() {
   if (channel && typeof channel.unref === 'function') channel.unref();
   const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+  // Judged apart: the judge answers imports of the candidate's modules
+  // before anything else loads (gatehouse_node_judge.js).
+  if (spec.judge) {
+    const judge = require('./gatehouse_node_judge.js').install(spec.judge);
+    // A candidate's process that ends mid-call is named in the run's record.
+    judge.onHostEnd = (kind, message) => send({ t: 'host-ended', kind, message: String(message).slice(0, 300) });
+  }
   // node:test itself registers listeners and patches nothing; the record
   // is taken before any test file (and so any candidate file) loads.
   require('node:test');
   record = snapshot();
-  const texts = spec.map(({ rel, js }) => {
+  const texts = spec.tests.map(({ rel, js }) => {
     state.files.set(js, rel);
     try {
       return [rel, js, fs.readFileSync(js, 'utf8'), null];

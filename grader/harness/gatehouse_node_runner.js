@@ -39,6 +39,18 @@
 // The candidate's code shares the child with the tests, so the child's
 // reports are cross-checked by the grader too (canary tests planted beside
 // the real ones, the test ids recorded at self-test).
+//
+// JUDGED APART (JUDGE.md; `judge: true` in GATEHOUSE_RUN, for a run of the
+// packet's tests only): the sandbox gave this process a socket to a host
+// supervisor under the candidate's uid on descriptor 4, and the child is
+// the judge. The runner compiles the packet's files (the test files and
+// what they import that the packet laid) into a folder of its own, mode
+// 0700, and the candidate's files (what the tests import that the packet
+// did not lay, and what those import) into another, which the candidate's
+// uid may read and the judge never loads from; the child gets the socket
+// as its descriptor 4 and the list of the candidate's compiled modules,
+// and installs the judge (gatehouse_node_judge.js) before node:test or any
+// test file loads: no candidate code ever runs in it.
 
 const fs = require('fs');
 const path = require('path');
@@ -48,9 +60,10 @@ const WORKSPACE = process.cwd();
 const TOOLS = __dirname;
 const CHILD = path.join(TOOLS, 'gatehouse_node_child.js');
 const TS_HOME = '/usr/local/lib/gatehouse/node';
-const BUILD = '/tmp/gatehouse-node';
-const OUT = path.join(BUILD, 'out');
+let BUILD = '/tmp/gatehouse-node';
+let OUT = path.join(BUILD, 'out');
 const CHANNEL_FD = 3;
+const HOST_FD = 4;
 
 function takeNonce() {
   const p = path.join(WORKSPACE, '.gatehouse', 'nonce');
@@ -188,11 +201,17 @@ function resolveImport(from, spec) {
 // tsconfig.json is never read. Types are not checked (the candidate's own
 // `npm test` does that; a type error never changes what the code does):
 // a syntax error is a compile error. Returns the errors, by file.
-function compile(files) {
+//
+// With `judge` ({laid, hostOut}), a file the packet did not lay is the
+// candidate's: it and what it imports are compiled into `judge.hostOut`
+// (recorded in `judge.candidates`, workspace path to compiled file), never
+// into the judge's folder.
+function compile(files, judge) {
   const ts = require(path.join(TS_HOME, 'node_modules', 'typescript'));
   fs.mkdirSync(OUT, { recursive: true });
   // Compiled files load as CommonJS whatever the submission's package.json says.
   fs.writeFileSync(path.join(OUT, 'package.json'), '{"type": "commonjs"}\n');
+  if (judge) fs.writeFileSync(path.join(judge.hostOut, 'package.json'), '{"type": "commonjs"}\n');
   const options = {
     target: ts.ScriptTarget.ES2022,
     module: ts.ModuleKind.CommonJS,
@@ -201,39 +220,68 @@ function compile(files) {
     sourceMap: false,
   };
   const errors = new Map();
-  const queue = files.map((f) => path.join(WORKSPACE, f));
+  const queue = files.map((f) => [path.join(WORKSPACE, f), false]);
   const done = new Set();
+  const compiled = new Map();
   while (queue.length > 0) {
-    const abs = queue.shift();
-    if (done.has(abs)) continue;
-    done.add(abs);
+    const [abs, fromHost] = queue.shift();
     const rel = path.relative(WORKSPACE, abs);
     if (rel.startsWith('..')) continue;
+    const host = Boolean(judge) && (fromHost || !judge.isLaid(rel));
+    if (done.has(`${host}:${abs}`)) continue;
+    done.add(`${host}:${abs}`);
     let text;
-    try {
-      text = fs.readFileSync(abs, 'utf8');
-    } catch (e) {
-      errors.set(rel, `cannot read it: ${e.code || e.message}`);
-      continue;
+    let out = compiled.get(abs);
+    if (out === undefined) {
+      try {
+        text = fs.readFileSync(abs, 'utf8');
+      } catch (e) {
+        errors.set(rel, `cannot read it: ${e.code || e.message}`);
+        continue;
+      }
+      const js = ts.transpileModule(text, { compilerOptions: options, fileName: abs, reportDiagnostics: true });
+      const diags = (js.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
+      if (diags.length > 0) {
+        const d = diags[0];
+        const pos = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : null;
+        const where = pos ? `${rel}(${pos.line + 1},${pos.character + 1})` : rel;
+        errors.set(rel, `${where}: error TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+        compiled.set(abs, null);
+        continue;
+      }
+      const next = [];
+      for (const imp of ts.preProcessFile(text, true, true).importedFiles) {
+        const n = resolveImport(abs, imp.fileName);
+        if (n) next.push(n);
+      }
+      out = { text: js.outputText, next };
+      compiled.set(abs, out);
     }
-    const out = ts.transpileModule(text, { compilerOptions: options, fileName: abs, reportDiagnostics: true });
-    const diags = (out.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
-    if (diags.length > 0) {
-      const d = diags[0];
-      const pos = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : null;
-      const where = pos ? `${rel}(${pos.line + 1},${pos.character + 1})` : rel;
-      errors.set(rel, `${where}: error TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
-      continue;
-    }
-    const target = path.join(OUT, rel.replace(/\.ts$/, '.js'));
+    if (out === null) continue;
+    const target = path.join(host ? judge.hostOut : OUT, rel.replace(/\.ts$/, '.js'));
     fs.mkdirSync(path.dirname(target), { recursive: true });
-    fs.writeFileSync(target, out.outputText);
-    for (const imp of ts.preProcessFile(text, true, true).importedFiles) {
-      const next = resolveImport(abs, imp.fileName);
-      if (next) queue.push(next);
-    }
+    fs.writeFileSync(target, out.text);
+    if (host && !judge.isLaid(rel)) judge.candidates[rel] = target;
+    for (const n of out.next) queue.push([n, host]);
   }
   return errors;
+}
+
+// The judge's set-up (judged apart): its build folder 0700, the host's
+// readable by the candidate's uid (same group), this process's umask 007.
+function judgeSetup(cfg) {
+  process.umask(0o007);
+  BUILD = fs.mkdtempSync('/tmp/gatehouse-node-');
+  fs.chmodSync(BUILD, 0o700);
+  OUT = path.join(BUILD, 'out');
+  const hostOut = fs.mkdtempSync('/tmp/build-');
+  fs.chmodSync(hostOut, 0o750);
+  const laid = new Set((Array.isArray(cfg.laid) ? cfg.laid : []).map((p) => String(p).replace(/\/+$/, '')));
+  const isLaid = (rel) => {
+    for (let p = rel; p && p !== '.'; p = path.dirname(p)) if (laid.has(p)) return true;
+    return false;
+  };
+  return { laid: [...laid], isLaid, hostOut, candidates: {}, callSecs: Number(cfg.call_secs) || 10 };
 }
 
 const STDERR_TAIL = 16384;
@@ -300,8 +348,9 @@ function main() {
     finish(1);
     return;
   }
+  const judge = cfg.judge === true ? judgeSetup(cfg) : null;
   const t0 = Date.now();
-  const errors = compile(files);
+  const errors = compile(files, judge);
   const compileMs = Date.now() - t0;
   if (errors.size > 0) {
     process.stdout.write(`gatehouse: the TypeScript compiler refused ${errors.size} file(s):\n`);
@@ -313,7 +362,19 @@ function main() {
     return;
   }
   process.stdout.write(`gatehouse: compiled ${files.length} test file(s) and their imports with TypeScript in ${compileMs} ms\n`);
-  const spec = files.map((rel) => ({ rel, js: path.join(OUT, rel.replace(/\.ts$/, '.js')) }));
+  const tests = files.map((rel) => ({ rel, js: path.join(OUT, rel.replace(/\.ts$/, '.js')) }));
+  const spec = { tests, judge: null };
+  if (judge) {
+    spec.judge = {
+      workspace: WORKSPACE,
+      out: OUT,
+      hostOut: judge.hostOut,
+      candidates: judge.candidates,
+      laid: judge.laid,
+      callSecs: judge.callSecs,
+    };
+    process.stdout.write(`gatehouse: judged apart: ${Object.keys(judge.candidates).length} module(s) of the candidate's served by a host under its own uid\n`);
+  }
   const specPath = path.join(BUILD, 'spec.json');
   fs.writeFileSync(specPath, JSON.stringify(spec));
 
@@ -325,7 +386,7 @@ function main() {
   const child = cp.spawn(process.execPath, [`--test-reporter=${CHILD}`, CHILD, specPath], {
     cwd: WORKSPACE,
     env: childEnv(),
-    stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+    stdio: judge ? ['ignore', 'inherit', 'pipe', 'ipc', HOST_FD] : ['ignore', 'inherit', 'pipe', 'ipc'],
   });
   // The child's stderr goes on to ours; its tail names a crash.
   let stderrTail = '';
@@ -382,6 +443,9 @@ function main() {
       channel.send({ t: 'collect-error', id: String(msg.file), message: String(msg.message || '').slice(0, 200) });
     } else if (msg.t === 'integrity') {
       channel.send({ t: 'integrity', what: String(msg.what).slice(0, 300), change: String(msg.change).slice(0, 300), test: String(msg.test || '') });
+    } else if (msg.t === 'host-ended') {
+      // Judged apart: a candidate's process ended mid-call (its test failed).
+      channel.send({ t: 'host-ended', kind: String(msg.kind).slice(0, 40), message: String(msg.message).slice(0, 300), test: '' });
     } else if (msg.t === 'note') {
       process.stdout.write(`gatehouse: ${String(msg.text).slice(0, 300)}\n`);
     } else if (msg.t === 'end') {

@@ -70,9 +70,10 @@ pub struct JudgePlan {
 /// the canaries to plant.
 #[derive(Default)]
 pub struct Guard<'a> {
-    /// Judge the run apart when its command runs through the Python
-    /// runner with no prelude (`JudgePlan`); such a run plants no canary:
-    /// nothing of the candidate's runs where a canary could tell.
+    /// Judge the run apart when its command runs through a runner whose
+    /// language judges apart (Python, TypeScript on Node: `judge_setup`)
+    /// with no prelude (`JudgePlan`); such a run plants no canary: nothing
+    /// of the candidate's runs where a canary could tell.
     pub judge: Option<JudgePlan>,
     /// Workspace paths the preparation laid (files or folders): bound
     /// read-only, and known to the runner as the grader's.
@@ -229,9 +230,10 @@ pub fn run_guarded(
         }
     }
     let node = kind == Some(crate::trusted::RunnerKind::NodeTest);
-    if node && plan.in_workspace() {
-        // Every Node run carries the generic pair, run before the real
-        // tests, and the twins of the hidden test files it runs.
+    if node && apart.is_none() && plan.in_workspace() {
+        // Every Node run not judged apart carries the generic pair, run
+        // before the real tests, and the twins of the hidden test files it
+        // runs.
         let mut rng = Rng::new(&[b"run", &guard.seed]);
         let ws = crate::root::Root::open(scratch).map_err(io_at("opening"))?;
         plant_twins(guard, &ws, &|_| false, &mut rng, &mut roles)
@@ -315,6 +317,10 @@ pub fn run_guarded(
             config["call_secs"] = call_secs(limits.wall).into();
         }
         env.push((RUN_VAR.into(), config.to_string()));
+    }
+    let mut limits = limits.clone();
+    if let (Some(_), Some(setup)) = (apart, &setup) {
+        limits.processes += setup.extra_processes;
     }
     let host = match (apart, setup) {
         (Some(j), Some(setup)) => Some(crate::sandbox::HostSpec {

@@ -863,6 +863,8 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
             }
             RunnerKind::Pytest | RunnerKind::Unittest => Lang::Python,
             RunnerKind::GoTest => Lang::Go,
+            // Likewise a Node step of the packet's tests alone.
+            RunnerKind::NodeTest if crate::guard::judges_apart(packet, step) => continue,
             RunnerKind::NodeTest => Lang::TypeScript,
             RunnerKind::Script => continue,
         };
@@ -914,7 +916,23 @@ mod tests {
                 expect.iter().map(|(s, l)| (s.to_string(), l.to_string())).collect();
             assert_eq!(got, expect, "{slug}");
         };
-        check("token-bucket-ts", &[("hidden", ".gatehouse/hidden_bucket.test.ts")]);
+        // Judged apart: no twins. The same packet shared carries them.
+        check("token-bucket-ts", &[]);
+        let tmp = tempfile::tempdir().unwrap();
+        let shared = tmp.path().join("token-bucket-ts");
+        crate::tree::copy_path(&root.join("token-bucket-ts"), &shared).unwrap();
+        let manifest = std::fs::read_to_string(shared.join("packet.toml")).unwrap();
+        let patched = manifest.replacen(
+            "\n[packet]\n",
+            "\n[packet]\njudge = \"shared\"\njudge_reason = \"twins\"\n",
+            1,
+        );
+        assert_ne!(patched, manifest);
+        std::fs::write(shared.join("packet.toml"), patched).unwrap();
+        let p = Packet::load(&shared).unwrap();
+        let got: Vec<(String, String)> =
+            hidden_modules(&p).unwrap().into_iter().map(|(s, l, _)| (s, l)).collect();
+        assert_eq!(got, [("hidden".to_string(), ".gatehouse/hidden_bucket.test.ts".to_string())]);
         check(
             "retry-ticket-go",
             &[

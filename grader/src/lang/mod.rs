@@ -30,4 +30,9 @@ pub mod python;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JudgeSetup {
     pub host_argv: Vec<String>,
+    /// Tasks (processes and threads: the pids cgroup counts both) the
+    /// judge apart adds to a run, over what the packet's `[limits]
+    /// processes` was set for: the host supervisor and a host server,
+    /// each a runtime with threads of its own. Added to the run's limit.
+    pub extra_processes: u64,
 }

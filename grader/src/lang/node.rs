@@ -24,12 +24,24 @@
 //!   twice, an exit status other than reported, node:test or node:assert
 //!   changed in memory: integrity records). Its exit status is computed
 //!   from the cases, never taken from the child.
-//! - **Canaries.** Every Node run carries the generic pair
+//! - **Judged apart** (JUDGE.md, [`judge`]). A run of the packet's tests
+//!   only (`guard::fixed_tests`: every path the command names is laid by
+//!   the packet) runs with a host: the runner compiles the packet's files
+//!   into a folder only the judge's uid reads and the candidate's into
+//!   another, and its test process installs the judge
+//!   (`harness/gatehouse_node_judge.js`) before node:test or any test file
+//!   loads: `require` of a candidate module gets a proxy module served by
+//!   a host server (`harness/gatehouse_node_host.js --serve`, a child of
+//!   the host supervisor [`HOST_ARGV`] that the sandbox starts under the
+//!   candidate's uid), over framed, bounded JSON
+//!   (`harness/gatehouse_node_wire.js`). Such a run plants no canary.
+//! - **Canaries.** Every other Node run carries the generic pair
 //!   ([`generic_module`]): a test that must pass and one that must fail,
 //!   under fresh random names, in a TypeScript file beside the real tests;
 //!   the packet's test files it runs ([`collects`]) carry twins (`canary`,
 //!   generated with the TypeScript compiler's parser by
-//!   `harness/gatehouse_ts_twins.js`).
+//!   `harness/gatehouse_ts_twins.js`) in a packet that opts out of the
+//!   judge apart (`judge = "shared"`).
 
 // A leaf: `trusted` and `run` call in here, so nothing here calls them.
 
@@ -37,6 +49,12 @@
 pub const RUNNER: &str = include_str!("../../harness/gatehouse_node_runner.js");
 /// The test process (and node:test reporter) the runner starts.
 pub const CHILD: &str = include_str!("../../harness/gatehouse_node_child.js");
+/// The judge's side of a run judged apart, loaded by the test process.
+pub const JUDGE: &str = include_str!("../../harness/gatehouse_node_judge.js");
+/// The host supervisor and host server, under the candidate's uid.
+pub const HOST: &str = include_str!("../../harness/gatehouse_node_host.js");
+/// The wire between them (framing, the reader thread, the codec's data).
+pub const WIRE: &str = include_str!("../../harness/gatehouse_node_wire.js");
 
 /// Where `scripts/setup` installs the TypeScript toolchain.
 pub const TS_HOME: &str = "/usr/local/lib/gatehouse/node";
@@ -48,10 +66,29 @@ pub const NONCE_FILE: &str = ".gatehouse/nonce";
 pub const TWINS: &str = include_str!("../../harness/gatehouse_ts_twins.js");
 
 /// The tools written into the grader's tool folder.
-pub const TOOLS: [(&str, &str); 3] = [
+pub const TOOLS: [(&str, &str); 6] = [
     ("gatehouse_node_runner.js", RUNNER),
     ("gatehouse_node_child.js", CHILD),
+    ("gatehouse_node_judge.js", JUDGE),
+    ("gatehouse_node_host.js", HOST),
+    ("gatehouse_node_wire.js", WIRE),
     ("gatehouse_ts_twins.js", TWINS),
+];
+
+/// What the judge apart adds to a run's tasks: a Node process is seven
+/// threads (four of V8's pool, libuv's, the inspector's, its main), and a
+/// run judged apart adds the supervisor and a host server (with its reader
+/// thread), and the judge's reader thread: the packet's `[limits]
+/// processes` was set for the runner and its test process alone.
+pub const HOST_TASKS: u64 = 24;
+
+/// The host supervisor's command in a run judged apart: the grader's own
+/// file on the read-only tool folder, the sandbox's `node`, with no
+/// `NODE_*` variable to configure it.
+pub const HOST_ARGV: [&str; 3] = [
+    "/bin/sh",
+    "-c",
+    "exec env -u NODE_OPTIONS -u NODE_PATH node /gatehouse/gatehouse_node_host.js",
 ];
 
 /// The runner's arguments when `words` is a plain Node test command:
@@ -146,11 +183,16 @@ pub fn generic_module(below: &mut dyn FnMut(usize) -> usize, pass: &str, fail: &
     s
 }
 
-/// How a run of the packet's TypeScript on Node tests is judged apart (JUDGE.md); None
-/// until this language has its judge and host: its runs keep the canaries
-/// and the runner's cross-checks, and the receipt says they were shared.
+/// How a run of the packet's TypeScript on Node tests is judged apart
+/// (JUDGE.md): the runner's test process is the judge
+/// (`harness/gatehouse_node_judge.js`), the host supervisor
+/// (`harness/gatehouse_node_host.js`) starts host servers that load the
+/// candidate's compiled modules, and programs, under the candidate's uid.
 pub fn judge() -> Option<super::JudgeSetup> {
-    None
+    Some(super::JudgeSetup {
+        host_argv: HOST_ARGV.iter().map(|s| s.to_string()).collect(),
+        extra_processes: HOST_TASKS,
+    })
 }
 
 #[cfg(test)]

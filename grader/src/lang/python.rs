@@ -18,5 +18,5 @@ pub const HOST_ARGV: [&str; 3] =
 
 /// Python's judge apart.
 pub fn judge() -> JudgeSetup {
-    JudgeSetup { host_argv: HOST_ARGV.iter().map(|s| s.to_string()).collect() }
+    JudgeSetup { host_argv: HOST_ARGV.iter().map(|s| s.to_string()).collect(), extra_processes: 0 }
 }

@@ -415,6 +415,12 @@ slug = "node-crash-mini"
 version = "1.0.0"
 title = "token-bucket-ts, its hidden tests only"
 summary = "The crash tests' packet."
+# The shared runner's own checks (twins, canaries, cross-checks, crash
+# lines): what a packet that opts out of the judge apart, and every run of
+# the candidate's own tests, still relies on. The judge apart for Node has
+# judge_node.rs.
+judge = "shared"
+judge_reason = "tests the shared Node runner"
 
 [environment]
 node = "20"

@@ -22,6 +22,7 @@ mod hostile_packets;
 mod ingest;
 mod judge;
 mod judge_hacks;
+mod judge_node;
 mod lang_go;
 mod lang_node;
 mod leftovers;
