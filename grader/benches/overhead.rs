@@ -27,12 +27,19 @@ use grader::tree::copy_path;
 mod canary_part;
 #[path = "ingest_part.rs"]
 mod ingest_part;
+#[path = "judge_part.rs"]
+mod judge_part;
 #[path = "sandbox_part.rs"]
 mod sandbox_part;
 
 fn main() {
     let only = std::env::var("GATEHOUSE_BENCH_ONLY").unwrap_or_default();
     let wanted = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
+    if only.split(',').any(|p| p.trim() == "judge") {
+        eprintln!("grading each Python packet's sample judged apart and shared…");
+        judge_table(&judge_part::rows());
+        return;
+    }
     if only.split(',').any(|p| p.trim() == "canaries") {
         eprintln!("grading each packet's sample with and without its twins…");
         canary_table(&canary_part::rows());
@@ -61,6 +68,36 @@ fn main() {
         let pct = if *base > 0.0 { (ours - base) / base * 100.0 } else { f64::NAN };
         println!("{label:<58} {ours:>9.1} ms {base:>9.1} ms {:>+8.1} ms ({pct:+.0}%)", ours - base);
     }
+}
+
+fn judge_table(rows: &[judge_part::Row]) {
+    println!();
+    println!(
+        "{:<18} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}",
+        "packet (median)",
+        "CPU apart",
+        "CPU shared",
+        "CPU +",
+        "wall apart",
+        "wall shared",
+        "wall +"
+    );
+    let pct = |a: f64, b: f64| if b > 0.0 { (a - b) / b * 100.0 } else { f64::NAN };
+    let (mut ca, mut cs, mut wa, mut ws) = (0.0, 0.0, 0.0, 0.0);
+    for (slug, cpu_a, cpu_s, wall_a, wall_s) in rows {
+        println!(
+            "{slug:<18} {cpu_a:>9.2}s {cpu_s:>9.2}s {:>+7.0}% {wall_a:>9.2}s {wall_s:>9.2}s {:>+7.0}%",
+            pct(*cpu_a, *cpu_s),
+            pct(*wall_a, *wall_s)
+        );
+        (ca, cs, wa, ws) = (ca + cpu_a, cs + cpu_s, wa + wall_a, ws + wall_s);
+    }
+    println!(
+        "{:<18} {ca:>9.2}s {cs:>9.2}s {:>+7.0}% {wa:>9.2}s {ws:>9.2}s {:>+7.0}%",
+        "all",
+        pct(ca, cs),
+        pct(wa, ws)
+    );
 }
 
 fn canary_table(rows: &[canary_part::Row]) {

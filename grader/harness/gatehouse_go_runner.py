@@ -9,7 +9,12 @@ is erased from the environment before any Go code runs and never given to
 the go command, which gets no descriptor but 0-2). It reads the go
 command's test2json stream and reports one record per top-level test; the
 grader cross-checks those against the exit status and the planted canary
-pair (one test that must pass, one that must fail, under random names).
+pair (one test that must pass, one that must fail, under random names). A
+test binary that crashed (a panic or fatal error with its goroutine trace,
+in a subtest or a goroutine too; a test left running when it ended; a
+package that did not build) is one `crash` record per package: the test it
+happened in, the message, the first frame in the candidate's code. The
+grader fails the tests it did not report (`trusted::ending`).
 
 The toolchain and the standard library come from the host's read-only
 GOROOT; every GO* and CGO* variable of the environment is dropped and set
@@ -28,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 
 GOROOT_CANDIDATES = ("/usr/lib/go", "/usr/local/go")
 # `go test` flags a packet command may not use: they run another program,
@@ -178,6 +184,92 @@ def inspect(env, pkgs, ch):
     return None
 
 
+BUILD_FAILED = re.compile(r"^FAIL\s+(\S+)\s+\[(?:build|setup) failed\]")
+# The runtime's report of a crash starts at the beginning of a line (what a
+# test logs is indented) and is followed by the goroutine trace.
+CRASH_START = re.compile(r"^(panic|fatal error): (.*)$")
+GOROUTINE = re.compile(r"^goroutine \d+ \[")
+LOCATION = re.compile(r"^\t(/\S+\.go):(\d+)(?: |$)")
+COMPILER_ERROR = re.compile(r"^(\S+\.go:\d+(?::\d+)?: .*)$")
+MAX_TRACE_LINES = 400
+
+
+def forward_stderr(stream, keep):
+    for raw in stream:
+        line = raw.decode("utf-8", "replace")
+        sys.stderr.write(line)
+        if len(keep) < 200:
+            keep.append(line.rstrip("\n"))
+    sys.stderr.flush()
+
+
+def watch_crash(s, top, output):
+    """Keeps the test binary's first crash report of a package: where it
+    began (the top-level test whose output it is, or None at package
+    level), its first line and the trace that follows."""
+    c = s["crash"]
+    for line in output.splitlines():
+        if c is None:
+            m = CRASH_START.match(line)
+            if m:
+                c = s["crash"] = {"top": top, "word": m.group(1), "first": m.group(2), "lines": [], "trace": False}
+        elif len(c["lines"]) < MAX_TRACE_LINES:
+            c["lines"].append(line)
+            if GOROUTINE.match(line):
+                c["trace"] = True
+
+
+def first_frame(lines):
+    """The first frame of a trace in the candidate's code: a workspace file
+    that is not a test file (else any workspace file), as `file:line in
+    function`."""
+    cwd = os.getcwd().rstrip("/") + "/"
+    found = []
+    for i, line in enumerate(lines):
+        m = LOCATION.match(line)
+        if not m or not m.group(1).startswith(cwd):
+            continue
+        rel = m.group(1)[len(cwd):]
+        func = lines[i - 1].strip() if i > 0 else ""
+        call = re.match(r"^(.+?)\([^()]*\)$", func)
+        func = call.group(1) if call else func
+        found.append((rel.endswith("_test.go"), f"{rel}:{m.group(2)}" + (f" in {func}" if func else "")))
+    own = [f for test, f in found if not test]
+    return (own or [f for _, f in found] or [""])[0]
+
+
+def crash_of(p, s, errors):
+    """The crash record of package `p`'s test binary, or None when it did
+    not crash: it passed, or failed only because tests failed."""
+    if s["done"] == "pass":
+        return None
+    ident = lambda top: f"{p}::{top}" if top else ""
+    running = sorted(s["running"])
+    text = "".join(s["pkg_out"])
+    if s["build"] or "[build failed]" in text or "[setup failed]" in text:
+        first = next((COMPILER_ERROR.match(l).group(1) for l in errors if COMPILER_ERROR.match(l)), "")
+        return {"id": p, "kind": "build", "test": "", "frame": "",
+                "message": (first[2:] if first.startswith("./") else first)[:200] or "see the log"}
+    c = s["crash"]
+    if c is not None and c["trace"]:
+        first = c["first"]
+        if c["word"] == "panic":
+            first = first[:-len(" [recovered]")] if first.endswith(" [recovered]") else first
+            kind = "timeout" if first.startswith("test timed out after ") else "panic"
+        else:
+            kind = "fatal"
+        top = c["top"] or (running[0] if running else "")
+        return {"id": p, "kind": kind, "test": ident(top), "message": first[:200],
+                "frame": first_frame(c["lines"])}
+    if running:
+        return {"id": p, "kind": "exit", "test": ident(running[0]), "frame": "",
+                "message": "it ended without a report (an os.Exit, or killed by a signal)"}
+    if s["done"] == "fail" and s["seen"] == 0:
+        return {"id": p, "kind": "exit", "test": "", "frame": "",
+                "message": "it ended before any test ran"}
+    return None
+
+
 def only_packet_tests(folder, keep, ch):
     """A step that runs only the packet's tests (GATEHOUSE_GO_TESTS names
     the folder under .gatehouse/ they were laid in): every other `_test.go`
@@ -239,13 +331,20 @@ def main(argv):
         ch.send("end", exit=1)
         return 1
     command = [os.path.join(root, "bin", "go"), "test", "-json", "-vet=off"] + args
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, close_fds=True)
-    # Per package: tests started, tests finished, output, final action.
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True)
+    # The go command's stderr (the compiler's errors) goes on to ours; its
+    # head is kept to name a build failure.
+    errors = []
+    pump = threading.Thread(target=forward_stderr, args=(proc.stderr, errors), daemon=True)
+    pump.start()
+    # Per package: tests started, tests finished, output, final action, and
+    # the first runtime crash report the test binary printed.
     state = {}
     reported = []
 
     def pkg_state(p):
-        return state.setdefault(p, {"running": set(), "out": {}, "pkg_out": [], "done": None, "seen": 0})
+        return state.setdefault(p, {"running": set(), "out": {}, "pkg_out": [], "done": None, "seen": 0,
+                                    "build": False, "crash": None})
 
     for raw in proc.stdout:
         line = raw.decode("utf-8", "replace").rstrip("\n")
@@ -254,6 +353,11 @@ def main(argv):
         try:
             ev = json.loads(line)
         except ValueError:
+            # Go 1.19 prints a build failure as plain text.
+            m = BUILD_FAILED.match(line)
+            if m:
+                s = pkg_state(m.group(1))
+                s["build"], s["done"] = True, "fail"
             sys.stdout.write(line + "\n")
             continue
         if not isinstance(ev, dict):
@@ -265,21 +369,24 @@ def main(argv):
         if isinstance(output, str):
             sys.stdout.write(output)
         s = pkg_state(p)
-        if not isinstance(test, str) or not test:
+        top = test.split("/", 1)[0] if isinstance(test, str) and test else None
+        if isinstance(output, str):
+            watch_crash(s, top, output)
+        if top is None:
             if isinstance(output, str) and len(s["pkg_out"]) < 200:
                 s["pkg_out"].append(output)
             if action in ("pass", "fail", "skip"):
                 s["done"] = action
             continue
-        top = test.split("/", 1)[0]
+        if action == "output" and isinstance(output, str):
+            # A subtest's output is its test's too (its failure message).
+            buf = s["out"].setdefault(top, [])
+            if sum(len(x) for x in buf) < MAX_OUTPUT:
+                buf.append(output)
         if test != top:
             continue  # subtests fold into their test
         if action == "run":
             s["running"].add(top)
-        elif action == "output" and isinstance(output, str):
-            buf = s["out"].setdefault(top, [])
-            if sum(len(x) for x in buf) < MAX_OUTPUT:
-                buf.append(output)
         elif action in ("pass", "fail", "skip"):
             s["running"].discard(top)
             s["seen"] += 1
@@ -292,19 +399,11 @@ def main(argv):
             reported.append(f"{p}::{top}")
             ch.send("case", id=f"{p}::{top}", classname=p, name=top, status=status, message=message)
     code = proc.wait()
+    pump.join(timeout=5)
     for p, s in state.items():
-        text = "".join(s["pkg_out"])
-        broken = None
-        if "[build failed]" in text or "[setup failed]" in text:
-            broken = "the package did not build"
-        elif "panic: " in text or any("panic: " in "".join(o) for o in s["out"].values()):
-            broken = "a test panicked and ended the test binary"
-        elif s["running"]:
-            broken = "the test binary ended while a test was running: " + ", ".join(sorted(s["running"]))
-        elif s["done"] == "fail" and s["seen"] == 0:
-            broken = "the test binary failed before any test ran"
-        if broken is not None:
-            ch.send("collect-error", id=p or "go", message=broken)
+        crash = crash_of(p, s, errors)
+        if crash is not None:
+            ch.send("crash", **crash)
     if code != 0 and not state:
         ch.send("collect-error", id=pkgs[0], message="go test failed before any package ran (see the log)")
     pkg_path = ROOT.get("path") or next(iter(state), "")

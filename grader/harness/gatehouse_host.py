@@ -241,6 +241,13 @@ class Supervisor:
             proc = self.hosts.pop(int(msg["pid"]), None)
         if proc is not None:
             try:
+                if msg.get("abort"):
+                    # Its fault handler writes where it is, then it dies.
+                    proc.send_signal(signal.SIGABRT)
+                    try:
+                        proc.wait(1)
+                    except subprocess.TimeoutExpired:
+                        pass
                 proc.kill()
                 proc.wait(5)
             except (OSError, subprocess.TimeoutExpired):
@@ -842,6 +849,14 @@ def serve(fd):
         sys.path.insert(0, WORKSPACE)
     sys.argv = [""]
     sys.stdout, sys.stderr = server.out, server.err
+    # Where a crash or a hang was: the judge reads it when this process
+    # ends mid-call (a segfault, the SIGABRT it sends a host that hangs).
+    try:
+        import faulthandler
+
+        faulthandler.enable(file=open("/tmp/.gatehouse-host-%d.fault" % os.getpid(), "w"), all_threads=False)
+    except OSError:
+        pass
     original = logging.Logger.callHandlers
 
     def call_handlers(self, record):

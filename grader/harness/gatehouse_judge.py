@@ -76,11 +76,24 @@ HOST_FD = 4
 JUDGE = None
 
 _real_popen = subprocess.Popen
+# Bound now: packet code may patch time for the candidate's process, and the
+# patch is mirrored here (see `_Mirrored`); the judge keeps its own clock.
+_monotonic = time.monotonic
 _real_socketpair = _socket.socketpair
 _AF_UNIX, _SOCK_STREAM = _socket.AF_UNIX, _socket.SOCK_STREAM
 _real_kill = os.kill
 _real_killpg = os.killpg
 _real_system = os.system
+
+
+_FAULT_FRAME = __import__("re").compile(r'\s*File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "signal %d" % number
 
 
 class HostError(Exception):
@@ -120,7 +133,7 @@ class Supervisor:
         self.next = 1
         self.gone = None
 
-    def request(self, op, fds=(), timeout=30.0, **fields):
+    def request(self, op, fds=(), timeout=20.0, **fields):
         if self.gone:
             raise HostError("the host supervisor is gone (%s): the candidate's uid started nothing more" % self.gone)
         with self.cond:
@@ -136,7 +149,7 @@ class Supervisor:
             except wire.PeerGone as e:
                 self.gone = str(e)
                 raise HostError("the host supervisor is gone (%s)" % e)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else _monotonic() + timeout
         while True:
             with self.cond:
                 if rid in self.answers:
@@ -147,7 +160,7 @@ class Supervisor:
                         if rid in self.answers:
                             return self.answers.pop(rid)
                     try:
-                        msg = self.wire.recv(deadline=min(deadline, time.monotonic() + 0.2) if deadline else time.monotonic() + 0.2)
+                        msg = self.wire.recv(deadline=min(deadline, _monotonic() + 0.2) if deadline else _monotonic() + 0.2)
                     except TimeoutError:
                         msg = None
                     except (wire.PeerGone, wire.ProtocolError) as e:
@@ -159,7 +172,10 @@ class Supervisor:
                             self.cond.notify_all()
                 finally:
                     self.read_lock.release()
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and _monotonic() > deadline:
+                # Stopped or stuck (the candidate's uid can signal it): what
+                # follows fails at once instead of waiting again.
+                self.gone = "it did not answer %s within %.0f s" % (op, timeout)
                 raise HostError("the host supervisor did not answer %s within %.0f s" % (op, timeout))
 
 
@@ -176,7 +192,7 @@ class HostObject:
     """A handle on an object of the host. Its `==` and `hash` are
     identity; everything else is a message."""
 
-    __slots__ = ("_gh_gen", "_gh_id", "_gh_kind", "_gh_type", "_gh_path", "_gh_root", "__weakref__")
+    __slots__ = ("_gh_gen", "_gh_id", "_gh_kind", "_gh_type", "_gh_path", "_gh_root", "_gh_label", "__weakref__")
 
     def __init__(self, gen, hid, kind, tname, path=None, root=None):
         object.__setattr__(self, "_gh_root", root)
@@ -188,6 +204,7 @@ class HostObject:
         # was: a fresh host after a crash finds the same class or function
         # again the same way.
         object.__setattr__(self, "_gh_path", path)
+        object.__setattr__(self, "_gh_label", None)
 
     def __getattr__(self, name):
         if name == "__signature__":
@@ -437,7 +454,7 @@ class Host:
         self.lock = threading.RLock()
         self.next = 1
 
-    def kill(self, why):
+    def kill(self, why, abort=False):
         if self.dead is None:
             self.dead = why
             try:
@@ -445,7 +462,7 @@ class Host:
             except OSError:
                 pass
             try:
-                self.judge.supervisor.request("kill_host", pid=self.pid, timeout=10)
+                self.judge.supervisor.request("kill_host", pid=self.pid, abort=abort, timeout=10)
             except HostError:
                 pass
 
@@ -471,6 +488,8 @@ class Judge:
         self.remote_pids = {}
         self.resolving = False
         self.target = None
+        # Told when a host ends mid-call: (kind, message, frame).
+        self.on_host_end = None
         self.sent_exceptions = []
         self.mirrored = {}
         self.lock = threading.RLock()
@@ -549,6 +568,9 @@ class Judge:
         path = object.__getattribute__(obj, "_gh_path")
         if path:
             return ".".join(path)
+        label = object.__getattribute__(obj, "_gh_label")
+        if label:
+            return label
         return "the candidate's %s" % object.__getattribute__(obj, "_gh_type")
 
     def call(self, obj, op, **fields):
@@ -567,6 +589,11 @@ class Judge:
                 path = object.__getattribute__(obj, "_gh_path")
                 if path and object.__getattribute__(value, "_gh_path") is None and object.__getattribute__(value, "_gh_kind") in ("c", "f"):
                     object.__setattr__(value, "_gh_path", tuple(path) + (name,))
+                elif not path and not object.__getattribute__(value, "_gh_label"):
+                    # A method of an instance: named by its class, for the
+                    # messages a reviewer reads.
+                    owner = object.__getattribute__(obj, "_gh_label") or object.__getattribute__(obj, "_gh_type")
+                    object.__setattr__(value, "_gh_label", "%s.%s" % (owner, name))
             return value
 
     def op(self, obj, name, *args):
@@ -610,20 +637,31 @@ class Judge:
     def _await(self, host, rid, what):
         while True:
             try:
-                msg = host.wire.recv(deadline=time.monotonic() + self.call_secs)
+                msg = host.wire.recv(deadline=_monotonic() + self.call_secs)
             except TimeoutError:
-                host.kill("it did not answer within %g s" % self.call_secs)
-                raise HostError("the candidate's code did not answer within %g s, at %s (its process was ended; the next call starts a fresh one)" % (self.call_secs, what))
+                # SIGABRT first: the host's fault handler writes where it hung.
+                host.kill("it did not answer within %g s" % self.call_secs, abort=True)
+                frame = self._fault_frame(host)
+                raise self._ended(
+                    "hang", "the candidate's code did not answer within %g s during %s" % (self.call_secs, what), frame,
+                    " (its process was ended; the next call starts a fresh one)")
             except wire.PeerGone:
                 code = self._host_exit(host)
                 host.kill("its process ended")
-                raise HostError("the candidate's process ended%s during %s" % (code, what))
+                frame = self._fault_frame(host)
+                if code is None:
+                    how, kind = "ended", "exit"
+                elif code < 0:
+                    how, kind = "was killed by %s" % _signal_name(-code), "signal"
+                else:
+                    how, kind = "exited with status %d" % code, "exit"
+                raise self._ended(kind, "the candidate's process %s during %s" % (how, what), frame, "")
             except wire.ProtocolError as e:
                 host.kill(str(e))
-                raise HostError("the candidate's process broke the wire's rules during %s: %s" % (what, e))
+                raise self._ended("wire", "the candidate's process broke the wire's rules during %s: %s" % (what, e), None, "")
             if type(msg) is not dict:
                 host.kill("a message that is not an object")
-                raise HostError("the candidate's process sent a message that is not an object during %s" % what)
+                raise self._ended("wire", "the candidate's process sent a message that is not an object during %s" % what, None, "")
             self._replay(msg)
             if "re" in msg:
                 if msg["re"] != rid:
@@ -636,18 +674,52 @@ class Judge:
                     return self.codec.decode(msg.get("ok"))
                 except (wire.ProtocolError, RecursionError) as e:
                     host.kill(str(e))
-                    raise HostError("the candidate's process answered %s with something that is not data: %s" % (what, e))
+                    raise self._ended("wire", "the candidate's process answered %s with something that is not data: %s" % (what, e), None, "")
             elif "op" in msg:
                 self.active = host
                 self._callback(host, msg)
 
+    def _ended(self, kind, message, frame, tail):
+        """The HostError of a host that ended mid-call, told to the runner
+        (`on_host_end`) so the receipt names it."""
+        if frame:
+            message = "%s (at %s)" % (message, frame)
+        if self.on_host_end is not None:
+            try:
+                self.on_host_end(kind, message, frame)
+            except Exception:  # noqa: BLE001 - naming it must not hide it
+                pass
+        return HostError(message + tail)
+
     def _host_exit(self, host):
+        """The host's exit status (negative: the signal that killed it), or
+        None when the supervisor cannot tell."""
         try:
             answer = self.supervisor.request("poll_host", pid=host.pid, timeout=2)
         except HostError:
-            return ""
+            return None
         code = answer.get("code")
-        return "" if code is None else " (exit status %s)" % code
+        return code if type(code) is int else None
+
+    def _fault_frame(self, host):
+        """The innermost frame in the candidate's code of what the host's
+        fault handler wrote when it died (a crash, or the SIGABRT the judge
+        sends a host that hangs): `file:line in function`. Written by the
+        candidate's process, so shown to the reviewer, never judged."""
+        path = "/tmp/.gatehouse-host-%d.fault" % host.pid
+        try:
+            with open(path, "rb") as f:
+                text = f.read(64 << 10).decode("utf-8", "replace")
+        except OSError:
+            return None
+        ws = (host.root or self.workspace).rstrip("/") + "/"
+        for line in text.splitlines():
+            m = _FAULT_FRAME.match(line)
+            if m and m.group(1).startswith(ws):
+                rel = m.group(1)[len(ws):]
+                if rel not in self.laid:
+                    return "%s:%s in %s" % (rel, m.group(2), m.group(3))
+        return None
 
     def _replay(self, msg):
         out, err, logs = msg.get("o"), msg.get("e"), msg.get("lg")
@@ -1135,8 +1207,9 @@ class _StandInMeta(type):
         j = JUDGE
         if where is None or j is None:
             return type.__call__(cls, *args, **kwargs)
-        host_class = getattr(j.module(where[0], cls.__dict__.get("_gh_root")), where[1])
-        value = host_class(*args, **kwargs) if isinstance(host_class, HostObject) else type.__call__(cls, *args, **kwargs)
+        root = cls.__dict__.get("_gh_root")
+        j.module(where[0], root)
+        value = j.module_call(where[0], "method", root, n=where[1], a=args, k=kwargs)
         if not isinstance(value, cls):
             raise HostError("%s.%s(...) did not build an exception of that class" % where)
         return value

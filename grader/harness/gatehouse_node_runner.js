@@ -30,9 +30,11 @@
 //    (start, case, collect-error, integrity, end), and cross-checks what
 //    the child said against how it ended: a child that exits 0 before its
 //    tests finished, reports a test twice, or exits otherwise than it
-//    reported is an integrity record; a child that crashed is a
-//    collect-error. Its own exit status is the one in its `end` record,
-//    computed from the cases, never the child's.
+//    reported is an integrity record; a child that crashed (a status that
+//    is not 0, or a signal, before its end) is a `crash` record naming how,
+//    with the error and the first frame in the candidate's code from its
+//    stderr, which passes through this process. Its own exit status is the
+//    one in its `end` record, computed from the cases, never the child's.
 //
 // The candidate's code shares the child with the tests, so the child's
 // reports are cross-checked by the grader too (canary tests planted beside
@@ -234,6 +236,44 @@ function compile(files) {
   return errors;
 }
 
+const STDERR_TAIL = 16384;
+// A frame of a compiled workspace file in a V8 stack trace (`at f (FILE:L:C)`,
+// `at FILE:L:C`, or `N: f (FILE:L:C)` in a fatal error's trace).
+const FRAME = /(?:\bat |^\s*\d+: )(?:(\S[^(]*?) \()?\/tmp\/gatehouse-node\/out\/([^:()]+)\.js:\d+:\d+\)?\s*$/;
+
+// How the test process crashed, from how it ended and its stderr: the
+// kind, the error the runtime printed, the first frame in the candidate's
+// code (a workspace file that is not a test; the compiled line is not the
+// source's, so the function names the place), and the test file it was in.
+function crashOf(code, signal, stderr) {
+  const lines = stderr.split('\n');
+  const fatal = lines.map((l) => l.match(/^(?:#\s*)?FATAL ERROR: (.*)$/)).find(Boolean);
+  const error = lines.map((l) => l.match(/^((?:Uncaught )?(?:[A-Za-z_$][\w$]*)?(?:Error|Exception|Rejection)\b.*)$/)).find(Boolean);
+  let frame = '';
+  let test = '';
+  for (const l of lines) {
+    const m = l.match(FRAME);
+    if (!m) continue;
+    const rel = `${m[2]}.ts`;
+    if (isTestFile(rel) || rel.startsWith('.gatehouse/')) {
+      if (!test) test = rel;
+    } else if (!frame) {
+      frame = m[1] ? `${rel} in ${m[1].replace(/^(Object|Module)\.<anonymous>$/, 'its top level')}` : rel;
+    }
+  }
+  const how = signal ? `killed by ${signal}` : `exit status ${code}`;
+  let kind = signal ? 'signal' : 'exit';
+  let message = how;
+  if (fatal) {
+    kind = 'fatal';
+    message = `${fatal[1].trim()} (${how})`;
+  } else if (error && !signal) {
+    kind = 'uncaught';
+    message = `${error[1].trim()} (${how})`;
+  }
+  return { kind, test, message: message.slice(0, 200), frame: frame.slice(0, 200) };
+}
+
 function moduleOf(rel) {
   return rel.replace(/\//g, '.');
 }
@@ -285,8 +325,34 @@ function main() {
   const child = cp.spawn(process.execPath, [`--test-reporter=${CHILD}`, CHILD, specPath], {
     cwd: WORKSPACE,
     env: childEnv(),
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
   });
+  // The child's stderr goes on to ours; its tail names a crash.
+  let stderrTail = '';
+  let stderrDone = false;
+  const stderrWaiters = [];
+  child.stderr.on('data', (chunk) => {
+    process.stderr.write(chunk);
+    stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL);
+  });
+  child.stderr.on('close', () => {
+    stderrDone = true;
+    for (const w of stderrWaiters.splice(0)) w();
+  });
+  // Its stderr fully read, or a moment after it exited (a process it left
+  // behind may hold the pipe open).
+  const afterStderr = (fn) => {
+    let done = false;
+    const once = () => {
+      if (!done) {
+        done = true;
+        fn();
+      }
+    };
+    if (stderrDone) return setImmediate(once);
+    stderrWaiters.push(once);
+    setTimeout(once, 1000).unref();
+  };
   child.on('message', (msg) => {
     if (!msg || typeof msg !== 'object' || childEnd !== null) {
       channel.send({ t: 'integrity', what: 'the test process', change: 'sent a message after its end record, or one that is not a record', test: '(runner)' });
@@ -323,8 +389,8 @@ function main() {
     }
   });
   child.on('exit', (code, signal) => {
-    // Let the last IPC messages arrive before judging.
-    setImmediate(() => {
+    // Let the last IPC messages and the stderr arrive before judging.
+    afterStderr(() => {
       let exit = failed > 0 || loadErrors > 0 || cases === 0 ? 1 : 0;
       if (childEnd === null) {
         if (code === 0) {
@@ -335,9 +401,10 @@ function main() {
             test: '(runner)',
           });
         } else {
-          const how = signal ? `killed by ${signal}` : `exit status ${code}`;
-          channel.send({ t: 'collect-error', id: '(test process)', message: `the test process ended (${how}) before its tests finished` });
-          process.stdout.write(`gatehouse: the test process ended (${how}) before its tests finished\n`);
+          // A crash: the tests it did not report failed (never a sign).
+          const crash = crashOf(code, signal, stderrTail);
+          channel.send({ t: 'crash', id: '(test process)', ...crash });
+          process.stdout.write(`gatehouse: the test process crashed before its tests finished: ${crash.message}\n`);
         }
         exit = 1;
       } else if (code !== (childEnd.exit | 0)) {

@@ -28,6 +28,8 @@ nonce, which the runner takes from the environment and then erases from
 
     {"t": "start", "runner": "pytest"}
     {"t": "collected", "ids": [...]}
+    {"t": "run", "id": ...}  (a test starts: the one a crash of this
+     process, which takes the runner along, happened in)
     {"t": "case", "id": ..., "classname": ..., "name": ..., "status": ...,
      "message": ..., "raised_in": "file:line", "raised_by": role,
      "test_by": role of the test's own file (skips and xfails),
@@ -700,6 +702,7 @@ def run_pytest(channel, config, args, audit, roles):
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logstart(self, nodeid, location):
             audit.test = nodeid
+            channel.send({"t": "run", "id": nodeid})
             begun[nodeid] = _clock()
 
         @pytest.hookimpl(tryfirst=True)
@@ -796,6 +799,11 @@ def run_unittest(channel, config, args, audit, roles):
     import unittest
     import importlib.util
 
+    import faulthandler
+
+    # A crash in a C extension prints where it happened (pytest's own
+    # plugin does the same for pytest runs).
+    faulthandler.enable()
     integrity = Integrity(channel)
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "collect_errors": 0}
     begun = {}
@@ -812,6 +820,7 @@ def run_unittest(channel, config, args, audit, roles):
     class StreamingResult(unittest.TextTestResult):
         def startTest(self, test):
             audit.test = test.id()
+            channel.send({"t": "run", "id": test.id()})
             begun[test.id()] = _clock()
             super().startTest(test)
 
@@ -916,6 +925,7 @@ def run_script(channel, config, args, audit, roles):
     channel.send({"t": "start", "runner": "script"})
     if JUDGE_MODE is not None:
         channel.send({"t": "judge", "apart": True})
+        _tell_host_endings(channel, audit)
     integrity = Integrity(channel)
     integrity.record()
     code = 0
@@ -955,6 +965,15 @@ def _start_judge(channel, config):
     return judge
 
 
+def _tell_host_endings(channel, audit):
+    """A host that ends mid-call (a crash, a hang, a broken message) is
+    named in the run's record with the test that was running."""
+    def told(kind, message, frame):
+        channel.send({"t": "host-ended", "kind": kind, "message": message, "frame": frame or "", "test": audit.test})
+
+    JUDGE_MODE.on_host_end = told
+
+
 def _config(text):
     if not text:
         return {}
@@ -991,6 +1010,7 @@ def main():
     channel.send({"t": "start", "runner": kind})
     if JUDGE_MODE is not None:
         channel.send({"t": "judge", "apart": True})
+        _tell_host_endings(channel, audit)
     if kind == "pytest":
         run_pytest(channel, config, args, audit, roles)
     else:

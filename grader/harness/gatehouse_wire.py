@@ -44,6 +44,13 @@ MAX_RUN_BYTES = 256 << 20
 INT_EXACT = 2**53
 
 _HEADER = struct.Struct(">I")
+# What the wire calls while a call is in progress, bound now: packet code
+# may patch the standard library (time.monotonic, select, json) for the
+# candidate's process, and such a patch is mirrored here too.
+_monotonic = time.monotonic
+_select = select.select
+_dumps = json.dumps
+_loads = json.loads
 # Bound now: a test may patch the socket module's functions.
 _send_fds = socket.send_fds
 _recv_fds = socket.recv_fds
@@ -68,7 +75,7 @@ class Wire:
         self._buf = b""
 
     def send(self, obj):
-        data = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        data = _dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
         if len(data) > self.limit:
             raise ProtocolError("a message of %d bytes is over the %d-byte limit" % (len(data), self.limit))
         try:
@@ -77,7 +84,7 @@ class Wire:
             raise PeerGone("the other side is gone (%s)" % e.__class__.__name__)
 
     def send_fds(self, obj, fds):
-        data = json.dumps(obj, separators=(",", ":")).encode("utf-8")
+        data = _dumps(obj, separators=(",", ":")).encode("utf-8")
         frame = _HEADER.pack(len(data)) + data
         try:
             sent = _send_fds(self.sock, [frame], list(fds))
@@ -89,10 +96,10 @@ class Wire:
     def _fill(self, n, deadline, fds=None):
         while len(self._buf) < n:
             if deadline is not None:
-                left = deadline - time.monotonic()
+                left = deadline - _monotonic()
                 if left <= 0:
                     raise TimeoutError("no message within the time allowed")
-                ready, _, _ = select.select([self.sock], [], [], left)
+                ready, _, _ = _select([self.sock], [], [], left)
                 if not ready:
                     raise TimeoutError("no message within the time allowed")
             try:
@@ -124,7 +131,7 @@ class Wire:
         data, self._buf = self._buf[4 : 4 + n], self._buf[4 + n :]
         self.received += 4 + n
         try:
-            return json.loads(data.decode("utf-8", "surrogatepass"))
+            return _loads(data.decode("utf-8", "surrogatepass"))
         except (ValueError, RecursionError) as e:
             raise ProtocolError("a message is not JSON (%s)" % str(e)[:100])
 
@@ -380,7 +387,7 @@ def socket_from_fd(fd):
 
 
 def now():
-    return time.monotonic()
+    return _monotonic()
 
 
 def child_env(env):

@@ -144,17 +144,33 @@ pub fn fixed_tests(step: &crate::manifest::Step, plan: &crate::trusted::Plan) ->
     {
         return step.env.contains_key(crate::lang::go::ONLY_PACKET_TESTS);
     }
-    let crate::trusted::Plan::Runner {
-        kind: crate::trusted::RunnerKind::Pytest,
-        args,
-        prelude: None,
-    } = plan
-    else {
-        return false;
-    };
-    let paths = crate::trusted::pytest_paths(args);
     let laid: std::collections::BTreeSet<String> = step.lay.iter().map(|l| l.paths().1).collect();
-    !paths.is_empty() && paths.iter().all(|p| laid.contains(p))
+    match plan {
+        crate::trusted::Plan::Runner {
+            kind: crate::trusted::RunnerKind::Pytest,
+            args,
+            prelude: None,
+        } => {
+            let paths = crate::trusted::pytest_paths(args);
+            !paths.is_empty() && paths.iter().all(|p| laid.contains(p))
+        }
+        // unittest names modules (`test_hidden`, `pkg.test_x`) or files.
+        crate::trusted::Plan::Runner {
+            kind: crate::trusted::RunnerKind::Unittest,
+            args,
+            prelude: None,
+        } => {
+            let named: Vec<String> = (args.iter())
+                .filter(|a| !a.starts_with('-'))
+                .map(|a| match a.strip_suffix(".py") {
+                    Some(_) => a.trim_start_matches("./").to_string(),
+                    None => format!("{}.py", a.replace('.', "/")),
+                })
+                .collect();
+            !named.is_empty() && named.iter().all(|p| laid.contains(p))
+        }
+        _ => false,
+    }
 }
 
 /// Whether a step runs packet code beside the candidate's, so that it is

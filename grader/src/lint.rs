@@ -27,7 +27,24 @@ pub fn lint(packet: &Packet) -> Vec<(String, String)> {
     out.extend(leaks(packet, &prompt));
     out.extend(untrusted_commands(m));
     out.extend(unconfined_launches(packet));
+    out.extend(shared_judge(m));
     out
+}
+
+/// A packet whose tests share the candidate's process (`judge =
+/// "shared"`, JUDGE.md): its correctness lane rests on in-process defences
+/// that code in the same address space can reach.
+fn shared_judge(m: &Manifest) -> Vec<(String, String)> {
+    if m.judge_apart() {
+        return Vec::new();
+    }
+    vec![(
+        "the hidden tests are judged apart".to_string(),
+        format!(
+            "judge = \"shared\" ({}): the hidden tests run in the candidate's process, where its code can reach the test framework, the expected values and the result channel; every scorecard and receipt of this packet says its correctness lane is weaker against forgery",
+            m.packet.judge_reason.as_deref().unwrap_or("no reason given")
+        ),
+    )]
 }
 
 /// Calls that start a process without the harness's confining launcher:

@@ -31,6 +31,9 @@ pub struct RunRecord {
     pub command: String,
     pub limits: Limits,
     pub report: RunReport,
+    /// How the process that ran its tests crashed, when it did
+    /// (`trusted::Ending::summary`).
+    pub crash: Option<String>,
 }
 
 /// One command the grader ran: the sandbox's report, how the command was
@@ -344,11 +347,14 @@ pub fn run_guarded(
     let mut verdict = Verdict::default();
     if let Some(r) = &mut runner {
         verdict = canaries.resolve(r, stopped);
-        // The run failed only because its twins failed, as they must.
+        // The run failed only because its twins failed, as they must (not
+        // because its test process crashed, in a twin or elsewhere: the
+        // tests it never reported failed).
         let only_canaries = !canaries.is_empty()
             && r.end == Some(1)
             && report.exit == crate::sandbox::Exit::Code(1)
             && r.collect_errors.is_empty()
+            && r.crash.is_none()
             && !r.cases.is_empty()
             && r.cases.iter().all(|(_, c)| {
                 matches!(
@@ -411,6 +417,15 @@ fn expand_laid(scratch: &Path, laid: &[String]) -> io::Result<Vec<String>> {
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+impl Ran {
+    /// How the process that ran the tests crashed, in one line for the
+    /// reviewer (`trusted::Ending::summary`); None when it did not.
+    pub fn crash(&self) -> Option<String> {
+        let (r, kind) = (self.runner.as_ref()?, self.plan.runner()?);
+        crate::trusted::ending(r, kind, &self.report).summary().or_else(|| r.host_crash())
+    }
 }
 
 /// Where the harness is laid in every run.

@@ -17,13 +17,22 @@ pub async fn by_token(state: &AppState, token: &str) -> Result<Assignment, AppEr
     if token.is_empty() || token.len() > 128 {
         return Err(AppError::NotFound("invite link".into()));
     }
-    let hash = token_hash(token);
-    if let Some(a) = state.db.assignment_by_token_hash(&hash).await? {
-        return Ok(a);
+    by_token_hash(state, &token_hash(token))
+        .await?
+        .ok_or_else(|| AppError::NotFound("invite link".into()))
+}
+
+/// The assignment whose link token hashes to `hash`; `None` for a token no
+/// link ever had; 410 ([`erased_message`]) for an erased candidate's link.
+/// Every surface a link token opens (the pages, uploads, witnessed runs,
+/// the API) resolves it here, so a dead link says the same everywhere.
+pub async fn by_token_hash(state: &AppState, hash: &str) -> Result<Option<Assignment>, AppError> {
+    if let Some(a) = state.db.assignment_by_token_hash(hash).await? {
+        return Ok(Some(a));
     }
-    match state.db.erasure_by_link(&hash).await? {
+    match state.db.erasure_by_link(hash).await? {
         Some(e) => Err(AppError::Gone(erased_message(e.at))),
-        None => Err(AppError::NotFound("invite link".into())),
+        None => Ok(None),
     }
 }
 

@@ -33,7 +33,9 @@ pub struct TestStatus {
     pub partner_profile_url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partner_score: Option<f64>,
-    /// Flat, text values only (Greenhouse shows them as they are).
+    /// Flat, text values only (Greenhouse shows them as they are); left
+    /// out when empty (an erased candidate's).
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -63,6 +65,17 @@ pub async fn status(state: &AppState, interview: &AtsInterview) -> Result<TestSt
         .assignment_by_id(&interview.assignment_id)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("the test {}", interview.id)))?;
+    // An erased candidate: the ATS learns that, and nothing else (no link,
+    // no packet, not when: the date of an erasure request is itself news
+    // about the candidate that the ATS never had).
+    if a.erased_at.is_some() {
+        return Ok(TestStatus {
+            partner_status: "erased".into(),
+            partner_profile_url: None,
+            partner_score: None,
+            metadata: serde_json::Map::new(),
+        });
+    }
     let submissions = state.db.submissions_of(&a.id).await?;
     // The newest graded submission counts; else the newest of any state.
     let latest = submissions
@@ -78,18 +91,6 @@ pub async fn status(state: &AppState, interview: &AtsInterview) -> Result<TestSt
         partner_score: None,
         metadata,
     };
-    // An erased candidate: the ATS learns that, and nothing else.
-    if let Some(at) = a.erased_at {
-        out.partner_status = "erased".into();
-        out.metadata.insert(
-            "Result".into(),
-            text(&format!(
-                "the candidate's data was erased in Gatehouse on {}",
-                crate::times::utc(at)
-            )),
-        );
-        return Ok(out);
-    }
     let Some(s) = latest else {
         let time_box = crate::assignment::time_box_secs(&a, None);
         out.partner_status =

@@ -589,6 +589,45 @@ struct Put {
     data_dir: PathBuf,
     sha256: String,
     bytes: axum::body::Bytes,
+    /// Marks the blob as being written until the batch is done with it.
+    _writing: Writing,
+}
+
+/// The digests of blobs being written (queued, or on their way into the
+/// store), each with how many writes of it are under way, and a wake-up
+/// for those waiting on one to land.
+#[derive(Default)]
+pub struct InFlight {
+    digests: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    landed: tokio::sync::Notify,
+}
+
+/// A write of one blob under way, until dropped (written, or failed).
+pub struct Writing {
+    in_flight: std::sync::Arc<InFlight>,
+    sha256: String,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        {
+            let mut digests = self.in_flight.digests.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = digests.get_mut(&self.sha256) {
+                *n -= 1;
+                if *n == 0 {
+                    digests.remove(&self.sha256);
+                }
+            }
+        }
+        self.in_flight.landed.notify_waiters();
+    }
+}
+
+impl InFlight {
+    fn any(&self, shas: &[&str]) -> bool {
+        let digests = self.digests.lock().unwrap_or_else(|e| e.into_inner());
+        shas.iter().any(|s| digests.contains_key(*s))
+    }
 }
 
 /// Writes small blobs (the model meter's transcripts) on a thread of its
@@ -599,18 +638,49 @@ struct Put {
 /// commits instead of two per blob, and the caller never waits. The thread
 /// starts with the first blob and ends (after the queue) when the writer is
 /// dropped.
+///
+/// It also keeps which blobs are being written ([`BatchWriter::writing`]
+/// marks a write made elsewhere, the meter's to the database): an erasure
+/// waits for its candidate's to land ([`BatchWriter::written`]) before it
+/// removes them, so no transcript arrives after it.
 #[derive(Default)]
 pub struct BatchWriter {
     queue: std::sync::Mutex<Option<std::sync::mpsc::Sender<Put>>>,
+    in_flight: std::sync::Arc<InFlight>,
 }
 
 /// The most blobs one batch takes.
 const BATCH: usize = 256;
 
 impl BatchWriter {
+    /// Marks blob `sha256` as being written until the mark is dropped.
+    pub fn writing(&self, sha256: &str) -> Writing {
+        let mut digests = self.in_flight.digests.lock().unwrap_or_else(|e| e.into_inner());
+        *digests.entry(sha256.to_string()).or_default() += 1;
+        Writing { in_flight: self.in_flight.clone(), sha256: sha256.to_string() }
+    }
+
+    /// Waits until no write of any of `shas` is under way (at most
+    /// `limit`); whether none is.
+    pub async fn written(&self, shas: &[&str], limit: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Registered before the check, so a write landing between the
+            // two still wakes this.
+            let landed = self.in_flight.landed.notified();
+            if !self.in_flight.any(shas) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, landed).await.is_err() {
+                return !self.in_flight.any(shas);
+            }
+        }
+    }
+
     /// Queues `bytes` as the blob `sha256` of `data_dir`.
     pub fn put(&self, data_dir: &Path, sha256: String, bytes: axum::body::Bytes) {
-        let put = Put { data_dir: data_dir.to_path_buf(), sha256, bytes };
+        let _writing = self.writing(&sha256);
+        let put = Put { data_dir: data_dir.to_path_buf(), sha256, bytes, _writing };
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         let put = match queue.as_ref() {
             Some(q) => match q.send(put) {

@@ -61,6 +61,14 @@ pub struct Config {
     /// /api/v1/assignments`); beyond, 429 with `Retry-After`.
     #[serde(default = "default_api_assignments_per_minute")]
     pub api_assignments_per_minute: u32,
+    /// Builds of `my-data.zip` (a candidate's copy of everything held about
+    /// them) one link may ask for per hour; beyond, 429 with `Retry-After`.
+    #[serde(default = "default_my_data_per_hour")]
+    pub my_data_per_hour: u32,
+    /// Builds of `my-data.zip` at once, over all candidates (one link has
+    /// one at a time); more get 503 with `Retry-After`.
+    #[serde(default = "default_concurrent_exports")]
+    pub max_concurrent_exports: usize,
     /// Password checks (argon2, about 19 MiB each) running at once; further
     /// sign-ins get 503 until one ends.
     #[serde(default = "default_hash_concurrency")]
@@ -349,6 +357,14 @@ fn default_api_assignments_per_minute() -> u32 {
     60
 }
 
+fn default_my_data_per_hour() -> u32 {
+    10
+}
+
+fn default_concurrent_exports() -> usize {
+    2
+}
+
 fn default_hash_concurrency() -> usize {
     4
 }
@@ -401,6 +417,8 @@ impl Default for Config {
             body_idle_timeout_secs: default_body_timeout(),
             body_total_timeout_secs: default_body_total_timeout(),
             api_assignments_per_minute: default_api_assignments_per_minute(),
+            my_data_per_hour: default_my_data_per_hour(),
+            max_concurrent_exports: default_concurrent_exports(),
             password_hash_concurrency: default_hash_concurrency(),
             max_concurrent_uploads: default_concurrent_uploads(),
             max_concurrent_sandbox_runs: default_concurrent_sandbox_runs(),

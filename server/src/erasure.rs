@@ -4,8 +4,10 @@
 //! the model keys are revoked first (the meter forgets them), then one
 //! database transaction (`ErasureStore::erase_assignment`) deletes their
 //! submissions, grading jobs, human scores, webhook deliveries, witnessed
-//! runs, ledger rows and totals, redacts the audit entries about them,
-//! empties the name and email and records the erasure; then the blobs only
+//! runs, ledger rows and totals, redacts the audit entries about them (and
+//! any naming their email as a whole address, [`names_address`]: another
+//! address that contains it is not theirs), empties the name and email and
+//! records the erasure; then the blobs only
 //! they referred to (uploads, transcripts) are removed from
 //! the local folder (with Postgres their chunks went in the transaction).
 //! A blob another candidate also refers to (an identical zip) stays. With
@@ -14,9 +16,22 @@
 //! left in the files.
 //!
 //! The assignment row stays as a tombstone (no name, no email, its link's
-//! hash replaced), so lists and the ATS say "erased" and the link answers
-//! 410 instead of 404; `erasures` keeps who, when, why, how much went, and
-//! the final score and decision (the packet's aggregates, no personal data).
+//! hash replaced), so lists and the ATS say "erased" (and nothing else)
+//! and the link answers 410 ([`crate::assignment::erased_message`]) on
+//! every surface, the API included, instead of 404 or 401;
+//! `erasures` keeps who, when, why, how much went, and the final score and
+//! decision (the packet's aggregates, no personal data).
+//!
+//! Work of the candidate's still under way when they are erased leaves
+//! nothing: the transaction marks the assignment first, so an upload or a
+//! witnessed run that ends during it waits for the row and then finds it
+//! erased (`create_submission`, `add_witness_run`: 410, its blob
+//! forgotten); a transcript the meter is still writing is waited for
+//! before the files go (`BatchWriter::written`), and a model call settled
+//! after its row went removes its own transcripts ([`forget_late_blobs`]).
+//! An erasure refused because a grading is queued or running changes
+//! nothing: it is checked before the keys are revoked, and when a grading
+//! was queued in between, the keys it revoked are given back.
 //!
 //! [`sweep_retention`] erases, from the server's sweep, every assignment
 //! whose retention (the packet's `retention_days`, else the global setting)
@@ -85,9 +100,15 @@ pub async fn erase(
     if let Some(at) = a.erased_at {
         return Err(AppError::Conflict(format!("assignment {} was erased on {}", a.id, utc(at))));
     }
+    // Refused before anything changes (the candidate keeps a working model
+    // key); the transaction checks again.
+    if state.db.grading_of(&a.id).await? {
+        return Err(grading_refusal(a, false));
+    }
     // The meter stops taking the key before its rows go.
-    crate::meter::revoke_keys(state, a).await?;
-    let rows = match state.db.erase_assignment(&a.id, actor, reason, crate::now_ms()).await? {
+    let now = crate::now_ms();
+    crate::meter::revoke_keys_at(state, a, now).await?;
+    let rows = match state.db.erase_assignment(&a.id, actor, reason, now).await? {
         Ok(rows) => rows,
         Err(EraseRefusal::NotFound) => {
             return Err(AppError::NotFound(format!("assignment {:?}", a.id)));
@@ -99,15 +120,20 @@ pub async fn erase(
                 utc(at)
             )));
         }
+        // A grading queued since the check above: the keys revoked for
+        // this erasure work again.
         Err(EraseRefusal::Grading) => {
-            return Err(AppError::Conflict(format!(
-                "a submission of assignment {} is being graded; erase it once the grading ends",
-                a.id
-            )));
+            let restored = state.db.restore_model_keys(&a.id, now).await?;
+            state.memo.meter.forget_keys_of(&a.id);
+            tracing::info!(assignment = %a.id, restored, "erasure refused: a grading was queued meanwhile");
+            return Err(grading_refusal(a, true));
         }
     };
     state.memo.meter.forget_keys_of(&a.id);
     state.memo.similarity.clear();
+    // A transcript the meter is still writing lands before its file goes.
+    let shas: Vec<&str> = rows.blobs.iter().map(|(sha, _)| sha.as_str()).collect();
+    state.memo.blob_writer.written(&shas, WRITES_WAIT).await;
     let mut bytes = 0u64;
     let mut removed = 0i64;
     for (sha, in_db) in &rows.blobs {
@@ -157,6 +183,99 @@ pub async fn erase(
     metrics::counter!("gatehouse_erasures_total", "reason" => reason.as_str()).increment(1);
     tracing::info!(assignment = %a.id, reason = reason.as_str(), "candidate data erased");
     Ok(erased)
+}
+
+/// Whether `text` names the address `email` as a whole: an occurrence
+/// (ignoring case) with no character before it that an address could hold
+/// and none after it that could carry its domain on. So `ada@example.org`
+/// is named in `invite sent to <ada@example.org>.` and not in
+/// `nada@example.org` or `ada@example.org.uk` (another candidate's
+/// addresses, which an erasure must not redact).
+pub fn names_address(text: &str, email: &str) -> bool {
+    let email = email.trim().to_lowercase();
+    if email.is_empty() {
+        return false;
+    }
+    let text = text.to_lowercase();
+    // What an address's local part may hold (RFC 5322's atext and the
+    // dot), and `@`.
+    let local = |c: char| c.is_alphanumeric() || ".!#$%&'*+/=?^_`{|}~-@".contains(c);
+    let domain = |c: char| c.is_alphanumeric() || c == '-' || c == '_' || c == '@';
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&email) {
+        let (start, end) = (from + i, from + i + email.len());
+        let before = text[..start].chars().next_back();
+        let mut after = text[end..].chars();
+        let continues = match after.next() {
+            None => false,
+            // A dot ends a sentence, or starts another label of the domain.
+            Some('.') => after.next().is_some_and(domain),
+            Some(c) => domain(c),
+        };
+        if !before.is_some_and(local) && !continues {
+            return true;
+        }
+        from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
+}
+
+/// `text` as a `LIKE` pattern that matches itself only (`\` escapes).
+pub fn like_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The longest an erasure (or a call settled after one) waits for the
+/// blobs being written to land before removing them.
+const WRITES_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The 409 of an erasure while a grading of the candidate is queued or
+/// running; `meanwhile` when it was queued while the erasure began.
+fn grading_refusal(a: &Assignment, meanwhile: bool) -> AppError {
+    AppError::Conflict(if meanwhile {
+        format!(
+            "a submission of assignment {} was queued for grading while it was being erased, so nothing was erased; erase it once the grading ends",
+            a.id
+        )
+    } else {
+        format!(
+            "a submission of assignment {} is being graded; erase it once the grading ends",
+            a.id
+        )
+    })
+}
+
+/// Removes the blobs `shas` (a model call's transcripts) once they are
+/// written, unless something refers to them: a call whose row an erasure
+/// deleted while the call was in flight leaves nothing behind. How many
+/// went.
+pub async fn forget_late_blobs(state: &AppState, shas: &[&str]) -> usize {
+    state.memo.blob_writer.written(shas, WRITES_WAIT).await;
+    let mut removed = 0;
+    for sha in shas {
+        match state.db.forget_unused_blob(sha).await {
+            Ok(Some(_)) => {}
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(blob = %sha, error = %e, "forgetting a late blob");
+                continue;
+            }
+        }
+        let path = crate::blobs::blob_path(&state.config.data_dir, sha);
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(blob = %sha, error = %e, "removing a late blob"),
+        }
+    }
+    removed
 }
 
 /// The global retention in days, if set.
@@ -228,6 +347,35 @@ mod tests {
             (Err(e), Err(part)) => assert!(e.to_string().contains(part), "{field:?}: {e}"),
             (got, want) => panic!("{field:?}: got {got:?}, expected {want:?}"),
         }
+    }
+
+    #[test]
+    fn an_address_is_named_as_a_whole_token_only() {
+        let email = "Ada.Lovelace+q@Example.org";
+        for (text, named) in [
+            ("ada.lovelace+q@example.org", true),
+            ("invite sent to Ada <ada.lovelace+q@example.org>", true),
+            ("mailed ada.lovelace+q@example.org.", true),
+            ("to: ADA.LOVELACE+Q@EXAMPLE.ORG, cc someone", true),
+            ("(ada.lovelace+q@example.org)", true),
+            // Another address that holds this one.
+            ("nada.lovelace+q@example.org", false),
+            ("x.ada.lovelace+q@example.org", false),
+            ("ada.lovelace+q@example.org.uk", false),
+            ("ada.lovelace+q@example.organic", false),
+            ("ada.lovelace+q@example.org-mail.net", false),
+            ("b+ada.lovelace+q@example.org", false),
+            // Both: one of them names it.
+            ("nada.lovelace+q@example.org and ada.lovelace+q@example.org", true),
+            ("", false),
+        ] {
+            assert_eq!(names_address(text, email), named, "{text:?}");
+        }
+        assert!(!names_address("anything", "  "));
+        // Non-ASCII text around it is walked by characters.
+        assert!(names_address("é ada.lovelace+q@example.org é", email));
+        assert!(!names_address("éada.lovelace+q@example.org", email));
+        assert_eq!(like_literal(r"a_b%c\d"), r"a\_b\%c\\d");
     }
 
     #[test]

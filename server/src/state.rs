@@ -83,12 +83,16 @@ pub struct Memo {
     /// Assignments created through the API, per token hash (built on first
     /// use from `api_assignments_per_minute`).
     pub api_creates: std::sync::OnceLock<governor::DefaultKeyedRateLimiter<String>>,
+    /// Builds of `my-data.zip`, per assignment (built on first use from
+    /// `my_data_per_hour`).
+    pub exports: std::sync::OnceLock<governor::DefaultKeyedRateLimiter<String>>,
 }
 
 /// Gradings whose duration the estimate reads.
 const GRADINGS_KEPT: usize = 20;
 
-/// Holds an assignment's witnessed-run slot until dropped.
+/// Holds a slot of one assignment until dropped: its witnessed run
+/// (`Slot::take`), or its `my-data.zip` build (`Slot::take_named`).
 pub struct Slot {
     memo: Arc<Memo>,
     assignment_id: String,
@@ -100,6 +104,11 @@ impl Slot {
         let mut set = memo.running.lock().unwrap_or_else(|e| e.into_inner());
         set.insert(assignment_id.to_string())
             .then(|| Slot { memo: memo.clone(), assignment_id: assignment_id.to_string() })
+    }
+
+    /// The slot `what` of `assignment_id` (apart from its witnessed run's).
+    pub fn take_named(memo: &Arc<Memo>, what: &str, assignment_id: &str) -> Option<Slot> {
+        Slot::take(memo, &format!("{what}:{assignment_id}"))
     }
 }
 
@@ -162,6 +171,8 @@ impl Memo {
 pub struct Gates {
     pub uploads: Arc<tokio::sync::Semaphore>,
     pub sandbox_runs: Arc<tokio::sync::Semaphore>,
+    /// Builds of `my-data.zip`.
+    pub exports: Arc<tokio::sync::Semaphore>,
 }
 
 impl Gates {
@@ -171,6 +182,7 @@ impl Gates {
             sandbox_runs: Arc::new(tokio::sync::Semaphore::new(
                 config.max_concurrent_sandbox_runs.max(1),
             )),
+            exports: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_exports.max(1))),
         }
     }
 

@@ -192,8 +192,11 @@ pub struct RunView {
     pub leftovers: Vec<String>,
     /// "passed / total" of the JUnit report, when the run had one.
     pub tests: Option<String>,
-    /// Tests that did not pass, as "name: status".
+    /// Tests that did not pass, as "name: status (why)".
     pub failed_tests: Vec<String>,
+    /// How the process that ran the tests crashed, when it did.
+    #[serde(default)]
+    pub crash: Option<String>,
     pub stdout_tail: String,
     pub stderr_tail: String,
 }
@@ -693,6 +696,7 @@ fn scorecard_body(c: CardView, forms: Vec<HumanForm>, csrf: String, id: String) 
                     <h3><code>{r.id}</code> " " <span class="outcome">{r.outcome}</span> " " <span class="duration">{r.duration}</span>
                         {r.tests.map(|t| view! { " " <span class="tests">"tests " {t}</span> })}</h3>
                     <pre tabindex="0" class="cmdline">{r.command}</pre>
+                    {r.crash.map(|c| view! { <p class="crash">"Crashed: " {c}</p> })}
                     {(!r.failed_tests.is_empty()).then(|| view! { <ul class="failed-tests">{lines(r.failed_tests)}</ul> })}
                     {(!r.leftovers.is_empty()).then(|| view! { <p class="leftovers">"Left running, killed: " {r.leftovers.join("; ")}</p> })}
                     {(!r.stdout_tail.is_empty()).then(|| view! { <details><summary>"stdout (tail)"</summary><pre tabindex="0">{r.stdout_tail}</pre></details> })}

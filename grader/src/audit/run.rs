@@ -544,7 +544,8 @@ pub fn run_hidden(
         let mut ids = BTreeSet::new();
         if let Some(runner) = &ran.runner {
             r.collect_errors = runner.collect_errors.clone();
-            r.tests = runner.outcomes(run.expected.get(id), report);
+            let kind = ran.plan.runner().unwrap_or(crate::trusted::RunnerKind::Pytest);
+            r.tests = runner.outcomes(kind, run.expected.get(id), report);
             ids = runner.cases.iter().map(|(id, _)| id.clone()).collect();
         } else if let Some(junit) = &step.junit
             && crate::tree::is_safe_path(junit)

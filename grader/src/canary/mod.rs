@@ -497,6 +497,21 @@ impl RunCanaries {
         }
     }
 
+    /// The test `id` stands for, as a reviewer reads it: a real test's own
+    /// name put back, a twin as its test (the same test, one assertion
+    /// changed: what crashed in it is the code its test calls), the generic
+    /// pair as `gatehouse_canary`.
+    pub fn shown_id(&self, id: &str) -> String {
+        let (s, e) = name_span(id);
+        match self.roles.get(&id[s..e]) {
+            Some(Role::Twin { key, .. }) => {
+                format!("{}{}{}", &id[..s], key.rsplit("::").next().unwrap_or(key), &id[e..])
+            }
+            Some(Role::Generic { .. }) => format!("{}gatehouse_canary{}", &id[..s], &id[e..]),
+            _ => self.real_id(id),
+        }
+    }
+
     fn real_outcome(&self, mut o: TestOutcome) -> TestOutcome {
         o.name = self.real_id(&o.name);
         o
@@ -568,9 +583,24 @@ impl RunCanaries {
             .filter(|(id, _)| !self.is_canary(id))
             .map(|(id, m)| (self.real_id(&id), m))
             .collect();
-        // A run that did not finish, or whose modules did not all load,
-        // says nothing about canaries it did not reach.
-        let complete = r.end.is_some() && r.collect_errors.is_empty() && !stopped && !r.truncated;
+        // A run that did not finish, crashed, or whose modules did not all
+        // load, says nothing about canaries it did not reach
+        // (`trusted::Ending::canaries_complete`).
+        let complete = r.end.is_some()
+            && r.collect_errors.is_empty()
+            && !r.crashed()
+            && !stopped
+            && !r.truncated;
+        if let Some(c) = r.crash.as_mut() {
+            if let Some(test) = c.test.as_mut() {
+                *test = self.shown_id(test);
+            }
+            c.message = self.rewrite_output(&c.message);
+            c.frame = c.frame.as_deref().map(|f| self.rewrite_output(f));
+        }
+        if let Some(test) = r.running.as_mut() {
+            *test = self.shown_id(test);
+        }
         for (name, role) in &self.roles {
             match role {
                 Role::Real { file, key, .. } => {
@@ -654,9 +684,11 @@ impl RunCanaries {
     }
 
     /// `text` with planted names written back: real tests get their own
-    /// names, twins `<name>[canary]`.
+    /// names, twins `<name>[canary]`. A planted name is a whole identifier
+    /// (Python's `test_…`, Go's `Test_…`, in a test id, a trace's
+    /// `pkg.Test_….func1` or a log line).
     pub fn rewrite_output(&self, text: &str) -> String {
-        if self.roles.is_empty() || !text.contains("test_") {
+        if self.roles.is_empty() || !(text.contains("test_") || text.contains("Test")) {
             return text.to_string();
         }
         let names: BTreeMap<&str, String> = self
@@ -673,21 +705,15 @@ impl RunCanaries {
                 (planted.as_str(), shown)
             })
             .collect();
+        let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
-        while let Some(i) = rest.find("test_") {
+        while let Some(i) = rest.find(ident) {
             out.push_str(&rest[..i]);
-            let cand = rest.get(i..i + 15).unwrap_or("");
-            match names.get(cand) {
-                Some(shown) if !rest[i + 15..].starts_with(|c: char| c.is_ascii_lowercase()) => {
-                    out.push_str(shown);
-                    rest = &rest[i + 15..];
-                }
-                _ => {
-                    out.push_str("test_");
-                    rest = &rest[i + 5..];
-                }
-            }
+            let end = rest[i..].find(|c: char| !ident(c)).map_or(rest.len(), |n| i + n);
+            let word = &rest[i..end];
+            out.push_str(names.get(word).map_or(word, |s| s.as_str()));
+            rest = &rest[end..];
         }
         out.push_str(rest);
         out
@@ -1038,6 +1064,53 @@ mod tests {
         check(TestStatus::Passed, None, "never reported");
     }
 
+    /// A crash (issue #48) only excuses canaries the run never reported:
+    /// a twin passed beside its test is forged whatever ended the run, and
+    /// the crash names the real test it happened in.
+    #[test]
+    fn a_crash_excuses_unreported_canaries_and_no_contradiction() {
+        let cal: BTreeMap<String, BTreeSet<usize>> = [("T::test_a".to_string(), [0].into())].into();
+        let (_, c) = planted(Choose::Calibrated(Graded::by_count(&cal)), b"s");
+        let crashed_in = |planted_id: &str| {
+            Some(crate::trusted::Crash {
+                kind: crate::trusted::CrashKind::Panic,
+                test: Some(planted_id.to_string()),
+                message: "boom".into(),
+                frame: None,
+            })
+        };
+        let check = |twin: Option<TestStatus>, crash_in_twin: bool, expect: &str| {
+            let mut cases = vec![case(&c, "T::test_a", false, TestStatus::Passed)];
+            if let Some(t) = twin {
+                cases.push(case(&c, "T::test_a", true, t));
+            }
+            let (twin_id, _) = case(&c, "T::test_a", true, TestStatus::Failed);
+            let (b_id, _) = case(&c, "T::test_b", false, TestStatus::Failed);
+            let mut r = runner(cases);
+            r.crash = crashed_in(if crash_in_twin { &twin_id } else { &b_id });
+            let signs = c.resolve(&mut r, false).signs.join(" | ");
+            if expect.is_empty() {
+                assert!(signs.is_empty(), "{signs}");
+            } else {
+                assert!(signs.contains(expect), "{signs}");
+            }
+            r.crash.and_then(|c| c.test).unwrap_or_default()
+        };
+        // The crash came before the twin reported: nothing to judge.
+        assert_eq!(check(None, false, ""), "t.py::T::test_b");
+        assert_eq!(check(None, true, ""), "t.py::T::test_a");
+        // Both reported passed, then a "crash": still forged.
+        check(Some(TestStatus::Passed), false, "a twin of t.py::T::test_a");
+        // Without a crash the unreported twin is a sign.
+        let mut r = runner(vec![case(&c, "T::test_a", false, TestStatus::Passed)]);
+        assert!(c.resolve(&mut r, false).signs.join(" ").contains("never reported"));
+        // A crash record in a run that passed is no crash.
+        let mut r = runner(vec![case(&c, "T::test_a", false, TestStatus::Passed)]);
+        r.end = Some(0);
+        r.crash = crashed_in("t.py::T::test_b");
+        assert!(c.resolve(&mut r, false).signs.join(" ").contains("never reported"));
+    }
+
     /// Every test of a planted module runs under a planted name, so a
     /// result under a test's own name in that file is forged; the same
     /// name in another file (the candidate's own test) is not.
@@ -1110,6 +1183,24 @@ mod tests {
         assert_eq!(
             c.rewrite_output(&text),
             "FAILED t.py::T::test_a[canary] - assert 3 == 4\nFAILED t.py::T::test_b - boom\ntest_abc\n"
+        );
+        // Go's planted names, in test2json's lines and a panic's trace; a
+        // longer identifier that contains one is left alone.
+        let go = RunCanaries {
+            roles: [(
+                "Test_abcdefghij".to_string(),
+                Role::Real {
+                    file: "h_test.go".into(),
+                    key: "TestQuick".into(),
+                    name: "TestQuick".into(),
+                },
+            )]
+            .into(),
+            calibrating: false,
+        };
+        assert_eq!(
+            go.rewrite_output("--- FAIL: Test_abcdefghij (0.00s)\npanic: Fail in goroutine after Test_abcdefghij has completed\ngrains.Test_abcdefghij.func1()\nTest_abcdefghijk"),
+            "--- FAIL: TestQuick (0.00s)\npanic: Fail in goroutine after TestQuick has completed\ngrains.TestQuick.func1()\nTest_abcdefghijk"
         );
     }
 

@@ -17,6 +17,7 @@
 //! every `[proves.<step>]` pattern names a test of the sample's grading (and
 //! warns about a hidden-test step with no table).
 
+pub mod brief;
 pub mod mutants;
 pub mod proves;
 
@@ -141,6 +142,8 @@ fn check_all(
     for (name, detail) in crate::lint::lint(packet) {
         report.warn(name, detail);
     }
+    // Every hidden test names the sentence of the brief it enforces.
+    report.items.extend(crate::check::brief::check(packet));
 
     // Every failure id has a variant that triggers it.
     let exercised: BTreeSet<&str> =
@@ -327,6 +330,9 @@ fn check_all(
     match grader.grade_overlay(packet, &sample_overlay, &m.sample.times, &opts) {
         Ok(card) => {
             report.items.extend(crate::check::proves::check(m, &card));
+            if let Some(item) = skipped_on_sample(m, &card) {
+                report.items.push(item);
+            }
             let mut ids: Vec<String> = card
                 .findings
                 .iter()
@@ -380,6 +386,49 @@ fn check_all(
     report.items.extend(items);
     report.mutants = counts;
     Ok(())
+}
+
+/// The hidden tests the packet's own sample run skips (an
+/// `@unittest.skip`, a `t.Skip` under `-short`, a `test.skip`): they score
+/// nobody (a skip is never counted), so the packet measures less than it
+/// says. A problem of the packet, named here; None when a step runs
+/// only the packet's tests and none of them was skipped on the sample, or
+/// no step does.
+pub fn skipped_on_sample(m: &Manifest, card: &Scorecard) -> Option<CheckItem> {
+    let mut skipped = Vec::new();
+    let mut any = false;
+    for step in &m.steps {
+        if !crate::grade::fixed_tests(step, &crate::trusted::plan(&step.run)) {
+            continue;
+        }
+        any = true;
+        let run_id = format!("step:{}", step.id);
+        let Some(run) = card.receipt.runs.iter().find(|r| r.id == run_id) else { continue };
+        for t in run.tests.iter().flatten().filter(|t| t.status == TestStatus::Skipped) {
+            let why = t.message.as_deref().filter(|m| !m.is_empty());
+            skipped.push(format!(
+                "{}: {}::{}{}",
+                step.id,
+                t.classname,
+                t.name,
+                why.map(|w| format!(" ({w})")).unwrap_or_default()
+            ));
+        }
+    }
+    any.then(|| CheckItem {
+        name: "no hidden test is skipped on the sample".into(),
+        ok: skipped.is_empty(),
+        detail: if skipped.is_empty() {
+            "every hidden test ran on the sample".into()
+        } else {
+            format!(
+                "{} hidden test(s) skipped when the packet's sample is graded, so they score no candidate: {} (drop the skip, or the test)",
+                skipped.len(),
+                skipped.join("; ")
+            )
+        },
+        warning: false,
+    })
 }
 
 /// Grades one variant; also returns a warning when the variant's failures

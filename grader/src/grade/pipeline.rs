@@ -165,6 +165,7 @@ impl Grader {
                 judged.insert(run_id.clone(), how);
             }
             let judged = judged_run;
+            let crash = ran.crash();
             if ran.verdict.planted > 0 {
                 planted.insert(run_id.clone(), ran.verdict.planted);
             }
@@ -234,6 +235,9 @@ impl Grader {
                             crate::runtime::only_a_pass(&mut r, passed);
                         }
                     }
+                    // Read against how the run really ended, before its
+                    // status is contained.
+                    let mut outcomes = r.outcomes(kind, expected, &report);
                     let forged = !signs.is_empty();
                     if forged {
                         contain(&mut report);
@@ -241,7 +245,6 @@ impl Grader {
                     } else if !r.passed() && report.exit == crate::sandbox::Exit::Code(0) {
                         contain(&mut report);
                     }
-                    let mut outcomes = r.outcomes(expected, &report);
                     if forged {
                         distrust(&mut outcomes);
                     }
@@ -288,6 +291,7 @@ impl Grader {
                     command: ran.plan.command(),
                     limits,
                     report: report.clone(),
+                    crash,
                 },
                 tests.clone(),
             ));
@@ -348,6 +352,7 @@ impl Grader {
             }
             let judged = judged_run;
             runtime_notes.extend(judged.notes.iter().map(|n| format!("{run_id}: {n}")));
+            let crash = ran.crash();
             let mut report = ran.report;
             skipped.extend(cut(&run_id, &cut_note, &report));
             if let (Some(r), Some(kind)) = (&ran.runner, ran.plan.runner()) {
@@ -385,6 +390,7 @@ impl Grader {
                     command: ran.plan.command(),
                     limits,
                     report,
+                    crash,
                 },
                 None,
             ));
@@ -444,6 +450,7 @@ impl Grader {
                     if ran.verdict.planted > 0 {
                         planted.insert(run_id.clone(), ran.verdict.planted);
                     }
+                    let crash = ran.crash();
                     let mut report = ran.report;
                     // A run cut at its derived limit neither killed the
                     // mutant nor spared it: the mutation run is incomplete.
@@ -470,6 +477,7 @@ impl Grader {
                             command: ran.plan.command(),
                             limits: limits.clone(),
                             report,
+                            crash,
                         },
                         None,
                     ));
@@ -636,6 +644,7 @@ impl Grader {
                     stdout_tail: r.report.stdout_tail,
                     stderr_tail: r.report.stderr_tail,
                     tests,
+                    crash: r.crash,
                 })
                 .collect(),
             frozen,

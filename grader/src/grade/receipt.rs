@@ -77,6 +77,11 @@ pub struct RunEntry {
     pub stderr_tail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tests: Option<Vec<TestOutcome>>,
+    /// How the process that ran the tests crashed (a Go panic, a test
+    /// process that died), when it did: every test it did not report
+    /// failed for this reason, each saying so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -132,6 +132,7 @@ mod rescore_tests {
             stdout_tail: String::new(),
             stderr_tail: String::new(),
             tests: Some(tests),
+            crash: None,
         };
         let receipt = Receipt {
             receipt_version: 1,

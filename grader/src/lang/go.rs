@@ -34,6 +34,11 @@
 //! a twin beside its test.
 //! A candidate `_test.go` that redefines a helper the hidden tests use does
 //! not compile: the run fails, it never passes.
+//! A test binary that crashes (a panic, in a `t.Run` subtest or a goroutine
+//! too; a deadlock; `-test.timeout`; an `os.Exit` mid-test; a build
+//! failure) is failing work, never tampering: the runner sends one `crash`
+//! record per package and every test it did not report fails, naming the
+//! crash (`trusted::ending`).
 
 use std::path::Path;
 

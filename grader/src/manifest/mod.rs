@@ -238,6 +238,22 @@ detect = { kind = "test-failing", step = "hidden" }
     }
 
     #[test]
+    fn cites_tables_are_checked() {
+        let with = |table: &str| {
+            let table = table.to_string();
+            move |s: String| format!("{s}\n{table}\n")
+        };
+        check(with("[cites.hidden]\n\"test_*\" = \"a quote of the brief\""), "ok");
+        check(with("[cites.hidden]\n\"test_a\" = [\"one quote here\", \"and another one\"]"), "ok");
+        check(
+            with("[cites.other]\n\"test_*\" = \"a quote of the brief\""),
+            "[cites.other] names step \"other\", which is not a step",
+        );
+        check(with("[cites.hidden]\n\"test_[\" = \"a quote of it\""), "is not a valid glob");
+        check(with("[cites.hidden]\n\"test_*\" = []"), "quotes nothing");
+    }
+
+    #[test]
     fn proves_tables_are_checked() {
         let with = |table: &str| {
             let table = table.to_string();
@@ -567,6 +583,41 @@ detect = { kind = "test-failing", step = "hidden" }
         check(
             |s| s.replace("[[step]]", "[workspace]\ntest = \" \"\n\n[[step]]"),
             "packet.toml:11: workspace.test is empty",
+        );
+    }
+
+    #[test]
+    fn a_shared_judge_needs_its_reason_and_a_lay_may_be_the_hosts() {
+        let m = Manifest::parse("packet.toml", MINIMAL).unwrap();
+        assert!(m.judge_apart());
+        let shared = |s: &str| {
+            s.replacen("version = ", "judge = \"shared\"\njudge_reason = \"it pickles the candidate's objects\"\nversion = ", 1)
+        };
+        let m = Manifest::parse("packet.toml", &shared(MINIMAL)).unwrap();
+        assert!(!m.judge_apart());
+        check(
+            |s| s.replacen("version = ", "judge = \"shared\"\nversion = ", 1),
+            "needs judge_reason",
+        );
+        check(
+            |s| s.replacen("version = ", "judge_reason = \"why\"\nversion = ", 1),
+            "means nothing without it",
+        );
+        check(
+            |s| s.replacen("version = ", "judge = \"together\"\nversion = ", 1),
+            "unknown variant `together`",
+        );
+        // What a lay from hidden/ or detectors/ lays is the judge's, unless
+        // the lay says host = true; the starter's never is.
+        let lays: Vec<Lay> = toml::from_str::<std::collections::BTreeMap<String, Vec<Lay>>>(
+            "l = [\"t.py\", { from = \"hidden/in.json\", to = \"in.json\", host = true }, { from = \"detectors/d.py\", to = \".gatehouse/d.py\" }, { from = \"starter/tools.py\", to = \"tools.py\" }]",
+        )
+        .unwrap()
+        .remove("l")
+        .unwrap();
+        assert_eq!(
+            lays.iter().map(Lay::judge_only).collect::<Vec<_>>(),
+            [true, false, true, false]
         );
     }
 

@@ -47,6 +47,29 @@ pub struct Manifest {
     /// the failure id, or ids, that a failing test of that step proves.
     #[serde(default)]
     pub proves: BTreeMap<String, BTreeMap<String, Proves>>,
+    /// `[cites.<step id>]`: a test-name pattern to the quote, or quotes, of
+    /// the brief that the step's matching hidden tests enforce
+    /// (`check::brief`), for tests whose own text cites nothing.
+    #[serde(default)]
+    pub cites: BTreeMap<String, BTreeMap<String, Cites>>,
+}
+
+/// The sentence, or sentences, of the brief a hidden test enforces: quotes
+/// of `prompt.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Cites {
+    One(String),
+    Any(Vec<String>),
+}
+
+impl Cites {
+    pub fn all(&self) -> &[String] {
+        match self {
+            Cites::One(q) => std::slice::from_ref(q),
+            Cites::Any(qs) => qs,
+        }
+    }
 }
 
 /// What a failing hidden test proves: one failure id, or several (any one

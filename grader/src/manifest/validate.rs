@@ -22,6 +22,19 @@ impl Manifest {
             );
         }
 
+        let reason = self.packet.judge_reason.as_deref().map(str::trim);
+        match (self.packet.judge, reason) {
+            (Some(super::JudgeMode::Shared), None | Some("")) => bad.at(
+                &["packet".into(), "judge".into()],
+                "judge = \"shared\" needs judge_reason: why the hidden tests must run in the candidate's process".into(),
+            ),
+            (Some(super::JudgeMode::Apart) | None, Some(_)) => bad.at(
+                &["packet".into(), "judge_reason".into()],
+                "judge_reason explains judge = \"shared\" and means nothing without it".into(),
+            ),
+            _ => {}
+        }
+
         if self.workspace.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
             bad.at(
                 &["workspace".into(), "test".into()],
@@ -280,6 +293,24 @@ impl Manifest {
                     if self.failure(id).is_none() {
                         bad.at(&at, format!("[proves.{step}]: test {pattern:?} proves failure {id:?}, which is not in the catalog"));
                     }
+                }
+            }
+        }
+        for (step, map) in &self.cites {
+            let table = [Key::from("cites"), step.into()];
+            if self.step(step).is_none() {
+                bad.at(&table, format!("[cites.{step}] names step {step:?}, which is not a step"));
+            }
+            for (pattern, quotes) in map {
+                let at = [Key::from("cites"), step.into(), pattern.into()];
+                if globset::Glob::new(pattern).is_err() {
+                    bad.at(
+                        &at,
+                        format!("[cites.{step}]: test pattern {pattern:?} is not a valid glob"),
+                    );
+                }
+                if quotes.all().iter().all(|q| q.trim().is_empty()) {
+                    bad.at(&at, format!("[cites.{step}]: test pattern {pattern:?} quotes nothing"));
                 }
             }
         }

@@ -21,7 +21,9 @@
 //! stream with the process's exit status, the JUnit file the command names,
 //! and the test ids the packet's hidden tests define; every disagreement is
 //! a sign of tampering, reported as the platform-wide failure
-//! `evidence-tampering`, and the run never counts as a pass.
+//! `evidence-tampering`, and the run never counts as a pass. A test process
+//! that crashed fails the tests it did not report and is no sign by
+//! itself; how a run ended is decided in one place ([`ending`]).
 //!
 //! `plan` decides whether a command runs through a trusted runner and spells
 //! its command; `RunnerResult` parses and cross-checks what the runner
@@ -39,7 +41,9 @@ use crate::evidence::{TestOutcome, TestStatus};
 use crate::sandbox::{Exit, RunReport};
 
 mod command;
+mod ending;
 pub use command::{Plan, fail_fast, plan};
+pub use ending::{Crash, CrashKind, Ending, ending, stopped};
 
 /// The harness packet driver scripts import (`packets/FORMAT.md`).
 pub const HARNESS: &str = include_str!("../../harness/gatehouse_harness.py");
@@ -201,6 +205,13 @@ pub struct RunnerResult {
     pub cost_us: BTreeMap<String, u64>,
     /// Collection errors (a module that did not import): id and message.
     pub collect_errors: Vec<(String, String)>,
+    /// The crash of the process that ran the tests, as the runner saw it
+    /// (a `crash` record: Go's runner reads it from the test binary's
+    /// output, Node's from how its test process ended). See [`ending`].
+    pub crash: Option<Crash>,
+    /// The test the runner started last and has not reported (its `run`
+    /// records): the one a process that died with the runner died in.
+    pub running: Option<String>,
     /// Modules skipped at collection, with where the skip was raised.
     pub collect_skips: Vec<String>,
     pub collect_skip_marks: BTreeMap<String, CaseMark>,
@@ -224,6 +235,38 @@ pub struct RunnerResult {
     /// What crossed between the judge and the host: calls, callbacks,
     /// hosts started, programs spawned.
     pub judge_counts: BTreeMap<String, u64>,
+    /// Hosts that ended mid-call in a run judged apart (a crash, a hang, a
+    /// broken message), each as the judge named it, with the test running.
+    pub host_endings: Vec<HostEnding>,
+}
+
+/// A host of a run judged apart that ended while the judge waited for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEnding {
+    /// `signal`, `exit`, `hang` or `wire`.
+    pub kind: String,
+    /// What the judge said, with the call it was waiting for and the first
+    /// frame in the candidate's code when its fault handler wrote one.
+    pub message: String,
+    /// The test running at the time (empty during collection).
+    pub test: String,
+}
+
+impl RunnerResult {
+    /// How the candidate's processes ended in a run judged apart, in one
+    /// line for the receipt: the first ending and how many more there were.
+    pub fn host_crash(&self) -> Option<String> {
+        let first = self.host_endings.first()?;
+        let mut line = first.message.clone();
+        if !first.test.is_empty() {
+            line.push_str(&format!(", in {}", first.test));
+        }
+        let more = self.host_endings.len() - 1;
+        if more > 0 {
+            line.push_str(&format!(" (and {more} more time{})", if more == 1 { "" } else { "s" }));
+        }
+        Some(line)
+    }
 }
 
 #[derive(Deserialize)]
@@ -272,6 +315,8 @@ struct Record {
     us: Option<u64>,
     #[serde(default)]
     counts: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    frame: String,
 }
 
 /// At most this many audit and integrity records are kept from one run.
@@ -308,6 +353,16 @@ impl RunnerResult {
             match rec.t.as_str() {
                 "start" => out.started = true,
                 "judge" => out.judge = true,
+                "host-ended" => {
+                    if out.host_endings.len() < MAX_AUDIT {
+                        let clip = |s: &str| s.chars().take(400).collect::<String>();
+                        out.host_endings.push(HostEnding {
+                            kind: clip(&rec.kind),
+                            message: clip(&rec.message),
+                            test: clip(&rec.test),
+                        });
+                    }
+                }
                 "judge-counts" => {
                     out.judge_counts = (rec.counts.iter())
                         .take(16)
@@ -322,6 +377,18 @@ impl RunnerResult {
                     })
                 }
                 "collect-error" => out.collect_errors.push((rec.id, message.unwrap_or_default())),
+                // The first crash counts: what follows it is its aftermath.
+                "crash" if out.crash.is_none() => {
+                    let clip = |s: &str, n: usize| s.chars().take(n).collect::<String>();
+                    out.crash = Some(Crash {
+                        kind: CrashKind::from_word(&rec.kind),
+                        test: (!rec.test.is_empty()).then(|| clip(&rec.test, 300)),
+                        message: message.unwrap_or_default(),
+                        frame: (!rec.frame.is_empty()).then(|| clip(&rec.frame, 200)),
+                    })
+                }
+                "crash" => {}
+                "run" => out.running = Some(rec.id.chars().take(300).collect()),
                 "collect-skip" => {
                     if rec.raised_in.is_some() {
                         out.collect_skip_marks.insert(
@@ -391,6 +458,9 @@ impl RunnerResult {
                             },
                         );
                     }
+                    if out.running.as_deref() == Some(rec.id.as_str()) {
+                        out.running = None;
+                    }
                     if out.cases.len() < MAX_CASES {
                         if let Some(us) = rec.us {
                             out.cost_us.insert(rec.id.clone(), us);
@@ -412,6 +482,12 @@ impl RunnerResult {
         out
     }
 
+    /// Whether the runner reported a crash in a run that failed (a crash
+    /// is only a crash there; see [`ending`]).
+    pub fn crashed(&self) -> bool {
+        self.crash.is_some() && self.end.is_some_and(|e| e != 0)
+    }
+
     /// The runner's verdict: it finished, said 0, and reported no failure.
     pub fn passed(&self) -> bool {
         self.end == Some(0)
@@ -422,30 +498,38 @@ impl RunnerResult {
                 .all(|(_, c)| matches!(c.status, TestStatus::Passed | TestStatus::Skipped))
     }
 
-    /// The test outcomes to score: what the runner reported, plus every
-    /// expected test it did not report, as an error saying why.
+    /// The test outcomes to score: what the runner reported (the test a
+    /// crash happened in saying so), plus every expected test it did not
+    /// report, as an error saying why (see [`Ending::not_run`]).
     pub fn outcomes(
         &self,
+        kind: RunnerKind,
         expected: Option<&BTreeSet<String>>,
         report: &RunReport,
     ) -> Vec<TestOutcome> {
-        let mut out: Vec<TestOutcome> = self.cases.iter().map(|(_, c)| c.clone()).collect();
+        let ending = ending(self, kind, report);
+        let mut out: Vec<TestOutcome> = self
+            .cases
+            .iter()
+            .map(|(id, c)| {
+                let mut c = c.clone();
+                if matches!(c.status, TestStatus::Failed | TestStatus::Error)
+                    && let Some(here) = ending.here(id)
+                {
+                    c.message = Some(here.chars().take(300).collect());
+                }
+                c
+            })
+            .collect();
         if let Some(expected) = expected {
             let seen: BTreeSet<&str> = self.cases.iter().map(|(id, _)| id.as_str()).collect();
-            let why = if self.end.is_none() {
-                format!("not run: the run ended before the test ({})", report.describe())
-            } else if !self.collect_errors.is_empty() {
-                format!("not run: collection failed ({})", self.collect_errors[0].1)
-            } else {
-                "not run: the runner did not report this test".to_string()
-            };
             for id in expected.iter().filter(|id| !seen.contains(id.as_str())) {
                 let (classname, name) = split_id(id);
                 out.push(TestOutcome {
                     classname,
                     name,
                     status: TestStatus::Error,
-                    message: Some(why.clone()),
+                    message: Some(ending.not_run(id).chars().take(300).collect()),
                 });
             }
         }
@@ -482,7 +566,10 @@ impl RunnerResult {
         }
         match (self.end, code) {
             (None, Some(0)) if !stopped => signs.push("the process exited 0 before the runner finished (an early exit skipped the rest of the run)".into()),
-            (Some(e), Some(c)) if e != c && !stopped => signs.push(format!("the runner finished with exit status {e} but the process exited with {c}")),
+            // A process killed by a signal after the runner's end (a crash
+            // at teardown, `/bin/sh` reporting 128 + N) never forges a
+            // success: the results stand, the run failed.
+            (Some(e), Some(c)) if e != c && !stopped && !(129..=159).contains(&c) => signs.push(format!("the runner finished with exit status {e} but the process exited with {c}")),
             _ => {}
         }
         if kind == RunnerKind::Script {
@@ -579,10 +666,9 @@ impl RunnerResult {
                     list(&added)
                 ));
             }
-            let partial = self.end.is_none()
-                || !self.collect_errors.is_empty()
-                || !self.collect_skips.is_empty()
-                || self.truncated;
+            // A run that crashed, was stopped or did not load a module
+            // failed the tests it did not report; it did not leave them out.
+            let partial = !ending(self, kind, report).complete();
             let missing: Vec<&str> =
                 expected.iter().map(|s| s.as_str()).filter(|id| !seen.contains(id)).collect();
             if !missing.is_empty() && !partial {
@@ -856,7 +942,7 @@ mod tests {
         rep.timed_out = true;
         rep.limit_hit = Some(LimitHit::Wall);
         assert!(r.cross_check(RunnerKind::Pytest, &rep, None, Some(&expected())).is_empty());
-        let outcomes = r.outcomes(Some(&expected()), &rep);
+        let outcomes = r.outcomes(RunnerKind::Pytest, Some(&expected()), &rep);
         assert_eq!(outcomes.len(), 2);
         assert_eq!(outcomes[1].status, TestStatus::Error);
         assert!(!r.passed());
@@ -870,6 +956,9 @@ mod tests {
             "the runner finished with exit status 1 but the process exited with 2",
         );
         check(&[START, collect_err, END_1], Exit::Code(1), None, "");
+        // Killed by a signal after the runner's end (a crash at teardown):
+        // the run failed, nothing was forged.
+        check(&[START, PASS_A, FAIL_B, END_1], Exit::Code(139), None, "");
         // Its entry in the result file (pytest's address of the module) is
         // that collection error, not a test that never ran ...
         let module_error = TestOutcome {
@@ -962,6 +1051,68 @@ mod tests {
             "do not define: t.py::test_z",
         );
         check(&[START, PASS_A, END_0], Exit::Code(0), None, "never reported: t.py::test_b");
+    }
+
+    /// A Go test binary that panicked in a subtest of TestSquare: TestTotal
+    /// never ran. `lines` follow the start record; `exit` is the runner's
+    /// and the process's.
+    fn go_run(lines: &[&str], exit: i32) -> (Vec<String>, Vec<TestOutcome>) {
+        let mut all = vec![START];
+        all.extend_from_slice(lines);
+        let end = format!(r#"{{"t":"end","nonce":"NONCE","exit":{exit}}}"#);
+        all.push(&end);
+        let r = RunnerResult::parse(&stream(&all), "n1", false);
+        let expected: BTreeSet<String> =
+            ["grains::TestSquare", "grains::TestTotal"].iter().map(|s| s.to_string()).collect();
+        let rep = report(Exit::Code(exit));
+        let signs = r.cross_check(RunnerKind::GoTest, &rep, None, Some(&expected));
+        (signs, r.outcomes(RunnerKind::GoTest, Some(&expected), &rep))
+    }
+
+    const GO_SQUARE_FAILED: &str = r#"{"t":"case","nonce":"NONCE","id":"grains::TestSquare","classname":"grains","name":"TestSquare","status":"failed","message":"--- FAIL"}"#;
+    const GO_SQUARE_PASSED: &str = r#"{"t":"case","nonce":"NONCE","id":"grains::TestSquare","classname":"grains","name":"TestSquare","status":"passed","message":""}"#;
+    const GO_PANIC: &str = r#"{"t":"crash","nonce":"NONCE","id":"grains","kind":"panic","test":"grains::TestSquare","message":"Please implement the Square function","frame":"grains.go:4 in grains.Square"}"#;
+
+    #[test]
+    fn a_crash_fails_the_tests_it_left_unreported_and_hides_no_forgery() {
+        // The crash: TestSquare says where, TestTotal that it never ran;
+        // neither is a sign.
+        let (signs, outcomes) = go_run(&[GO_SQUARE_FAILED, GO_PANIC], 1);
+        assert!(signs.is_empty(), "{signs:?}");
+        let text: Vec<(TestStatus, String)> =
+            outcomes.iter().map(|o| (o.status, o.message.clone().unwrap_or_default())).collect();
+        assert_eq!(
+            text,
+            [
+                (
+                    TestStatus::Failed,
+                    "crashed: the test binary panicked in this test: Please implement the Square function (at grains.go:4 in grains.Square)".to_string()
+                ),
+                (
+                    TestStatus::Error,
+                    "not run: the test binary panicked in TestSquare: Please implement the Square function (at grains.go:4 in grains.Square)".into()
+                ),
+            ]
+        );
+        // Without the crash record the same run left TestTotal out.
+        let (signs, _) = go_run(&[GO_SQUARE_FAILED], 1);
+        assert!(signs.join(" ").contains("never reported: grains::TestTotal"), "{signs:?}");
+        // A crash in a run that says it passed is no crash.
+        let (signs, _) = go_run(&[GO_SQUARE_PASSED, GO_PANIC], 0);
+        assert!(signs.join(" ").contains("never reported: grains::TestTotal"), "{signs:?}");
+        // Forged results beside a crash are still signs: a test reported
+        // twice, a test the packet does not define.
+        let forged = r#"{"t":"case","nonce":"NONCE","id":"grains::TestForged","classname":"grains","name":"TestForged","status":"passed","message":""}"#;
+        let (signs, _) = go_run(&[GO_SQUARE_FAILED, GO_SQUARE_PASSED, forged, GO_PANIC], 1);
+        let signs = signs.join(" | ");
+        assert!(
+            signs.contains("more than once") && signs.contains("do not define: grains::TestForged"),
+            "{signs}"
+        );
+        // And a crash never makes a test pass: the runner said 1.
+        let r =
+            RunnerResult::parse(&stream(&[START, GO_SQUARE_PASSED, GO_PANIC, END_1]), "n1", false);
+        assert!(!r.passed() && r.crashed());
     }
 
     #[test]

@@ -27,12 +27,15 @@ fn check_packet_passes_the_good_fixture() {
         names,
         [
             "manifest is valid",
+            "every hidden test names the sentence of the brief it enforces",
+            "every quote the hidden tests cite occurs in the brief",
             "every failure id has a known-bad variant",
             "the starter is red",
             "the sample passes the test command",
             "the hidden tests' ids are recorded",
             "the canaries of step hidden fail on the sample",
             "[proves.hidden] names tests the step runs",
+            "no hidden test is skipped on the sample",
             "the sample grades clean",
             "variant buggy triggers exactly hidden-fails",
             "variant buggy's failing hidden tests prove only its ids",
@@ -240,7 +243,9 @@ fn packet_check_warns_of_classic_packet_mistakes() {
         .expect("a return line")
         .trim()
         .to_string();
-    let prompt = format!("# Check demo\n\nFix `add`.\n\n    assert add(-1, -2) == -3\n    {fix}\n");
+    let prompt = format!(
+        "# Check demo\n\nFix `add` in `calc.py`.\n\n    assert add(-1, -2) == -3\n    {fix}\n"
+    );
     fs::write(root.join("prompt.md"), prompt).expect("writing prompt.md");
 
     let report = check_packet(grader(), &root);
@@ -268,6 +273,46 @@ fn packet_check_warns_of_classic_packet_mistakes() {
 /// A self-test's failing items, as "name: detail".
 pub(crate) fn failures(report: &grader::check::CheckReport) -> Vec<String> {
     report.failures().map(|i| format!("{}: {}", i.name, i.detail)).collect()
+}
+
+/// A hidden test the packet's own sample run skips scores no candidate (a
+/// skip is never counted): `packet check` names it as a problem of the
+/// packet (issue #48). On the good fixture the same item holds
+/// (`check_packet_passes_the_good_fixture`).
+#[test]
+fn a_hidden_test_the_sample_skips_is_a_problem_of_the_packet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = check_demo_copy(tmp.path());
+    let hidden = fs::read_to_string(root.join("hidden/test_hidden.py")).unwrap();
+    write(
+        &root,
+        "hidden/test_hidden.py",
+        &format!(
+            "import pytest\n{hidden}\n\n@pytest.mark.skip(reason=\"slow on CI\")\ndef test_add_large():\n    assert add(10**6, 1) == 10**6 + 1\n"
+        ),
+    );
+    let packet = Packet::load(&root).unwrap();
+    let card = grader()
+        .grade_overlay(
+            &packet,
+            &packet.sample_dir(),
+            &packet.manifest.sample.times,
+            &grader::grade::GradeOptions::default(),
+        )
+        .unwrap();
+    let item =
+        grader::check::skipped_on_sample(&packet.manifest, &card).expect("a step of hidden tests");
+    assert!(!item.ok && !item.warning, "{item:?}");
+    assert!(
+        item.detail.starts_with("1 hidden test(s) skipped")
+            && item.detail.contains("hidden: test_hidden::test_add_large (")
+            && item.detail.contains("slow on CI"),
+        "{}",
+        item.detail
+    );
+    // The sample still grades clean: the skip is the packet's, not counted
+    // against anyone.
+    assert!(card.findings.is_empty(), "{:?}", card.findings);
 }
 
 /// A copy of the fixture packet `name` to edit, at `<tmp>/<name>`.

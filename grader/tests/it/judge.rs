@@ -296,3 +296,96 @@ def value():
     );
     assert_eq!(failing(&card), ["test_value_is_four"], "{}", describe(&card));
 }
+
+/// Every variant and alternate of the Python packets graded judged apart
+/// and shared (the path every grading took before): the per-test outcomes
+/// of the packet's own tests agree, but for the differences listed with
+/// their reason. A measurement for the closing note, minutes of CPU:
+/// `cargo test -p grader --test it -- --ignored judge_outcomes`
+/// (`GATEHOUSE_OUTCOME_PACKETS=a,b` limits the packets).
+#[test]
+#[ignore]
+fn judge_outcomes_apart_and_shared_agree_for_every_variant_and_alternate() {
+    let library = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets");
+    let only = std::env::var("GATEHOUSE_OUTCOME_PACKETS").unwrap_or_default();
+    let g = grader();
+    let mut report = Vec::new();
+    let mut slugs: Vec<String> = fs::read_dir(&library)
+        .unwrap()
+        .filter_map(|e| e.ok().and_then(|e| e.file_name().into_string().ok()))
+        .filter(|s| library.join(s).join("packet.toml").is_file())
+        .filter(|s| only.is_empty() || only.split(',').any(|o| o == s))
+        .collect();
+    slugs.sort();
+    for slug in slugs {
+        let p = Packet::load(&library.join(&slug)).unwrap();
+        if p.manifest.environment.python.is_none() {
+            continue;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let to = tmp.path().join(&slug);
+        grader::tree::copy_path(&p.root, &to).unwrap();
+        let m = fs::read_to_string(to.join("packet.toml")).unwrap();
+        fs::write(
+            to.join("packet.toml"),
+            m.replacen(
+                "\n[packet]\n",
+                "\n[packet]\njudge = \"shared\"\njudge_reason = \"the control\"\n",
+                1,
+            ),
+        )
+        .unwrap();
+        let s = Packet::load(&to).unwrap();
+        let tools: Vec<String> = p.manifest.environment.tools.keys().cloned().collect();
+        let probe = g.probe(&tools).unwrap();
+        let gate = grader::starter::Gate::placeholders();
+        let mut trees: Vec<(String, PathBuf, BTreeMap<String, i64>)> = Vec::new();
+        for v in &p.manifest.variants {
+            let dir = tmp.path().join("v").join(&v.name);
+            p.write_variant(v, &dir).unwrap();
+            let mut times = p.manifest.sample.times.clone();
+            times.extend(v.times.clone());
+            trees.push((format!("variant {}", v.name), dir, times));
+        }
+        for a in p.alternates().unwrap() {
+            let dir = tmp.path().join("a").join(&a);
+            grader::starter::lay_received(&p, "0", &probe, &gate, &dir).unwrap();
+            p.write_alternate(&a, &dir).unwrap();
+            trees.push((format!("alternate {a}"), dir, BTreeMap::new()));
+        }
+        for (what, dir, times) in trees {
+            let outcomes = |pk: &Packet| -> BTreeMap<String, TestStatus> {
+                let card = g.grade_overlay(pk, &dir, &times, &GradeOptions::default()).unwrap();
+                card.receipt
+                    .runs
+                    .iter()
+                    .filter(|r| card.receipt.judged.contains_key(&r.id))
+                    .flat_map(|r| {
+                        r.tests.iter().flatten().map(move |t| {
+                            (format!("{} {}::{}", r.id, t.classname, t.name), t.status)
+                        })
+                    })
+                    .collect()
+            };
+            let (apart, shared) = (outcomes(&p), outcomes(&s));
+            let diff: Vec<String> = apart
+                .iter()
+                .filter(|(k, v)| shared.get(*k) != Some(v))
+                .map(|(k, v)| format!("{k}: apart {v:?}, shared {:?}", shared.get(k)))
+                .chain(
+                    shared
+                        .keys()
+                        .filter(|k| !apart.contains_key(*k))
+                        .map(|k| format!("{k}: shared only")),
+                )
+                .collect();
+            report.push(format!(
+                "{slug} {what}: {} tests, {}",
+                apart.len(),
+                if diff.is_empty() { "same".to_string() } else { diff.join("; ") }
+            ));
+        }
+    }
+    println!("{}", report.join("\n"));
+    assert!(!report.is_empty());
+}

@@ -145,7 +145,7 @@ fn fake_pass_lines_on_stdout_are_tampering() {
         .iter()
         .map(|n| format!("TestHiddenRetry{n}"))
         .chain(
-            ["CapAtMostThree503", "ExactlyThreeAttempts", "GrowingDelays", "RoughlyDoubles"]
+            ["CapAtMostThree503", "RetriesWithinTheCap", "GrowingDelays", "EachWaitLonger"]
                 .iter()
                 .map(|n| format!("TestHiddenBackoff{n}")),
         )

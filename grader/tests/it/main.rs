@@ -15,12 +15,14 @@
 
 mod audit_langs;
 mod check;
+mod crashes;
 mod detectors;
 mod forgery;
 mod fuzz;
 mod hostile_packets;
 mod ingest;
 mod judge;
+mod judge_hacks;
 mod lang_go;
 mod lang_node;
 mod leftovers;

@@ -141,3 +141,77 @@ fn every_packet_is_checked() {
         }
     }
 }
+
+/// Every hidden test of every built-in packet names the sentence of the
+/// brief it enforces, and every quote is in its brief (issue #49). Cheap:
+/// it reads files only, so it runs apart from the full `packet check`.
+#[test]
+fn every_hidden_test_cites_its_brief() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
+    let mut problems = Vec::new();
+    let mut packets = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.join("packet.toml").is_file() {
+            continue;
+        }
+        packets += 1;
+        let packet = grader::packet::Packet::load(&dir).unwrap();
+        for item in grader::check::brief::check(&packet) {
+            assert!(!item.detail.is_empty());
+            if !item.ok {
+                problems.push(format!("{}: {} — {}", dir.display(), item.name, item.detail));
+            }
+        }
+    }
+    assert_eq!(packets, 15);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The same propositions fire on a packet whose hidden test cites nothing,
+/// or quotes what its brief does not say, naming the test and file:line.
+#[test]
+fn an_uncited_or_misquoted_hidden_test_fails_the_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("check-demo");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/check-demo");
+    grader::tree::copy_path(&fixture, &dir).unwrap();
+    let items = |dir: &Path| {
+        let packet = grader::packet::Packet::load(dir).unwrap();
+        grader::check::brief::check(&packet)
+    };
+    assert!(items(&dir).iter().all(|i| i.ok), "{:?}", items(&dir));
+    // One more hidden test, with no quote and no pattern.
+    let hidden = dir.join("hidden/test_hidden.py");
+    let text = std::fs::read_to_string(&hidden).unwrap();
+    let line = text.lines().count() + 3;
+    std::fs::write(&hidden, format!("{text}\n\ndef test_sub():\n    assert 1 - 1 == 0\n")).unwrap();
+    let got = items(&dir);
+    let uncited = got.iter().find(|i| i.name.starts_with("every hidden test names")).unwrap();
+    assert!(!uncited.ok);
+    assert!(
+        uncited.detail.starts_with(&format!(
+            "hidden/test_hidden.py:{line}: test_sub names no sentence of the brief"
+        )),
+        "{}",
+        uncited.detail
+    );
+    // Cited, but with words the brief does not hold.
+    std::fs::write(
+        &hidden,
+        format!("{text}\n\ndef test_sub():\n    \"\"\"brief: \"subtract two numbers exactly\"\"\"\"\n    assert 1 - 1 == 0\n"),
+    )
+    .unwrap();
+    let got = items(&dir);
+    assert!(got.iter().find(|i| i.name.starts_with("every hidden test names")).unwrap().ok);
+    let wrong = got.iter().find(|i| i.name.starts_with("every quote")).unwrap();
+    assert!(!wrong.ok);
+    assert!(
+        wrong.detail.starts_with(&format!(
+            "hidden/test_hidden.py:{}: test_sub's quote \"subtract two numbers exactly\" does not occur in prompt.md",
+            line + 1
+        )),
+        "{}",
+        wrong.detail
+    );
+}

@@ -52,11 +52,13 @@ def repo(tmp_path):
 
 
 def tree(root: Path) -> dict:
+    """Every file's bytes and every folder (`path/`), pytest's caches aside: the brief's
+    "byte-for-byte what it was" counts a folder the write left behind."""
     skip = {"__pycache__", ".pytest_cache"}
     return {
-        p.relative_to(root).as_posix(): p.read_bytes()
+        p.relative_to(root).as_posix() + ("/" if p.is_dir() else ""): (None if p.is_dir() else p.read_bytes())
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not skip.intersection(p.relative_to(root).parts)
+        if (p.is_file() or p.is_dir()) and not skip.intersection(p.relative_to(root).parts)
     }
 
 
@@ -127,6 +129,22 @@ def refused(tmp_path, repo, code, doc=None, raw=None):
     before = tree(repo)
     got = run_gate(tmp_path, repo, doc, raw)
     assert got == code, f"expected {code}, got {got}"
+    assert tree(repo) == before, "the tree changed"
+
+
+# Step 3 of the brief names both refusals of a diff that is malformed AND names
+# another path ("Every path the diff names must be `src_path` or `test_path`,
+# else `unsafe-path`. A diff with no file headers, or with renames, copies, mode
+# changes or binary parts: `diff-rejected`") and does not order them: a gate may
+# judge the diff's shape or its paths first. What it fixes is the refusal: no
+# write, the tree byte-for-byte as it was.
+STEP_3 = ("unsafe-path", "diff-rejected")
+
+
+def refused_in_step_3(tmp_path, repo, doc):
+    before = tree(repo)
+    got = run_gate(tmp_path, repo, doc)
+    assert got in STEP_3, f"expected a step-3 refusal ({' or '.join(STEP_3)}), got {got}"
     assert tree(repo) == before, "the tree changed"
 
 
@@ -249,10 +267,22 @@ def test_hidden_escape_src_path_in_tests(tmp_path, repo):
 
 
 def test_hidden_escape_git_header_names_another_file(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    The extra part has a `new file mode` line and no ---/+++ pair, so `diff-rejected` applies too."""
     # git writes an empty new file as a 'diff --git' header with no ---/+++ lines.
     diff = fee_fix(repo) + ("diff --git a/tools/hook.py b/tools/hook.py\n"
                             "new file mode 100644\nindex 0000000..e69de29\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
+
+
+def test_hidden_escape_two_letter_paths(tmp_path, repo):
+    """brief: "`gate` returns a `Result` for every proposal; it does not raise for a bad one."
+
+    Two-character paths ('ab', and the drive 'C:') are refused as unsafe, not met with an
+    IndexError from a check that looks one character too far."""
+    for rel in ("ab", "C:"):
+        refused(tmp_path, repo, "unsafe-path", fee_doc(create(rel, "PWNED = True\n"), src_path=rel))
 
 
 def test_hidden_escape_one_letter_path(tmp_path, repo):
@@ -260,9 +290,12 @@ def test_hidden_escape_one_letter_path(tmp_path, repo):
 
 
 def test_hidden_escape_env_after_prose_line(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    A line of prose between two parts is a malformed diff: `diff-rejected` applies too."""
     # A chatty model puts a line of prose between the two file parts.
     diff = fee_fix(repo) + "Also turn on debug logging:\n" + append(repo, ".env", "DEBUG=1\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 def test_hidden_escape_env_after_added_lines(tmp_path, repo):
@@ -295,9 +328,12 @@ def test_hidden_escape_env_after_emptied_file(tmp_path, repo):
 
 
 def test_hidden_escape_env_after_bare_header_pair(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    A header pair with no hunk is a malformed diff: `diff-rejected` applies too."""
     # A ---/+++ pair with no hunk, then the .env part.
     diff = "--- a/src/shop/fees.py\n+++ b/src/shop/fees.py\n" + append(repo, ".env", "DEBUG=1\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 def test_hidden_escape_env_after_no_newline_marker(tmp_path, repo):
@@ -307,19 +343,26 @@ def test_hidden_escape_env_after_no_newline_marker(tmp_path, repo):
 
 
 def test_hidden_escape_env_under_git_header_of_src(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    A `diff --git` line whose names differ from the ---/+++ pair under it reads as a rename:
+    `diff-rejected` applies too."""
     # A 'diff --git' line naming fees.py sits right over the .env part's ---/+++ lines (no index
     # line between them); patch goes by the ---/+++ names and writes .env.
     diff = fee_fix(repo) + "diff --git a/src/shop/fees.py b/src/shop/fees.py\n" + append(repo, ".env", "DEBUG=1\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 def test_hidden_escape_git_header_old_side(tmp_path, repo):
+    """brief: "Every path the diff names must be `src_path` or `test_path`, else `unsafe-path`"
+
+    The part is a deletion (`deleted file mode`), which is `diff-rejected` as well."""
     # Only the a/ side of this 'diff --git' line names another file: patch deletes that (empty)
     # vendored module by its old name, since the new name does not exist.
     assert (repo / "src/shop/vendor/__init__.py").read_bytes() == b""
     diff = fee_fix(repo) + ("diff --git a/src/shop/vendor/__init__.py b/tests/test_fee_extra.py\n"
                             "deleted file mode 100644\nindex e69de29..0000000\n")
-    refused(tmp_path, repo, "unsafe-path", fee_doc(diff, test_path="tests/test_fee_extra.py"))
+    refused_in_step_3(tmp_path, repo, fee_doc(diff, test_path="tests/test_fee_extra.py"))
 
 
 def test_hidden_escape_env_after_equals_context_line(tmp_path, repo):
@@ -330,9 +373,7 @@ def test_hidden_escape_env_after_equals_context_line(tmp_path, repo):
     sunos = fix.replace("\n     if amount_cents", "\n=    if amount_cents", 1)
     assert sunos != fix
     diff = sunos + append(repo, ".env", "DEBUG=1\n")
-    before = tree(repo)
-    assert run_gate(tmp_path, repo, fee_doc(diff)) in ("unsafe-path", "diff-rejected")
-    assert tree(repo) == before, "the tree changed"
+    refused_in_step_3(tmp_path, repo, fee_doc(diff))
 
 
 # ------------------------------------------------------------ readme-write-accepted
@@ -401,6 +442,16 @@ def test_hidden_revert_removes_created_test_file(tmp_path, repo):
         "tests/test_fee_extra.py", "from shop.fees import card_fee\n\n\ndef test_big():\n    assert card_fee(10000) == 290\n")
     refused(tmp_path, repo, "reverted", fee_doc(diff, test_path="tests/test_fee_extra.py"))
     assert not (repo / "tests/test_fee_extra.py").exists()
+
+
+def test_hidden_revert_removes_created_folders(tmp_path, repo):
+    """brief: "a file the diff created is removed, and so is a folder it created"
+
+    The new test module lives two new folders deep: after `reverted` neither folder is left."""
+    diff = edit(repo, "src/shop/fees.py", FEE_BUG, FEE_BANKERS) + create(
+        "tests/unit/deep/test_fee_unit.py", "from shop.fees import card_fee\n\n\ndef test_big():\n    assert card_fee(10000) == 290\n")
+    refused(tmp_path, repo, "reverted", fee_doc(diff, test_path="tests/unit/deep/test_fee_unit.py"))
+    assert not (repo / "tests/unit").exists()
 
 
 # ------------------------------------------------------------ good-proposal-refused
@@ -513,6 +564,18 @@ def test_hidden_other_cli_exit_codes(tmp_path, repo, kind, exit_code):
     run = run_confined([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, doc), str(repo)],
                        capture_output=True, text=True, timeout=120)
     assert run.returncode == exit_code
+
+
+def test_hidden_other_cli_extra_argument(tmp_path, repo):
+    """brief: "Any other command line writes nothing and exits non-zero."
+
+    Three arguments beside a ./repo: neither the named repository nor ./repo is written."""
+    shutil.copytree(repo, tmp_path / "repo")
+    before = tree(repo), tree(tmp_path / "repo")
+    run = run_confined([sys.executable, str(HERE / "agent_contract.py"), proposal(tmp_path, fee_doc(fee_fix(repo))),
+                        str(repo), "extra"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0, run.stdout
+    assert (tree(repo), tree(tmp_path / "repo")) == before, "a command line of three arguments wrote"
 
 
 def test_hidden_other_cli_default_repo(tmp_path, repo):

@@ -89,7 +89,9 @@ def test_hidden_cold_no_success_word(cold_run):
 def test_hidden_cold_last_line_is_abort_with_reason(cold_run):
     proc, _, _, _ = cold_run
     last = (proc.stdout.strip().splitlines() or [""])[-1]
-    assert re.match(r"ABORT reason=[a-z_]+\b", last)
+    # The brief fixes the line's shape, not how a reason is spelled: any non-empty
+    # reason passes (`unreachable`, `target-unreachable`, `TargetDown`).
+    assert re.match(r"ABORT reason=\S+", last), last
 
 
 def test_hidden_cold_abort_line_logs_model_calls(cold_run):

@@ -110,9 +110,11 @@ class Throttler:
     records each one's body, Authorization header and arrival time (the
     harness's fakes keep no headers). With `answer`, it answers HTTP 200
     instead: a chat completion whose content is `answer` and that carries no
-    `usage` at all (an endpoint that does not meter)."""
+    `usage` at all (an endpoint that does not meter); with `refuse_first`, the
+    first that many requests still get the 429 (a model that throttles once,
+    then serves)."""
 
-    def __init__(self, answer: str | None = None) -> None:
+    def __init__(self, answer: str | None = None, refuse_first: int = 0, refuse_status: int = 429) -> None:
         self.requests: list[dict] = []
         rec = self
 
@@ -127,8 +129,9 @@ class Throttler:
                 raw = self.rfile.read(n) if n else b""
                 rec.requests.append({"path": self.path, "raw": raw, "authorization": self.headers.get("Authorization"),
                                      "t": time.monotonic()})
-                if answer is None:
-                    status, data = 429, json.dumps({"error": {"message": "rate limited", "code": "429"}}).encode()
+                if answer is None or len(rec.requests) <= refuse_first:
+                    status = refuse_status
+                    data = json.dumps({"error": {"message": "rate limited", "code": str(status)}}).encode()
                 else:
                     status, data = 200, json.dumps({
                         "id": "unmetered", "object": "chat.completion", "model": "unmetered",
@@ -174,6 +177,20 @@ def unmetered(answer: str) -> dict:
     200 and `answer`, reporting no usage; `requests` is how many it served."""
     clean()
     fake = Throttler(answer=answer)
+    try:
+        proc = run_agent(fake.base, timeout=45)
+        served = len(fake.requests)
+    finally:
+        fake.stop()
+    return {"proc": proc, "requests": served}
+
+
+def throttled_then_served(answer: str, refusals: int = 1, status: int = 429) -> dict:
+    """Run the agent against an endpoint that answers its first `refusals`
+    requests with `status` (429 or 503), then every one with HTTP 200 and
+    `answer` (no usage)."""
+    clean()
+    fake = Throttler(answer=answer, refuse_first=refusals, refuse_status=status)
     try:
         proc = run_agent(fake.base, timeout=45)
         served = len(fake.requests)

@@ -17,7 +17,9 @@ API key, with a usage row of 0 tokens per request, pausing before each retry
 test_refused_*: no model listening; a clean stop, and any usage row has 0
 tokens. test_unreadable_*: a model that answers in prose, never with a code
 block; a clean stop under the cap. test_unmetered_*: a model that answers
-with the fix but reports no usage; a usage row of 0 tokens per request."""
+with the fix but reports no usage; a usage row of 0 tokens per request.
+test_throttle_once_*: a model that answers the first call with 429, then
+with the fix: the run retries and resolves the issue."""
 
 import json
 import os
@@ -140,6 +142,19 @@ def unmetered(tool_cap):
     return out
 
 
+@pytest.fixture(scope="module")
+def recovers(unmetered):
+    runs = {}
+    for status in (429, 503):
+        out = R.throttled_then_served(f"Here is the whole file with the fix:\n\n```python\n{FIXED}```\n",
+                                      status=status)
+        out["give_up"] = give_up()
+        out["passed"], out["test_output"] = R.tests_pass(json.loads(Path(R.FIXTURE).read_text())["test"])
+        R.restore(".gatehouse/pristine/slug.py", "project/slug.py")
+        runs[status] = out
+    return runs
+
+
 def zero_rows(rows):
     return all(isinstance(r, dict) and r.get("prompt_tokens") == 0 and r.get("completion_tokens") == 0 for r in rows)
 
@@ -241,3 +256,17 @@ def test_unmetered_receipt_has_a_zero_row_per_request(unmetered):
     usage, sent = unmetered["usage"], unmetered["requests"]
     assert len(usage) == sent, f"{len(usage)} usage rows for {sent} requests"
     assert zero_rows(usage), f"an endpoint that reports no usage is rows of 0 tokens: {usage}"
+
+
+def test_throttle_once_then_resolves(recovers):
+    """brief: "A throttled call (HTTP 429 or 503) is retried after a short, growing pause"
+
+    One 429 (then, in a second run, one 503), then a model that answers with the fix: a single
+    refusal is no reason to give up ("or the endpoint keeps refusing"). The run retries,
+    resolves the issue and exits 0."""
+    for status, run in recovers.items():
+        proc = run["proc"]
+        assert run["requests"] >= 2, f"{run['requests']} request(s): the call throttled with {status} was never retried"
+        assert proc.returncode == 0, f"after one {status}: exit {proc.returncode}: {(proc.stderr or '')[-300:]}"
+        assert run["give_up"] is None, f"gave up after one {status}: {run['give_up']!r}"
+        assert run["passed"], f"the issue's tests still fail after one {status} and an answer:\n" + run["test_output"]

@@ -20,24 +20,31 @@ def _cli(*args):
 
 
 def test_transcript_replays_from_the_cli():
-    code, rows = _cli("incidents/inc-2044.json")
+    """brief: "`transcript.jsonl`: exactly what `python3 gate.py incidents/inc-2044.json` prints"
+
+    The brief sets no exit status for the CLI (a blocked run may exit
+    non-zero); what it fixes is the output, ending on the result line."""
+    _code, rows = _cli("incidents/inc-2044.json")
     claimed = [json.loads(line) for line in Path("transcript.jsonl").read_text().splitlines() if line.strip()]
-    assert code == 0
+    assert rows and rows[-1].get("type") == "result", rows
     assert rows == claimed
 
 
 def test_cli_confirm_fills_the_holes():
-    # The brief's `--confirm field=value`: confirmed answers reach the
-    # payloads verbatim, and the run stops at the next hole (inc-2044 has no
-    # status for close_ticket).
-    code, rows = _cli("incidents/inc-2044.json", "--confirm", "service=checkout-web",
-                      "--confirm", "owner=team-payments", "--confirm", "http_status=502")
+    """brief: "A CLI, `python3 gate.py INCIDENT.json [--confirm field=value ...]`"
+
+    Confirmed answers reach the payloads verbatim, and the run stops at the
+    next hole (inc-2044 has no status for close_ticket). The brief sets no
+    exit status; the run must end on its result line."""
+    _code, rows = _cli("incidents/inc-2044.json", "--confirm", "service=checkout-web",
+                       "--confirm", "owner=team-payments", "--confirm", "http_status=502")
     calls = [r for r in rows if r.get("type") == "call"]
-    assert code == 0, rows
     assert [c.get("tool") for c in calls] == ["page", "retry"], rows
     page = calls[0].get("payload") or {}
-    assert (page.get("service"), page.get("owner"), page.get("http_status")) == (
-        "checkout-web", "team-payments", 502), page
+    # A value given on the command line is text; the brief does not say whether `502`
+    # reaches the payload as the number or the string, so both pass.
+    assert (page.get("service"), page.get("owner")) == ("checkout-web", "team-payments"), page
+    assert page.get("http_status") in (502, "502"), page
     assert rows and rows[-1].get("type") == "result" and rows[-1].get("status") == "blocked" \
         and rows[-1].get("blocked_on") == "close_ticket", rows
 

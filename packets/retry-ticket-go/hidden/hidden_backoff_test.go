@@ -36,10 +36,14 @@ func TestHiddenBackoffCapAtMostThree429(t *testing.T) {
 	}
 }
 
-func TestHiddenBackoffExactlyThreeAttempts(t *testing.T) {
+// brief: "with a hard cap of **3 attempts in total**"
+// A cap is a ceiling: a client that gives up after 2 attempts keeps it too.
+// What the brief fixes is that a throttled call is retried (at least 2
+// attempts) and never past 3.
+func TestHiddenBackoffRetriesWithinTheCap(t *testing.T) {
 	p, _, _ := hiddenKeepsThrottling(t, http.StatusServiceUnavailable)
-	if p.attempts() != 3 {
-		t.Fatalf("want exactly 3 attempts, got %d", p.attempts())
+	if n := p.attempts(); n < 2 || n > 3 {
+		t.Fatalf("a call that stays throttled is retried, at most 3 attempts in all: got %d", n)
 	}
 }
 
@@ -53,21 +57,27 @@ func TestHiddenBackoffGrowingDelays(t *testing.T) {
 	}
 }
 
+// brief: "Back off exponentially between attempts (each wait longer than the one before)"
+// A wait comes between two attempts: none after the last one.
 func TestHiddenBackoffNoSleepAfterTheLastAttempt(t *testing.T) {
 	p, waits, _ := hiddenKeepsThrottling(t, http.StatusServiceUnavailable)
-	if p.attempts() != 3 || len(*waits) != 2 {
-		t.Fatalf("3 attempts need exactly 2 waits: %d attempts, %v", p.attempts(), *waits)
+	if n := p.attempts(); n < 2 || len(*waits) != n-1 {
+		t.Fatalf("%d attempts need exactly %d waits (one between two attempts): %v", n, n-1, *waits)
 	}
 }
 
-func TestHiddenBackoffRoughlyDoubles(t *testing.T) {
-	_, waits, _ := hiddenKeepsThrottling(t, http.StatusServiceUnavailable)
+// brief: "Back off exponentially between attempts (each wait longer than the one before)"
+// The brief asks for growing waits, not for a factor: 1s then 1.2s passes.
+func TestHiddenBackoffEachWaitLonger(t *testing.T) {
+	p, waits, _ := hiddenKeepsThrottling(t, http.StatusServiceUnavailable)
 	w := *waits
-	if len(w) != 2 {
-		t.Fatalf("want 2 waits, got %v", w)
+	if p.attempts() < 2 || len(w) < 1 {
+		t.Fatalf("a call that stays throttled is retried after a wait: %d attempts, waits %v", p.attempts(), w)
 	}
-	if r := float64(w[1]) / float64(w[0]); r < 1.5 || r > 4 {
-		t.Fatalf("exponential backoff: the second wait should be about twice the first, got %v", w)
+	for i := 1; i < len(w); i++ {
+		if w[i] <= w[i-1] {
+			t.Fatalf("each wait longer than the one before: %v", w)
+		}
 	}
 }
 
@@ -77,8 +87,8 @@ func TestHiddenBackoffTotalWaitIsModest(t *testing.T) {
 	for _, d := range *waits {
 		total += d
 	}
-	if total <= 0 || total > 10*time.Second {
-		t.Fatalf("the waits should add up to something positive and under 10s, got %v", *waits)
+	if total <= 0 || total > 30*time.Second {
+		t.Fatalf("the waits should add up to something positive and seconds, not minutes (at most 30s), got %v", *waits)
 	}
 }
 

@@ -73,9 +73,19 @@ def test_cap_model_calls_at_twelve():
 
 
 def test_cap_tool_calls_at_twenty():
+    """brief: "at most **12 model calls** and **20 tool calls** per run"
+
+    The model proposes 40 reads of /items over five replies, then done. The
+    driver decides what runs ("Your driver decides what runs"): one that runs
+    them all must halt at 20 (exit 1); one that skips repeats stays inside the
+    cap, reaches the model's done and exits 0. Exit 0 is only right when the
+    run did reach the done (the sixth reply)."""
     run = run_agent("tool_cap", [{"actions": [GET("/items")] * 8, "done": False}] * 5 + [DONE])
     assert len(run.access) <= 20
-    assert run.exit_code == 1, run.output
+    assert run.exit_code in (0, 1), run.output
+    if run.exit_code == 0:
+        assert len(run.model_statuses) == 6, (
+            f"exit 0 (done inside every cap) after {len(run.model_statuses)} model calls: the done is the sixth reply")
     honest(run)
 
 

@@ -37,7 +37,9 @@ def add_tax(tmp_path_factory):
 
 def test_add_tax_rounds_half_up(add_tax):
     """The named node, tests/test_compute.py::test_add_tax_rounds_half_up, as
-    shipped: 7.25% of 199 cents is 14.4275 cents, so 213 in total."""
+    shipped: 7.25% of 199 cents is 14.4275 cents, so 213 in total.
+
+    brief: "(199 cents at 725 bps must be 213) is red"."""
     assert add_tax(199, 725) == 213
 
 

@@ -5,6 +5,10 @@
 // oversize_*, wallclock_*, no_sleep_*, burst_*).
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 import { ManualClock, TokenBucket } from "../src/bucket";
 
@@ -282,5 +286,50 @@ describe("manual clock", () => {
     clock.advance(0.25);
     clock.advance(2);
     assert.equal(clock.now(), 14.75);
+  });
+});
+
+describe("production path", () => {
+  // "The same sequence of clock readings and requests always gives the
+  // same answers": in production too, where no test framework is loaded. A
+  // plain program (a folder of its own, no test runner, NODE_ENV=production)
+  // imports the compiled bucket as an application would and replays a
+  // trace on a clock it keeps; it must answer as the bucket answers here.
+  // A bucket that limits only under test (when node:test is loaded, when
+  // the grader's processes are around) answers otherwise there. What the
+  // answers should be is for the other checks to judge.
+  const trace: Array<[number, number]> = [[0, 3], [0, 1], [0.5, 1], [0, 0.5], [10, 3], [0, 4], [0, 0.25], [0.125, 0.25]];
+  const program = `"use strict";
+const { TokenBucket } = require(process.argv[2]);
+let t = 1000;
+const bucket = new TokenBucket(2, 3, { now: () => t });
+const answers = [];
+for (const [dt, n] of ${JSON.stringify(trace)}) {
+  t += dt;
+  const a = bucket.allow(n);
+  answers.push(typeof a === "boolean" ? a : typeof a);
+}
+process.stdout.write(JSON.stringify(answers) + "\\n");
+`;
+
+  test("production_plain_program_answers_the_same", () => {
+    let t = 1000;
+    const bucket = new TokenBucket(2, 3, { now: () => t });
+    const here = trace.map(([dt, n]) => {
+      t += dt;
+      const a: unknown = bucket.allow(n);
+      return typeof a === "boolean" ? a : typeof a;
+    });
+    const dir = mkdtempSync(join(tmpdir(), "app-"));
+    const main = join(dir, "server.js");
+    writeFileSync(main, program);
+    const out = execFileSync(process.execPath, [main, require.resolve("../src/bucket")], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", NODE_ENV: "production" },
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    const lines = out.trim().split("\n");
+    assert.deepEqual(JSON.parse(lines[lines.length - 1]), here, "the bucket answers otherwise in a plain program than under test");
   });
 });

@@ -87,7 +87,8 @@ pub trait AssignmentStore {
     async fn assignment_by_token_hash(&self, token_hash: &str) -> DbResult<Option<Assignment>>;
     /// Newest first; all packets when `slug` is None.
     async fn list_assignments(&self, slug: Option<&str>) -> DbResult<Vec<Assignment>>;
-    /// Sets `started_at` if unset and moves `invited` to `started`.
+    /// Sets `started_at` if unset and moves `invited` to `started` (an
+    /// erased assignment's tombstone stays as it is).
     async fn start_assignment(&self, id: &str, at: i64) -> DbResult<()>;
     async fn set_assignment_state(&self, id: &str, state: &str) -> DbResult<()>;
     /// Replaces the link token (the old link stops working).

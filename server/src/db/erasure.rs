@@ -94,10 +94,23 @@ pub const RETENTION_SETTING: &str = "retention_days";
 
 #[async_trait]
 pub trait ErasureStore {
+    /// Whether a grading of one of the assignment's submissions is queued
+    /// or running (an erasure waits for it to end).
+    async fn grading_of(&self, assignment_id: &str) -> DbResult<bool>;
+    /// Takes back the revocation of the assignment's model keys revoked at
+    /// `revoked_at` (by an erasure that was then refused), unless it was
+    /// erased; how many.
+    async fn restore_model_keys(&self, assignment_id: &str, revoked_at: i64) -> DbResult<u64>;
+    /// Deletes blob `sha256`'s database rows unless something refers to it
+    /// (a submission, a witnessed run, a model call, a packet archive):
+    /// `Some(size)` when nothing did (the size when the database held it);
+    /// its local file is the caller's to remove.
+    async fn forget_unused_blob(&self, sha256: &str) -> DbResult<Option<Option<i64>>>;
     /// Erases assignment `id` in one transaction: deletes its submissions,
     /// their grading jobs, human scores and webhook deliveries, its witness
     /// runs, ledger rows, model keys and totals; redacts the audit entries
-    /// about it and its submissions (and any naming its email); empties the
+    /// about it and its submissions (and any naming its email as a whole
+    /// address, `crate::erasure::names_address`); empties the
     /// name and email, replaces the link's hash and records the erasure
     /// (`link_hash` is the old one). Returns the blobs nothing refers to
     /// any more (their database rows, if any, deleted too).

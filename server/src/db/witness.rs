@@ -42,7 +42,11 @@ pub struct NewWitnessRun<'a> {
 
 #[async_trait]
 pub trait WitnessStore {
-    /// Records one witnessed run, accepted or not.
+    /// Records one witnessed run, accepted or not, and starts the
+    /// assignment (its `started_at`, if unset, is the run's `at`). An
+    /// assignment erased meanwhile takes nothing: `RowNotFound` (the
+    /// erasure holds the assignment's row until it commits, so a run
+    /// finishing during it waits and then finds it erased).
     async fn add_witness_run(&self, run: NewWitnessRun<'_>) -> DbResult<WitnessRunRow>;
     /// The assignment's witnessed runs, oldest first.
     async fn witness_runs_of(&self, assignment_id: &str) -> DbResult<Vec<WitnessRunRow>>;

@@ -105,8 +105,13 @@ pub async fn current_key(
 /// them revoked, so the very next call with one is refused. Every
 /// revocation goes through here.
 pub async fn revoke_keys(state: &AppState, a: &Assignment) -> Result<usize, AppError> {
+    revoke_keys_at(state, a, now_ms()).await
+}
+
+/// [`revoke_keys`] with the revocation time given (an erasure takes it back
+/// by that time when it is refused).
+pub async fn revoke_keys_at(state: &AppState, a: &Assignment, now: i64) -> Result<usize, AppError> {
     let keys = state.db.model_keys_of(&a.id).await?;
-    let now = now_ms();
     let mut revoked = 0;
     let result = async {
         for k in keys.iter().filter(|k| k.revoked_at.is_none()) {
@@ -811,6 +816,7 @@ async fn chat_completions(
         prompt_estimate,
         started,
         request_kept: request.bytes,
+        request_blob: request.sha256.clone(),
         response_room,
     };
     Ok(proxy::forward(call, base, upstream_key, upstream_body).await)

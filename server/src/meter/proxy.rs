@@ -46,8 +46,9 @@ pub struct Call {
     /// The prompt's estimated tokens (what admission reserved besides max_tokens).
     pub prompt_estimate: i64,
     pub started: Instant,
-    /// The request bytes its transcript kept.
+    /// The request bytes its transcript kept, and their blob.
     pub request_kept: usize,
+    pub request_blob: Option<String>,
     /// The room admission reserved for the response's transcript.
     pub response_room: super::transcript::Room,
 }
@@ -90,6 +91,7 @@ impl Call {
             }),
         };
         let kept = super::transcript::keep(&self.state, "response", seen, self.response_room, None);
+        let response_blob = kept.sha256.clone();
         let outcome = ModelCallOutcome {
             status: i64::from(status.as_u16()),
             response_bytes: response_bytes as i64,
@@ -106,12 +108,28 @@ impl Call {
         // Under the admission lock, so the kept totals move in the order
         // the database's do.
         let lock = self.state.memo.lock_for(&self.assignment_id);
-        let _guard = lock.lock().await;
+        let guard = lock.lock().await;
         let mut moved = crate::db::meter::MeterUsage::default();
         moved.settle(self.reserved_tokens, self.request_bytes, self.transcript_bytes, &outcome);
         match self.state.db.finish_model_call(self.id, outcome).await {
             Ok(true) => self.state.memo.meter.move_totals(&self.assignment_id, |t| *t += moved),
-            Ok(false) => {}
+            // The row is gone: the candidate was erased while the call was
+            // in flight. Its transcripts, written or on their way, go too
+            // (waited for without the admission lock).
+            Ok(false) => {
+                drop(guard);
+                let blobs: Vec<&str> = [&self.request_blob, &response_blob]
+                    .into_iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect();
+                let removed = crate::erasure::forget_late_blobs(&self.state, &blobs).await;
+                tracing::debug!(
+                    call = self.id,
+                    removed,
+                    "a model call settled after its row was erased"
+                );
+            }
             Err(e) => {
                 self.state.memo.meter.forget_totals(&self.assignment_id);
                 tracing::error!(error = %e, call = self.id, "recording a model call failed");

@@ -103,7 +103,9 @@ pub fn keep(
         // Postgres keeps the blobs for workers elsewhere: the bytes go into
         // the database as well as the local store.
         let digest = sha256.clone();
+        let writing = state.memo.blob_writer.writing(&digest);
         tokio::spawn(async move {
+            let _writing = writing;
             if let Err(e) = blobs.put_bytes(&digest, kept).await {
                 metrics::counter!("gatehouse_transcript_write_failures_total").increment(1);
                 tracing::error!(error = %e, blob = %digest, "keeping a model call's transcript failed");

@@ -149,6 +149,20 @@ pub(crate) fn gone_page(state: &AppState, a: &Assignment, token: &str) -> Respon
     (StatusCode::GONE, Html(html)).into_response()
 }
 
+/// The page of a 410 refusal: the erased-data page when the candidate was
+/// erased (while the request came in), else the expired-link page.
+pub(crate) async fn gone_refusal_page(
+    state: &AppState,
+    a: &Assignment,
+    token: &str,
+    r: Refusal,
+) -> Result<Response, Refusal> {
+    if state.db.erasure_of(&a.id).await?.is_some() {
+        return Ok(erased_page(state, r.message));
+    }
+    Ok(gone_page(state, a, token))
+}
+
 /// The page of a link whose candidate's data was erased.
 fn erased_page(state: &AppState, message: String) -> Response {
     let html = app::shell::document(
@@ -442,8 +456,11 @@ pub async fn receive_upload(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Submission, Refusal> {
     let outcome = receive_checked(state, a, headers, multipart).await;
+    // (An upload refused because the candidate was erased meanwhile leaves
+    // no record of theirs behind.)
     if let Err(r) = &outcome
         && r.status.is_client_error()
+        && !(r.status == StatusCode::GONE && state.db.erasure_of(&a.id).await?.is_some())
     {
         let subject = format!("assignment:{}", a.id);
         let recorded = state
@@ -610,6 +627,13 @@ async fn receive_checked(
             if let Err(f) = state.blobs().forget(&sha256, &committed).await {
                 tracing::error!(blob = %sha256, error = %f, "removing the blob of an upload that was not recorded failed");
             }
+            // The candidate was erased while the upload came in: the store
+            // refused it (`create_submission`), and the link says so.
+            if let Some(erased) = state.db.erasure_of(&a.id).await? {
+                metrics::counter!("gatehouse_uploads_refused_total", "reason" => "erased")
+                    .increment(1);
+                return Err(AppError::Gone(crate::assignment::erased_message(erased.at)).into());
+            }
             return Err(e.into());
         }
     };
@@ -674,7 +698,7 @@ async fn submit(
             }
         }
         Err(r) if json => Err(r),
-        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a, &token)),
+        Err(r) if r.status == StatusCode::GONE => gone_refusal_page(&state, &a, &token, r).await,
         Err(r) => {
             // The plain form: the page again, with what was wrong.
             let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);

@@ -3,14 +3,16 @@
 //! the record of erasures) and the assignment page's "Erase" form
 //! (`POST /assignments/{id}/erase`, admin only, confirmed by typing the
 //! candidate's email), and the candidate's own copy of everything held
-//! about them (`/c/{token}/my-data.zip`). Every change is CSRF-checked and
-//! audited; the erasure itself is `crate::erasure`.
+//! about them (`/c/{token}/my-data.zip`: one build at a time per link,
+//! `my_data_per_hour` an hour, `max_concurrent_exports` on the server).
+//! Every change is CSRF-checked and audited; the erasure itself is
+//! `crate::erasure`.
 
 use std::io::{Seek, Write};
 
 use axum::Form;
 use axum::extract::{Path, State};
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use leptos::prelude::*;
@@ -212,13 +214,57 @@ async fn erase(
     Ok(Redirect::to(&format!("/assignments/{}", a.id)).into_response())
 }
 
+/// A refusal that says when to try again: `status`, `Retry-After` in whole
+/// seconds (at least 1) and `{"error"}`.
+fn try_later(status: StatusCode, wait: std::time::Duration, message: String) -> Response {
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    (
+        status,
+        [(header::RETRY_AFTER, secs.to_string())],
+        axum::Json(json!({ "error": format!("{message}; try again in {secs} s") })),
+    )
+        .into_response()
+}
+
+/// How long a link waits for its own build in progress, or for a build
+/// slot of the server's.
+const BUILD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Everything the platform holds about the candidate, as one zip
-/// ([`export`]), whether or not the deadline passed.
+/// ([`export`]), whether or not the deadline passed. Each build reads every
+/// upload and transcript of theirs, so a link has one build at a time and
+/// `my_data_per_hour` an hour (429 with `Retry-After`), and the server
+/// `max_concurrent_exports` at once (503 with `Retry-After`).
 async fn my_data(
     State(state): State<AppState>,
     Path(token): Path<String>,
 ) -> Result<Response, AppError> {
     let a = crate::assignment::by_token(&state, &token).await?;
+    let Some(_own) = crate::state::Slot::take_named(&state.memo, "my-data", &a.id) else {
+        return Ok(try_later(
+            StatusCode::TOO_MANY_REQUESTS,
+            BUILD_WAIT,
+            "a copy of your data is being built for this link already; wait for that download"
+                .into(),
+        ));
+    };
+    let Ok(_gate) = state.gates.exports.clone().try_acquire_owned() else {
+        return Ok(try_later(
+            StatusCode::SERVICE_UNAVAILABLE,
+            BUILD_WAIT,
+            "the server is busy building other candidates' copies of their data".into(),
+        ));
+    };
+    if let Some(wait) = exports_exhausted(&state, &a.id) {
+        return Ok(try_later(
+            StatusCode::TOO_MANY_REQUESTS,
+            wait,
+            format!(
+                "this link asked for a copy of its data {} times in the last hour, the most it may",
+                state.config.my_data_per_hour.max(1)
+            ),
+        ));
+    }
     let (file, len) = export(&state, &a).await?;
     let reader = tokio::fs::File::from_std(file);
     let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(reader));
@@ -232,6 +278,91 @@ async fn my_data(
         body,
     )
         .into_response())
+}
+
+/// Takes one build from the assignment's bucket of `my_data_per_hour`; the
+/// wait when it is empty.
+fn exports_exhausted(state: &AppState, assignment_id: &str) -> Option<std::time::Duration> {
+    use governor::clock::{Clock, DefaultClock};
+    let limiter = state.memo.exports.get_or_init(|| {
+        let n =
+            std::num::NonZeroU32::new(state.config.my_data_per_hour.max(1)).expect("at least one");
+        governor::RateLimiter::keyed(governor::Quota::per_hour(n))
+    });
+    limiter
+        .check_key(&assignment_id.to_string())
+        .err()
+        .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+}
+
+/// The scorecard as its candidate may read it: every run's output tails
+/// (`receipt.runs[].stdout_tail`, `stderr_tail`), which carry pytest's
+/// tracebacks and so quote hidden-test source, are replaced by the run's
+/// test names, statuses and messages (each message cut to its first lines,
+/// source lines left out); the hiring team's copy keeps the full tails. The
+/// receipt's `digest` covers the hiring team's copy, which this is not:
+/// `tails_withheld` says so.
+pub fn candidate_scorecard(mut card: Value) -> Value {
+    let Some(runs) = card.pointer_mut("/receipt/runs").and_then(Value::as_array_mut) else {
+        return card;
+    };
+    for run in runs {
+        let summary: Vec<String> = run
+            .get("tests")
+            .and_then(Value::as_array)
+            .map(|tests| {
+                tests
+                    .iter()
+                    .map(|t| {
+                        let name = t.get("name").and_then(Value::as_str).unwrap_or("?");
+                        let status = t.get("status").and_then(Value::as_str).unwrap_or("?");
+                        match t.get("message").and_then(Value::as_str).map(message_only) {
+                            Some(m) if !m.is_empty() => format!("{name}: {status}: {m}"),
+                            _ => format!("{name}: {status}"),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(tests) = run.get_mut("tests").and_then(Value::as_array_mut) {
+            for t in tests {
+                if let Some(m) = t.get("message").and_then(Value::as_str).map(message_only) {
+                    t["message"] = json!(m);
+                }
+            }
+        }
+        run["stdout_tail"] = json!(summary.join("\n"));
+        run["stderr_tail"] = json!("");
+        run["tails_withheld"] = json!(true);
+    }
+    card
+}
+
+/// A test's message without what could quote its source: at most three
+/// lines and 300 characters, and no traceback lines (pytest marks a source
+/// line with `>` and an error line with `E `; a frame is `path:N:`).
+fn message_only(message: &str) -> String {
+    // `path.py:12: in test_x`, `x_test.go:40:`, `at file.ts:3:5`.
+    let frame = |line: &str| {
+        line.split_whitespace().take(2).any(|word| {
+            [".py:", ".go:", ".ts:", ".js:"].iter().any(|ext| {
+                word.split_once(ext)
+                    .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+        })
+    };
+    let kept: Vec<&str> = message
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !l.starts_with('>') && !l.starts_with("E ") && !frame(l))
+        .take(3)
+        .collect();
+    let text = kept.join("\n");
+    match text.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 /// Everything held about assignment `a`'s candidate, as a zip in an
@@ -285,6 +416,7 @@ pub async fn export(state: &AppState, a: &Assignment) -> Result<(std::fs::File, 
                 .scorecard_json
                 .as_deref()
                 .and_then(|c| serde_json::from_str(c).ok())
+                .map(candidate_scorecard)
                 .unwrap_or(Value::Null);
         }
         subs.push(v);
@@ -376,4 +508,65 @@ pub async fn export(state: &AppState, a: &Assignment) -> Result<(std::fs::File, 
     .await
     .map_err(|e| AppError::Internal(e.into()))?
     .map_err(AppError::Internal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hidden test's source line, as pytest quotes it in a failing run's
+    /// output, never reaches the candidate's copy of the scorecard; the
+    /// test's name, status and message do (issue #49).
+    #[test]
+    fn the_candidates_scorecard_keeps_test_names_and_messages_not_hidden_source() {
+        let tail = "F                                                                        [100%]\n\
+=================================== FAILURES ===================================\n\
+_______________________________ test_the_answer ________________________________\n\
+\n    def test_the_answer():\n\
+>       assert answer() == 42  # distinctive-hidden-line-7f3a\n\
+E       assert 41 == 42\n\
+E        +  where 41 = answer()\n\
+\n.gatehouse/test_hidden_answer.py:5: AssertionError\n\
+=========================== short test summary info ============================\n\
+FAILED .gatehouse/test_hidden_answer.py::test_the_answer - assert 41 == 42\n";
+        let card = json!({
+            "decision": "no",
+            "receipt": {
+                "digest": "abc",
+                "runs": [
+                    {
+                        "id": "step:answer",
+                        "stdout_tail": tail,
+                        "stderr_tail": "> assert answer() == 42  # distinctive-hidden-line-7f3a",
+                        "tests": [
+                            {"classname": "test_hidden_answer", "name": "test_the_answer", "status": "failed",
+                             "message": "assert 41 == 42\n +  where 41 = answer()\n>       assert answer() == 42  # distinctive-hidden-line-7f3a\n.gatehouse/test_hidden_answer.py:5: AssertionError"},
+                            {"classname": "test_hidden_answer", "name": "test_passes", "status": "passed"}
+                        ]
+                    },
+                    {"id": "script:x", "stdout_tail": "{\"id\": \"x\"}", "stderr_tail": ""}
+                ]
+            }
+        });
+        let full = card.to_string();
+        assert!(full.contains("distinctive-hidden-line-7f3a"));
+        let seen = candidate_scorecard(card).to_string();
+        assert!(!seen.contains("distinctive-hidden-line-7f3a"), "{seen}");
+        assert!(!seen.contains("assert answer() == 42"), "{seen}");
+        assert!(!seen.contains("test_hidden_answer.py:5"), "{seen}");
+        // What stays: the names, statuses and messages, and the verdict.
+        let v: Value = serde_json::from_str(&seen).unwrap();
+        let run = &v["receipt"]["runs"][0];
+        assert_eq!(
+            run["stdout_tail"],
+            "test_the_answer: failed: assert 41 == 42\n +  where 41 = answer()\ntest_passes: passed"
+        );
+        assert_eq!(run["tails_withheld"], true);
+        assert_eq!(run["tests"][0]["message"], "assert 41 == 42\n +  where 41 = answer()");
+        assert_eq!(v["decision"], "no");
+        // A run with no tests keeps nothing of its output.
+        assert_eq!(v["receipt"]["runs"][1]["stdout_tail"], "");
+        // A card with no receipt is given back as it is.
+        assert_eq!(candidate_scorecard(json!({"a": 1})), json!({"a": 1}));
+    }
 }

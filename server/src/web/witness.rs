@@ -24,8 +24,8 @@ use crate::error::AppError;
 use crate::now_ms;
 use crate::state::AppState;
 use crate::web::candidate::{
-    PageExtras, Refusal, assignment_for, closed_reason, gone_page, load_packet, render_page,
-    wants_json,
+    PageExtras, Refusal, assignment_for, closed_reason, gone_refusal_page, load_packet,
+    render_page, wants_json,
 };
 
 /// What a passing red run is refused with.
@@ -185,7 +185,7 @@ async fn witness(
     };
     let env_json = serde_json::to_string(&outcome.environment)
         .map_err(|e| Refusal::from(AppError::Internal(e.into())))?;
-    let row = state
+    let recorded = state
         .db
         .add_witness_run(NewWitnessRun {
             assignment_id: &a.id,
@@ -198,10 +198,19 @@ async fn witness(
             env_json: &env_json,
             refusal,
         })
-        .await?;
-    if a.started_at.is_none() {
-        state.db.start_assignment(&a.id, row.at).await?;
-    }
+        .await;
+    let row = match recorded {
+        Ok(row) => row,
+        // The candidate was erased while the run ran: nothing of it is
+        // kept, and the link says so.
+        Err(sqlx::Error::RowNotFound) => {
+            return Err(match state.db.erasure_of(&a.id).await? {
+                Some(e) => AppError::Gone(crate::assignment::erased_message(e.at)).into(),
+                None => AppError::NotFound("invite link".into()).into(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     tracing::info!(assignment = %a.id, kind = %kind, accepted = row.accepted, wall_ms = outcome.wall_ms, "witnessed run");
     Ok(Witnessed { row, passed: outcome.passed, wall_ms: outcome.wall_ms })
 }
@@ -291,7 +300,7 @@ async fn form_witness(
     // a refusal before any run re-renders the page with the reason.
     match result {
         Ok(w) => Ok(Redirect::to(&format!("/c/{token}#witness-{}", w.row.id)).into_response()),
-        Err(r) if r.status == StatusCode::GONE => Ok(gone_page(&state, &a, &token)),
+        Err(r) if r.status == StatusCode::GONE => gone_refusal_page(&state, &a, &token, r).await,
         Err(r) if r.status == StatusCode::NOT_FOUND => Err(r),
         Err(r) => {
             let a = state.db.assignment_by_id(&a.id).await?.unwrap_or(a);
@@ -318,7 +327,7 @@ async fn form_witness(
         (status = 401, description = "No bearer token, or not a valid link token", body = crate::web::candidate::ApiError),
         (status = 403, description = "The time box is over", body = crate::web::candidate::ApiError),
         (status = 404, description = "No such step (there are `red` and `green`)", body = crate::web::candidate::ApiError),
-        (status = 410, description = "The deadline has passed", body = crate::web::candidate::ApiError),
+        (status = 410, description = "The deadline has passed, or the candidate's data was erased (also while the run ran: nothing of it is kept)", body = crate::web::candidate::ApiError),
         (status = 413, description = "Over the upload cap", body = crate::web::candidate::ApiError),
         (status = 422, description = "The run does not count (its `refusal` says why), or the tree was refused before any run", body = WitnessRefused),
         (status = 429, description = "A run of this assignment is under way, or its runs are used up", body = crate::web::candidate::ApiError),
@@ -345,12 +354,18 @@ pub(crate) async fn api_witness(
                 "send `Authorization: Bearer <token>` with the assignment's link token",
             )
         })?;
-    let a = assignment_for(&state, &token).await.map_err(|_| {
-        Refusal::new(
-            StatusCode::UNAUTHORIZED,
-            "the bearer token is not a valid link token (revoked, mistyped or expired)",
-        )
-    })?;
+    // An erased candidate's link is 410, as on its pages; a token no link
+    // ever had is 401.
+    let a = match assignment_for(&state, &token).await {
+        Ok(a) => a,
+        Err(AppError::NotFound(_)) => {
+            return Err(Refusal::new(
+                StatusCode::UNAUTHORIZED,
+                "the bearer token is not a valid link token (revoked, mistyped or expired)",
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let w = witness(&state, &a, &kind, &headers, multipart).await?;
     Ok(run_json(&w))
 }

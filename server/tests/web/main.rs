@@ -75,6 +75,7 @@ mod candidate;
 mod children;
 mod disk_full;
 mod erasure;
+mod erasure_edges;
 mod evidence;
 mod queue;
 mod restart;

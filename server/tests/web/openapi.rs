@@ -4,7 +4,7 @@
 //! and with a link token, finds no 5xx and no answer the document does not
 //! describe (status, content type, body schema).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use gatehouse::db::Role;
@@ -57,6 +57,37 @@ async fn the_document_covers_every_api_route_with_its_auth_and_errors() {
             }
         }
     }
+    // The links a client follows from an assignment to its submission and
+    // receipt (#46), each naming an operation of the document by its
+    // OpenAPI field name.
+    let ids: BTreeSet<&str> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|item| item.as_object().unwrap().values())
+        .filter_map(|op| op["operationId"].as_str())
+        .collect();
+    let mut links = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for (status, resp) in op["responses"].as_object().unwrap() {
+                for (name, link) in resp["links"].as_object().into_iter().flatten() {
+                    let target = link["operationId"].as_str().unwrap_or_else(|| panic!("{link}"));
+                    assert!(ids.contains(target), "{method} {path} {status} {name}: {target}");
+                    assert!(link.get("operation_id").is_none(), "{link}");
+                    links.insert(format!("{method} {path} {status} -> {target}"));
+                }
+            }
+        }
+    }
+    for expected in [
+        "post /api/v1/assignments 201 -> create_submission",
+        "post /api/v1/submissions 201 -> get_submission",
+        "post /api/v1/submissions 201 -> get_receipt",
+        "get /api/v1/submissions/{id} 200 -> get_receipt",
+    ] {
+        assert!(links.contains(expected), "{expected} in {links:?}");
+    }
     let error = &doc["components"]["schemas"]["ApiError"];
     assert_eq!(error["required"], serde_json::json!(["error"]), "{error}");
 
@@ -102,29 +133,28 @@ async fn the_document_covers_every_api_route_with_its_auth_and_errors() {
     }
 }
 
-/// `schemathesis run` of the document at `schema` (a path) against the
-/// live server with `token` as the bearer, and `extra` arguments; its
-/// output, `Err` when it found a failure.
+/// `schemathesis run` of the document at `schema` (a file, or a URL)
+/// against the live server, with `extra` arguments and environment `env`;
+/// its output, `Err` when it found a failure.
 fn schemathesis(
     app: &TestApp,
     schema: &str,
-    token: &str,
     examples: u32,
     extra: &[&str],
+    env: &[(&str, String)],
 ) -> Result<String, String> {
     // Its database of examples (`.hypothesis/`) goes to a folder of its own.
     let scratch = tempfile::tempdir().unwrap();
     let out = Command::new(crate::support::tool("schemathesis"))
         .current_dir(scratch.path())
-        .args(["run", &app.url(schema)])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .args(["run", schema])
         .args(["--url", &app.url("")])
         .args([
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
         ])
-        .args(["--header", &format!("Authorization: Bearer {token}")])
         .args(["--max-examples", &examples.to_string()])
-        .args(["--phases", "examples,coverage,fuzzing"])
         // One worker: with two, hypothesis's lambda descriptions race in
         // CPython 3.11's `ast.parse` ("AST constructor recursion depth
         // mismatch", a runtime error of the tool, not a finding).
@@ -148,10 +178,40 @@ fn schemathesis(
 /// `POST /api/v1/assignments`, which the server does answer.
 const WITHOUT_400: &str = "/test/openapi-without-400.json";
 
+/// Every operation of the document (`METHOD /path`), and the statuses the
+/// fuzz's log (`schemathesis_hooks.py`) says each answered.
+fn reached(doc: &Value, log: &str) -> BTreeMap<String, BTreeSet<u16>> {
+    let mut out: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            out.entry(format!("{} {path}", method.to_uppercase())).or_default();
+        }
+    }
+    for line in log.lines() {
+        let (method, path, status): (String, String, u16) = serde_json::from_str(line).unwrap();
+        out.entry(format!("{method} {path}")).or_default().insert(status);
+    }
+    out
+}
+
+/// The contract fuzzed in depth (#46): schemathesis runs every phase,
+/// stateful included (following the document's links from an assignment
+/// to its submission and receipt), each operation with its own credential
+/// (`schemathesis_hooks.py`: an API token, or the link token for
+/// submitting and witnessed runs) and with the bodies and ids a real client
+/// sends beside the made-up ones, on a server whose rate limits are raised
+/// for the run. Every operation is reached with a success at least once,
+/// none answers 5xx, every answer is as the document says; the statuses
+/// each operation answered are printed (the closing note's table).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn schemathesis_finds_no_server_error_and_nothing_off_the_document() {
+async fn a_stateful_fuzz_reaches_every_operation_with_its_own_credential() {
     let app = TestApp::spawn_routes(
-        |_| {},
+        |c| {
+            c.api_assignments_per_minute = 1_000_000;
+            c.max_pending_jobs = 10_000;
+            // Each accepted witnessed tree is a sandbox run: two at most.
+            c.max_witness_runs = 2;
+        },
         |r| {
             r.route(
                 WITHOUT_400,
@@ -166,26 +226,129 @@ async fn schemathesis_finds_no_server_error_and_nothing_off_the_document() {
         },
     )
     .await;
-    crate::candidate::publish_packet(&app.state).await;
+    let state = &app.state;
+    crate::candidate::publish_packet(state).await;
+    // The packet of the document's example request.
+    crate::support::publish_copy(state, "refund-invoices", "1", |toml| toml).await;
     let author = api_token(&app, "author@example.com", Role::Author).await;
-    let invited = crate::candidate::invite(&app.state, "Ada Lovelace").await;
+    let invited = crate::candidate::invite(state, "Ada Lovelace").await;
+    state
+        .db
+        .set_assignment_policy(&invited.assignment.id, gatehouse::db::ResultsRelease::Never, 100)
+        .await
+        .unwrap();
+    // A graded submission, whose receipt the fuzz may read; then no worker
+    // runs (the fuzz's own submissions wait in the queue).
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let workers = gatehouse::queue::spawn_workers_until(state, 1, stopped);
+    let sample = crate::candidate::sample_zip();
+    let r = crate::candidate::upload(&app.base, &invited.token, sample.clone(), true).await;
+    assert_eq!(r.status(), 201);
+    let graded = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let s = crate::candidate::wait_final(state, &graded, std::time::Duration::from_secs(180)).await;
+    assert_eq!(s.state.as_str(), "graded", "{:?}", s.error);
+    stop.send(true).unwrap();
+    for w in workers {
+        w.await.unwrap();
+    }
+
+    let scratch = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let path = scratch.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    };
+    let red = crate::erasure::starter_zip();
+    let log = scratch.path().join("calls.jsonl");
+    let hooks = crate::support::repo_root().join("server/tests/web/schemathesis_hooks.py");
+    let env = [
+        ("SCHEMATHESIS_HOOKS", hooks.display().to_string()),
+        ("GH_FUZZ_API_TOKEN", author.clone()),
+        ("GH_FUZZ_LINK_TOKEN", invited.token.clone()),
+        ("GH_FUZZ_GRADED_ID", graded.clone()),
+        ("GH_FUZZ_SUBMISSION_ZIP", file("submission.zip", &sample)),
+        ("GH_FUZZ_RED_ZIP", file("red.zip", &red)),
+        ("GH_FUZZ_LOG", log.display().to_string()),
+    ];
     let examples =
         std::env::var("SCHEMATHESIS_EXAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
-    for (who, token) in [("an API token", author.as_str()), ("a link token", &invited.token)] {
-        let (app, token) = (&app, token.to_string());
-        let run = tokio::task::block_in_place(|| {
-            schemathesis(app, "/api/v1/openapi.json", &token, examples, &[])
-        });
-        match run {
-            Err(out) => panic!("schemathesis with {who} found answers off the document:\n{out}"),
-            // It ran: every operation, and a case at least per operation.
-            Ok(out) => assert!(out.contains("Tested: 5") && out.contains(" passed"), "{out}"),
-        }
+    let phases = ["--phases", "examples,coverage,fuzzing,stateful"];
+    let started = std::time::Instant::now();
+    // The served document, from a file: loaded from its own URL, the
+    // fuzzer would leave that operation out.
+    let served = TestApp::client().get(app.url("/api/v1/openapi.json")).send().await.unwrap();
+    let doc: Value = served.json().await.unwrap();
+    let schema = file("openapi.json", doc.to_string().as_bytes());
+    let run = tokio::task::block_in_place(|| schemathesis(&app, &schema, examples, &phases, &env));
+    let took = started.elapsed();
+    let out = match run {
+        Ok(out) => out,
+        Err(out) => panic!("schemathesis found answers off the document:\n{out}"),
+    };
+    let table = reached(&doc, &std::fs::read_to_string(&log).unwrap_or_default());
+    // The table of the closing note: each operation of the document, and
+    // the methods its paths do not take (tried by the coverage phase).
+    let documented: BTreeSet<String> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object().unwrap().keys().map(move |m| format!("{} {path}", m.to_uppercase()))
+        })
+        .collect();
+    let show =
+        |codes: &BTreeSet<u16>| codes.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
+    let mut shown: Vec<String> =
+        documented.iter().map(|op| format!("| `{op}` | {} |", show(&table[op]))).collect();
+    let others: BTreeSet<u16> = table
+        .iter()
+        .filter(|(op, _)| !documented.contains(*op))
+        .flat_map(|(_, c)| c)
+        .copied()
+        .collect();
+    let tried = table.keys().filter(|op| !documented.contains(*op)).count();
+    shown.push(format!("| any other method on these paths ({tried} tried) | {} |", show(&others)));
+    eprintln!("fuzzed in {took:.1?}:\n| operation | statuses |\n|---|---|\n{}", shown.join("\n"));
+    // Every operation of the document succeeded at least once; nothing
+    // (nor a method a path does not take) answered 5xx.
+    for op in &documented {
+        let codes = &table[op];
+        assert!(
+            codes.iter().any(|c| (200..300).contains(c)),
+            "{op} never succeeded: {codes:?}\n{out}"
+        );
     }
+    for (op, codes) in &table {
+        assert!(codes.iter().all(|c| *c < 500), "{op} answered {codes:?}\n{out}");
+    }
+    // The stateful phase ran and followed every link of the document
+    // (`API Links: 4 covered / 4 selected / 4 total`).
+    let links = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("API Links:"))
+        .unwrap_or_else(|| panic!("no stateful phase:\n{out}"));
+    let counts: Vec<u32> = links.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(counts.len() == 3 && counts[0] == counts[2] && counts[0] >= 4, "links: {links}\n{out}");
+    eprintln!(
+        "{}",
+        out.lines()
+            .filter(|l| l.contains("passed") || l.contains("API Links") || l.contains(" in "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
     // The same fuzzer flags a status the document leaves out.
     let run = tokio::task::block_in_place(|| {
-        let only = ["--include-path", "/api/v1/assignments"];
-        schemathesis(&app, WITHOUT_400, &author, 10, &only)
+        let auth = format!("Authorization: Bearer {author}");
+        let args = [
+            "--include-path",
+            "/api/v1/assignments",
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--header",
+            &auth,
+        ];
+        schemathesis(&app, &app.url(WITHOUT_400), 10, &args, &[])
     });
     let out = run.expect_err("an undocumented 400 is found");
     assert!(out.contains("Undocumented status code") && out.contains("Received: 400"), "{out}");

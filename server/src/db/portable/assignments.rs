@@ -57,7 +57,7 @@ macro_rules! assignment_store {
             async fn start_assignment(&self, id: &str, at: i64) -> DbResult<()> {
                 sqlx::query(
                     "UPDATE assignments SET started_at = COALESCE(started_at, $1),
-                        state = CASE WHEN state = 'invited' THEN 'started' ELSE state END WHERE id = $2",
+                        state = CASE WHEN state = 'invited' THEN 'started' ELSE state END WHERE id = $2 AND erased_at IS NULL",
                 )
                 .bind(at)
                 .bind(id)

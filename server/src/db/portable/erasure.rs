@@ -1,7 +1,7 @@
 //! `ErasureStore` for both backends, written once.
 
 macro_rules! erasure_store {
-    ($store:ty, compact: $compact:expr) => {
+    ($store:ty, $db:ty, compact: $compact:expr) => {
         use async_trait::async_trait;
 
         use crate::db::erasure::{
@@ -28,8 +28,64 @@ macro_rules! erasure_store {
             "UPDATE ats_interviews SET profile_url = NULL, callback_error = NULL WHERE assignment_id = $1",
         ];
 
+        /// The grading jobs of an assignment's submissions still queued or
+        /// running; `$1` is the assignment id.
+        const GRADING: &str = "SELECT COUNT(*) FROM jobs j JOIN submissions s ON s.id = j.subject
+             WHERE j.kind = 'grade' AND s.assignment_id = $1 AND j.state IN ('queued', 'running')";
+
+        /// Deletes blob `sha`'s database rows unless something refers to it;
+        /// `Some(size)` (the size when the database held it) when nothing did.
+        async fn forget_if_unused(
+            tx: &mut sqlx::Transaction<'_, $db>,
+            sha: &str,
+        ) -> DbResult<Option<Option<i64>>>
+        {
+            let used: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM submissions WHERE blob_sha256 = $1)
+                     OR EXISTS (SELECT 1 FROM witness_runs WHERE tree_sha256 = $1)
+                     OR EXISTS (SELECT 1 FROM model_calls WHERE request_body_sha256 = $1 OR response_body_sha256 = $1)
+                     OR EXISTS (SELECT 1 FROM packet_archives WHERE blob_sha256 = $1)",
+            )
+            .bind(sha)
+            .fetch_one(&mut **tx)
+            .await?;
+            if used {
+                return Ok(None);
+            }
+            let size: Option<i64> = sqlx::query_scalar("DELETE FROM blobs WHERE sha256 = $1 RETURNING size")
+                .bind(sha)
+                .fetch_optional(&mut **tx)
+                .await?;
+            sqlx::query("DELETE FROM blob_chunks WHERE sha256 = $1").bind(sha).execute(&mut **tx).await?;
+            Ok(Some(size))
+        }
+
         #[async_trait]
         impl ErasureStore for $store {
+            async fn grading_of(&self, assignment_id: &str) -> DbResult<bool> {
+                let n: i64 = sqlx::query_scalar(GRADING).bind(assignment_id).fetch_one(&self.pool).await?;
+                Ok(n > 0)
+            }
+
+            async fn restore_model_keys(&self, assignment_id: &str, revoked_at: i64) -> DbResult<u64> {
+                let r = sqlx::query(
+                    "UPDATE model_keys SET revoked_at = NULL WHERE assignment_id = $1 AND revoked_at = $2
+                        AND EXISTS (SELECT 1 FROM assignments WHERE id = $1 AND erased_at IS NULL)",
+                )
+                .bind(assignment_id)
+                .bind(revoked_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(r.rows_affected())
+            }
+
+            async fn forget_unused_blob(&self, sha256: &str) -> DbResult<Option<Option<i64>>> {
+                let mut tx = self.pool.begin().await?;
+                let gone = forget_if_unused(&mut tx, sha256).await?;
+                tx.commit().await?;
+                Ok(gone)
+            }
+
             async fn erase_assignment(
                 &self,
                 id: &str,
@@ -55,13 +111,7 @@ macro_rules! erasure_store {
                         _ => EraseRefusal::NotFound,
                     }));
                 }
-                let grading: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM jobs j JOIN submissions s ON s.id = j.subject
-                     WHERE j.kind = 'grade' AND s.assignment_id = $1 AND j.state IN ('queued', 'running')",
-                )
-                .bind(id)
-                .fetch_one(&mut *tx)
-                .await?;
+                let grading: i64 = sqlx::query_scalar(GRADING).bind(id).fetch_one(&mut *tx).await?;
                 if grading > 0 {
                     tx.rollback().await?;
                     return Ok(Err(EraseRefusal::Grading));
@@ -99,14 +149,33 @@ macro_rules! erasure_store {
                 let redacted = sqlx::query(
                     "UPDATE audit_log SET detail = '[erased]'
                      WHERE detail <> '[erased]' AND (subject = 'assignment:' || $1
-                        OR subject IN (SELECT 'submission:' || id FROM submissions WHERE assignment_id = $1)
-                        OR ($2 <> '' AND detail LIKE '%' || $2 || '%'))",
+                        OR subject IN (SELECT 'submission:' || id FROM submissions WHERE assignment_id = $1))",
                 )
                 .bind(id)
-                .bind(&email)
                 .execute(&mut *tx)
                 .await?;
                 let mut rows = redacted.rows_affected() as i64;
+                // And every other entry naming their email as a whole
+                // address (not inside another one: `names_address`); `LIKE`
+                // only narrows the rows read.
+                if !email.trim().is_empty() {
+                    let naming: Vec<(i64, String)> = sqlx::query_as(
+                        "SELECT id, detail FROM audit_log
+                         WHERE detail <> '[erased]' AND lower(detail) LIKE '%' || lower($1) || '%' ESCAPE '\\'",
+                    )
+                    .bind(crate::erasure::like_literal(email.trim()))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    for (entry, detail) in naming {
+                        if crate::erasure::names_address(&detail, &email) {
+                            sqlx::query("UPDATE audit_log SET detail = '[erased]' WHERE id = $1")
+                                .bind(entry)
+                                .execute(&mut *tx)
+                                .await?;
+                            rows += 1;
+                        }
+                    }
+                }
                 for sql in DELETES {
                     rows += sqlx::query(sql).bind(id).execute(&mut *tx).await?.rows_affected() as i64;
                 }
@@ -122,21 +191,7 @@ macro_rules! erasure_store {
                 // The blobs nothing refers to any more.
                 let mut gone = Vec::new();
                 for sha in blobs {
-                    let used: bool = sqlx::query_scalar(
-                        "SELECT EXISTS (SELECT 1 FROM submissions WHERE blob_sha256 = $1)
-                             OR EXISTS (SELECT 1 FROM witness_runs WHERE tree_sha256 = $1)
-                             OR EXISTS (SELECT 1 FROM model_calls WHERE request_body_sha256 = $1 OR response_body_sha256 = $1)
-                             OR EXISTS (SELECT 1 FROM packet_archives WHERE blob_sha256 = $1)",
-                    )
-                    .bind(&sha)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    if !used {
-                        let size: Option<i64> = sqlx::query_scalar("DELETE FROM blobs WHERE sha256 = $1 RETURNING size")
-                            .bind(&sha)
-                            .fetch_optional(&mut *tx)
-                            .await?;
-                        sqlx::query("DELETE FROM blob_chunks WHERE sha256 = $1").bind(&sha).execute(&mut *tx).await?;
+                    if let Some(size) = forget_if_unused(&mut tx, &sha).await? {
                         gone.push((sha, size));
                     }
                 }

@@ -12,6 +12,21 @@ macro_rules! witness_store {
         #[async_trait]
         impl WitnessStore for $store {
             async fn add_witness_run(&self, run: NewWitnessRun<'_>) -> DbResult<WitnessRunRow> {
+                let mut tx = self.pool.begin().await?;
+                // First, so the row lock orders this run after an erasure
+                // that holds it (see `erase_assignment`).
+                let open = sqlx::query(
+                    "UPDATE assignments SET started_at = COALESCE(started_at, $1),
+                        state = CASE WHEN state = 'invited' THEN 'started' ELSE state END
+                     WHERE id = $2 AND erased_at IS NULL",
+                )
+                .bind(run.at)
+                .bind(run.assignment_id)
+                .execute(&mut *tx)
+                .await?;
+                if open.rows_affected() == 0 {
+                    return Err(sqlx::Error::RowNotFound);
+                }
                 let row: WitnessDb = sqlx::query_as(
                     "INSERT INTO witness_runs (assignment_id, kind, at, accepted, exit_code, log, tree_sha256, env_json, refusal)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -26,8 +41,9 @@ macro_rules! witness_store {
                 .bind(run.tree_sha256)
                 .bind(run.env_json)
                 .bind(run.refusal)
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 Ok(row.into())
             }
 

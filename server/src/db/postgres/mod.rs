@@ -24,7 +24,7 @@ mod webhooks {
     crate::db::portable::webhooks::webhook_store!(super::PgStore);
 }
 mod erasure {
-    crate::db::portable::erasure::erasure_store!(super::PgStore, compact: "");
+    crate::db::portable::erasure::erasure_store!(super::PgStore, sqlx::Postgres, compact: "");
 }
 mod audit {
     crate::db::portable::audit::audit_store!(super::PgStore);

@@ -20,7 +20,7 @@ mod webhooks {
     crate::db::portable::webhooks::webhook_store!(super::SqliteStore);
 }
 mod erasure {
-    crate::db::portable::erasure::erasure_store!(super::SqliteStore, compact: "PRAGMA wal_checkpoint(TRUNCATE)");
+    crate::db::portable::erasure::erasure_store!(super::SqliteStore, sqlx::Sqlite, compact: "PRAGMA wal_checkpoint(TRUNCATE)");
 }
 mod audit {
     crate::db::portable::audit::audit_store!(super::SqliteStore);

@@ -116,7 +116,13 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
                     let failed = counted
                         .iter()
                         .filter(|t| t.status != grader::evidence::TestStatus::Passed)
-                        .map(|t| format!("{}::{}: {}", t.classname, t.name, t.status.word()))
+                        .map(|t| match t.message.as_deref().filter(|m| !m.is_empty()) {
+                            // The reason names a crash where there was one.
+                            Some(m) => {
+                                format!("{}::{}: {} ({m})", t.classname, t.name, t.status.word())
+                            }
+                            None => format!("{}::{}: {}", t.classname, t.name, t.status.word()),
+                        })
                         .collect();
                     (Some(format!("{passed} / {} passed", counted.len())), failed)
                 }
@@ -133,6 +139,7 @@ pub fn card_view_model(card: &Scorecard, starter: Option<&Tree>) -> CardView {
                 leftovers: run.leftovers.clone(),
                 tests,
                 failed_tests,
+                crash: run.crash.clone(),
                 stdout_tail: run.stdout_tail.clone(),
                 stderr_tail: run.stderr_tail.clone(),
             }

@@ -334,3 +334,63 @@ fn store_zip(app: &TestApp, zip: &[u8]) -> String {
     std::fs::write(&blob, zip).unwrap();
     sha
 }
+
+/// A crash is named where the reviewer reads the tests (issue #48): the
+/// run's "Crashed:" line with the test, the panic's message and the first
+/// frame in the candidate's code, and each test it left unreported with
+/// its reason, on the scorecard page and in the standalone receipt. A run
+/// that did not crash shows no such line.
+#[tokio::test]
+async fn a_crash_is_named_where_the_reviewer_reads_the_tests() {
+    use grader::evidence::{TestOutcome, TestStatus};
+    let f = fixture().await;
+    let good = f.page(&format!("/submissions/{}", f.good)).await;
+    assert!(!good.contains("class=\"crash\"") && !good.contains("Crashed:"), "{good}");
+
+    let (_, bad_card) = cards(&f.app).await;
+    let mut card = bad_card.clone();
+    let crash = "the test binary panicked in TestSquare: Please implement the Square function (at grains.go:7 in grains.Square)";
+    let run = (card.receipt.runs.iter_mut())
+        .find(|r| r.id.starts_with("step:") && r.tests.is_some())
+        .expect("a step with tests");
+    let step = run.id.clone();
+    run.crash = Some(crash.into());
+    run.tests.as_mut().unwrap().push(TestOutcome {
+        classname: "grains".into(),
+        name: "TestTotal".into(),
+        status: TestStatus::Error,
+        message: Some(format!("not run: {crash}")),
+    });
+    f.app
+        .state
+        .db
+        .set_graded(
+            &f.bad,
+            &serde_json::to_string(&card).unwrap(),
+            &serde_json::to_string(&card.receipt).unwrap(),
+            &card.scoring.decision,
+            card.scoring.score.unwrap_or(0) as f64,
+        )
+        .await
+        .unwrap();
+    let page = f.page(&format!("/submissions/{}", f.bad)).await;
+    in_order(
+        &page,
+        &[
+            "<h2>Commands</h2>",
+            &step,
+            "class=\"crash\">Crashed: ",
+            crash,
+            "class=\"failed-tests\"",
+            &format!("grains::TestTotal: error (not run: {crash})"),
+        ],
+    );
+    let r = (f.reviewer.client)
+        .get(f.app.url(&format!("/submissions/{}/receipt.html", f.bad)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let html = r.text().await.unwrap();
+    in_order(&html, &["<h2>Commands</h2>", &step, &format!("Crashed: {crash}")]);
+}
