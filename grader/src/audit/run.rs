@@ -267,7 +267,7 @@ impl<'a> Audit<'a> {
         for dir in
             [tree.clone(), packet.root.join("hidden")].iter().filter(|_| lang == Language::Python)
         {
-            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
                 let name = entry.file_name().to_string_lossy().to_string();
                 if let Some(stem) = name.strip_suffix(".py") {
                     local_modules.insert(stem.to_string());
