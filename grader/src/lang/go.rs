@@ -250,6 +250,13 @@ pub fn plant_canaries(
     Ok(out)
 }
 
+/// How a run of the packet's Go tests is judged apart (JUDGE.md); None
+/// until this language has its judge and host: its runs keep the canaries
+/// and the runner's cross-checks, and the receipt says they were shared.
+pub fn judge() -> Option<super::JudgeSetup> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,11 +378,4 @@ mod tests {
         let e = missing(&m, &probe).join("\n");
         assert!(e.contains("has none") && e.contains("golang-go"), "{e}");
     }
-}
-
-/// How a run of the packet's Go tests is judged apart (JUDGE.md); None
-/// until this language has its judge and host: its runs keep the canaries
-/// and the runner's cross-checks, and the receipt says they were shared.
-pub fn judge() -> Option<super::JudgeSetup> {
-    None
 }

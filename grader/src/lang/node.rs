@@ -146,6 +146,13 @@ pub fn generic_module(below: &mut dyn FnMut(usize) -> usize, pass: &str, fail: &
     s
 }
 
+/// How a run of the packet's TypeScript on Node tests is judged apart (JUDGE.md); None
+/// until this language has its judge and host: its runs keep the canaries
+/// and the runner's cross-checks, and the receipt says they were shared.
+pub fn judge() -> Option<super::JudgeSetup> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,11 +251,4 @@ mod tests {
             }
         }
     }
-}
-
-/// How a run of the packet's TypeScript on Node tests is judged apart (JUDGE.md); None
-/// until this language has its judge and host: its runs keep the canaries
-/// and the runner's cross-checks, and the receipt says they were shared.
-pub fn judge() -> Option<super::JudgeSetup> {
-    None
 }

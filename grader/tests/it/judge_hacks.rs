@@ -101,7 +101,7 @@ fn passing(card: &Scorecard) -> std::collections::BTreeSet<(String, String)> {
 /// no band gives (a veto's lowest, `pending`) ranks after them all.
 fn rank(p: &Packet, decision: &str) -> usize {
     let mut bands: Vec<_> = p.manifest.bands.iter().collect();
-    bands.sort_by(|a, b| b.min.cmp(&a.min));
+    bands.sort_by_key(|b| std::cmp::Reverse(b.min));
     bands.iter().position(|b| b.decision == decision).unwrap_or(bands.len())
 }
 
@@ -170,7 +170,7 @@ T.allow = _allow"#,
 ];
 
 /// 2. The running plugin manager, reached through the assertion rewriter
-/// or pytest's assertion module, and a report-rewriting hook on it.
+///    or pytest's assertion module, and a report-rewriting hook on it.
 const PLUGIN_MANAGER: [&str; 2] = [
     r#"import sys
 for finder in sys.meta_path:
@@ -195,7 +195,7 @@ if config is not None:
 ];
 
 /// 3. `builtins.__build_class__` replaced: test classes rewritten as they
-/// are made.
+///    are made.
 const BUILD_CLASS: [&str; 2] = [
     r#"import builtins
 _real = builtins.__build_class__
@@ -215,7 +215,7 @@ builtins.__build_class__ = _bc"#,
 ];
 
 /// 4. A module global of pytest's runner swapped (the issue's reproduction)
-/// and put back by the stand-in before anyone looks.
+///    and put back by the stand-in before anyone looks.
 const RUNNER_GLOBAL: [&str; 2] = [
     r#"import sys, types
 home = sys.modules.get("_pytest.runner")
@@ -313,7 +313,7 @@ for top in ("/workspace", "/tmp", "/evidence", "/gatehouse"):
 ];
 
 /// 9. Answers found by re-running on scratch instances, keyed by the test
-/// the runner says is running.
+///    the runner says is running.
 const KEYED_ORACLE: [&str; 2] = [
     r#"import os
 _real = T.allow
@@ -341,7 +341,7 @@ exec(compile(src, unittest.case.__file__, "exec"), ns)
 T.allow = ns["_allow"]"#];
 
 /// 11. Right only under test: the real bucket when a test framework or a
-/// runner variable is there, the broken one otherwise.
+///     runner variable is there, the broken one otherwise.
 const ONLY_UNDER_TEST: [&str; 3] = [
     r#"import os
 _real = T.allow
