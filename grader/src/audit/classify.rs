@@ -48,8 +48,14 @@ fn id(step: &str, t: &TestOutcome) -> String {
 
 /// The outcome, its reason and the tests that killed the mutant.
 pub fn classify(runs: &[StepResult]) -> (Outcome, String, Vec<String>) {
-    if let Some((r, (module, msg))) =
-        runs.iter().find_map(|r| r.collect_errors.first().map(|e| (r, e)))
+    // A step that broke off after a test failed (a Go test binary ends at
+    // the first test that panics, and the runner reports the package as
+    // broken) noticed the mutant: that is a kill, by the failed tests, not
+    // a file that fails to import.
+    if let Some((r, (module, msg))) = runs
+        .iter()
+        .filter(|r| !r.tests.iter().any(|t| t.status == TestStatus::Failed))
+        .find_map(|r| r.collect_errors.first().map(|e| (r, e)))
     {
         return (
             Outcome::Crashed,
@@ -208,6 +214,17 @@ mod tests {
             Outcome::Crashed,
             "fails to import: step hidden could not collect test_hidden.py (NameError",
             &[],
+        );
+        // A test that fails before its step breaks off (a Go test that
+        // panics ends the binary) kills the mutant; the break alone does
+        // not (above: crashed).
+        let mut panicked = step(vec![t("a", Failed), t("b", Error)]);
+        panicked.collect_errors.push(("ticket".into(), "a test panicked".into()));
+        check(
+            vec![panicked],
+            Outcome::Killed,
+            "1 of 2 hidden tests fail: a broke",
+            &["hidden: test_hidden::a"],
         );
         // A run that hits its limit is killed, naming the limit.
         let mut slow = step(vec![t("a", Passed), t("b", Error)]);

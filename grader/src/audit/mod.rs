@@ -1,16 +1,21 @@
 //! `packet audit`: a mutation audit of a packet's hidden tests.
 //!
-//! Mutants of the sample's target file come from a fixed grammar of rules
-//! (`--rules`) or from a model (the server's CLI asks it, see
-//! `gatehouse::audit`); either way each is a replacement of one top-level
-//! function or class, applied and validated by a Python parser
-//! (`harness/gatehouse_audit.py`, [`helper`]), then laid over the sample and
-//! run through the packet's hidden-test steps in the grading sandbox with the
+//! Mutants of the sample's target file (Python, TypeScript or Go:
+//! [`parser::Language`]) come from a fixed grammar of rules (`--rules`) or
+//! from a model (the server's CLI asks it, see `gatehouse::audit`); either
+//! way each is a replacement of one top-level definition, applied and
+//! validated by the language's own parser ([`parser`]: Python's `ast` in
+//! `harness/gatehouse_audit.py` ([`helper`]), the grader's TypeScript
+//! compiler in `harness/gatehouse_audit_ts.js`, `go/ast` and `go/types` in
+//! `harness/gatehouse_audit_go.go`), then laid over the sample and run
+//! through the packet's hidden-test steps in the grading sandbox with the
 //! packet's limits ([`run`]), and classified ([`classify`]):
 //!
 //! - **invalid**: the replacement does not parse as one definition, renames
 //!   it, changes its signature or the file's public names, imports a module
-//!   the pinned environment lacks, or equals the sample after normalisation;
+//!   the pinned environment lacks (Python), no longer type-checks
+//!   (TypeScript, Go: an error the sample lacks), or equals the sample
+//!   after normalisation;
 //! - **crashed**: the mutated file fails to import, or every hidden test
 //!   errors rather than fails;
 //! - **killed**: at least one hidden test fails (or the run hits its limit);
@@ -23,7 +28,11 @@
 //! kill it (or the list to explain it). A target the candidate hands back as
 //! a diff is audited through that diff ([`deliver`]).
 //!
-//! The modules: `helper` runs `harness/gatehouse_audit.py` (as `python3 -I`,
+//! The modules: `parser` is the language front: which language a target
+//! is, its canary, its context (the package's other files) and one
+//! interface over the three helpers (the TypeScript and Go helpers run in
+//! the grading sandbox, one run per call, a batch of proposals per call).
+//! `helper` runs `harness/gatehouse_audit.py` (as `python3 -I`,
 //! JSON on stdin and stdout, under `HelperLimits`: `RLIMIT_AS` and `RLIMIT_CPU`
 //! set before exec, its own process group killed at a wall-clock deadline and
 //! before the leader is reaped, its answer capped, since it parses the packet's
@@ -45,9 +54,10 @@
 //! (`gatehouse::audit`): the grader does no network I/O.
 //!
 //! The audit never imports or runs the code it mutates outside the sandbox: the
-//! helper only parses (`ast`) and resolves module names with
-//! `importlib.util.find_spec` on top-level names, which imports nothing; a
-//! mutant is applied on the parser's line spans, never by text search, runs
+//! Python helper only parses (`ast`) and resolves module names with
+//! `importlib.util.find_spec` on top-level names, which imports nothing; the
+//! TypeScript and Go helpers only parse and type-check, inside the sandbox; a
+//! mutant is applied on the parser's spans, never by text search, runs
 //! only through `run::run_on_copy` with the step's limits, and is classified
 //! from the trusted runner's stream, never from files in the workspace.
 
@@ -57,6 +67,7 @@ pub mod explain;
 pub mod helper;
 pub mod kept;
 pub mod model;
+pub mod parser;
 pub mod run;
 pub mod save;
 
@@ -64,6 +75,7 @@ use serde::{Deserialize, Serialize};
 
 pub use classify::{Outcome, StepResult, classify};
 pub use helper::{Def, Helper};
+pub use parser::{Language, Parser};
 pub use run::{Audit, AuditError};
 
 /// One proposed mutant: the full replacement of one top-level definition.

@@ -5,26 +5,38 @@
 use super::helper::Def;
 
 /// The prompt asking for `n` mutants of `def` (its source is cut from
-/// `source`, the target file at `target`).
+/// `source`, the target file at `target`, whose language its name gives).
 pub fn prompt(target: &str, source: &str, def: &Def, n: usize) -> String {
     let lines: Vec<&str> = source.lines().collect();
     let end = def.end_line.min(lines.len());
     let start = def.line.saturating_sub(1).min(end);
     let code = lines[start..end].join("\n");
-    let what = if def.kind == "class" { "class" } else { "function" };
+    let lang = super::parser::Language::of(target).unwrap_or(super::parser::Language::Python);
+    let what = match def.kind.as_str() {
+        "class" | "method" => def.kind.clone(),
+        "variable" | "const" | "var" => format!("{} declaration", def.kind),
+        _ => "function".to_string(),
+    };
+    let mut title = what.clone();
+    title[..1].make_ascii_uppercase();
+    let imports = if lang == super::parser::Language::Python {
+        ""
+    } else {
+        " It can use only what the file already imports."
+    };
     format!(
-        "Generate {n} mutant versions of this Python {what}. Each mutant must:\n\
+        "Generate {n} mutant versions of this {lang} {what}. Each mutant must:\n\
          - Keep the same signature and name\n\
          - Change exactly one behavioral aspect (logic, boundary, or branch)\n\
          - Not be a compile error or a trivial cosmetic change\n\
          - Explain the intended fault in one line\n\
          \n\
-         Each \"code\" is the complete replacement of `{name}` in {target}: one top-level definition, nothing before or after it.\n\
+         Each \"code\" is the complete replacement of `{name}` in {target}: one top-level definition, nothing before or after it.{imports}\n\
          Return only a JSON array: [{{\"code\": \"...\", \"fault\": \"...\"}}]\n\
          \n\
-         {What}:\n{code}\n",
+         {title}:\n{code}\n",
+        lang = lang.name(),
         name = def.name,
-        What = if def.kind == "class" { "Class" } else { "Function" },
     )
 }
 
@@ -132,5 +144,42 @@ mod tests {
             assert!(p.contains(part), "{part:?} not in:\n{p}");
         }
         assert!(!p.contains("X = 1") && !p.contains("import csv"), "{p}");
+        assert!(!p.contains("already imports"), "{p}");
+    }
+
+    #[test]
+    fn the_prompt_names_the_targets_language_and_kind() {
+        let def = |name: &str, kind: &str, line, end_line| Def {
+            name: name.into(),
+            kind: kind.into(),
+            line,
+            end_line,
+            signature: String::new(),
+        };
+        let go = "package ticket
+
+const (
+	maxAttempts = 3
+)
+
+func (e *FetchError) Error() string { return e.Message }
+";
+        let p = prompt("client.go", go, &def("FetchError.Error", "method", 7, 7), 2);
+        for part in [
+            "Generate 2 mutant versions of this Go method",
+            "complete replacement of `FetchError.Error` in client.go",
+            "It can use only what the file already imports.",
+            "Method:\nfunc (e *FetchError) Error() string { return e.Message }\n",
+        ] {
+            assert!(p.contains(part), "{part:?} not in:\n{p}");
+        }
+        let p = prompt("client.go", go, &def("maxAttempts", "const", 3, 5), 1);
+        assert!(
+            p.contains("this Go const declaration") && p.contains("Const declaration:\nconst ("),
+            "{p}"
+        );
+        let ts = "export class TokenBucket {\n  allow(n = 1): boolean { return true; }\n}\n";
+        let p = prompt("src/bucket.ts", ts, &def("TokenBucket", "class", 1, 3), 3);
+        assert!(p.contains("this TypeScript class") && p.contains("Class:\nexport class"), "{p}");
     }
 }

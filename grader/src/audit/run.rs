@@ -9,7 +9,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::classify::{Outcome, StepResult, classify};
-use super::helper::{Def, Helper};
+use super::helper::{Applied, Def};
+use super::parser::{Context, Language, Parser};
 use super::{AuditReport, Counts, MutantReport, Proposal};
 use crate::grade::{Grader, default_limits};
 use crate::manifest::{Lay, Step};
@@ -36,14 +37,16 @@ pub struct Audit<'a> {
     pub source: String,
     pub defs: Vec<Def>,
     pub steps: Vec<String>,
-    pub helper: Helper,
+    /// The target's language and its parser.
+    pub parser: Parser<'a>,
     /// Sample diffs that deliver the target (rewritten for each mutant).
     pub deliveries: Vec<super::deliver::Delivery>,
     /// The packet's `mutants/EQUIVALENT.md`: survivors it explains.
     pub explanations: Vec<super::explain::Explanation>,
     work: crate::workdir::WorkDir,
     tree: PathBuf,
-    local_modules: Vec<String>,
+    /// What validating a mutant needs besides the target.
+    context: Context,
     /// Per step, the test ids the sample's run reported.
     expected: BTreeMap<String, BTreeSet<String>>,
     /// What the author should know about the audit itself (a canary that
@@ -51,13 +54,17 @@ pub struct Audit<'a> {
     pub warnings: Vec<String>,
 }
 
-/// Whether a lay puts a hidden test file (`hidden/.../test_*.py`, or a Go
-/// `hidden/..._test.go`) in place.
+/// Whether a lay puts a hidden test file (`hidden/.../test_*.py`, a Go
+/// `hidden/..._test.go`, or a TypeScript test file such as
+/// `hidden/..._bucket.test.ts`) in place.
 pub fn lays_hidden_test(lay: &Lay) -> bool {
     let (from, _) = lay.paths();
     let name = from.rsplit('/').next().unwrap_or_default();
     from.starts_with("hidden/")
-        && ((name.starts_with("test_") && name.ends_with(".py")) || name.ends_with("_test.go"))
+        && ((name.starts_with("test_") && name.ends_with(".py"))
+            || name.ends_with("_test.go")
+            || (Language::of(&from) == Some(Language::TypeScript)
+                && crate::lang::node::is_test_file(&from)))
 }
 
 /// The steps whose tests judge a mutant: those named, else `[mutation]
@@ -88,7 +95,7 @@ pub fn hidden_steps(packet: &Packet, named: &[String]) -> Result<Vec<String>, Au
         .collect();
     if found.is_empty() {
         return Err(err(format!(
-            "{}: no step lays a hidden test file (hidden/test_*.py); name the steps with --step (its steps: {})",
+            "{}: no step lays a hidden test file (hidden/test_*.py, hidden/*_test.go, hidden/*.test.ts); name the steps with --step (its steps: {})",
             m.packet.slug,
             ids.join(", ")
         )));
@@ -97,33 +104,57 @@ pub fn hidden_steps(packet: &Packet, named: &[String]) -> Result<Vec<String>, Au
 }
 
 /// The file the audit mutates: `[mutation] target`, else the first sample
-/// file the hidden tests of `steps` import, else the sample's only Python
-/// file outside its tests (test files, `tests/`, `test/` and `fixtures/`).
+/// file the hidden tests of `steps` import (a Python module, or a
+/// TypeScript file a relative import names from where the test is laid;
+/// a Go test lives in the package it tests and imports none of it), else
+/// the sample's only source file of the parser's language outside its
+/// tests (test files, `tests/`, `test/`, `fixtures/` and `testdata/`).
 pub fn default_target(
     packet: &Packet,
     steps: &[String],
-    helper: &Helper,
+    parser: &Parser,
 ) -> Result<String, AuditError> {
     let m = &packet.manifest;
     if let Some(mu) = &m.mutation {
         return Ok(mu.target.clone());
     }
+    let lang = parser.language();
     let pk = packet.files().map_err(|e| err(e.to_string()))?;
     for id in steps {
         let Some(step) = m.step(id) else { continue };
         for lay in &step.lay {
-            let (from, _) = lay.paths();
-            if !(from.starts_with("hidden/") && from.ends_with(".py")) {
+            let (from, to) = lay.paths();
+            let reads = match lang {
+                Language::Python => from.ends_with(".py"),
+                Language::TypeScript => Language::of(&from) == Some(Language::TypeScript),
+                Language::Go => false,
+            };
+            if !(from.starts_with("hidden/") && reads) {
                 continue;
             }
             if !crate::tree::is_safe_path(&from) {
                 return Err(err(format!("{from:?} is not a safe relative path")));
             }
             let Ok(text) = pk.read_to_string(&from) else { continue };
-            let Ok(modules) = helper.imports(&text) else { continue };
+            let Ok(modules) = parser.imports(&text) else { continue };
             for module in modules {
-                let base = module.replace('.', "/");
-                for cand in [format!("{base}.py"), format!("{base}/__init__.py")] {
+                let candidates = match lang {
+                    Language::Python => {
+                        let base = module.replace('.', "/");
+                        vec![format!("{base}.py"), format!("{base}/__init__.py")]
+                    }
+                    _ => {
+                        let dir = to.rsplit_once('/').map_or("", |(d, _)| d);
+                        let Some(base) = relative_import(dir, &module) else { continue };
+                        let stem = base
+                            .strip_suffix(".js")
+                            .or_else(|| base.strip_suffix(".ts"))
+                            .unwrap_or(&base)
+                            .to_string();
+                        vec![format!("{stem}.ts"), format!("{stem}/index.ts")]
+                    }
+                };
+                for cand in candidates {
                     if pk.is_file(&format!("sample/{cand}")) {
                         return Ok(cand);
                     }
@@ -135,28 +166,40 @@ pub fn default_target(
         .files("sample")
         .unwrap_or_default()
         .into_iter()
-        .filter(|p| {
-            let parts: Vec<&str> = p.split('/').collect();
-            let name = parts.last().copied().unwrap_or_default();
-            p.ends_with(".py")
-                && !parts[..parts.len() - 1]
-                    .iter()
-                    .any(|d| *d == "tests" || *d == "test" || *d == "fixtures")
-                && !name.starts_with("test_")
-                && !name.ends_with("_test.py")
-                && name != "conftest.py"
-        })
+        .filter(|p| lang.is_own_source(p))
         .collect();
     if own.len() == 1 {
         return Ok(own.remove(0));
     }
     Err(err(format!(
-        "{}: the hidden tests of {} import no file of the sample and the sample has {} Python files of its own ({}); name the file to mutate with --target",
+        "{}: the hidden tests of {} import no file of the sample and the sample has {} {} files of its own ({}); name the file to mutate with --target",
         m.packet.slug,
         steps.join(", "),
         own.len(),
+        lang.name(),
         own.join(", ")
     )))
+}
+
+/// The workspace path a relative import `spec` names from the folder
+/// `dir` (`./x`, `../src/x`); `None` for a package name or a path that
+/// leaves the workspace.
+fn relative_import(dir: &str, spec: &str) -> Option<String> {
+    if !(spec.starts_with("./") || spec.starts_with("../")) {
+        return None;
+    }
+    let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    for p in spec.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    let path = parts.join("/");
+    crate::tree::is_safe_path(&path).then_some(path)
 }
 
 impl<'a> Audit<'a> {
@@ -170,22 +213,24 @@ impl<'a> Audit<'a> {
         target: Option<&str>,
         steps: &[String],
     ) -> Result<Audit<'a>, AuditError> {
-        let helper = Helper::new().map_err(err)?;
         let steps = hidden_steps(packet, steps)?;
-        if target.map_or(packet.manifest.environment.go.is_some(), |t| t.ends_with(".go")) {
-            return Err(err(format!(
-                "{}: packet audit mutates Python files only, and this target is Go; write the packet's mutants as unified diffs of the sample in mutants/audit/ (packet check runs each through the hidden steps)",
-                packet.manifest.packet.slug
-            )));
-        }
+        let what = |t: &str| {
+            format!(
+                "--target {t:?}: packet audit mutates Python (.py), TypeScript (.ts) and Go (.go) source files, not tests or other files"
+            )
+        };
+        let named = target.or(packet.manifest.mutation.as_ref().map(|mu| mu.target.as_str()));
+        let lang = match named {
+            Some(t) => Language::of(t).ok_or_else(|| err(what(t)))?,
+            None => Language::of_packet(packet),
+        };
+        let parser = Parser::new(lang, grader.sandbox()).map_err(err)?;
         let target = match target {
             Some(t) => t.to_string(),
-            None => default_target(packet, &steps, &helper)?,
+            None => default_target(packet, &steps, &parser)?,
         };
-        if !target.ends_with(".py") {
-            return Err(err(format!(
-                "--target {target:?}: packet audit mutates Python files; a packet in another language (a `.ts` target) ships its mutants as unified diffs of the sample, `mutants/<id>.diff`, which `packet check` runs"
-            )));
+        if Language::of(&target) != Some(lang) {
+            return Err(err(what(&target)));
         }
         let pk = packet.files().map_err(|e| err(e.to_string()))?;
         let read = |dir: &str| pk.read_to_string(&format!("{dir}/{target}")).ok();
@@ -195,9 +240,11 @@ impl<'a> Audit<'a> {
                 packet.manifest.packet.slug
             ))
         })?;
-        let defs = helper.defs(&source).map_err(|e| err(format!("{target}: {e}")))?;
+        let defs = parser.defs(&source, &target).map_err(|e| err(format!("{target}: {e}")))?;
         if defs.is_empty() {
-            return Err(err(format!("{target} has no top-level function or class to mutate")));
+            return Err(err(format!(
+                "{target} has no top-level function, class or declaration with a value to mutate"
+            )));
         }
         let work = crate::workdir::WorkDir::new("gatehouse-audit-")
             .map_err(|e| err(format!("creating a work folder: {e}")))?;
@@ -217,8 +264,10 @@ impl<'a> Audit<'a> {
                 .map_err(|e| err(format!("laying the sample: {e}")))?;
         }
         let mut local_modules: BTreeSet<String> = BTreeSet::new();
-        for dir in [tree.clone(), packet.root.join("hidden")] {
-            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+        for dir in
+            [tree.clone(), packet.root.join("hidden")].iter().filter(|_| lang == Language::Python)
+        {
+            for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
                 let name = entry.file_name().to_string_lossy().to_string();
                 if let Some(stem) = name.strip_suffix(".py") {
                     local_modules.insert(stem.to_string());
@@ -227,6 +276,12 @@ impl<'a> Audit<'a> {
                 }
             }
         }
+        let context = match lang {
+            Language::Python => {
+                Context { local_modules: local_modules.into_iter().collect(), ..Context::default() }
+            }
+            _ => Context::of(lang, &tree, &target),
+        };
         let deliveries = super::deliver::deliveries(packet, &target).map_err(err)?;
         let mut warnings = Vec::new();
         let explanations = super::explain::load(packet).unwrap_or_else(|e| {
@@ -240,12 +295,12 @@ impl<'a> Audit<'a> {
             source,
             defs,
             steps,
-            helper,
+            parser,
             deliveries,
             explanations,
             work,
             tree,
-            local_modules: local_modules.into_iter().collect(),
+            context,
             expected: BTreeMap::new(),
             warnings,
         };
@@ -264,10 +319,7 @@ impl<'a> Audit<'a> {
         // The canary: a target that cannot even be imported must be
         // noticed, or the steps never run the target and every mutant
         // would survive for nothing.
-        let canary = format!(
-            "raise ImportError(\"gatehouse audit canary: {} cannot be imported\")\n{}",
-            audit.target, audit.source
-        );
+        let canary = lang.canary(&audit.target, &audit.source);
         let runs: Vec<StepResult> =
             audit.run_steps(Some(&canary), "canary")?.into_iter().map(|(r, _)| r).collect();
         if classify(&runs).0 == Outcome::Survived {
@@ -308,8 +360,8 @@ impl<'a> Audit<'a> {
         per_function: usize,
     ) -> Result<Vec<Proposal>, AuditError> {
         self.select(functions)?;
-        self.helper
-            .rules(&self.source, functions, per_function)
+        self.parser
+            .rules(&self.source, &self.target, &self.context, functions, per_function)
             .map_err(|e| err(format!("{}: {e}", self.target)))
     }
 
@@ -344,9 +396,21 @@ impl<'a> Audit<'a> {
     /// Applies, runs and classifies one proposal.
     pub fn judge_one(&self, p: &Proposal, label: &str) -> Result<MutantReport, AuditError> {
         let applied = self
-            .helper
-            .apply(&self.source, &p.code, &self.target, &self.local_modules)
-            .map_err(err)?;
+            .parser
+            .apply(&self.source, &self.target, &self.context, std::slice::from_ref(p))
+            .map_err(err)?
+            .pop()
+            .ok_or_else(|| err("the audit helper gave no result"))?;
+        self.judge_applied(p, applied, label)
+    }
+
+    /// Runs and classifies one applied proposal (`Err`: why it is invalid).
+    fn judge_applied(
+        &self,
+        p: &Proposal,
+        applied: Result<Applied, String>,
+        label: &str,
+    ) -> Result<MutantReport, AuditError> {
         let applied = match applied {
             Ok(a) => a,
             Err(reason) => {
@@ -373,10 +437,13 @@ impl<'a> Audit<'a> {
         })
     }
 
-    /// Judges every proposal, side by side (one per core), in order.
+    /// Judges every proposal: all applied first (one helper call for a
+    /// batch), then run side by side (one per core), in order.
     pub fn judge(&self, proposals: &[Proposal]) -> Result<Vec<MutantReport>, AuditError> {
+        let applied =
+            self.parser.apply(&self.source, &self.target, &self.context, proposals).map_err(err)?;
         crate::par::map_indexed(proposals.len(), |i| {
-            self.judge_one(&proposals[i], &format!("m{i}"))
+            self.judge_applied(&proposals[i], applied[i].clone(), &format!("m{i}"))
         })
         .into_iter()
         .collect()

@@ -13,6 +13,7 @@
 //! (good, paths, entries, sizes, damaged, zip_styles), their shared helpers in
 //! `mod.rs`.
 
+mod audit_langs;
 mod check;
 mod crashes;
 mod detectors;

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -74,5 +76,60 @@ func TestHiddenContractContextIsHonoured(t *testing.T) {
 	}
 	if time.Since(start) > 2*time.Second {
 		t.Fatalf("a cancelled context must fail fast")
+	}
+}
+
+// brief: "an error that is a `*FetchError`"
+func TestHiddenContractMalformedURLIsAFetchError(t *testing.T) {
+	waits := hiddenSleeps(t)
+	_, err := FetchJSON(context.Background(), "http://127.0.0.1/\x7f")
+	var fe *FetchError
+	if !errors.As(err, &fe) {
+		t.Fatalf("a URL that does not parse: want *FetchError, got %#v", err)
+	}
+	if len(*waits) != 0 {
+		t.Fatalf("a URL that does not parse must not be retried: sleeps %v", *waits)
+	}
+}
+
+// brief: "that is not a JSON object"
+func TestHiddenContractNullBodyIsAFetchError(t *testing.T) {
+	p := newHiddenPartner(t, http.StatusOK)
+	p.body = `null`
+	waits := hiddenSleeps(t)
+	got, err := FetchJSON(context.Background(), p.srv.URL+"/x")
+	var fe *FetchError
+	if !errors.As(err, &fe) {
+		t.Fatalf("a JSON null is not a JSON object: want *FetchError, got %v, %#v", got, err)
+	}
+	if p.attempts() != 1 || len(*waits) != 0 {
+		t.Fatalf("a null body must not be retried: %d attempts, sleeps %v", p.attempts(), *waits)
+	}
+}
+
+// brief: "an error that is a `*FetchError`"
+func TestHiddenContractCutBodyIsAFetchError(t *testing.T) {
+	var calls int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		atomic.AddInt32(&calls, 1)
+		// A body cut off before the length the answer declared.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "64")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"ok": tr`))
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		panic(http.ErrAbortHandler)
+	}))
+	t.Cleanup(srv.Close)
+	waits := hiddenSleeps(t)
+	got, err := FetchJSON(context.Background(), srv.URL+"/x")
+	var fe *FetchError
+	if !errors.As(err, &fe) {
+		t.Fatalf("a body cut short: want *FetchError, got %v, %#v", got, err)
+	}
+	if atomic.LoadInt32(&calls) != 1 || len(*waits) != 0 {
+		t.Fatalf("a body cut short must not be retried: %d attempts, sleeps %v", atomic.LoadInt32(&calls), *waits)
 	}
 }

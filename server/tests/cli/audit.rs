@@ -405,7 +405,14 @@ fn audit_names_bad_input() {
         &["--target", "missing.py"],
         "--target \"missing.py\": neither the sample nor the starter of audit-demo has that file",
     );
-    check(&["--target", "prompt.md"], "packet audit mutates Python files");
+    check(
+        &["--target", "prompt.md"],
+        "--target \"prompt.md\": packet audit mutates Python (.py), TypeScript (.ts) and Go (.go) source files",
+    );
+    check(
+        &["--target", "calc_test.go"],
+        "mutates Python (.py), TypeScript (.ts) and Go (.go) source files, not tests",
+    );
     check(&["--step", "nope"], "--step \"nope\" is not a step of audit-demo (its steps: hidden)");
     let out = audit(&["/nonexistent/packet", "--rules"]);
     assert_eq!(out.status.code(), Some(1));
