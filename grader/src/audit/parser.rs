@@ -36,12 +36,10 @@ use super::Proposal;
 use super::helper::{Applied, Def, Helper};
 use crate::sandbox::{Limits, Sandbox};
 
-/// The tool file of the TypeScript helper.
-pub const TS_HELPER_FILE: &str = "gatehouse_audit_ts.js";
-pub const TS_HELPER: &str = include_str!("../../harness/gatehouse_audit_ts.js");
 /// The tool file of the Go helper.
-pub const GO_HELPER_FILE: &str = "gatehouse_audit_go.go";
-pub const GO_HELPER: &str = include_str!("../../harness/gatehouse_audit_go.go");
+pub use crate::lang::go::{AUDIT as GO_HELPER, AUDIT_FILE as GO_HELPER_FILE};
+/// The tool file of the TypeScript helper.
+pub use crate::lang::node::{AUDIT as TS_HELPER, AUDIT_FILE as TS_HELPER_FILE};
 
 /// The limits of one sandboxed helper call.
 pub const HELPER_LIMITS: Limits = Limits {

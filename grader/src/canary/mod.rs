@@ -863,8 +863,20 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
             }
             RunnerKind::Pytest | RunnerKind::Unittest => Lang::Python,
             RunnerKind::GoTest => Lang::Go,
-            // Likewise a Node step of the packet's tests alone.
-            RunnerKind::NodeTest if crate::guard::judges_apart(packet, step) => continue,
+            // Likewise a Node step of the packet's tests alone (what
+            // `guard::judges_apart` decides, read here without it: the guard
+            // calls in here).
+            RunnerKind::NodeTest
+                if packet.manifest.judge_apart()
+                    && prelude.is_none()
+                    && crate::lang::node::judge().is_some()
+                    && crate::lang::node::fixed(
+                        args,
+                        &step.lay.iter().map(|l| l.paths().1).collect::<Vec<_>>(),
+                    ) =>
+            {
+                continue;
+            }
             RunnerKind::NodeTest => Lang::TypeScript,
             RunnerKind::Script => continue,
         };

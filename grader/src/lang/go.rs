@@ -257,6 +257,13 @@ pub fn judge() -> Option<super::JudgeSetup> {
     None
 }
 
+/// The mutation audit's parser helper (`audit::parser`): lists the
+/// definitions of a file and writes the rule mutants, over this language's
+/// own parser; written into the grader's tool folder.
+pub const AUDIT_FILE: &str = "gatehouse_audit_go.go";
+/// Its text.
+pub const AUDIT: &str = include_str!("../../harness/gatehouse_audit_go.go");
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -195,6 +195,13 @@ pub fn judge() -> Option<super::JudgeSetup> {
     })
 }
 
+/// The mutation audit's parser helper (`audit::parser`): lists the
+/// definitions of a file and writes the rule mutants, over this language's
+/// own parser; written into the grader's tool folder.
+pub const AUDIT_FILE: &str = "gatehouse_audit_ts.js";
+/// Its text.
+pub const AUDIT: &str = include_str!("../../harness/gatehouse_audit_ts.js");
+
 #[cfg(test)]
 mod tests {
     use super::*;

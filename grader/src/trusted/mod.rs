@@ -125,8 +125,8 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
     .chain([
         (crate::lang::go::RUNNER_FILE, crate::lang::go::RUNNER),
         (crate::lang::go::TWINS_FILE, crate::lang::go::TWINS),
-        (crate::audit::parser::TS_HELPER_FILE, crate::audit::parser::TS_HELPER),
-        (crate::audit::parser::GO_HELPER_FILE, crate::audit::parser::GO_HELPER),
+        (crate::lang::node::AUDIT_FILE, crate::lang::node::AUDIT),
+        (crate::lang::go::AUDIT_FILE, crate::lang::go::AUDIT),
     ]) {
         std::fs::write(dir.join(name), text)?;
     }
