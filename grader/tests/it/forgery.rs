@@ -535,10 +535,11 @@ fn a_looping_submission_is_stopped_at_its_derived_wall_limits() {
                 describe(&card)
             );
             assert!(
-                tests.iter().any(|t| t
-                    .message
-                    .as_deref()
-                    .is_some_and(|m| m.contains("did not answer") && m.contains("import bucket"))),
+                tests
+                    .iter()
+                    .any(|t| t.message.as_deref().is_some_and(
+                        |m| m.contains("did not answer") && m.contains("import bucket")
+                    )),
                 "{id}: {tests:#?}"
             );
             continue;
