@@ -99,18 +99,20 @@ pub fn checked_path(root: &Path, rel: &str, what: &str) -> Result<PathBuf, Sandb
 
 /// Gives `path` and, for a folder, everything beneath it to `uid:gid`, so
 /// only that uid and group can read it (the run gives the group to no
-/// process): folders 0750, regular files 0640 (0750 when the file had an
-/// execute bit), symlinks owned but never followed. The group bits carry
-/// over to a copy the owner makes in its own (shared) group.
+/// process): folders 0770, regular files 0660 (0770 when the file had an
+/// execute bit), symlinks owned but never followed. The group bits grant
+/// nothing here; they carry over to a copy the owner makes in its own
+/// (shared) group, where the candidate's code may read and change it (a
+/// fixture a hidden test copies for the candidate's program to edit).
 pub fn give_to(path: &Path, uid: u32, gid: u32) -> Result<(), SandboxError> {
     let meta =
         fs::symlink_metadata(path).map_err(|e| err(format!("lstat({:?})", path.display()), e))?;
     lchown(path, Some(uid), Some(gid))
         .map_err(|e| err(format!("lchown({:?}, {uid}, {gid})", path.display()), e))?;
     let mode = if meta.is_dir() {
-        0o750
+        0o770
     } else if meta.is_file() {
-        if meta.permissions().mode() & 0o111 != 0 { 0o750 } else { 0o640 }
+        if meta.permissions().mode() & 0o111 != 0 { 0o770 } else { 0o660 }
     } else {
         return Ok(());
     };

@@ -370,10 +370,10 @@ fn sandbox_host_and_judge_ids_owners_and_modes() {
     // shared group, give the host nothing here).
     let jown = config.gid + (j - config.uid);
     assert_ne!(jown, g);
-    want("expected.txt", j, jown, "640");
-    want("hidden", j, jown, "750");
-    want("hidden/test_secret.py", j, jown, "640");
-    want("hidden/run.sh", j, jown, "750");
+    want("expected.txt", j, jown, "660");
+    want("hidden", j, jown, "770");
+    want("hidden/test_secret.py", j, jown, "660");
+    want("hidden/run.sh", j, jown, "770");
     want("/evidence", j, g, "700");
     want("/tmp", 0, 0, "1777");
 }
