@@ -89,14 +89,26 @@ class ScriptedModel:
         self.server.server_close()
 
 
+
+def _packet_popen():
+    """`subprocess.Popen` for the packet's own programs (the harness's:
+    under the judge's uid in a run judged apart)."""
+    try:
+        from gatehouse_harness import _local_popen
+    except ImportError:
+        return subprocess.Popen
+    return _local_popen()
+
 def start_toy(log_path: Path) -> tuple[subprocess.Popen, int]:
     port_file = log_path.with_suffix(".port")
     # A scenario run twice (a test and its canary twin) must not read the
     # port of the service the first run stopped.
     port_file.unlink(missing_ok=True)
     # The platform's toy service is packet code: unconfined, it writes the access log.
-    proc = subprocess.Popen([sys.executable, str(TOY), "--port", "0", "--port-file", str(port_file), "--log", str(log_path)],  # gatehouse: packet-code
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # Judged apart it runs under the judge's uid (it writes the evidence
+    # folder, which the candidate's uid cannot).
+    proc = _packet_popen()([sys.executable, str(TOY), "--port", "0", "--port-file", str(port_file), "--log", str(log_path)],  # gatehouse: packet-code
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     for _ in range(400):
         if port_file.exists() and port_file.read_text().strip():
             return proc, int(port_file.read_text())
