@@ -409,52 +409,12 @@ fn forged_passes_then_a_crash_are_still_tampering() {
 
 // ------------------------------------------------------------ TypeScript
 
-const NODE_MINI: &str = r#"
-[packet]
-slug = "node-crash-mini"
-version = "1.0.0"
-title = "token-bucket-ts, its hidden tests only"
-summary = "The crash tests' packet."
-# The shared runner's own checks (twins, canaries, cross-checks, crash
-# lines): what a packet that opts out of the judge apart, and every run of
-# the candidate's own tests, still relies on. The judge apart for Node has
-# judge_node.rs.
-judge = "shared"
-judge_reason = "tests the shared Node runner"
-
-[environment]
-node = "20"
-typescript = "5"
-
-[limits]
-wall_secs = 60
-memory_mb = 1024
-
-[commands]
-test = "npm test"
-
-[[step]]
-id = "hidden"
-title = "hidden checks"
-run = "node --test .gatehouse/hidden_bucket.test.ts"
-lay = [{ from = "hidden/hidden_bucket.test.ts", to = ".gatehouse/hidden_bucket.test.ts" }]
-
-[[criterion]]
-id = "correctness"
-title = "Correctness"
-max = 2
-mode = "auto"
-from = { tests = "hidden" }
-levels = ["most held-out checks fail", "an edge is fuzzy", "all held-out checks pass"]
-
-[[band]]
-min = 2
-decision = "keep"
-
-[[band]]
-min = 0
-decision = "drop"
-"#;
+/// lang_node.rs's small packet under a slug of its own.
+fn node_mini_manifest() -> String {
+    crate::lang_node::MINI
+        .replacen("slug = \"node-mini\"", "slug = \"node-crash-mini\"", 1)
+        .replacen("The forgery tests' packet.", "The crash tests' packet.", 1)
+}
 
 const PY_MINI: &str = r#"
 [packet]
@@ -515,7 +475,7 @@ fn mini(slug: &str, name: &str, manifest: &str) -> (tempfile::TempDir, Packet) {
 
 fn node_mini() -> &'static Packet {
     static P: OnceLock<(tempfile::TempDir, Packet)> = OnceLock::new();
-    &P.get_or_init(|| mini("token-bucket-ts", "node-crash-mini", NODE_MINI)).1
+    &P.get_or_init(|| mini("token-bucket-ts", "node-crash-mini", &node_mini_manifest())).1
 }
 
 fn py_mini() -> &'static Packet {

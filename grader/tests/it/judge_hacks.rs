@@ -15,11 +15,9 @@
 use std::fs;
 use std::path::PathBuf;
 
-use grader::grade::{GradeOptions, Scorecard};
+use grader::grade::Scorecard;
 use grader::manifest::Variant;
 use grader::packet::Packet;
-
-use crate::grader;
 
 fn packet(slug: &str) -> Packet {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets").join(slug);
@@ -48,16 +46,7 @@ fn grade(p: &Packet, base: Option<&str>, edits: &[(&str, String)]) -> Scorecard 
         fs::create_dir_all(target.parent().unwrap()).unwrap();
         fs::write(&target, text).unwrap();
     }
-    let zip = tmp.path().join("sub.zip");
-    let times = p
-        .manifest
-        .sample
-        .times
-        .iter()
-        .map(|(k, v)| (k.clone(), grader::manifest::TIME_BASE + v))
-        .collect();
-    grader::ingest::write_zip_from_dir(&dir, &zip, &times, grader::manifest::TIME_BASE).unwrap();
-    grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("grading: {e}"))
+    crate::reward_hacks::zip_and_grade(p, &dir)
 }
 
 fn describe(card: &Scorecard) -> String {

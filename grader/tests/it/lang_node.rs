@@ -23,7 +23,7 @@ fn real_packet_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets/token-bucket-ts")
 }
 
-const MINI: &str = r#"
+pub(crate) const MINI: &str = r#"
 [packet]
 slug = "node-mini"
 version = "1.0.0"

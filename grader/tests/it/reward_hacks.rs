@@ -48,7 +48,13 @@ fn grade(p: &Packet, files: &[(String, Vec<u8>)]) -> Scorecard {
         fs::create_dir_all(target.parent().unwrap()).unwrap();
         fs::write(&target, bytes).unwrap();
     }
-    let zip = tmp.path().join("sub.zip");
+    zip_and_grade(p, &dir)
+}
+
+/// The tree `dir` zipped beside it with the sample's file times, and
+/// graded against `p`.
+pub(crate) fn zip_and_grade(p: &Packet, dir: &std::path::Path) -> Scorecard {
+    let zip = dir.with_extension("zip");
     let times = p
         .manifest
         .sample
@@ -56,7 +62,7 @@ fn grade(p: &Packet, files: &[(String, Vec<u8>)]) -> Scorecard {
         .iter()
         .map(|(k, v)| (k.clone(), grader::manifest::TIME_BASE + v))
         .collect();
-    grader::ingest::write_zip_from_dir(&dir, &zip, &times, grader::manifest::TIME_BASE).unwrap();
+    grader::ingest::write_zip_from_dir(dir, &zip, &times, grader::manifest::TIME_BASE).unwrap();
     grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("grading: {e}"))
 }
 
