@@ -11,7 +11,8 @@
 //!
 //! `GATEHOUSE_BENCH_ONLY=canaries` runs a fourth part instead, which takes
 //! minutes: every packet's sample graded with and without its twins
-//! (`canary_part.rs`).
+//! (`canary_part.rs`). `GATEHOUSE_BENCH_ONLY=judge` grades each packet's
+//! sample judged apart and shared (`judge_part.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,12 +28,37 @@ use grader::tree::copy_path;
 mod canary_part;
 #[path = "ingest_part.rs"]
 mod ingest_part;
+#[path = "judge_part.rs"]
+mod judge_part;
 #[path = "sandbox_part.rs"]
 mod sandbox_part;
 
 fn main() {
     let only = std::env::var("GATEHOUSE_BENCH_ONLY").unwrap_or_default();
     let wanted = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
+    if only.split(',').any(|p| p.trim() == "judge") {
+        eprintln!("grading each packet's sample judged apart and shared…");
+        println!();
+        println!(
+            "{:<18} {:>11} {:>11} {:>8} {:>11} {:>11} {:>8}",
+            "packet (median)",
+            "wall apart",
+            "wall shared",
+            "wall +",
+            "CPU apart",
+            "CPU shared",
+            "CPU +"
+        );
+        let pct = |a: f64, b: f64| if b > 0.0 { (a - b) / b * 100.0 } else { f64::NAN };
+        for (slug, wa, ws, ca, cs) in judge_part::rows() {
+            println!(
+                "{slug:<18} {wa:>9.2} s {ws:>9.2} s {:>+7.0}% {ca:>9.2} s {cs:>9.2} s {:>+7.0}%",
+                pct(wa, ws),
+                pct(ca, cs)
+            );
+        }
+        return;
+    }
     if only.split(',').any(|p| p.trim() == "canaries") {
         eprintln!("grading each packet's sample with and without its twins…");
         canary_table(&canary_part::rows());

@@ -836,6 +836,16 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
                 continue;
             }
             RunnerKind::Pytest | RunnerKind::Unittest => Lang::Python,
+            // So does a Go step judged apart (the packet's tests alone, a
+            // command the judge takes).
+            RunnerKind::GoTest
+                if packet.manifest.judge_apart()
+                    && prelude.is_none()
+                    && step.env.contains_key(crate::lang::go::ONLY_PACKET_TESTS)
+                    && crate::lang::go::judge(args).is_some() =>
+            {
+                continue;
+            }
             RunnerKind::GoTest => Lang::Go,
             RunnerKind::NodeTest => Lang::TypeScript,
             RunnerKind::Script => continue,
@@ -876,21 +886,28 @@ mod tests {
 
     /// Each runner's hidden test files, in its language, get twins:
     /// Python modules under pytest, the Go packet's `_test.go` files under
-    /// `go test`, the TypeScript packet's test file under `node --test`.
+    /// `go test`, the TypeScript packet's test file under `node --test`;
+    /// a step judged apart (Python, Go) gets none.
     #[test]
     fn every_language_has_its_hidden_modules() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
-        let check = |slug: &str, expect: &[(&str, &str)]| {
-            let p = Packet::load(&root.join(slug)).unwrap();
+        let check_with = |slug: &str, shared: bool, expect: &[(&str, &str)]| {
+            let mut p = Packet::load(&root.join(slug)).unwrap();
+            if shared {
+                p.manifest.packet.judge = Some(crate::manifest::JudgeMode::Shared);
+            }
             let got: Vec<(String, String)> =
                 hidden_modules(&p).unwrap().into_iter().map(|(s, l, _)| (s, l)).collect();
             let expect: Vec<(String, String)> =
                 expect.iter().map(|(s, l)| (s.to_string(), l.to_string())).collect();
             assert_eq!(got, expect, "{slug}");
         };
+        let check = |slug: &str, expect: &[(&str, &str)]| check_with(slug, false, expect);
         check("token-bucket-ts", &[("hidden", ".gatehouse/hidden_bucket.test.ts")]);
-        check(
+        check("retry-ticket-go", &[]);
+        check_with(
             "retry-ticket-go",
+            true,
             &[
                 ("contract", ".gatehouse/go/client_test.go"),
                 ("contract", ".gatehouse/go/hidden_partner_test.go"),

@@ -121,7 +121,9 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
     .chain([
         (crate::lang::go::RUNNER_FILE, crate::lang::go::RUNNER),
         (crate::lang::go::TWINS_FILE, crate::lang::go::TWINS),
-    ]) {
+    ])
+    .chain(crate::lang::go::APART_TOOLS)
+    {
         std::fs::write(dir.join(name), text)?;
     }
     Ok(())
