@@ -1043,9 +1043,18 @@ func typeID(t reflect.Type) *byte {
 	return v.(*byte)
 }
 
+// detach: a copy of v that aliases no variable (a Value read from a
+// variable or a field changes when it does).
+func detach(v reflect.Value) reflect.Value {
+	c := reflect.New(v.Type()).Elem()
+	c.Set(v)
+	return c
+}
+
 // localRef registers a local object (or finds its handle).
 func (e *encoder) localRef(v reflect.Value, iface string) int64 {
 	p := e.p
+	v = detach(v)
 	k := objKey(v)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -1213,6 +1222,7 @@ func (e *encoder) structValue(v reflect.Value, t reflect.Type, depth int) (any, 
 
 // twinID: the twin handle of pointer v (registering it when add).
 func (p *Peer) twinID(v reflect.Value, add bool) (int64, bool) {
+	v = detach(v)
 	k := v.Interface()
 	p.mu.Lock()
 	defer p.mu.Unlock()

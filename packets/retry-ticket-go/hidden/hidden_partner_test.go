@@ -15,7 +15,8 @@ type hiddenPartner struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	calls   int
-	answers []int // status per attempt; the last repeats; 200 answers hiddenBody
+	at      []time.Time // when each request arrived, by the partner's clock
+	answers []int       // status per attempt; the last repeats; 200 answers hiddenBody
 	body    string
 }
 
@@ -28,6 +29,7 @@ func newHiddenPartner(t *testing.T, answers ...int) *hiddenPartner {
 		p.mu.Lock()
 		i := p.calls
 		p.calls++
+		p.at = append(p.at, time.Now())
 		status := p.answers[len(p.answers)-1]
 		if i < len(p.answers) {
 			status = p.answers[i]
@@ -50,6 +52,17 @@ func (p *hiddenPartner) attempts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.calls
+}
+
+// gap: the time between request i and request i+1, as the partner saw
+// them.
+func (p *hiddenPartner) gap(i int) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i+1 >= len(p.at) {
+		return 0
+	}
+	return p.at[i+1].Sub(p.at[i])
 }
 
 func hiddenSleeps(t *testing.T) *[]time.Duration {

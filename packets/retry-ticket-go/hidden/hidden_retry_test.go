@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 )
 
 func hiddenOnce(t *testing.T, status int) {
@@ -76,5 +77,31 @@ func TestHiddenRetryScopeRefused(t *testing.T) {
 	}
 	if len(*waits) != 0 {
 		t.Fatalf("a refused connection must not be retried: sleeps %v", *waits)
+	}
+}
+
+// The way production calls FetchJSON: nothing replaced, the real
+// time.Sleep. First the wait the client asks for when the tests record
+// it, then the same call with nothing replaced: the partner must see a
+// second request, a real pause after the first (a quarter of the recorded
+// wait, room for jitter). A client that retries, or waits, only when the
+// tests replace its sleep fails here.
+func TestHiddenRetryThrottledInProduction(t *testing.T) {
+	p := newHiddenPartner(t, http.StatusServiceUnavailable, http.StatusOK)
+	real := sleep
+	var waits []time.Duration
+	sleep = func(d time.Duration) { waits = append(waits, d) }
+	got, err := FetchJSON(context.Background(), p.srv.URL+"/x")
+	sleep = real
+	if err != nil || got["ok"] != true || p.attempts() != 2 || len(waits) != 1 || waits[0] <= 0 {
+		t.Fatalf("one 503 then success, sleeps recorded: want the object after 2 attempts and one positive wait, got %v, %v, %d attempts, waits %v", got, err, p.attempts(), waits)
+	}
+	q := newHiddenPartner(t, http.StatusServiceUnavailable, http.StatusOK)
+	got, err = FetchJSON(context.Background(), q.srv.URL+"/x")
+	if err != nil || got["ok"] != true || q.attempts() != 2 {
+		t.Fatalf("one 503 then success with the real sleep in place: want the object after 2 attempts, got %v, %v, %d attempt(s)", got, err, q.attempts())
+	}
+	if gap := q.gap(0); gap < waits[0]/4 {
+		t.Fatalf("the retry came %v after the 503 with the real sleep, but the client asked for %v when it was recorded", gap, waits[0])
 	}
 }
