@@ -22,7 +22,7 @@ use grader::grade::{GradeOptions, Grader};
 use grader::packet::Packet;
 
 /// User plus system CPU seconds of this process's waited-for children.
-fn children_cpu() -> f64 {
+pub fn children_cpu() -> f64 {
     let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes a whole rusage into the pointer it is given.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, u.as_mut_ptr()) };

@@ -54,6 +54,29 @@ fn shared_copy(packet: &Packet, dir: &Path) -> Packet {
     Packet::load(&to).expect("the shared copy loads")
 }
 
+/// The round's submission: the sample with `round` blank lines added to
+/// the end of one of its source files, so that nothing a grading builds
+/// from the candidate's code (a Go judge's server) serves the next round,
+/// as it would not serve the next candidate; what the grader keeps for the
+/// packet's own tests does.
+fn round_zip(packet: &Packet, work: &Path, round: usize) -> std::path::PathBuf {
+    let (tree, zip) = super::sample_zip(packet, &work.join(format!("round-{round}")));
+    let sample = grader::tree::list_files(&packet.sample_dir()).expect("the sample's files");
+    if let Some(f) = sample.keys().find(|f| !f.contains("test") && !f.ends_with(".md")) {
+        let path = tree.join(f);
+        let mut text = std::fs::read(&path).expect("a sample file");
+        text.extend(std::iter::repeat_n(b'\n', round));
+        std::fs::write(&path, text).expect("writing it");
+        std::fs::remove_file(&zip).expect("the round's first zip");
+        let times: std::collections::BTreeMap<String, i64> = (packet.manifest.sample.times.iter())
+            .map(|(k, v)| (k.clone(), grader::manifest::TIME_BASE + v))
+            .collect();
+        grader::ingest::write_zip_from_dir(&tree, &zip, &times, grader::manifest::TIME_BASE)
+            .expect("the round's zip");
+    }
+    zip
+}
+
 pub fn rows() -> Vec<Row> {
     let library = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
     let only = std::env::var("GATEHOUSE_BENCH_PACKETS").unwrap_or_default();
@@ -72,17 +95,14 @@ pub fn rows() -> Vec<Row> {
     let mut rows = Vec::new();
     for slug in slugs {
         let packet = Packet::load(&library.join(&slug)).expect("a built-in packet loads");
-        if packet.manifest.environment.python.is_none() {
-            continue;
-        }
         eprintln!("  {slug}…");
         let work = tempfile::tempdir().expect("tempdir");
-        let (_, zip) = super::sample_zip(&packet, work.path());
         let shared = shared_copy(&packet, work.path());
         let calibrations = [grader.calibration(&packet), grader.calibration(&shared)];
         let (mut cpu, mut wall) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
         let mut refused = None;
-        'rounds: for _ in 0..rounds {
+        'rounds: for round in 1..=rounds {
+            let zip = round_zip(&packet, work.path(), round);
             for (i, p) in [&packet, &shared].into_iter().enumerate() {
                 let opts = GradeOptions {
                     calibration: Some(calibrations[i].clone()),

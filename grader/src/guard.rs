@@ -31,6 +31,10 @@ pub struct Canaries<'a> {
     pub submission: &'a str,
     /// Judge the packet's tests apart (JUDGE.md; `[packet] judge`).
     pub apart: bool,
+    /// The packet's slug (the scope of the Go judge's kept test binaries).
+    pub packet: &'a str,
+    /// The Go judge's builds kept between runs (`lang::go::cache`).
+    pub go_cache: Option<&'a crate::lang::go::cache::GoCache>,
 }
 
 impl<'a> Canaries<'a> {
@@ -50,8 +54,16 @@ impl<'a> Canaries<'a> {
         let packet_code = fixed
             || crate::trusted::plan(&step.run).runner() == Some(crate::trusted::RunnerKind::Script);
         let judge = (self.apart && packet_code).then(|| judge_plan(&step.lay, &[]));
+        let go_cache =
+            self.go_cache.filter(|_| judge.is_some()).map(|cache| crate::lang::go::cache::Scope {
+                cache,
+                step: &step.id,
+                packet: self.packet,
+                submission: self.submission,
+            });
         let mut guard = Guard {
             judge,
+            go_cache,
             laid,
             generic: !fixed,
             noconftest: fixed,

@@ -92,6 +92,9 @@ pub struct Guard<'a> {
     /// What the run's twins may cost (`canary::choose_twins`), shared
     /// among its modules by their cost.
     pub twin_budget: crate::canary::Budget,
+    /// The Go judge's kept builds this run may use and add to, when it is
+    /// judged apart (`lang::go::cache`).
+    pub go_cache: Option<crate::lang::go::cache::Scope<'a>>,
 }
 
 /// The runner's configuration variable (read and erased by the runner).
@@ -252,6 +255,7 @@ pub fn run_guarded(
         args,
         prelude: None,
     } = &plan
+        && apart.is_none()
     {
         // Every package the run tests carries the generic pair; the
         // hidden test files it compiles carry their twins (only where
@@ -315,6 +319,10 @@ pub fn run_guarded(
             config["laid"] =
                 expand_laid(scratch, &j.laid).map_err(io_at("listing the laid files of"))?.into();
             config["call_secs"] = call_secs(limits.wall).into();
+            if guard.go_cache.is_some() {
+                // The runner exports what it builds (`lang::go::cache`).
+                config["go_cache"] = true.into();
+            }
         }
         env.push((RUN_VAR.into(), config.to_string()));
     }
@@ -322,11 +330,26 @@ pub fn run_guarded(
     if let (Some(_), Some(setup)) = (apart, &setup) {
         limits.processes += setup.extra_processes;
     }
+    // A Go run judged apart gets the judge's kept builds, for its uid alone.
+    let go_cache = guard
+        .go_cache
+        .filter(|_| apart.is_some() && kind == Some(crate::trusted::RunnerKind::GoTest));
+    let mut cache_laid = None;
+    if let Some(scope) = &go_cache {
+        cache_laid =
+            scope.cache.lay(scope, scratch).map_err(io_at("laying the Go judge's builds into"))?;
+    }
     let host = match (apart, setup) {
         (Some(j), Some(setup)) => Some(crate::sandbox::HostSpec {
             argv: setup.host_argv,
             env: Vec::new(),
-            judge_only: j.judge_only.iter().filter(|p| scratch.join(p).exists()).cloned().collect(),
+            judge_only: j
+                .judge_only
+                .iter()
+                .filter(|p| scratch.join(p).exists())
+                .cloned()
+                .chain(cache_laid)
+                .collect(),
         }),
         _ => None,
     };
@@ -340,6 +363,10 @@ pub fn run_guarded(
         host,
     };
     let mut report = sandbox.run(&spec)?;
+    if let Some(scope) = &go_cache {
+        // What the judge built is kept only from a run on two uids.
+        scope.cache.harvest(scope, scratch, report.apart);
+    }
     let canaries = RunCanaries { roles, calibrating: guard.calibrating };
     report.stdout_tail = canaries.rewrite_output(&normalize_output(&report.stdout_tail));
     report.stderr_tail = canaries.rewrite_output(&normalize_output(&report.stderr_tail));
@@ -381,13 +408,13 @@ pub fn run_guarded(
 /// prelude would run under the judge's uid whatever it starts).
 pub fn judge_setup(plan: &crate::trusted::Plan) -> Option<crate::lang::JudgeSetup> {
     use crate::trusted::RunnerKind;
-    let crate::trusted::Plan::Runner { kind, prelude: None, .. } = plan else { return None };
+    let crate::trusted::Plan::Runner { kind, prelude: None, args } = plan else { return None };
     match kind {
         RunnerKind::Pytest | RunnerKind::Unittest | RunnerKind::Script => {
             Some(crate::lang::python::judge())
         }
         RunnerKind::NodeTest => crate::lang::node::judge(),
-        RunnerKind::GoTest => crate::lang::go::judge(),
+        RunnerKind::GoTest => crate::lang::go::judge(args),
     }
 }
 

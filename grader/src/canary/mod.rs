@@ -862,6 +862,16 @@ pub fn hidden_modules(packet: &Packet) -> std::io::Result<Vec<(String, String, S
                 continue;
             }
             RunnerKind::Pytest | RunnerKind::Unittest => Lang::Python,
+            // So does a Go step judged apart (the packet's tests alone, a
+            // command the judge takes).
+            RunnerKind::GoTest
+                if packet.manifest.judge_apart()
+                    && prelude.is_none()
+                    && step.env.contains_key(crate::lang::go::ONLY_PACKET_TESTS)
+                    && crate::lang::go::judge(args).is_some() =>
+            {
+                continue;
+            }
             RunnerKind::GoTest => Lang::Go,
             // Likewise a Node step of the packet's tests alone (what
             // `guard::judges_apart` decides, read here without it: the guard
@@ -916,12 +926,16 @@ mod tests {
 
     /// Each runner's hidden test files, in its language, get twins:
     /// Python modules under pytest, the Go packet's `_test.go` files under
-    /// `go test`, the TypeScript packet's test file under `node --test`.
+    /// `go test`, the TypeScript packet's test file under `node --test`;
+    /// a step judged apart (Python, Go) gets none.
     #[test]
     fn every_language_has_its_hidden_modules() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packets");
-        let check = |slug: &str, expect: &[(&str, &str)]| {
-            let p = Packet::load(&root.join(slug)).unwrap();
+        let check_with = |slug: &str, shared: bool, expect: &[(&str, &str)]| {
+            let mut p = Packet::load(&root.join(slug)).unwrap();
+            if shared {
+                p.manifest.packet.judge = Some(crate::manifest::JudgeMode::Shared);
+            }
             let got: Vec<(String, String)> =
                 hidden_modules(&p).unwrap().into_iter().map(|(s, l, _)| (s, l)).collect();
             let expect: Vec<(String, String)> =
@@ -929,24 +943,13 @@ mod tests {
             assert_eq!(got, expect, "{slug}");
         };
         // Judged apart: no twins. The same packet shared carries them.
+        let check = |slug: &str, expect: &[(&str, &str)]| check_with(slug, false, expect);
         check("token-bucket-ts", &[]);
-        let tmp = tempfile::tempdir().unwrap();
-        let shared = tmp.path().join("token-bucket-ts");
-        crate::tree::copy_path(&root.join("token-bucket-ts"), &shared).unwrap();
-        let manifest = std::fs::read_to_string(shared.join("packet.toml")).unwrap();
-        let patched = manifest.replacen(
-            "\n[packet]\n",
-            "\n[packet]\njudge = \"shared\"\njudge_reason = \"twins\"\n",
-            1,
-        );
-        assert_ne!(patched, manifest);
-        std::fs::write(shared.join("packet.toml"), patched).unwrap();
-        let p = Packet::load(&shared).unwrap();
-        let got: Vec<(String, String)> =
-            hidden_modules(&p).unwrap().into_iter().map(|(s, l, _)| (s, l)).collect();
-        assert_eq!(got, [("hidden".to_string(), ".gatehouse/hidden_bucket.test.ts".to_string())]);
-        check(
+        check_with("token-bucket-ts", true, &[("hidden", ".gatehouse/hidden_bucket.test.ts")]);
+        check("retry-ticket-go", &[]);
+        check_with(
             "retry-ticket-go",
+            true,
             &[
                 ("contract", ".gatehouse/go/client_test.go"),
                 ("contract", ".gatehouse/go/hidden_partner_test.go"),

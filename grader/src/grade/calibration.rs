@@ -195,6 +195,8 @@ impl Grader {
                 salt: &salt,
                 submission: &ingested.archive_sha256,
                 apart: packet.manifest.judge_apart(),
+                packet: &packet.manifest.packet.slug,
+                go_cache: self.go_cache.as_ref(),
             };
             let started = Instant::now();
             let (card, observed) = self.grade_ingested(

@@ -154,6 +154,8 @@ pub struct Grader {
     calibrations: Mutex<BTreeMap<String, Arc<OnceLock<Arc<Calibration>>>>>,
     /// Tool versions, probed once each.
     tools: Mutex<BTreeMap<String, Option<String>>>,
+    /// The Go judge's builds kept between runs (`lang::go::cache`).
+    go_cache: Option<crate::lang::go::cache::GoCache>,
 }
 
 /// Default caps for every command, before the packet's `[limits]`.
@@ -173,6 +175,7 @@ impl Grader {
             _tools: None,
             calibrations: Mutex::new(BTreeMap::new()),
             tools: Mutex::new(BTreeMap::new()),
+            go_cache: crate::lang::go::cache::GoCache::new().ok(),
         }
     }
 
@@ -224,6 +227,8 @@ impl Grader {
             salt: &calibration.salt,
             submission: &ingested.archive_sha256,
             apart: packet.manifest.judge_apart(),
+            packet: &packet.manifest.packet.slug,
+            go_cache: self.go_cache.as_ref(),
         };
         Ok(self
             .grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration), &canaries)?
@@ -259,6 +264,8 @@ impl Grader {
             salt: &calibration.salt,
             submission: &ingested.archive_sha256,
             apart: packet.manifest.judge_apart(),
+            packet: &packet.manifest.packet.slug,
+            go_cache: self.go_cache.as_ref(),
         };
         Ok(self
             .grade_ingested(packet, &ingested, work.path(), opts, Some(&calibration), &canaries)?

@@ -42,6 +42,8 @@
 
 use std::path::Path;
 
+pub mod cache;
+
 /// The runner itself.
 pub const RUNNER: &str = include_str!("../../harness/gatehouse_go_runner.py");
 /// Its file name in the tool folder.
@@ -51,6 +53,13 @@ pub const RUNNER_FILE: &str = "gatehouse_go_runner.py";
 pub const TWINS: &str = include_str!("../../harness/gatehouse_go_twins.go");
 /// Its file name in the tool folder.
 pub const TWINS_FILE: &str = "gatehouse_go_twins.go";
+/// The judge apart's files (`judge`): the stub and server generator, the
+/// wire both sides compile, and the judge's side of it.
+pub const APART_TOOLS: [(&str, &str); 3] = [
+    ("gatehouse_go_apart.go", include_str!("../../harness/gatehouse_go_apart.go")),
+    ("gatehouse_go_wire.go", include_str!("../../harness/gatehouse_go_wire.go")),
+    ("gatehouse_go_wire_judge.go", include_str!("../../harness/gatehouse_go_wire_judge.go")),
+];
 /// The step variable naming the folder (under `.gatehouse/`) of the
 /// packet's `_test.go` files: the runner sets the candidate's aside, and
 /// the step's test ids are recorded at self-test like a pytest step's.
@@ -250,19 +259,80 @@ pub fn plant_canaries(
     Ok(out)
 }
 
-/// How a run of the packet's Go tests is judged apart (JUDGE.md); None
-/// until this language has its judge and host: its runs keep the canaries
-/// and the runner's cross-checks, and the receipt says they were shared.
-pub fn judge() -> Option<super::JudgeSetup> {
-    None
-}
-
 /// The mutation audit's parser helper (`audit::parser`): lists the
 /// definitions of a file and writes the rule mutants, over this language's
 /// own parser; written into the grader's tool folder.
 pub const AUDIT_FILE: &str = "gatehouse_audit_go.go";
 /// Its text.
 pub const AUDIT: &str = include_str!("../../harness/gatehouse_audit_go.go");
+
+/// `go test` flags the judge apart takes (the runner's `split_flags`):
+/// each name and whether it takes a value.
+const APART_FLAGS: [(&str, bool); 17] = [
+    ("run", true),
+    ("count", true),
+    ("timeout", true),
+    ("parallel", true),
+    ("cpu", true),
+    ("shuffle", true),
+    ("bench", true),
+    ("benchtime", true),
+    ("list", true),
+    ("failfast", false),
+    ("short", false),
+    ("benchmem", false),
+    ("tags", true),
+    ("race", false),
+    ("trimpath", false),
+    ("v", false),
+    ("p", true),
+];
+
+/// Whether a run of `go test ARGS` can be judged apart: it tests the root
+/// package alone (`.`, or no package) with flags the judge maps onto its
+/// builds and its test binary.
+fn apart_args(args: &[String]) -> bool {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let Some(flag) = a.strip_prefix('-') else {
+            if a != "." && a != "./" {
+                return false;
+            }
+            continue;
+        };
+        let flag = flag.strip_prefix('-').unwrap_or(flag);
+        let (name, has_value) = match flag.split_once('=') {
+            Some((n, _)) => (n, true),
+            None => (flag, false),
+        };
+        match APART_FLAGS.iter().find(|(n, _)| *n == name) {
+            Some((_, true)) if !has_value && it.next().is_none() => return false,
+            Some(_) => {}
+            None => return false,
+        }
+    }
+    true
+}
+
+/// How a run of the packet's Go tests is judged apart (JUDGE.md): the
+/// host is the same supervisor as Python's (`harness/gatehouse_host.py`,
+/// under the candidate's uid), which starts the server the runner builds
+/// from the candidate's package (`harness/gatehouse_go_apart.go`); the
+/// judge is the runner and the test binary it builds from the hidden tests
+/// and a stub of the package. None for a run the judge cannot take (other
+/// packages than the root one, flags it does not map): that run keeps the
+/// canaries and the runner's cross-checks, and the receipt says it was
+/// shared.
+pub fn judge(args: &[String]) -> Option<super::JudgeSetup> {
+    apart_args(args)
+        .then(|| super::JudgeSetup { extra_processes: HOST_TASKS, ..super::python::judge() })
+}
+
+/// Tasks the judge apart adds to a Go run: the host supervisor (an
+/// interpreter and its threads) and a host server at a time, a Go runtime
+/// with a thread per core, its system monitor and whatever blocks in a
+/// system call.
+const HOST_TASKS: u64 = 32;
 
 #[cfg(test)]
 mod tests {
@@ -287,6 +357,25 @@ mod tests {
         check("-run TestX .", None, "hidden_test.go", false);
         check("-failfast .", None, "hidden_test.go", false);
         check("-count=1 ./sub", None, "hidden_test.go", false);
+    }
+
+    #[test]
+    fn judged_apart_only_the_root_package_with_flags_it_maps() {
+        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        for (command, apart) in [
+            ("", true),
+            (".", true),
+            ("-count=1 .", true),
+            ("-count 1 -run Hidden -v .", true),
+            ("-race -tags=x .", true),
+            ("-count=1 ./...", false),
+            ("./sub", false),
+            ("-json .", false),
+            ("-exec x .", false),
+            ("-run", false),
+        ] {
+            assert_eq!(judge(&args(command)).is_some(), apart, "{command:?}");
+        }
     }
 
     #[test]

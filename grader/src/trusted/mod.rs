@@ -127,7 +127,9 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
         (crate::lang::go::TWINS_FILE, crate::lang::go::TWINS),
         (crate::lang::node::AUDIT_FILE, crate::lang::node::AUDIT),
         (crate::lang::go::AUDIT_FILE, crate::lang::go::AUDIT),
-    ]) {
+    ])
+    .chain(crate::lang::go::APART_TOOLS)
+    {
         std::fs::write(dir.join(name), text)?;
     }
     Ok(())

@@ -153,9 +153,13 @@ fn assert_crash(
 
 // ------------------------------------------------------------------ Go
 
+/// The grains packet declaring `judge = "shared"`: the test binary holds
+/// the candidate's code, so each crash kind is the test binary's own
+/// (judged apart, the host's crash fails the calls it was serving:
+/// `retry_ticket_go_crashes_fail_without_accusation`, `judge_go.rs`).
 fn grains() -> &'static Packet {
-    static P: OnceLock<Packet> = OnceLock::new();
-    P.get_or_init(|| load(&fixture("grains-go")))
+    static P: OnceLock<(tempfile::TempDir, Packet)> = OnceLock::new();
+    &P.get_or_init(|| crate::shared_copy(&fixture("grains-go"))).1
 }
 
 fn retry_go() -> &'static Packet {
@@ -289,9 +293,11 @@ fn client(find: &str, with: &str) -> String {
     sample.replacen(find, with, 1)
 }
 
-/// The same crash kinds on retry-ticket-go (its tests are top-level
-/// functions sharing a loopback partner): every hidden step fails where
-/// the client crashes, and none is tampering. (A deadlock while the package
+/// Crash kinds on retry-ticket-go, judged apart (its tests are top-level
+/// functions sharing a loopback partner): a panic in the call the test
+/// made is raised again in the test binary, named with the candidate's
+/// frame; every hidden step fails where the client crashes, and none is
+/// tampering. (A deadlock while the package
 /// initialises is no runtime "fatal error" here: with `net/http` linked
 /// the binary hangs, and the step's wall limit stops it, which is failing
 /// too; the grains packet has the fatal error.)
@@ -300,21 +306,25 @@ fn retry_ticket_go_crashes_fail_without_accusation() {
     let p = retry_go();
     let fetch = "\tdelay := firstDelay\n";
     let all = ["contract", "retry", "backoff", "url"];
-    let cases: Vec<(&str, String, Vec<&str>, &[&str])> = vec![
-        (
-            "a nil map written on every fetch",
-            client(fetch, "\tvar seen map[string]int\n\tseen[url]++\n\tdelay := firstDelay\n"),
-            vec!["the test binary panicked in ", ": assignment to entry in nil map", "(at client.go:"],
-            &all,
-        ),
+    let cases: Vec<(&str, String, Vec<&str>, &[&str])> = vec![(
+        "a nil map written on every fetch",
+        client(fetch, "\tvar seen map[string]int\n\tseen[url]++\n\tdelay := firstDelay\n"),
+        vec!["the test binary panicked in ", ": assignment to entry in nil map", "(at client.go:"],
+        &all,
+    )];
+    // Judged apart, a crash that ends the host (a goroutine's panic, an
+    // os.Exit) fails the calls it was serving, saying so, and the next
+    // call starts a new host; a package that does not compile is refused
+    // before any test, naming the error.
+    let ended: Vec<(&str, String, Vec<&str>, &[&str])> = vec![
         (
             "a panic in a goroutine the client starts",
             client(
                 fetch,
                 "\tgo func() { panic(\"background refresh failed\") }()\n\ttime.Sleep(50 * time.Millisecond)\n\tdelay := firstDelay\n",
             ),
-            vec!["panicked in ", ": background refresh failed", "in ticket.FetchJSON.func1)"],
-            &all,
+            vec!["the host ended during the call", "background refresh failed"],
+            &["contract", "retry", "backoff"],
         ),
         (
             "an os.Exit on a 404",
@@ -323,16 +333,43 @@ fn retry_ticket_go_crashes_fail_without_accusation() {
                 "\tif resp.StatusCode == http.StatusNotFound {\n\t\tos.Exit(1)\n\t}\n\tif resp.StatusCode < 200 || resp.StatusCode > 299 {\n",
             )
             .replace("\t\"io\"\n", "\t\"io\"\n\t\"os\"\n"),
-            vec!["the test binary exited in ", "it ended without a report"],
+            vec!["the host ended during the call"],
             &["contract", "retry"],
         ),
         (
             "a build failure",
             client("\tdelay := firstDelay\n", "\tdelay := firstDelay\n\tunused := 1\n"),
-            vec!["the test binary did not build: client.go:", "unused declared but not used"],
+            vec!["client.go:", "unused"],
             &all,
         ),
     ];
+    for (what, source, said, steps) in ended {
+        let card = grade(p, &p.sample_dir(), &[("client.go", Some(&source))]);
+        let described = describe(&card);
+        assert!(
+            card.findings.iter().all(|f| f.id != "evidence-tampering"),
+            "{what}: accused\n{described}"
+        );
+        assert_eq!(card.scoring.decision, "close", "{what}\n{described}");
+        for step in steps {
+            let run = card.receipt.runs.iter().find(|r| r.id == format!("step:{step}")).unwrap();
+            let text = format!(
+                "{:?} {} {} {:?}",
+                run.crash,
+                run.stdout_tail,
+                run.stderr_tail,
+                run.tests.iter().flatten().map(|t| t.message.clone()).collect::<Vec<_>>()
+            );
+            assert!(
+                said.iter().all(|s| text.contains(s)),
+                "{what}: step {step}: {said:?}\n{described}"
+            );
+            assert!(
+                run.tests.iter().flatten().any(|t| t.status != TestStatus::Passed),
+                "{what}: step {step}\n{described}"
+            );
+        }
+    }
     for (what, source, crash, steps) in cases {
         let card = grade(p, &p.sample_dir(), &[("client.go", Some(&source))]);
         eprintln!("{what}: {:?}", card.receipt.runs.iter().map(|r| &r.crash).collect::<Vec<_>>());
@@ -372,7 +409,10 @@ fn retry_ticket_go_crashes_fail_without_accusation() {
 /// so the forgery is caught and gains nothing.
 #[test]
 fn forged_passes_then_a_crash_are_still_tampering() {
-    let p = retry_go();
+    // Shared (judged apart, the candidate's output never reaches the
+    // runner as results: `judge_go.rs`).
+    let (_keep, shared) = crate::shared_copy(&retry_go().root);
+    let p = &shared;
     let no_retry = fs::read_to_string(p.root.join("starter/client.go")).unwrap();
     for (what, end) in [
         (

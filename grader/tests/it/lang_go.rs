@@ -1,8 +1,10 @@
 //! Go packets (issue #30): `retry-ticket-go` graded through the trusted
-//! `go test` runner, with Go's known forgeries. Each forgery is contained
-//! (it never grades better than the work without it) and, where the run's
-//! own evidence contradicts itself, flagged as `evidence-tampering`; the
-//! honest controls (the sample, an alternate) draw nothing.
+//! `go test` runner. Its hidden steps are judged apart (`judge_go.rs` holds
+//! the forgeries against that); here the honest controls (the sample, an
+//! alternate) draw nothing, and the packet declaring `judge = "shared"`
+//! shows the shared path's defences: each forgery is contained (it never
+//! grades better than the work without it) and, where the run's own
+//! evidence contradicts itself, flagged as `evidence-tampering`.
 
 use std::fs;
 use std::path::PathBuf;
@@ -24,6 +26,16 @@ fn packet() -> &'static Packet {
     })
 }
 
+/// The packet declaring `judge = "shared"`: its hidden tests compiled with
+/// the candidate's code, the canaries and the runner's cross-checks their
+/// defence (what every Go run was before the judge apart, and what a Go
+/// packet that declares it, or runs `./...`, still is). The judge apart's
+/// own forgery tests are `judge_go.rs`.
+fn shared() -> &'static Packet {
+    static P: OnceLock<(tempfile::TempDir, Packet)> = OnceLock::new();
+    &P.get_or_init(|| crate::shared_copy(&packet().root)).1
+}
+
 fn read(path: &str) -> String {
     fs::read_to_string(packet().root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
@@ -31,7 +43,10 @@ fn read(path: &str) -> String {
 /// The starter with the sample laid over it, then `files` (a `None`
 /// content removes the file), zipped and graded.
 fn grade(files: &[(&str, Option<&str>)]) -> Scorecard {
-    let p = packet();
+    grade_in(packet(), files)
+}
+
+fn grade_in(p: &Packet, files: &[(&str, Option<&str>)]) -> Scorecard {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sub");
     copy_path(&p.sample_dir(), &dir).unwrap();
@@ -89,10 +104,17 @@ fn honest_go_submissions_grade_clean() {
     let card = grade(&[]);
     assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
     assert!(card.findings.is_empty(), "{}", describe(&card));
-    // The hidden steps carried twins of the packet's Go tests
+    for step in ["contract", "retry", "backoff", "url"] {
+        let judged = card.receipt.judged.get(&format!("step:{step}"));
+        assert_eq!(judged.map(String::as_str), Some("apart"), "{}", describe(&card));
+    }
+    // Shared, the hidden steps carry twins of the packet's Go tests
     // (`harness/gatehouse_go_twins.go`) beside the generic pair, and the
-    // honest work contradicted none of them.
-    let calibration = grader().calibration(packet());
+    // honest work contradicts none of them.
+    let card = grade_in(shared(), &[]);
+    assert_eq!(card.scoring.decision, "merge", "{}", describe(&card));
+    assert!(card.findings.is_empty(), "{}", describe(&card));
+    let calibration = grader().calibration(shared());
     for step in ["contract", "retry", "backoff", "url"] {
         let sc = &calibration.canaries[step];
         assert!(sc.covered() > 0, "{step}: no Go twin fails on the sample: {sc:?}");
@@ -119,6 +141,9 @@ fn honest_go_submissions_grade_clean() {
     for name in ["client.go", "throttle_test.go"] {
         fs::write(dir.join(name), read(&format!("alternates/errors-as/{name}"))).unwrap();
     }
+    // Its own tests also written table-driven, as `t.Run` subtests that
+    // run in parallel.
+    fs::write(dir.join("table_test.go"), TABLE_TEST).unwrap();
     let zip = tmp.path().join("sub.zip");
     crate::zip_dir(&dir, &zip);
     let card = grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap();
@@ -126,10 +151,63 @@ fn honest_go_submissions_grade_clean() {
     assert!(card.findings.is_empty(), "{}", describe(&card));
 }
 
+/// A candidate's table-driven test file: subtests under `t.Run`, each
+/// `t.Parallel`.
+const TABLE_TEST: &str = r#"package ticket
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestStatusesTable(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		body   string
+		ok     bool
+	}{
+		{"ok", http.StatusOK, `{"id": 7}`, true},
+		{"not found", http.StatusNotFound, `{}`, false},
+		{"bad request", http.StatusBadRequest, `{}`, false},
+		{"not an object", http.StatusOK, `[1, 2]`, false},
+	}
+	for _, tc := range cases {
+		tc := tc
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			data, err := FetchJSON(context.Background(), srv.URL)
+			if tc.ok {
+				if err != nil || data["id"] != 7.0 {
+					t.Fatalf("want the object, got %v, %v", data, err)
+				}
+				return
+			}
+			var fe *FetchError
+			if !errors.As(err, &fe) {
+				t.Fatalf("want a *FetchError, got %v", err)
+			}
+			if tc.status != http.StatusOK && fe.Status != tc.status {
+				t.Fatalf("status: want %d, got %d", tc.status, fe.Status)
+			}
+		})
+	}
+}
+"#;
+
 #[test]
-fn an_init_that_exits_0_is_tampering() {
+fn shared_an_init_that_exits_0_is_tampering() {
     let forged = extra("func init() { os.Exit(0) }", "\t\"os\"");
-    let card = grade(&[("client.go", Some(&no_retry())), ("zz_exit.go", Some(&forged))]);
+    let card =
+        grade_in(shared(), &[("client.go", Some(&no_retry())), ("zz_exit.go", Some(&forged))]);
     assert_ne!(card.scoring.decision, "merge", "{}", describe(&card));
     let f = card.findings.iter().find(|f| f.id == "evidence-tampering");
     let evidence = f.map(|f| f.evidence.join("\n")).unwrap_or_default();
@@ -137,7 +215,7 @@ fn an_init_that_exits_0_is_tampering() {
 }
 
 #[test]
-fn fake_pass_lines_on_stdout_are_tampering() {
+fn shared_fake_pass_lines_on_stdout_are_tampering() {
     // For every hidden test: the runner's result lines as test2json reads
     // them (plain, as Go 1.19 prints them, and with the ^V framing of later
     // releases), and a test2json event printed whole.
@@ -158,7 +236,8 @@ fn fake_pass_lines_on_stdout_are_tampering() {
     }
     body.push('}');
     let forged = extra(&body, "\t\"fmt\"");
-    let card = grade(&[("client.go", Some(&no_retry())), ("zz_fake.go", Some(&forged))]);
+    let card =
+        grade_in(shared(), &[("client.go", Some(&no_retry())), ("zz_fake.go", Some(&forged))]);
     assert_eq!(card.scoring.decision, "close", "{}", describe(&card));
     assert!(ids(&card).contains(&"evidence-tampering"), "{}", describe(&card));
 }

@@ -22,6 +22,7 @@ mod fuzz;
 mod hostile_packets;
 mod ingest;
 mod judge;
+mod judge_go;
 mod judge_hacks;
 mod judge_node;
 mod lang_go;
@@ -50,4 +51,24 @@ pub fn grader() -> &'static Grader {
 pub fn zip_dir(dir: &std::path::Path, zip: &std::path::Path) {
     grader::ingest::write_zip_from_dir(dir, zip, &Default::default(), grader::manifest::TIME_BASE)
         .unwrap_or_else(|e| panic!("zipping {}: {e}", dir.display()));
+}
+
+/// A copy of the packet at `root` that declares `judge = "shared"` (its
+/// tests beside the candidate's code, with the canaries and the runners'
+/// cross-checks): the control that shows a forgery the judge apart
+/// contains is live, and the shared path's own defences at work.
+pub fn shared_copy(root: &std::path::Path) -> (tempfile::TempDir, grader::packet::Packet) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(root.file_name().unwrap());
+    grader::tree::copy_path(root, &dir).unwrap();
+    let text = std::fs::read_to_string(dir.join("packet.toml")).unwrap();
+    let line = "[packet]\njudge = \"shared\"\njudge_reason = \"the tests' control\"\n";
+    let manifest = match text.strip_prefix("[packet]\n") {
+        Some(rest) => format!("{line}{rest}"),
+        None => text.replacen("\n[packet]\n", &format!("\n{line}"), 1),
+    };
+    assert_ne!(manifest, text, "a [packet] table");
+    std::fs::write(dir.join("packet.toml"), manifest).unwrap();
+    let p = grader::packet::Packet::load(&dir).expect("the shared copy loads");
+    (tmp, p)
 }
