@@ -572,6 +572,26 @@ pub fn normalize_output(text: &str) -> String {
                 "Ran $1 tests in <t>s",
             ),
             (Regex::new(r"\b0x[0-9a-fA-F]{6,}\b").expect("static regex"), "0x<addr>"),
+            // Go: `--- PASS: TestX (0.01s)`, `ok  \tticket\t0.010s`.
+            (
+                Regex::new(r"(--- (?:PASS|FAIL|SKIP): \S+) \(\d+\.\d+s\)").expect("static regex"),
+                "$1 (<t>s)",
+            ),
+            (
+                Regex::new(r"(?m)^(ok|FAIL)([ \t]+\S+[ \t]+)\d+\.\d+s\b").expect("static regex"),
+                "$1$2<t>s",
+            ),
+            // Go's standard logger's date and time (`log.LstdFlags`).
+            (
+                Regex::new(r"\b\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\b")
+                    .expect("static regex"),
+                "<date> <time>",
+            ),
+            // node:test's TAP: `duration_ms: 1.23`, `# duration_ms 45.6`.
+            (
+                Regex::new(r"\bduration_ms:? \d+(?:\.\d+)?").expect("static regex"),
+                "duration_ms <t>",
+            ),
         ]
     });
     let mut s = text.to_string();
@@ -598,6 +618,13 @@ mod tests {
         assert_eq!(
             got,
             "==== 1 failed, 2 passed in <t>s ====\nRan 4 tests in <t>s\n<object at 0x<addr>>"
+        );
+        let got = normalize_output(
+            "--- PASS: TestA (0.01s)\n    --- FAIL: TestB/x (1.20s)\nok  \tticket\t0.010s\nFAIL\tticket\t2.5s\nok 1 - a\n  duration_ms: 1.23\n# duration_ms 45.6\n--- PASS: kept (soon)\n2026/12/07 08:58:39 greeted",
+        );
+        assert_eq!(
+            got,
+            "--- PASS: TestA (<t>s)\n    --- FAIL: TestB/x (<t>s)\nok  \tticket\t<t>s\nFAIL\tticket\t<t>s\nok 1 - a\n  duration_ms <t>\n# duration_ms <t>\n--- PASS: kept (soon)\n<date> <time> greeted"
         );
     }
 

@@ -163,6 +163,10 @@ fn judge_go_the_sample_crosses_every_rule_and_a_channel_is_refused() {
     let said = format!("{}{}{:?}", refused.stdout_tail, refused.stderr_tail, refused.crash);
     assert!(said.contains("Stream") && said.contains("a channel does not cross"), "{said}");
     assert_eq!(card.scoring.decision, "advance", "{}", describe(&card));
+    // The receipt is deterministic: graded again, the same digest (the
+    // host's log line carries a time, the test lines their durations).
+    let again = grade(demo(), &[]);
+    assert_eq!(again.receipt.digest, card.receipt.digest, "{}", describe(&again));
 }
 
 /// A host that exits in the middle of a call, or never answers one, fails
