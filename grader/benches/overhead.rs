@@ -39,7 +39,7 @@ fn main() {
     let only = std::env::var("GATEHOUSE_BENCH_ONLY").unwrap_or_default();
     let wanted = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
     if only.split(',').any(|p| p.trim() == "judge") {
-        eprintln!("grading each Python packet's sample judged apart and shared…");
+        eprintln!("grading each packet's sample judged apart and shared…");
         judge_table(&judge_part::rows());
         return;
     }

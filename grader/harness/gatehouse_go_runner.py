@@ -605,6 +605,7 @@ class Apart:
         self.built = threading.Event()
         self.build_error = None
         self.spawned = []
+        self.building = None
         self.lock = threading.Lock()
         self.sup = None
         self.listener = None
@@ -797,12 +798,16 @@ class Apart:
                 os.close(w)
             out = b""
             if "pid" in ans:
+                with self.lock:
+                    self.building = ans["pid"]
                 with os.fdopen(r, "rb") as fh:
                     r = None
                     out = fh.read(4 << 20)
                     while fh.read(1 << 16):
                         pass
                 ans = self.sup.request("wait", pid=ans["pid"], secs=600, timeout=610)
+                with self.lock:
+                    self.building = None
             text = out.decode("utf-8", "replace")
             if ans.get("code") != 0:
                 sys.stdout.write(text)
@@ -869,8 +874,10 @@ class Apart:
             return None
         me = os.getuid()
         import stat as st_mod
+        # Laid judge-only: the judge's uid owns them, their group is one no
+        # process of the run has (group bits are moot), nobody else writes.
         if (st_dir.st_uid != me or st.st_uid != me or not st_mod.S_ISREG(st.st_mode)
-                or st_dir.st_mode & 0o022 or st.st_mode & 0o022):
+                or st_dir.st_mode & 0o002 or st.st_mode & 0o002):
             return None
         return path
 
@@ -994,10 +1001,14 @@ class Apart:
         return {"pid": ans["pid"]}, [fd] + [r for r, w in pipes]
 
     def kill(self, pid):
+        """Kills a host (its whole process group) and waits until the host
+        supervisor has reaped it, so no host outlives the run's end (it
+        would be a leftover)."""
         if pid <= 0 or self.sup is None:
             return
         try:
             self.sup.request("signal", pid=pid, sig=int(signal.SIGKILL), group=True)
+            self.sup.request("wait", pid=pid, secs=10, timeout=15)
         except Exception:  # noqa: BLE001 - gone already
             pass
 
@@ -1009,7 +1020,9 @@ class Apart:
                 pass
         with self.lock:
             spawned, self.spawned = self.spawned, []
-        for pid in spawned:
+            building, self.building = self.building, None
+        # A build still going (the judge's side refused first) ends too.
+        for pid in spawned + ([building] if building else []):
             self.kill(pid)
 
 

@@ -164,6 +164,12 @@ pub fn default_limits() -> Limits {
 }
 
 impl Grader {
+    /// The Go judge's builds kept between runs (`lang::go::cache`), when
+    /// this grader keeps them.
+    pub fn go_cache(&self) -> Option<&crate::lang::go::cache::GoCache> {
+        self.go_cache.as_ref()
+    }
+
     /// A grader over `sandbox`. Without the tools mount (see
     /// [`Grader::for_host`]) commands run as written, not through the
     /// trusted runner.

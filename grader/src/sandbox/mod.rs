@@ -148,8 +148,9 @@
 //!   read, write and search to every folder (so the judge, in G, reads and
 //!   writes there too). Each `HostSpec::judge_only` path (checked like
 //!   `read_only`: relative, no `.`/`..`, a file or folder reached through
-//!   folders only) is given to J:G after the copy, 0600 for files (0700
-//!   with an execute bit) and 0700 for folders, recursively, so C can
+//!   folders only) is given after the copy to J and to J's lease's own
+//!   group, which no process of the run has, recursively (folders 0770,
+//!   files 0660, 0770 with an execute bit: `copy::give_to`), so C can
 //!   neither read nor list it; and it is bound over itself in the run's
 //!   root, so C, which owns the folders around it, cannot rename, remove
 //!   or replace it either (a mount point is busy). `/evidence` is owned by

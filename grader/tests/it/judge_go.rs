@@ -163,10 +163,28 @@ fn judge_go_the_sample_crosses_every_rule_and_a_channel_is_refused() {
     let said = format!("{}{}{:?}", refused.stdout_tail, refused.stderr_tail, refused.crash);
     assert!(said.contains("Stream") && said.contains("a channel does not cross"), "{said}");
     assert_eq!(card.scoring.decision, "advance", "{}", describe(&card));
-    // The receipt is deterministic: graded again, the same digest (the
-    // host's log line carries a time, the test lines their durations).
-    let again = grade(demo(), &[]);
-    assert_eq!(again.receipt.digest, card.receipt.digest, "{}", describe(&again));
+}
+
+/// What the judge built for a step (its test binary) and for a submission
+/// (its server) is kept for the next run: graded again, the same
+/// submission builds nothing (the runner exports only what it built).
+#[test]
+fn judge_go_a_second_grading_builds_nothing_again() {
+    let grader = grader::grade::Grader::for_host().expect("the host sandbox works");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sub");
+    grader::tree::copy_path(&demo().starter_dir(), &dir).unwrap();
+    grader::tree::copy_path(&demo().sample_dir(), &dir).unwrap();
+    let zip = tmp.path().join("sub.zip");
+    crate::zip_dir(&dir, &zip);
+    let cache = grader.go_cache().expect("the grader keeps the Go judge's builds");
+    let first = grader.grade_zip(demo(), &zip, &GradeOptions::default()).unwrap();
+    only_these_fail(&first, &[]);
+    let built = ["gen", "test", "server"].map(|k| cache.taken(k));
+    assert!(built[1] >= 1 && built[2] >= 1, "nothing was kept: {built:?}");
+    let again = grader.grade_zip(demo(), &zip, &GradeOptions::default()).unwrap();
+    only_these_fail(&again, &[]);
+    assert_eq!(["gen", "test", "server"].map(|k| cache.taken(k)), built, "built again");
 }
 
 /// A host that exits in the middle of a call, or never answers one, fails

@@ -108,6 +108,17 @@ fn honest_go_submissions_grade_clean() {
         let judged = card.receipt.judged.get(&format!("step:{step}"));
         assert_eq!(judged.map(String::as_str), Some("apart"), "{}", describe(&card));
     }
+    // Graded again (the Go judge's builds now kept), the same receipt: test
+    // durations are masked, nothing random is planted.
+    let again = grade(&[]);
+    let text = |card: &Scorecard| {
+        let mut v = serde_json::to_value(&card.receipt).expect("receipt to JSON");
+        v.as_object_mut().expect("an object").remove("timings");
+        serde_json::to_string_pretty(&v).expect("JSON text")
+    };
+    let (a, b) = (text(&card), text(&again));
+    let diff = similar::TextDiff::from_lines(&a, &b).unified_diff().context_radius(2).to_string();
+    assert_eq!(card.receipt.digest, again.receipt.digest, "the receipts differ:\n{diff}");
     // Shared, the hidden steps carry twins of the packet's Go tests
     // (`harness/gatehouse_go_twins.go`) beside the generic pair, and the
     // honest work contradicts none of them.

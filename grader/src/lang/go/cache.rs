@@ -49,6 +49,9 @@ pub struct GoCache {
     dir: crate::workdir::WorkDir,
     /// Scope → entry names, newest last.
     index: Mutex<BTreeMap<String, Vec<String>>>,
+    /// Entries taken from runs, by kind: a run exports only what it built,
+    /// so a run that found its builds kept adds nothing here.
+    taken: Mutex<BTreeMap<&'static str, usize>>,
 }
 
 /// Which kept builds a run may use and under which scopes it keeps new
@@ -96,7 +99,7 @@ impl GoCache {
         let dir = crate::workdir::WorkDir::new("gatehouse-go-cache-")?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
-        Ok(GoCache { dir, index: Mutex::new(BTreeMap::new()) })
+        Ok(GoCache { dir, index: Mutex::new(BTreeMap::new()), taken: Mutex::new(BTreeMap::new()) })
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -143,6 +146,7 @@ impl GoCache {
                     continue;
                 }
                 self.keep(&scope.scope_of(kind), &name);
+                *self.taken.lock().unwrap_or_else(|e| e.into_inner()).entry(kind).or_default() += 1;
             }
         }
         let _ = std::fs::remove_dir_all(&export);
@@ -170,6 +174,12 @@ impl GoCache {
                 let _ = std::fs::remove_file(self.path(&name));
             }
         }
+    }
+
+    /// How many entries of `kind` (`gen`, `test`, `server`) runs have
+    /// exported so far: what was built rather than found kept.
+    pub fn taken(&self, kind: &str) -> usize {
+        self.taken.lock().unwrap_or_else(|e| e.into_inner()).get(kind).copied().unwrap_or(0)
     }
 
     /// The names kept for `scope` (tests).
