@@ -374,31 +374,13 @@ func (g *gen) tablesFor(objs []types.Object) {
 			if obj.Exported() {
 				g.stdTypes[obj.Pkg().Path()+"."+obj.Name()] = obj
 			}
-		case *types.Pointer:
-			walk(t.Elem())
-		case *types.Slice:
-			walk(t.Elem())
-		case *types.Array:
-			walk(t.Elem())
-		case *types.Map:
-			walk(t.Key())
-			walk(t.Elem())
-		case *types.Chan:
-			walk(t.Elem())
-		case *types.Signature:
-			for i := 0; i < t.Params().Len(); i++ {
-				walk(t.Params().At(i).Type())
-			}
-			for i := 0; i < t.Results().Len(); i++ {
-				walk(t.Results().At(i).Type())
-			}
-		case *types.Struct:
-			for i := 0; i < t.NumFields(); i++ {
-				walk(t.Field(i).Type())
-			}
 		case *types.Interface:
 			if t.NumMethods() > 0 {
 				g.addIface(t)
+			}
+		default:
+			for _, e := range elements(t) {
+				walk(e)
 			}
 		}
 	}
@@ -909,33 +891,16 @@ func (g *gen) stubbed() []types.Object {
 			if t.Obj().Pkg() == g.pkg {
 				add(t.Obj())
 			}
-		case *types.Pointer:
-			walk(t.Elem())
-		case *types.Slice:
-			walk(t.Elem())
-		case *types.Array:
-			walk(t.Elem())
-		case *types.Map:
-			walk(t.Key())
-			walk(t.Elem())
-		case *types.Chan:
-			walk(t.Elem())
-		case *types.Signature:
-			for _, tup := range []*types.Tuple{t.Params(), t.Results()} {
-				for i := 0; i < tup.Len(); i++ {
-					walk(tup.At(i).Type())
-				}
-			}
-		case *types.Struct:
-			for i := 0; i < t.NumFields(); i++ {
-				walk(t.Field(i).Type())
-			}
 		case *types.Interface:
 			for i := 0; i < t.NumEmbeddeds(); i++ {
 				walk(t.EmbeddedType(i))
 			}
 			for i := 0; i < t.NumExplicitMethods(); i++ {
 				walk(t.ExplicitMethod(i).Type())
+			}
+		default:
+			for _, e := range elements(t) {
+				walk(e)
 			}
 		}
 	}
@@ -1221,4 +1186,37 @@ func (g *gen) writeTest(path string, f *ast.File) error {
 		out = out[:e.at] + e.text + out[e.at:]
 	}
 	return os.WriteFile(filepath.Join(g.cfg.TestsDir, filepath.Base(path)), []byte(out), 0o600)
+}
+
+// elements: the types a composite type is made of (a pointer's, slice's,
+// array's or channel's element, a map's key and value, a signature's
+// parameters and results, a struct's fields); nil for any other type.
+func elements(t types.Type) []types.Type {
+	switch t := t.(type) {
+	case *types.Pointer:
+		return []types.Type{t.Elem()}
+	case *types.Slice:
+		return []types.Type{t.Elem()}
+	case *types.Array:
+		return []types.Type{t.Elem()}
+	case *types.Chan:
+		return []types.Type{t.Elem()}
+	case *types.Map:
+		return []types.Type{t.Key(), t.Elem()}
+	case *types.Signature:
+		var out []types.Type
+		for _, tup := range []*types.Tuple{t.Params(), t.Results()} {
+			for i := 0; i < tup.Len(); i++ {
+				out = append(out, tup.At(i).Type())
+			}
+		}
+		return out
+	case *types.Struct:
+		out := make([]types.Type, t.NumFields())
+		for i := range out {
+			out[i] = t.Field(i).Type()
+		}
+		return out
+	}
+	return nil
 }

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import socket
 import subprocess
 import sys
@@ -815,7 +816,13 @@ class Apart:
                     line.strip() for line in text.splitlines()[:5]) or f"exit {ans.get('code')}"
                 self.build_error = f"the candidate's package did not build as the judge's host: {why}"
             else:
-                shutil.copyfile(built, self.server)
+                # What the build wrote, never through a link (the folder is
+                # the candidate's uid's to write in).
+                fd = os.open(built, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as src, open(self.server, "wb") as dst:
+                    if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                        raise OSError(f"{built} is not a regular file")
+                    shutil.copyfileobj(src, dst)
                 os.chmod(self.server, 0o750)
                 self.export("server", key, self.server)
         except Exception as e:  # noqa: BLE001 - the supervisor is gone

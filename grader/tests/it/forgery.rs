@@ -46,18 +46,7 @@ fn grade(slug: &str, files: &[(&str, Option<&str>)], opts: &GradeOptions) -> Sco
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sub");
     copy_path(&p.sample_dir(), &dir).unwrap();
-    for (path, text) in files {
-        let target = dir.join(path);
-        match text {
-            Some(t) => {
-                fs::create_dir_all(target.parent().unwrap()).unwrap();
-                fs::write(&target, t).unwrap();
-            }
-            None => {
-                let _ = fs::remove_file(&target);
-            }
-        }
-    }
+    crate::lay(&dir, files);
     let zip = tmp.path().join("sub.zip");
     let times = p
         .manifest

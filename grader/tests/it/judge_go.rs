@@ -49,16 +49,7 @@ fn grade(p: &Packet, files: &[(&str, Option<&str>)]) -> Scorecard {
     let dir = tmp.path().join("sub");
     grader::tree::copy_path(&p.starter_dir(), &dir).unwrap();
     grader::tree::copy_path(&p.sample_dir(), &dir).unwrap();
-    for (path, text) in files {
-        let target = dir.join(path);
-        match text {
-            Some(t) => {
-                fs::create_dir_all(target.parent().unwrap()).unwrap();
-                fs::write(&target, t).unwrap();
-            }
-            None => fs::remove_file(&target).unwrap(),
-        }
-    }
+    crate::lay(&dir, files);
     let zip = tmp.path().join("sub.zip");
     crate::zip_dir(&dir, &zip);
     grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("grading: {e}"))

@@ -514,13 +514,7 @@ fn judge_one_zip_graded_twice_gives_one_receipt() {
     let p = packet("token-bucket");
     let first = grade(&p, None, &[]);
     let second = grade(&p, None, &[]);
-    let text = |card: &Scorecard| {
-        let mut v = serde_json::to_value(&card.receipt).expect("receipt to JSON");
-        v.as_object_mut().expect("an object").remove("timings");
-        serde_json::to_string_pretty(&v).expect("JSON text")
-    };
-    let (a, b) = (text(&first), text(&second));
-    let diff = similar::TextDiff::from_lines(&a, &b).unified_diff().context_radius(2).to_string();
+    let diff = crate::receipt_diff(&first, &second);
     assert_eq!(first.receipt.digest, second.receipt.digest, "the receipts differ:\n{diff}");
     assert!(first.receipt.judged.values().all(|how| how == "apart"), "{:?}", first.receipt.judged);
 }

@@ -50,18 +50,7 @@ fn grade_in(p: &Packet, files: &[(&str, Option<&str>)]) -> Scorecard {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sub");
     copy_path(&p.sample_dir(), &dir).unwrap();
-    for (path, text) in files {
-        let target = dir.join(path);
-        match text {
-            Some(t) => {
-                fs::create_dir_all(target.parent().unwrap()).unwrap();
-                fs::write(&target, t).unwrap();
-            }
-            None => {
-                let _ = fs::remove_file(&target);
-            }
-        }
-    }
+    crate::lay(&dir, files);
     let zip = tmp.path().join("sub.zip");
     crate::zip_dir(&dir, &zip);
     grader().grade_zip(p, &zip, &GradeOptions::default()).unwrap_or_else(|e| panic!("grading: {e}"))
@@ -111,13 +100,7 @@ fn honest_go_submissions_grade_clean() {
     // Graded again (the Go judge's builds now kept), the same receipt: test
     // durations are masked, nothing random is planted.
     let again = grade(&[]);
-    let text = |card: &Scorecard| {
-        let mut v = serde_json::to_value(&card.receipt).expect("receipt to JSON");
-        v.as_object_mut().expect("an object").remove("timings");
-        serde_json::to_string_pretty(&v).expect("JSON text")
-    };
-    let (a, b) = (text(&card), text(&again));
-    let diff = similar::TextDiff::from_lines(&a, &b).unified_diff().context_radius(2).to_string();
+    let diff = crate::receipt_diff(&card, &again);
     assert_eq!(card.receipt.digest, again.receipt.digest, "the receipts differ:\n{diff}");
     // Shared, the hidden steps carry twins of the packet's Go tests
     // (`harness/gatehouse_go_twins.go`) beside the generic pair, and the

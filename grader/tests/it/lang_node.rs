@@ -105,18 +105,7 @@ fn grade_with(
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sub");
     copy_path(base, &dir).unwrap();
-    for (path, text) in files {
-        let target = dir.join(path);
-        match text {
-            Some(t) => {
-                fs::create_dir_all(target.parent().unwrap()).unwrap();
-                fs::write(&target, t).unwrap();
-            }
-            None => {
-                let _ = fs::remove_file(&target);
-            }
-        }
-    }
+    crate::lay(&dir, files);
     let zip = tmp.path().join("sub.zip");
     crate::zip_dir(&dir, &zip);
     grader().grade_zip(packet, &zip, opts).unwrap_or_else(|e| panic!("{e}"))

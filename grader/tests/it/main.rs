@@ -72,3 +72,33 @@ pub fn shared_copy(root: &std::path::Path) -> (tempfile::TempDir, grader::packet
     let p = grader::packet::Packet::load(&dir).expect("the shared copy loads");
     (tmp, p)
 }
+
+/// Lays `files` over the folder `dir`: each path gets its text (folders
+/// made as needed), or is removed when the text is `None`.
+pub fn lay(dir: &std::path::Path, files: &[(&str, Option<&str>)]) {
+    for (path, text) in files {
+        let target = dir.join(path);
+        match text {
+            Some(t) => {
+                std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+                std::fs::write(&target, t).unwrap();
+            }
+            None => {
+                let _ = std::fs::remove_file(&target);
+            }
+        }
+    }
+}
+
+/// The receipt as pretty JSON without its `timings` (what its digest
+/// covers), and the unified diff of two such texts: for the message of a
+/// failed determinism check.
+pub fn receipt_diff(a: &grader::grade::Scorecard, b: &grader::grade::Scorecard) -> String {
+    let text = |card: &grader::grade::Scorecard| {
+        let mut v = serde_json::to_value(&card.receipt).expect("receipt to JSON");
+        v.as_object_mut().expect("an object").remove("timings");
+        serde_json::to_string_pretty(&v).expect("JSON text")
+    };
+    let (a, b) = (text(a), text(b));
+    similar::TextDiff::from_lines(&a, &b).unified_diff().context_radius(2).to_string()
+}
