@@ -109,12 +109,31 @@ pub fn rows() -> Vec<Row> {
                     ..GradeOptions::default()
                 };
                 let (t, c) = (Instant::now(), children_cpu());
-                if let Err(e) = grader.grade_zip(p, &zip, &opts) {
-                    refused = Some(format!("{} copy: {e}", ["apart", "shared"][i]));
-                    break 'rounds;
-                }
+                let card = match grader.grade_zip(p, &zip, &opts) {
+                    Ok(card) => card,
+                    Err(e) => {
+                        refused = Some(format!("{} copy: {e}", ["apart", "shared"][i]));
+                        break 'rounds;
+                    }
+                };
                 wall[i].push(t.elapsed().as_secs_f64());
                 cpu[i].push(children_cpu() - c);
+                // GATEHOUSE_BENCH_RUNS=1: each run's CPU and wall (ms), to
+                // see where a difference goes.
+                if std::env::var_os("GATEHOUSE_BENCH_RUNS").is_some() {
+                    let runs: Vec<String> = (card.receipt.timings.runs.iter())
+                        .map(|t| format!("{} {:.0}/{:.0}", t.id, t.cpu_ms, t.wall_ms))
+                        .collect();
+                    eprintln!(
+                        "    {} ({} {:?}/{}, {} findings): {}",
+                        ["apart", "shared"][i],
+                        card.scoring.decision,
+                        card.scoring.score,
+                        card.scoring.max_score,
+                        card.findings.len(),
+                        runs.join(", ")
+                    );
+                }
             }
         }
         // A packet whose tests need the judge apart (tax-rounding's oracle

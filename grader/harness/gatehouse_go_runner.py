@@ -561,14 +561,19 @@ def module_files(moddir):
 
 class Supervisor:
     """Requests to the host supervisor (gatehouse_host.py) on descriptor 4,
-    one at a time."""
+    one at a time; woken when made (a run judged apart makes it only once
+    the builds are under way)."""
 
     def __init__(self, fd):
         sys.path.insert(0, HERE)
         import gatehouse_wire as wire  # noqa: E402
         sys.path.remove(HERE)
         self.wire_mod = wire
-        self.wire = wire.Wire(socket.socket(fileno=fd))
+        sock = socket.socket(fileno=fd)
+        # The sandbox starts the supervisor as a shell that waits for one
+        # newline before it starts the interpreter (`lang::python::HOST_ARGV`).
+        sock.sendall(b"\n")
+        self.wire = wire.Wire(sock)
         self.lock = threading.Lock()
         self.next = 1
 

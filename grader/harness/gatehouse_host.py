@@ -1,9 +1,16 @@
 """The host side of the judge apart (JUDGE.md): runs under the candidate's uid.
 
-The sandbox starts this file as the run's *host supervisor*, under the
-candidate's uid, with one end of a socket pair to the judge on descriptor 3:
+The sandbox starts this module as the run's *host supervisor*, under the
+candidate's uid, with one end of a socket pair to the judge on descriptor 3
+(`lang::python::HOST_ARGV`): a shell waits for the judge's first byte (a
+newline), then
 
-    python3 -I -B /gatehouse/gatehouse_host.py
+    python3 -I -S -B -c 'import sys; ...; import gatehouse_host; ...; gatehouse_host.main()'
+
+A run that never asks for it never starts the interpreter. It starts
+cheaply: no `site`, only the modules framing and starting programs need
+(the host server's are imported by the hosts it forks), and from the
+bytecode the grader compiled into the tool folder.
 
 The supervisor never imports a byte of the submission. It serves the
 judge's requests, each a framed JSON message (`gatehouse_wire`), some with
@@ -13,9 +20,14 @@ descriptors passed alongside (SCM_RIGHTS):
   stdin/stdout/stderr descriptors) under this uid: every program a hidden
   test launches from the workspace runs here, never under the judge's uid;
   ``poll``, ``wait``, ``signal`` for those programs;
-- ``host``: start a *host server* (this file with ``--serve FD``) on a
-  socket the judge passes: the process that imports the candidate's modules
-  and serves the judge's calls on them;
+- ``host``: start a *host server* on a socket the judge passes: the
+  process that imports the candidate's modules and serves the judge's
+  calls on them. It is a fork of the supervisor (no second interpreter to
+  start) that first makes itself what a fresh ``python3 -I -B`` of its own
+  would be: only that socket and the standard descriptors open, its folder
+  as working folder, ``site`` run (site-packages and ``.pth`` files, as
+  for any program), dumpable again, SIGPIPE ignored, the modules it serves
+  with imported; the supervisor's socket to the judge is closed in it;
 - ``procs``: the processes alive under this uid (pid, parent, command line),
   which the judge cannot see itself (``/proc`` is mounted with hidepid);
 - ``bye``: kill every program and host still running, and exit.
@@ -36,19 +48,21 @@ import gatehouse_wire as wire  # noqa: E402
 
 sys.path.remove(HERE)
 
-import dataclasses  # noqa: E402
-import enum  # noqa: E402
+import enum  # noqa: E402 - loaded anyway (signal, socket)
 import importlib  # noqa: E402
-import inspect  # noqa: E402
 import io  # noqa: E402
-import logging  # noqa: E402
 import operator  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
-import traceback  # noqa: E402
+import time  # noqa: E402
 
 WORKSPACE = os.getcwd()
+# The host server's modules, imported by the host only (`_server_imports`):
+# the supervisor never needs them.
+logging = traceback = None
+# libc, for prctl (None where ctypes is unavailable).
+LIBC = None
 
 
 # ---------------------------------------------------------------- supervisor
@@ -215,15 +229,15 @@ class Supervisor:
         root = msg.get("root")
         if root is not None and not (isinstance(root, str) and os.path.isabs(root) and os.path.isdir(root)):
             raise ValueError("a host folder must be an absolute path to a folder: %r" % (root,))
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", os.path.join(HERE, "gatehouse_host.py"), "--serve", str(sock_fd)],
-            cwd=root or WORKSPACE,
-            pass_fds=(sock_fd,),
-            close_fds=True,
-        )
+        with self.send_lock:
+            # Not while a wait thread is writing a reply: the child must not
+            # inherit a half-sent frame or a held lock it would need.
+            pid = os.fork()
+        if pid == 0:
+            _become_host(self, sock_fd, root or WORKSPACE)
         with self.lock:
-            self.hosts[proc.pid] = proc
-        self.reply(rid, pid=proc.pid)
+            self.hosts[pid] = Child(pid)
+        self.reply(rid, pid=pid)
 
     def op_poll_host(self, rid, msg, fds):
         with self.lock:
@@ -254,6 +268,15 @@ class Supervisor:
                 pass
         self.reply(rid, ok=True)
 
+    def close_in_child(self):
+        """In a forked host: nothing of the supervisor's stays usable."""
+        try:
+            self.wire.sock.detach()
+        except OSError:
+            pass
+        self.procs.clear()
+        self.hosts.clear()
+
     def shutdown(self):
         with self.lock:
             hosts, procs = list(self.hosts.values()), list(self.procs.values())
@@ -267,6 +290,104 @@ class Supervisor:
                 proc.wait(2)
             except (OSError, subprocess.TimeoutExpired):
                 pass
+
+
+class Child:
+    """A host process forked here: `subprocess.Popen`'s poll, wait, kill
+    and send_signal for a pid this process waits for itself."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = -int(signal.SIGKILL)
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else wire.now() + timeout
+        delay = 0.0005
+        while self.poll() is None:
+            left = None if deadline is None else deadline - wire.now()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired("host %d" % self.pid, timeout)
+            time.sleep(delay if left is None else min(delay, left))
+            delay = min(delay * 2, 0.05)
+        return self.returncode
+
+    def send_signal(self, sig):
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+def _become_host(supervisor, sock_fd, folder):
+    """The forked child of `op_host`: becomes a host server on `sock_fd`
+    working in `folder`, as a fresh `python3 -I -B` would be; never
+    returns."""
+    code = 70
+    try:
+        supervisor.close_in_child()
+        os.closerange(3, sock_fd)
+        try:
+            limit = os.sysconf("SC_OPEN_MAX")
+        except (ValueError, OSError):
+            limit = 1 << 16
+        os.closerange(sock_fd + 1, max(limit, sock_fd + 1))
+        os.chdir(folder)
+        global WORKSPACE
+        WORKSPACE = os.getcwd()
+        # What a fresh interpreter would have: SIGPIPE ignored, SIGINT a
+        # KeyboardInterrupt, and /proc/<pid>/ of its own (the supervisor
+        # made itself undumpable; an exec would have undone it).
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if LIBC is not None:
+            try:
+                LIBC.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE 1
+            except Exception:  # noqa: BLE001
+                pass
+        if sys.flags.no_site:
+            # The supervisor starts without `site`; the candidate's code
+            # sees site-packages and what its .pth files add, as any
+            # program would.
+            import site
+
+            site.main()
+        serve(sock_fd)
+        code = 0
+    except BaseException:  # noqa: BLE001 - the judge sees the host end
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _server_imports():
+    global logging, traceback
+    import logging as _logging
+    import traceback as _traceback
+
+    logging, traceback = _logging, _traceback
+
+
+def _dataclasses():
+    """The dataclasses module, when a value is one (the candidate's code
+    has imported it then)."""
+    import dataclasses
+
+    return dataclasses
 
 
 # ---------------------------------------------------------------- host server
@@ -486,7 +607,8 @@ class HostServer:
             fields = [str(f) for f in cls._fields]
             return {"NT": {"h": self.hid(v), "c": self.hid(cls), "name": _plain_name(cls.__name__),
                            "f": fields, "v": [self.codec.encode(x, depth + 1) for x in tuple.__iter__(v)]}}
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        if hasattr(type(v), "__dataclass_fields__") and not isinstance(v, type):
+            dataclasses = _dataclasses()
             cls = type(v)
             params = getattr(cls, "__dataclass_params__", None)
             frozen = bool(getattr(params, "frozen", False))
@@ -657,6 +779,8 @@ class HostServer:
         return desc
 
     def signature_desc(self, obj):
+        import inspect
+
         sig = inspect.signature(obj)
         params = []
         for p in sig.parameters.values():
@@ -765,6 +889,7 @@ class HostServer:
         if op == "signature":
             return self.signature_desc(obj)
         if op == "fields":
+            dataclasses = _dataclasses()
             if dataclasses.is_dataclass(obj):
                 return [[f.name, getattr(obj, f.name)] for f in dataclasses.fields(obj)]
             return [[f, getattr(obj, f)] for f in type(obj)._fields]
@@ -808,10 +933,6 @@ class HostServer:
         return self.codec.decode(msg.get("ok"))
 
 
-class LogTap(logging.Handler):
-    pass
-
-
 def _safe_str(e):
     try:
         return str(e)[:2000]
@@ -830,6 +951,8 @@ def _annotation_text(ann):
     if isinstance(ann, str):
         return ann
     try:
+        import inspect
+
         return inspect.formatannotation(ann)
     except Exception:  # noqa: BLE001
         return _safe_repr(ann)
@@ -840,6 +963,7 @@ SERVER = None
 
 def serve(fd):
     global SERVER
+    _server_imports()
     sock = wire.socket_from_fd(fd)
     SERVER = server = HostServer(sock)
     # The program's view: its folder (the workspace, or the folder the
@@ -874,22 +998,25 @@ def serve(fd):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
-        serve(int(sys.argv[2]))
-        return
     try:
         os.set_inheritable(3, False)
         sock = wire.socket_from_fd(3)
     except OSError:
         print("gatehouse_host: no socket on descriptor 3", file=sys.stderr)
         os._exit(2)
+    global LIBC
     try:
         import ctypes
 
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/<pid>/mem for our own uid
+        LIBC = ctypes.CDLL(None)
+        LIBC.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/<pid>/mem for our own uid
     except Exception:  # noqa: BLE001
         pass
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # Hosts are forked while a wait thread may run (Python 3.12 warns).
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork", category=DeprecationWarning)
     # The host is the candidate's code running as a program of its own: no
     # variable of the grader's or of a test runner in its environment (the
     # programs a hidden test starts get the environment the test gives).

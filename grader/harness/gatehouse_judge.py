@@ -51,13 +51,10 @@ library (patch `time.sleep` to fail, count `urlopen` calls).
 import builtins
 import collections
 import collections.abc
-import dataclasses
 import enum
 import importlib.abc
 import importlib.machinery
-import inspect
 import io
-import logging
 import os
 import signal
 import _socket
@@ -122,7 +119,15 @@ def in_judge():
 
 
 class Supervisor:
-    """Requests to the host supervisor; thread-safe, answers matched by id."""
+    """Requests to the host supervisor; thread-safe, answers matched by id.
+
+    The sandbox starts the supervisor as a shell waiting for one newline on
+    its socket (`lang::python::HOST_ARGV`): a run that never asks it for
+    anything (a detector script that reads files) starts no interpreter
+    under the candidate's uid. `wake` sends that newline, once, before
+    any message; the runner wakes it at once for test runs (they nearly
+    always need it: the interpreter starts while the tests are collected),
+    and a script's first request wakes it otherwise."""
 
     def __init__(self, sock):
         self.wire = wire.Wire(sock)
@@ -132,6 +137,19 @@ class Supervisor:
         self.cond = threading.Condition()
         self.next = 1
         self.gone = None
+        self.woken = False
+
+    def wake(self):
+        with self.send_lock:
+            self._wake()
+
+    def _wake(self):
+        if not self.woken:
+            self.woken = True
+            try:
+                self.wire.sock.sendall(b"\n")
+            except OSError as e:
+                self.gone = "it could not be started (%s)" % e.__class__.__name__
 
     def request(self, op, fds=(), timeout=20.0, **fields):
         if self.gone:
@@ -141,6 +159,9 @@ class Supervisor:
             self.next += 1
         fields.update(op=op, id=rid)
         with self.send_lock:
+            self._wake()
+            if self.gone:
+                raise HostError("the host supervisor is gone (%s)" % self.gone)
             try:
                 if fds:
                     self.wire.send_fds(fields, fds)
@@ -494,6 +515,8 @@ class Judge:
         self.mirrored = {}
         self.lock = threading.RLock()
         self.counts = {"calls": 0, "hosts": 0, "callbacks": 0, "spawns": 0}
+        # File name -> what `_asked_by_packet_code` makes of its frames.
+        self.file_kinds = {}
 
     # ---- hosts
 
@@ -735,7 +758,9 @@ class Judge:
                 sys.stderr.flush()
             except Exception:  # noqa: BLE001
                 pass
-        if isinstance(logs, list):
+        if isinstance(logs, list) and logs:
+            import logging
+
             for item in logs[:500]:
                 if type(item) is not list or len(item) != 5:
                     continue
@@ -1178,6 +1203,10 @@ class Judge:
             setattr(host, name, value)
 
     def finish(self):
+        if not self.supervisor.woken:
+            # Nothing was started: the waiting shell ends when this process
+            # closes the socket.
+            return
         try:
             self.supervisor.request("bye", timeout=10)
         except HostError:
@@ -1243,6 +1272,8 @@ _CALLBACK_OPS = {
 
 
 def _signature_from(desc):
+    import inspect
+
     if type(desc) is not dict or type(desc.get("p")) is not list:
         raise HostError("a signature that is not one")
     params = []
@@ -1341,20 +1372,41 @@ def _asked_by_packet_code(judge, depth=2, ours_answer=None):
     `ours_answer`, a frame of the grader's tools met on the way decides
     that answer instead (the judge's own machinery at work)."""
     frame = sys._getframe(depth)
-    ws = judge.workspace.rstrip("/") + "/"
+    kinds = judge.file_kinds
     while frame is not None:
         fn = frame.f_code.co_filename
-        if ours_answer is not None and fn.startswith("/gatehouse/"):
-            return ours_answer
-        if fn.startswith(ws):
-            rel = fn[len(ws):]
-            return rel in judge.laid
-        if not fn.startswith(("<", "/gatehouse/")) and not _is_library(fn):
-            # A file outside the workspace that is not a library: packet
-            # code copied elsewhere (a fixture folder in /tmp).
-            return True
+        kind = kinds.get(fn)
+        if kind is None:
+            kind = _file_kind(judge, fn)
+            if len(kinds) < 20000:
+                kinds[fn] = kind
+        if kind is _OURS:
+            if ours_answer is not None:
+                return ours_answer
+        elif kind is not _PASS:
+            # _LAID, _CANDIDATE, or _PACKET: a file outside the workspace
+            # that is not a library (packet code copied elsewhere, a
+            # fixture folder in /tmp).
+            return kind is not _CANDIDATE
         frame = frame.f_back
     return False
+
+
+# What a frame's file is, to `_asked_by_packet_code` (cached per file name
+# in `Judge.file_kinds`: the workspace, the laid files and the library
+# folders do not change during a run).
+_OURS, _PASS, _LAID, _CANDIDATE, _PACKET = "ours", "pass", "laid", "candidate", "packet"
+
+
+def _file_kind(judge, fn):
+    if fn.startswith("/gatehouse/"):
+        return _OURS
+    ws = judge.workspace.rstrip("/") + "/"
+    if fn.startswith(ws):
+        return _LAID if fn[len(ws):] in judge.laid else _CANDIDATE
+    if fn.startswith("<") or _is_library(fn):
+        return _PASS
+    return _PACKET
 
 
 _LIBRARY = None
@@ -1386,9 +1438,11 @@ def _is_library(fn):
 _MISSING = object()
 
 
+_STDLIB = frozenset(sys.stdlib_module_names) - {"sys", "builtins", "importlib", "_frozen_importlib"}
+
+
 def _is_stdlib(name):
-    top = name.partition(".")[0]
-    return top in sys.stdlib_module_names and top not in ("sys", "builtins", "importlib", "_frozen_importlib")
+    return name.partition(".")[0] in _STDLIB
 
 
 class _Mirrored(types.ModuleType):
@@ -1427,16 +1481,22 @@ _real_import = builtins.__import__
 _real_import_module = importlib.import_module
 
 
+_ModuleType = types.ModuleType
+_modules = sys.modules
+
+
 def _import(name, globals=None, locals=None, fromlist=(), level=0):
     module = _real_import(name, globals, locals, fromlist, level)
-    if not level and _is_stdlib(name) and type(sys.modules.get(name)) is types.ModuleType:
+    # Every import statement comes here: the cheap test first (a module
+    # already mirrored, or not plain, is done).
+    if not level and type(_modules.get(name)) is _ModuleType and _is_stdlib(name):
         _mirror_loaded()
     return module
 
 
 def _import_module(name, package=None):
     module = _real_import_module(name, package)
-    if _is_stdlib(name) and type(sys.modules.get(name)) is types.ModuleType:
+    if type(_modules.get(name)) is _ModuleType and _is_stdlib(name):
         _mirror_loaded()
     return module
 
@@ -1606,8 +1666,10 @@ def share_pytest_temp():
 # ------------------------------------------------------------------ install
 
 
-def install(config):
-    """Makes this process the judge; returns the `Judge`."""
+def install(config, wake=True):
+    """Makes this process the judge; returns the `Judge`. With `wake`, the
+    host supervisor starts now (`Supervisor.wake`), else at the first
+    request."""
     global JUDGE
     if JUDGE is not None:
         return JUDGE
@@ -1617,6 +1679,8 @@ def install(config):
     except OSError as e:
         raise HostError("judge mode without a host supervisor on descriptor %d (%s)" % (HOST_FD, e))
     JUDGE = judge = Judge(config, Supervisor(sock))
+    if wake:
+        judge.supervisor.wake()
     os.umask(0o007)
     sys.meta_path.insert(0, HostFinder(judge))
     subprocess.Popen = HostPopen

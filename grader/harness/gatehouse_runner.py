@@ -951,14 +951,14 @@ def run_script(channel, config, args, audit, roles):
 JUDGE_MODE = None
 
 
-def _start_judge(channel, config):
+def _start_judge(channel, config, wake):
     sys.path.insert(0, TOOLS)
     try:
         import gatehouse_judge
     finally:
         sys.path.remove(TOOLS)
     try:
-        judge = gatehouse_judge.install(config)
+        judge = gatehouse_judge.install(config, wake)
     except gatehouse_judge.HostError as e:
         print("gatehouse_runner: %s" % e, file=sys.stderr)
         _exit(3)
@@ -1001,7 +1001,9 @@ def main():
         # another uid (gatehouse_judge); none of it ever runs here, so there
         # is nothing for the audit hook or the framework record to watch.
         global JUDGE_MODE
-        JUDGE_MODE = _start_judge(channel, config)
+        # A script (a detector) starts the host supervisor only if it asks
+        # for it; tests nearly always do, so theirs starts at once.
+        JUDGE_MODE = _start_judge(channel, config, kind != "script")
     else:
         audit.install()
     if kind == "script":

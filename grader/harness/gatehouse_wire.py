@@ -24,18 +24,32 @@ a `ProtocolError` naming what was wrong; the reader never trusts a length
 it has not checked.
 """
 
-import base64
-import datetime
-import decimal
-import fractions
+import binascii
 import json
 import math
 import os
-import pathlib
 import select
 import socket
 import struct
 import time
+
+# The standard value modules are imported on first use (`_values`): the
+# host supervisor frames messages but never carries one of these values,
+# and a run that never calls the candidate's code never needs them.
+datetime = decimal = fractions = pathlib = None
+_VALUE_MODULES = frozenset(("datetime", "decimal", "fractions", "pathlib"))
+
+
+def _values():
+    global datetime, decimal, fractions, pathlib
+    if pathlib is None:
+        import datetime as _datetime
+        import decimal as _decimal
+        import fractions as _fractions
+        import pathlib as _pathlib
+
+        datetime, decimal, fractions = _datetime, _decimal, _fractions
+        pathlib = _pathlib
 
 MAX_MESSAGE = 16 << 20
 MAX_DEPTH = 64
@@ -140,7 +154,22 @@ class Wire:
 
 
 def _b64(b):
-    return base64.b64encode(b).decode("ascii")
+    return binascii.b2a_base64(b, newline=False).decode("ascii")
+
+
+def _unb64(text):
+    """base64.b64decode(text, validate=True), without importing base64
+    (and `re`) for it: only the alphabet and trailing padding."""
+    raw = text.encode("ascii", "replace")
+    if raw.rstrip(b"=").translate(None, _B64_ALPHABET) or len(raw) - len(raw.rstrip(b"=")) > 2:
+        raise ValueError("not base64")
+    try:
+        return binascii.a2b_base64(raw)
+    except binascii.Error as e:
+        raise ValueError(str(e))
+
+
+_B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
 class Codec:
@@ -188,6 +217,13 @@ class Codec:
         return self.encode_subclass(v, d)
 
     def _standard(self, v, t):
+        if t is complex:
+            return {"Cpx": [self.encode(v.real), self.encode(v.imag)]}
+        mod = getattr(t, "__module__", None)
+        # (pathlib's classes live in pathlib._local from Python 3.13.)
+        if not isinstance(mod, str) or mod.partition(".")[0] not in _VALUE_MODULES:
+            return None
+        _values()
         if t is decimal.Decimal:
             return {"Dec": str(v)}
         if t is fractions.Fraction:
@@ -202,8 +238,6 @@ class Codec:
             return {"Td": [v.days, v.seconds, v.microseconds]}
         if t in (pathlib.PosixPath, pathlib.PurePosixPath):
             return {"P": str(v)}
-        if t is complex:
-            return {"Cpx": [self.encode(v.real), self.encode(v.imag)]}
         return None
 
     def encode_subclass(self, v, d):
@@ -231,6 +265,7 @@ class Codec:
             return {"F": [self.encode(x, d) for x in frozenset.__iter__(v)]}
         if isinstance(v, set):
             return {"S": [self.encode(x, d) for x in set.__iter__(v)]}
+        _values()
         if isinstance(v, pathlib.PurePosixPath):
             return {"P": pathlib.PurePath.__str__(v)}
         if isinstance(v, datetime.datetime):
@@ -273,7 +308,7 @@ class Codec:
             return out
         if tag in ("B", "BA"):
             try:
-                raw = base64.b64decode(_str(body, tag), validate=True)
+                raw = _unb64(_str(body, tag))
             except ValueError:
                 raise ProtocolError("bytes are not base64")
             return raw if tag == "B" else bytearray(raw)
@@ -286,6 +321,8 @@ class Codec:
             if body not in ("nan", "inf", "-inf"):
                 raise ProtocolError("an unknown float %s" % _clip(body))
             return float(body)
+        if tag in _VALUE_TAGS:
+            _values()
         try:
             if tag == "Dec":
                 return decimal.Decimal(_str(body, tag))
@@ -323,6 +360,9 @@ class Codec:
 
     def decode_other(self, tag, body, depth):
         raise ProtocolError("an unknown tag %r" % tag[:40])
+
+
+_VALUE_TAGS = frozenset(("Dec", "Frac", "Dt", "Date", "Time", "Td", "P"))
 
 
 def _list(body, tag, n=None):

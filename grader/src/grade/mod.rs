@@ -193,6 +193,13 @@ impl Grader {
             detail: e.to_string(),
         })?;
         let mut config = Sandbox::host_default_config();
+        // The tools' bytecode, for the sandbox's interpreter (best effort:
+        // without it each run compiles what it imports).
+        if let Some(python) =
+            config.path_dirs.iter().map(|d| d.join("python3")).find(|p| p.is_file())
+        {
+            let _ = crate::trusted::compile_tools(&python, tools.path());
+        }
         config.tool_dir = Some(tools.path().to_path_buf());
         let mut grader = Grader::new(Sandbox::new(config)?);
         grader._tools = Some(tools);

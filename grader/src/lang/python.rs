@@ -11,10 +11,23 @@
 
 use super::JudgeSetup;
 
-/// The host supervisor's command: the grader's own file on the read-only
-/// tool folder, the sandbox's `python3`, isolated and writing no bytecode.
-pub const HOST_ARGV: [&str; 3] =
-    ["/bin/sh", "-c", "exec python3 -I -B /gatehouse/gatehouse_host.py"];
+/// The host supervisor's command. A shell first waits for the judge's
+/// first byte on the socket (a newline, read a byte at a time so nothing
+/// after it is consumed: `gatehouse_judge.Supervisor.wake`); at the end of
+/// a run that never woke it, it reads the end of the socket and exits, and
+/// no interpreter ever started. Woken, it becomes the grader's own module
+/// on the read-only tool folder (imported, not run as a script, so that
+/// its bytecode there is used: `trusted::compile_tools`) in the sandbox's
+/// `python3`, isolated, without `site` (it imports only the standard
+/// library; the hosts it forks run `site` themselves) and writing no
+/// bytecode.
+pub const HOST_ARGV: [&str; 3] = [
+    "/bin/sh",
+    "-c",
+    "read -r _ <&3 || exit 0; \
+     exec python3 -I -S -B -c 'import sys; sys.path.insert(0, \"/gatehouse\"); import gatehouse_host; \
+     sys.path.remove(\"/gatehouse\"); gatehouse_host.main()'",
+];
 
 /// Python's judge apart.
 pub fn judge() -> JudgeSetup {

@@ -135,6 +135,39 @@ pub fn write_tools(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Compiles the Python tools in `dir` to bytecode with `python` (the
+/// sandbox's interpreter), so that no run compiles them again: every run of
+/// the trusted runner imports several of them, and a run judged apart
+/// starts the host supervisor too. The bytecode is *checked* hash-based
+/// (`__pycache__/NAME.cpython-XY.pyc`): the interpreter uses it only while
+/// its recorded hash matches the source beside it (the runner's
+/// `--check-hash-based-pycs always` and the supervisor's default both check
+/// it), and an interpreter of another version ignores it. Written before
+/// any run, in a folder runs cannot write. Best effort: without it the
+/// tools compile from source at each import, as before.
+pub fn compile_tools(python: &Path, dir: &Path) -> io::Result<()> {
+    const COMPILE: &str = "import os, sys, py_compile\n\
+        d = sys.argv[1]\n\
+        for n in sorted(os.listdir(d)):\n    \
+            if n.endswith('.py'):\n        \
+                py_compile.compile(os.path.join(d, n), doraise=True, \
+                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n";
+    let out = std::process::Command::new(python)
+        .args(["-I", "-S", "-c", COMPILE])
+        .arg(dir)
+        .env_clear()
+        .env("LANG", "C.UTF-8")
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{} could not compile the tools: {}",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
 /// A fresh folder of tools for one grader; removed when dropped, and a
 /// [`crate::workdir::WorkDir`], so a sweep removes it once its process is
 /// gone, however it died.

@@ -297,6 +297,94 @@ def value():
     assert_eq!(failing(&card), ["test_value_is_four"], "{}", describe(&card));
 }
 
+#[test]
+fn judge_a_forked_host_is_a_fresh_program() {
+    // The host is forked from the supervisor (no second interpreter to
+    // start): it must be what a fresh `python3 -I -B` in the workspace
+    // would be. Above all, the supervisor's socket to the judge is not
+    // among its descriptors (the candidate's code could answer the judge's
+    // requests to start programs in its stead).
+    let card = grade(
+        demo(),
+        r#"
+import builtins, ctypes, os, signal, sys
+def value():
+    problems, sockets = [], 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        if int(fd) in (0, 1, 2) or ".gatehouse-host-" in target:
+            continue
+        if target.startswith("socket:"):
+            sockets += 1
+        else:
+            problems.append("descriptor %s is open on %s" % (fd, target))
+    if sockets != 1:
+        problems.append("%d sockets are open, not the one to the judge" % sockets)
+    if ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) != 1:
+        problems.append("not dumpable")
+    if not any(p.rstrip("/").endswith("site-packages") for p in sys.path) or not hasattr(builtins, "exit"):
+        problems.append("no site: %r" % (sys.path,))
+    if signal.getsignal(signal.SIGPIPE) is not signal.SIG_IGN:
+        problems.append("SIGPIPE is %r" % (signal.getsignal(signal.SIGPIPE),))
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        problems.append("SIGINT is %r" % (signal.getsignal(signal.SIGINT),))
+    if sys.path[0] != os.getcwd() or os.getcwd() != "/workspace":
+        problems.append("sys.path[0] %r, working folder %r" % (sys.path[0], os.getcwd()))
+    if any(k.startswith(("PYTEST", "GATEHOUSE")) for k in os.environ):
+        problems.append("runner variables")
+    return 4 if not problems else "; ".join(problems)
+"#,
+    );
+    assert!(failing(&card).is_empty(), "{}", describe(&card));
+}
+
+#[test]
+fn judge_tools_run_from_checked_bytecode() {
+    // The grader compiles its Python tools once (`trusted::compile_tools`):
+    // no run compiles the judge, the wire or the host supervisor again.
+    // The bytecode is checked against its source: an edited source runs.
+    let config = grader().sandbox().config();
+    let tools = config.tool_dir.clone().expect("a tools folder");
+    let python = (config.path_dirs.iter().map(|d| d.join("python3")))
+        .find(|p| p.is_file())
+        .expect("the sandbox's python3");
+    let cache = tools.join("__pycache__");
+    for name in ["gatehouse_runner", "gatehouse_judge", "gatehouse_host", "gatehouse_wire"] {
+        let pyc = fs::read_dir(&cache)
+            .unwrap_or_else(|e| panic!("{}: {e}", cache.display()))
+            .filter_map(|e| e.ok())
+            .find(|e| e.file_name().to_string_lossy().starts_with(&format!("{name}.")))
+            .unwrap_or_else(|| panic!("no bytecode for {name} in {}", cache.display()));
+        let bytes = fs::read(pyc.path()).unwrap();
+        assert_eq!(bytes[4..8], [3, 0, 0, 0], "{name}: checked hash-based bytecode");
+    }
+    let import = |dir: &std::path::Path| {
+        let out = std::process::Command::new(&python)
+            .args(["-I", "-S", "-B", "-v", "-c"])
+            .arg("import sys; sys.path.insert(0, sys.argv[1]); import gatehouse_wire as w; print(hasattr(w, 'EDITED'))")
+            .arg(dir)
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (edited, log) = import(&tools);
+    assert_eq!(edited, "False");
+    assert!(log.contains("__pycache__/gatehouse_wire."), "the bytecode is used:\n{log}");
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("tools");
+    grader::tree::copy_path(&tools, &copy).unwrap();
+    let wire = copy.join("gatehouse_wire.py");
+    let source = fs::read_to_string(&wire).unwrap();
+    fs::write(&wire, format!("{source}\nEDITED = True\n")).unwrap();
+    assert_eq!(import(&copy).0, "True", "an edited source is what runs");
+}
+
 /// Every variant and alternate of the Python packets graded judged apart
 /// and shared (the path every grading took before): the per-test outcomes
 /// of the packet's own tests agree, but for the differences listed with

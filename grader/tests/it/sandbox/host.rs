@@ -584,3 +584,29 @@ fn sandbox_host_overhead_figures() {
         ms(exiting)
     );
 }
+
+/// The Python host supervisor's command (`lang::python::HOST_ARGV`) is a
+/// shell waiting for the judge's first byte: a run whose judge never asks
+/// for anything (a detector script that reads files) starts no interpreter
+/// under the candidate's uid. Here there is no tools folder, so a woken
+/// supervisor fails at once importing `gatehouse_host`, which the report
+/// shows; an unwoken one ends quietly when the judge closes its socket.
+#[test]
+fn sandbox_host_python_supervisor_starts_only_when_woken() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let argv = grader::lang::python::HOST_ARGV;
+    let quiet = run_host(dir.path(), "sleep 0.3; echo judge-done", host_spec(&argv, &[]));
+    assert!(quiet.success(), "{quiet:?}");
+    assert_eq!(quiet.stdout_tail, "judge-done\n", "{quiet:?}");
+    assert!(!quiet.stderr_tail.contains("gatehouse_host"), "an interpreter started: {quiet:?}");
+    // The shell saw the socket end, or was still reading when the run ended.
+    assert!(
+        quiet.host_exit == Some(Exit::Code(0)) || quiet.host_alive_at_end == Some(true),
+        "{quiet:?}"
+    );
+    let woken =
+        run_host(dir.path(), "printf '\\n' >&4; sleep 2; echo judge-done", host_spec(&argv, &[]));
+    assert!(woken.success(), "{woken:?}");
+    assert!(woken.stderr_tail.contains("No module named 'gatehouse_host'"), "{woken:?}");
+    assert_eq!(woken.host_exit, Some(Exit::Code(1)), "{woken:?}");
+}
