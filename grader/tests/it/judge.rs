@@ -385,10 +385,10 @@ fn judge_tools_run_from_checked_bytecode() {
     assert_eq!(import(&copy).0, "True", "an edited source is what runs");
 }
 
-/// Every variant and alternate of the Python packets graded judged apart
-/// and shared (the path every grading took before): the per-test outcomes
-/// of the packet's own tests agree, but for the differences listed with
-/// their reason. A measurement for the closing note, minutes of CPU:
+/// Every variant and alternate of every built-in packet (Python,
+/// TypeScript, Go) graded judged apart and shared (the path every grading
+/// took before): the per-test outcomes of the packet's own tests agree.
+/// Ignored for its cost (about a quarter of an hour of CPU):
 /// `cargo test -p grader --test it -- --ignored judge_outcomes`
 /// (`GATEHOUSE_OUTCOME_PACKETS=a,b` limits the packets).
 #[test]
@@ -397,7 +397,7 @@ fn judge_outcomes_apart_and_shared_agree_for_every_variant_and_alternate() {
     let library = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../packets");
     let only = std::env::var("GATEHOUSE_OUTCOME_PACKETS").unwrap_or_default();
     let g = grader();
-    let mut report = Vec::new();
+    let (mut report, mut differ) = (Vec::new(), false);
     let mut slugs: Vec<String> = fs::read_dir(&library)
         .unwrap()
         .filter_map(|e| e.ok().and_then(|e| e.file_name().into_string().ok()))
@@ -407,9 +407,6 @@ fn judge_outcomes_apart_and_shared_agree_for_every_variant_and_alternate() {
     slugs.sort();
     for slug in slugs {
         let p = Packet::load(&library.join(&slug)).unwrap();
-        if p.manifest.environment.python.is_none() {
-            continue;
-        }
         let tmp = tempfile::tempdir().unwrap();
         let to = tmp.path().join(&slug);
         grader::tree::copy_path(&p.root, &to).unwrap();
@@ -467,6 +464,7 @@ fn judge_outcomes_apart_and_shared_agree_for_every_variant_and_alternate() {
                         .map(|k| format!("{k}: shared only")),
                 )
                 .collect();
+            differ |= !diff.is_empty();
             report.push(format!(
                 "{slug} {what}: {} tests, {}",
                 apart.len(),
@@ -474,6 +472,8 @@ fn judge_outcomes_apart_and_shared_agree_for_every_variant_and_alternate() {
             ));
         }
     }
-    println!("{}", report.join("\n"));
-    assert!(!report.is_empty());
+    let report = report.join("\n");
+    println!("{report}");
+    assert!(!report.is_empty(), "no packet was graded");
+    assert!(!differ, "judged apart and shared disagree:\n{report}");
 }
