@@ -447,11 +447,7 @@ def main(argv):
         if apart is not None:
             ids = set(reported)
             for path in apart.tests:
-                try:
-                    with open(path, encoding="utf-8") as fh:
-                        ids.update(f"{pkg_path}::{m}" for m in re.findall(r"^func (Test\w+)\(", fh.read(), re.M))
-                except OSError:
-                    pass
+                ids.update(test_ids(path, pkg_path))
             ch.send("collected", ids=sorted(ids))
     if only and apart is None:
         # Only the packet's tests and the canaries compiled: what ran is
@@ -463,12 +459,7 @@ def main(argv):
             if rel.startswith("..") or os.path.isabs(rel):
                 continue
             sub = os.path.dirname(rel)
-            pkg = f"{pkg_path}/{sub}" if sub else pkg_path
-            try:
-                with open(rel, encoding="utf-8") as fh:
-                    ids.update(f"{pkg}::{m}" for m in re.findall(r"^func (Test\w+)\(", fh.read(), re.M))
-            except OSError:
-                pass
+            ids.update(test_ids(rel, f"{pkg_path}/{sub}" if sub else pkg_path))
         ch.send("collected", ids=sorted(ids))
     exit_code = 0 if code == 0 else 1
     ch.send("end", exit=exit_code)
@@ -495,6 +486,16 @@ TEST_FLAGS = {"run": True, "count": True, "timeout": True, "parallel": True, "cp
               "failfast": False, "short": False, "benchmem": False}
 BUILD_FLAGS = {"tags": True, "race": False, "trimpath": False}
 IGNORED_FLAGS = {"v": False, "p": True}
+
+
+def test_ids(path, pkg):
+    """The ids (`PKG::TestX`) of the top-level tests a Go test file
+    declares; none when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return [f"{pkg}::{m}" for m in re.findall(r"^func (Test\w+)\(", fh.read(), re.M)]
+    except OSError:
+        return []
 
 
 def split_flags(args):
